@@ -1,0 +1,60 @@
+# cachebench front door: `make setup`, `make run`, `make test`.
+BUILD       ?= build
+SAN_BUILD   ?= build-sanitize
+JOBS        ?= $(shell nproc)
+BUILD_TYPE  ?= RelWithDebInfo
+CMAKE_FLAGS ?=
+CACHEBENCH_DATA ?= $(abspath ../shared)
+export CACHEBENCH_DATA
+
+CB := $(BUILD)/apps/cachebench/cachebench
+DEMO_MODEL := $(CACHEBENCH_DATA)/models/stories260K/stories260K.gguf
+
+.PHONY: all setup configure build run test test-main test-sanitize format clean
+
+all: build
+
+## setup: install system packages (Debian) and Python tooling; safe to re-run
+setup:
+	bash tools/setup.sh
+
+configure:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
+
+## build: configure and compile everything (CUDA too when nvcc is found)
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+## run: the main job; for now a demonstration: inspect models and tokenize a sentence
+run: build
+	$(CB) --version
+	@echo; echo "== cachebench inspect preset:llama-2-7b"
+	$(CB) inspect preset:llama-2-7b
+	@if [ -f "$(DEMO_MODEL)" ]; then \
+	  echo; echo "== cachebench inspect $(DEMO_MODEL)"; \
+	  $(CB) inspect "$(DEMO_MODEL)"; \
+	  echo; echo "== cachebench tokenize --model $(DEMO_MODEL) --pieces ..."; \
+	  $(CB) tokenize --model "$(DEMO_MODEL)" --pieces "Once upon a time, there was a little girl named Lily."; \
+	else \
+	  echo "(shared models not found under $(CACHEBENCH_DATA); set CACHEBENCH_DATA to run the rest of the demo)"; \
+	fi
+
+## test: the whole suite through CTest, then the unit tests under ASan+UBSan
+test: test-main test-sanitize
+
+test-main: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+test-sanitize:
+	cmake -S . -B $(SAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCACHEBENCH_SANITIZE=address,undefined \
+	  -DCACHEBENCH_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(SAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --test-dir $(SAN_BUILD) -L unit --output-on-failure -j $(JOBS)
+
+## format: apply .clang-format to all C++ sources
+format:
+	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD)

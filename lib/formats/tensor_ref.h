@@ -1,0 +1,37 @@
+#pragma once
+/// A tensor as it lies in a model file: name, dtype, row-major shape (PyTorch order:
+/// outermost first, so a linear weight is [out_features, in_features]) and a pointer
+/// into the file's memory mapping. Shared by the GGUF and safetensors readers.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/core/dtype.h"
+
+namespace cb::formats {
+
+struct TensorRef {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;     ///< row-major, outermost first
+  const uint8_t* data = nullptr;  ///< into the owning file's mapping; valid while it lives
+  size_t nbytes = 0;
+  std::string file;  ///< the file it came from, for error messages
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+};
+
+/// "[4096, 11008]"
+std::string shape_str(const std::vector<int64_t>& shape);
+
+/// Converts any supported dtype (F32, F16, BF16, Q8_0, Q4_0, Q4_1) to fp32.
+/// `out` must hold t.numel() floats. Throws cb::Error for dtypes it cannot convert.
+void to_f32(const TensorRef& t, float* out);
+
+}  // namespace cb::formats
