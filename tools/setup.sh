@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libopenblas-dev zlib1g-dev libxxhash-dev liburing-dev
   python3 python3-pip
 )
-PIP_PACKAGES=(numpy gguf)
+PIP_PACKAGES=(numpy gguf unicodedata2)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -29,7 +29,7 @@ else
 fi
 
 PY=python3
-if ! "$PY" -c 'import numpy, gguf' 2>/dev/null; then
+if ! "$PY" -c "import numpy, gguf, unicodedata2" 2>/dev/null; then
   echo "setup: installing Python tooling: ${PIP_PACKAGES[*]}"
   # Debian's system Python refuses global installs (PEP 668); pyenv/venv Pythons do not.
   "$PY" -m pip install -q "${PIP_PACKAGES[@]}" 2>/dev/null ||

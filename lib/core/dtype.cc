@@ -20,8 +20,8 @@ const char* dtype_name(DType t) {
 bool parse_dtype(const std::string& name, DType* out) {
   std::string n;
   for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Q8_0, DType::Q4_0,
-                  DType::Q4_1}) {
+  for (DType t :
+       {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
     if (n == dtype_name(t)) {
       *out = t;
       return true;
@@ -83,9 +83,9 @@ uint16_t fp32_to_fp16(float f) {
   std::memcpy(&u, &f, sizeof u);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
-  if (abs < 0x38800000u) {  // result is subnormal or zero
+  if (abs < 0x38800000u) {               // result is subnormal or zero
     if (abs < 0x33000000u) return sign;  // below half the smallest subnormal
     const uint32_t exp = abs >> 23;
     const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;

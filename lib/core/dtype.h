@@ -23,7 +23,9 @@ size_t dtype_block_bytes(DType t);
 inline size_t dtype_bytes(DType t, size_t n) {
   return n / dtype_block_elems(t) * dtype_block_bytes(t);
 }
-inline bool dtype_is_quantized(DType t) { return dtype_block_elems(t) > 1; }
+inline bool dtype_is_quantized(DType t) {
+  return dtype_block_elems(t) > 1;
+}
 
 /// IEEE half -> float, exact (subnormals, inf, NaN preserved).
 float fp16_to_fp32(uint16_t h);

@@ -18,8 +18,19 @@ namespace cb::formats {
 
 /// GGUF metadata value types, numbered as in the specification.
 enum class GgufType : uint32_t {
-  UINT8 = 0, INT8 = 1, UINT16 = 2, INT16 = 3, UINT32 = 4, INT32 = 5, FLOAT32 = 6,
-  BOOL = 7, STRING = 8, ARRAY = 9, UINT64 = 10, INT64 = 11, FLOAT64 = 12
+  UINT8 = 0,
+  INT8 = 1,
+  UINT16 = 2,
+  INT16 = 3,
+  UINT32 = 4,
+  INT32 = 5,
+  FLOAT32 = 6,
+  BOOL = 7,
+  STRING = 8,
+  ARRAY = 9,
+  UINT64 = 10,
+  INT64 = 11,
+  FLOAT64 = 12
 };
 const char* gguf_type_name(GgufType t);
 
@@ -27,10 +38,10 @@ const char* gguf_type_name(GgufType t);
 /// arrays keep their element type and hold elements in `array`.
 struct GgufValue {
   GgufType type = GgufType::UINT8;
-  int64_t i = 0;     ///< signed integer types and BOOL
-  uint64_t u = 0;    ///< unsigned integer types (also mirrors non-negative signed)
-  double f = 0.0;    ///< FLOAT32 / FLOAT64
-  std::string s;     ///< STRING
+  int64_t i = 0;   ///< signed integer types and BOOL
+  uint64_t u = 0;  ///< unsigned integer types (also mirrors non-negative signed)
+  double f = 0.0;  ///< FLOAT32 / FLOAT64
+  std::string s;   ///< STRING
   GgufType elem_type = GgufType::UINT8;  ///< ARRAY element type
   std::vector<GgufValue> array;          ///< ARRAY elements
 

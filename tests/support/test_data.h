@@ -4,11 +4,11 @@
 /// the file is absent.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <sys/stat.h>
 
 namespace cb::test {
 
@@ -18,7 +18,9 @@ inline std::string data_dir() {
 }
 
 /// Absolute path of `rel` under the shared data directory.
-inline std::string data_path(const std::string& rel) { return data_dir() + "/" + rel; }
+inline std::string data_path(const std::string& rel) {
+  return data_dir() + "/" + rel;
+}
 
 inline bool file_exists(const std::string& p) {
   struct stat st {};
@@ -36,7 +38,8 @@ inline std::string tmp_dir() {
 /// Writes `bytes` to tmp_dir()/name and returns the path.
 inline std::string write_tmp(const std::string& name, const std::string& bytes) {
   const std::string p = tmp_dir() + "/" + name;
-  std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(p, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return p;
 }
 
@@ -48,8 +51,8 @@ inline std::string read_file(const std::string& p) {
 }  // namespace cb::test
 
 /// Skips the current test with a message when shared file `rel` is missing.
-#define CB_REQUIRE_DATA(var, rel)                                                    \
-  const std::string var = ::cb::test::data_path(rel);                                \
-  if (!::cb::test::file_exists(var))                                                 \
-    GTEST_SKIP() << "shared data not found: " << var                                 \
-                 << " (set CACHEBENCH_DATA to the folder holding models/ and data/)"
+#define CB_REQUIRE_DATA(var, rel)                     \
+  const std::string var = ::cb::test::data_path(rel); \
+  if (!::cb::test::file_exists(var))                  \
+  GTEST_SKIP() << "shared data not found: " << var    \
+               << " (set CACHEBENCH_DATA to the folder holding models/ and data/)"

@@ -37,7 +37,8 @@ TEST(DtypeTest, Fp16DecodeMatchesDefinition) {
   for (uint32_t h = 0; h < 65536; ++h) {
     const uint32_t s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
     if (e == 31) continue;
-    const double mag = e == 0 ? std::ldexp(m / 1024.0, -14) : std::ldexp(1.0 + m / 1024.0, static_cast<int>(e) - 15);
+    const double mag = e == 0 ? std::ldexp(m / 1024.0, -14)
+                              : std::ldexp(1.0 + m / 1024.0, static_cast<int>(e) - 15);
     const double want = s ? -mag : mag;
     EXPECT_EQ(static_cast<double>(cb::fp16_to_fp32(static_cast<uint16_t>(h))), want) << h;
   }
@@ -51,14 +52,18 @@ uint16_t nearest_half(float f) {
   const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
   const double a = std::fabs(static_cast<double>(f));
   if (a >= 65520.0) return sign | 0x7c00;  // half max 65504; 65520 is the rounding midpoint
-  uint16_t lo = 0, hi = 0x7bff;  // binary search on the monotone positive halves
+  uint16_t lo = 0, hi = 0x7bff;            // binary search on the monotone positive halves
   while (lo < hi) {
     const uint16_t mid = static_cast<uint16_t>((lo + hi + 1) / 2);
-    if (static_cast<double>(cb::fp16_to_fp32(mid)) <= a) lo = mid; else hi = static_cast<uint16_t>(mid - 1);
+    if (static_cast<double>(cb::fp16_to_fp32(mid)) <= a)
+      lo = mid;
+    else
+      hi = static_cast<uint16_t>(mid - 1);
   }
   uint16_t best = lo;
   if (lo < 0x7bff) {
-    const double dl = a - cb::fp16_to_fp32(lo), dh = cb::fp16_to_fp32(static_cast<uint16_t>(lo + 1)) - a;
+    const double dl = a - cb::fp16_to_fp32(lo),
+                 dh = cb::fp16_to_fp32(static_cast<uint16_t>(lo + 1)) - a;
     if (dh < dl || (dh == dl && (lo & 1))) best = static_cast<uint16_t>(lo + 1);
   } else if (a > 65504.0) {
     best = 0x7bff;
@@ -78,9 +83,9 @@ TEST(DtypeTest, Fp32ToFp16RoundsToNearestEven) {
     ASSERT_EQ(cb::fp32_to_fp16(f), nearest_half(f)) << std::hexfloat << f;
   }
   // Exact ties.
-  EXPECT_EQ(cb::fp32_to_fp16(1.0f + 1.0f / 2048), 0x3c00);   // tie -> even (down)
-  EXPECT_EQ(cb::fp32_to_fp16(1.0f + 3.0f / 2048), 0x3c02);   // tie -> even (up)
-  EXPECT_EQ(cb::fp32_to_fp16(65520.0f), 0x7c00);             // rounds to inf
+  EXPECT_EQ(cb::fp32_to_fp16(1.0f + 1.0f / 2048), 0x3c00);  // tie -> even (down)
+  EXPECT_EQ(cb::fp32_to_fp16(1.0f + 3.0f / 2048), 0x3c02);  // tie -> even (up)
+  EXPECT_EQ(cb::fp32_to_fp16(65520.0f), 0x7c00);            // rounds to inf
   EXPECT_EQ(cb::fp32_to_fp16(65519.0f), 0x7bff);
   EXPECT_EQ(cb::fp32_to_fp16(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even zero
   EXPECT_EQ(cb::fp32_to_fp16(std::ldexp(1.5f, -25)), 0x0001);
@@ -107,8 +112,10 @@ TEST(DtypeTest, Bf16RoundsToNearestEvenAndKeepsNaN) {
   EXPECT_EQ(cb::fp32_to_bf16(from_bits(0x3f808000u)), 0x3f80);  // tie, even stays
   EXPECT_EQ(cb::fp32_to_bf16(from_bits(0x3f818000u)), 0x3f82);  // tie, odd rounds up
   EXPECT_EQ(cb::fp32_to_bf16(from_bits(0x3f808001u)), 0x3f81);
-  EXPECT_TRUE(std::isnan(cb::bf16_to_fp32(cb::fp32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isnan(cb::bf16_to_fp32(cb::fp32_to_bf16(from_bits(0x7f800001u)))));  // sNaN low bits
+  EXPECT_TRUE(
+      std::isnan(cb::bf16_to_fp32(cb::fp32_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(
+      std::isnan(cb::bf16_to_fp32(cb::fp32_to_bf16(from_bits(0x7f800001u)))));  // sNaN low bits
   for (uint32_t b = 0; b < 65536; ++b) {
     const float f = cb::bf16_to_fp32(static_cast<uint16_t>(b));
     EXPECT_EQ(bits(f), b << 16);

@@ -11,7 +11,8 @@ TEST(MappedFileTest, MapsContents) {
   const std::string p = cb::test::write_tmp("mapped.bin", std::string("hello\0world", 11));
   cb::MappedFile f(p);
   ASSERT_EQ(f.size(), 11u);
-  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f.data()), 11), std::string("hello\0world", 11));
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(f.data()), 11),
+            std::string("hello\0world", 11));
   cb::MappedFile moved(std::move(f));
   EXPECT_EQ(moved.size(), 11u);
   EXPECT_EQ(f.size(), 0u);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract

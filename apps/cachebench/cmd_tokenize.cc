@@ -1,0 +1,96 @@
+// cachebench tokenize --model MODEL [--tokenizer FILE] [--no-bos] [--pieces] [--decode] TEXT...
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/cachebench/subcommands.h"
+#include "lib/core/error.h"
+#include "lib/tokenizer/load.h"
+
+namespace cb::app {
+namespace {
+
+struct TokenizeArgs {
+  std::string model;
+  std::string tokenizer;
+  bool no_bos = false;
+  bool decode = false;
+  bool pieces = false;
+  std::vector<std::string> text;
+};
+
+std::string joined_input(const std::vector<std::string>& parts) {
+  if (parts.size() == 1 && parts[0] == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? " " : "") + parts[i];
+  return s;
+}
+
+std::vector<int32_t> parse_ids(const std::string& s, const tokenizer::Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  std::string cleaned = s;
+  for (char& ch : cleaned)
+    if (ch == ',' || ch == '[' || ch == ']') ch = ' ';
+  std::istringstream in(cleaned);
+  std::string w;
+  while (in >> w) {
+    char* end = nullptr;
+    const long v = std::strtol(w.c_str(), &end, 10);
+    if (end == w.c_str() || *end != '\0' || v < 0 || v >= static_cast<long>(tok.vocab_size())) {
+      throw make_error(
+          "--decode", "'" + w + "' is not a token id in 0.." + std::to_string(tok.vocab_size() - 1),
+          "pass ids separated by spaces or commas");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  return ids;
+}
+
+}  // namespace
+
+void register_tokenize(CLI::App& app) {
+  auto args = std::make_shared<TokenizeArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "tokenize", "Print the token ids of TEXT (or, with --decode, the text of token ids)");
+  sub->add_option("--model,-m", args->model,
+                  "a .gguf file (embedded vocabulary) or a Hugging Face directory "
+                  "(tokenizer.model or tokenizer.json)");
+  sub->add_option("--tokenizer", args->tokenizer,
+                  "tokenizer file (tokenizer.model, tokenizer.json or .gguf); overrides --model");
+  sub->add_flag("--no-bos", args->no_bos,
+                "do not prepend the BOS token (default: the model's own rule)");
+  sub->add_flag("--pieces", args->pieces, "print id:piece pairs instead of bare ids");
+  sub->add_flag("--decode", args->decode, "TEXT is a list of token ids; print their text");
+  sub->add_option("TEXT", args->text, "the text (or ids); '-' reads standard input")->required();
+  set_action(sub, [args] {
+    const std::string src = !args->tokenizer.empty() ? args->tokenizer : args->model;
+    if (src.empty()) {
+      throw make_error("tokenize", "no tokenizer given", "pass --model MODEL or --tokenizer FILE");
+    }
+    auto tok = tokenizer::load_tokenizer(src);
+    const std::string input = joined_input(args->text);
+    if (args->decode) {
+      std::printf("%s\n", tok->decode(parse_ids(input, *tok)).c_str());
+      return 0;
+    }
+    const bool bos = !args->no_bos && tok->add_bos_default();
+    const std::vector<int32_t> ids = tok->encode(input, bos);
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      out += i ? " " : "";
+      out += std::to_string(ids[i]);
+      if (args->pieces) out += ":" + tok->piece(ids[i]);
+    }
+    std::printf("%s\n", out.c_str());
+    std::fflush(stdout);
+    std::fprintf(stderr, "%zu tokens (%s)\n", ids.size(), tok->kind().c_str());
+    return 0;
+  });
+}
+
+}  // namespace cb::app

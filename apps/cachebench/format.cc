@@ -1,0 +1,38 @@
+#include "apps/cachebench/format.h"
+
+#include <cstdio>
+
+namespace cb::app {
+
+std::string human_count(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ull) {
+    std::snprintf(buf, sizeof buf, "%.2fB", static_cast<double>(n) / 1e9);
+  } else if (n >= 1000000ull) {
+    std::snprintf(buf, sizeof buf, "%.2fM", static_cast<double>(n) / 1e6);
+  } else if (n >= 1000ull) {
+    std::snprintf(buf, sizeof buf, "%.1fK", static_cast<double>(n) / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  }
+  return buf;
+}
+
+std::string human_bytes(uint64_t n) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(n);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (u == 0 || v == static_cast<double>(static_cast<uint64_t>(v))) {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  }
+  return buf;
+}
+
+}  // namespace cb::app

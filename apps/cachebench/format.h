@@ -1,0 +1,14 @@
+#pragma once
+/// Human-readable numbers for CLI tables.
+
+#include <cstdint>
+#include <string>
+
+namespace cb::app {
+
+/// 6738415616 -> "6.74B", 262144 -> "262.1K".
+std::string human_count(uint64_t n);
+/// 524288 -> "512 KiB", 1.5e9 -> "1.40 GiB".
+std::string human_bytes(uint64_t n);
+
+}  // namespace cb::app

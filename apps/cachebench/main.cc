@@ -1,0 +1,34 @@
+// cachebench: KV-cache reuse (CachedAttention) measured against the baselines it replaces.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <exception>
+
+#include "apps/cachebench/subcommands.h"
+#include "lib/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"cachebench: KV-cache reuse for LLM serving (CachedAttention), measured",
+               "cachebench"};
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", cb::app::version_string());
+  cb::app::register_inspect(app);
+  cb::app::register_tokenize(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (app.get_subcommands().empty()) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
+  try {
+    return cb::app::run_selected(app);
+  } catch (const cb::Error& e) {
+    std::fprintf(stderr, "cachebench: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cachebench: internal error: %s\n", e.what());
+    return 2;
+  }
+}

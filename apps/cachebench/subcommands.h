@@ -1,0 +1,21 @@
+#pragma once
+/// Registration of the CLI's subcommands; one file per subcommand.
+
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace cb::app {
+
+/// "cachebench 0.1.0 (git ..., build ..., CUDA ..., BLAS ...)".
+std::string version_string();
+
+/// Records `run` as the action of subcommand `sub` (called by the register_* functions).
+void set_action(CLI::App* sub, std::function<int()> run);
+/// Runs the action of the subcommand that was parsed; returns the exit code.
+int run_selected(CLI::App& app);
+
+void register_inspect(CLI::App& app);
+void register_tokenize(CLI::App& app);
+
+}  // namespace cb::app

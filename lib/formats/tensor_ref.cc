@@ -1,0 +1,54 @@
+#include "lib/formats/tensor_ref.h"
+
+#include <string>
+
+#include "lib/core/error.h"
+#include "lib/formats/dequant.h"
+
+namespace cb::formats {
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+void to_f32(const TensorRef& t, float* out) {
+  const std::string what =
+      "tensor '" + t.name + "' (" + dtype_name(t.dtype) + ", shape " + shape_str(t.shape) + ")";
+  if (t.dtype == DType::I32) {
+    throw make_error(t.file, what + " holds integers and cannot be converted to f32",
+                     "only f32, f16, bf16, q8_0, q4_0 and q4_1 tensors hold weights");
+  }
+  uint64_t numel = 1;
+  for (int64_t d : t.shape) {
+    if (d < 0 || __builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel)) {
+      throw make_error(t.file, what + " has an invalid shape",
+                       "the file is corrupt — re-download or re-convert it");
+    }
+  }
+  if (numel % dtype_block_elems(t.dtype) != 0) {
+    throw make_error(t.file,
+                     what + " has " + std::to_string(numel) +
+                         " elements, not a multiple of the 32-element quantization block",
+                     "the file is corrupt — re-download or re-convert it");
+  }
+  uint64_t expect = 0;
+  if (__builtin_mul_overflow(numel / dtype_block_elems(t.dtype), dtype_block_bytes(t.dtype),
+                             &expect) ||
+      t.nbytes != expect) {
+    throw make_error(t.file,
+                     what + " holds " + std::to_string(t.nbytes) +
+                         " bytes but its dtype and shape need " + std::to_string(expect),
+                     "the file is truncated or corrupt — re-download or re-convert it");
+  }
+  if (numel != 0 && t.data == nullptr) {
+    throw make_error(t.file, what + " has no data", "the tensor was not loaded from a file");
+  }
+  dequantize(t.dtype, t.data, out, static_cast<size_t>(numel));
+}
+
+}  // namespace cb::formats

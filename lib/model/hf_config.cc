@@ -1,0 +1,220 @@
+#include "lib/model/hf_config.h"
+
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "lib/core/error.h"
+
+namespace cb::model {
+namespace {
+
+using nlohmann::json;
+
+class Fields {
+ public:
+  Fields(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  bool has(const std::string& k) const { return j_.contains(k) && !j_.at(k).is_null(); }
+
+  int get_int(const std::string& k) const {
+    if (!has(k)) throw missing(k);
+    const json& v = j_.at(k);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() > std::numeric_limits<int>::max()) {
+      throw make_error(path_, "field '" + k + "' must be a non-negative integer, found " + v.dump(),
+                       "fix config.json");
+    }
+    return static_cast<int>(v.get<int64_t>());
+  }
+  int get_int(const std::string& k, int def) const { return has(k) ? get_int(k) : def; }
+  /// First present key among `keys` (Falcon has renamed fields over time).
+  int get_int_any(std::initializer_list<const char*> keys) const {
+    for (const char* k : keys)
+      if (has(k)) return get_int(k);
+    throw missing(*keys.begin());
+  }
+  float get_float(const std::string& k, float def) const {
+    if (!has(k)) return def;
+    const json& v = j_.at(k);
+    if (!v.is_number()) {
+      throw make_error(path_, "field '" + k + "' must be a number, found " + v.dump(),
+                       "fix config.json");
+    }
+    return v.get<float>();
+  }
+  bool get_bool(const std::string& k, bool def) const {
+    if (!has(k)) return def;
+    const json& v = j_.at(k);
+    if (!v.is_boolean()) {
+      throw make_error(path_, "field '" + k + "' must be true or false, found " + v.dump(),
+                       "fix config.json");
+    }
+    return v.get<bool>();
+  }
+  std::string get_string(const std::string& k, const std::string& def) const {
+    if (!has(k)) return def;
+    if (!j_.at(k).is_string()) {
+      throw make_error(path_, "field '" + k + "' must be a string", "fix config.json");
+    }
+    return j_.at(k).get<std::string>();
+  }
+
+ private:
+  Error missing(const std::string& k) const {
+    return make_error(path_, "missing field '" + k + "'",
+                      "config.json must come from a Hugging Face checkpoint of a supported model");
+  }
+  const json& j_;
+  std::string path_;
+};
+
+std::string architecture_of(const json& j, const std::string& path) {
+  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+      j["architectures"][0].is_string()) {
+    return j["architectures"][0].get<std::string>();
+  }
+  if (j.contains("model_type") && j["model_type"].is_string()) {
+    const std::string mt = j["model_type"].get<std::string>();
+    if (mt == "llama") return "LlamaForCausalLM";
+    if (mt == "mistral") return "MistralForCausalLM";
+    if (mt == "falcon" || mt == "RefinedWeb" || mt == "RefinedWebModel") return "FalconForCausalLM";
+  }
+  throw make_error(path, "no 'architectures' or known 'model_type' field",
+                   "pass the directory of a LLaMA, Mistral or Falcon checkpoint");
+}
+
+DType dtype_of(const Fields& f) {
+  const std::string t = f.get_string("torch_dtype", "float16");
+  if (t == "float32") return DType::F32;
+  if (t == "bfloat16") return DType::BF16;
+  return DType::F16;
+}
+
+}  // namespace
+
+ModelConfig config_from_hf(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw make_error(path, "cannot open config.json",
+                     "a Hugging Face model directory needs config.json next to the weights");
+  }
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw make_error(path, std::string("malformed JSON: ") + e.what(),
+                     "fix or re-download config.json");
+  }
+  if (!j.is_object()) throw make_error(path, "top level is not a JSON object", "fix config.json");
+  const Fields f(j, path);
+  const std::string archs = architecture_of(j, path);
+  ModelConfig c;
+  c.name = f.get_string("_name_or_path", archs);
+  c.weight_dtype = dtype_of(f);
+  if (archs == "LlamaForCausalLM" || archs == "MistralForCausalLM") {
+    c.arch = archs == "LlamaForCausalLM" ? Arch::Llama : Arch::Mistral;
+    c.n_layers = f.get_int("num_hidden_layers");
+    c.hidden = f.get_int("hidden_size");
+    c.n_heads = f.get_int("num_attention_heads");
+    c.n_kv_heads = f.get_int("num_key_value_heads", c.n_heads);
+    c.head_dim = f.get_int("head_dim", c.n_heads > 0 ? c.hidden / c.n_heads : 0);
+    c.ffn_hidden = f.get_int("intermediate_size");
+    c.vocab_size = f.get_int("vocab_size");
+    c.max_context = f.get_int("max_position_embeddings", 2048);
+    c.rope_theta = f.get_float("rope_theta", 10000.0f);
+    c.norm = NormType::RmsNorm;
+    c.norm_eps = f.get_float("rms_norm_eps", 1e-6f);
+    c.tied_embeddings = f.get_bool("tie_word_embeddings", false);
+    c.sliding_window = c.arch == Arch::Mistral ? f.get_int("sliding_window", 0) : 0;
+    c.qkv_layout = QkvLayout::Separate;
+    if (f.has("rope_scaling")) {
+      throw make_error(path, "field 'rope_scaling' is set",
+                       "RoPE scaling variants are not supported; use a checkpoint without it");
+    }
+  } else if (archs == "FalconForCausalLM" || archs == "RWForCausalLM") {
+    c.arch = Arch::Falcon;
+    c.n_layers = f.get_int_any({"num_hidden_layers", "n_layer"});
+    c.hidden = f.get_int_any({"hidden_size", "n_embed"});
+    c.n_heads = f.get_int_any({"num_attention_heads", "n_head"});
+    const bool new_arch = f.get_bool("new_decoder_architecture", false);
+    const bool multi_query = f.get_bool("multi_query", true);
+    if (new_arch) {
+      c.n_kv_heads = f.has("num_kv_heads") ? f.get_int("num_kv_heads") : f.get_int("n_head_kv");
+    } else {
+      c.n_kv_heads = multi_query ? 1 : c.n_heads;
+    }
+    c.head_dim = c.n_heads > 0 ? c.hidden / c.n_heads : 0;
+    c.ffn_hidden = f.get_int("ffn_hidden_size", 4 * c.hidden);
+    c.vocab_size = f.get_int("vocab_size");
+    c.max_context = f.get_int("max_position_embeddings", 2048);
+    c.rope_theta = f.get_float("rope_theta", 10000.0f);
+    c.norm = NormType::LayerNorm;
+    c.norm_eps = f.get_float("layer_norm_epsilon", 1e-5f);
+    c.parallel_attention = new_arch || f.get_bool("parallel_attn", true);
+    c.separate_mlp_norm = new_arch;
+    c.tied_embeddings = f.get_bool("tie_word_embeddings", true);
+    c.qkv_layout = new_arch ? QkvLayout::Grouped : QkvLayout::Contiguous;
+    if (f.get_bool("alibi", false)) {
+      throw make_error(path, "field 'alibi' is true",
+                       "ALiBi Falcon variants are not supported (cachebench needs RoPE)");
+    }
+    if (f.get_bool("bias", false)) {
+      throw make_error(path, "field 'bias' is true",
+                       "Falcon variants with linear biases are not supported");
+    }
+    if (!c.parallel_attention) {
+      throw make_error(path, "field 'parallel_attn' is false",
+                       "only Falcon's parallel attention/MLP blocks are supported");
+    }
+  } else {
+    throw make_error(path, "unsupported architecture '" + archs + "'",
+                     "supported: LlamaForCausalLM, MistralForCausalLM, FalconForCausalLM");
+  }
+  c.rope_dims = c.head_dim;
+  c.rope_style = RopeStyle::RotateHalf;
+  c.validate(path);
+  return c;
+}
+
+std::string hf_to_canonical(const std::string& n, const ModelConfig& cfg) {
+  static const std::regex layer_re(R"(^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$)");
+  std::smatch m;
+  if (cfg.arch == Arch::Falcon) {
+    if (n == "transformer.word_embeddings.weight") return "token_embd.weight";
+    if (n == "transformer.ln_f.weight") return "output_norm.weight";
+    if (n == "transformer.ln_f.bias") return "output_norm.bias";
+    if (n == "lm_head.weight") return "output.weight";
+    if (!std::regex_match(n, m, layer_re)) return "";
+    const std::string b = "blk." + m[1].str() + ".";
+    const std::string rest = m[2].str();
+    if (rest == "input_layernorm.weight" || rest == "ln_attn.weight") return b + "attn_norm.weight";
+    if (rest == "input_layernorm.bias" || rest == "ln_attn.bias") return b + "attn_norm.bias";
+    if (rest == "ln_mlp.weight") return b + "attn_norm_2.weight";
+    if (rest == "ln_mlp.bias") return b + "attn_norm_2.bias";
+    if (rest == "self_attention.query_key_value.weight") return b + "attn_qkv.weight";
+    if (rest == "self_attention.dense.weight") return b + "attn_output.weight";
+    if (rest == "mlp.dense_h_to_4h.weight") return b + "ffn_up.weight";
+    if (rest == "mlp.dense_4h_to_h.weight") return b + "ffn_down.weight";
+    return "";
+  }
+  if (n == "model.embed_tokens.weight") return "token_embd.weight";
+  if (n == "model.norm.weight") return "output_norm.weight";
+  if (n == "lm_head.weight") return "output.weight";
+  if (!std::regex_match(n, m, layer_re)) return "";
+  const std::string b = "blk." + m[1].str() + ".";
+  const std::string rest = m[2].str();
+  if (rest == "input_layernorm.weight") return b + "attn_norm.weight";
+  if (rest == "post_attention_layernorm.weight") return b + "ffn_norm.weight";
+  if (rest == "self_attn.q_proj.weight") return b + "attn_q.weight";
+  if (rest == "self_attn.k_proj.weight") return b + "attn_k.weight";
+  if (rest == "self_attn.v_proj.weight") return b + "attn_v.weight";
+  if (rest == "self_attn.o_proj.weight") return b + "attn_output.weight";
+  if (rest == "mlp.gate_proj.weight") return b + "ffn_gate.weight";
+  if (rest == "mlp.up_proj.weight") return b + "ffn_up.weight";
+  if (rest == "mlp.down_proj.weight") return b + "ffn_down.weight";
+  return "";
+}
+
+}  // namespace cb::model

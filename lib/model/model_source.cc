@@ -1,0 +1,143 @@
+#include "lib/model/model_source.h"
+
+#include <sys/stat.h>
+
+#include "lib/core/error.h"
+#include "lib/model/gguf_config.h"
+#include "lib/model/hf_config.h"
+#include "lib/model/presets.h"
+
+namespace cb::model {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool dtype_ok(TensorRole role, DType t) {
+  if (t == DType::I32) return false;
+  if (role == TensorRole::NormWeight || role == TensorRole::NormBias) return !dtype_is_quantized(t);
+  return true;
+}
+
+}  // namespace
+
+const char* source_kind_name(SourceKind k) {
+  switch (k) {
+    case SourceKind::Gguf: return "gguf";
+    case SourceKind::HuggingFace: return "huggingface";
+    case SourceKind::Preset: return "preset";
+  }
+  return "?";
+}
+
+std::unique_ptr<ModelSource> ModelSource::open(const std::string& arg) {
+  std::unique_ptr<ModelSource> s(new ModelSource());
+  s->location_ = arg;
+  if (arg.rfind("preset:", 0) == 0) {
+    s->open_preset(arg.substr(7));
+  } else if (is_dir(arg)) {
+    s->open_hf(arg);
+  } else if (exists(arg) && ends_with(arg, ".safetensors")) {
+    // A weights file alone: validate it, then load the checkpoint directory it sits in.
+    formats::SafetensorsFile::open(arg);
+    const size_t slash = arg.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : arg.substr(0, slash);
+    if (!exists(dir + "/config.json")) {
+      throw make_error(
+          arg, "a safetensors file has no model configuration",
+          "pass the Hugging Face checkpoint directory holding config.json and the weights");
+    }
+    s->location_ = dir;
+    s->open_hf(dir);
+  } else if (exists(arg)) {
+    s->open_gguf(arg);
+  } else {
+    throw make_error(arg, "no such file or directory",
+                     "MODEL is a .gguf file, a Hugging Face checkpoint directory, or preset:NAME");
+  }
+  return s;
+}
+
+const formats::TensorRef* ModelSource::tensor(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &tensors_[it->second].second;
+}
+
+void ModelSource::open_preset(const std::string& name) {
+  kind_ = SourceKind::Preset;
+  config_ = preset_config(name);
+  config_.validate(location_);
+  for (const auto& spec : expected_tensors(config_))
+    weight_bytes_ += dtype_bytes(config_.weight_dtype, static_cast<size_t>(spec.numel()));
+}
+
+void ModelSource::open_gguf(const std::string& path) {
+  kind_ = SourceKind::Gguf;
+  gguf_ = formats::GgufFile::open(path);
+  config_ = config_from_gguf(*gguf_);
+  if (gguf_->tensors().empty()) {
+    vocab_only_ = true;
+    return;
+  }
+  std::map<std::string, formats::TensorRef> by_name;
+  for (const auto& t : gguf_->tensors()) by_name.emplace(t.name, t);
+  bind_and_validate(by_name, path);
+}
+
+void ModelSource::open_hf(const std::string& dir) {
+  kind_ = SourceKind::HuggingFace;
+  config_ = config_from_hf(dir + "/config.json");
+  st_ = formats::SafetensorsCheckpoint::open_dir(dir);
+  std::map<std::string, formats::TensorRef> by_canonical;
+  for (const auto& t : st_->tensors()) {
+    const std::string c = hf_to_canonical(t.name, config_);
+    if (!c.empty()) by_canonical.emplace(c, t);
+  }
+  bind_and_validate(by_canonical, dir);
+}
+
+void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,
+                                    const std::string& where) {
+  for (const auto& spec : expected_tensors(config_)) {
+    auto it = by_canonical.find(spec.name);
+    if (it == by_canonical.end()) {
+      throw make_error(where,
+                       "missing tensor '" + spec.name + "' (shape " +
+                           formats::shape_str(spec.shape) + ") required by the model config",
+                       "the checkpoint is incomplete or does not match its config");
+    }
+    const formats::TensorRef& t = it->second;
+    const std::string label =
+        t.name == spec.name ? "'" + t.name + "'" : "'" + t.name + "' (" + spec.name + ")";
+    if (t.shape != spec.shape) {
+      throw make_error(t.file,
+                       "tensor " + label + " has shape " + formats::shape_str(t.shape) +
+                           ", expected " + formats::shape_str(spec.shape) +
+                           " from the model config",
+                       "the checkpoint does not match its config");
+    }
+    if (!dtype_ok(spec.role, t.dtype)) {
+      throw make_error(t.file,
+                       std::string("tensor ") + label + " has dtype " + dtype_name(t.dtype) +
+                           ", which cachebench cannot use for this tensor",
+                       "use f32, f16 or bf16 (q8_0/q4_0/q4_1 for matrices)");
+    }
+    index_[spec.name] = tensors_.size();
+    tensors_.emplace_back(spec.name, t);
+    weight_bytes_ += t.nbytes;
+  }
+}
+
+}  // namespace cb::model

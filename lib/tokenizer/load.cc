@@ -1,0 +1,65 @@
+#include "lib/tokenizer/load.h"
+
+#include <sys/stat.h>
+
+#include "lib/core/error.h"
+#include "lib/formats/gguf.h"
+#include "lib/tokenizer/bpe.h"
+#include "lib/tokenizer/sentencepiece.h"
+#include "lib/tokenizer/spm.h"
+
+namespace cb::tokenizer {
+namespace {
+
+bool is_dir(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_file(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> tokenizer_from_gguf(const formats::GgufFile& f) {
+  const auto model = f.get_string("tokenizer.ggml.model");
+  if (!model) {
+    throw make_error(f.path(), "no embedded vocabulary (metadata key 'tokenizer.ggml.model')",
+                     "pass --tokenizer with a tokenizer.model or tokenizer.json");
+  }
+  if (*model == "llama") return SpmTokenizer::from_gguf(f);
+  if (*model == "gpt2") return BpeTokenizer::from_gguf(f);
+  throw make_error(f.path(), "unsupported tokenizer.ggml.model '" + *model + "'",
+                   "supported: llama (SentencePiece) and gpt2 (byte-level BPE)");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  if (path.rfind("preset:", 0) == 0) {
+    throw make_error(path, "presets have random weights and no vocabulary",
+                     "pass --tokenizer with a tokenizer.model, tokenizer.json or .gguf file");
+  }
+  if (is_dir(path)) {
+    if (is_file(path + "/tokenizer.model"))
+      return SentencePieceTokenizer::open(path + "/tokenizer.model");
+    if (is_file(path + "/tokenizer.json"))
+      return BpeTokenizer::from_tokenizer_json(path + "/tokenizer.json");
+    throw make_error(path, "no tokenizer.model or tokenizer.json in this directory",
+                     "copy the checkpoint's tokenizer files or pass --tokenizer FILE");
+  }
+  if (!is_file(path)) {
+    throw make_error(path, "no such file or directory", "check the tokenizer or model path");
+  }
+  if (ends_with(path, ".json")) return BpeTokenizer::from_tokenizer_json(path);
+  if (ends_with(path, ".model")) return SentencePieceTokenizer::open(path);
+  auto f = formats::GgufFile::open(path);
+  return tokenizer_from_gguf(*f);
+}
+
+}  // namespace cb::tokenizer

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# End-to-end checks of the cachebench binary as a user runs it: help, version, inspect
+# and tokenize on the shared models, and malformed inputs (each must exit non-zero with
+# one line on stderr naming the file, and never crash or trip a sanitizer).
+# Usage: cli_test.sh CACHEBENCH_BINARY SCRATCH_DIR
+set -uo pipefail
+CB="$1"
+TMP="$2"
+DATA="${CACHEBENCH_DATA:-$(dirname "$0")/../../../shared}"
+mkdir -p "$TMP"
+pass=0
+fail=0
+skip=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+expect_ok() {  # name, command...
+  local name="$1"; shift
+  if out=$("$@" 2>"$TMP/err"); then ok; else bad "$name: exit $? ($(head -c 300 "$TMP/err"))"; fi
+}
+expect_out() {  # name, needle, command...
+  local name="$1" needle="$2"; shift 2
+  out=$("$@" 2>"$TMP/err")
+  local rc=$?
+  if [ $rc -eq 0 ] && grep -qF -- "$needle" <<<"$out"; then ok; else bad "$name: rc=$rc, wanted '$needle' in: $(head -c 400 <<<"$out") $(head -c 300 "$TMP/err")"; fi
+}
+expect_error() {  # name, path that must be named, needle, command...
+  local name="$1" path="$2" needle="$3"; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$TMP/err")
+  if [ $rc -eq 0 ]; then bad "$name: exit 0 on bad input"; return; fi
+  if [ $rc -gt 2 ]; then bad "$name: exit $rc (crash or sanitizer?): $(head -c 600 "$TMP/err")"; return; fi
+  if [ "$lines" -ne 1 ]; then bad "$name: want one error line, got $lines: $(head -c 600 "$TMP/err")"; return; fi
+  if ! grep -qF -- "$path" "$TMP/err"; then bad "$name: error does not name $path: $(cat "$TMP/err")"; return; fi
+  if [ -n "$needle" ] && ! grep -qiF -- "$needle" "$TMP/err"; then bad "$name: error lacks '$needle': $(cat "$TMP/err")"; return; fi
+  ok
+}
+
+expect_out help "inspect" "$CB" --help
+expect_out version "git revision" "$CB" --version
+expect_out inspect_help "--tensors" "$CB" inspect --help
+expect_out preset_7b "6738415616" "$CB" inspect preset:llama-2-7b
+expect_out preset_7b_kv "512 KiB per token" "$CB" inspect preset:llama-2-7b
+expect_out preset_70b_kv "320 KiB per token" "$CB" inspect preset:llama-2-70b
+expect_out preset_falcon_mqa "MQA" "$CB" inspect preset:falcon-7b
+expect_out preset_json '"kv_bytes_per_token_fp16": 524288' "$CB" inspect --json preset:llama-2-7b
+expect_out preset_tensors "blk.31.ffn_down.weight" "$CB" inspect --tensors preset:llama-2-7b
+expect_error unknown_preset "preset:gpt-5" "available presets" "$CB" inspect preset:gpt-5
+expect_error missing_file "/no/such.gguf" "no such file" "$CB" inspect /no/such.gguf
+expect_error preset_tokenizer "preset:tiny-llama" "no vocabulary" "$CB" tokenize --model preset:tiny-llama hi
+if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
+if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
+
+STORIES="$DATA/models/stories260K/stories260K.gguf"
+LLAMA_TOK="$DATA/models/tokenizers/llama2-tokenizer.model"
+FALCON_VOCAB="$DATA/models/llamacpp-vocab/ggml-vocab-falcon.gguf"
+if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
+  js=$("$CB" inspect --json "$STORIES")
+  for kv in '"architecture": "llama"' '"n_layers": 5' '"hidden": 64' '"n_heads": 8' '"n_kv_heads": 4' \
+            '"head_dim": 8' '"ffn_hidden": 172' '"vocab_size": 512'; do
+    if grep -qF -- "$kv" <<<"$js"; then ok; else bad "stories260K json lacks $kv"; fi
+  done
+  expect_out stories_tokens "1 403 407 261 378" "$CB" tokenize --model "$STORIES" "Once upon a time"
+  expect_out stories_decode "Once upon a time" "$CB" tokenize --model "$STORIES" --decode "1 403 407 261 378"
+  expect_out llama_hello "15043 3186" "$CB" tokenize --tokenizer "$LLAMA_TOK" --no-bos "Hello world"
+  expect_out llama_bos "1 15043 3186" "$CB" tokenize --tokenizer "$LLAMA_TOK" "Hello world"
+  expect_out falcon_vocab "MQA" "$CB" inspect "$FALCON_VOCAB"
+  expect_ok falcon_tokenize "$CB" tokenize --model "$FALCON_VOCAB" "Hello world"
+  expect_error bad_ids "--decode" "not a token id" "$CB" tokenize --model "$STORIES" --decode "1 99999"
+
+  # Malformed files: one clear line each, exit 1.
+  python3 "$(dirname "$0")/make_bad_inputs.py" "$TMP/bad" "$STORIES" >"$TMP/cases.tsv" || bad "fixture generation"
+  while IFS=$'\t' read -r name path needle; do
+    expect_error "malformed:$name" "$path" "$needle" "$CB" inspect "$path"
+  done <"$TMP/cases.tsv"
+  expect_error "malformed-tokenize" "$TMP/bad/wrong_magic.gguf" "magic" "$CB" tokenize --model "$TMP/bad/wrong_magic.gguf" hi
+else
+  skip=1
+  echo "SKIP: shared models not found under $DATA (set CACHEBENCH_DATA); model and malformed-file checks did not run"
+fi
+
+echo "cli: $pass passed, $fail failed$( [ $skip -eq 1 ] && echo ', 1 skipped')"
+[ $fail -eq 0 ]

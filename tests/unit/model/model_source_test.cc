@@ -1,0 +1,268 @@
+#include "lib/model/model_source.h"
+
+#include <gtest/gtest.h>
+
+#include "lib/core/error.h"
+#include "lib/model/hf_config.h"
+#include "lib/model/presets.h"
+#include "tests/support/safetensors_writer.h"
+#include "tests/support/test_data.h"
+
+namespace {
+
+using cb::model::ModelSource;
+using nlohmann::json;
+
+std::string error_of(const std::string& arg) {
+  try {
+    ModelSource::open(arg);
+  } catch (const cb::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ModelSourceTest, Stories260KGguf) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto src = ModelSource::open(path);
+  const auto& c = src->config();
+  EXPECT_EQ(src->kind(), cb::model::SourceKind::Gguf);
+  EXPECT_EQ(c.arch, cb::model::Arch::Llama);
+  EXPECT_EQ(c.n_layers, 5);
+  EXPECT_EQ(c.hidden, 64);
+  EXPECT_EQ(c.n_heads, 8);
+  EXPECT_EQ(c.n_kv_heads, 4);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.ffn_hidden, 172);
+  EXPECT_EQ(c.vocab_size, 512);
+  EXPECT_EQ(c.rope_style, cb::model::RopeStyle::Interleaved);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(src->tensors().size(), 48u);
+  EXPECT_EQ(src->weight_bytes(), cb::model::parameter_count(c) * 4);  // all F32
+  ASSERT_NE(src->tensor("blk.4.ffn_down.weight"), nullptr);
+  EXPECT_EQ(src->tensor("blk.4.ffn_down.weight")->shape, (std::vector<int64_t>{64, 172}));
+}
+
+TEST(ModelSourceTest, VocabOnlyGgufOpensWithoutTensors) {
+  CB_REQUIRE_DATA(path, "models/llamacpp-vocab/ggml-vocab-falcon.gguf");
+  auto src = ModelSource::open(path);
+  EXPECT_TRUE(src->vocab_only());
+  EXPECT_EQ(src->config().arch, cb::model::Arch::Falcon);
+  EXPECT_EQ(src->config().n_kv_heads, 1);
+  EXPECT_EQ(src->config().vocab_size, 65024);
+}
+
+TEST(ModelSourceTest, Preset) {
+  auto src = ModelSource::open("preset:llama-2-70b");
+  EXPECT_EQ(src->kind(), cb::model::SourceKind::Preset);
+  EXPECT_EQ(src->config().n_kv_heads, 8);
+  EXPECT_EQ(src->weight_bytes(), 68976648192ull * 2);  // fp16
+  EXPECT_NE(error_of("preset:nope").find("available presets"), std::string::npos);
+}
+
+TEST(ModelSourceTest, MissingPathSaysWhatModelIs) {
+  EXPECT_NE(error_of("/no/such/model.gguf").find("preset:NAME"), std::string::npos);
+}
+
+// ---- tiny Hugging Face checkpoints --------------------------------------------------
+
+// HF tensor names written out by hand from the transformers modeling files.
+std::vector<std::pair<std::string, std::vector<int64_t>>> llama_hf_tensors(int layers, int h, int q,
+                                                                           int kv, int f,
+                                                                           int vocab) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> v = {
+      {"model.embed_tokens.weight", {vocab, h}},
+      {"model.norm.weight", {h}},
+      {"lm_head.weight", {vocab, h}}};
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    v.push_back({p + "input_layernorm.weight", {h}});
+    v.push_back({p + "post_attention_layernorm.weight", {h}});
+    v.push_back({p + "self_attn.q_proj.weight", {q, h}});
+    v.push_back({p + "self_attn.k_proj.weight", {kv, h}});
+    v.push_back({p + "self_attn.v_proj.weight", {kv, h}});
+    v.push_back({p + "self_attn.o_proj.weight", {h, q}});
+    v.push_back({p + "mlp.gate_proj.weight", {f, h}});
+    v.push_back({p + "mlp.up_proj.weight", {f, h}});
+    v.push_back({p + "mlp.down_proj.weight", {h, f}});
+    v.push_back({p + "self_attn.rotary_emb.inv_freq", {q / 8}});  // ignored buffer
+  }
+  return v;
+}
+
+std::vector<cb::test::StTensor> filled(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs,
+    const std::string& dtype) {
+  std::vector<cb::test::StTensor> out;
+  for (const auto& [name, shape] : specs) {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    std::vector<float> vals(static_cast<size_t>(n));
+    for (size_t i = 0; i < vals.size(); ++i) vals[i] = static_cast<float>(i % 7) * 0.125f;
+    out.push_back({name, dtype, shape, vals});
+  }
+  return out;
+}
+
+json llama_config(const std::string& arch) {
+  return {{"architectures", {arch}},   {"hidden_size", 32},
+          {"intermediate_size", 48},   {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},  {"num_key_value_heads", 2},
+          {"vocab_size", 40},          {"max_position_embeddings", 128},
+          {"rms_norm_eps", 1e-6},      {"rope_theta", 500000.0},
+          {"torch_dtype", "bfloat16"}, {"sliding_window", 16}};
+}
+
+std::string write_checkpoint(const std::string& name, const json& cfg,
+                             const std::vector<cb::test::StTensor>& tensors, int shards = 1) {
+  const std::string dir = cb::test::make_dir(cb::test::tmp_dir() + "/" + name);
+  cb::test::write_bytes(dir + "/config.json", cfg.dump());
+  if (shards == 1) {
+    cb::test::write_bytes(dir + "/model.safetensors", cb::test::safetensors_bytes(tensors));
+    return dir;
+  }
+  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
+  for (int s = 0; s < shards; ++s) {
+    std::vector<cb::test::StTensor> part;
+    for (size_t i = static_cast<size_t>(s); i < tensors.size(); i += static_cast<size_t>(shards))
+      part.push_back(tensors[i]);
+    const std::string fname =
+        "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors";
+    cb::test::write_bytes(dir + "/" + fname, cb::test::safetensors_bytes(part));
+    for (const auto& t : part) index["weight_map"][t.name] = fname;
+  }
+  cb::test::write_bytes(dir + "/model.safetensors.index.json", index.dump());
+  return dir;
+}
+
+TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
+  const auto tensors = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "BF16");
+  auto src =
+      ModelSource::open(write_checkpoint("hf_llama", llama_config("LlamaForCausalLM"), tensors));
+  const auto& c = src->config();
+  EXPECT_EQ(c.arch, cb::model::Arch::Llama);
+  EXPECT_EQ(c.n_kv_heads, 2);
+  EXPECT_EQ(c.head_dim, 8);
+  EXPECT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_EQ(c.rope_style, cb::model::RopeStyle::RotateHalf);
+  EXPECT_EQ(c.sliding_window, 0);  // LLaMA ignores the field
+  EXPECT_EQ(c.weight_dtype, cb::DType::BF16);
+  ASSERT_NE(src->tensor("blk.1.attn_k.weight"), nullptr);
+  EXPECT_EQ(src->tensor("blk.1.attn_k.weight")->name, "model.layers.1.self_attn.k_proj.weight");
+
+  auto m = ModelSource::open(
+      write_checkpoint("hf_mistral", llama_config("MistralForCausalLM"), tensors, 3));
+  EXPECT_EQ(m->config().arch, cb::model::Arch::Mistral);
+  EXPECT_EQ(m->config().sliding_window, 16);
+  EXPECT_EQ(m->tensors().size(), src->tensors().size());
+}
+
+TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
+  auto falcon = [](bool new_arch) {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> v = {
+        {"transformer.word_embeddings.weight", {40, 32}},
+        {"transformer.ln_f.weight", {32}},
+        {"transformer.ln_f.bias", {32}}};
+    const int kv = new_arch ? 2 : 1;
+    for (int l = 0; l < 2; ++l) {
+      const std::string p = "transformer.h." + std::to_string(l) + ".";
+      for (const std::string& ln : new_arch ? std::vector<std::string>{"ln_attn", "ln_mlp"}
+                                            : std::vector<std::string>{"input_layernorm"}) {
+        v.push_back({p + ln + ".weight", {32}});
+        v.push_back({p + ln + ".bias", {32}});
+      }
+      v.push_back({p + "self_attention.query_key_value.weight", {32 + 2 * kv * 8, 32}});
+      v.push_back({p + "self_attention.dense.weight", {32, 32}});
+      v.push_back({p + "mlp.dense_h_to_4h.weight", {128, 32}});
+      v.push_back({p + "mlp.dense_4h_to_h.weight", {32, 128}});
+    }
+    return v;
+  };
+  json c7 = {{"architectures", {"FalconForCausalLM"}},
+             {"hidden_size", 32},
+             {"num_hidden_layers", 2},
+             {"num_attention_heads", 4},
+             {"vocab_size", 40},
+             {"multi_query", true},
+             {"parallel_attn", true},
+             {"bias", false},
+             {"alibi", false},
+             {"new_decoder_architecture", false}};
+  auto s7 = ModelSource::open(write_checkpoint("hf_falcon7", c7, filled(falcon(false), "F16")));
+  EXPECT_EQ(s7->config().n_kv_heads, 1);
+  EXPECT_FALSE(s7->config().separate_mlp_norm);
+  EXPECT_TRUE(s7->config().tied_embeddings);
+  EXPECT_EQ(s7->config().qkv_layout, cb::model::QkvLayout::Contiguous);
+
+  // Older RWForCausalLM key names, 40B style.
+  json c40 = {{"architectures", {"RWForCausalLM"}},
+              {"n_embed", 32},
+              {"n_layer", 2},
+              {"n_head", 4},
+              {"n_head_kv", 2},
+              {"vocab_size", 40},
+              {"new_decoder_architecture", true},
+              {"bias", false}};
+  auto s40 = ModelSource::open(write_checkpoint("hf_falcon40", c40, filled(falcon(true), "F32")));
+  EXPECT_EQ(s40->config().n_kv_heads, 2);
+  EXPECT_TRUE(s40->config().separate_mlp_norm);
+  EXPECT_EQ(s40->config().qkv_layout, cb::model::QkvLayout::Grouped);
+  EXPECT_NE(s40->tensor("blk.1.attn_norm_2.bias"), nullptr);
+}
+
+TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
+  auto tensors = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  // Wrong shape: k_proj as if MHA.
+  for (auto& t : tensors)
+    if (t.name == "model.layers.0.self_attn.k_proj.weight") {
+      t.shape = {32, 32};
+      t.values.resize(32 * 32);
+    }
+  std::string e =
+      error_of(write_checkpoint("hf_badshape", llama_config("LlamaForCausalLM"), tensors));
+  EXPECT_NE(e.find("model.layers.0.self_attn.k_proj.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("[32, 32]"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected [16, 32]"), std::string::npos) << e;
+  EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
+
+  // Missing tensor.
+  auto missing = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  missing.erase(missing.begin() + 5);
+  e = error_of(write_checkpoint("hf_missing", llama_config("LlamaForCausalLM"), missing));
+  EXPECT_NE(e.find("missing tensor 'blk.0."), std::string::npos) << e;
+
+  // Config problems.
+  const auto ok = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  json c = llama_config("LlamaForCausalLM");
+  c.erase("hidden_size");
+  e = error_of(write_checkpoint("hf_nohidden", c, ok));
+  EXPECT_NE(e.find("config.json: missing field 'hidden_size'"), std::string::npos) << e;
+  c = llama_config("GPTNeoXForCausalLM");
+  e = error_of(write_checkpoint("hf_arch", c, ok));
+  EXPECT_NE(e.find("unsupported architecture 'GPTNeoXForCausalLM'"), std::string::npos) << e;
+  c = llama_config("LlamaForCausalLM");
+  c["num_attention_heads"] = "four";
+  e = error_of(write_checkpoint("hf_type", c, ok));
+  EXPECT_NE(e.find("'num_attention_heads' must be a non-negative integer"), std::string::npos) << e;
+  const std::string dir = cb::test::make_dir(cb::test::tmp_dir() + "/hf_badjson");
+  cb::test::write_bytes(dir + "/config.json", "{\"hidden_size\": 32,");
+  e = error_of(dir);
+  EXPECT_NE(e.find("malformed JSON"), std::string::npos) << e;
+  const std::string empty = cb::test::make_dir(cb::test::tmp_dir() + "/hf_noconfig");
+  e = error_of(empty);
+  EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+}
+
+TEST(HfConfigTest, NameMappingCoversEveryExpectedTensor) {
+  // Every canonical tensor of a LLaMA config has exactly one HF name mapping to it.
+  const auto cfg = cb::model::preset_config("tiny-llama");
+  std::map<std::string, int> hits;
+  for (const auto& [name, shape] : llama_hf_tensors(cfg.n_layers, 64, 64, 32, 160, 512)) {
+    const std::string c = cb::model::hf_to_canonical(name, cfg);
+    if (!c.empty()) ++hits[c];
+  }
+  for (const auto& s : cb::model::expected_tensors(cfg)) EXPECT_EQ(hits[s.name], 1) << s.name;
+  EXPECT_EQ(cb::model::hf_to_canonical("model.layers.0.self_attn.rotary_emb.inv_freq", cfg), "");
+}
+
+}  // namespace
