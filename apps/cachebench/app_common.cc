@@ -46,8 +46,9 @@ void set_action(CLI::App* sub, std::function<int()> run) {
 }
 
 int run_selected(CLI::App& app) {
-  for (auto& [sub, run] : actions()) {
-    if (sub->parsed()) return run();
+  // The deepest parsed subcommand with an action (e.g. "bench cpu").
+  for (auto it = actions().rbegin(); it != actions().rend(); ++it) {
+    if (it->first->parsed()) return it->second();
   }
   std::fputs(app.help().c_str(), stdout);
   return 0;

@@ -17,5 +17,9 @@ int run_selected(CLI::App& app);
 
 void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_forward(CLI::App& app);
+void register_generate(CLI::App& app);
+void register_perplexity(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace cb::app

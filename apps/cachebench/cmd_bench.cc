@@ -1,0 +1,112 @@
+// cachebench bench cpu --model MODEL [--layers N] [--prompt 512] [--decode 32] [--reps 5] [--out
+// F.json]
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/model_args.h"
+#include "apps/cachebench/subcommands.h"
+#include "cachebench_version.h"
+#include "eval/bench_cpu.h"
+#include "lib/core/error.h"
+
+namespace cb::app {
+namespace {
+
+struct BenchCpuArgs {
+  ModelArgs m;
+  int layers = 0;
+  eval::BenchCpuOptions opt;
+  std::string out;
+};
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand(
+      "bench",
+      "Benchmarks: medians over repetitions, ratios to a reference measured in the same run");
+  bench->require_subcommand(1);
+  auto a = std::make_shared<BenchCpuArgs>();
+  CLI::App* cpu = bench->add_subcommand("cpu",
+                                        "CPU backend: prefill and decode tokens/s against this "
+                                        "machine's sgemm rate at the same shapes");
+  add_model_options(cpu, &a->m);
+  cpu->add_option(
+         "--layers", a->layers,
+         "run only the first N layers (0: all), e.g. a 7B shape truncated to fit the benchmark")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cpu->add_option("--prompt", a->opt.prompt_tokens, "prompt tokens per prefill")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
+  cpu->add_option("--decode", a->opt.decode_tokens, "decode steps after each prefill")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 16));
+  cpu->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cpu->add_option("--out", a->out, "also write the result as JSON to this file");
+  set_action(cpu, [a] {
+    auto src = model::ModelSource::open(a->m.model);
+    model::ModelConfig cfg = src->config();
+    if (a->layers > 0) {
+      if (a->layers > cfg.n_layers)
+        throw make_error("--layers",
+                         "the model has only " + std::to_string(cfg.n_layers) + " layers");
+      cfg.n_layers = a->layers;
+    }
+    if (a->opt.prompt_tokens + a->opt.decode_tokens > cfg.max_context) {
+      throw make_error("--prompt", "prompt + decode tokens exceed the context window of " +
+                                       std::to_string(cfg.max_context));
+    }
+    std::fprintf(stderr, "bench cpu: loading %s (%d of %d layers)...\n", a->m.model.c_str(),
+                 cfg.n_layers, src->config().n_layers);
+    model::Model m(cfg, model::Weights::load(*src, cfg, a->m.seed));
+    const eval::BenchCpuResult r = eval::bench_cpu(m, a->opt);
+    std::printf("model                %s, %d layers, backend cpu\n", a->m.model.c_str(),
+                cfg.n_layers);
+    std::printf("prefill              %d tokens: median %.3f s = %.1f tokens/s, %.1f GFLOP/s\n",
+                r.prompt_tokens, r.prefill_s, r.prefill_tok_s, r.prefill_gflops);
+    std::printf("sgemm, same shapes   %.1f GFLOP/s (the prefill's GEMMs alone: %.3f s)\n",
+                r.sgemm_gflops, r.gemm_only_s);
+    std::printf("GEMM share           %.0f%% of prefill time\n", 100.0 * r.gemm_share);
+    std::printf("prefill / sgemm      %.2f\n", r.ratio_to_sgemm);
+    if (r.decode_tokens > 0) {
+      std::printf(
+          "decode               median %.2f ms/token = %.1f tokens/s, %.2f GB/s of fp32 weights\n",
+          1e3 * r.decode_s_per_token, r.decode_tok_s, r.decode_weight_gbs);
+      std::printf("sgemm, decode shapes %.1f GFLOP/s\n", r.decode_gemm_gflops);
+    }
+    std::printf("repetitions          %d (median; one warm-up run excluded)\n", r.reps);
+    if (!a->out.empty()) {
+      nlohmann::json j = {{"bench", "cpu"},
+                          {"model", a->m.model},
+                          {"layers", cfg.n_layers},
+                          {"git", CB_GIT_REVISION},
+                          {"mode", "real"},
+                          {"backend", "cpu"},
+                          {"prompt_tokens", r.prompt_tokens},
+                          {"decode_tokens", r.decode_tokens},
+                          {"reps", r.reps},
+                          {"prefill_s", r.prefill_s},
+                          {"prefill_tok_s", r.prefill_tok_s},
+                          {"prefill_gflops", r.prefill_gflops},
+                          {"sgemm_gflops", r.sgemm_gflops},
+                          {"gemm_only_s", r.gemm_only_s},
+                          {"gemm_share", r.gemm_share},
+                          {"prefill_to_sgemm", r.ratio_to_sgemm},
+                          {"decode_ms_per_token", 1e3 * r.decode_s_per_token},
+                          {"decode_tok_s", r.decode_tok_s},
+                          {"decode_weight_gbs", r.decode_weight_gbs},
+                          {"decode_sgemm_gflops", r.decode_gemm_gflops}};
+      std::ofstream out(a->out);
+      out << j.dump(2) << "\n";
+      if (!out) throw make_error(a->out, "cannot write the JSON result");
+    }
+    return 0;
+  });
+}
+
+}  // namespace cb::app

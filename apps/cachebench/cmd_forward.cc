@@ -1,0 +1,124 @@
+// cachebench forward --model MODEL (--text T | --tokens 1,2,3) [--dump-logits FILE.json]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+#include <sstream>
+
+#include "apps/cachebench/model_args.h"
+#include "apps/cachebench/subcommands.h"
+#include "lib/core/error.h"
+
+namespace cb::app {
+namespace {
+
+struct ForwardArgs {
+  ModelArgs m;
+  std::string text;
+  std::string tokens;
+  bool no_bos = false;
+  std::string dump;
+  int block_size = 16;
+};
+
+std::vector<int32_t> parse_token_list(const std::string& s, int vocab) {
+  std::vector<int32_t> ids;
+  std::string t = s;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::istringstream in(t);
+  std::string w;
+  while (in >> w) {
+    char* end = nullptr;
+    const long v = std::strtol(w.c_str(), &end, 10);
+    if (end == w.c_str() || *end != '\0' || v < 0 || v >= vocab) {
+      throw make_error("--tokens",
+                       "'" + w + "' is not a token id in 0.." + std::to_string(vocab - 1),
+                       "pass ids separated by commas, e.g. --tokens 1,403,407");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+  }
+  if (ids.empty()) throw make_error("--tokens", "no token ids given");
+  return ids;
+}
+
+}  // namespace
+
+void register_forward(CLI::App& app) {
+  auto a = std::make_shared<ForwardArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "forward", "Run one prefill and report (or dump) the logits of every position");
+  add_model_options(sub, &a->m);
+  auto* text =
+      sub->add_option("--text", a->text, "input text (tokenized with the model's tokenizer)");
+  auto* toks = sub->add_option("--tokens", a->tokens, "input token ids, comma-separated");
+  text->excludes(toks);
+  sub->add_flag("--no-bos", a->no_bos, "with --text: do not prepend BOS");
+  sub->add_option("--dump-logits", a->dump,
+                  "write {\"tokens\": [...], \"logits\": [[...], ...]} to this JSON file");
+  sub->add_option("--block-size", a->block_size, "KV cache block size (tokens)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  set_action(sub, [a] {
+    if (a->text.empty() && a->tokens.empty())
+      throw make_error("forward", "no input", "pass --text or --tokens");
+    LoadedModel lm = load_model(a->m, !a->text.empty());
+    const auto& cfg = lm.model->config();
+    std::vector<int32_t> ids =
+        !a->tokens.empty() ? parse_token_list(a->tokens, cfg.vocab_size)
+                           : lm.tok->encode(a->text, !a->no_bos && lm.tok->add_bos_default());
+    if (ids.empty()) throw make_error("--text", "the text produced no tokens");
+    if (static_cast<int>(ids.size()) > cfg.max_context) {
+      throw make_error("forward", std::to_string(ids.size()) +
+                                      " tokens exceed the context window of " +
+                                      std::to_string(cfg.max_context));
+    }
+    const int64_t n = static_cast<int64_t>(ids.size());
+    kv::KvCache cache(lm.model->kv_config(static_cast<int>((n + a->block_size - 1) / a->block_size),
+                                          a->block_size));
+    cache.add_sequence(0);
+    cache.reserve(0, n);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<float> logits = lm.model->forward({{0, ids, true}}, cache);
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t V = cfg.vocab_size;
+    if (!a->dump.empty()) {
+      nlohmann::json j;
+      j["model"] = a->m.model;
+      j["tokens"] = ids;
+      nlohmann::json rows = nlohmann::json::array();
+      for (int64_t t = 0; t < n; ++t)
+        rows.push_back(std::vector<float>(logits.begin() + t * V, logits.begin() + (t + 1) * V));
+      j["logits"] = std::move(rows);
+      std::ofstream out(a->dump);
+      if (!out)
+        throw make_error(a->dump, "cannot write file",
+                         "check the directory exists and is writable");
+      out << j.dump() << "\n";
+      if (!out) throw make_error(a->dump, "write failed (disk full?)");
+    }
+    // Top-5 next tokens after the last position.
+    std::vector<int32_t> order(static_cast<size_t>(V));
+    std::iota(order.begin(), order.end(), 0);
+    const float* last = logits.data() + (n - 1) * V;
+    std::partial_sort(order.begin(), order.begin() + std::min<int64_t>(5, V), order.end(),
+                      [last](int32_t x, int32_t y) { return last[x] > last[y]; });
+    std::printf("tokens      %lld\n", static_cast<long long>(n));
+    std::printf("time        %.3f s (%.1f tokens/s, backend %s)\n", secs,
+                static_cast<double>(n) / secs, a->m.backend.c_str());
+    std::printf("next token  (top 5 after the last position)\n");
+    for (int r = 0; r < std::min<int64_t>(5, V); ++r) {
+      const int32_t id = order[static_cast<size_t>(r)];
+      std::printf("  %6d  %10.4f  %s\n", id, static_cast<double>(last[id]),
+                  lm.tok ? lm.tok->piece(id).c_str() : "");
+    }
+    if (!a->dump.empty())
+      std::printf("logits      %s (%lld x %lld)\n", a->dump.c_str(), static_cast<long long>(n),
+                  static_cast<long long>(V));
+    return 0;
+  });
+}
+
+}  // namespace cb::app

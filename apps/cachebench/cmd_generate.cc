@@ -1,0 +1,115 @@
+// cachebench generate --model MODEL --prompt T [-n N] [--temperature 0] [--seed S]
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "apps/cachebench/model_args.h"
+#include "apps/cachebench/subcommands.h"
+#include "lib/core/error.h"
+
+namespace cb::app {
+namespace {
+
+struct GenerateArgs {
+  ModelArgs m;
+  std::string prompt;
+  int n = 64;
+  double temperature = 0.0;
+  uint64_t seed = 0;
+  bool ignore_eos = false;
+  bool no_bos = false;
+};
+
+int32_t pick(const float* logits, int64_t vocab, double temperature, std::mt19937_64& rng) {
+  int32_t best = 0;
+  for (int64_t i = 1; i < vocab; ++i)
+    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
+  if (temperature <= 0.0) return best;
+  std::vector<double> p(static_cast<size_t>(vocab));
+  double sum = 0.0;
+  for (int64_t i = 0; i < vocab; ++i) {
+    p[static_cast<size_t>(i)] =
+        std::exp((static_cast<double>(logits[i]) - logits[best]) / temperature);
+    sum += p[static_cast<size_t>(i)];
+  }
+  std::uniform_real_distribution<double> u(0.0, sum);
+  double r = u(rng);
+  for (int64_t i = 0; i < vocab; ++i) {
+    r -= p[static_cast<size_t>(i)];
+    if (r <= 0.0) return static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt (greedy by default)");
+  add_model_options(sub, &a->m);
+  sub->add_option("--prompt,-p", a->prompt, "the prompt text")->required();
+  sub->add_option("-n,--n-tokens", a->n, "tokens to generate")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--temperature", a->temperature, "sampling temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+  sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after the end-of-sequence token");
+  sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to the prompt");
+  set_action(sub, [a] {
+    LoadedModel lm = load_model(a->m, true);
+    const auto& cfg = lm.model->config();
+    std::vector<int32_t> prompt =
+        lm.tok->encode(a->prompt, !a->no_bos && lm.tok->add_bos_default());
+    if (prompt.empty())
+      throw make_error("--prompt", "the prompt produced no tokens", "pass a non-empty prompt");
+    const int64_t total = static_cast<int64_t>(prompt.size()) + a->n;
+    if (total > cfg.max_context) {
+      throw make_error("generate",
+                       "prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +
+                           std::to_string(a->n) + " exceeds the context window of " +
+                           std::to_string(cfg.max_context),
+                       "generate fewer tokens");
+    }
+    kv::KvCache cache(lm.model->kv_config(static_cast<int>((total + 15) / 16)));
+    cache.add_sequence(0);
+    cache.reserve(0, total);
+    std::mt19937_64 rng(a->seed);
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<float> logits = lm.model->forward({{0, prompt, false}}, cache);
+    const auto t1 = std::chrono::steady_clock::now();
+    std::vector<int32_t> all = prompt;
+    const std::string prompt_text = lm.tok->decode(prompt);
+    std::fputs(prompt_text.c_str(), stdout);
+    size_t printed = prompt_text.size();
+    int generated = 0;
+    for (int i = 0; i < a->n; ++i) {
+      const int32_t next = pick(logits.data(), cfg.vocab_size, a->temperature, rng);
+      ++generated;
+      if (next == lm.tok->eos_id() && !a->ignore_eos) break;
+      all.push_back(next);
+      const std::string text = lm.tok->decode(all);
+      if (text.size() > printed) {
+        std::fputs(text.c_str() + printed, stdout);
+        std::fflush(stdout);
+        printed = text.size();
+      }
+      if (i + 1 < a->n) logits = lm.model->forward({{0, {next}, false}}, cache);
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    std::fputs("\n", stdout);
+    std::fflush(stdout);
+    const double pre = std::chrono::duration<double>(t1 - t0).count();
+    const double dec = std::chrono::duration<double>(t2 - t1).count();
+    std::fprintf(stderr,
+                 "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %d tokens in %.3f s (%.1f "
+                 "tokens/s)\n",
+                 prompt.size(), pre, static_cast<double>(prompt.size()) / pre, generated, dec,
+                 dec > 0 ? generated / dec : 0.0);
+    return 0;
+  });
+}
+
+}  // namespace cb::app

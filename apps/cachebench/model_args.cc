@@ -1,0 +1,60 @@
+#include "apps/cachebench/model_args.h"
+
+#include <cstdio>
+
+#include "lib/core/error.h"
+#include "lib/tokenizer/load.h"
+
+namespace cb::app {
+namespace {
+
+bool file_exists(const std::string& p) {
+  std::FILE* f = std::fopen(p.c_str(), "rb");
+  if (f == nullptr) return false;
+  std::fclose(f);
+  return true;
+}
+
+}  // namespace
+
+void add_model_options(CLI::App* sub, ModelArgs* a) {
+  sub->add_option("--model,-m", a->model,
+                  "a .gguf file, a Hugging Face checkpoint directory, or preset:NAME")
+      ->required();
+  sub->add_option(
+      "--tokenizer", a->tokenizer,
+      "tokenizer file (tokenizer.model, tokenizer.json or .gguf); default: the model's own");
+  sub->add_option("--backend", a->backend,
+                  "compute backend (the CUDA backend is not wired to models yet)")
+      ->check(CLI::IsMember({"cpu"}))
+      ->capture_default_str();
+  sub->add_option("--weights-seed", a->seed, "seed of preset weights")->capture_default_str();
+}
+
+LoadedModel load_model(const ModelArgs& a, bool need_tokenizer) {
+  LoadedModel m;
+  m.source = model::ModelSource::open(a.model);
+  if (!a.tokenizer.empty()) {
+    m.tok = tokenizer::load_tokenizer(a.tokenizer);
+  } else if (m.source->gguf() != nullptr && m.source->gguf()->has("tokenizer.ggml.model")) {
+    m.tok = tokenizer::tokenizer_from_gguf(*m.source->gguf());
+  } else if (m.source->kind() == model::SourceKind::HuggingFace &&
+             (file_exists(m.source->location() + "/tokenizer.model") ||
+              file_exists(m.source->location() + "/tokenizer.json"))) {
+    m.tok = tokenizer::load_tokenizer(m.source->location());
+  }
+  if (need_tokenizer && !m.tok) {
+    throw make_error(a.model, "no tokenizer for this model", "pass --tokenizer FILE");
+  }
+  if (m.tok && m.tok->vocab_size() > static_cast<size_t>(m.source->config().vocab_size)) {
+    throw make_error(a.tokenizer.empty() ? a.model : a.tokenizer,
+                     "tokenizer has " + std::to_string(m.tok->vocab_size()) +
+                         " tokens but the model's vocabulary is " +
+                         std::to_string(m.source->config().vocab_size),
+                     "pass the tokenizer that belongs to this model");
+  }
+  m.model = model::Model::load(*m.source, a.seed);
+  return m;
+}
+
+}  // namespace cb::app

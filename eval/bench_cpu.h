@@ -1,0 +1,43 @@
+#pragma once
+/// `cachebench bench cpu`: prefill and decode throughput of the CPU backend, and, in the
+/// same run, the sgemm rate of this machine at exactly the GEMM shapes the model runs:
+/// the physical reference the model's throughput is reported against.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/model/model.h"
+
+namespace cb::eval {
+
+struct BenchCpuOptions {
+  int prompt_tokens = 512;
+  int decode_tokens = 32;
+  int reps = 5;
+  uint64_t seed = 1;
+};
+
+struct BenchCpuResult {
+  int prompt_tokens = 0, decode_tokens = 0, reps = 0;
+  double prefill_s = 0;  ///< median wall time of one prefill
+  double prefill_tok_s = 0;
+  double prefill_gflop = 0;       ///< model FLOPs of one prefill (GEMMs + attention)
+  double prefill_gflops = 0;      ///< achieved GFLOP/s
+  double gemm_only_s = 0;         ///< median time of the prefill's GEMMs run alone
+  double sgemm_gflops = 0;        ///< sgemm rate at the prefill's shapes
+  double gemm_share = 0;          ///< gemm_only_s / prefill_s
+  double ratio_to_sgemm = 0;      ///< prefill_gflops / sgemm_gflops
+  double decode_s_per_token = 0;  ///< median
+  double decode_tok_s = 0;
+  double decode_gemm_gflops = 0;  ///< sgemm rate at the decode shapes (n = 1)
+  double decode_weight_gbs = 0;   ///< fp32 weight bytes read per second while decoding
+};
+
+/// Runs the benchmark; `progress` lines go to stderr.
+BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt);
+
+/// The (n, in, out) GEMM shapes of one forward of n tokens, in execution order.
+std::vector<std::vector<int64_t>> gemm_shapes(const model::ModelConfig& c, int64_t n);
+
+}  // namespace cb::eval

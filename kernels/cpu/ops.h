@@ -1,0 +1,62 @@
+#pragma once
+/// Reference CPU implementations of every op the engine runs (fp32 math). They are the
+/// oracle for the CUDA kernels and the CPU backend itself. Plain pointers and sizes; no
+/// dependency beyond std and BLAS. All tensors are row-major and contiguous.
+
+#include <cstdint>
+
+namespace cb::kernels::cpu {
+
+/// y[n, out] = x[n, in] . w[out, in]^T (a linear layer with PyTorch weight layout), via sgemm.
+void matmul_wt(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out);
+
+/// y = x / sqrt(mean(x^2) + eps) * w, per row of `dim`. y may alias x.
+void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t dim, float eps);
+/// y = (x - mean) / sqrt(var + eps) * w + b, per row of `dim` (biased variance). y may alias x.
+void layernorm(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t dim,
+               float eps);
+
+enum class Rope : uint8_t {
+  Interleaved,  ///< pairs (2i, 2i+1): GGUF llama
+  RotateHalf,   ///< pairs (i, i + rope_dims/2): Hugging Face, Falcon ("NeoX")
+};
+/// Rotates, in place, the first `rope_dims` of every head of x[n, heads, head_dim]; token t
+/// is at position positions[t]. Pair i uses angle pos * theta^(-2i/rope_dims), computed in
+/// double (exact angles at any position). rope_dims must be even and <= head_dim.
+void rope(float* x, const int32_t* positions, int64_t n, int64_t heads, int64_t head_dim,
+          int64_t rope_dims, float theta, Rope style);
+
+/// out[i] = silu(gate[i]) * up[i]. out may alias gate or up.
+void swiglu(const float* gate, const float* up, float* out, int64_t n);
+/// In place exact GELU: x * 0.5 * (1 + erf(x / sqrt(2))) (PyTorch nn.GELU default; Falcon).
+void gelu(float* x, int64_t n);
+/// y[i] += x[i].
+void add_inplace(float* y, const float* x, int64_t n);
+/// out[t, :] = table[ids[t], :]; ids must be in [0, rows) (checked by the caller).
+void embedding(const float* table, const int32_t* ids, float* out, int64_t n, int64_t dim);
+
+/// Attention of one sequence's new queries over its paged KV cache.
+/// The cache holds, per block, block_size slots of [n_kv_heads, head_dim] for K and for V;
+/// slot s of the sequence is slot s % block_size of block block_table[s / block_size], and
+/// slot s holds the key of position s. Query t (at position q_pos[t]) attends to the keys at
+/// positions j with j <= q_pos[t] and, when window > 0, j > q_pos[t] - window (Hugging Face's
+/// sliding-window definition); j < n_ctx always. Query head h uses KV head h / (n_heads /
+/// n_kv_heads) (GQA/MQA). fp32 inputs, double accumulation, softmax with max subtraction;
+/// scale is usually 1/sqrt(head_dim). A query with no allowed key gets an all-zero output row.
+struct PagedAttention {
+  const float* q = nullptr;  ///< [n_q, n_heads, head_dim]
+  float* out = nullptr;      ///< [n_q, n_heads, head_dim]
+  const int32_t* q_pos = nullptr;
+  int64_t n_q = 0;
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  const float* k_pool = nullptr;  ///< [num_blocks, block_size, n_kv_heads, head_dim]
+  const float* v_pool = nullptr;  ///< same layout as k_pool
+  const int32_t* block_table = nullptr;
+  int64_t block_size = 16;
+  int64_t n_ctx = 0;  ///< keys valid at positions [0, n_ctx)
+  int64_t window = 0;
+  float scale = 1.0f;
+};
+void paged_attention(const PagedAttention& p);
+
+}  // namespace cb::kernels::cpu

@@ -1,0 +1,244 @@
+#include "lib/model/model.h"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "kernels/cpu/ops.h"
+#include "lib/core/error.h"
+
+namespace cb::model {
+namespace {
+
+namespace k = cb::kernels::cpu;
+
+k::Rope rope_of(RopeStyle s) {
+  return s == RopeStyle::Interleaved ? k::Rope::Interleaved : k::Rope::RotateHalf;
+}
+
+std::string layer_name(int l, const char* suffix) {
+  return "blk." + std::to_string(l) + "." + suffix;
+}
+
+// Splits Falcon's fused QKV rows [n, q + 2 kv] into q [n, q], k [n, kv], v [n, kv].
+void split_qkv(const ModelConfig& c, const float* qkv, int64_t n, float* q, float* kk, float* v) {
+  const int64_t hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim(), row = qd + 2 * kvd;
+  for (int64_t t = 0; t < n; ++t) {
+    const float* r = qkv + t * row;
+    if (c.qkv_layout == QkvLayout::Grouped) {
+      // Per KV group: its n_heads / n_kv_heads query heads, then its K head, then its V head.
+      const int64_t per = c.n_heads / c.n_kv_heads;
+      for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+        const float* gr = r + g * (per + 2) * hd;
+        std::memcpy(q + t * qd + g * per * hd, gr, static_cast<size_t>(per * hd) * sizeof(float));
+        std::memcpy(kk + t * kvd + g * hd, gr + per * hd, static_cast<size_t>(hd) * sizeof(float));
+        std::memcpy(v + t * kvd + g * hd, gr + (per + 1) * hd,
+                    static_cast<size_t>(hd) * sizeof(float));
+      }
+    } else {
+      std::memcpy(q + t * qd, r, static_cast<size_t>(qd) * sizeof(float));
+      std::memcpy(kk + t * kvd, r + qd, static_cast<size_t>(kvd) * sizeof(float));
+      std::memcpy(v + t * kvd, r + qd + kvd, static_cast<size_t>(kvd) * sizeof(float));
+    }
+  }
+}
+
+void norm(const ModelConfig& c, const Weights& w, const std::string& base, const float* x, float* y,
+          int64_t n) {
+  if (c.norm == NormType::RmsNorm) {
+    k::rmsnorm(x, w.get(base + ".weight"), y, n, c.hidden, c.norm_eps);
+  } else {
+    k::layernorm(x, w.get(base + ".weight"), w.get(base + ".bias"), y, n, c.hidden, c.norm_eps);
+  }
+}
+
+}  // namespace
+
+Model::Model(ModelConfig cfg, std::unique_ptr<Weights> weights)
+    : cfg_(std::move(cfg)), w_(std::move(weights)) {}
+
+std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed) {
+  return std::make_unique<Model>(src.config(), Weights::load(src, seed));
+}
+
+kv::KvConfig Model::kv_config(int num_blocks, int block_size) const {
+  kv::KvConfig kc;
+  kc.n_layers = cfg_.n_layers;
+  kc.n_kv_heads = cfg_.n_kv_heads;
+  kc.head_dim = cfg_.head_dim;
+  kc.block_size = block_size;
+  kc.num_blocks = num_blocks;
+  return kc;
+}
+
+void Model::rotate_keys(float* kk, int64_t pos0, int64_t n) const {
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(pos0 + t);
+  k::rope(kk, pos.data(), n, cfg_.n_kv_heads, cfg_.head_dim, cfg_.rope_dims, cfg_.rope_theta,
+          rope_of(cfg_.rope_style));
+}
+
+void Model::restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                           const float* kk, const float* v) const {
+  const int64_t kvd = cfg_.kv_dim();
+  for (int64_t t = 0; t < n; ++t) {
+    std::memcpy(cache.k_slot(layer, seq, pos0 + t), kk + t * kvd,
+                static_cast<size_t>(kvd) * sizeof(float));
+    std::memcpy(cache.v_slot(layer, seq, pos0 + t), v + t * kvd,
+                static_cast<size_t>(kvd) * sizeof(float));
+  }
+}
+
+void Model::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                       const float* k_pre_rope, const float* v, int64_t rope_offset) const {
+  std::vector<float> rotated(k_pre_rope, k_pre_rope + n * cfg_.kv_dim());
+  rotate_keys(rotated.data(), pos0 + rope_offset, n);
+  restore_kv_raw(cache, seq, layer, pos0, n, rotated.data(), v);
+}
+
+std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                                  const LayerHooks& hooks) const {
+  const ModelConfig& c = cfg_;
+  const int64_t H = c.hidden, qd = c.q_dim(), kvd = c.kv_dim(), F = c.ffn_hidden;
+  // Rows of the batch: item i owns rows [row0[i], row0[i] + n_i).
+  std::vector<int64_t> row0(batch.size()), len0(batch.size());
+  std::vector<int32_t> ids, pos, rope_pos;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqInput& in = batch[i];
+    if (in.tokens.empty())
+      throw Error("forward: sequence " + std::to_string(in.seq) + " has no new tokens");
+    row0[i] = static_cast<int64_t>(ids.size());
+    len0[i] = cache.length(in.seq);
+    const int64_t cap =
+        static_cast<int64_t>(cache.block_table(in.seq).size()) * cache.config().block_size;
+    if (len0[i] + static_cast<int64_t>(in.tokens.size()) > cap) {
+      throw Error("forward: sequence " + std::to_string(in.seq) + " needs " +
+                  std::to_string(len0[i] + static_cast<int64_t>(in.tokens.size())) +
+                  " KV slots but only " + std::to_string(cap) +
+                  " are reserved (call KvCache::reserve)");
+    }
+    for (size_t t = 0; t < in.tokens.size(); ++t) {
+      if (in.tokens[t] < 0 || in.tokens[t] >= c.vocab_size) {
+        throw make_error("forward", "token id " + std::to_string(in.tokens[t]) +
+                                        " is outside the vocabulary [0, " +
+                                        std::to_string(c.vocab_size) + ")");
+      }
+      ids.push_back(in.tokens[t]);
+      pos.push_back(static_cast<int32_t>(len0[i] + static_cast<int64_t>(t)));
+      rope_pos.push_back(static_cast<int32_t>(len0[i] + static_cast<int64_t>(t) + in.rope_offset));
+    }
+  }
+  const int64_t N = static_cast<int64_t>(ids.size());
+  const auto sz = [](int64_t a) { return static_cast<size_t>(a); };
+
+  std::vector<float> x(sz(N * H)), h(sz(N * H)), h2, q(sz(N * qd)), kk(sz(N * kvd)), v(sz(N * kvd));
+  std::vector<float> attn(sz(N * qd)), o(sz(N * H)), up(sz(N * F)), gate, qkv;
+  if (c.arch == Arch::Falcon) {
+    qkv.resize(sz(N * (qd + 2 * kvd)));
+    if (c.separate_mlp_norm) h2.resize(sz(N * H));
+  } else {
+    gate.resize(sz(N * F));
+  }
+  k::embedding(w_->get("token_embd.weight"), ids.data(), x.data(), N, H);
+  const k::Rope rope = rope_of(c.rope_style);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    norm(c, *w_, layer_name(l, "attn_norm"), x.data(), h.data(), N);
+    if (c.arch == Arch::Falcon) {
+      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_qkv.weight")), qkv.data(), N, H,
+                   qd + 2 * kvd);
+      split_qkv(c, qkv.data(), N, q.data(), kk.data(), v.data());
+    } else {
+      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_q.weight")), q.data(), N, H, qd);
+      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_k.weight")), kk.data(), N, H, kvd);
+      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_v.weight")), v.data(), N, H, kvd);
+    }
+    if (hooks.on_new_kv) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        hooks.on_new_kv(l, batch[i].seq, len0[i], static_cast<int64_t>(batch[i].tokens.size()),
+                        kk.data() + row0[i] * kvd, v.data() + row0[i] * kvd);
+      }
+    }
+    k::rope(q.data(), rope_pos.data(), N, c.n_heads, c.head_dim, c.rope_dims, c.rope_theta, rope);
+    k::rope(kk.data(), rope_pos.data(), N, c.n_kv_heads, c.head_dim, c.rope_dims, c.rope_theta,
+            rope);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t r = row0[i] + t;
+        std::memcpy(cache.k_slot(l, batch[i].seq, len0[i] + t), kk.data() + r * kvd,
+                    sz(kvd) * sizeof(float));
+        std::memcpy(cache.v_slot(l, batch[i].seq, len0[i] + t), v.data() + r * kvd,
+                    sz(kvd) * sizeof(float));
+      }
+    }
+    if (hooks.wait_ready) hooks.wait_ready(l);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+      k::PagedAttention p;
+      p.q = q.data() + row0[i] * qd;
+      p.out = attn.data() + row0[i] * qd;
+      p.q_pos = pos.data() + row0[i];
+      p.n_q = n;
+      p.n_heads = c.n_heads;
+      p.n_kv_heads = c.n_kv_heads;
+      p.head_dim = c.head_dim;
+      p.k_pool = cache.k_pool(l);
+      p.v_pool = cache.v_pool(l);
+      p.block_table = cache.block_table(batch[i].seq).data();
+      p.block_size = cache.config().block_size;
+      p.n_ctx = len0[i] + n;
+      p.window = c.sliding_window;
+      p.scale = scale;
+      k::paged_attention(p);
+    }
+    k::matmul_wt(attn.data(), w_->get(layer_name(l, "attn_output.weight")), o.data(), N, qd, H);
+    if (c.arch == Arch::Falcon) {
+      // Parallel block: attention and MLP both read the block input; x += attn + mlp.
+      const float* mlp_in = h.data();
+      if (c.separate_mlp_norm) {
+        norm(c, *w_, layer_name(l, "attn_norm_2"), x.data(), h2.data(), N);
+        mlp_in = h2.data();
+      }
+      k::matmul_wt(mlp_in, w_->get(layer_name(l, "ffn_up.weight")), up.data(), N, H, F);
+      k::gelu(up.data(), N * F);
+      k::add_inplace(x.data(), o.data(), N * H);
+      k::matmul_wt(up.data(), w_->get(layer_name(l, "ffn_down.weight")), o.data(), N, F, H);
+      k::add_inplace(x.data(), o.data(), N * H);
+    } else {
+      k::add_inplace(x.data(), o.data(), N * H);
+      norm(c, *w_, layer_name(l, "ffn_norm"), x.data(), h.data(), N);
+      k::matmul_wt(h.data(), w_->get(layer_name(l, "ffn_gate.weight")), gate.data(), N, H, F);
+      k::matmul_wt(h.data(), w_->get(layer_name(l, "ffn_up.weight")), up.data(), N, H, F);
+      k::swiglu(gate.data(), up.data(), gate.data(), N * F);
+      k::matmul_wt(gate.data(), w_->get(layer_name(l, "ffn_down.weight")), o.data(), N, F, H);
+      k::add_inplace(x.data(), o.data(), N * H);
+    }
+  }
+  for (size_t i = 0; i < batch.size(); ++i) {
+    cache.set_length(batch[i].seq, len0[i] + static_cast<int64_t>(batch[i].tokens.size()));
+  }
+
+  // Final norm and LM head only on the rows whose logits are wanted.
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+    if (batch[i].all_logits) {
+      for (int64_t t = 0; t < n; ++t) rows.push_back(row0[i] + t);
+    } else {
+      rows.push_back(row0[i] + n - 1);
+    }
+  }
+  const int64_t R = static_cast<int64_t>(rows.size());
+  std::vector<float> sel(sz(R * H)), normed(sz(R * H)), logits(sz(R * c.vocab_size));
+  for (int64_t r = 0; r < R; ++r) {
+    std::memcpy(sel.data() + r * H, x.data() + rows[sz(r)] * H, sz(H) * sizeof(float));
+  }
+  norm(c, *w_, "output_norm", sel.data(), normed.data(), R);
+  const float* head = c.tied_embeddings ? w_->get("token_embd.weight") : w_->get("output.weight");
+  k::matmul_wt(normed.data(), head, logits.data(), R, H, c.vocab_size);
+  return logits;
+}
+
+}  // namespace cb::model

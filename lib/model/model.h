@@ -1,0 +1,78 @@
+#pragma once
+/// The forward pass of every supported family over a paged KV cache, layer by layer,
+/// with the two hooks CachedAttention needs: wait for a layer's preloaded KV before its
+/// attention runs, and receive each layer's new K *before RoPE* (and V) to save it.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "lib/kv/kv_cache.h"
+#include "lib/model/config.h"
+#include "lib/model/model_source.h"
+#include "lib/model/weights.h"
+
+namespace cb::model {
+
+/// New tokens of one sequence for one forward call: they occupy positions
+/// [cache.length(seq), cache.length(seq) + tokens.size()). A prefill chunk has many
+/// tokens; a decode step has one.
+struct SeqInput {
+  kv::SeqId seq = 0;
+  std::vector<int32_t> tokens;
+  bool all_logits = false;  ///< logits for every new token (else only the last one)
+  /// RoPE position of slot s is s + rope_offset (masking uses slots, i.e. relative positions).
+  /// 0 in normal serving; a non-zero offset shifts every position, which must not change the
+  /// logits (RoPE encodes relative positions only).
+  int64_t rope_offset = 0;
+};
+
+struct LayerHooks {
+  /// Called before layer `layer` reads its KV cache; returns when the layer's preloaded
+  /// history is in place. Default: no-op.
+  std::function<void(int layer)> wait_ready;
+  /// Called once per (layer, sequence) with the new tokens' K before RoPE and V, each
+  /// [n, n_kv_heads * head_dim] row-major, for positions [pos0, pos0 + n). Default: none.
+  std::function<void(int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k_pre_rope,
+                     const float* v)>
+      on_new_kv;
+};
+
+class Model {
+ public:
+  Model(ModelConfig cfg, std::unique_ptr<Weights> weights);
+  /// Loads weights from `src` (presets: generated with `seed`).
+  static std::unique_ptr<Model> load(const ModelSource& src, uint64_t seed = 0);
+
+  const ModelConfig& config() const { return cfg_; }
+  /// A KvConfig matching this model for a pool of `num_blocks` blocks.
+  kv::KvConfig kv_config(int num_blocks, int block_size = 16) const;
+
+  /// Runs the batch through all layers, appending each item's tokens to its sequence.
+  /// Capacity must have been reserved (cache.reserve) by the caller; token ids must be in
+  /// [0, vocab). Returns logits [rows, vocab]: per item in order, one row per new token if
+  /// all_logits, else one row for its last token.
+  std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                             const LayerHooks& hooks = {}) const;
+
+  /// CachedAttention restore: writes n tokens of pre-RoPE K (rotated here to positions
+  /// [pos0, pos0 + n)) and V into seq's slots [pos0, pos0 + n) of `layer`. Capacity must be
+  /// reserved; the sequence length is not changed (call cache.set_length when all layers are in).
+  /// Keys are rotated to positions pos0 + rope_offset + t (see SeqInput::rope_offset).
+  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                  const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const;
+  /// Naive KV truncation baseline (NKVT): writes K exactly as given (keys that already carry
+  /// the rotation of their old positions) into slots [pos0, pos0 + n).
+  void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                      const float* k, const float* v) const;
+  /// Applies this model's RoPE to k [n, n_kv_heads * head_dim] in place at positions
+  /// [pos0, pos0 + n) (used to produce post-RoPE keys for the NKVT baseline).
+  void rotate_keys(float* k, int64_t pos0, int64_t n) const;
+
+ private:
+  ModelConfig cfg_;
+  std::unique_ptr<Weights> w_;
+};
+
+}  // namespace cb::model

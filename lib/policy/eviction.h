@@ -1,0 +1,67 @@
+#pragma once
+/// The eviction interface shared by every policy, and the one planner that turns a
+/// policy's eviction order into moves. A policy only says in which order entries should
+/// leave a tier; make_room() decides how many leave and where they go, so the tier
+/// cascade (host memory evicts to disk, disk evicts out of the store) is the same for
+/// scheduler-aware eviction and for the LRU / FIFO / Belady baselines.
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "lib/policy/types.h"
+
+namespace cb::policy {
+
+/// An eviction policy: a pure ranking of entries from first-to-evict to last-to-evict.
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+
+  /// Short stable name ("scheduler-aware", "lru", "fifo", "belady") for configs and results.
+  virtual std::string_view name() const = 0;
+
+  /// Returns `candidates` (indices into `entries`, possibly of different tiers) sorted so
+  /// that the entry to evict first comes first. Must be a deterministic total order that
+  /// depends on the entries' contents, not on their positions in `entries`.
+  virtual std::vector<size_t> order(const std::vector<EntryMeta>& entries,
+                                    std::vector<size_t> candidates, const Capacity& capacity,
+                                    const LookAhead& ahead) const = 0;
+
+  /// Plans the moves that leave `bytes_needed` free in `tier` (kDram or kSsd) and keep
+  /// every tier within `capacity`. Victims are taken in order() until enough is free.
+  /// DRAM victims go to SSD; when SSD lacks room for them, SSD entries and the DRAM
+  /// victims themselves are ranked together by order() and the first ones leave the store
+  /// (a DRAM victim that ranks first is dropped directly instead of displacing a more
+  /// valuable SSD entry). SSD victims are dropped. Never moved: the entry of ahead.queue[0]
+  /// (the job about to run), the entries of ahead.pinned, and HBM entries. Moves come
+  /// ordered so that applying them one by one never exceeds a capacity. Returns ok=false
+  /// and no moves when the room cannot be made. Throws cb::Error on malformed input
+  /// (tier not kDram/kSsd, duplicate sessions, an entry whose tier is kDrop).
+  Plan make_room(const std::vector<EntryMeta>& entries, const Capacity& capacity, Tier tier,
+                 uint64_t bytes_needed, const LookAhead& ahead) const;
+};
+
+/// Sum of the sizes of the entries in `tier`.
+uint64_t used_bytes(const std::vector<EntryMeta>& entries, Tier tier);
+
+/// Capacity of `tier` (kDram or kSsd); throws cb::Error for other tiers.
+uint64_t capacity_of(const Capacity& capacity, Tier tier);
+
+/// Applies `moves` in order: updates tiers and erases dropped entries. Throws cb::Error
+/// when a move names a missing session or the wrong source tier (a planner/caller bug).
+void apply_moves(std::vector<EntryMeta>& entries, const std::vector<Move>& moves);
+
+/// Checks what every planner assumes: unique sessions, no entry in kDrop. Throws cb::Error.
+void validate_entries(const std::vector<EntryMeta>& entries);
+
+/// Position of each session's first job among the first `limit` jobs of `queue` (its next use).
+std::unordered_map<uint64_t, size_t> first_positions(const std::vector<uint64_t>& queue,
+                                                     size_t limit);
+
+/// Least-recently-used first: last_access, then inserted, then session id (a total order).
+bool lru_before(const EntryMeta& a, const EntryMeta& b);
+
+}  // namespace cb::policy
