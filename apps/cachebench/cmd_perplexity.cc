@@ -6,6 +6,7 @@
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "datasets/corpus.h"
 #include "eval/overflow.h"
 #include "eval/perplexity.h"
 #include "lib/core/error.h"
@@ -16,6 +17,7 @@ namespace {
 struct PerplexityArgs {
   ModelArgs m;
   std::string file;
+  std::string dataset = "text";
   int ctx = 512;
   int chunks = 0;
   std::string out;
@@ -26,7 +28,7 @@ struct PerplexityArgs {
 };
 
 int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
-                       const std::vector<int32_t>& tokens) {
+                       const std::vector<int32_t>& tokens, const std::string& sha256) {
   std::vector<eval::OverflowMethod> methods;
   if (a.method == "tt" || a.method == "all") methods.push_back(eval::OverflowMethod::TT);
   if (a.method == "ca" || a.method == "all") methods.push_back(eval::OverflowMethod::CA);
@@ -66,6 +68,8 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
     nlohmann::json j = {{"study", "overflow"},
                         {"model", a.m.model},
                         {"file", a.file},
+                        {"dataset", a.dataset},
+                        {"file_sha256", sha256},
                         {"n_ctx", a.ctx},
                         {"truncate_ratio", a.truncate_ratio},
                         {"sink", a.sink},
@@ -89,12 +93,6 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   return 0;
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw make_error(path, "cannot open the text file", "check the path given to --file");
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 }  // namespace
 
 void register_perplexity(CLI::App& app) {
@@ -103,7 +101,15 @@ void register_perplexity(CLI::App& app) {
                                      "Perplexity of a model on a text file (llama.cpp convention: "
                                      "n_ctx chunks, second half scored)");
   add_model_options(sub, &a->m);
-  sub->add_option("--file,-f", a->file, "plain UTF-8 text file")->required();
+  sub->add_option("--file,-f", a->file,
+                  "the dataset file (e.g. wiki.test.raw, ptb.test.txt, c4 .jsonl[.gz])")
+      ->required();
+  sub->add_option("--dataset", a->dataset,
+                  "how to read --file: wikitext2-raw | wikitext2 (tokens version) | ptb (lines "
+                  "joined) | c4 (JSON "
+                  "lines, plain or gzipped) | text")
+      ->check(CLI::IsMember({"wikitext2", "wikitext2-raw", "ptb", "c4", "text"}))
+      ->capture_default_str();
   sub->add_option("--ctx,-c", a->ctx, "context size of each chunk (tokens)")
       ->capture_default_str()
       ->check(CLI::Range(4, 1 << 20));
@@ -131,9 +137,11 @@ void register_perplexity(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   set_action(sub, [a] {
     LoadedModel lm = load_model(a->m, true);
-    const std::string text = read_text(a->file);
-    const std::vector<int32_t> tokens = lm.tok->encode(text, lm.tok->add_bos_default());
-    if (a->method != "full") return run_overflow_study(*a, lm, tokens);
+    const datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
+    const std::vector<int32_t> tokens = lm.tok->encode(corpus.text, lm.tok->add_bos_default());
+    std::fprintf(stderr, "dataset %s: %s (sha256 %.16s...)\n", a->dataset.c_str(),
+                 corpus.convention.c_str(), corpus.sha256.c_str());
+    if (a->method != "full") return run_overflow_study(*a, lm, tokens, corpus.sha256);
     eval::PerplexityOptions opt;
     opt.n_ctx = a->ctx;
     opt.max_chunks = a->chunks;

@@ -58,5 +58,10 @@ struct PagedAttention {
   float scale = 1.0f;
 };
 void paged_attention(const PagedAttention& p);
+/// Same contract as paged_attention; fp32 accumulation via sgemm (per KV head: K and V of the
+/// allowed key positions gathered contiguous, one sgemm for the scores of the whole query
+/// group, fp32 softmax, one sgemm for P.V); agrees with it to ~1e-5 relative. Reads only slots
+/// some query may attend to.
+void paged_attention_fast(const PagedAttention& p);
 
 }  // namespace cb::kernels::cpu

@@ -191,7 +191,7 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
       p.n_ctx = len0[i] + n;
       p.window = c.sliding_window;
       p.scale = scale;
-      k::paged_attention(p);
+      k::paged_attention_fast(p);
     }
     k::matmul_wt(attn.data(), w_->get(layer_name(l, "attn_output.weight")), o.data(), N, qd, H);
     if (c.arch == Arch::Falcon) {
