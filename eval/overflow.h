@@ -40,6 +40,40 @@ struct OverflowResult {
   double seconds = 0.0;
 };
 
+/// A token stream flowing through a window of opt.n_ctx tokens under one method: feed()
+/// appends tokens (prefilling them), truncating the window per the method whenever it is
+/// full. Copyable (the copy holds its own KV cache): snapshot a long shared history once
+/// and append different continuations to copies of it.
+class OverflowStream {
+ public:
+  /// Throws cb::Error when the options are invalid for this model.
+  OverflowStream(const model::Model& m, OverflowMethod method, const OverflowOptions& opt);
+
+  /// Appends `tokens`; returns their logits [tokens.size(), vocab] (row t predicts the
+  /// token after tokens[t]). The window is truncated before it would exceed n_ctx.
+  std::vector<float> feed(const std::vector<int32_t>& tokens);
+
+  OverflowMethod method() const { return method_; }
+  int64_t window_length() const { return static_cast<int64_t>(window_.size()); }
+  const std::vector<int32_t>& window() const { return window_; }
+  int64_t overflows() const { return overflows_; }
+  int64_t tokens_recomputed() const { return recomputed_; }
+  int64_t tokens_processed() const { return processed_; }
+
+ private:
+  void truncate();
+
+  const model::Model* m_;
+  OverflowMethod method_;
+  OverflowOptions opt_;
+  int64_t drop_ = 0;
+  kv::KvCache cache_;
+  kv::SeqId seq_ = 0;
+  std::vector<int32_t> window_;                    // token ids in slot order
+  std::vector<std::vector<float>> pre_k_, pre_v_;  // CA: pre-RoPE K/V per layer, slot order
+  int64_t overflows_ = 0, recomputed_ = 0, processed_ = 0;
+};
+
 /// Runs one method over `tokens`; `progress(done, total)` reports stream progress.
 /// Throws cb::Error when the options are invalid or the stream never overflows.
 OverflowResult run_overflow(const model::Model& m, const std::vector<int32_t>& tokens,

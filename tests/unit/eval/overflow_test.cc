@@ -106,3 +106,29 @@ TEST(OverflowTest, Stories260KOnTinyStories) {
 }
 
 }  // namespace
+
+namespace {
+
+// A copied stream is independent: both continue identically, and feeding one leaves the other.
+TEST(OverflowStreamTest, CopiesAreIndependentSnapshots) {
+  auto m = tiny(2);
+  const int V = m->config().vocab_size;
+  cb::eval::OverflowOptions opt;
+  opt.n_ctx = 48;
+  opt.truncate_ratio = 0.5;
+  for (auto method : {OverflowMethod::TT, OverflowMethod::CA, OverflowMethod::NKVT}) {
+    cb::eval::OverflowStream s(*m, method, opt);
+    s.feed(random_tokens(100, V, 4));  // overflows twice
+    EXPECT_EQ(s.overflows(), 2);
+    cb::eval::OverflowStream copy = s;
+    const auto q = random_tokens(30, V, 5);
+    const auto a = copy.feed(q);
+    const auto b = s.feed(q);
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(copy.window(), s.window());
+    copy.feed(random_tokens(10, V, 6));
+    EXPECT_NE(copy.window_length(), s.window_length());
+  }
+}
+
+}  // namespace
