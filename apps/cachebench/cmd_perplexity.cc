@@ -1,8 +1,10 @@
-// cachebench perplexity --model MODEL --file F [--ctx N] [--chunks K] [--out FILE.json]
+// cachebench perplexity --model MODEL --file F [--convention llama.cpp|lm-eval|gptq] [--ctx N]
+//                       [--chunks K] [--max-tokens N] [--out FILE.json]
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
@@ -25,6 +27,8 @@ struct PerplexityArgs {
   double truncate_ratio = 0.5;
   int sink = 0;
   int64_t max_tokens = 0;
+  std::string convention = "llama.cpp";
+  bool ctx_given = false;  ///< --ctx was passed (else the convention's default)
 };
 
 int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
@@ -93,13 +97,117 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   return 0;
 }
 
+/// --method full with --convention lm-eval or gptq (eval/perplexity.h describes both).
+int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const datasets::Corpus& corpus,
+                   std::vector<int32_t> tokens) {
+  const bool lmeval = a.convention == "lm-eval";
+  const int window = lm.model->config().max_context;
+  eval::PerplexityOptions opt;
+  opt.n_ctx = a.ctx_given ? a.ctx : lmeval ? window : 2048;
+  opt.max_chunks = a.chunks;
+  if (!a.ctx_given && opt.n_ctx > window) {
+    throw make_error("--ctx",
+                     "the gptq convention's default seqlen of 2048 exceeds the model's context "
+                     "window of " +
+                         std::to_string(window),
+                     "pass --ctx " + std::to_string(window) + " or less");
+  }
+  if (lmeval && a.chunks > 0) {
+    throw make_error("--chunks", "does not apply to the lm-eval convention (every token is scored)",
+                     "use --max-tokens to shorten the stream");
+  }
+  const size_t all_tokens = tokens.size();
+  const bool truncated = a.max_tokens > 0 && tokens.size() > static_cast<size_t>(a.max_tokens);
+  if (truncated) tokens.resize(static_cast<size_t>(a.max_tokens));
+  std::string decoded;
+  std::string_view text = corpus.text;
+  if (lmeval) {
+    // lm-eval's prefix_token_id: BOS when the tokenizer has one, else EOS.
+    opt.bos_id = lm.tok->bos_id() >= 0 ? lm.tok->bos_id() : lm.tok->eos_id();
+    if (truncated) {
+      decoded = lm.tok->decode(tokens);
+      text = decoded;
+    }
+    opt.text_words = eval::lmeval_count_words(text);
+    opt.text_bytes = static_cast<int64_t>(text.size());
+  }
+  std::fprintf(stderr, "perplexity: %zu tokens, n_ctx %d, convention %s\n", tokens.size(),
+               opt.n_ctx, a.convention.c_str());
+  const auto progress = [](int c, int n, double ppl) {
+    std::fprintf(stderr, "\r  window %d/%d  running PPL %.4f", c, n, ppl);
+    if (c == n) std::fputc('\n', stderr);
+  };
+  const eval::PerplexityResult r = lmeval
+                                       ? eval::perplexity_lmeval(*lm.model, tokens, opt, progress)
+                                       : eval::perplexity_gptq(*lm.model, tokens, opt, progress);
+  if (lmeval) {
+    std::printf(
+        "convention     lm-eval (loglikelihood_rolling: max_length %d, prefix token %d, "
+        "every token scored once)\n",
+        r.n_ctx, opt.bos_id);
+  } else {
+    std::printf(
+        "convention     gptq (non-overlapping seqlen %d windows, no BOS inserted, "
+        "each window's first token unscored)\n",
+        r.n_ctx);
+  }
+  std::printf("model          %s\n", a.m.model.c_str());
+  std::printf("file           %s (%zu tokens", a.file.c_str(), all_tokens);
+  if (truncated) std::printf(", first %zu kept by --max-tokens", tokens.size());
+  std::printf(")\n");
+  std::printf("windows        %d, %lld tokens scored, %lld tokens through the model\n", r.chunks,
+              static_cast<long long>(r.scored_tokens), static_cast<long long>(r.tokens_processed));
+  std::printf("PPL            %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
+  if (lmeval) {
+    std::printf("word PPL       %.4f (%lld words%s)\n", r.word_ppl, static_cast<long long>(r.words),
+                truncated ? " of the kept tokens' decoded text" : "");
+    std::printf("byte PPL       %.4f (%lld bytes)\n", r.byte_ppl, static_cast<long long>(r.bytes));
+    std::printf("bits per byte  %.4f\n", r.bits_per_byte);
+  }
+  std::printf("time           %.2f s (%.0f tokens/s)\n", r.seconds,
+              static_cast<double>(r.tokens_processed) / r.seconds);
+  if (!a.out.empty()) {
+    nlohmann::json j = {{"convention", r.convention},
+                        {"model", a.m.model},
+                        {"file", a.file},
+                        {"dataset", a.dataset},
+                        {"file_sha256", corpus.sha256},
+                        {"n_ctx", r.n_ctx},
+                        {"chunks", r.chunks},
+                        {"tokens", all_tokens},
+                        {"tokens_used", tokens.size()},
+                        {"max_tokens", a.max_tokens},
+                        {"scored_tokens", r.scored_tokens},
+                        {"tokens_processed", r.tokens_processed},
+                        {"total_nll", r.total_nll},
+                        {"mean_nll", r.mean_nll},
+                        {"ppl", r.ppl},
+                        {"ppl_stderr", r.ppl_stderr},
+                        {"seconds", r.seconds},
+                        {"backend", a.m.backend},
+                        {"mode", "real"}};
+    if (lmeval) {
+      j["prefix_token"] = opt.bos_id;
+      j["words"] = r.words;
+      j["bytes"] = r.bytes;
+      j["word_perplexity"] = r.word_ppl;
+      j["byte_perplexity"] = r.byte_ppl;
+      j["bits_per_byte"] = r.bits_per_byte;
+    }
+    std::ofstream out(a.out);
+    out << j.dump(2) << "\n";
+    if (!out) throw make_error(a.out, "cannot write the JSON result", "check the path");
+  }
+  return 0;
+}
+
 }  // namespace
 
 void register_perplexity(CLI::App& app) {
   auto a = std::make_shared<PerplexityArgs>();
   CLI::App* sub = app.add_subcommand("perplexity",
-                                     "Perplexity of a model on a text file (llama.cpp convention: "
-                                     "n_ctx chunks, second half scored)");
+                                     "Perplexity of a model on a text file, in the llama.cpp, "
+                                     "lm-eval or gptq convention");
   add_model_options(sub, &a->m);
   sub->add_option("--file,-f", a->file,
                   "the dataset file (e.g. wiki.test.raw, ptb.test.txt, c4 .jsonl[.gz])")
@@ -110,10 +218,14 @@ void register_perplexity(CLI::App& app) {
                   "lines, plain or gzipped) | text")
       ->check(CLI::IsMember({"wikitext2", "wikitext2-raw", "ptb", "c4", "text"}))
       ->capture_default_str();
-  sub->add_option("--ctx,-c", a->ctx, "context size of each chunk (tokens)")
-      ->capture_default_str()
-      ->check(CLI::Range(4, 1 << 20));
-  sub->add_option("--chunks", a->chunks, "evaluate at most this many chunks (0: all)")
+  CLI::Option* ctx_opt =
+      sub->add_option("--ctx,-c", a->ctx,
+                      "context size of each chunk (tokens); lm-eval: max_length (default: the "
+                      "model's context window); gptq: seqlen (default 2048)")
+          ->capture_default_str()
+          ->check(CLI::Range(4, 1 << 20));
+  sub->add_option("--chunks", a->chunks,
+                  "evaluate at most this many chunks (llama.cpp) or windows (gptq) (0: all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--out", a->out, "also write the result as JSON to this file");
@@ -132,16 +244,32 @@ void register_perplexity(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-tokens", a->max_tokens,
-                  "overflow study: stream at most this many tokens (0: all)")
+                  "overflow study, lm-eval and gptq: keep only the first N tokens of the stream "
+                  "(0: all); lm-eval then counts words and bytes on the text the kept tokens "
+                  "decode to")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  set_action(sub, [a] {
+  sub->add_option("--convention", a->convention,
+                  "with --method full: llama.cpp (n_ctx chunks, second half scored) | lm-eval "
+                  "(lm-evaluation-harness rolling windows; word/byte perplexity, bits per byte) "
+                  "| gptq (non-overlapping seqlen windows)")
+      ->check(CLI::IsMember({"llama.cpp", "lm-eval", "gptq"}))
+      ->capture_default_str();
+  set_action(sub, [a, ctx_opt] {
+    a->ctx_given = ctx_opt->count() > 0;
+    if (a->method != "full" && a->convention != "llama.cpp") {
+      throw make_error("--convention", "applies to --method full only",
+                       "drop --convention or use --method full");
+    }
     LoadedModel lm = load_model(a->m, true);
     const datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
-    const std::vector<int32_t> tokens = lm.tok->encode(corpus.text, lm.tok->add_bos_default());
+    // lm-eval encodes documents without special tokens; its prefix token stands before them.
+    const bool add_bos = a->convention != "lm-eval" && lm.tok->add_bos_default();
+    const std::vector<int32_t> tokens = lm.tok->encode(corpus.text, add_bos);
     std::fprintf(stderr, "dataset %s: %s (sha256 %.16s...)\n", a->dataset.c_str(),
                  corpus.convention.c_str(), corpus.sha256.c_str());
     if (a->method != "full") return run_overflow_study(*a, lm, tokens, corpus.sha256);
+    if (a->convention != "llama.cpp") return run_convention(*a, lm, corpus, tokens);
     eval::PerplexityOptions opt;
     opt.n_ctx = a->ctx;
     opt.max_chunks = a->chunks;

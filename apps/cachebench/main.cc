@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", cb::app::version_string());
   cb::app::register_inspect(app);
   cb::app::register_tokenize(app);
+  cb::app::register_store(app);
   cb::app::register_forward(app);
   cb::app::register_generate(app);
   cb::app::register_perplexity(app);

@@ -17,6 +17,7 @@ int run_selected(CLI::App& app);
 
 void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_store(CLI::App& app);
 void register_forward(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_perplexity(CLI::App& app);

@@ -1,0 +1,181 @@
+// cachebench store stat|verify|clear --store-dir D [--json]
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/subcommands.h"
+#include "lib/core/error.h"
+#include "lib/store/attention_store.h"
+#include "lib/store/journal.h"
+#include "lib/store/size_parse.h"
+#include "lib/store/store_dir.h"
+
+namespace cb::app {
+namespace {
+
+struct StoreArgs {
+  std::string dir;
+  bool json = false;
+  std::string io = "auto";
+};
+
+void row(const char* k, const std::string& v) {
+  std::printf("%-22s %s\n", k, v.c_str());
+}
+
+// Reads the marker and replays the journal without modifying anything.
+int run_stat(const StoreArgs& a) {
+  store::check_store_dir(a.dir);
+  const store::StoreDirInfo info = store::read_store_marker(a.dir);
+  const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
+  uint64_t chunks = 0, data = 0, tokens = 0;
+  struct PerModel {
+    uint64_t entries = 0, tokens = 0;
+    std::string encodings;
+  };
+  std::map<std::string, PerModel> models;
+  for (const auto& [id, m] : r.entries) {
+    chunks += m.slots.size();
+    data += m.data_bytes();
+    tokens += static_cast<uint64_t>(m.n_tokens());
+    PerModel& pm = models[m.fingerprint.description];
+    ++pm.entries;
+    pm.tokens += static_cast<uint64_t>(m.n_tokens());
+    const std::string enc = store::key_encoding_name(m.encoding);
+    if (pm.encodings.find(enc) == std::string::npos) {
+      pm.encodings += (pm.encodings.empty() ? "" : ",") + enc;
+    }
+  }
+  const uint64_t used = chunks * info.chunk_bytes;
+  if (a.json) {
+    nlohmann::json j;
+    j["store_dir"] = a.dir;
+    j["capacity_bytes"] = info.ssd_bytes;
+    j["chunk_bytes"] = info.chunk_bytes;
+    j["data_files"] = info.n_files;
+    j["entries"] = r.entries.size();
+    j["chunks"] = chunks;
+    j["used_bytes"] = used;
+    j["kv_bytes"] = data;
+    j["tokens"] = tokens;
+    j["journal_records"] = r.records;
+    j["journal_discarded_records"] = r.discarded_records;
+    nlohmann::json jm = nlohmann::json::array();
+    for (const auto& [name, pm] : models) {
+      jm.push_back({{"model", name},
+                    {"entries", pm.entries},
+                    {"tokens", pm.tokens},
+                    {"key_encoding", pm.encodings}});
+    }
+    j["models"] = jm;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  row("store", a.dir);
+  row("capacity", human_bytes(info.ssd_bytes) + " in " + std::to_string(info.n_slots()) +
+                      " chunks of " + human_bytes(info.chunk_bytes) + " (" +
+                      std::to_string(info.n_files) + " data files)");
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.1f%%",
+                info.ssd_bytes == 0 ? 0.0 : 100.0 * static_cast<double>(used) / info.ssd_bytes);
+  row("used", human_bytes(used) + " (" + pct + "), " + std::to_string(chunks) + " chunks");
+  row("entries", std::to_string(r.entries.size()) + " (" + human_count(tokens) + " tokens, " +
+                     human_bytes(data) + " of K/V)");
+  row("journal", std::to_string(r.records) + " records, " + std::to_string(r.discarded_records) +
+                     " discarded (torn or corrupt)");
+  for (const auto& [name, pm] : models) {
+    row("  model", (name.empty() ? "(unnamed)" : name) + ": " + std::to_string(pm.entries) +
+                       " entries, " + human_count(pm.tokens) + " tokens, " + pm.encodings);
+  }
+  return 0;
+}
+
+int run_verify(const StoreArgs& a) {
+  store::StoreConfig c;
+  c.store_dir = a.dir;  // adopt the store's geometry
+  c.io_mode = store::parse_io_mode(a.io);
+  store::AttentionStore st(c);
+  const uint64_t entries = st.sessions().size();
+  uint64_t chunks = 0;
+  const uint64_t bad = st.verify_all(&chunks);
+  const store::StatsSnapshot s = st.stats();
+  if (a.json) {
+    nlohmann::json j;
+    j["store_dir"] = a.dir;
+    j["entries_checked"] = entries;
+    j["chunks_checked"] = chunks;
+    j["bad_entries"] = bad;
+    j["ok"] = bad == 0;
+    j["stats"] = nlohmann::json::parse(s.to_json());
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    for (const auto& d : st.describe()) row("tier", d);
+    row("entries checked", std::to_string(entries));
+    row("chunks checked", std::to_string(chunks));
+    row("bytes read", human_bytes(s.get(store::TierKind::Ssd, store::TierCounter::BytesRead)));
+    char gbps[32];
+    std::snprintf(gbps, sizeof gbps, "%.2f GB/s", s.gbps(store::TierKind::Ssd, false));
+    row("read rate", gbps);
+    row("checksum failures", std::to_string(s.get(store::Counter::ChecksumFailures)));
+    row("bad entries", std::to_string(bad) + (bad > 0 ? " (dropped from the store)" : ""));
+    row("recovery",
+        std::to_string(s.get(store::Counter::RecoveredEntries)) + " entries, " +
+            std::to_string(s.get(store::Counter::DiscardedRecords)) + " journal records and " +
+            std::to_string(s.get(store::Counter::DiscardedEntries)) + " entries discarded");
+    row("result", bad == 0 ? "ok" : "CORRUPTION FOUND");
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+int run_clear(const StoreArgs& a) {
+  store::check_store_dir(a.dir);
+  const auto removed = store::clear_store_dir(a.dir);
+  if (a.json) {
+    std::printf("%s\n", nlohmann::json{{"store_dir", a.dir}, {"removed", removed}}.dump(2).c_str());
+  } else {
+    row("store", a.dir);
+    row("removed", std::to_string(removed.size()) + " files (marker, journal, data files)");
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_store(CLI::App& app) {
+  CLI::App* store =
+      app.add_subcommand("store", "Inspect, verify or clear an AttentionStore directory");
+  store->require_subcommand(1);
+  struct Sub {
+    const char* name;
+    const char* help;
+    int (*run)(const StoreArgs&);
+  };
+  static const Sub subs[] = {
+      {"stat", "Show capacity, use, entries and models of a store (reads only the journal)",
+       run_stat},
+      {"verify",
+       "Read every chunk of every entry and check its checksum; corrupt entries are dropped; "
+       "exits 1 when any were found",
+       run_verify},
+      {"clear",
+       "Delete the store's own files (marker, journal, data files); refuses a directory that is "
+       "not a cachebench store and never touches other files",
+       run_clear},
+  };
+  for (const Sub& s : subs) {
+    auto args = std::make_shared<StoreArgs>();
+    CLI::App* sub = store->add_subcommand(s.name, s.help);
+    sub->add_option("--store-dir", args->dir, "the store directory")->required();
+    sub->add_flag("--json", args->json, "print machine-readable JSON instead of a table");
+    if (std::string(s.name) == "verify") {
+      sub->add_option("--io", args->io, "I/O backend: auto, uring or pread")->capture_default_str();
+    }
+    auto run = s.run;
+    set_action(sub, [args, run] { return run(*args); });
+  }
+}
+
+}  // namespace cb::app

@@ -1,0 +1,86 @@
+#include "lib/engine/policy_advisor.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "lib/policy/placement.h"
+#include "lib/policy/registry.h"
+
+namespace cb::engine {
+namespace {
+
+// The store's clock is in seconds (double); policies compare integer ticks.
+int64_t ticks(double seconds) {
+  return static_cast<int64_t>(std::llround(seconds * 1e6));
+}
+
+policy::Tier to_policy(store::TierKind t) {
+  switch (t) {
+    case store::TierKind::Hbm: return policy::Tier::kHbm;
+    case store::TierKind::Dram: return policy::Tier::kDram;
+    case store::TierKind::Ssd: return policy::Tier::kSsd;
+  }
+  return policy::Tier::kDram;
+}
+
+std::vector<policy::EntryMeta> to_meta(const std::vector<store::EntryInfo>& infos) {
+  std::vector<policy::EntryMeta> out;
+  out.reserve(infos.size());
+  for (const auto& e : infos) {
+    policy::EntryMeta m;
+    m.session = e.session;
+    m.tier = to_policy(e.tier);
+    m.bytes = e.bytes;
+    m.last_access = ticks(e.last_access);
+    m.inserted = ticks(e.created);
+    out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace
+
+PolicyAdvisor::PolicyAdvisor(const std::string& policy_name, policy::Capacity capacity,
+                             uint64_t skv)
+    : policy_(policy::make_eviction_policy(policy_name)), capacity_(capacity), skv_(skv) {}
+
+std::vector<store::Victim> PolicyAdvisor::choose_victims(
+    store::TierKind tier, uint64_t bytes_needed, const std::vector<store::EntryInfo>& candidates,
+    const std::vector<store::SessionId>& lookahead, double /*now*/) {
+  const std::vector<policy::EntryMeta> entries = to_meta(candidates);
+  policy::LookAhead ahead;
+  ahead.queue.assign(lookahead.begin(), lookahead.end());
+  ahead.skv = skv_;
+  std::vector<size_t> idx(entries.size());
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  std::vector<store::Victim> out;
+  uint64_t freed = 0;
+  for (size_t i : policy_->order(entries, idx, capacity_, ahead)) {
+    if (freed >= bytes_needed) break;
+    if (!ahead.queue.empty() && entries[i].session == ahead.queue.front())
+      continue;  // about to run
+    out.push_back({entries[i].session, tier == store::TierKind::Ssd});
+    freed += entries[i].bytes;
+  }
+  return out;
+}
+
+std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
+    const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
+    uint64_t /*dram_free_bytes*/, double /*now*/) {
+  policy::LookAhead ahead;
+  ahead.skv = skv_;
+  const uint64_t skv = policy::effective_skv(to_meta(on_ssd), ahead);
+  const uint64_t window = policy::window_lengths(capacity_, skv).prefetch;
+  std::unordered_set<store::SessionId> ssd;
+  for (const auto& e : on_ssd) ssd.insert(e.session);
+  std::vector<store::SessionId> out;
+  std::unordered_set<store::SessionId> seen;
+  for (size_t i = 0; i < lookahead.size() && i < window; ++i) {
+    if (ssd.count(lookahead[i]) != 0 && seen.insert(lookahead[i]).second)
+      out.push_back(lookahead[i]);
+  }
+  return out;
+}
+
+}  // namespace cb::engine

@@ -1,0 +1,45 @@
+#pragma once
+/// Adapts lib/policy's pure placement policies (scheduler-aware, LRU, FIFO, Belady) to the
+/// store's PlacementAdvisor hook. It lives in lib/engine because the store may not depend
+/// on lib/policy (policies never do I/O, the store never decides).
+
+#include <memory>
+#include <string>
+
+#include "lib/policy/eviction.h"
+#include "lib/policy/types.h"
+#include "lib/store/advisor.h"
+
+namespace cb::engine {
+
+class PolicyAdvisor final : public store::PlacementAdvisor {
+ public:
+  /// `policy_name`: one of policy::eviction_policy_names() ("scheduler-aware", "lru",
+  /// "fifo", "belady"). `capacity` sizes the look-ahead windows (Cmem, Cdisk); `skv` is the
+  /// average KV bytes of a session (0: the mean of the entries seen). Throws cb::Error for
+  /// an unknown name.
+  PolicyAdvisor(const std::string& policy_name, policy::Capacity capacity, uint64_t skv = 0);
+
+  /// Ranks `candidates` with the policy (the look-ahead as the job queue, its head pinned)
+  /// and returns the first ones until `bytes_needed` are freed. SSD victims are dropped.
+  std::vector<store::Victim> choose_victims(store::TierKind tier, uint64_t bytes_needed,
+                                            const std::vector<store::EntryInfo>& candidates,
+                                            const std::vector<store::SessionId>& lookahead,
+                                            double now) override;
+
+  /// Scheduler-aware fetching: the SSD entries of the sessions in the prefetch window
+  /// (Cmem / Skv jobs of the look-ahead), in queue order. The store fetches them while they
+  /// fit, making room through choose_victims.
+  std::vector<store::SessionId> choose_prefetch(const std::vector<store::SessionId>& lookahead,
+                                                const std::vector<store::EntryInfo>& on_ssd,
+                                                uint64_t dram_free_bytes, double now) override;
+
+  const policy::EvictionPolicy& policy() const { return *policy_; }
+
+ private:
+  std::unique_ptr<policy::EvictionPolicy> policy_;
+  policy::Capacity capacity_;
+  uint64_t skv_;
+};
+
+}  // namespace cb::engine

@@ -1,0 +1,351 @@
+#include "lib/store/attention_store.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+#include "lib/core/error.h"
+#include "lib/store/journal.h"
+#include "lib/store/memory_tier.h"
+#include "lib/store/size_parse.h"
+#include "lib/store/ssd_tier.h"
+#include "lib/store/store_dir.h"
+#include "lib/store/store_internal.h"
+#include "lib/store/thread_pool.h"
+
+namespace cb::store {
+
+const char* lookup_status_name(LookupStatus s) {
+  switch (s) {
+    case LookupStatus::Hit: return "hit";
+    case LookupStatus::NotFound: return "not_found";
+    case LookupStatus::FingerprintMismatch: return "fingerprint_mismatch";
+    case LookupStatus::HistoryMismatch: return "history_mismatch";
+    case LookupStatus::Expired: return "expired";
+  }
+  return "unknown";
+}
+
+AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
+  if (!cfg_.clock) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cfg_.clock = [t0] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+  }
+  if (!cfg_.advisor) cfg_.advisor = std::make_shared<LruAdvisor>();
+  if (cfg_.store_dir.empty() && cfg_.ssd_bytes > 0) {
+    throw make_error("--ssd", "an SSD budget needs a store directory", "pass --store-dir DIR");
+  }
+  if (!cfg_.store_dir.empty()) open_ssd();  // may adopt the store's chunk size
+  if (cfg_.chunk_bytes == 0 || cfg_.chunk_bytes % 4096 != 0) {
+    throw make_error(
+        "--chunk",
+        "chunk size " + std::to_string(cfg_.chunk_bytes) + " is not a positive multiple of 4096",
+        "use e.g. 1MiB");
+  }
+  const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (cfg_.dram_bytes + cfg_.hbm_bytes > phys) {
+    throw make_error("--dram",
+                     "DRAM/HBM budgets (" + format_size(cfg_.dram_bytes + cfg_.hbm_bytes) +
+                         ") exceed this machine's memory (" + format_size(phys) + ")",
+                     "lower --dram");
+  }
+  if (cfg_.dram_reserve_bytes > cfg_.dram_bytes) {
+    throw make_error("--dram-reserve", "reserve " + format_size(cfg_.dram_reserve_bytes) +
+                                           " exceeds the DRAM budget " +
+                                           format_size(cfg_.dram_bytes));
+  }
+  if (cfg_.hbm_bytes > 0) {
+    tiers_[0] = std::make_unique<MemoryTier>(TierKind::Hbm, cfg_.hbm_bytes, cfg_.chunk_bytes);
+  }
+  if (cfg_.dram_bytes > 0) {
+    tiers_[1] = std::make_unique<MemoryTier>(TierKind::Dram, cfg_.dram_bytes, cfg_.chunk_bytes);
+    reserve_chunks_ = (cfg_.dram_reserve_bytes + cfg_.chunk_bytes - 1) / cfg_.chunk_bytes;
+  }
+  if (!tiers_[0] && !tiers_[1] && !tiers_[2]) {
+    throw make_error("store", "no tier has a budget", "give --dram and/or --ssd with --store-dir");
+  }
+  pool_ = std::make_unique<ThreadPool>(cfg_.io_threads);
+}
+
+AttentionStore::~AttentionStore() {
+  pool_.reset();  // finishes queued work first
+}
+
+void AttentionStore::open_ssd() {
+  const std::string& dir = cfg_.store_dir;
+  check_store_dir(dir);
+  StoreDirInfo info;
+  bool created = false;
+  if (is_store_dir(dir)) {
+    info = read_store_marker(dir);
+    if (cfg_.ssd_bytes != 0) {
+      const StoreDirInfo want = plan_store(cfg_.ssd_bytes, cfg_.chunk_bytes);
+      if (want.ssd_bytes != info.ssd_bytes || want.chunk_bytes != info.chunk_bytes) {
+        throw make_error(
+            dir,
+            "store was created with --ssd " + format_size(info.ssd_bytes) + " and chunk " +
+                format_size(info.chunk_bytes) + ", not " + format_size(want.ssd_bytes) + " and " +
+                format_size(want.chunk_bytes),
+            "reuse the original sizes or run `cachebench store clear --store-dir " + dir + "`");
+      }
+    }
+    cfg_.chunk_bytes = info.chunk_bytes;
+  } else {
+    if (cfg_.ssd_bytes == 0) {
+      throw make_error(dir, "not a cachebench store", "give --ssd SIZE to create one here");
+    }
+    info = plan_store(cfg_.ssd_bytes, cfg_.chunk_bytes);
+    if (info.n_slots() == 0) {
+      throw make_error("--ssd", "SSD budget " + format_size(cfg_.ssd_bytes) +
+                                    " is smaller than one chunk (" + format_size(cfg_.chunk_bytes) +
+                                    ")");
+    }
+    check_free_space(dir, info.ssd_bytes);
+    created = true;
+  }
+  std::shared_ptr<IoBackend> io = cfg_.io_backend;
+  if (!io) {
+    std::string why;
+    if (cfg_.io_mode != IoMode::Pread) io = make_uring_backend(64, &why);
+    if (!io && cfg_.io_mode == IoMode::Uring) {
+      throw make_error("--io uring", "io_uring is unavailable: " + why, "use --io pread");
+    }
+    if (!io) io = make_pread_backend();
+  }
+  try {
+    tiers_[2] = std::make_unique<SsdTier>(dir, info, io, cfg_.direct_io);
+    if (created) write_store_marker(dir, info);
+  } catch (...) {
+    if (created) {
+      tiers_[2].reset();
+      for (uint64_t i = 0; i < info.n_files; ++i) ::unlink(data_file_path(dir, i).c_str());
+    }
+    throw;
+  }
+  recover();
+}
+
+void AttentionStore::recover() {
+  const std::string path = journal_path(cfg_.store_dir);
+  ReplayResult r = Journal::replay(path);
+  stats_.add(Counter::DiscardedRecords, r.discarded_records);
+  Tier* ssd = tier(TierKind::Ssd);
+  std::map<SessionId, EntryMeta> live;
+  // Newest generations claim their slots first; an older entry overlapping them is stale.
+  std::vector<EntryMeta*> order;
+  for (auto& [id, m] : r.entries) order.push_back(&m);
+  std::sort(order.begin(), order.end(),
+            [](const EntryMeta* a, const EntryMeta* b) { return a->generation > b->generation; });
+  for (EntryMeta* m : order) {
+    bool ok = m->valid(nullptr) &&
+              static_cast<uint64_t>(m->tokens_per_chunk) * m->shape.token_bytes <= cfg_.chunk_bytes;
+    for (uint64_t s : m->slots) ok = ok && s < ssd->allocator().capacity();
+    std::vector<uint64_t> claimed;
+    if (ok) {
+      for (uint64_t s : m->slots) {
+        if (!ssd->allocator().claim(s)) {
+          ok = false;
+          break;
+        }
+        claimed.push_back(s);
+      }
+    }
+    if (!ok) {
+      ssd->allocator().release(claimed);
+      stats_.add(Counter::DiscardedEntries);
+      continue;
+    }
+    live[m->session] = *m;
+  }
+  Journal::rewrite(path, live);  // compaction: one commit per live entry
+  journal_ = std::make_unique<Journal>(path);
+  next_generation_ = r.max_generation + 1;
+  for (auto& [id, m] : live) {
+    auto e = std::make_shared<StoreEntry>();
+    e->meta = std::move(m);
+    e->tier = TierKind::Ssd;
+    index_[id] = e;
+  }
+  stats_.add(Counter::RecoveredEntries, index_.size());
+}
+
+double AttentionStore::now() const {
+  return cfg_.clock();
+}
+
+LookupStatus AttentionStore::classify(const StoreEntry& e, const LookupKey& key,
+                                      int64_t* matched) const {
+  *matched = 0;
+  if (e.meta.fingerprint != key.fingerprint || e.meta.encoding != key.encoding) {
+    return LookupStatus::FingerprintMismatch;
+  }
+  if (e.meta.ttl > 0 && now() - e.meta.last_access > e.meta.ttl) return LookupStatus::Expired;
+  *matched = e.meta.matching_prefix(key.history);
+  return *matched > 0 ? LookupStatus::Hit : LookupStatus::HistoryMismatch;
+}
+
+LookupResult AttentionStore::lookup(const LookupKey& key) {
+  std::lock_guard<std::mutex> g(mu_);
+  LookupResult r;
+  auto it = index_.find(key.session);
+  if (it == index_.end()) return r;
+  const StoreEntry& e = *it->second;
+  r.status = classify(e, key, &r.matched_tokens);
+  r.tier = e.tier;
+  r.entry_tokens = e.meta.n_tokens();
+  r.shape = e.meta.shape;
+  return r;
+}
+
+void AttentionStore::release_locked(const EntryPtr& e, TierKind t, std::vector<uint64_t> slots) {
+  if (slots.empty()) return;
+  if (e->pins > 0) {
+    e->retired.emplace_back(t, std::move(slots));
+  } else {
+    tier(t)->allocator().release(slots);
+  }
+}
+
+void AttentionStore::unlink_locked(const EntryPtr& e) {
+  auto it = index_.find(e->meta.session);
+  if (it != index_.end() && it->second == e) index_.erase(it);
+  e->doomed = true;
+  if (e->tier == TierKind::Ssd) journal_->erase(e->meta.session, next_generation_++, false);
+  release_locked(e, e->tier, std::move(e->meta.slots));
+  e->meta.slots.clear();
+}
+
+void AttentionStore::unpin(const EntryPtr& e) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (--e->pins == 0) {
+    for (auto& [t, slots] : e->retired) tier(t)->allocator().release(slots);
+    e->retired.clear();
+  }
+  move_cv_.notify_all();
+}
+
+void AttentionStore::drop_corrupt(const EntryPtr& e) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (e->doomed) return;
+  std::fprintf(stderr, "cachebench store: session %llu failed verification in %s; dropped\n",
+               static_cast<unsigned long long>(e->meta.session), tier_name(e->tier));
+  stats_.add(e->tier, TierCounter::Drops);
+  unlink_locked(e);
+}
+
+bool AttentionStore::journal_commit(EntryMeta* m) {
+  m->generation = next_generation_++;
+  if (!journal_->commit(*m, true)) return false;
+  if (journal_->appended_bytes() > cfg_.journal_compact_bytes) {
+    // The live SSD set: entries on SSD now, plus `m`, which the caller is about to publish.
+    std::map<SessionId, EntryMeta> live;
+    for (const auto& [id, e] : index_) {
+      if (e->tier == TierKind::Ssd) live[id] = e->meta;
+    }
+    live[m->session] = *m;
+    if (journal_->compact(live)) stats_.add(Counter::JournalCompactions);
+  }
+  return true;
+}
+
+bool AttentionStore::erase(SessionId session) {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = index_.find(session);
+  if (it == index_.end()) return false;
+  EntryPtr e = it->second;
+  unlink_locked(e);
+  stats_.add(Counter::Erases);
+  move_cv_.notify_all();
+  return true;
+}
+
+size_t AttentionStore::expire() {
+  std::lock_guard<std::mutex> g(mu_);
+  const double t = now();
+  std::vector<EntryPtr> dead;
+  for (auto& [id, e] : index_) {
+    if (e->meta.ttl > 0 && t - e->meta.last_access > e->meta.ttl) dead.push_back(e);
+  }
+  for (auto& e : dead) unlink_locked(e);
+  stats_.add(Counter::Expirations, dead.size());
+  return dead.size();
+}
+
+void AttentionStore::wait_idle() {
+  pool_->wait_idle();
+}
+
+StatsSnapshot AttentionStore::stats() const {
+  StatsSnapshot s = stats_.snapshot();
+  std::lock_guard<std::mutex> g(mu_);
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (!tiers_[t]) continue;
+    s.tier_present[t] = true;
+    s.used_bytes[t] = tiers_[t]->allocator().used() * tiers_[t]->slot_bytes();
+    s.capacity_bytes[t] = tiers_[t]->capacity_bytes();
+  }
+  for (const auto& [id, e] : index_) ++s.entries[static_cast<int>(e->tier)];
+  return s;
+}
+
+bool AttentionStore::has_tier(TierKind t) const {
+  return tier(t) != nullptr;
+}
+
+uint64_t AttentionStore::used_bytes(TierKind t) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return tier(t) ? tier(t)->allocator().used() * tier(t)->slot_bytes() : 0;
+}
+
+uint64_t AttentionStore::capacity_bytes(TierKind t) const {
+  return tier(t) ? tier(t)->capacity_bytes() : 0;
+}
+
+bool AttentionStore::where(SessionId session, TierKind* t) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = index_.find(session);
+  if (it == index_.end()) return false;
+  if (t) *t = it->second->tier;
+  return true;
+}
+
+std::vector<SessionId> AttentionStore::sessions() const {
+  std::lock_guard<std::mutex> g(mu_);
+  std::vector<SessionId> out;
+  for (const auto& [id, e] : index_) out.push_back(id);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool AttentionStore::entry_meta(SessionId session, EntryMeta* out) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = index_.find(session);
+  if (it == index_.end()) return false;
+  *out = it->second->meta;
+  return true;
+}
+
+std::vector<std::string> AttentionStore::describe() const {
+  std::vector<std::string> out;
+  for (const auto& t : tiers_) {
+    if (t) out.push_back(t->describe());
+  }
+  return out;
+}
+
+uint64_t AttentionStore::accounting_errors() const {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t n = 0;
+  for (const auto& t : tiers_) {
+    if (t) n += t->allocator().double_frees();
+  }
+  return n;
+}
+
+}  // namespace cb::store

@@ -1,0 +1,252 @@
+#pragma once
+/// AttentionStore: keeps each conversation's KV cache between turns in the fastest tier
+/// with room (HBM budget, pinned DRAM, SSD files), so the next turn loads it instead of
+/// recomputing it. Saves and loads stream layer by layer on a pool of I/O threads;
+/// placement decisions come from an injected PlacementAdvisor; every chunk is checksummed
+/// and the SSD index is journaled, so nothing wrong is ever served and a restart recovers
+/// every completed SSD entry. Misses and full tiers are return values, not exceptions.
+
+#include <condition_variable>
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lib/store/advisor.h"
+#include "lib/store/io_backend.h"
+#include "lib/store/stats.h"
+#include "lib/store/types.h"
+
+namespace cb::store {
+
+class Tier;
+class Journal;
+class ThreadPool;
+struct EntryMeta;
+struct StoreEntry;
+struct SaveState;
+struct LoadState;
+
+/// Budgets and knobs; a budget of 0 leaves that tier out.
+struct StoreConfig {
+  uint64_t hbm_bytes = 0;             ///< HBM tier budget (host-backed, see memory_tier.h)
+  uint64_t dram_bytes = 0;            ///< DRAM tier budget (pinned arena)
+  uint64_t dram_reserve_bytes = 0;    ///< DRAM kept free for prefetches (host memory buffer)
+  uint64_t ssd_bytes = 0;             ///< SSD budget; 0 with a store_dir adopts the existing store
+  std::string store_dir;              ///< where SSD files live ("" = no SSD tier)
+  uint64_t chunk_bytes = 1ull << 20;  ///< allocation and I/O unit (multiple of 4096)
+  size_t io_threads = 4;              ///< I/O worker threads
+  IoMode io_mode = IoMode::Auto;      ///< io_uring, pread, or io_uring with pread fallback
+  bool direct_io = true;              ///< O_DIRECT on data files (falls back if refused)
+  double default_ttl = 0;             ///< seconds since last access; 0 = never expire
+  uint64_t journal_compact_bytes = 64ull << 20;  ///< journal growth that triggers compaction
+  Clock clock;                                   ///< seconds; default: steady clock
+  std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
+  std::shared_ptr<IoBackend> io_backend;         ///< overrides io_mode (fault injection)
+};
+
+/// What the engine asks for: a session whose history, model and key encoding must match.
+struct LookupKey {
+  SessionId session = 0;
+  ModelFingerprint fingerprint;
+  KeyEncoding encoding = KeyEncoding::PreRope;
+  std::vector<TokenId> history;  ///< the conversation so far (token ids)
+};
+
+/// Why a lookup missed (or Hit).
+enum class LookupStatus { Hit, NotFound, FingerprintMismatch, HistoryMismatch, Expired };
+/// "hit", "not_found", ...
+const char* lookup_status_name(LookupStatus s);
+
+/// Result of a lookup: on a hit, the servable prefix of the history.
+struct LookupResult {
+  LookupStatus status = LookupStatus::NotFound;
+  TierKind tier = TierKind::Dram;
+  int64_t matched_tokens = 0;  ///< prefix of the history the entry can serve
+  int64_t entry_tokens = 0;
+  EntryShape shape;
+  bool hit() const { return status == LookupStatus::Hit; }
+};
+
+/// A new entry to save.
+struct SaveRequest {
+  SessionId session = 0;
+  ModelFingerprint fingerprint;
+  KeyEncoding encoding = KeyEncoding::PreRope;
+  EntryShape shape;
+  std::vector<TokenId> tokens;  ///< the history the KV covers (one per token)
+  double ttl = -1;              ///< seconds; < 0 = config default
+};
+
+class AttentionStore;
+
+/// An in-progress save ("write buffer"): layers are streamed in, the entry becomes visible
+/// only when commit() succeeds. Destroying an uncommitted handle aborts the save. A handle
+/// must not outlive the store that made it.
+class SaveHandle {
+ public:
+  SaveHandle() = default;
+  ~SaveHandle();
+  SaveHandle(SaveHandle&&) noexcept;
+  SaveHandle& operator=(SaveHandle&&) noexcept;
+
+  /// True when space was reserved and the save can proceed.
+  bool ok() const;
+  /// Tier the entry is being written to (meaningful when ok()).
+  TierKind tier() const;
+  /// Queues layer `layer`'s K and V (each tokens * token_bytes bytes). The buffers must
+  /// stay valid until the returned future is ready; it yields false on an I/O error.
+  std::shared_future<bool> write_layer(int layer, LayerSource src);
+  /// Completes asynchronously: waits for all layers, makes the entry durable (SSD) and
+  /// visible, replacing any older entry of the session. False when the save was dropped.
+  std::shared_future<bool> commit();
+  /// Abandons the save and frees its space (also done by the destructor).
+  void abort();
+
+ private:
+  friend class AttentionStore;
+  std::shared_ptr<SaveState> st_;
+  std::shared_future<bool> commit_;
+};
+
+/// An in-progress load into caller buffers, layer by layer. Like SaveHandle, it must not
+/// outlive the store that made it.
+class LoadHandle {
+ public:
+  LoadHandle() = default;
+  /// Waits for outstanding layers (the target buffers are written until then).
+  ~LoadHandle();
+  LoadHandle(LoadHandle&&) noexcept = default;
+  LoadHandle& operator=(LoadHandle&&) noexcept;
+
+  /// The lookup outcome; layers are loaded only on a hit.
+  const LookupResult& lookup() const { return result_; }
+  /// True on a hit (loading started).
+  bool ok() const { return st_ != nullptr; }
+  /// Tokens being loaded (the matched prefix, possibly capped by the request).
+  int64_t tokens() const { return tokens_; }
+  /// Blocks until layer `layer` is in its buffer; false if it failed verification or
+  /// I/O (the data must not be used: recompute).
+  bool wait_layer(int layer);
+  /// Blocks until every layer is done; true when all succeeded.
+  bool wait_all();
+
+ private:
+  friend class AttentionStore;
+  std::shared_ptr<LoadState> st_;
+  LookupResult result_;
+  int64_t tokens_ = 0;
+};
+
+/// The store. Thread-safe: any number of threads may save, load, truncate and erase.
+class AttentionStore {
+ public:
+  /// Opens the tiers; recovers the SSD index from the journal. Throws cb::Error with an
+  /// actionable message on bad budgets, a missing or read-only store directory, a store
+  /// created with another geometry, or too little disk space.
+  explicit AttentionStore(StoreConfig cfg);
+  ~AttentionStore();
+  AttentionStore(const AttentionStore&) = delete;
+  AttentionStore& operator=(const AttentionStore&) = delete;
+
+  /// Whether `key` would hit, and how much of its history; counts nothing, moves nothing.
+  LookupResult lookup(const LookupKey& key);
+  /// Starts loading up to `max_tokens` (-1 = all) of the matched prefix into `targets`
+  /// (one per layer). A miss is counted by reason and returns a handle with !ok().
+  LoadHandle load(const LookupKey& key, const std::vector<LayerTarget>& targets,
+                  int64_t max_tokens = -1);
+  /// Reserves space for a new entry (evicting through the advisor as needed). Throws
+  /// cb::Error only for malformed requests; a full store gives a handle with !ok().
+  SaveHandle begin_save(const SaveRequest& req);
+  /// Drops tokens per `spec`; true when the entry now holds the truncated history (false:
+  /// missing, invalid spec, or the rewrite failed and the entry was dropped). Aligned to
+  /// chunks it only edits metadata; otherwise it rewrites the entry.
+  bool truncate(SessionId session, const TruncateSpec& spec);
+  /// Removes an entry; true when it existed.
+  bool erase(SessionId session);
+  /// Removes every entry idle longer than its TTL; returns how many.
+  size_t expire();
+  /// Records the scheduler's look-ahead window and starts fetching SSD entries of upcoming
+  /// sessions into DRAM as the advisor decides; returns the number of fetches started.
+  size_t prefetch(const std::vector<SessionId>& lookahead);
+  /// Blocks until background work (prefetches, commits, loads) is done.
+  void wait_idle();
+
+  /// Counters and occupancy.
+  StatsSnapshot stats() const;
+  /// Whether tier `t` is configured.
+  bool has_tier(TierKind t) const;
+  /// Bytes in use in tier `t` (slots * chunk size).
+  uint64_t used_bytes(TierKind t) const;
+  /// Budget of tier `t`.
+  uint64_t capacity_bytes(TierKind t) const;
+  /// Where `session` is, if stored.
+  bool where(SessionId session, TierKind* tier) const;
+  /// Ids of all visible entries (sorted).
+  std::vector<SessionId> sessions() const;
+  /// A copy of an entry's metadata (false when absent).
+  bool entry_meta(SessionId session, EntryMeta* out) const;
+  /// Reads and verifies every chunk of every entry; returns the number of bad entries
+  /// (they are dropped). `chunks_checked` receives the number of chunks read.
+  uint64_t verify_all(uint64_t* chunks_checked);
+  /// The chunk size in use.
+  uint64_t chunk_bytes() const { return cfg_.chunk_bytes; }
+  /// One line per tier describing how it runs.
+  std::vector<std::string> describe() const;
+  /// Slot accounting errors seen (double frees); 0 unless there is a bug.
+  uint64_t accounting_errors() const;
+
+ private:
+  friend class SaveHandle;
+  friend class LoadHandle;
+  using EntryPtr = std::shared_ptr<StoreEntry>;
+
+  double now() const;
+  Tier* tier(TierKind t) const { return tiers_[static_cast<int>(t)].get(); }
+  void open_ssd();
+  void recover();
+  LookupStatus classify(const StoreEntry& e, const LookupKey& key, int64_t* matched) const;
+
+  // placement (store_placement.cc)
+  bool reserve(TierKind t, uint64_t n, bool use_reserve, std::vector<uint64_t>* slots);
+  bool lower_tier(TierKind t, TierKind* lower) const;
+  enum class MoveResult { Ok, Gone, NoRoom, SourceBad, DestFailed };
+  void evict(const EntryPtr& e, bool drop);
+  MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve);
+  MoveResult copy_chunks(TierKind src, TierKind dst, const EntryMeta& m,
+                         const std::vector<uint64_t>& dst_slots);
+  void promote(const EntryPtr& e);
+  void restore_reserve();
+
+  // entry life cycle (attention_store.cc); callers hold mu_
+  void unlink_locked(const EntryPtr& e);
+  void release_locked(const EntryPtr& e, TierKind t, std::vector<uint64_t> slots);
+  void unpin(const EntryPtr& e);
+  void drop_corrupt(const EntryPtr& e);
+  bool journal_commit(EntryMeta* m);
+
+  // save / load internals (store_save.cc, store_load.cc)
+  bool write_layer_now(SaveState& st, int layer, LayerSource src);
+  bool finish_save(const std::shared_ptr<SaveState>& st);
+  void abort_save(SaveState& st);
+  void load_layer(const std::shared_ptr<LoadState>& st, int layer);
+  bool read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k, std::vector<char>* v);
+  bool timed_io(TierKind t, bool write, struct ChunkIo* ops, size_t n);
+
+  StoreConfig cfg_;
+  std::unique_ptr<Tier> tiers_[kNumTiers];
+  std::unique_ptr<Journal> journal_;
+  uint64_t reserve_chunks_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable move_cv_;
+  std::unordered_map<SessionId, EntryPtr> index_;
+  std::vector<SessionId> lookahead_;
+  uint64_t next_generation_ = 1;
+  StoreStats stats_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace cb::store

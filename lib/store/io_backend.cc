@@ -1,0 +1,182 @@
+#include "lib/store/io_backend.h"
+
+#include <liburing.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include "lib/core/error.h"
+
+namespace cb::store {
+
+int IoBackend::sync(int fd) {
+  return ::fdatasync(fd) == 0 ? 0 : -errno;
+}
+
+IoMode parse_io_mode(const std::string& s) {
+  if (s == "auto") return IoMode::Auto;
+  if (s == "uring" || s == "io_uring") return IoMode::Uring;
+  if (s == "pread") return IoMode::Pread;
+  throw make_error("--io", "unknown I/O mode '" + s + "'", "use auto, uring or pread");
+}
+
+namespace {
+
+int64_t transfer_all(IoOp& op) {
+  uint64_t done = 0;
+  char* p = static_cast<char*>(op.buf);
+  while (done < op.len) {
+    ssize_t r = op.write
+                    ? ::pwrite(op.fd, p + done, op.len - done, static_cast<off_t>(op.offset + done))
+                    : ::pread(op.fd, p + done, op.len - done, static_cast<off_t>(op.offset + done));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return done > 0 ? static_cast<int64_t>(done) : -errno;
+    }
+    if (r == 0) break;  // EOF: a short read
+    done += static_cast<uint64_t>(r);
+  }
+  return static_cast<int64_t>(done);
+}
+
+class PreadBackend final : public IoBackend {
+ public:
+  void submit(IoOp* ops, size_t n) override {
+    for (size_t i = 0; i < n; ++i) ops[i].result = transfer_all(ops[i]);
+  }
+  std::string name() const override { return "pread"; }
+};
+
+class UringBackend final : public IoBackend {
+ public:
+  explicit UringBackend(unsigned depth) : depth_(depth) {}
+  ~UringBackend() override {
+    for (io_uring* r : rings_) {
+      io_uring_queue_exit(r);
+      delete r;
+    }
+  }
+
+  /// Creates one ring up front so that an unusable io_uring is detected at start-up.
+  bool probe(std::string* why) {
+    io_uring* r = new io_uring;
+    int rc = io_uring_queue_init(depth_, r, 0);
+    if (rc < 0) {
+      delete r;
+      if (why) *why = std::string("io_uring_queue_init: ") + std::strerror(-rc);
+      return false;
+    }
+    rings_.push_back(r);
+    free_.push_back(r);
+    return true;
+  }
+
+  void submit(IoOp* ops, size_t n) override {
+    for (size_t i = 0; i < n; ++i) ops[i].result = -EIO;
+    io_uring* ring = acquire();
+    if (ring == nullptr) {
+      for (size_t i = 0; i < n; ++i) ops[i].result = transfer_all(ops[i]);
+      return;
+    }
+    size_t next = 0, inflight = 0;
+    while (next < n || inflight > 0) {
+      while (next < n && inflight < depth_) {
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        if (sqe == nullptr) break;
+        IoOp& op = ops[next];
+        if (op.write)
+          io_uring_prep_write(sqe, op.fd, op.buf, op.len, op.offset);
+        else
+          io_uring_prep_read(sqe, op.fd, op.buf, op.len, op.offset);
+        io_uring_sqe_set_data64(sqe, next);
+        ++next;
+        ++inflight;
+      }
+      int rc = io_uring_submit(ring);
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        // Ring broken: finish everything not yet completed synchronously.
+        drain(ring, inflight, ops);
+        for (size_t i = next; i < n; ++i) ops[i].result = transfer_all(ops[i]);
+        release(ring);
+        return;
+      }
+      io_uring_cqe* cqe = nullptr;
+      if (inflight > 0 && io_uring_wait_cqe(ring, &cqe) == 0) {
+        complete(ring, cqe, ops);
+        --inflight;
+        while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
+          complete(ring, cqe, ops);
+          --inflight;
+        }
+      }
+    }
+    release(ring);
+  }
+  std::string name() const override { return "io_uring"; }
+
+ private:
+  void complete(io_uring* ring, io_uring_cqe* cqe, IoOp* ops) {
+    IoOp& op = ops[io_uring_cqe_get_data64(cqe)];
+    int64_t res = cqe->res;
+    io_uring_cqe_seen(ring, cqe);
+    if (res > 0 && static_cast<uint64_t>(res) < op.len) {
+      // Finish a partial transfer synchronously from where the kernel stopped.
+      IoOp rest = op;
+      rest.offset += static_cast<uint64_t>(res);
+      rest.buf = static_cast<char*>(op.buf) + res;
+      rest.len = op.len - static_cast<uint32_t>(res);
+      int64_t r2 = transfer_all(rest);
+      if (r2 > 0) res += r2;
+    }
+    op.result = res;
+  }
+  void drain(io_uring* ring, size_t inflight, IoOp* ops) {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts{1, 0};
+    while (inflight > 0 && io_uring_wait_cqe_timeout(ring, &cqe, &ts) == 0) {
+      complete(ring, cqe, ops);
+      --inflight;
+    }
+  }
+  io_uring* acquire() {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!free_.empty()) {
+      io_uring* r = free_.back();
+      free_.pop_back();
+      return r;
+    }
+    io_uring* r = new io_uring;
+    if (io_uring_queue_init(depth_, r, 0) < 0) {
+      delete r;
+      return nullptr;
+    }
+    rings_.push_back(r);
+    return r;
+  }
+  void release(io_uring* r) {
+    std::lock_guard<std::mutex> g(mu_);
+    free_.push_back(r);
+  }
+
+  unsigned depth_;
+  std::mutex mu_;
+  std::vector<io_uring*> rings_;
+  std::vector<io_uring*> free_;
+};
+
+}  // namespace
+
+std::shared_ptr<IoBackend> make_pread_backend() {
+  return std::make_shared<PreadBackend>();
+}
+
+std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why) {
+  auto b = std::make_shared<UringBackend>(queue_depth == 0 ? 32 : queue_depth);
+  if (!b->probe(why)) return nullptr;
+  return b;
+}
+
+}  // namespace cb::store

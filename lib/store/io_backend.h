@@ -1,0 +1,47 @@
+#pragma once
+/// The small file-I/O interface under the SSD tier: batches of positioned reads and
+/// writes. Implementations: io_uring (queue depth per batch), pread/pwrite, and a
+/// FaultyIo wrapper that fails on command (tests).
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace cb::store {
+
+/// One positioned transfer; `result` is set to the bytes moved or to -errno.
+struct IoOp {
+  int fd = -1;
+  uint64_t offset = 0;
+  void* buf = nullptr;
+  uint32_t len = 0;
+  bool write = false;
+  int64_t result = 0;
+};
+
+/// Executes batches of IoOps; thread-safe (any number of threads may submit at once).
+class IoBackend {
+ public:
+  virtual ~IoBackend() = default;
+  /// Runs all `n` ops (in any order) and returns when every one has a result.
+  virtual void submit(IoOp* ops, size_t n) = 0;
+  /// fdatasync(fd): 0 or -errno.
+  virtual int sync(int fd);
+  /// "io_uring", "pread", ...
+  virtual std::string name() const = 0;
+};
+
+/// pread/pwrite in a loop (retries EINTR and partial transfers until EOF or error).
+std::shared_ptr<IoBackend> make_pread_backend();
+/// io_uring backend, or nullptr (with `why` set) when the kernel refuses io_uring.
+std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why);
+
+/// Which backend the SSD tier uses.
+enum class IoMode { Auto, Uring, Pread };
+/// Parses "auto" / "uring" / "pread"; throws cb::Error otherwise.
+IoMode parse_io_mode(const std::string& s);
+
+}  // namespace cb::store

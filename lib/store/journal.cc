@@ -1,0 +1,186 @@
+#include "lib/store/journal.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "lib/core/error.h"
+#include "lib/store/checksum.h"
+
+namespace cb::store {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x314A4243;  // "CBJ1"
+constexpr uint8_t kCommit = 1, kErase = 2;
+constexpr size_t kHeader = 4 + 4 + 4 + 8;  // magic, type, len, checksum
+constexpr uint32_t kMaxPayload = 1u << 30;
+
+std::string frame(uint8_t type, const std::string& payload) {
+  std::string rec(kHeader, '\0');
+  const uint32_t t = type, len = static_cast<uint32_t>(payload.size());
+  const uint64_t sum = checksum(payload.data(), payload.size(), t);
+  std::memcpy(&rec[0], &kMagic, 4);
+  std::memcpy(&rec[4], &t, 4);
+  std::memcpy(&rec[8], &len, 4);
+  std::memcpy(&rec[12], &sum, 8);
+  return rec + payload;
+}
+
+bool write_all(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t r = ::write(fd, s.data() + done, s.size() - done);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    done += static_cast<size_t>(r);
+  }
+  return true;
+}
+
+void fsync_dir(const std::string& file) {
+  const std::string dir = file.substr(0, file.find_last_of('/'));
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+ReplayResult Journal::replay(const std::string& path) {
+  ReplayResult res;
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return res;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string data = ss.str();
+  size_t pos = 0;
+  while (data.size() - pos >= kHeader) {
+    uint32_t magic = 0, type = 0, len = 0;
+    uint64_t sum = 0;
+    std::memcpy(&magic, &data[pos], 4);
+    std::memcpy(&type, &data[pos + 4], 4);
+    std::memcpy(&len, &data[pos + 8], 4);
+    std::memcpy(&sum, &data[pos + 12], 8);
+    if (magic != kMagic || len > kMaxPayload || data.size() - pos - kHeader < len) break;
+    const std::string payload = data.substr(pos + kHeader, len);
+    if (checksum(payload.data(), payload.size(), type) != sum) break;
+    pos += kHeader + len;
+    ++res.records;
+    if (type == kCommit) {
+      EntryMeta m;
+      if (!decode_entry(payload, &m)) {
+        ++res.discarded_records;
+        continue;
+      }
+      res.max_generation = std::max(res.max_generation, m.generation);
+      auto it = res.entries.find(m.session);
+      if (it == res.entries.end() || it->second.generation <= m.generation) {
+        res.entries[m.session] = std::move(m);
+      }
+    } else if (type == kErase && payload.size() == 16) {
+      SessionId s = 0;
+      uint64_t gen = 0;
+      std::memcpy(&s, payload.data(), 8);
+      std::memcpy(&gen, payload.data() + 8, 8);
+      res.max_generation = std::max(res.max_generation, gen);
+      auto it = res.entries.find(s);
+      if (it != res.entries.end() && it->second.generation <= gen) res.entries.erase(it);
+    } else {
+      ++res.discarded_records;
+    }
+  }
+  res.valid_bytes = pos;
+  if (pos < data.size()) ++res.discarded_records;  // a torn or corrupt tail
+  return res;
+}
+
+void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries) {
+  const std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw make_error(tmp, std::string("cannot create journal: ") + std::strerror(errno));
+  bool ok = true;
+  for (const auto& [id, m] : entries) ok = ok && write_all(fd, frame(kCommit, encode_entry(m)));
+  ok = ok && ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw make_error(path,
+                     std::string("cannot rewrite journal: ") + std::strerror(ok ? errno : err),
+                     "check free space and permissions of the store directory");
+  }
+  fsync_dir(path);
+}
+
+Journal::Journal(const std::string& path) : path_(path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) {
+    throw make_error(path, std::string("cannot open journal: ") + std::strerror(errno),
+                     "make the store directory writable");
+  }
+}
+
+Journal::~Journal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool Journal::append(uint8_t type, const std::string& payload, bool durable) {
+  const std::string rec = frame(type, payload);
+  std::lock_guard<std::mutex> g(mu_);
+  if (broken_) return false;
+  const off_t before = ::lseek(fd_, 0, SEEK_END);
+  if (!write_all(fd_, rec)) {
+    // Cut a torn record off; if that fails, later records would be lost at replay.
+    if (before < 0 || ::ftruncate(fd_, before) != 0) broken_ = true;
+    return false;
+  }
+  appended_ += rec.size();
+  if (durable && ::fdatasync(fd_) != 0) return false;
+  return true;
+}
+
+uint64_t Journal::appended_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return appended_;
+}
+
+bool Journal::compact(const std::map<SessionId, EntryMeta>& live) {
+  std::lock_guard<std::mutex> g(mu_);
+  try {
+    rewrite(path_, live);
+  } catch (const Error&) {
+    return false;
+  }
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    broken_ = true;  // the old fd points at the unlinked file
+    return false;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  appended_ = 0;
+  broken_ = false;
+  return true;
+}
+
+bool Journal::commit(const EntryMeta& m, bool durable) {
+  return append(kCommit, encode_entry(m), durable);
+}
+
+bool Journal::erase(SessionId session, uint64_t generation, bool durable) {
+  std::string p(16, '\0');
+  std::memcpy(&p[0], &session, 8);
+  std::memcpy(&p[8], &generation, 8);
+  return append(kErase, p, durable);
+}
+
+}  // namespace cb::store

@@ -1,0 +1,59 @@
+#pragma once
+/// The SSD index's write-ahead journal: append-only records, each with its own checksum.
+/// A commit record is appended (and fsync'ed) only after an entry's chunks are durable,
+/// so replay after a crash yields exactly the completed entries; a torn or corrupt tail
+/// ends the replay and is cut off.
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "lib/store/entry.h"
+
+namespace cb::store {
+
+/// What replay found.
+struct ReplayResult {
+  std::map<SessionId, EntryMeta> entries;  ///< live entries after all records
+  uint64_t records = 0;                    ///< valid records read
+  uint64_t discarded_records = 0;          ///< undecodable records and the torn tail
+  uint64_t valid_bytes = 0;                ///< length of the valid prefix
+  uint64_t max_generation = 0;
+};
+
+/// An open journal file (thread-safe appends).
+class Journal {
+ public:
+  /// Reads every valid record of `path` (a missing file is an empty journal).
+  static ReplayResult replay(const std::string& path);
+  /// Rewrites `path` to hold one commit per entry (compaction), atomically; throws cb::Error.
+  static void rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries);
+
+  /// Opens `path` for appending; throws cb::Error when it cannot.
+  explicit Journal(const std::string& path);
+  ~Journal();
+  Journal(const Journal&) = delete;
+  Journal& operator=(const Journal&) = delete;
+
+  /// Appends a commit of `m` (fdatasync'ed when `durable`); false on I/O failure.
+  bool commit(const EntryMeta& m, bool durable);
+  /// Appends an erase of `session` up to `generation`; false on I/O failure.
+  bool erase(SessionId session, uint64_t generation, bool durable);
+  /// Replaces the journal with one commit per entry of `live` (online compaction); false
+  /// (the old journal kept) when that fails.
+  bool compact(const std::map<SessionId, EntryMeta>& live);
+  /// Bytes appended since opening or the last compaction.
+  uint64_t appended_bytes() const;
+
+ private:
+  bool append(uint8_t type, const std::string& payload, bool durable);
+
+  std::string path_;
+  int fd_ = -1;
+  mutable std::mutex mu_;
+  uint64_t appended_ = 0;
+  bool broken_ = false;  // a failed append may have left a torn record
+};
+
+}  // namespace cb::store

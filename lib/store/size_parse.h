@@ -1,0 +1,15 @@
+#pragma once
+/// Byte sizes from the command line: "128GiB", "10TiB", "512MiB", "4096", "1.5GB".
+
+#include <cstdint>
+#include <string>
+
+namespace cb::store {
+
+/// Parses a size with an optional unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; K/M/G/T
+/// mean binary units). Throws cb::Error naming `what` when malformed or out of range.
+uint64_t parse_size(const std::string& text, const std::string& what = "size");
+/// 1073741824 -> "1 GiB", 1536 -> "1.5 KiB".
+std::string format_size(uint64_t bytes);
+
+}  // namespace cb::store

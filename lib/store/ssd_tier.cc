@@ -1,0 +1,179 @@
+#include "lib/store/ssd_tier.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "lib/core/error.h"
+#include "lib/store/size_parse.h"
+
+namespace cb::store {
+
+namespace {
+constexpr uint64_t kAlign = 4096;
+
+uint64_t round_up(uint64_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+}  // namespace
+
+SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_ptr<IoBackend> io,
+                 bool try_direct)
+    : Tier(TierKind::Ssd, info.chunk_bytes, info.n_slots()),
+      dir_(dir),
+      info_(info),
+      io_(std::move(io)) {
+  direct_ = try_direct;
+  for (uint64_t i = 0; i < info.n_files; ++i) {
+    const std::string p = data_file_path(dir, i);
+    const uint64_t first = i * info.slots_per_file;
+    const uint64_t slots = std::min(info.slots_per_file, info.n_slots() - first);
+    const uint64_t bytes = slots * info.chunk_bytes;
+    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+    int fd = -1;
+    if (direct_) {
+      fd = ::open(p.c_str(), flags | O_DIRECT, 0644);
+      if (fd < 0 && errno == EINVAL) {
+        direct_ = false;
+        direct_note_ = "O_DIRECT refused by the filesystem (EINVAL); using buffered I/O";
+      }
+    }
+    if (fd < 0) fd = ::open(p.c_str(), flags, 0644);
+    if (fd < 0) {
+      const int err = errno;
+      for (int f : fds_) ::close(f);
+      throw make_error(p, std::string("cannot open data file: ") + std::strerror(err),
+                       err == EACCES || err == EROFS ? "make the store directory writable"
+                                                     : "check the store directory");
+    }
+    fds_.push_back(fd);
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes) continue;
+    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (rc == EOPNOTSUPP || rc == EINVAL)
+      rc = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+    if (rc != 0) {
+      for (int f : fds_) ::close(f);
+      throw make_error(
+          p, "cannot preallocate " + format_size(bytes) + ": " + std::strerror(rc),
+          rc == ENOSPC ? "lower --ssd or free disk space" : "check the store directory");
+    }
+  }
+  if (!try_direct) direct_note_ = "O_DIRECT disabled by configuration";
+  if (direct_ && !fds_.empty()) probe_direct();
+}
+
+void SsdTier::probe_direct() {
+  // Some filesystems accept O_DIRECT at open and refuse the I/O (EINVAL): detect it now.
+  void* p = std::aligned_alloc(kAlign, kAlign);
+  const ssize_t r = ::pread(fds_[0], p, kAlign, 0);
+  const int err = errno;
+  std::free(p);
+  if (r >= 0 || err != EINVAL) return;
+  for (uint64_t i = 0; i < fds_.size(); ++i) {
+    const int fd = ::open(data_file_path(dir_, i).c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;
+    ::close(fds_[i]);
+    fds_[i] = fd;
+  }
+  direct_ = false;
+  direct_note_ = "O_DIRECT I/O refused by the filesystem (EINVAL); using buffered I/O";
+}
+
+SsdTier::~SsdTier() {
+  for (int fd : fds_) ::close(fd);
+}
+
+bool SsdTier::transfer(ChunkIo* ops, size_t n, bool write) {
+  std::vector<IoOp> io(n);
+  std::vector<size_t> bounce_off(n, SIZE_MAX);
+  size_t bounce_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t len = round_up(ops[i].len);
+    const bool aligned =
+        (reinterpret_cast<uintptr_t>(ops[i].buf) % kAlign) == 0 && len == ops[i].len;
+    if (!aligned) {
+      bounce_off[i] = bounce_bytes;
+      bounce_bytes += len;
+    }
+  }
+  // Bounce buffers for unaligned caller memory, kept per thread so their pages stay mapped.
+  thread_local std::unique_ptr<void, FreeDeleter> bounce;
+  thread_local size_t bounce_cap = 0;
+  if (bounce_bytes > bounce_cap) {
+    bounce.reset(std::aligned_alloc(kAlign, bounce_bytes));
+    bounce_cap = bounce ? bounce_bytes : 0;
+    if (!bounce) {
+      for (size_t i = 0; i < n; ++i) ops[i].error = ENOMEM;
+      return false;
+    }
+  }
+  char* b = static_cast<char*>(bounce.get());
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t slot = ops[i].slot;
+    ops[i].error = 0;
+    io[i].fd = fds_[slot / info_.slots_per_file];
+    io[i].offset = (slot % info_.slots_per_file) * info_.chunk_bytes;
+    io[i].len = static_cast<uint32_t>(round_up(ops[i].len));
+    io[i].write = write;
+    if (bounce_off[i] == SIZE_MAX) {
+      io[i].buf = ops[i].buf;
+    } else {
+      io[i].buf = b + bounce_off[i];
+      if (write) {
+        std::memcpy(io[i].buf, ops[i].buf, ops[i].len);
+        std::memset(static_cast<char*>(io[i].buf) + ops[i].len, 0, io[i].len - ops[i].len);
+      }
+    }
+  }
+  io_->submit(io.data(), n);
+  bool ok = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (io[i].result < 0) {
+      ops[i].error = static_cast<int>(-io[i].result);
+    } else if (static_cast<uint64_t>(io[i].result) < ops[i].len) {
+      ops[i].error = EIO;  // short transfer
+    } else if (!write && bounce_off[i] != SIZE_MAX) {
+      std::memcpy(ops[i].buf, io[i].buf, ops[i].len);
+    }
+    if (ops[i].error != 0) ok = false;
+  }
+  return ok;
+}
+
+bool SsdTier::write(ChunkIo* ops, size_t n) {
+  return transfer(ops, n, true);
+}
+bool SsdTier::read(ChunkIo* ops, size_t n) {
+  return transfer(ops, n, false);
+}
+
+bool SsdTier::sync(const std::vector<uint64_t>& slots) {
+  std::vector<bool> touched(fds_.size(), false);
+  for (uint64_t s : slots) touched[s / info_.slots_per_file] = true;
+  bool ok = true;
+  for (size_t i = 0; i < fds_.size(); ++i) {
+    if (touched[i]) ok = io_->sync(fds_[i]) == 0 && ok;
+  }
+  return ok;
+}
+
+std::string SsdTier::describe() const {
+  std::string s = "ssd: " + format_size(capacity_bytes()) + " in " +
+                  std::to_string(allocator().capacity()) + " chunks, " +
+                  std::to_string(fds_.size()) + " files, " + io_->name() +
+                  (direct_ ? ", O_DIRECT" : ", buffered");
+  if (!direct_note_.empty()) s += " (" + direct_note_ + ")";
+  return s;
+}
+
+}  // namespace cb::store

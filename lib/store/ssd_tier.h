@@ -1,0 +1,49 @@
+#pragma once
+/// The SSD tier: chunk slots in preallocated data files of a store directory, moved with
+/// O_DIRECT aligned I/O through an IoBackend (io_uring or pread/pwrite). Where O_DIRECT
+/// is refused (EINVAL, e.g. tmpfs) it falls back to buffered I/O and records it.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/store/io_backend.h"
+#include "lib/store/store_dir.h"
+#include "lib/store/tier.h"
+
+namespace cb::store {
+
+/// A file-backed tier.
+class SsdTier final : public Tier {
+ public:
+  /// Opens (creating and preallocating as needed) the data files of `info` in `dir`.
+  /// Throws cb::Error on ENOSPC, permissions or other start-up failures.
+  SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_ptr<IoBackend> io,
+          bool try_direct);
+  ~SsdTier() override;
+
+  bool write(ChunkIo* ops, size_t n) override;
+  bool read(ChunkIo* ops, size_t n) override;
+  bool sync(const std::vector<uint64_t>& slots) override;
+  std::string describe() const override;
+
+  /// Whether data files are open with O_DIRECT.
+  bool direct_io() const { return direct_; }
+  /// Why O_DIRECT is off ("" when on or not requested).
+  const std::string& direct_io_note() const { return direct_note_; }
+  /// The I/O backend's name.
+  std::string backend_name() const { return io_->name(); }
+
+ private:
+  bool transfer(ChunkIo* ops, size_t n, bool write);
+  void probe_direct();
+
+  std::string dir_;
+  StoreDirInfo info_;
+  std::shared_ptr<IoBackend> io_;
+  std::vector<int> fds_;
+  bool direct_ = false;
+  std::string direct_note_;
+};
+
+}  // namespace cb::store

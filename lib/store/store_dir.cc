@@ -1,0 +1,162 @@
+#include "lib/store/store_dir.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "lib/core/error.h"
+#include "lib/store/size_parse.h"
+
+namespace cb::store {
+
+namespace {
+constexpr const char* kFormat = "cachebench-store";
+constexpr uint64_t kFileBytes = 1ull << 30;  // target size of one data file
+constexpr uint64_t kMaxFiles = 64;
+}  // namespace
+
+std::string marker_path(const std::string& dir) {
+  return dir + "/cachebench_store.json";
+}
+std::string journal_path(const std::string& dir) {
+  return dir + "/journal.cbj";
+}
+std::string data_file_path(const std::string& dir, uint64_t i) {
+  char name[32];
+  std::snprintf(name, sizeof name, "/data-%04llu.bin", static_cast<unsigned long long>(i));
+  return dir + name;
+}
+
+bool is_store_dir(const std::string& dir) {
+  struct stat st {};
+  return ::stat(marker_path(dir).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+StoreDirInfo read_store_marker(const std::string& dir) {
+  const std::string p = marker_path(dir);
+  std::ifstream f(p);
+  if (!f) {
+    throw make_error(dir, "not a cachebench store (no " + p + ")",
+                     "pass the --store-dir a store was created in, or give --ssd to create one");
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  try {
+    const auto j = nlohmann::json::parse(ss.str());
+    if (j.at("format").get<std::string>() != kFormat) throw std::runtime_error("wrong format");
+    StoreDirInfo info;
+    info.version = j.at("version").get<int>();
+    info.chunk_bytes = j.at("chunk_bytes").get<uint64_t>();
+    info.ssd_bytes = j.at("ssd_bytes").get<uint64_t>();
+    info.slots_per_file = j.at("slots_per_file").get<uint64_t>();
+    info.n_files = j.at("n_files").get<uint64_t>();
+    if (info.version != 1) throw std::runtime_error("unsupported version");
+    if (info.chunk_bytes == 0 || info.chunk_bytes % 4096 != 0 || info.slots_per_file == 0 ||
+        info.n_files * info.slots_per_file * info.chunk_bytes < info.ssd_bytes) {
+      throw std::runtime_error("inconsistent geometry");
+    }
+    return info;
+  } catch (const std::exception& e) {
+    throw make_error(p, std::string("malformed store marker: ") + e.what(),
+                     "run `cachebench store clear --store-dir " + dir + "` to start over");
+  }
+}
+
+void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
+  nlohmann::json j;
+  j["format"] = kFormat;
+  j["version"] = info.version;
+  j["chunk_bytes"] = info.chunk_bytes;
+  j["ssd_bytes"] = info.ssd_bytes;
+  j["slots_per_file"] = info.slots_per_file;
+  j["n_files"] = info.n_files;
+  const std::string text = j.dump(2) + "\n";
+  const std::string tmp = marker_path(dir) + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw make_error(tmp, std::string("cannot create: ") + std::strerror(errno));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+            ::fsync(fd) == 0;
+  int err = errno;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), marker_path(dir).c_str()) != 0) {
+    if (ok) err = errno;
+    ::unlink(tmp.c_str());
+    throw make_error(marker_path(dir), std::string("cannot write: ") + std::strerror(err));
+  }
+}
+
+StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
+  if (chunk_bytes == 0 || chunk_bytes % 4096 != 0) {
+    throw make_error("--chunk",
+                     "chunk size " + std::to_string(chunk_bytes) +
+                         " is not a positive multiple of 4096 (O_DIRECT alignment)",
+                     "use e.g. 1MiB");
+  }
+  StoreDirInfo info;
+  info.chunk_bytes = chunk_bytes;
+  const uint64_t slots = ssd_bytes / chunk_bytes;
+  info.ssd_bytes = slots * chunk_bytes;
+  // 1 GiB files, but never more than kMaxFiles of them (file descriptors stay few).
+  info.slots_per_file =
+      std::max<uint64_t>({1, kFileBytes / chunk_bytes, (slots + kMaxFiles - 1) / kMaxFiles});
+  info.n_files = (slots + info.slots_per_file - 1) / info.slots_per_file;
+  return info;
+}
+
+void check_store_dir(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    throw make_error(dir,
+                     std::string("store directory does not exist (") + std::strerror(errno) + ")",
+                     "create it (mkdir -p " + dir + ") or pass another --store-dir");
+  }
+  if (!S_ISDIR(st.st_mode)) throw make_error(dir, "--store-dir is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw make_error(dir,
+                     std::string("store directory is not writable (") + std::strerror(errno) + ")",
+                     "fix its permissions or pass a writable --store-dir");
+  }
+}
+
+void check_free_space(const std::string& dir, uint64_t extra_bytes) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0) {
+    throw make_error(dir, std::string("statvfs failed: ") + std::strerror(errno));
+  }
+  const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (extra_bytes > avail) {
+    throw make_error(dir,
+                     "SSD budget needs " + format_size(extra_bytes) +
+                         " more but the filesystem has " + format_size(avail) + " available",
+                     "lower --ssd or free space");
+  }
+}
+
+std::vector<std::string> clear_store_dir(const std::string& dir) {
+  const StoreDirInfo info = read_store_marker(dir);  // throws unless a store
+  std::vector<std::string> removed;
+  auto rm = [&](const std::string& p) {
+    if (::unlink(p.c_str()) == 0) {
+      removed.push_back(p);
+    } else if (errno != ENOENT) {
+      throw make_error(p, std::string("cannot delete: ") + std::strerror(errno));
+    }
+  };
+  for (uint64_t i = 0; i < info.n_files; ++i) rm(data_file_path(dir, i));
+  rm(journal_path(dir));
+  rm(journal_path(dir) + ".tmp");
+  rm(marker_path(dir) + ".tmp");
+  rm(marker_path(dir));  // last: a failed clear leaves a store that can be cleared again
+  return removed;
+}
+
+}  // namespace cb::store

@@ -1,0 +1,47 @@
+#pragma once
+/// The on-disk layout of a store directory: a marker file naming it a cachebench store
+/// (with its geometry), preallocated data files, and the journal. Only these files are
+/// ever created or deleted; nothing else in the directory is touched.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cb::store {
+
+/// Geometry recorded in the marker file.
+struct StoreDirInfo {
+  int version = 1;
+  uint64_t chunk_bytes = 0;     ///< slot size (a multiple of 4096)
+  uint64_t ssd_bytes = 0;       ///< budget: n_slots * chunk_bytes
+  uint64_t slots_per_file = 0;  ///< slots in each data file
+  uint64_t n_files = 0;         ///< data files
+
+  /// Total slots over all data files.
+  uint64_t n_slots() const { return ssd_bytes / (chunk_bytes == 0 ? 1 : chunk_bytes); }
+};
+
+/// Path of the marker file ("cachebench_store.json").
+std::string marker_path(const std::string& dir);
+/// Path of the journal ("journal.cbj").
+std::string journal_path(const std::string& dir);
+/// Path of data file `i` ("data-0000.bin").
+std::string data_file_path(const std::string& dir, uint64_t i);
+
+/// Whether `dir` holds a cachebench store marker.
+bool is_store_dir(const std::string& dir);
+/// Reads the marker; throws cb::Error when missing or malformed.
+StoreDirInfo read_store_marker(const std::string& dir);
+/// Writes the marker atomically (temp file, fsync, rename); throws cb::Error on failure.
+void write_store_marker(const std::string& dir, const StoreDirInfo& info);
+/// Geometry for a new store of `ssd_bytes` with `chunk_bytes` slots.
+StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes);
+/// Throws cb::Error unless `dir` exists, is a directory and is writable.
+void check_store_dir(const std::string& dir);
+/// Throws cb::Error when `extra_bytes` more would not fit on the filesystem of `dir`.
+void check_free_space(const std::string& dir, uint64_t extra_bytes);
+/// Deletes the store's own files (marker, data files, journal) and returns their names;
+/// throws cb::Error when `dir` is not a cachebench store.
+std::vector<std::string> clear_store_dir(const std::string& dir);
+
+}  // namespace cb::store

@@ -1,0 +1,51 @@
+#pragma once
+/// Internal state shared by the AttentionStore's source files (not a public API).
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
+
+namespace cb::store {
+
+/// An entry in the index. Fields are guarded by the store mutex.
+struct StoreEntry {
+  EntryMeta meta;
+  TierKind tier = TierKind::Dram;
+  int pins = 0;         ///< loads and moves in flight (slots must not be freed)
+  bool moving = false;  ///< a demotion or promotion is copying it
+  bool doomed = false;  ///< erased while pinned: gone from the index
+  uint64_t accesses = 0;
+  /// Slots no longer referenced by `meta`, freed when the last pin goes.
+  std::vector<std::pair<TierKind, std::vector<uint64_t>>> retired;
+};
+
+/// A save in progress.
+struct SaveState {
+  AttentionStore* store = nullptr;
+  EntryMeta meta;
+  TierKind tier = TierKind::Dram;
+  bool admitted = false;
+  bool finished = false;  ///< committed or aborted (guarded by the store mutex)
+  std::atomic<bool> failed{false};
+  std::vector<std::shared_future<bool>> layers;  ///< one per layer once posted
+};
+
+/// A load in progress.
+struct LoadState {
+  AttentionStore* store = nullptr;
+  std::shared_ptr<StoreEntry> entry;
+  EntryMeta meta;  ///< snapshot taken at pin time
+  TierKind tier = TierKind::Dram;
+  int64_t tokens = 0;
+  std::vector<LayerTarget> targets;
+  std::vector<std::promise<bool>> promises;
+  std::vector<std::shared_future<bool>> done;
+  std::atomic<int> remaining{0};
+  std::atomic<bool> failed{false};
+};
+
+}  // namespace cb::store

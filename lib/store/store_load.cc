@@ -1,0 +1,180 @@
+// Loads: layer by layer into caller buffers, every chunk verified before it counts.
+#include <cstring>
+
+#include "lib/core/error.h"
+#include "lib/store/attention_store.h"
+#include "lib/store/checksum.h"
+#include "lib/store/store_internal.h"
+#include "lib/store/thread_pool.h"
+#include "lib/store/tier.h"
+
+namespace cb::store {
+
+LoadHandle::~LoadHandle() {
+  if (st_) wait_all();
+}
+
+LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
+  if (this != &o) {
+    if (st_) wait_all();
+    st_ = std::move(o.st_);
+    result_ = o.result_;
+    tokens_ = o.tokens_;
+  }
+  return *this;
+}
+
+bool LoadHandle::wait_layer(int layer) {
+  if (!st_ || layer < 0 || static_cast<size_t>(layer) >= st_->done.size()) return false;
+  return st_->done[static_cast<size_t>(layer)].get();
+}
+
+bool LoadHandle::wait_all() {
+  if (!st_) return false;
+  bool ok = true;
+  for (auto& f : st_->done) ok = f.get() && ok;
+  return ok;
+}
+
+LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTarget>& targets,
+                                int64_t max_tokens) {
+  LoadHandle h;
+  std::shared_ptr<LoadState> st;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stats_.add(Counter::Lookups);
+    auto it = index_.find(key.session);
+    LookupResult& r = h.result_;
+    if (it == index_.end()) {
+      stats_.add(Counter::Misses);
+      stats_.add(Counter::MissNotFound);
+      return h;
+    }
+    EntryPtr e = it->second;
+    r.status = classify(*e, key, &r.matched_tokens);
+    r.tier = e->tier;
+    r.entry_tokens = e->meta.n_tokens();
+    r.shape = e->meta.shape;
+    if (r.status != LookupStatus::Hit) {
+      stats_.add(Counter::Misses);
+      stats_.add(r.status == LookupStatus::FingerprintMismatch ? Counter::MissFingerprint
+                 : r.status == LookupStatus::Expired           ? Counter::MissExpired
+                                                               : Counter::MissHistory);
+      if (r.status == LookupStatus::Expired) {
+        stats_.add(Counter::Expirations);
+        unlink_locked(e);
+      }
+      return h;
+    }
+    if (targets.size() != static_cast<size_t>(e->meta.shape.n_layers)) {
+      throw make_error("AttentionStore::load",
+                       "got " + std::to_string(targets.size()) + " layer targets for an entry of " +
+                           std::to_string(e->meta.shape.n_layers) + " layers");
+    }
+    int64_t tokens = r.matched_tokens;
+    if (max_tokens >= 0 && max_tokens < tokens) tokens = max_tokens;
+    ++e->pins;
+    ++e->accesses;
+    e->meta.last_access = now();
+    stats_.add(e->tier, TierCounter::Hits);
+    stats_.add(Counter::Loads);
+    st = std::make_shared<LoadState>();
+    st->store = this;
+    st->entry = e;
+    st->meta = e->meta;
+    st->tier = e->tier;
+    st->tokens = tokens;
+    st->targets = targets;
+    st->promises.resize(targets.size());
+    for (auto& p : st->promises) st->done.push_back(p.get_future().share());
+    st->remaining = static_cast<int>(targets.size());
+    h.tokens_ = tokens;
+  }
+  h.st_ = st;
+  for (int l = 0; l < st->meta.shape.n_layers; ++l) {
+    pool_->post([st, l] { st->store->load_layer(st, l); });
+  }
+  return h;
+}
+
+void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer) {
+  const EntryMeta& m = st->meta;
+  const uint64_t tb = m.shape.token_bytes, tpc = m.tokens_per_chunk;
+  const uint64_t tokens = static_cast<uint64_t>(st->tokens);
+  const uint64_t nc = m.chunks_for(st->tokens), seed = chunk_seed(m.session);
+  std::vector<char> temp[2];
+  std::vector<ChunkIo> ops;
+  std::vector<uint64_t> idx;
+  bool ok = !st->failed.load();
+  for (int kv = 0; kv < 2 && ok; ++kv) {
+    char* base = static_cast<char*>(kv == 0 ? st->targets[layer].k : st->targets[layer].v);
+    for (uint64_t c = 0; c < nc; ++c) {
+      const uint32_t len = m.chunk_len(c);
+      const uint64_t need = std::min<uint64_t>(tpc, tokens - c * tpc) * tb;
+      ChunkIo op{m.slots[m.chunk_index(layer, kv, c)], base + c * tpc * tb, len, 0};
+      if (need < len) {  // the last chunk of a shorter prefix: read it whole, copy part
+        temp[kv].resize(len);
+        op.buf = temp[kv].data();
+      }
+      ops.push_back(op);
+      idx.push_back(m.chunk_index(layer, kv, c));
+    }
+  }
+  if (ok && !ops.empty()) ok = timed_io(st->tier, false, ops.data(), ops.size());
+  for (size_t i = 0; ok && i < ops.size(); ++i) {
+    if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[idx[i]]) {
+      stats_.add(Counter::ChecksumFailures);
+      ok = false;
+    }
+  }
+  if (ok) {
+    for (int kv = 0; kv < 2; ++kv) {
+      if (temp[kv].empty()) continue;
+      const uint64_t c = nc - 1;
+      char* base = static_cast<char*>(kv == 0 ? st->targets[layer].k : st->targets[layer].v);
+      std::memcpy(base + c * tpc * tb, temp[kv].data(), (tokens - c * tpc) * tb);
+    }
+  }
+  if (!ok) st->failed = true;
+  if (--st->remaining == 0) {
+    if (st->failed.load()) {
+      stats_.add(Counter::LoadFailures);
+      drop_corrupt(st->entry);
+    }
+    unpin(st->entry);
+  }
+  st->promises[static_cast<size_t>(layer)].set_value(ok);
+}
+
+uint64_t AttentionStore::verify_all(uint64_t* chunks_checked) {
+  std::vector<EntryPtr> all;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    for (auto& [id, e] : index_) {
+      ++e->pins;
+      all.push_back(e);
+    }
+  }
+  uint64_t bad = 0, chunks = 0;
+  for (const EntryPtr& e : all) {
+    EntryMeta m;
+    TierKind t;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      m = e->meta;
+      t = e->tier;
+    }
+    std::vector<char> k, v;
+    const bool ok = m.slots.empty() || read_entry(m, t, &k, &v);
+    chunks += m.slots.size();
+    unpin(e);
+    if (!ok) {
+      ++bad;
+      drop_corrupt(e);
+    }
+  }
+  if (chunks_checked) *chunks_checked = chunks;
+  return bad;
+}
+
+}  // namespace cb::store

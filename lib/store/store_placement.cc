@@ -1,0 +1,236 @@
+// Placement: making room through the advisor, demotion, promotion (prefetch), drops.
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+
+#include "lib/store/attention_store.h"
+#include "lib/store/checksum.h"
+#include "lib/store/journal.h"
+#include "lib/store/store_internal.h"
+#include "lib/store/thread_pool.h"
+#include "lib/store/tier.h"
+
+namespace cb::store {
+
+namespace {
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+constexpr uint64_t kCopyBatch = 16;
+}  // namespace
+
+bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool ok = write ? tier(t)->write(ops, n) : tier(t)->read(ops, n);
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  uint64_t bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (ops[i].error == 0) bytes += ops[i].len;
+  }
+  stats_.add(t, write ? TierCounter::BytesWritten : TierCounter::BytesRead, bytes);
+  stats_.add(t, write ? TierCounter::WriteNs : TierCounter::ReadNs, static_cast<uint64_t>(ns));
+  if (!ok) stats_.add(Counter::IoErrors);
+  return ok;
+}
+
+bool AttentionStore::lower_tier(TierKind t, TierKind* lower) const {
+  for (int i = static_cast<int>(t) + 1; i < kNumTiers; ++i) {
+    if (tiers_[i]) {
+      *lower = static_cast<TierKind>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve,
+                             std::vector<uint64_t>* slots) {
+  Tier* T = tier(t);
+  if (T == nullptr) return false;
+  const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
+  if (n + keep > T->allocator().capacity()) return false;
+  for (int round = 0; round < 8; ++round) {
+    std::vector<std::pair<EntryPtr, bool>> victims;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+      const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
+      std::vector<EntryInfo> cands;
+      for (const auto& [id, e] : index_) {
+        if (e->tier != t || e->pins > 0 || e->moving) continue;
+        cands.push_back(EntryInfo{id, t, e->meta.n_chunks() * T->slot_bytes(), e->meta.n_tokens(),
+                                  e->meta.created, e->meta.last_access, e->accesses});
+      }
+      if (cands.empty()) return false;
+      for (const Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now())) {
+        auto it = index_.find(v.session);
+        if (it == index_.end()) continue;
+        const EntryPtr& e = it->second;
+        if (e->tier != t || e->pins > 0 || e->moving) continue;
+        e->moving = true;
+        ++e->pins;
+        victims.emplace_back(e, v.drop);
+      }
+    }
+    if (victims.empty()) return false;
+    for (auto& [e, drop] : victims) evict(e, drop);
+  }
+  return false;
+}
+
+void AttentionStore::evict(const EntryPtr& e, bool drop) {
+  const TierKind src = e->tier;
+  TierKind lower;
+  MoveResult r = MoveResult::NoRoom;
+  if (!drop && lower_tier(src, &lower)) r = move_entry(e, lower, false);
+  if (r == MoveResult::Ok) {
+    stats_.add(src, TierCounter::Evictions);
+  } else if (r == MoveResult::Gone) {
+    std::lock_guard<std::mutex> g(mu_);
+    e->moving = false;
+  } else {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!e->doomed) {
+      stats_.add(src, TierCounter::Drops);
+      unlink_locked(e);
+    }
+    e->moving = false;
+  }
+  unpin(e);
+}
+
+AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind dst,
+                                                       const EntryMeta& m,
+                                                       const std::vector<uint64_t>& dst_slots) {
+  const uint64_t sb = cfg_.chunk_bytes;
+  const uint64_t total = m.n_chunks();
+  const uint64_t batch = std::min<uint64_t>(kCopyBatch, total);
+  std::unique_ptr<void, FreeDeleter> buf(std::aligned_alloc(4096, batch * sb));
+  char* b = static_cast<char*>(buf.get());
+  const uint64_t seed = chunk_seed(m.session);
+  std::vector<ChunkIo> ops;
+  for (uint64_t first = 0; first < total; first += batch) {
+    const uint64_t cnt = std::min(batch, total - first);
+    ops.assign(cnt, ChunkIo{});
+    for (uint64_t i = 0; i < cnt; ++i) {
+      const uint64_t idx = first + i;
+      ops[i].slot = m.slots[idx];
+      ops[i].buf = b + i * sb;
+      ops[i].len = m.chunk_len(idx % m.n_token_chunks());
+    }
+    if (!timed_io(src, false, ops.data(), cnt)) return MoveResult::SourceBad;
+    for (uint64_t i = 0; i < cnt; ++i) {
+      if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[first + i]) {
+        stats_.add(Counter::ChecksumFailures);
+        return MoveResult::SourceBad;
+      }
+      ops[i].slot = dst_slots[first + i];
+    }
+    if (!timed_io(dst, true, ops.data(), cnt)) return MoveResult::DestFailed;
+  }
+  return MoveResult::Ok;
+}
+
+AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKind dst,
+                                                      bool use_reserve) {
+  EntryMeta m;
+  TierKind src;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (e->doomed) return MoveResult::Gone;  // erased after it was chosen
+    m = e->meta;
+    src = e->tier;
+  }
+  std::vector<uint64_t> slots;
+  if (!reserve(dst, m.n_chunks(), use_reserve, &slots)) return MoveResult::NoRoom;
+  MoveResult r = copy_chunks(src, dst, m, slots);
+  if (r == MoveResult::Ok && dst == TierKind::Ssd && !tier(dst)->sync(slots)) {
+    stats_.add(Counter::IoErrors);
+    r = MoveResult::DestFailed;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (r == MoveResult::Ok && e->doomed) {
+    // Erased (or replaced by a newer save) while it moved: the copy is garbage and must not
+    // reach the journal, where it would outrank the newer entry.
+    tier(dst)->allocator().release(slots);
+    e->moving = false;
+    return MoveResult::Ok;
+  }
+  if (r == MoveResult::Ok && dst == TierKind::Ssd) {
+    m.slots = slots;
+    if (!journal_commit(&m)) {
+      stats_.add(Counter::IoErrors);
+      r = MoveResult::DestFailed;
+    }
+  }
+  if (r != MoveResult::Ok) {
+    tier(dst)->allocator().release(slots);
+    return r;
+  }
+  std::vector<uint64_t> old = std::move(e->meta.slots);
+  e->meta.slots = std::move(slots);
+  e->meta.generation = m.generation;
+  e->tier = dst;
+  if (src == TierKind::Ssd) journal_->erase(m.session, next_generation_++, false);
+  release_locked(e, src, std::move(old));
+  e->moving = false;
+  move_cv_.notify_all();
+  return MoveResult::Ok;
+}
+
+void AttentionStore::promote(const EntryPtr& e) {
+  const MoveResult r = move_entry(e, TierKind::Dram, true);
+  if (r == MoveResult::Ok) {
+    stats_.add(Counter::Prefetches);
+  } else if (r == MoveResult::Gone) {
+    std::lock_guard<std::mutex> g(mu_);
+    e->moving = false;
+  } else {
+    stats_.add(Counter::PrefetchFailures);
+    if (r == MoveResult::SourceBad) drop_corrupt(e);
+    std::lock_guard<std::mutex> g(mu_);
+    e->moving = false;
+  }
+  unpin(e);
+  restore_reserve();
+}
+
+void AttentionStore::restore_reserve() {
+  if (!tier(TierKind::Dram) || reserve_chunks_ == 0) return;
+  std::vector<uint64_t> none;
+  reserve(TierKind::Dram, 0, false, &none);
+}
+
+size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
+  std::vector<EntryPtr> todo;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    lookahead_ = lookahead;
+    Tier* dram = tier(TierKind::Dram);
+    if (dram == nullptr || tier(TierKind::Ssd) == nullptr) return 0;
+    std::vector<EntryInfo> on_ssd;
+    for (const auto& [id, e] : index_) {
+      if (e->tier != TierKind::Ssd || e->pins > 0 || e->moving) continue;
+      on_ssd.push_back(EntryInfo{id, TierKind::Ssd, e->meta.n_chunks() * dram->slot_bytes(),
+                                 e->meta.n_tokens(), e->meta.created, e->meta.last_access,
+                                 e->accesses});
+    }
+    if (on_ssd.empty()) return 0;
+    const uint64_t free_bytes = dram->allocator().free() * dram->slot_bytes();
+    for (SessionId s : cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_bytes, now())) {
+      auto it = index_.find(s);
+      if (it == index_.end()) continue;
+      const EntryPtr& e = it->second;
+      if (e->tier != TierKind::Ssd || e->pins > 0 || e->moving) continue;
+      e->moving = true;
+      ++e->pins;
+      todo.push_back(e);
+    }
+  }
+  for (const EntryPtr& e : todo) pool_->post([this, e] { promote(e); });
+  return todo.size();
+}
+
+}  // namespace cb::store

@@ -1,0 +1,316 @@
+// Saves (layer-streamed, visible at commit) and truncation.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "lib/core/error.h"
+#include "lib/store/attention_store.h"
+#include "lib/store/checksum.h"
+#include "lib/store/journal.h"
+#include "lib/store/store_internal.h"
+#include "lib/store/thread_pool.h"
+#include "lib/store/tier.h"
+
+namespace cb::store {
+
+namespace {
+std::shared_future<bool> ready(bool v) {
+  std::promise<bool> p;
+  p.set_value(v);
+  return p.get_future().share();
+}
+}  // namespace
+
+SaveHandle::~SaveHandle() {
+  abort();
+}
+
+SaveHandle::SaveHandle(SaveHandle&& o) noexcept
+    : st_(std::move(o.st_)), commit_(std::move(o.commit_)) {}
+
+SaveHandle& SaveHandle::operator=(SaveHandle&& o) noexcept {
+  if (this != &o) {
+    abort();
+    st_ = std::move(o.st_);
+    commit_ = std::move(o.commit_);
+  }
+  return *this;
+}
+
+bool SaveHandle::ok() const {
+  return st_ && st_->admitted && !st_->failed.load();
+}
+
+TierKind SaveHandle::tier() const {
+  return st_ ? st_->tier : TierKind::Dram;
+}
+
+std::shared_future<bool> SaveHandle::write_layer(int layer, LayerSource src) {
+  if (!st_ || !st_->admitted || commit_.valid() || layer < 0 || layer >= st_->meta.shape.n_layers ||
+      st_->layers[layer].valid()) {
+    return ready(false);
+  }
+  auto p = std::make_shared<std::promise<bool>>();
+  st_->layers[layer] = p->get_future().share();
+  std::shared_ptr<SaveState> st = st_;
+  st->store->pool_->post([st, layer, src, p] {
+    const bool ok = !st->failed.load() && st->store->write_layer_now(*st, layer, src);
+    if (!ok) st->failed = true;
+    p->set_value(ok);
+  });
+  return st_->layers[layer];
+}
+
+std::shared_future<bool> SaveHandle::commit() {
+  if (commit_.valid()) return commit_;
+  if (!st_ || !st_->admitted) {
+    commit_ = ready(false);
+    return commit_;
+  }
+  auto p = std::make_shared<std::promise<bool>>();
+  commit_ = p->get_future().share();
+  std::shared_ptr<SaveState> st = st_;
+  st->store->pool_->post([st, p] {
+    bool ok = true;
+    for (auto& f : st->layers) ok = f.valid() && f.get() && ok;  // every layer must be written
+    if (!ok) st->failed = true;
+    p->set_value(st->store->finish_save(st));
+  });
+  return commit_;
+}
+
+void SaveHandle::abort() {
+  if (!st_) return;
+  if (!commit_.valid()) {
+    for (auto& f : st_->layers) {
+      if (f.valid()) f.wait();  // slots are written until then
+    }
+    st_->store->abort_save(*st_);
+  }
+  st_.reset();
+  commit_ = std::shared_future<bool>();
+}
+
+SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
+  if (req.shape.n_layers <= 0 || req.shape.token_bytes == 0) {
+    throw make_error("AttentionStore::begin_save",
+                     "entry shape needs n_layers > 0 and token_bytes > 0");
+  }
+  if (req.shape.token_bytes > cfg_.chunk_bytes) {
+    throw make_error("AttentionStore::begin_save",
+                     "one token's K of one layer (" + std::to_string(req.shape.token_bytes) +
+                         " bytes) exceeds the chunk size " + std::to_string(cfg_.chunk_bytes),
+                     "use a larger --chunk");
+  }
+  if (req.tokens.empty()) throw make_error("AttentionStore::begin_save", "entry has no tokens");
+  auto st = std::make_shared<SaveState>();
+  st->store = this;
+  EntryMeta& m = st->meta;
+  m.session = req.session;
+  m.fingerprint = req.fingerprint;
+  m.encoding = req.encoding;
+  m.shape = req.shape;
+  m.tokens_per_chunk = static_cast<uint32_t>(cfg_.chunk_bytes / req.shape.token_bytes);
+  m.tokens = req.tokens;
+  m.hash_tokens();
+  m.created = m.last_access = now();
+  m.ttl = req.ttl < 0 ? cfg_.default_ttl : req.ttl;
+  m.checksums.assign(m.n_chunks(), 0);
+  st->layers.resize(static_cast<size_t>(m.shape.n_layers));
+  for (int t = 0; t < kNumTiers && !st->admitted; ++t) {
+    if (!tiers_[t]) continue;
+    std::vector<uint64_t> slots;
+    if (reserve(static_cast<TierKind>(t), m.n_chunks(), false, &slots)) {
+      m.slots = std::move(slots);
+      st->tier = static_cast<TierKind>(t);
+      st->admitted = true;
+    }
+  }
+  if (!st->admitted) stats_.add(Counter::SaveFailures);
+  SaveHandle h;
+  h.st_ = st;
+  return h;
+}
+
+bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) {
+  const EntryMeta& m = st.meta;
+  const uint64_t nt = m.n_token_chunks();
+  const uint64_t seed = chunk_seed(m.session);
+  std::vector<ChunkIo> ops(2 * nt);
+  for (int kv = 0; kv < 2; ++kv) {
+    const char* base = static_cast<const char*>(kv == 0 ? src.k : src.v);
+    for (uint64_t c = 0; c < nt; ++c) {
+      const uint64_t idx = m.chunk_index(layer, kv, c);
+      ChunkIo& op = ops[static_cast<size_t>(kv) * nt + c];
+      op.slot = m.slots[idx];
+      op.buf = const_cast<char*>(base + c * m.tokens_per_chunk * m.shape.token_bytes);
+      op.len = m.chunk_len(c);
+      st.meta.checksums[idx] = checksum(op.buf, op.len, seed);
+    }
+  }
+  return timed_io(st.tier, true, ops.data(), ops.size());
+}
+
+void AttentionStore::abort_save(SaveState& st) {
+  std::lock_guard<std::mutex> g(mu_);
+  if (st.finished || !st.admitted) return;
+  st.finished = true;
+  tier(st.tier)->allocator().release(st.meta.slots);
+}
+
+bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
+  bool ok = !st->failed.load();
+  if (ok && st->tier == TierKind::Ssd && !tier(TierKind::Ssd)->sync(st->meta.slots)) {
+    stats_.add(Counter::IoErrors);
+    ok = false;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (st->finished) return false;
+  st->finished = true;
+  auto old = index_.find(st->meta.session);
+  if (ok && old != index_.end()) unlink_locked(EntryPtr(old->second));  // erase record first
+  if (ok && st->tier == TierKind::Ssd && !journal_commit(&st->meta)) {
+    stats_.add(Counter::IoErrors);
+    ok = false;
+  }
+  if (!ok) {
+    tier(st->tier)->allocator().release(st->meta.slots);
+    stats_.add(Counter::SaveFailures);
+    return false;
+  }
+  auto e = std::make_shared<StoreEntry>();
+  e->meta = st->meta;
+  e->tier = st->tier;
+  index_[e->meta.session] = e;
+  stats_.add(Counter::Saves);
+  return true;
+}
+
+bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k,
+                                std::vector<char>* v) {
+  const uint64_t tb = m.shape.token_bytes, n = static_cast<uint64_t>(m.n_tokens());
+  const uint64_t nt = m.n_token_chunks(), seed = chunk_seed(m.session);
+  k->assign(static_cast<size_t>(m.shape.n_layers) * n * tb, 0);
+  v->assign(k->size(), 0);
+  std::vector<ChunkIo> ops(2 * nt);
+  for (int l = 0; l < m.shape.n_layers; ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      char* base = (kv == 0 ? k : v)->data() + static_cast<uint64_t>(l) * n * tb;
+      for (uint64_t c = 0; c < nt; ++c) {
+        ChunkIo& op = ops[static_cast<size_t>(kv) * nt + c];
+        op = ChunkIo{m.slots[m.chunk_index(l, kv, c)], base + c * m.tokens_per_chunk * tb,
+                     m.chunk_len(c), 0};
+      }
+    }
+    if (!timed_io(t, false, ops.data(), ops.size())) return false;
+    for (int kv = 0; kv < 2; ++kv) {
+      for (uint64_t c = 0; c < nt; ++c) {
+        const ChunkIo& op = ops[static_cast<size_t>(kv) * nt + c];
+        if (checksum(op.buf, op.len, seed) != m.checksums[m.chunk_index(l, kv, c)]) {
+          stats_.add(Counter::ChecksumFailures);
+          return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
+  std::unique_lock<std::mutex> g(mu_);
+  EntryPtr e;
+  for (;;) {
+    auto it = index_.find(session);
+    if (it == index_.end()) return false;
+    e = it->second;
+    if (!e->moving) break;
+    move_cv_.wait(g);
+  }
+  const int64_t n = e->meta.n_tokens();
+  const int64_t drop =
+      spec.drop_tokens > 0
+          ? spec.drop_tokens
+          : static_cast<int64_t>(std::floor(spec.drop_ratio * static_cast<double>(n)));
+  const int64_t sink = spec.sink_tokens;
+  if (drop < 0 || sink < 0 || sink + drop > n || spec.drop_ratio < 0) return false;
+  if (drop == 0) return true;
+  stats_.add(Counter::Truncations);
+  if (sink + drop == n && sink == 0) {
+    unlink_locked(e);
+    return true;
+  }
+  const int64_t tpc = e->meta.tokens_per_chunk;
+  std::vector<TokenId> kept(e->meta.tokens.begin(), e->meta.tokens.begin() + sink);
+  kept.insert(kept.end(), e->meta.tokens.begin() + sink + drop, e->meta.tokens.end());
+  if (sink % tpc == 0 && (drop % tpc == 0 || sink + drop == n)) {
+    // Whole chunks go: a metadata edit (RoPE is applied at load, so positions are free).
+    const uint64_t c0 = static_cast<uint64_t>(sink / tpc);
+    const uint64_t c1 =
+        sink + drop == n ? e->meta.n_token_chunks() : static_cast<uint64_t>((sink + drop) / tpc);
+    EntryMeta m = e->meta;
+    m.tokens = kept;
+    m.hash_tokens();
+    m.slots.clear();
+    m.checksums.clear();
+    std::vector<uint64_t> removed;
+    for (int l = 0; l < m.shape.n_layers; ++l) {
+      for (int kv = 0; kv < 2; ++kv) {
+        for (uint64_t c = 0; c < e->meta.n_token_chunks(); ++c) {
+          const uint64_t idx = e->meta.chunk_index(l, kv, c);
+          if (c >= c0 && c < c1) {
+            removed.push_back(e->meta.slots[idx]);
+          } else {
+            m.slots.push_back(e->meta.slots[idx]);
+            m.checksums.push_back(e->meta.checksums[idx]);
+          }
+        }
+      }
+    }
+    if (e->tier == TierKind::Ssd && !journal_commit(&m)) {
+      stats_.add(Counter::IoErrors);
+      return false;
+    }
+    e->meta = std::move(m);
+    release_locked(e, e->tier, std::move(removed));
+    return true;
+  }
+  // Unaligned: read, cut, rewrite as a new entry of the session.
+  ++e->pins;
+  const EntryMeta m = e->meta;
+  const TierKind t = e->tier;
+  g.unlock();
+  std::vector<char> k, v;
+  const bool read_ok = read_entry(m, t, &k, &v);
+  unpin(e);
+  if (!read_ok) {
+    drop_corrupt(e);
+    return false;
+  }
+  stats_.add(Counter::TruncationRewrites);
+  const uint64_t tb = m.shape.token_bytes;
+  const uint64_t nn = static_cast<uint64_t>(kept.size());
+  std::vector<char> nk(static_cast<size_t>(m.shape.n_layers) * nn * tb), nv(nk.size());
+  for (int l = 0; l < m.shape.n_layers; ++l) {
+    const uint64_t src = static_cast<uint64_t>(l) * static_cast<uint64_t>(n) * tb;
+    const uint64_t dst = static_cast<uint64_t>(l) * nn * tb;
+    const uint64_t head = static_cast<uint64_t>(sink) * tb;
+    const uint64_t tail = (static_cast<uint64_t>(n - sink - drop)) * tb;
+    const uint64_t tail_src = src + static_cast<uint64_t>(sink + drop) * tb;
+    std::memcpy(nk.data() + dst, k.data() + src, head);
+    std::memcpy(nv.data() + dst, v.data() + src, head);
+    std::memcpy(nk.data() + dst + head, k.data() + tail_src, tail);
+    std::memcpy(nv.data() + dst + head, v.data() + tail_src, tail);
+  }
+  // Free the old entry first so the rewrite has room even in a full store.
+  erase(session);
+  SaveRequest req{session, m.fingerprint, m.encoding, m.shape, kept, m.ttl};
+  SaveHandle h = begin_save(req);
+  if (!h.ok()) return false;
+  for (int l = 0; l < m.shape.n_layers; ++l) {
+    const uint64_t off = static_cast<uint64_t>(l) * nn * tb;
+    h.write_layer(l, LayerSource{nk.data() + off, nv.data() + off});
+  }
+  return h.commit().get();
+}
+
+}  // namespace cb::store

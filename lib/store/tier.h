@@ -1,0 +1,60 @@
+#pragma once
+/// One storage tier: a budget of fixed-size chunk slots and chunk transfers to and from
+/// caller memory. The store serializes allocation; transfers on distinct slots may run
+/// concurrently.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/store/chunk_allocator.h"
+#include "lib/store/types.h"
+
+namespace cb::store {
+
+/// One chunk transfer: `len` (<= slot_bytes) bytes between `buf` and `slot`.
+/// `error` is 0 on success, an errno value on failure (EIO for a short transfer).
+struct ChunkIo {
+  uint64_t slot = 0;
+  void* buf = nullptr;
+  uint32_t len = 0;
+  int error = 0;
+};
+
+/// A tier of the store (HBM, DRAM or SSD).
+class Tier {
+ public:
+  /// A tier of `capacity_slots` slots of `slot_bytes` each.
+  Tier(TierKind kind, uint64_t slot_bytes, uint64_t capacity_slots)
+      : kind_(kind), slot_bytes_(slot_bytes), alloc_(capacity_slots) {}
+  virtual ~Tier() = default;
+  Tier(const Tier&) = delete;
+  Tier& operator=(const Tier&) = delete;
+
+  /// Which tier this is.
+  TierKind kind() const { return kind_; }
+  /// Bytes per slot (the chunk size).
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  /// The slot allocator (accounting); callers hold the store lock.
+  ChunkAllocator& allocator() { return alloc_; }
+  /// Read-only view of the allocator.
+  const ChunkAllocator& allocator() const { return alloc_; }
+  /// Budget in bytes (capacity_slots * slot_bytes).
+  uint64_t capacity_bytes() const { return alloc_.capacity() * slot_bytes_; }
+
+  /// Writes every op; returns true when all succeeded (per-op errors in `error`).
+  virtual bool write(ChunkIo* ops, size_t n) = 0;
+  /// Reads every op; returns true when all succeeded (per-op errors in `error`).
+  virtual bool read(ChunkIo* ops, size_t n) = 0;
+  /// Makes completed writes to `slots` durable; true on success (memory tiers: always).
+  virtual bool sync(const std::vector<uint64_t>& slots) { return true; }
+  /// Human-readable notes on how the tier runs (memory kind, I/O backend, O_DIRECT).
+  virtual std::string describe() const = 0;
+
+ private:
+  TierKind kind_;
+  uint64_t slot_bytes_;
+  ChunkAllocator alloc_;
+};
+
+}  // namespace cb::store

@@ -1,0 +1,176 @@
+// Size parsing, the chunk allocator, pinned host buffers, the journal, entry metadata.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "lib/core/error.h"
+#include "lib/device/host_buffer.h"
+#include "lib/store/chunk_allocator.h"
+#include "lib/store/entry.h"
+#include "lib/store/journal.h"
+#include "lib/store/size_parse.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace cb::store {
+namespace {
+
+TEST(SizeParse, UnitsAndErrors) {
+  EXPECT_EQ(parse_size("128GiB"), 128ull << 30);
+  EXPECT_EQ(parse_size("10TiB"), 10ull << 40);
+  EXPECT_EQ(parse_size("512MiB"), 512ull << 20);
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("1.5KiB"), 1536u);
+  EXPECT_EQ(parse_size("2 GB"), 2000000000u);
+  EXPECT_EQ(parse_size("8k"), 8192u);
+  EXPECT_THROW(parse_size(""), Error);
+  EXPECT_THROW(parse_size("GiB"), Error);
+  EXPECT_THROW(parse_size("12XB"), Error);
+  EXPECT_THROW(parse_size("1.5"), Error);
+  EXPECT_THROW(parse_size("-1GiB"), Error);
+  EXPECT_THROW(parse_size("99999999999TiB"), Error);
+  try {
+    parse_size("12 parsecs", "--dram");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dram"), std::string::npos);
+  }
+  EXPECT_EQ(format_size(1ull << 30), "1 GiB");
+  EXPECT_EQ(format_size(1536), "1.5 KiB");
+}
+
+TEST(ChunkAllocator, ExactAccountingNeverExceedsCapacity) {
+  ChunkAllocator a(10);
+  std::vector<uint64_t> s;
+  EXPECT_TRUE(a.allocate(6, &s));
+  EXPECT_FALSE(a.allocate(5, &s));  // all-or-nothing
+  EXPECT_EQ(s.size(), 6u);
+  EXPECT_EQ(a.used(), 6u);
+  EXPECT_TRUE(a.allocate(4, &s));
+  EXPECT_EQ(a.free(), 0u);
+  std::vector<uint64_t> sorted = s;
+  std::sort(sorted.begin(), sorted.end());
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(sorted[i], i);
+  a.release({s[0], s[1]});
+  EXPECT_EQ(a.free(), 2u);
+  a.release({s[0]});  // double free is refused and counted
+  EXPECT_EQ(a.double_frees(), 1u);
+  EXPECT_EQ(a.free(), 2u);
+  std::vector<uint64_t> t;
+  EXPECT_TRUE(a.allocate(2, &t));
+  EXPECT_EQ(a.free(), 0u);
+}
+
+TEST(ChunkAllocator, ClaimForRecovery) {
+  ChunkAllocator a(4);
+  EXPECT_TRUE(a.claim(2));
+  EXPECT_FALSE(a.claim(2));
+  EXPECT_FALSE(a.claim(9));
+  std::vector<uint64_t> s;
+  EXPECT_TRUE(a.allocate(3, &s));
+  for (uint64_t x : s) EXPECT_NE(x, 2u);
+  EXPECT_FALSE(a.allocate(1, &s));
+}
+
+TEST(HostBuffer, AlignedZeroedAndNeverThrowsForLockLimits) {
+  device::HostBuffer b(1 << 20, 4096);
+  ASSERT_NE(b.data(), nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % 4096, 0u);
+  EXPECT_EQ(static_cast<unsigned char*>(b.data())[12345], 0);
+  // 1 GiB usually exceeds RLIMIT_MEMLOCK in containers: must degrade, not fail.
+  device::HostBuffer big(256ull << 20, 4096);
+  ASSERT_NE(big.data(), nullptr);
+  if (big.lock_failed()) {
+    EXPECT_EQ(big.kind(), device::HostMemoryKind::Plain);
+    EXPECT_FALSE(big.lock_error().empty());
+  }
+  device::HostBuffer moved(std::move(big));
+  EXPECT_EQ(big.data(), nullptr);
+  EXPECT_NE(moved.data(), nullptr);
+  EXPECT_THROW(device::HostBuffer(64, 100), Error);
+}
+
+EntryMeta sample_meta(SessionId s, int64_t tokens) {
+  EntryMeta m;
+  m.session = s;
+  m.generation = s + 1;
+  m.fingerprint = testing::test_fp();
+  m.shape = EntryShape{2, 256};
+  m.tokens_per_chunk = 16;
+  m.tokens = testing::tokens_for(s, testing::iota_positions(tokens));
+  m.hash_tokens();
+  m.created = 1.5;
+  m.last_access = 2.5;
+  m.ttl = 60;
+  for (uint64_t i = 0; i < m.n_chunks(); ++i) {
+    m.slots.push_back(100 * s + i);
+    m.checksums.push_back(i * 7);
+  }
+  return m;
+}
+
+TEST(Entry, EncodeDecodeAndPrefixMatch) {
+  EntryMeta m = sample_meta(3, 40);
+  EXPECT_EQ(m.n_token_chunks(), 3u);
+  EXPECT_EQ(m.tokens_in_chunk(2), 8u);
+  EntryMeta d;
+  ASSERT_TRUE(decode_entry(encode_entry(m), &d));
+  EXPECT_EQ(d.tokens, m.tokens);
+  EXPECT_EQ(d.slots, m.slots);
+  EXPECT_EQ(d.token_hashes, m.token_hashes);
+  std::string bad = encode_entry(m);
+  bad.resize(bad.size() - 3);
+  EXPECT_FALSE(decode_entry(bad, &d));
+  // Prefix matching: whole agreeing chunks, and the last partial chunk when fully covered.
+  std::vector<TokenId> h = m.tokens;
+  EXPECT_EQ(m.matching_prefix(h), 40);
+  h.push_back(5);  // extended history
+  EXPECT_EQ(m.matching_prefix(h), 40);
+  h.resize(35);  // truncated history covers two whole chunks
+  EXPECT_EQ(m.matching_prefix(h), 32);
+  h = m.tokens;
+  h[20] ^= 1;  // edited in chunk 1
+  EXPECT_EQ(m.matching_prefix(h), 16);
+  h[3] ^= 1;
+  EXPECT_EQ(m.matching_prefix(h), 0);
+}
+
+TEST(Journal, ReplayCommitsErasesAndTornTail) {
+  const std::string dir = testing::fresh_dir("journal");
+  const std::string p = dir + "/j.cbj";
+  {
+    Journal j(p);
+    EXPECT_TRUE(j.commit(sample_meta(1, 20), true));
+    EXPECT_TRUE(j.commit(sample_meta(2, 20), true));
+    EXPECT_TRUE(j.erase(1, 10, true));
+    EXPECT_TRUE(j.commit(sample_meta(4, 33), true));
+  }
+  ReplayResult r = Journal::replay(p);
+  EXPECT_EQ(r.records, 4u);
+  EXPECT_EQ(r.entries.size(), 2u);
+  EXPECT_TRUE(r.entries.count(2) && r.entries.count(4));
+  EXPECT_EQ(r.discarded_records, 0u);
+  // A torn tail: cut the last record in half.
+  const auto size = std::filesystem::file_size(p);
+  std::filesystem::resize_file(p, size - 10);
+  r = Journal::replay(p);
+  EXPECT_EQ(r.entries.size(), 1u);
+  EXPECT_EQ(r.discarded_records, 1u);
+  // A flipped byte inside a record stops replay there.
+  {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(30);
+    f.put('\x7f');
+  }
+  r = Journal::replay(p);
+  EXPECT_EQ(r.entries.size(), 0u);
+  // Compaction rewrites only live entries.
+  std::map<SessionId, EntryMeta> live{{7, sample_meta(7, 10)}};
+  Journal::rewrite(p, live);
+  r = Journal::replay(p);
+  EXPECT_EQ(r.entries.size(), 1u);
+  EXPECT_EQ(r.entries.at(7).tokens, live.at(7).tokens);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store

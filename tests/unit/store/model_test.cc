@@ -1,0 +1,202 @@
+// Randomized operation sequences checked against a simple in-memory model (contents and
+// accounting), and concurrent save/load/evict/truncate/erase from several threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace cb::store {
+namespace {
+
+using testing::iota_positions;
+using testing::load_check;
+using testing::save_entry;
+
+constexpr uint64_t kChunk = 16 << 10;
+const EntryShape kShape{3, 512};  // 32 tokens per chunk
+
+struct ModelEntry {
+  uint64_t seed = 0;
+  std::vector<int64_t> positions;
+};
+
+StoreConfig cfg(const std::string& dir) {
+  StoreConfig c;
+  c.hbm_bytes = 12 * kChunk;
+  c.dram_bytes = 48 * kChunk;
+  c.dram_reserve_bytes = 6 * kChunk;
+  c.ssd_bytes = 160 * kChunk;
+  c.store_dir = dir;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 3;
+  return c;
+}
+
+// Exact accounting: every tier's used bytes equal the chunks of the entries it holds.
+void check_accounting(AttentionStore& st) {
+  st.wait_idle();
+  uint64_t chunks[kNumTiers] = {};
+  for (SessionId s : st.sessions()) {
+    EntryMeta m;
+    TierKind t;
+    if (!st.entry_meta(s, &m) || !st.where(s, &t)) continue;
+    chunks[static_cast<int>(t)] += m.n_chunks();
+  }
+  for (int t = 0; t < kNumTiers; ++t) {
+    const auto kind = static_cast<TierKind>(t);
+    EXPECT_EQ(st.used_bytes(kind), chunks[t] * kChunk) << tier_name(kind);
+    EXPECT_LE(st.used_bytes(kind), st.capacity_bytes(kind)) << tier_name(kind);
+  }
+  EXPECT_EQ(st.accounting_errors(), 0u);
+}
+
+TEST(Model, RandomSequencesMatchTheModel) {
+  const std::string dir = testing::fresh_dir("model");
+  std::map<SessionId, ModelEntry> model;
+  std::mt19937_64 rng(12345);
+  std::map<SessionId, TierKind> on_close;
+  {
+    AttentionStore st(cfg(dir));
+    for (int step = 0; step < 400; ++step) {
+      const SessionId s = 1 + rng() % 14;
+      const int op = static_cast<int>(rng() % 10);
+      if (op < 4) {  // save (replacing)
+        ModelEntry e{rng(), iota_positions(static_cast<int64_t>(1 + rng() % 300))};
+        if (save_entry(st, s, e.seed, kShape, e.positions)) model[s] = e;
+      } else if (op < 7) {  // load with the current history, sometimes extended
+        auto it = model.find(s);
+        if (it == model.end()) {
+          EXPECT_EQ(load_check(st, s, 1, kShape, iota_positions(10)), -1);
+          continue;
+        }
+        std::vector<int64_t> hist = it->second.positions;
+        if (rng() % 2) hist.push_back(100000);
+        const int64_t n = load_check(st, s, it->second.seed, kShape, hist);
+        EXPECT_NE(n, -3) << "wrong data for " << s;
+        EXPECT_NE(n, -2) << "failed load for " << s;
+        if (n >= 0) {
+          EXPECT_EQ(n, static_cast<int64_t>(it->second.positions.size()));
+        }
+      } else if (op == 7) {  // truncate
+        auto it = model.find(s);
+        const int64_t n = it == model.end() ? 0 : static_cast<int64_t>(it->second.positions.size());
+        TruncateSpec spec{static_cast<int64_t>(rng() % 100), 0,
+                          static_cast<int64_t>(rng() % 3) * 32};
+        if (rng() % 3 == 0) spec.drop_tokens = 32 * static_cast<int64_t>(rng() % 3);
+        const bool ok = st.truncate(s, spec);
+        if (it == model.end()) continue;
+        if (ok && spec.drop_tokens > 0) {
+          auto& p = it->second.positions;
+          std::vector<int64_t> kept(p.begin(), p.begin() + spec.sink_tokens);
+          kept.insert(kept.end(), p.begin() + spec.sink_tokens + spec.drop_tokens, p.end());
+          p = kept;
+          if (p.empty()) model.erase(it);
+        } else if (!ok && spec.sink_tokens + spec.drop_tokens <= n) {
+          EXPECT_FALSE(st.where(s, nullptr));  // a failed rewrite drops the entry
+        }
+      } else if (op == 8) {
+        st.erase(s);
+        model.erase(s);
+      } else {
+        std::vector<SessionId> window;
+        for (int i = 0; i < 4; ++i) window.push_back(1 + rng() % 14);
+        st.prefetch(window);
+      }
+      if (step % 50 == 0) check_accounting(st);
+      // Whatever the store holds, the model holds with the same history.
+      for (SessionId x : st.sessions()) ASSERT_TRUE(model.count(x)) << x;
+    }
+    check_accounting(st);
+    for (SessionId x : st.sessions()) {
+      TierKind t;
+      st.where(x, &t);
+      on_close[x] = t;
+      EXPECT_EQ(load_check(st, x, model[x].seed, kShape, model[x].positions),
+                static_cast<int64_t>(model[x].positions.size()));
+    }
+    EXPECT_GT(st.stats().get(TierKind::Dram, TierCounter::Evictions), 0u);
+  }
+  // After a restart exactly the SSD entries come back, with the same contents.
+  StoreConfig c = cfg(dir);
+  c.hbm_bytes = 0;
+  AttentionStore st(c);
+  std::vector<SessionId> want;
+  for (auto& [s, t] : on_close) {
+    if (t == TierKind::Ssd) want.push_back(s);
+  }
+  EXPECT_EQ(st.sessions(), want);
+  for (SessionId x : want) {
+    EXPECT_EQ(load_check(st, x, model[x].seed, kShape, model[x].positions),
+              static_cast<int64_t>(model[x].positions.size()));
+  }
+  check_accounting(st);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Concurrency, ThreadsSaveLoadEvictTruncateErase) {
+  const std::string dir = testing::fresh_dir("conc");
+  auto owner = std::make_unique<AttentionStore>(cfg(dir));
+  AttentionStore& st = *owner;
+  std::atomic<int> wrong{0}, failed{0}, hits{0};
+  auto worker = [&](int id) {
+    std::mt19937_64 rng(static_cast<uint64_t>(id) * 77 + 1);
+    for (int i = 0; i < 120; ++i) {
+      const SessionId s = 1 + rng() % 16;  // shared among threads
+      const int op = static_cast<int>(rng() % 10);
+      // Contents are a function of the session, so any thread can verify any entry.
+      if (op < 4) {
+        save_entry(st, s, s, kShape, iota_positions(static_cast<int64_t>(1 + rng() % 200)));
+      } else if (op < 8) {
+        const int64_t n = load_check(st, s, s, kShape, iota_positions(200));
+        if (n == -3) ++wrong;
+        if (n == -2) ++failed;
+        if (n > 0) ++hits;
+      } else if (op == 8) {
+        if (rng() % 2)
+          st.erase(s);
+        else
+          st.truncate(s, TruncateSpec{static_cast<int64_t>(rng() % 64), 0, 0});
+      } else {
+        st.prefetch({s, 1 + rng() % 16});
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(worker, t);
+  for (auto& t : threads) t.join();
+  st.wait_idle();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(hits.load(), 0);
+  check_accounting(st);
+  uint64_t chunks = 0;
+  EXPECT_EQ(st.verify_all(&chunks), 0u);
+  std::vector<SessionId> on_ssd;
+  for (SessionId s : st.sessions()) {
+    TierKind t;
+    if (st.where(s, &t) && t == TierKind::Ssd) on_ssd.push_back(s);
+  }
+  std::map<SessionId, EntryMeta> metas;
+  for (SessionId s : on_ssd) st.entry_meta(s, &metas[s]);
+  owner.reset();
+  AttentionStore again(cfg(dir));
+  // Exactly the SSD entries come back, each with the history it had.
+  EXPECT_EQ(again.sessions(), on_ssd);
+  for (SessionId s : on_ssd) {
+    EntryMeta m;
+    ASSERT_TRUE(again.entry_meta(s, &m));
+    EXPECT_EQ(m.tokens, metas[s].tokens) << s;
+  }
+  EXPECT_EQ(again.verify_all(&chunks), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store

@@ -1,0 +1,203 @@
+// Durability: reopening a store directory recovers every completed SSD entry (after
+// erases and truncations), discards torn journal tails, and a SIGKILLed writer loses at
+// most the entry it was writing.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "lib/core/error.h"
+#include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
+#include "lib/store/store_dir.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace cb::store {
+namespace {
+
+using testing::iota_positions;
+using testing::load_check;
+using testing::save_entry;
+
+constexpr uint64_t kChunk = 16 << 10;
+const EntryShape kShape{4, 256};
+
+StoreConfig ssd_cfg(const std::string& dir, uint64_t dram = 0) {
+  StoreConfig c;
+  c.store_dir = dir;
+  c.ssd_bytes = 256 * kChunk;
+  c.dram_bytes = dram;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 2;
+  return c;
+}
+
+TEST(Recovery, ReopenRecoversCompletedEntries) {
+  const std::string dir = testing::fresh_dir("reopen");
+  std::vector<int64_t> kept;
+  {
+    AttentionStore st(ssd_cfg(dir));
+    for (SessionId s = 1; s <= 10; ++s) {
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(static_cast<int64_t>(30 + 20 * s))));
+    }
+    EXPECT_TRUE(st.erase(3));
+    ASSERT_TRUE(save_entry(st, 4, 400, kShape, iota_positions(90)));  // replaced
+    ASSERT_TRUE(st.truncate(5, TruncateSpec{64, 0, 0}));              // aligned: metadata
+    ASSERT_TRUE(st.truncate(6, TruncateSpec{10, 0, 3}));              // unaligned: rewrite
+    auto pos6 = iota_positions(150);
+    kept.assign(pos6.begin(), pos6.begin() + 3);
+    kept.insert(kept.end(), pos6.begin() + 13, pos6.end());
+    // An entry mid-save when the process "ends": never committed.
+    SaveHandle h = st.begin_save(SaveRequest{99, testing::test_fp(), KeyEncoding::PreRope, kShape,
+                                             testing::tokens_for(99, iota_positions(64))});
+    ASSERT_TRUE(h.ok());
+  }
+  AttentionStore st(ssd_cfg(dir));
+  EXPECT_EQ(st.stats().get(Counter::RecoveredEntries), 9u);
+  EXPECT_EQ(st.sessions(), (std::vector<SessionId>{1, 2, 4, 5, 6, 7, 8, 9, 10}));
+  for (SessionId s : {1, 2, 7, 8, 9, 10}) {
+    auto pos = iota_positions(static_cast<int64_t>(30 + 20 * s));
+    EXPECT_EQ(load_check(st, s, s, kShape, pos), static_cast<int64_t>(pos.size())) << s;
+  }
+  EXPECT_EQ(load_check(st, 4, 400, kShape, iota_positions(90)), 90);
+  auto pos5 = iota_positions(130);
+  std::vector<int64_t> kept5(pos5.begin() + 64, pos5.end());
+  EXPECT_EQ(load_check(st, 5, 5, kShape, kept5), 66);
+  EXPECT_EQ(load_check(st, 6, 6, kShape, kept), 140);
+  // Another model (or key encoding) never loads these entries.
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(50), KeyEncoding::PreRope,
+                       testing::test_fp("llama-13b/40x40x128/f16")),
+            -1);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(50), KeyEncoding::PostRope), -1);
+  uint64_t chunks = 0;
+  EXPECT_EQ(st.verify_all(&chunks), 0u);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Recovery, TornJournalTailAndDramEntriesAreNotRecovered) {
+  const std::string dir = testing::fresh_dir("torn");
+  {
+    AttentionStore st(ssd_cfg(dir, 16 * kChunk));
+    for (SessionId s = 1; s <= 4; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  }
+  {
+    std::ofstream j(journal_path(dir), std::ios::app | std::ios::binary);
+    j << "CBJ1 this is a torn record";
+  }
+  AttentionStore st(ssd_cfg(dir, 16 * kChunk));
+  // Entries 1 and 2 were demoted to SSD; 3 and 4 lived in DRAM only.
+  EXPECT_EQ(st.sessions(), (std::vector<SessionId>{1, 2}));
+  EXPECT_EQ(st.stats().get(Counter::DiscardedRecords), 1u);
+  for (SessionId s = 1; s <= 2; ++s)
+    EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
+  std::filesystem::remove_all(dir);
+}
+
+// Reads "committed N" lines from the writer until `want` commits were reported.
+std::set<SessionId> run_and_kill(const std::string& dir, SessionId first, int want) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    const std::string id = std::to_string(first);
+    ::execl(CB_CRASH_WRITER, CB_CRASH_WRITER, dir.c_str(), id.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  FILE* in = ::fdopen(fds[0], "r");
+  std::set<SessionId> committed;
+  char line[128];
+  while (static_cast<int>(committed.size()) < want && std::fgets(line, sizeof line, in)) {
+    unsigned long long id = 0;
+    if (std::sscanf(line, "committed %llu", &id) == 1) committed.insert(id);
+  }
+  ::kill(pid, SIGKILL);  // mid-save: the writer saves continuously
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  std::fclose(in);
+  EXPECT_TRUE(WIFSIGNALED(status)) << "writer exited early with status " << status;
+  return committed;
+}
+
+TEST(Recovery, SigkillMidSaveLosesOnlyThePartialEntry) {
+  const std::string dir = testing::fresh_dir("crash");
+  std::set<SessionId> committed;
+  SessionId next = 1;
+  for (int round = 0; round < 3; ++round) {
+    auto got = run_and_kill(dir, next, 8 + 7 * round);
+    ASSERT_FALSE(got.empty());
+    committed.insert(got.begin(), got.end());
+    const SessionId last = *got.rbegin();
+    next = last + 100;  // ids of this round that may have been mid-save are never reused
+    StoreConfig c;
+    c.store_dir = dir;  // adopt the store the writer created
+    c.io_threads = 2;
+    AttentionStore st(c);
+    std::set<SessionId> present;
+    for (SessionId s : st.sessions()) present.insert(s);
+    for (SessionId s : committed) EXPECT_TRUE(present.count(s)) << "lost committed entry " << s;
+    for (SessionId s : present) {
+      // Anything recovered is complete and verified (it may be one the writer committed
+      // but was killed before reporting).
+      const auto pos = iota_positions(static_cast<int64_t>(40 + s % 150));
+      EXPECT_EQ(load_check(st, s, s, kShape, pos), static_cast<int64_t>(pos.size())) << s;
+      EXPECT_TRUE(committed.count(s) || (s > last && s <= last + 2)) << "unexpected entry " << s;
+    }
+    uint64_t chunks = 0;
+    EXPECT_EQ(st.verify_all(&chunks), 0u);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store
+
+namespace cb::store {
+namespace {
+
+TEST(Recovery, OnlineJournalCompactionKeepsEveryLiveEntry) {
+  const std::string dir = testing::fresh_dir("compact");
+  StoreConfig c = ssd_cfg(dir);
+  c.journal_compact_bytes = 8 << 10;
+  {
+    AttentionStore st(c);
+    for (int round = 0; round < 6; ++round) {
+      for (SessionId s = 1; s <= 8; ++s) {
+        ASSERT_TRUE(save_entry(st, s, s * 10 + round, kShape, iota_positions(70)));
+      }
+      st.erase(static_cast<SessionId>(1 + round));
+    }
+    EXPECT_GT(st.stats().get(Counter::JournalCompactions), 0u);
+  }
+  EXPECT_LT(std::filesystem::file_size(journal_path(dir)), 64u << 10);
+  AttentionStore st(c);
+  // The last round saved all eight and then erased session 6.
+  EXPECT_EQ(st.sessions(), (std::vector<SessionId>{1, 2, 3, 4, 5, 7, 8}));
+  for (SessionId s : st.sessions()) {
+    EXPECT_EQ(load_check(st, s, s * 10 + 5, kShape, iota_positions(70)), 70) << s;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Recovery, ReadOnlyStoreDirectoryIsAStartupError) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
+  const std::string dir = testing::fresh_dir("readonly");
+  ::chmod(dir.c_str(), 0555);
+  EXPECT_THROW(AttentionStore{ssd_cfg(dir)}, Error);
+  ::chmod(dir.c_str(), 0755);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store

@@ -1,0 +1,333 @@
+// AttentionStore behaviour: save/load per tier, lookups that must miss, truncation, TTL,
+// eviction through the advisor, prefetch and the DRAM reserve, statistics.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lib/core/error.h"
+#include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace cb::store {
+namespace {
+
+using testing::iota_positions;
+using testing::load_check;
+using testing::save_entry;
+
+constexpr uint64_t kChunk = 16 << 10;
+const EntryShape kShape{4, 256};  // 64 tokens per chunk
+
+struct FakeClock {
+  std::shared_ptr<double> t = std::make_shared<double>(100.0);
+  Clock fn() const {
+    auto p = t;
+    return [p] { return *p; };
+  }
+};
+
+StoreConfig dram_cfg(uint64_t dram, FakeClock* clock = nullptr) {
+  StoreConfig c;
+  c.dram_bytes = dram;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 2;
+  if (clock) c.clock = clock->fn();
+  return c;
+}
+
+TEST(Store, DramRoundTripLayerByLayer) {
+  AttentionStore st(dram_cfg(8 << 20));
+  const auto pos = iota_positions(150);  // 3 chunks, last partial
+  ASSERT_TRUE(save_entry(st, 1, 11, kShape, pos));
+  TierKind t;
+  ASSERT_TRUE(st.where(1, &t));
+  EXPECT_EQ(t, TierKind::Dram);
+  EXPECT_EQ(load_check(st, 1, 11, kShape, pos), 150);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * 4 * 3 * kChunk);
+  // Per-layer waits.
+  std::vector<std::vector<char>> bufs(8, std::vector<char>(150 * 256));
+  std::vector<LayerTarget> tg;
+  for (int l = 0; l < 4; ++l) tg.push_back({bufs[2 * l].data(), bufs[2 * l + 1].data()});
+  LoadHandle h = st.load(testing::key_for(1, 11, pos), tg);
+  ASSERT_TRUE(h.ok());
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(h.wait_layer(l));
+  EXPECT_EQ(bufs[5], testing::layer_bytes(11, kShape, 2, 1, pos));
+  auto s = st.stats();
+  EXPECT_EQ(s.get(TierKind::Dram, TierCounter::Hits), 2u);
+  EXPECT_EQ(s.get(Counter::Saves), 1u);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+}
+
+TEST(Store, EntryInvisibleUntilCommitAndAbortFreesSpace) {
+  AttentionStore st(dram_cfg(8 << 20));
+  const auto pos = iota_positions(64);
+  auto toks = testing::tokens_for(5, pos);
+  {
+    SaveHandle h =
+        st.begin_save(SaveRequest{9, testing::test_fp(), KeyEncoding::PreRope, kShape, toks});
+    ASSERT_TRUE(h.ok());
+    auto k = testing::layer_bytes(5, kShape, 0, 0, pos),
+         v = testing::layer_bytes(5, kShape, 0, 1, pos);
+    EXPECT_TRUE(h.write_layer(0, {k.data(), v.data()}).get());
+    EXPECT_FALSE(st.lookup(testing::key_for(9, 5, pos)).hit());
+    EXPECT_GT(st.used_bytes(TierKind::Dram), 0u);
+  }  // aborted
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
+  // Committing with a missing layer fails and frees the space.
+  SaveHandle h =
+      st.begin_save(SaveRequest{9, testing::test_fp(), KeyEncoding::PreRope, kShape, toks});
+  EXPECT_FALSE(h.commit().get());
+  EXPECT_FALSE(st.where(9, nullptr));
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
+}
+
+TEST(Store, MissesForFingerprintEncodingHistoryAndUnknown) {
+  AttentionStore st(dram_cfg(8 << 20));
+  const auto pos = iota_positions(130);
+  ASSERT_TRUE(save_entry(st, 1, 3, kShape, pos));
+  EXPECT_EQ(load_check(st, 2, 3, kShape, pos), -1);
+  EXPECT_EQ(load_check(st, 1, 3, kShape, pos, KeyEncoding::PostRope), -1);
+  EXPECT_EQ(load_check(st, 1, 3, kShape, pos, KeyEncoding::PreRope, testing::test_fp("other")), -1);
+  EXPECT_EQ(load_check(st, 1, 4, kShape, pos), -1);  // another conversation's tokens
+  auto s = st.stats();
+  EXPECT_EQ(s.get(Counter::Misses), 4u);
+  EXPECT_EQ(s.get(Counter::MissNotFound), 1u);
+  EXPECT_EQ(s.get(Counter::MissFingerprint), 2u);
+  EXPECT_EQ(s.get(Counter::MissHistory), 1u);
+  // A longer history matches the whole entry; a shorter one the agreeing whole chunks.
+  auto longer = iota_positions(200);
+  EXPECT_EQ(load_check(st, 1, 3, kShape, longer), 130);
+  EXPECT_EQ(load_check(st, 1, 3, kShape, iota_positions(100)), 64);
+  // An edit inside chunk 1 keeps chunk 0 servable.
+  LookupKey k = testing::key_for(1, 3, pos);
+  k.history[70] += 1;
+  LookupResult r = st.lookup(k);
+  EXPECT_TRUE(r.hit());
+  EXPECT_EQ(r.matched_tokens, 64);
+}
+
+TEST(Store, TruncateAlignedIsMetadataOnly) {
+  AttentionStore st(dram_cfg(8 << 20));
+  auto pos = iota_positions(300);  // 5 chunks: 64*4 + 44
+  ASSERT_TRUE(save_entry(st, 1, 8, kShape, pos));
+  const uint64_t before = st.used_bytes(TierKind::Dram);
+  // Keep 64 sink tokens, drop 128: chunks 1 and 2 go.
+  ASSERT_TRUE(st.truncate(1, TruncateSpec{128, 0, 64}));
+  std::vector<int64_t> kept(pos.begin(), pos.begin() + 64);
+  kept.insert(kept.end(), pos.begin() + 192, pos.end());
+  EXPECT_EQ(load_check(st, 1, 8, kShape, kept), 172);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), before - 2 * 4 * 2 * kChunk);
+  EXPECT_EQ(st.stats().get(Counter::TruncationRewrites), 0u);
+  // The pre-truncation history no longer matches beyond the sink.
+  EXPECT_EQ(load_check(st, 1, 8, kShape, pos), 64);
+}
+
+TEST(Store, TruncateUnalignedRewritesAndRatio) {
+  AttentionStore st(dram_cfg(8 << 20));
+  auto pos = iota_positions(200);
+  ASSERT_TRUE(save_entry(st, 1, 8, kShape, pos));
+  ASSERT_TRUE(st.truncate(1, TruncateSpec{0, 0.25, 4}));  // drop 50 after 4 sink tokens
+  std::vector<int64_t> kept(pos.begin(), pos.begin() + 4);
+  kept.insert(kept.end(), pos.begin() + 54, pos.end());
+  EXPECT_EQ(load_check(st, 1, 8, kShape, kept), 150);
+  EXPECT_EQ(st.stats().get(Counter::TruncationRewrites), 1u);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * 4 * 3 * kChunk);
+  EXPECT_FALSE(st.truncate(1, TruncateSpec{500, 0, 0}));  // more than it holds
+  EXPECT_FALSE(st.truncate(77, TruncateSpec{1, 0, 0}));
+  ASSERT_TRUE(st.truncate(1, TruncateSpec{150, 0, 0}));  // everything: erased
+  EXPECT_FALSE(st.where(1, nullptr));
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
+}
+
+TEST(Store, TtlExpiryAndErase) {
+  FakeClock clock;
+  StoreConfig c = dram_cfg(8 << 20, &clock);
+  c.default_ttl = 10;
+  AttentionStore st(c);
+  auto pos = iota_positions(64);
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+  ASSERT_TRUE(save_entry(st, 2, 2, kShape, pos, KeyEncoding::PreRope, testing::test_fp(), 0));
+  ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));
+  *clock.t += 5;
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 64);  // refreshes last access
+  *clock.t += 7;
+  EXPECT_EQ(st.expire(), 1u);  // session 3
+  EXPECT_FALSE(st.where(3, nullptr));
+  *clock.t += 20;
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), -1);  // expired at lookup
+  EXPECT_EQ(st.stats().get(Counter::MissExpired), 1u);
+  EXPECT_EQ(load_check(st, 2, 2, kShape, pos), 64);  // ttl 0: never expires
+  EXPECT_TRUE(st.erase(2));
+  EXPECT_FALSE(st.erase(2));
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
+}
+
+TEST(Store, FullDramWithoutSsdDropsLruAndNeverExceedsBudget) {
+  AttentionStore st(dram_cfg(16 * kChunk));  // 2 entries of 8 chunks
+  auto pos = iota_positions(64);
+  FakeClock unused;
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+  ASSERT_TRUE(save_entry(st, 2, 2, kShape, pos));
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 64);  // 1 is now more recent
+  ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));
+  EXPECT_TRUE(st.where(1, nullptr));
+  EXPECT_FALSE(st.where(2, nullptr));
+  EXPECT_LE(st.used_bytes(TierKind::Dram), 16 * kChunk);
+  EXPECT_EQ(st.stats().get(TierKind::Dram, TierCounter::Drops), 1u);
+  // Bigger than the whole tier: refused, nothing dropped.
+  EXPECT_FALSE(save_entry(st, 4, 4, kShape, iota_positions(64 * 3)));
+  EXPECT_TRUE(st.where(1, nullptr) && st.where(3, nullptr));
+  EXPECT_EQ(st.stats().get(Counter::SaveFailures), 1u);
+}
+
+TEST(Store, DemotionToSsdPrefetchAndReserve) {
+  const std::string dir = testing::fresh_dir("tiers");
+  StoreConfig c = dram_cfg(24 * kChunk);
+  c.dram_reserve_bytes = 8 * kChunk;  // saves may use 16 chunks: two entries
+  c.ssd_bytes = 64 * kChunk;
+  c.store_dir = dir;
+  AttentionStore st(c);
+  auto pos = iota_positions(64);
+  for (SessionId s = 1; s <= 4; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, pos));
+  TierKind t;
+  ASSERT_TRUE(st.where(1, &t));
+  EXPECT_EQ(t, TierKind::Ssd);
+  ASSERT_TRUE(st.where(4, &t));
+  EXPECT_EQ(t, TierKind::Dram);
+  EXPECT_EQ(st.stats().get(TierKind::Dram, TierCounter::Evictions), 2u);
+  EXPECT_GE(st.capacity_bytes(TierKind::Dram) - st.used_bytes(TierKind::Dram), 8 * kChunk);
+  // An entry on SSD loads directly from SSD.
+  EXPECT_EQ(load_check(st, 2, 2, kShape, pos), 64);
+  EXPECT_EQ(st.stats().get(TierKind::Ssd, TierCounter::Hits), 1u);
+  // Prefetch session 1: it goes into the reserve, then the reserve is restored by demotion.
+  EXPECT_EQ(st.prefetch({1}), 1u);
+  st.wait_idle();
+  ASSERT_TRUE(st.where(1, &t));
+  EXPECT_EQ(t, TierKind::Dram);
+  EXPECT_EQ(st.stats().get(Counter::Prefetches), 1u);
+  EXPECT_GE(st.capacity_bytes(TierKind::Dram) - st.used_bytes(TierKind::Dram), 8 * kChunk);
+  for (SessionId s = 1; s <= 4; ++s) EXPECT_EQ(load_check(st, s, s, kShape, pos), 64) << s;
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  auto j = nlohmann::json::parse(st.stats().to_json());
+  EXPECT_EQ(j["prefetches"], 1);
+  EXPECT_TRUE(j["tiers"].contains("ssd"));
+  EXPECT_GT(j["tiers"]["ssd"]["bytes_written"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["tiers"]["dram"]["write_gbps"].get<double>(), 0.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Store, HbmTierIsFirstAndDemotesToDram) {
+  StoreConfig c = dram_cfg(32 * kChunk);
+  c.hbm_bytes = 8 * kChunk;
+  AttentionStore st(c);
+  auto pos = iota_positions(64);
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+  TierKind t;
+  ASSERT_TRUE(st.where(1, &t));
+  EXPECT_EQ(t, TierKind::Hbm);
+  ASSERT_TRUE(save_entry(st, 2, 2, kShape, pos));
+  ASSERT_TRUE(st.where(1, &t));
+  EXPECT_EQ(t, TierKind::Dram);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 64);
+  EXPECT_EQ(load_check(st, 2, 2, kShape, pos), 64);
+}
+
+class ScriptedAdvisor : public PlacementAdvisor {
+ public:
+  std::vector<Victim> choose_victims(TierKind, uint64_t, const std::vector<EntryInfo>& c,
+                                     const std::vector<SessionId>& lookahead, double) override {
+    ++victim_calls;
+    last_lookahead = lookahead;
+    std::vector<Victim> out;
+    for (const auto& e : c) {
+      if (e.session == prefer) out.push_back({e.session, drop});
+    }
+    return out;
+  }
+  std::vector<SessionId> choose_prefetch(const std::vector<SessionId>&,
+                                         const std::vector<EntryInfo>&, uint64_t, double) override {
+    return {};
+  }
+  SessionId prefer = 0;
+  bool drop = false;
+  int victim_calls = 0;
+  std::vector<SessionId> last_lookahead;
+};
+
+TEST(Store, AdvisorDecidesVictimsAndCanRefuse) {
+  auto adv = std::make_shared<ScriptedAdvisor>();
+  StoreConfig c = dram_cfg(16 * kChunk);
+  c.advisor = adv;
+  AttentionStore st(c);
+  auto pos = iota_positions(64);
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+  ASSERT_TRUE(save_entry(st, 2, 2, kShape, pos));
+  st.prefetch({2, 1});  // records the window (no SSD: nothing fetched)
+  adv->prefer = 2;
+  ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));
+  EXPECT_FALSE(st.where(2, nullptr));
+  EXPECT_TRUE(st.where(1, nullptr));
+  EXPECT_EQ(adv->last_lookahead, (std::vector<SessionId>{2, 1}));
+  adv->prefer = 99;  // refuses: the save fails, nothing is dropped
+  EXPECT_FALSE(save_entry(st, 4, 4, kShape, pos));
+  EXPECT_TRUE(st.where(1, nullptr) && st.where(3, nullptr));
+}
+
+TEST(Store, StartupErrorsAreClear) {
+  StoreConfig c = dram_cfg(0);
+  EXPECT_THROW(AttentionStore{c}, Error);  // no tier
+  c.store_dir = testing::fresh_dir("startup") + "/missing";
+  c.ssd_bytes = 1 << 20;
+  try {
+    AttentionStore st(c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not exist"), std::string::npos) << e.what();
+  }
+  const std::string dir = testing::fresh_dir("startup2");
+  c.store_dir = dir;
+  c.ssd_bytes = 1ull << 60;  // larger than the device
+  try {
+    AttentionStore st(c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("available"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/cachebench_store.json"));
+  c.ssd_bytes = 0;  // adopting a store that is not there
+  EXPECT_THROW(AttentionStore{c}, Error);
+  c.ssd_bytes = 1 << 20;
+  { AttentionStore st(c); }
+  c.ssd_bytes = 2 << 20;  // another geometry
+  try {
+    AttentionStore st(c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("clear"), std::string::npos) << e.what();
+  }
+  c.ssd_bytes = 0;  // adopt
+  {
+    AttentionStore st(c);
+    EXPECT_EQ(st.capacity_bytes(TierKind::Ssd), 1u << 20);
+  }
+  c.chunk_bytes = 1000;
+  c.store_dir.clear();
+  c.ssd_bytes = 0;
+  c.dram_bytes = 1 << 20;
+  EXPECT_THROW(AttentionStore{c}, Error);
+  c.chunk_bytes = kChunk;
+  c.dram_reserve_bytes = 2 << 20;
+  EXPECT_THROW(AttentionStore{c}, Error);
+  AttentionStore ok(dram_cfg(1 << 20));
+  EXPECT_THROW(
+      ok.begin_save(SaveRequest{1, testing::test_fp(), KeyEncoding::PreRope, {4, 256}, {}}), Error);
+  EXPECT_THROW(
+      ok.begin_save(SaveRequest{1, testing::test_fp(), KeyEncoding::PreRope, {4, 1 << 20}, {1}}),
+      Error);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store

@@ -1,0 +1,124 @@
+#pragma once
+// Helpers for the store tests: deterministic KV contents, save/load round trips, scratch dirs.
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lib/store/attention_store.h"
+
+namespace cb::store::testing {
+
+inline uint64_t mix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb3fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+
+/// K (kv=0) or V (kv=1) bytes of `layer` for tokens at original `positions`.
+inline std::vector<char> layer_bytes(uint64_t seed, const EntryShape& shape, int layer, int kv,
+                                     const std::vector<int64_t>& positions) {
+  std::vector<char> out(positions.size() * shape.token_bytes);
+  for (size_t i = 0; i < positions.size(); ++i) {
+    uint64_t h =
+        mix(seed * 1000003u + static_cast<uint64_t>(layer) * 131u + static_cast<uint64_t>(kv) * 7u +
+            static_cast<uint64_t>(positions[i]) * 0x9e37u);
+    for (uint32_t j = 0; j < shape.token_bytes; ++j) {
+      if (j % 8 == 0 && j > 0) h = mix(h + j);
+      out[i * shape.token_bytes + j] = static_cast<char>(h >> ((j % 8) * 8));
+    }
+  }
+  return out;
+}
+
+inline std::vector<int64_t> iota_positions(int64_t n) {
+  std::vector<int64_t> p(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] = i;
+  return p;
+}
+
+/// Token ids of session `s` at positions.
+inline std::vector<TokenId> tokens_for(uint64_t seed, const std::vector<int64_t>& positions) {
+  std::vector<TokenId> t;
+  for (int64_t p : positions)
+    t.push_back(static_cast<TokenId>(mix(seed + 17 * static_cast<uint64_t>(p)) % 32000));
+  return t;
+}
+
+inline ModelFingerprint test_fp(const std::string& d = "test-model/4x64/f16") {
+  return ModelFingerprint::from_description(d);
+}
+
+/// Saves an entry whose contents are layer_bytes(seed, ...); returns commit's result.
+inline bool save_entry(AttentionStore& st, SessionId s, uint64_t seed, const EntryShape& shape,
+                       const std::vector<int64_t>& positions,
+                       KeyEncoding enc = KeyEncoding::PreRope,
+                       const ModelFingerprint& fp = test_fp(), double ttl = -1) {
+  SaveRequest req{s, fp, enc, shape, tokens_for(seed, positions), ttl};
+  SaveHandle h = st.begin_save(req);
+  if (!h.ok()) return false;
+  std::vector<std::vector<char>> bufs;
+  for (int l = 0; l < shape.n_layers; ++l) {
+    bufs.push_back(layer_bytes(seed, shape, l, 0, positions));
+    bufs.push_back(layer_bytes(seed, shape, l, 1, positions));
+  }
+  for (int l = 0; l < shape.n_layers; ++l) {
+    h.write_layer(l, LayerSource{bufs[2 * l].data(), bufs[2 * l + 1].data()});
+  }
+  return h.commit().get();
+}
+
+inline LookupKey key_for(SessionId s, uint64_t seed, const std::vector<int64_t>& positions,
+                         KeyEncoding enc = KeyEncoding::PreRope,
+                         const ModelFingerprint& fp = test_fp()) {
+  return LookupKey{s, fp, enc, tokens_for(seed, positions)};
+}
+
+/// Loads session `s` with the history of `positions`; returns tokens loaded and verified
+/// (-1 on a miss, -2 on a failed load, -3 on wrong data).
+inline int64_t load_check(AttentionStore& st, SessionId s, uint64_t seed, const EntryShape& shape,
+                          const std::vector<int64_t>& positions,
+                          KeyEncoding enc = KeyEncoding::PreRope,
+                          const ModelFingerprint& fp = test_fp()) {
+  std::vector<std::vector<char>> bufs(
+      2 * static_cast<size_t>(shape.n_layers),
+      std::vector<char>(positions.size() * shape.token_bytes, 0x5a));
+  std::vector<LayerTarget> targets;
+  for (int l = 0; l < shape.n_layers; ++l) {
+    targets.push_back(LayerTarget{bufs[2 * l].data(), bufs[2 * l + 1].data()});
+  }
+  LoadHandle h = st.load(key_for(s, seed, positions, enc, fp), targets);
+  if (!h.ok()) return -1;
+  if (!h.wait_all()) return -2;
+  const int64_t n = h.tokens();
+  std::vector<int64_t> prefix(positions.begin(), positions.begin() + n);
+  for (int l = 0; l < shape.n_layers; ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const auto want = layer_bytes(seed, shape, l, kv, prefix);
+      if (std::memcmp(want.data(), bufs[2 * l + kv].data(), want.size()) != 0) return -3;
+    }
+  }
+  return n;
+}
+
+/// A fresh, empty scratch directory under tmp_dir().
+inline std::string fresh_dir(const std::string& name) {
+  const char* env = std::getenv("CACHEBENCH_TEST_TMP");
+  const std::string base =
+      (env != nullptr && *env != '\0') ? env : std::string(CB_BINARY_DIR) + "/test_tmp";
+  const std::string d = base + "/store_" + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+}  // namespace cb::store::testing
