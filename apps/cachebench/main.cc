@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   cb::app::register_forward(app);
   cb::app::register_generate(app);
   cb::app::register_perplexity(app);
+  cb::app::register_mmlu(app);
+  cb::app::register_piqa(app);
   cb::app::register_bench(app);
   try {
     app.parse(argc, argv);

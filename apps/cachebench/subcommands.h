@@ -21,6 +21,8 @@ void register_store(CLI::App& app);
 void register_forward(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_mmlu(CLI::App& app);
+void register_piqa(CLI::App& app);
 void register_bench(CLI::App& app);
 
 }  // namespace cb::app
