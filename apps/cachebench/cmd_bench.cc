@@ -107,6 +107,7 @@ void register_bench(CLI::App& app) {
     }
     return 0;
   });
+  register_bench_store(bench);
 }
 
 }  // namespace cb::app

@@ -31,6 +31,21 @@ struct PerplexityArgs {
   bool ctx_given = false;  ///< --ctx was passed (else the convention's default)
 };
 
+// One markdown table row per run (every convention), then a line saying what the convention is.
+void print_ppl_table(const PerplexityArgs& a, const eval::PerplexityResult& r,
+                     const std::string& sha256, size_t tokens, const std::string& description) {
+  const bool lmeval = r.convention == "lm-eval";
+  std::printf("model %s, %s file %s (sha256 %.16s..., %zu tokens)\n\n", a.m.model.c_str(),
+              a.dataset.c_str(), a.file.c_str(), sha256.c_str(), tokens);
+  std::printf("| convention | n_ctx | windows | tokens scored | PPL | +/- |%s time (s) |\n",
+              lmeval ? " word PPL | byte PPL | bits/byte |" : "");
+  std::printf("|---|---|---|---|---|---|%s---|\n", lmeval ? "---|---|---|" : "");
+  std::printf("| %s | %d | %d | %lld | %.4f | %.5f |", r.convention.c_str(), r.n_ctx, r.chunks,
+              static_cast<long long>(r.scored_tokens), r.ppl, r.ppl_stderr);
+  if (lmeval) std::printf(" %.4f | %.4f | %.4f |", r.word_ppl, r.byte_ppl, r.bits_per_byte);
+  std::printf(" %.2f |\n\n%s\n", r.seconds, description.c_str());
+}
+
 int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                        const std::vector<int32_t>& tokens, const std::string& sha256) {
   std::vector<eval::OverflowMethod> methods;
@@ -140,32 +155,18 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
   const eval::PerplexityResult r = lmeval
                                        ? eval::perplexity_lmeval(*lm.model, tokens, opt, progress)
                                        : eval::perplexity_gptq(*lm.model, tokens, opt, progress);
-  if (lmeval) {
-    std::printf(
-        "convention     lm-eval (loglikelihood_rolling: max_length %d, prefix token %d, "
-        "every token scored once)\n",
-        r.n_ctx, opt.bos_id);
-  } else {
-    std::printf(
-        "convention     gptq (non-overlapping seqlen %d windows, no BOS inserted, "
-        "each window's first token unscored)\n",
-        r.n_ctx);
-  }
-  std::printf("model          %s\n", a.m.model.c_str());
-  std::printf("file           %s (%zu tokens", a.file.c_str(), all_tokens);
-  if (truncated) std::printf(", first %zu kept by --max-tokens", tokens.size());
-  std::printf(")\n");
-  std::printf("windows        %d, %lld tokens scored, %lld tokens through the model\n", r.chunks,
-              static_cast<long long>(r.scored_tokens), static_cast<long long>(r.tokens_processed));
-  std::printf("PPL            %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
-  if (lmeval) {
-    std::printf("word PPL       %.4f (%lld words%s)\n", r.word_ppl, static_cast<long long>(r.words),
-                truncated ? " of the kept tokens' decoded text" : "");
-    std::printf("byte PPL       %.4f (%lld bytes)\n", r.byte_ppl, static_cast<long long>(r.bytes));
-    std::printf("bits per byte  %.4f\n", r.bits_per_byte);
-  }
-  std::printf("time           %.2f s (%.0f tokens/s)\n", r.seconds,
-              static_cast<double>(r.tokens_processed) / r.seconds);
+  std::string description =
+      lmeval ? "lm-eval: loglikelihood_rolling, max_length " + std::to_string(r.n_ctx) +
+                   ", prefix token " + std::to_string(opt.bos_id) +
+                   ", every token scored once; words " + std::to_string(r.words) +
+                   (truncated ? " (of the kept tokens' decoded text)" : "") + ", bytes " +
+                   std::to_string(r.bytes)
+             : "gptq: non-overlapping seqlen " + std::to_string(r.n_ctx) +
+                   " windows, no BOS inserted, each window's first token unscored";
+  if (truncated)
+    description += "; first " + std::to_string(tokens.size()) + " of " +
+                   std::to_string(all_tokens) + " tokens kept by --max-tokens";
+  print_ppl_table(a, r, corpus.sha256, tokens.size(), description);
   if (!a.out.empty()) {
     nlohmann::json j = {{"convention", r.convention},
                         {"model", a.m.model},
@@ -281,14 +282,8 @@ void register_perplexity(CLI::App& app) {
           std::fprintf(stderr, "\r  chunk %d/%d  running PPL %.4f", c, n, ppl);
           if (c == n) std::fputc('\n', stderr);
         });
-    std::printf("convention     llama.cpp (n_ctx chunks, BOS first, second half scored)\n");
-    std::printf("model          %s\n", a->m.model.c_str());
-    std::printf("file           %s (%zu tokens)\n", a->file.c_str(), tokens.size());
-    std::printf("chunks         %d x %d tokens, %lld tokens scored\n", r.chunks, r.n_ctx,
-                static_cast<long long>(r.scored_tokens));
-    std::printf("PPL            %.4f +/- %.5f\n", r.ppl, r.ppl_stderr);
-    std::printf("time           %.2f s (%.0f tokens/s)\n", r.seconds,
-                r.chunks * static_cast<double>(r.n_ctx) / r.seconds);
+    print_ppl_table(*a, r, corpus.sha256, tokens.size(),
+                    "llama.cpp: n_ctx chunks, BOS first, second half of each chunk scored");
     if (!a->out.empty()) {
       nlohmann::json j = {{"convention", "llama.cpp"},
                           {"model", a->m.model},

@@ -24,5 +24,6 @@ void register_perplexity(CLI::App& app);
 void register_mmlu(CLI::App& app);
 void register_piqa(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_bench_store(CLI::App* bench);
 
 }  // namespace cb::app

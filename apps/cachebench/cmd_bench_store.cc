@@ -1,0 +1,156 @@
+// cachebench bench store --store-dir D [--entry-size 256MiB] [--traffic 1GiB] [--reps 5]
+// [--io auto|uring|pread] [--io-threads 4] [--policy-entries 100000] [--out F.json]
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "apps/cachebench/subcommands.h"
+#include "cachebench_version.h"
+#include "eval/bench_store.h"
+#include "lib/core/error.h"
+#include "lib/store/io_backend.h"
+#include "lib/store/size_parse.h"
+
+namespace cb::app {
+namespace {
+
+struct BenchStoreArgs {
+  eval::BenchStoreOptions opt;
+  std::string entry_size = "256MiB";
+  std::string traffic = "1GiB";
+  std::string chunk = "1MiB";
+  std::string out;
+};
+
+void print_table(const eval::BenchStoreResult& r) {
+  using store::format_size;
+  std::printf(
+      "entry                %s: %d layers x K,V x %lld tokens x %u B; %d per round "
+      "(%s)\n",
+      format_size(r.entry_bytes).c_str(), r.n_layers, static_cast<long long>(r.tokens_per_entry),
+      r.token_bytes, r.entries_per_rep, format_size(r.traffic_bytes).c_str());
+  std::printf("store                chunk %s, %zu I/O threads\n",
+              format_size(r.chunk_bytes).c_str(), r.io_threads);
+  for (const auto& n : r.store_notes) std::printf("  %s\n", n.c_str());
+  std::printf("%-20s %10s %12s %10s %8s\n", "measure", "store GB/s", "reference", "ref GB/s",
+              "ratio");
+  if (r.dram_save_gbs > 0) {
+    std::printf("%-20s %10.2f %12s %10.2f %8.2f\n", "dram save", r.dram_save_gbs, "memcpy",
+                r.memcpy_gbs, r.dram_save_ratio);
+    std::printf("%-20s %10.2f %12s %10.2f %8.2f\n", "dram load", r.dram_load_gbs, "memcpy",
+                r.memcpy_gbs, r.dram_load_ratio);
+  }
+  if (r.ssd_write_gbs > 0) {
+    const char* ref = r.plain_direct ? "O_DIRECT" : "buffered";
+    std::printf("%-20s %10.2f %12s %10.2f %8.2f%s\n", "ssd write", r.ssd_write_gbs, ref,
+                r.plain_write_gbs, r.ssd_write_ratio, r.ssd_write_ratio >= 0.9 ? "" : "  (< 0.9)");
+    std::printf("%-20s %10.2f %12s %10.2f %8.2f%s\n", "ssd read", r.ssd_read_gbs, ref,
+                r.plain_read_gbs, r.ssd_read_ratio, r.ssd_read_ratio >= 0.9 ? "" : "  (< 0.9)");
+    std::printf("ssd I/O              %s, %s\n", r.io_backend.c_str(),
+                r.ssd_direct ? "O_DIRECT" : "buffered (O_DIRECT unavailable)");
+  }
+  std::printf("%-20s %10.2f   (single thread, per chunk on every save and load)\n", "xxh3 GB/s",
+              r.xxh3_gbs);
+  if (!r.policy.empty()) {
+    std::printf("policy decisions     %zu entries, %zu-job queue\n", r.policy_entries,
+                r.policy_queue);
+    std::printf("  %-18s %-14s %14s %10s\n", "policy", "operation", "decisions/s", "ms each");
+    for (const auto& p : r.policy)
+      std::printf("  %-18s %-14s %14.1f %10.3f\n", p.policy.c_str(), p.op.c_str(), p.per_s,
+                  p.ms_per);
+  }
+  std::printf("repetitions          %d (median; one warm-up round excluded)\n", r.reps);
+}
+
+nlohmann::json to_json(const eval::BenchStoreResult& r, const std::string& io) {
+  nlohmann::json pol = nlohmann::json::array();
+  for (const auto& p : r.policy)
+    pol.push_back({{"policy", p.policy},
+                   {"op", p.op},
+                   {"decisions_per_s", p.per_s},
+                   {"ms_per_decision", p.ms_per}});
+  return {{"bench", "store"},
+          {"git", CB_GIT_REVISION},
+          {"mode", "real"},
+          {"reps", r.reps},
+          {"entry_bytes", r.entry_bytes},
+          {"traffic_bytes", r.traffic_bytes},
+          {"entries_per_rep", r.entries_per_rep},
+          {"n_layers", r.n_layers},
+          {"token_bytes", r.token_bytes},
+          {"tokens_per_entry", r.tokens_per_entry},
+          {"chunk_bytes", r.chunk_bytes},
+          {"io_threads", r.io_threads},
+          {"io", io},
+          {"io_backend", r.io_backend},
+          {"store_notes", r.store_notes},
+          {"memcpy_gbs", r.memcpy_gbs},
+          {"dram_save_gbs", r.dram_save_gbs},
+          {"dram_load_gbs", r.dram_load_gbs},
+          {"dram_save_to_memcpy", r.dram_save_ratio},
+          {"dram_load_to_memcpy", r.dram_load_ratio},
+          {"ssd_direct_io", r.ssd_direct},
+          {"plain_direct_io", r.plain_direct},
+          {"ssd_write_gbs", r.ssd_write_gbs},
+          {"ssd_read_gbs", r.ssd_read_gbs},
+          {"plain_write_gbs", r.plain_write_gbs},
+          {"plain_read_gbs", r.plain_read_gbs},
+          {"ssd_write_to_plain", r.ssd_write_ratio},
+          {"ssd_read_to_plain", r.ssd_read_ratio},
+          {"ssd_target_ratio", 0.9},
+          {"ssd_target_met", r.ssd_write_ratio >= 0.9 && r.ssd_read_ratio >= 0.9},
+          {"xxh3_gbs", r.xxh3_gbs},
+          {"policy_entries", r.policy_entries},
+          {"policy_queue", r.policy_queue},
+          {"policy", pol}};
+}
+
+}  // namespace
+
+void register_bench_store(CLI::App* bench) {
+  auto a = std::make_shared<BenchStoreArgs>();
+  CLI::App* cmd = bench->add_subcommand(
+      "store",
+      "AttentionStore: DRAM save/load vs memcpy, SSD O_DIRECT write/read vs a plain sequential "
+      "O_DIRECT loop in the same directory, XXH3 GB/s, policy decisions/s");
+  cmd->add_option("--store-dir", a->opt.store_dir,
+                  "directory for the SSD files (created if missing; the bench works in its own "
+                  "subdirectory and removes it)")
+      ->required();
+  cmd->add_option("--entry-size", a->entry_size, "bytes per entry (32 layers x K,V x 4096 fp16)")
+      ->capture_default_str();
+  cmd->add_option("--traffic", a->traffic, "bytes saved and loaded per round and tier")
+      ->capture_default_str();
+  cmd->add_option("--chunk", a->chunk, "store chunk size")->capture_default_str();
+  cmd->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--io", a->opt.io, "SSD I/O backend: auto, uring or pread")
+      ->capture_default_str();
+  cmd->add_option("--io-threads", a->opt.io_threads, "store I/O threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--policy-entries", a->opt.policy_entries,
+                  "entries the policies rank (0: skip the policy benchmark)")
+      ->capture_default_str();
+  cmd->add_option("--policy-queue", a->opt.policy_queue, "job-queue length the policies see")
+      ->capture_default_str();
+  cmd->add_option("--out", a->out, "also write the result as JSON to this file");
+  set_action(cmd, [a] {
+    eval::BenchStoreOptions opt = a->opt;
+    opt.entry_bytes = store::parse_size(a->entry_size, "--entry-size");
+    opt.traffic_bytes = store::parse_size(a->traffic, "--traffic");
+    opt.chunk_bytes = store::parse_size(a->chunk, "--chunk");
+    store::parse_io_mode(opt.io);  // reject a bad --io before any work
+    const eval::BenchStoreResult r = eval::bench_store(opt);
+    print_table(r);
+    if (!a->out.empty()) {
+      std::ofstream out(a->out);
+      out << to_json(r, opt.io).dump(2) << "\n";
+      if (!out) throw make_error(a->out, "cannot write the JSON result");
+    }
+    return 0;
+  });
+}
+
+}  // namespace cb::app

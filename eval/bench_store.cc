@@ -1,0 +1,524 @@
+#include "eval/bench_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <random>
+
+#include "lib/core/error.h"
+#include "lib/policy/eviction.h"
+#include "lib/policy/placement.h"
+#include "lib/policy/registry.h"
+#include "lib/store/attention_store.h"
+#include "lib/store/checksum.h"
+#include "lib/store/size_parse.h"
+#include "lib/store/store_dir.h"
+
+namespace cb::eval {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+constexpr uint64_t kAlign = 4096;
+constexpr uint64_t kPlainIo = 4ull << 20;  // baseline request size
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double secs_since(SteadyClock::time_point t0) {
+  return std::chrono::duration<double>(SteadyClock::now() - t0).count();
+}
+
+double gbs(uint64_t bytes, double s) {
+  return s > 0 ? static_cast<double>(bytes) / s / 1e9 : 0;
+}
+
+double ratio(double a, double b) {
+  return b > 0 ? a / b : 0;
+}
+
+/// 4096-aligned, zero-initialized (touched) memory.
+struct AlignedBuf {
+  explicit AlignedBuf(uint64_t n) : size(n) {
+    void* p = nullptr;
+    if (::posix_memalign(&p, kAlign, std::max<uint64_t>(n, kAlign)) != 0) {
+      throw make_error("bench store", "cannot allocate " + store::format_size(n));
+    }
+    data.reset(static_cast<char*>(p));
+    std::memset(p, 0, std::max<uint64_t>(n, kAlign));
+  }
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  uint64_t size;
+};
+
+/// The entry every save writes: K and V of each layer, layer-major, random bytes.
+struct Entry {
+  store::EntryShape shape;
+  int64_t tokens = 0;
+  uint64_t layer_bytes = 0;  // one of K or V of one layer
+  std::unique_ptr<AlignedBuf> src, dst;
+  store::ModelFingerprint fp = store::ModelFingerprint::from_description("llama-2-7b/32x4096/f16");
+
+  Entry(int n_layers, uint32_t token_bytes, int64_t n_tokens, uint64_t seed) {
+    shape.n_layers = n_layers;
+    shape.token_bytes = token_bytes;
+    tokens = n_tokens;
+    layer_bytes = static_cast<uint64_t>(tokens) * token_bytes;
+    const uint64_t total = 2 * layer_bytes * static_cast<uint64_t>(n_layers);
+    src = std::make_unique<AlignedBuf>(total);
+    dst = std::make_unique<AlignedBuf>(total);
+    std::mt19937_64 rng(seed);
+    auto* w = reinterpret_cast<uint64_t*>(src->data.get());
+    for (uint64_t i = 0; i < total / 8; ++i) w[i] = rng();
+  }
+  uint64_t bytes() const { return src->size; }
+  char* k(char* base, int l) const { return base + 2 * static_cast<uint64_t>(l) * layer_bytes; }
+  char* v(char* base, int l) const { return k(base, l) + layer_bytes; }
+  std::vector<store::TokenId> history(store::SessionId s) const {
+    std::vector<store::TokenId> t(static_cast<size_t>(tokens));
+    for (size_t i = 0; i < t.size(); ++i)
+      t[i] = static_cast<store::TokenId>((s * 7919 + i) % 32000);
+    return t;
+  }
+};
+
+/// Saves `n` entries (all in flight at once), waits for every commit; returns seconds.
+double save_all(store::AttentionStore& st, const Entry& e, store::SessionId first, int n) {
+  const auto t0 = SteadyClock::now();
+  std::vector<store::SaveHandle> handles;
+  std::vector<std::shared_future<bool>> commits;
+  for (int i = 0; i < n; ++i) {
+    const store::SessionId s = first + static_cast<uint64_t>(i);
+    store::SaveRequest req{s, e.fp, store::KeyEncoding::PreRope, e.shape, e.history(s), -1};
+    store::SaveHandle h = st.begin_save(req);
+    if (!h.ok()) {
+      throw make_error("bench store", "the store refused a save of " +
+                                          store::format_size(e.bytes()) + " (tier full)");
+    }
+    char* base = e.src->data.get();
+    for (int l = 0; l < e.shape.n_layers; ++l)
+      h.write_layer(l, store::LayerSource{e.k(base, l), e.v(base, l)});
+    commits.push_back(h.commit());
+    handles.push_back(std::move(h));
+  }
+  bool ok = true;
+  for (auto& c : commits) ok = c.get() && ok;
+  const double s = secs_since(t0);
+  if (!ok) throw make_error("bench store", "a save failed (I/O error); see the store's log");
+  return s;
+}
+
+/// Loads the `n` entries one after another into the same buffer; returns seconds.
+double load_all(store::AttentionStore& st, const Entry& e, store::SessionId first, int n) {
+  std::vector<store::LayerTarget> targets(static_cast<size_t>(e.shape.n_layers));
+  char* base = e.dst->data.get();
+  for (int l = 0; l < e.shape.n_layers; ++l) targets[l] = {e.k(base, l), e.v(base, l)};
+  const auto t0 = SteadyClock::now();
+  bool ok = true;
+  for (int i = 0; i < n; ++i) {
+    const store::SessionId s = first + static_cast<uint64_t>(i);
+    store::LookupKey key{s, e.fp, store::KeyEncoding::PreRope, e.history(s)};
+    store::LoadHandle h = st.load(key, targets);
+    ok = h.ok() && h.wait_all() && ok;
+  }
+  const double s = secs_since(t0);
+  if (!ok) throw make_error("bench store", "a load missed or failed verification");
+  if (std::memcmp(e.src->data.get(), base, e.bytes()) != 0)
+    throw make_error("bench store", "loaded bytes differ from the saved ones");
+  return s;
+}
+
+void erase_all(store::AttentionStore& st, store::SessionId first, int n) {
+  for (int i = 0; i < n; ++i) st.erase(first + static_cast<uint64_t>(i));
+  st.wait_idle();
+}
+
+struct TierTimes {
+  std::vector<double> save, load;
+};
+
+/// reps + 1 rounds of save-all / load-all / erase-all (the first is a warm-up).
+TierTimes run_store(store::AttentionStore& st, const Entry& e, int n, int reps, const char* what) {
+  TierTimes t;
+  for (int r = 0; r <= reps; ++r) {
+    const store::SessionId first = 1 + static_cast<uint64_t>(r) * static_cast<uint64_t>(n);
+    const double ts = save_all(st, e, first, n);
+    const double tl = load_all(st, e, first, n);
+    erase_all(st, first, n);
+    if (r > 0) {
+      t.save.push_back(ts);
+      t.load.push_back(tl);
+    }
+    std::fprintf(stderr, "bench store: %s round %d/%d: save %.3f s, load %.3f s%s\n", what, r, reps,
+                 ts, tl, r == 0 ? " (warm-up)" : "");
+  }
+  return t;
+}
+
+double time_memcpy(const Entry& e, int n) {
+  const auto t0 = SteadyClock::now();
+  for (int i = 0; i < n; ++i) std::memcpy(e.dst->data.get(), e.src->data.get(), e.bytes());
+  return secs_since(t0);
+}
+
+// --- plain O_DIRECT baseline --------------------------------------------------------
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+[[noreturn]] void io_fail(const std::string& path, const char* what, int err) {
+  throw make_error(path, std::string(what) + ": " + std::strerror(err),
+                   err == ENOSPC ? "free disk space or lower --traffic" : "check the directory");
+}
+
+/// Writes `bytes` sequentially in 4 MiB O_DIRECT requests, fdatasync, reads them back;
+/// deletes the file. Returns {write s, read s}.
+std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, const AlignedBuf& buf,
+                                   bool* direct) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+  *direct = f.fd >= 0;
+  if (f.fd < 0 && errno == EINVAL)
+    f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f.fd < 0) io_fail(path, "cannot create the baseline file", errno);
+  struct Unlink {
+    const std::string& p;
+    ~Unlink() { ::unlink(p.c_str()); }
+  } unlink_at_end{path};
+  auto loop = [&](bool write) {
+    for (uint64_t off = 0; off < bytes;) {
+      const uint64_t n = std::min(kPlainIo, bytes - off);
+      const ssize_t r = write ? ::pwrite(f.fd, buf.data.get(), n, static_cast<off_t>(off))
+                              : ::pread(f.fd, buf.data.get(), n, static_cast<off_t>(off));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) io_fail(path, write ? "baseline write" : "baseline read", errno);
+      if (r == 0) io_fail(path, "baseline read: unexpected end of file", EIO);
+      off += static_cast<uint64_t>(r);
+    }
+  };
+  auto t0 = SteadyClock::now();
+  loop(true);
+  if (::fdatasync(f.fd) != 0) io_fail(path, "baseline fdatasync", errno);
+  const double tw = secs_since(t0);
+  t0 = SteadyClock::now();
+  loop(false);
+  return {tw, secs_since(t0)};
+}
+
+// --- directory handling ---------------------------------------------------------------
+
+/// Creates `dir` (and parents) when missing; true when it created the last component.
+bool make_dirs(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      throw make_error(dir, "exists and is not a directory", "give --store-dir a directory");
+    return false;
+  }
+  const size_t slash = dir.find_last_of('/');
+  if (slash != std::string::npos && slash > 0) make_dirs(dir.substr(0, slash));
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw make_error(dir, std::string("cannot create the store directory: ") + std::strerror(errno),
+                     "choose a writable --store-dir");
+  }
+  return true;
+}
+
+/// The bench's own subdirectory; removes what the bench wrote there, then itself (and
+/// the user's directory when the bench created it and it is empty).
+struct ScratchDir {
+  std::string parent, path;
+  bool parent_created = false;
+  ~ScratchDir() {
+    if (!path.empty()) remove_own();
+    if (parent_created) ::rmdir(parent.c_str());
+  }
+  void remove_own() {
+    if (store::is_store_dir(path)) {
+      try {
+        store::clear_store_dir(path);
+      } catch (const std::exception& ex) {
+        std::fprintf(stderr, "bench store: cleanup: %s\n", ex.what());
+      }
+    }
+    if (::rmdir(path.c_str()) != 0)
+      std::fprintf(stderr, "bench store: cannot remove %s: %s\n", path.c_str(),
+                   std::strerror(errno));
+  }
+};
+
+void check_space(const std::string& dir, uint64_t need) {
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) != 0)
+    throw make_error(dir, std::string("statvfs failed: ") + std::strerror(errno));
+  const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  if (need > avail) {
+    throw make_error(dir,
+                     "the SSD benchmark needs " + store::format_size(need) +
+                         " free (store files plus the baseline file) but only " +
+                         store::format_size(avail) + " is available",
+                     "lower --traffic or free disk space");
+  }
+}
+
+// --- policies -------------------------------------------------------------------------
+
+struct PolicySetup {
+  std::vector<policy::EntryMeta> entries;
+  policy::Capacity cap;
+  policy::LookAhead ahead;
+  uint64_t skv = 0;
+};
+
+/// `n` entries of random sizes around `skv` with random access times; host memory holds
+/// about `dram_entries` of them and is full, the disk holds the rest and is full too.
+PolicySetup make_policy_setup(size_t n, size_t queue, size_t dram_entries, uint64_t skv,
+                              uint64_t seed) {
+  PolicySetup p;
+  p.skv = skv;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> size(0.5, 1.5);
+  std::uniform_int_distribution<int64_t> when(0, 1000000000);
+  p.entries.resize(n);
+  const uint64_t dram_target = dram_entries * skv;
+  for (size_t i = 0; i < n; ++i) {
+    policy::EntryMeta& e = p.entries[i];
+    e.session = rng() | 1;  // random ids; |1 keeps them non-zero
+    e.bytes = std::max<uint64_t>(kAlign, static_cast<uint64_t>(size(rng) * skv) / kAlign * kAlign);
+    e.inserted = when(rng);
+    e.last_access = e.inserted + when(rng) / 2;
+    const bool dram = p.cap.dram + e.bytes <= dram_target;
+    e.tier = dram ? policy::Tier::kDram : policy::Tier::kSsd;
+    (dram ? p.cap.dram : p.cap.ssd) += e.bytes;
+  }
+  // Duplicate ids are astronomically unlikely; make sure anyway.
+  std::sort(p.entries.begin(), p.entries.end(),
+            [](const auto& a, const auto& b) { return a.session < b.session; });
+  for (size_t i = 1; i < n; ++i) {
+    if (p.entries[i].session <= p.entries[i - 1].session)
+      p.entries[i].session = p.entries[i - 1].session + 2;
+  }
+  std::shuffle(p.entries.begin(), p.entries.end(), rng);
+  std::uniform_int_distribution<size_t> pick(0, n - 1);
+  p.ahead.queue.resize(queue);
+  for (auto& s : p.ahead.queue) s = p.entries[pick(rng)].session;
+  p.ahead.skv = skv;
+  return p;
+}
+
+/// Median over `reps` of the time of `calls` calls to `fn` (returns decisions made).
+PolicyRate time_policy(const std::string& name, const std::string& op, int reps, int calls,
+                       const std::function<size_t()>& fn) {
+  std::vector<double> per;
+  for (int r = 0; r < reps; ++r) {
+    size_t decisions = 0;
+    const auto t0 = SteadyClock::now();
+    for (int c = 0; c < calls; ++c) decisions += fn();
+    const double s = secs_since(t0);
+    if (decisions > 0) per.push_back(s / static_cast<double>(decisions));
+  }
+  PolicyRate out{name, op, 0, 0};
+  const double m = median(per);
+  if (m > 0) {
+    out.per_s = 1.0 / m;
+    out.ms_per = 1e3 * m;
+  }
+  std::fprintf(stderr, "bench store: policy %s %s: %.1f decisions/s\n", name.c_str(), op.c_str(),
+               out.per_s);
+  return out;
+}
+
+std::vector<PolicyRate> bench_policies(const BenchStoreOptions& opt, uint64_t skv) {
+  const PolicySetup p =
+      make_policy_setup(opt.policy_entries, opt.policy_queue,
+                        std::max<size_t>(1, opt.policy_dram_entries), skv, opt.seed);
+  std::vector<size_t> all(p.entries.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  std::vector<PolicyRate> out;
+  const int reps = std::max(1, opt.reps), calls = std::max(1, opt.policy_calls);
+  for (const std::string& name : policy::eviction_policy_names()) {
+    const auto pol = policy::make_eviction_policy(name);
+    // A new entry of Skv bytes needs host memory: DRAM victims cascade to a full SSD.
+    out.push_back(time_policy(name, "make_room", reps, calls, [&] {
+      const policy::Plan plan =
+          pol->make_room(p.entries, p.cap, policy::Tier::kDram, p.skv, p.ahead);
+      if (!plan.ok) throw make_error("bench store", "policy " + name + " could not make room");
+      return size_t{1};
+    }));
+    out.push_back(time_policy(name, "order", reps, calls, [&] {
+      return pol->order(p.entries, all, p.cap, p.ahead).empty() ? size_t{0} : size_t{1};
+    }));
+    if (name == "scheduler-aware") {
+      // One decision per fetch planned over the prefetch window (Cmem / Skv jobs).
+      out.push_back(time_policy(name, "plan_prefetch", reps, 1, [&] {
+        const auto moves = policy::plan_prefetch(p.entries, p.cap, p.ahead);
+        return static_cast<size_t>(std::count_if(moves.begin(), moves.end(), [](const auto& m) {
+          return m.from == policy::Tier::kSsd && m.to == policy::Tier::kDram;
+        }));
+      }));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+BenchStoreResult bench_store(const BenchStoreOptions& opt) {
+  if (opt.n_layers <= 0 || opt.token_bytes == 0)
+    throw make_error("bench store", "entry shape needs layers > 0 and token bytes > 0");
+  if (opt.reps < 1) throw make_error("--reps", "needs at least 1 repetition");
+  const uint64_t per_token = 2ull * static_cast<uint64_t>(opt.n_layers) * opt.token_bytes;
+  const int64_t tokens = static_cast<int64_t>(opt.entry_bytes / per_token);
+  if (tokens < 1) {
+    throw make_error("--entry-size", "an entry of " + store::format_size(opt.entry_bytes) +
+                                         " holds no token (one token is " +
+                                         store::format_size(per_token) + ")");
+  }
+  BenchStoreResult r;
+  r.reps = opt.reps;
+  r.n_layers = opt.n_layers;
+  r.token_bytes = opt.token_bytes;
+  r.tokens_per_entry = tokens;
+  r.chunk_bytes = opt.chunk_bytes;
+  r.io_threads = opt.io_threads;
+  r.entry_bytes = static_cast<uint64_t>(tokens) * per_token;
+  r.entries_per_rep = static_cast<int>(std::max<uint64_t>(1, opt.traffic_bytes / r.entry_bytes));
+  r.traffic_bytes = r.entry_bytes * static_cast<uint64_t>(r.entries_per_rep);
+  const int n = r.entries_per_rep;
+
+  store::StoreConfig base;
+  base.chunk_bytes = opt.chunk_bytes;
+  base.io_threads = opt.io_threads;
+  base.io_mode = store::parse_io_mode(opt.io);
+  // Store capacity: the chunks of `n` entries.
+  const uint64_t tpc = opt.chunk_bytes / opt.token_bytes;
+  if (tpc == 0) throw make_error("--chunk", "a chunk is smaller than one token of one layer");
+  const uint64_t chunks_per_entry = 2ull * static_cast<uint64_t>(opt.n_layers) *
+                                    ((static_cast<uint64_t>(tokens) + tpc - 1) / tpc);
+  const uint64_t store_bytes = chunks_per_entry * opt.chunk_bytes * static_cast<uint64_t>(n);
+
+  // The directory and its free space are checked before anything is allocated.
+  ScratchDir scratch;
+  if (opt.run_ssd) {
+    if (opt.store_dir.empty())
+      throw make_error("--store-dir", "the SSD benchmark needs a store directory");
+    scratch.parent = opt.store_dir;
+    scratch.parent_created = make_dirs(opt.store_dir);
+    store::check_store_dir(opt.store_dir);
+    check_space(opt.store_dir, store_bytes + r.traffic_bytes + (64ull << 20));
+    const std::string sub = opt.store_dir + "/cachebench-bench-store." + std::to_string(::getpid());
+    if (::mkdir(sub.c_str(), 0755) != 0) {
+      throw make_error(sub,
+                       std::string("cannot create the bench directory: ") + std::strerror(errno));
+    }
+    scratch.path = sub;
+  }
+
+  std::fprintf(stderr,
+               "bench store: entry %s (%d layers x K,V x %lld tokens x %u B), %d per round, "
+               "%d rounds + warm-up\n",
+               store::format_size(r.entry_bytes).c_str(), opt.n_layers,
+               static_cast<long long>(tokens), opt.token_bytes, n, opt.reps);
+  Entry e(opt.n_layers, opt.token_bytes, tokens, opt.seed);
+
+  // Reference rates: memcpy and XXH3 of the same bytes.
+  {
+    std::vector<double> tm, tx;
+    time_memcpy(e, 1);
+    for (int i = 0; i < opt.reps; ++i) {
+      tm.push_back(time_memcpy(e, n));
+      const auto t0 = SteadyClock::now();
+      volatile uint64_t h = store::checksum(e.src->data.get(), e.bytes(), 7);
+      (void)h;
+      tx.push_back(secs_since(t0));
+    }
+    r.memcpy_gbs = gbs(r.traffic_bytes, median(tm));
+    r.xxh3_gbs = gbs(r.entry_bytes, median(tx));
+  }
+
+  if (opt.run_dram) {
+    store::StoreConfig cfg = base;
+    cfg.dram_bytes = store_bytes;
+    store::AttentionStore st(cfg);
+    for (auto& d : st.describe()) r.store_notes.push_back(d);
+    const TierTimes t = run_store(st, e, n, opt.reps, "dram");
+    r.dram_save_gbs = gbs(r.traffic_bytes, median(t.save));
+    r.dram_load_gbs = gbs(r.traffic_bytes, median(t.load));
+    r.dram_save_ratio = ratio(r.dram_save_gbs, r.memcpy_gbs);
+    r.dram_load_ratio = ratio(r.dram_load_gbs, r.memcpy_gbs);
+  }
+
+  if (opt.run_ssd) {
+    const std::string& sub = scratch.path;
+    std::vector<double> pw, pr;
+    AlignedBuf io_buf(kPlainIo);
+    std::memcpy(io_buf.data.get(), e.src->data.get(), std::min(kPlainIo, e.bytes()));
+    {
+      store::StoreConfig cfg = base;
+      cfg.ssd_bytes = store_bytes;
+      cfg.store_dir = sub;
+      store::AttentionStore st(cfg);
+      for (auto& d : st.describe()) {
+        r.store_notes.push_back(d);
+        if (d.rfind("ssd:", 0) == 0) {
+          r.ssd_direct = d.find(", O_DIRECT") != std::string::npos;
+          r.io_backend = d.find("io_uring") != std::string::npos ? "io_uring" : "pread";
+        }
+      }
+      TierTimes t;
+      for (int rep = 0; rep <= opt.reps; ++rep) {
+        const store::SessionId first = 1 + static_cast<uint64_t>(rep) * static_cast<uint64_t>(n);
+        const double ts = save_all(st, e, first, n);
+        const double tl = load_all(st, e, first, n);
+        erase_all(st, first, n);
+        const auto [tw, tr] =
+            plain_io(sub + "/plain-baseline.bin", r.traffic_bytes, io_buf, &r.plain_direct);
+        if (rep > 0) {
+          t.save.push_back(ts);
+          t.load.push_back(tl);
+          pw.push_back(tw);
+          pr.push_back(tr);
+        }
+        std::fprintf(stderr,
+                     "bench store: ssd round %d/%d: store write %.3f s read %.3f s; plain write "
+                     "%.3f s read %.3f s%s\n",
+                     rep, opt.reps, ts, tl, tw, tr, rep == 0 ? " (warm-up)" : "");
+      }
+      r.ssd_write_gbs = gbs(r.traffic_bytes, median(t.save));
+      r.ssd_read_gbs = gbs(r.traffic_bytes, median(t.load));
+    }
+    r.plain_write_gbs = gbs(r.traffic_bytes, median(pw));
+    r.plain_read_gbs = gbs(r.traffic_bytes, median(pr));
+    r.ssd_write_ratio = ratio(r.ssd_write_gbs, r.plain_write_gbs);
+    r.ssd_read_ratio = ratio(r.ssd_read_gbs, r.plain_read_gbs);
+  }
+
+  if (opt.run_policy && opt.policy_entries > 0) {
+    r.policy_entries = opt.policy_entries;
+    r.policy_queue = opt.policy_queue;
+    r.policy = bench_policies(opt, r.entry_bytes);
+  }
+  return r;
+}
+
+}  // namespace cb::eval

@@ -1,0 +1,103 @@
+#include "eval/bench_store.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "lib/core/error.h"
+#include "tests/support/test_data.h"
+
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+size_t count_entries(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  size_t n = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name != "." && name != "..") ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+cb::eval::BenchStoreOptions tiny(const std::string& dir) {
+  cb::eval::BenchStoreOptions o;
+  o.store_dir = dir;
+  o.entry_bytes = 2ull << 20;    // 2 MiB: 32 layers x K,V x 4 tokens x 8 KiB
+  o.traffic_bytes = 4ull << 20;  // two entries per round
+  o.chunk_bytes = 64ull << 10;
+  o.reps = 1;
+  o.policy_entries = 500;
+  o.policy_queue = 500;
+  o.policy_dram_entries = 4;
+  o.policy_calls = 1;
+  return o;
+}
+
+TEST(BenchStoreTest, TinyRunGivesPositiveNumbersAndLeavesNothing) {
+  const std::string dir = cb::test::tmp_dir() + "/bench_store_" + std::to_string(::getpid());
+  const cb::eval::BenchStoreResult r = cb::eval::bench_store(tiny(dir));
+  EXPECT_EQ(r.entries_per_rep, 2);
+  EXPECT_EQ(r.tokens_per_entry, 4);
+  EXPECT_GT(r.memcpy_gbs, 0);
+  EXPECT_GT(r.xxh3_gbs, 0);
+  EXPECT_GT(r.dram_save_gbs, 0);
+  EXPECT_GT(r.dram_load_gbs, 0);
+  EXPECT_GT(r.dram_save_ratio, 0);
+  EXPECT_GT(r.ssd_write_gbs, 0);
+  EXPECT_GT(r.ssd_read_gbs, 0);
+  EXPECT_GT(r.plain_write_gbs, 0);
+  EXPECT_GT(r.plain_read_gbs, 0);
+  EXPECT_GT(r.ssd_read_ratio, 0);
+  EXPECT_FALSE(r.io_backend.empty());
+  // Scheduler-aware (make_room, order, plan_prefetch) + 3 baselines (make_room, order).
+  ASSERT_EQ(r.policy.size(), 9u);
+  for (const auto& p : r.policy) EXPECT_GT(p.per_s, 0) << p.policy << " " << p.op;
+  // The bench created `dir`, so it removes it together with everything it wrote.
+  EXPECT_FALSE(exists(dir));
+}
+
+TEST(BenchStoreTest, ExistingDirectoryIsKeptAndLeftEmpty) {
+  const std::string dir = cb::test::tmp_dir() + "/bench_store_keep_" + std::to_string(::getpid());
+  ASSERT_EQ(::mkdir(dir.c_str(), 0755), 0);
+  auto o = tiny(dir);
+  o.run_dram = false;
+  o.run_policy = false;
+  const auto r = cb::eval::bench_store(o);
+  EXPECT_GT(r.ssd_write_gbs, 0);
+  EXPECT_TRUE(exists(dir));
+  EXPECT_EQ(count_entries(dir), 0u);
+  ::rmdir(dir.c_str());
+}
+
+TEST(BenchStoreTest, UnusableDirectoryOrTooMuchTrafficIsAClearError) {
+  const std::string file = cb::test::write_tmp("bench_store_not_a_dir", "x");
+  auto o = tiny(file);
+  o.run_dram = o.run_policy = false;
+  EXPECT_THROW(cb::eval::bench_store(o), cb::Error);
+  ::unlink(file.c_str());
+
+  const std::string dir = cb::test::tmp_dir() + "/bench_store_big_" + std::to_string(::getpid());
+  o = tiny(dir);
+  o.run_dram = o.run_policy = false;
+  o.entry_bytes = 1ull << 30;
+  o.traffic_bytes = 1ull << 50;  // 1 PiB: no filesystem here has that free
+  try {
+    cb::eval::bench_store(o);
+    ADD_FAILURE() << "expected cb::Error";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("free"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(exists(dir));
+}
+
+}  // namespace
