@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 namespace cb::policy {
 
@@ -9,12 +10,14 @@ std::vector<size_t> Belady::order(const std::vector<EntryMeta>& entries,
                                   std::vector<size_t> candidates, const Capacity& /*capacity*/,
                                   const LookAhead& ahead) const {
   const auto pos = first_positions(ahead.queue, ahead.queue.size());
-  const auto next_use = [&](size_t i) {
+  // Next use computed once per candidate, not per comparison (never used again: SIZE_MAX).
+  std::vector<size_t> next_use(entries.size(), std::numeric_limits<size_t>::max());
+  for (size_t i : candidates) {
     const auto it = pos.find(entries[i].session);
-    return it == pos.end() ? std::numeric_limits<size_t>::max() : it->second;
-  };
+    if (it != pos.end()) next_use[i] = it->second;
+  }
   std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-    const size_t na = next_use(a), nb = next_use(b);
+    const size_t na = next_use[a], nb = next_use[b];
     if (na != nb) return na > nb;
     return lru_before(entries[a], entries[b]);
   });

@@ -1,6 +1,7 @@
 #include "lib/policy/placement.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 #include <unordered_set>
 
@@ -42,18 +43,18 @@ std::vector<size_t> SchedulerAware::order(const std::vector<EntryMeta>& entries,
                                           const LookAhead& ahead) const {
   const size_t window = window_lengths(capacity, effective_skv(entries, ahead)).eviction;
   const auto pos = first_positions(ahead.queue, window);
-  const auto in_window = [&](size_t i, size_t* p) {
+  // Sort keys computed once per candidate (not per comparison): the window position, or
+  // SIZE_MAX for entries outside the window.
+  std::vector<size_t> key(entries.size(), SIZE_MAX);
+  for (size_t i : candidates) {
     const auto it = pos.find(entries[i].session);
-    if (it == pos.end()) return false;
-    *p = it->second;
-    return true;
-  };
+    if (it != pos.end()) key[i] = it->second;
+  }
   std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
-    size_t pa = 0, pb = 0;
-    const bool wa = in_window(a, &pa), wb = in_window(b, &pb);
+    const bool wa = key[a] != SIZE_MAX, wb = key[b] != SIZE_MAX;
     if (wa != wb) return !wa;                            // outside the window first
     if (!wa) return lru_before(entries[a], entries[b]);  // LRU among those outside
-    return pa > pb;                                      // inside: tail first (positions unique)
+    return key[a] > key[b];                              // inside: tail first (positions unique)
   });
   return candidates;
 }
