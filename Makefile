@@ -1,6 +1,7 @@
 # cachebench front door: `make setup`, `make run`, `make test`.
 BUILD       ?= build
 SAN_BUILD   ?= build-sanitize
+TSAN_BUILD  ?= build-tsan
 JOBS        ?= $(shell nproc)
 BUILD_TYPE  ?= RelWithDebInfo
 CMAKE_FLAGS ?=
@@ -10,7 +11,7 @@ export CACHEBENCH_DATA
 CB := $(BUILD)/apps/cachebench/cachebench
 DEMO_MODEL := $(CACHEBENCH_DATA)/models/stories260K/stories260K.gguf
 
-.PHONY: all setup configure build run test test-main test-sanitize format clean
+.PHONY: all setup configure build run test test-main test-sanitize test-tsan format clean
 
 all: build
 
@@ -52,9 +53,17 @@ test-sanitize:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(SAN_BUILD) -L unit --output-on-failure -j $(JOBS)
 
+## test-tsan: the AttentionStore suites (concurrent save/load/evict) under ThreadSanitizer
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCACHEBENCH_SANITIZE=thread \
+	  -DCACHEBENCH_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_store test_engine
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/unit/store/test_store
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/unit/engine/test_engine
+
 ## format: apply .clang-format to all C++ sources
 format:
 	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD)
