@@ -55,6 +55,18 @@ std::vector<float> forward_all(const model::Model& m, kv::KvCache& cache, kv::Se
   return logits;
 }
 
+// Full windows of n_ctx tokens in the stream, capped by --chunks; an error when there is none.
+int full_windows(size_t n_tokens, int n_ctx, int max_chunks, const char* unit) {
+  int n = static_cast<int>(n_tokens / static_cast<size_t>(n_ctx));
+  if (n == 0) {
+    throw make_error("perplexity",
+                     "the text has " + std::to_string(n_tokens) + " tokens, fewer than one " +
+                         unit + " of --ctx " + std::to_string(n_ctx),
+                     "use a longer file or a smaller --ctx");
+  }
+  return max_chunks > 0 && max_chunks < n ? max_chunks : n;
+}
+
 kv::KvCache make_cache(const model::Model& m, int n_ctx, int block_size) {
   return kv::KvCache(m.kv_config((n_ctx + block_size - 1) / block_size, block_size));
 }
@@ -107,14 +119,7 @@ PerplexityResult perplexity_llamacpp(const model::Model& m, const std::vector<in
                                      const PerplexityProgress& progress) {
   const int n_ctx = opt.n_ctx;
   check_ctx(m, n_ctx);
-  int chunks = static_cast<int>(tokens.size() / static_cast<size_t>(n_ctx));
-  if (chunks == 0) {
-    throw make_error("perplexity",
-                     "the text has " + std::to_string(tokens.size()) +
-                         " tokens, fewer than one chunk of --ctx " + std::to_string(n_ctx),
-                     "use a longer file or a smaller --ctx");
-  }
-  if (opt.max_chunks > 0 && opt.max_chunks < chunks) chunks = opt.max_chunks;
+  const int chunks = full_windows(tokens.size(), n_ctx, opt.max_chunks, "chunk");
 
   const auto t0 = Clock::now();
   const int64_t vocab = m.config().vocab_size;
@@ -257,14 +262,7 @@ PerplexityResult perplexity_gptq(const model::Model& m, const std::vector<int32_
                                  const PerplexityOptions& opt, const PerplexityProgress& progress) {
   const int seqlen = opt.n_ctx;
   check_ctx(m, seqlen);
-  int nsamples = static_cast<int>(tokens.size() / static_cast<size_t>(seqlen));
-  if (nsamples == 0) {
-    throw make_error("perplexity",
-                     "the text has " + std::to_string(tokens.size()) +
-                         " tokens, fewer than one window of --ctx " + std::to_string(seqlen),
-                     "use a longer file or a smaller --ctx");
-  }
-  if (opt.max_chunks > 0 && opt.max_chunks < nsamples) nsamples = opt.max_chunks;
+  const int nsamples = full_windows(tokens.size(), seqlen, opt.max_chunks, "window");
   const auto t0 = Clock::now();
   const int64_t vocab = m.config().vocab_size;
   kv::KvCache cache = make_cache(m, seqlen, opt.block_size);

@@ -101,9 +101,7 @@ void register_bench(CLI::App& app) {
                           {"decode_tok_s", r.decode_tok_s},
                           {"decode_weight_gbs", r.decode_weight_gbs},
                           {"decode_sgemm_gflops", r.decode_gemm_gflops}};
-      std::ofstream out(a->out);
-      out << j.dump(2) << "\n";
-      if (!out) throw make_error(a->out, "cannot write the JSON result");
+      write_json(a->out, j);
     }
     return 0;
   });

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
 #include "cachebench_version.h"
 #include "eval/bench_store.h"
@@ -145,9 +146,7 @@ void register_bench_store(CLI::App* bench) {
     const eval::BenchStoreResult r = eval::bench_store(opt);
     print_table(r);
     if (!a->out.empty()) {
-      std::ofstream out(a->out);
-      out << to_json(r, opt.io).dump(2) << "\n";
-      if (!out) throw make_error(a->out, "cannot write the JSON result");
+      write_json(a->out, to_json(r, opt.io));
     }
     return 0;
   });

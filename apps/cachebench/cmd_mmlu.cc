@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
 #include "datasets/mmlu.h"
@@ -200,9 +201,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
                               {"seconds", r.seconds},
                               {"subjects", per}});
     }
-    std::ofstream out(a.out);
-    out << j.dump(2) << "\n";
-    if (!out) throw make_error(a.out, "cannot write the JSON result", "check the path");
+    write_json(a.out, j);
   }
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
+#include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
 #include "datasets/corpus.h"
@@ -105,9 +106,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                               {"tokens_processed", r.tokens_processed},
                               {"seconds", r.seconds}});
     }
-    std::ofstream out(a.out);
-    out << j.dump(2) << "\n";
-    if (!out) throw make_error(a.out, "cannot write the JSON result", "check the path");
+    write_json(a.out, j);
   }
   return 0;
 }
@@ -195,9 +194,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
       j["byte_perplexity"] = r.byte_ppl;
       j["bits_per_byte"] = r.bits_per_byte;
     }
-    std::ofstream out(a.out);
-    out << j.dump(2) << "\n";
-    if (!out) throw make_error(a.out, "cannot write the JSON result", "check the path");
+    write_json(a.out, j);
   }
   return 0;
 }
@@ -297,9 +294,7 @@ void register_perplexity(CLI::App& app) {
                           {"seconds", r.seconds},
                           {"backend", a->m.backend},
                           {"mode", "real"}};
-      std::ofstream out(a->out);
-      out << j.dump(2) << "\n";
-      if (!out) throw make_error(a->out, "cannot write the JSON result", "check the path");
+      write_json(a->out, j);
     }
     return 0;
   });

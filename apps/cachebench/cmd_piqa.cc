@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
 #include "datasets/piqa.h"
@@ -94,9 +95,7 @@ int run_piqa_cmd(const PiqaArgs& a) {
         {"seconds", r.seconds},
         {"backend", a.m.backend},
         {"mode", "real"}};
-    std::ofstream out(a.out);
-    out << j.dump(2) << "\n";
-    if (!out) throw make_error(a.out, "cannot write the JSON result", "check the path");
+    write_json(a.out, j);
   }
   return 0;
 }

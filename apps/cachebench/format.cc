@@ -1,6 +1,9 @@
 #include "apps/cachebench/format.h"
 
 #include <cstdio>
+#include <fstream>
+
+#include "lib/core/error.h"
 
 namespace cb::app {
 
@@ -33,6 +36,15 @@ std::string human_bytes(uint64_t n) {
     std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   }
   return buf;
+}
+
+void write_json(const std::string& path, const nlohmann::json& j) {
+  std::ofstream out(path);
+  out << j.dump(2) << "\n";
+  out.flush();
+  if (!out)
+    throw make_error(path, "cannot write the JSON result",
+                     "check the directory exists and is writable");
 }
 
 }  // namespace cb::app

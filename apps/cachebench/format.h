@@ -2,6 +2,7 @@
 /// Human-readable numbers for CLI tables.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace cb::app {
@@ -10,5 +11,8 @@ namespace cb::app {
 std::string human_count(uint64_t n);
 /// 524288 -> "512 KiB", 1.5e9 -> "1.40 GiB".
 std::string human_bytes(uint64_t n);
+
+/// Writes `j` (indented) to `path`; a cb::Error naming the path when it cannot be written.
+void write_json(const std::string& path, const nlohmann::json& j);
 
 }  // namespace cb::app

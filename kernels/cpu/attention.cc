@@ -21,6 +21,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/attention_args.h"
 #include "kernels/cpu/ops.h"
 
 namespace cb::kernels::cpu {
@@ -57,13 +58,9 @@ void for_each_slot(const int32_t* block_table, int64_t block_size, int64_t row_s
 }  // namespace
 
 void paged_attention(const PagedAttention& p) {
-  if (p.n_q <= 0 || p.n_heads <= 0 || p.head_dim <= 0) return;
+  if (attention_trivial(p)) return;
   const int64_t hd = p.head_dim;
   const int64_t q_row = p.n_heads * hd;
-  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.block_size <= 0) {
-    std::fill(p.out, p.out + p.n_q * q_row, 0.0f);
-    return;
-  }
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t row_stride = p.n_kv_heads * hd;
   const double scale = p.scale;

@@ -25,6 +25,7 @@
 #include <limits>
 #include <vector>
 
+#include "kernels/cpu/attention_args.h"
 #include "kernels/cpu/ops.h"
 
 namespace cb::kernels::cpu {
@@ -98,13 +99,9 @@ double masked_exp(float* s, int64_t n, int64_t a, int64_t b) {
 }  // namespace
 
 void paged_attention_fast(const PagedAttention& p) {
-  if (p.n_q <= 0 || p.n_heads <= 0 || p.head_dim <= 0) return;
+  if (attention_trivial(p)) return;
   const int64_t hd = p.head_dim;
   const int64_t q_row = p.n_heads * hd;
-  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.block_size <= 0) {
-    std::fill(p.out, p.out + p.n_q * q_row, 0.0f);
-    return;
-  }
   const int64_t group = p.n_heads / p.n_kv_heads;
 
   // Allowed key range per query; queries without one get zeros and take no further part.

@@ -204,7 +204,7 @@ void AttentionStore::restore_reserve() {
 }
 
 size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
-  std::vector<EntryPtr> todo;
+  std::vector<EntryPtr> fetches;
   {
     std::lock_guard<std::mutex> g(mu_);
     lookahead_ = lookahead;
@@ -226,11 +226,11 @@ size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
       if (e->tier != TierKind::Ssd || e->pins > 0 || e->moving) continue;
       e->moving = true;
       ++e->pins;
-      todo.push_back(e);
+      fetches.push_back(e);
     }
   }
-  for (const EntryPtr& e : todo) pool_->post([this, e] { promote(e); });
-  return todo.size();
+  for (const EntryPtr& e : fetches) pool_->post([this, e] { promote(e); });
+  return fetches.size();
 }
 
 }  // namespace cb::store

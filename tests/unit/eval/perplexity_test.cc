@@ -7,18 +7,13 @@
 
 #include "lib/core/error.h"
 #include "lib/model/model_source.h"
+#include "tests/support/random_tokens.h"
 
 namespace {
 
 using cb::eval::PerplexityOptions;
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
+using cb::test::random_tokens;
 
 std::unique_ptr<cb::model::Model> tiny() {
   auto src = cb::model::ModelSource::open("preset:tiny-llama");

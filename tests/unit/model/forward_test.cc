@@ -10,6 +10,7 @@
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
 #include "lib/tokenizer/load.h"
+#include "tests/support/random_tokens.h"
 #include "tests/support/test_data.h"
 
 namespace {
@@ -23,13 +24,7 @@ std::unique_ptr<Model> load(const std::string& arg) {
   return Model::load(*ModelSource::open(arg), 3);
 }
 
-std::vector<int32_t> random_tokens(int n, int vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(0, vocab - 1);
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
+using cb::test::random_tokens;
 
 // Max |a - b| over max |b| (scale-aware relative error of a row set).
 double rel_err(const float* a, const float* b, size_t n) {
