@@ -8,6 +8,7 @@
 #include <map>
 
 #include "lib/core/error.h"
+#include "lib/store/bandwidth_limiter.h"
 #include "lib/store/journal.h"
 #include "lib/store/memory_tier.h"
 #include "lib/store/size_parse.h"
@@ -71,6 +72,16 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
     throw make_error("store", "no tier has a budget", "give --dram and/or --ssd with --store-dir");
   }
   pool_ = std::make_unique<ThreadPool>(cfg_.io_threads);
+  for (int t = 0; t < kNumTiers; ++t) {
+    if (cfg_.read_gbps[t] < 0 || cfg_.write_gbps[t] < 0) {
+      throw make_error("AttentionStore",
+                       "negative emulated bandwidth for tier " +
+                           std::string(tier_name(static_cast<TierKind>(t))),
+                       "use 0 for an unthrottled tier");
+    }
+    limit_[t][0] = std::make_unique<BandwidthLimiter>(cfg_.read_gbps[t]);
+    limit_[t][1] = std::make_unique<BandwidthLimiter>(cfg_.write_gbps[t]);
+  }
 }
 
 AttentionStore::~AttentionStore() {

@@ -25,6 +25,7 @@ namespace cb::store {
 class Tier;
 class Journal;
 class ThreadPool;
+class BandwidthLimiter;
 struct EntryMeta;
 struct StoreEntry;
 struct SaveState;
@@ -46,6 +47,10 @@ struct StoreConfig {
   Clock clock;                                   ///< seconds; default: steady clock
   std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
   std::shared_ptr<IoBackend> io_backend;         ///< overrides io_mode (fault injection)
+  /// Emulated read / write bandwidth per tier in GB/s (0 = as fast as the hardware): a
+  /// tier slowed on purpose, for overlap tests and ablations.
+  double read_gbps[kNumTiers] = {0, 0, 0};
+  double write_gbps[kNumTiers] = {0, 0, 0};
 };
 
 /// What the engine asks for: a session whose history, model and key encoding must match.
@@ -128,14 +133,19 @@ class LoadHandle {
   bool ok() const { return st_ != nullptr; }
   /// Tokens being loaded (the matched prefix, possibly capped by the request).
   int64_t tokens() const { return tokens_; }
-  /// Blocks until layer `layer` is in its buffer; false if it failed verification or
-  /// I/O (the data must not be used: recompute).
+  /// Blocks until layer `layer` is in its buffer (starting it first if it was held back);
+  /// false if it failed verification or I/O (the data must not be used: recompute).
   bool wait_layer(int layer);
+  /// Lets layers [0, n) start loading (those held back by load()'s `start_layers`).
+  void start_layers(int n);
+  /// Layers started so far.
+  int started_layers() const;
   /// Blocks until every layer is done; true when all succeeded.
   bool wait_all();
 
  private:
   friend class AttentionStore;
+  void cancel_unstarted();
   std::shared_ptr<LoadState> st_;
   LookupResult result_;
   int64_t tokens_ = 0;
@@ -155,9 +165,11 @@ class AttentionStore {
   /// Whether `key` would hit, and how much of its history; counts nothing, moves nothing.
   LookupResult lookup(const LookupKey& key);
   /// Starts loading up to `max_tokens` (-1 = all) of the matched prefix into `targets`
-  /// (one per layer). A miss is counted by reason and returns a handle with !ok().
+  /// (one per layer). Only layers [0, start_layers) start now (-1 = all): the rest wait for
+  /// LoadHandle::start_layers, which models a read buffer of that many layers. A miss is
+  /// counted by reason and returns a handle with !ok().
   LoadHandle load(const LookupKey& key, const std::vector<LayerTarget>& targets,
-                  int64_t max_tokens = -1);
+                  int64_t max_tokens = -1, int start_layers = -1);
   /// Reserves space for a new entry (evicting through the advisor as needed). Throws
   /// cb::Error only for malformed requests; a full store gives a handle with !ok().
   SaveHandle begin_save(const SaveRequest& req);
@@ -233,6 +245,8 @@ class AttentionStore {
   bool finish_save(const std::shared_ptr<SaveState>& st);
   void abort_save(SaveState& st);
   void load_layer(const std::shared_ptr<LoadState>& st, int layer);
+  void start_layers(const std::shared_ptr<LoadState>& st, int n);
+  void settle_layer(const std::shared_ptr<LoadState>& st, int layer, bool ok, bool attempted);
   bool read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k, std::vector<char>* v);
   bool timed_io(TierKind t, bool write, struct ChunkIo* ops, size_t n);
 
@@ -247,6 +261,7 @@ class AttentionStore {
   uint64_t next_generation_ = 1;
   StoreStats stats_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<BandwidthLimiter> limit_[kNumTiers][2];  // [tier][write]
 };
 
 }  // namespace cb::store

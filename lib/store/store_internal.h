@@ -4,6 +4,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "lib/store/attention_store.h"
@@ -46,6 +47,8 @@ struct LoadState {
   std::vector<std::shared_future<bool>> done;
   std::atomic<int> remaining{0};
   std::atomic<bool> failed{false};
+  std::mutex start_mu;  ///< guards `started`
+  int started = 0;      ///< layers [0, started) have been posted to the I/O pool
 };
 
 }  // namespace cb::store

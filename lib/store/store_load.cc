@@ -10,13 +10,33 @@
 
 namespace cb::store {
 
+// Layers never started are settled without I/O: their futures yield false, and the last
+// one to settle releases the entry's pin.
+void LoadHandle::cancel_unstarted() {
+  const std::shared_ptr<LoadState>& st = st_;
+  int from, to;
+  {
+    std::lock_guard<std::mutex> g(st->start_mu);
+    from = st->started;
+    to = static_cast<int>(st->promises.size());
+    st->started = to;
+  }
+  for (int l = from; l < to; ++l) st->store->settle_layer(st, l, false, false);
+}
+
 LoadHandle::~LoadHandle() {
-  if (st_) wait_all();
+  if (st_) {
+    cancel_unstarted();
+    wait_all();
+  }
 }
 
 LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
   if (this != &o) {
-    if (st_) wait_all();
+    if (st_) {
+      cancel_unstarted();
+      wait_all();
+    }
     st_ = std::move(o.st_);
     result_ = o.result_;
     tokens_ = o.tokens_;
@@ -26,18 +46,45 @@ LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
 
 bool LoadHandle::wait_layer(int layer) {
   if (!st_ || layer < 0 || static_cast<size_t>(layer) >= st_->done.size()) return false;
+  start_layers(layer + 1);
   return st_->done[static_cast<size_t>(layer)].get();
+}
+
+void LoadHandle::start_layers(int n) {
+  if (!st_) return;
+  st_->store->start_layers(st_, n);
+}
+
+int LoadHandle::started_layers() const {
+  if (!st_) return 0;
+  std::lock_guard<std::mutex> g(st_->start_mu);
+  return st_->started;
 }
 
 bool LoadHandle::wait_all() {
   if (!st_) return false;
+  start_layers(static_cast<int>(st_->done.size()));
   bool ok = true;
   for (auto& f : st_->done) ok = f.get() && ok;
   return ok;
 }
 
+void AttentionStore::start_layers(const std::shared_ptr<LoadState>& st, int n) {
+  int from, to;
+  {
+    std::lock_guard<std::mutex> g(st->start_mu);
+    from = st->started;
+    to = std::min(n, static_cast<int>(st->promises.size()));
+    if (to <= from) return;
+    st->started = to;
+  }
+  for (int l = from; l < to; ++l) {
+    pool_->post([st, l] { st->store->load_layer(st, l); });
+  }
+}
+
 LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTarget>& targets,
-                                int64_t max_tokens) {
+                                int64_t max_tokens, int start_layers) {
   LoadHandle h;
   std::shared_ptr<LoadState> st;
   {
@@ -91,9 +138,7 @@ LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTar
     h.tokens_ = tokens;
   }
   h.st_ = st;
-  for (int l = 0; l < st->meta.shape.n_layers; ++l) {
-    pool_->post([st, l] { st->store->load_layer(st, l); });
-  }
+  this->start_layers(st, start_layers < 0 ? st->meta.shape.n_layers : start_layers);
   return h;
 }
 
@@ -135,7 +180,12 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
       std::memcpy(base + c * tpc * tb, temp[kv].data(), (tokens - c * tpc) * tb);
     }
   }
-  if (!ok) st->failed = true;
+  settle_layer(st, layer, ok, true);
+}
+
+void AttentionStore::settle_layer(const std::shared_ptr<LoadState>& st, int layer, bool ok,
+                                  bool attempted) {
+  if (!ok && attempted) st->failed = true;
   if (--st->remaining == 0) {
     if (st->failed.load()) {
       stats_.add(Counter::LoadFailures);

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "lib/store/attention_store.h"
+#include "lib/store/bandwidth_limiter.h"
 #include "lib/store/checksum.h"
 #include "lib/store/journal.h"
 #include "lib/store/store_internal.h"
@@ -22,6 +23,9 @@ constexpr uint64_t kCopyBatch = 16;
 bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
   const auto t0 = std::chrono::steady_clock::now();
   const bool ok = write ? tier(t)->write(ops, n) : tier(t)->read(ops, n);
+  uint64_t moved = 0;
+  for (size_t i = 0; i < n; ++i) moved += ops[i].len;
+  limit_[static_cast<int>(t)][write ? 1 : 0]->pace(moved, t0);
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
