@@ -1,0 +1,95 @@
+// Seeded arrival processes with portable inverse-CDF sampling.
+#include "lib/sched/arrivals.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "lib/core/error.h"
+
+namespace cb::sched {
+
+double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0);
+}
+
+double exponential(std::mt19937_64& rng, double mean) {
+  return -mean * std::log1p(-uniform01(rng));
+}
+
+namespace {
+
+bool parse_seconds(const std::string& s, double* out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+ThinkTime ThinkTime::parse(const std::string& text) {
+  const auto bad = [&]() {
+    return make_error("--think-time", "cannot parse '" + text + "'",
+                      "use 0, const:SECONDS, exp:MEAN_SECONDS or uniform:LO:HI (non-negative)");
+  };
+  ThinkTime t;
+  double v = 0;
+  if (parse_seconds(text, &v)) {
+    t.kind = v == 0 ? Kind::Zero : Kind::Const;
+    t.a = v;
+    return t;
+  }
+  const size_t c = text.find(':');
+  if (c == std::string::npos) throw bad();
+  const std::string kind = text.substr(0, c), rest = text.substr(c + 1);
+  if (kind == "const" || kind == "exp") {
+    if (!parse_seconds(rest, &t.a)) throw bad();
+    t.kind = kind == "const" ? Kind::Const : Kind::Exp;
+    if (t.a == 0) t.kind = Kind::Zero;
+    return t;
+  }
+  if (kind == "uniform") {
+    const size_t c2 = rest.find(':');
+    if (c2 == std::string::npos || !parse_seconds(rest.substr(0, c2), &t.a) ||
+        !parse_seconds(rest.substr(c2 + 1), &t.b) || t.b < t.a) {
+      throw bad();
+    }
+    t.kind = Kind::Uniform;
+    return t;
+  }
+  throw bad();
+}
+
+double ThinkTime::sample(std::mt19937_64& rng) const {
+  switch (kind) {
+    case Kind::Zero: return 0;
+    case Kind::Const: return a;
+    case Kind::Exp: return exponential(rng, a);
+    case Kind::Uniform: return a + (b - a) * uniform01(rng);
+  }
+  return 0;
+}
+
+std::string ThinkTime::describe() const {
+  char buf[96];
+  switch (kind) {
+    case Kind::Zero: return "0";
+    case Kind::Const: std::snprintf(buf, sizeof buf, "const:%g", a); return buf;
+    case Kind::Exp: std::snprintf(buf, sizeof buf, "exp:%g", a); return buf;
+    case Kind::Uniform: std::snprintf(buf, sizeof buf, "uniform:%g:%g", a, b); return buf;
+  }
+  return "0";
+}
+
+std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed) {
+  std::vector<double> t(n, 0.0);
+  if (!(rate > 0) || std::isinf(rate)) return t;
+  std::mt19937_64 rng(seed);
+  for (size_t i = 1; i < n; ++i) t[i] = t[i - 1] + exponential(rng, 1.0 / rate);
+  return t;
+}
+
+}  // namespace cb::sched

@@ -1,0 +1,39 @@
+#pragma once
+/// When requests arrive: new conversations as a seeded Poisson process, and each next turn
+/// after the previous answer plus a think time drawn from a configurable distribution.
+/// Random numbers come from our own inverse-CDF code over mt19937_64, so a seed gives the
+/// same trace on every standard library.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace cb::sched {
+
+/// A uniform double in [0, 1) from 53 random bits.
+double uniform01(std::mt19937_64& rng);
+/// An exponential variate of the given mean (inverse CDF).
+double exponential(std::mt19937_64& rng, double mean);
+
+/// Think time between an answer and the session's next turn.
+struct ThinkTime {
+  enum class Kind { Zero, Const, Exp, Uniform };
+  Kind kind = Kind::Zero;
+  double a = 0;  ///< Const: the value; Exp: the mean; Uniform: the low end
+  double b = 0;  ///< Uniform: the high end
+
+  /// Parses "0", "const:S", "exp:MEAN", "uniform:LO:HI" (seconds); throws cb::Error naming
+  /// the `--think-time` argument otherwise.
+  static ThinkTime parse(const std::string& text);
+  /// One draw.
+  double sample(std::mt19937_64& rng) const;
+  /// The canonical text form (parse(describe()) gives the same distribution).
+  std::string describe() const;
+};
+
+/// Arrival times of `n` sessions: a Poisson process of `rate` sessions per second starting
+/// at 0 (the first session arrives at 0). rate <= 0 or infinite: all at 0.
+std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed);
+
+}  // namespace cb::sched

@@ -1,0 +1,140 @@
+// Job queue, admission and iteration-level batching.
+#include "lib/sched/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "lib/core/error.h"
+
+namespace cb::sched {
+
+bool Scheduler::later(const Pending& a, const Pending& b) {
+  return a.at != b.at ? a.at > b.at : a.session > b.session;
+}
+
+Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
+    : cfg_(cfg), turns_(std::move(turns)), think_rng_(cfg.seed ^ 0x9e3779b97f4a7c15ull) {
+  if (cfg_.max_batch < 1) {
+    throw make_error("--max-batch", "must be at least 1, got " + std::to_string(cfg_.max_batch));
+  }
+  if (cfg_.max_batch_tokens < 1) {
+    throw make_error("--max-batch-tokens",
+                     "must be at least 1, got " + std::to_string(cfg_.max_batch_tokens));
+  }
+  const auto at = poisson_arrivals(turns_.size(), cfg_.rate, cfg_.seed);
+  for (size_t s = 0; s < turns_.size(); ++s) {
+    total_ += std::max(turns_[s], 0);
+    if (turns_[s] > 0) push_pending({at[s], static_cast<SessionId>(s), 0});
+  }
+}
+
+void Scheduler::push_pending(Pending p) {
+  pending_.push_back(p);
+  std::push_heap(pending_.begin(), pending_.end(), later);
+}
+
+double Scheduler::next_arrival() const {
+  return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.front().at;
+}
+
+void Scheduler::advance(double now) {
+  while (!pending_.empty() && pending_.front().at <= now) {
+    std::pop_heap(pending_.begin(), pending_.end(), later);
+    const Pending p = pending_.back();
+    pending_.pop_back();
+    Request r;
+    r.id = next_id_++;
+    r.session = p.session;
+    r.turn = p.turn;
+    r.arrival = p.at;
+    waiting_.push_back(r);
+  }
+}
+
+const Request* Scheduler::find_running(RequestId id) const {
+  for (const Request& r : running_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+Request* Scheduler::running_ref(RequestId id) {
+  for (Request& r : running_) {
+    if (r.id == id) return &r;
+  }
+  return nullptr;
+}
+
+Request Scheduler::admit_head(int64_t prefill_tokens, int64_t output_tokens) {
+  if (waiting_.empty() || !can_admit() || prefill_tokens < 1 || output_tokens < 1) {
+    throw make_error("Scheduler::admit_head", "nothing admissible (internal error)");
+  }
+  Request r = waiting_.front();
+  waiting_.pop_front();
+  r.prefill_tokens = prefill_tokens;
+  r.output_tokens = output_tokens;
+  running_.push_back(r);
+  return r;
+}
+
+std::vector<SessionId> Scheduler::lookahead() const {
+  std::vector<SessionId> out;
+  for (const Request& r : waiting_) {
+    if (out.size() >= cfg_.lookahead) return out;
+    out.push_back(r.session);
+  }
+  std::vector<Pending> future = pending_;
+  std::sort(future.begin(), future.end(),
+            [](const Pending& a, const Pending& b) { return later(b, a); });
+  for (const Pending& p : future) {
+    if (out.size() >= cfg_.lookahead) break;
+    out.push_back(p.session);
+  }
+  return out;
+}
+
+std::vector<StepItem> Scheduler::plan_step() const {
+  std::vector<StepItem> items;
+  int64_t budget = cfg_.max_batch_tokens;
+  for (const Request& r : running_) {
+    if (r.prefilled < r.prefill_tokens || budget < 1) continue;
+    items.push_back({r.id, 1, false, true});
+    --budget;
+  }
+  for (const Request& r : running_) {
+    if (r.prefilled >= r.prefill_tokens) continue;
+    if (budget < 1) {
+      if (!items.empty()) break;
+      budget = 1;
+    }
+    const int64_t n = std::min(budget, r.prefill_tokens - r.prefilled);
+    items.push_back({r.id, n, true, r.prefilled + n == r.prefill_tokens});
+    budget -= n;
+  }
+  return items;
+}
+
+std::vector<Request> Scheduler::complete_step(const std::vector<StepItem>& items, double now) {
+  for (const StepItem& it : items) {
+    Request* r = running_ref(it.request);
+    if (r == nullptr) throw make_error("Scheduler::complete_step", "unknown request");
+    if (it.prefill) r->prefilled += it.tokens;
+    if (it.emits) ++r->decoded;
+  }
+  std::vector<Request> finished;
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (it->decoded >= it->output_tokens) {
+      finished.push_back(*it);
+      ++done_;
+      if (it->turn + 1 < turns_[it->session]) {
+        push_pending({now + cfg_.think.sample(think_rng_), it->session, it->turn + 1});
+      }
+      it = running_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return finished;
+}
+
+}  // namespace cb::sched

@@ -1,0 +1,115 @@
+#pragma once
+/// The job queue and iteration-level continuous batching (Orca/vLLM style): requests (one
+/// per conversation turn) arrive, wait FCFS, are admitted when the engine could reserve
+/// their KV blocks, and every step carries one decode token per running request that has
+/// finished prefill plus prefill chunks of the others, bounded by max_batch sequences and
+/// max_batch_tokens tokens. A session's next turn arrives when its previous answer is done
+/// plus a think time. The waiting queue, followed by the known future arrivals, is the
+/// look-ahead window handed to the store's placement policies. Pure: no clock, no I/O.
+
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "lib/sched/arrivals.h"
+
+namespace cb::sched {
+
+using SessionId = uint64_t;
+/// Identifies one request (session, turn) for its whole life.
+using RequestId = int64_t;
+
+/// Scheduler knobs (CLI defaults live here).
+struct SchedConfig {
+  int max_batch = 16;               ///< sequences per step
+  int64_t max_batch_tokens = 2048;  ///< tokens per step (prefill chunks + decode tokens)
+  double rate = 1.0;                ///< new sessions per second (<= 0 or inf: all at once)
+  uint64_t seed = 0;                ///< arrivals and think times
+  ThinkTime think;                  ///< between an answer and the next turn
+  size_t lookahead = 64;            ///< sessions in the look-ahead window
+};
+
+/// A request as the scheduler tracks it.
+struct Request {
+  RequestId id = 0;
+  SessionId session = 0;
+  int turn = 0;
+  double arrival = 0;
+  int64_t prefill_tokens = 0;  ///< set at admission: tokens the forward pass must process
+  int64_t output_tokens = 0;   ///< set at admission: tokens to decode (>= 1)
+  int64_t prefilled = 0;       ///< progress
+  int64_t decoded = 0;         ///< output tokens produced so far
+};
+
+/// One sequence's share of a step.
+struct StepItem {
+  RequestId request = 0;
+  int64_t tokens = 0;    ///< tokens fed this step (a prefill chunk, or 1 for decode)
+  bool prefill = false;  ///< a prefill chunk (else a decode token)
+  bool emits = false;    ///< the step produces an output token for this request
+};
+
+class Scheduler {
+ public:
+  /// `turns[s]` = number of turns of session s (sessions are 0..n-1). Arrival times of the
+  /// sessions' first turns are drawn here (poisson_arrivals).
+  Scheduler(SchedConfig cfg, std::vector<int> turns);
+
+  const SchedConfig& config() const { return cfg_; }
+  /// Earliest arrival not yet released (+inf when none is known).
+  double next_arrival() const;
+  /// Moves every request that has arrived by `now` into the waiting queue (arrival order).
+  void advance(double now);
+  /// All turns of all sessions are done.
+  bool finished() const { return done_ == total_; }
+  /// Turns finished so far, and in all.
+  int64_t done() const { return done_; }
+  int64_t total() const { return total_; }
+
+  /// Waiting requests, head first.
+  const std::deque<Request>& waiting() const { return waiting_; }
+  /// Admitted requests, admission order.
+  const std::vector<Request>& running() const { return running_; }
+  /// A running request by id (nullptr if not running).
+  const Request* find_running(RequestId id) const;
+  /// Whether another request may be admitted (max_batch not reached).
+  bool can_admit() const { return static_cast<int>(running_.size()) < cfg_.max_batch; }
+  /// Admits the head of the waiting queue with its workload (the engine decided it could
+  /// reserve its KV blocks). prefill_tokens >= 1, output_tokens >= 1.
+  Request admit_head(int64_t prefill_tokens, int64_t output_tokens);
+
+  /// The sessions of the look-ahead window: waiting requests (head first), then sessions
+  /// whose next turn is known to arrive later (by time), at most config().lookahead.
+  std::vector<SessionId> lookahead() const;
+
+  /// The next step: first a decode token for every running request past prefill, then
+  /// prefill chunks of the others in admission order, within max_batch_tokens (at least
+  /// one token of prefill per step when nothing decodes). Empty when nothing runs.
+  std::vector<StepItem> plan_step() const;
+  /// Records that `items` ran and finished at `now`. Returns the requests that completed;
+  /// their sessions' next turns are scheduled at now + think time.
+  std::vector<Request> complete_step(const std::vector<StepItem>& items, double now);
+
+ private:
+  struct Pending {
+    double at;
+    SessionId session;
+    int turn;
+  };
+  static bool later(const Pending& a, const Pending& b);
+  void push_pending(Pending p);
+  Request* running_ref(RequestId id);
+
+  SchedConfig cfg_;
+  std::vector<int> turns_;
+  std::vector<Pending> pending_;  // min-heap by (at, session)
+  std::deque<Request> waiting_;
+  std::vector<Request> running_;
+  std::mt19937_64 think_rng_;
+  RequestId next_id_ = 0;
+  int64_t done_ = 0, total_ = 0;
+};
+
+}  // namespace cb::sched

@@ -1,0 +1,157 @@
+// Scheduler: arrivals, think times, FCFS admission, step planning within the batch bounds,
+// next-turn arrivals and the look-ahead window.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "lib/core/error.h"
+#include "lib/sched/arrivals.h"
+#include "lib/sched/scheduler.h"
+
+namespace cb::sched {
+namespace {
+
+TEST(Arrivals, PoissonIsSeededAndHasTheRequestedRate) {
+  const auto a = poisson_arrivals(20000, 2.0, 7), b = poisson_arrivals(20000, 2.0, 7);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, poisson_arrivals(20000, 2.0, 8));
+  EXPECT_EQ(a[0], 0.0);
+  for (size_t i = 1; i < a.size(); ++i) ASSERT_GE(a[i], a[i - 1]);
+  // Mean gap 1/rate within 3%; exponential gaps: coefficient of variation near 1.
+  const double mean = a.back() / (a.size() - 1);
+  EXPECT_NEAR(mean, 0.5, 0.015);
+  double var = 0;
+  for (size_t i = 1; i < a.size(); ++i) var += std::pow(a[i] - a[i - 1] - mean, 2);
+  EXPECT_NEAR(std::sqrt(var / (a.size() - 1)) / mean, 1.0, 0.05);
+  for (double t : poisson_arrivals(5, 0, 1)) EXPECT_EQ(t, 0.0);
+  for (double t : poisson_arrivals(5, INFINITY, 1)) EXPECT_EQ(t, 0.0);
+}
+
+TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
+  std::mt19937_64 rng(1);
+  EXPECT_EQ(ThinkTime::parse("0").sample(rng), 0.0);
+  EXPECT_EQ(ThinkTime::parse("2.5").sample(rng), 2.5);
+  EXPECT_EQ(ThinkTime::parse("const:3").sample(rng), 3.0);
+  const ThinkTime u = ThinkTime::parse("uniform:1:2");
+  for (int i = 0; i < 100; ++i) {
+    const double v = u.sample(rng);
+    EXPECT_GE(v, 1.0);
+    EXPECT_LT(v, 2.0);
+  }
+  const ThinkTime e = ThinkTime::parse("exp:4");
+  double sum = 0;
+  for (int i = 0; i < 20000; ++i) sum += e.sample(rng);
+  EXPECT_NEAR(sum / 20000, 4.0, 0.15);
+  EXPECT_EQ(ThinkTime::parse(e.describe()).describe(), "exp:4");
+  for (const char* bad : {"", "-1", "exp:", "exp:-2", "uniform:3:1", "normal:1", "abc"}) {
+    try {
+      ThinkTime::parse(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("--think-time"), std::string::npos);
+    }
+  }
+}
+
+SchedConfig cfg(int max_batch, int64_t max_tokens) {
+  SchedConfig c;
+  c.max_batch = max_batch;
+  c.max_batch_tokens = max_tokens;
+  c.rate = 0;  // all sessions at t = 0
+  return c;
+}
+
+TEST(Scheduler, DecodeFirstThenPrefillChunksWithinTheTokenBudget) {
+  Scheduler s(cfg(4, 10), {1, 1, 1});
+  s.advance(0);
+  ASSERT_EQ(s.waiting().size(), 3u);
+  const Request a = s.admit_head(25, 3);
+  const Request b = s.admit_head(4, 1);
+  EXPECT_EQ(a.session, 0u);
+  EXPECT_EQ(b.session, 1u);
+  auto items = s.plan_step();  // a gets 10 tokens, b nothing (budget spent)
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].tokens, 10);
+  EXPECT_FALSE(items[0].emits);
+  s.complete_step(items, 1);
+  items = s.plan_step();
+  ASSERT_EQ(items.size(), 1u);
+  s.complete_step(items, 2);  // a: 20 of 25
+  items = s.plan_step();      // a: last 5 (emits), b: 4 (emits)
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].tokens, 5);
+  EXPECT_TRUE(items[0].emits);
+  EXPECT_EQ(items[1].tokens, 4);
+  auto done = s.complete_step(items, 3);
+  ASSERT_EQ(done.size(), 1u);  // b had one output token
+  EXPECT_EQ(done[0].id, b.id);
+  items = s.plan_step();  // a decodes
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_FALSE(items[0].prefill);
+  EXPECT_EQ(items[0].tokens, 1);
+  s.complete_step(items, 4);
+  done = s.complete_step(s.plan_step(), 5);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(s.done(), 2);
+  EXPECT_FALSE(s.finished());
+}
+
+TEST(Scheduler, MaxBatchBoundsAdmissionAndEveryStep) {
+  Scheduler s(cfg(2, 1000), {1, 1, 1});
+  s.advance(0);
+  s.admit_head(3, 5);
+  EXPECT_TRUE(s.can_admit());
+  s.admit_head(3, 5);
+  EXPECT_FALSE(s.can_admit());
+  EXPECT_THROW(s.admit_head(3, 5), Error);
+  for (int i = 0; i < 3; ++i) {
+    const auto items = s.plan_step();
+    EXPECT_LE(items.size(), 2u);
+    s.complete_step(items, i);
+  }
+}
+
+TEST(Scheduler, NextTurnArrivesAfterTheAnswerPlusThinkTime) {
+  SchedConfig c = cfg(4, 100);
+  c.think = ThinkTime::parse("const:2");
+  Scheduler s(c, {2});
+  s.advance(0);
+  s.admit_head(5, 1);
+  auto done = s.complete_step(s.plan_step(), 10.0);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_TRUE(s.waiting().empty());
+  EXPECT_DOUBLE_EQ(s.next_arrival(), 12.0);
+  s.advance(11.9);
+  EXPECT_TRUE(s.waiting().empty());
+  s.advance(12.0);
+  ASSERT_EQ(s.waiting().size(), 1u);
+  EXPECT_EQ(s.waiting().front().turn, 1);
+  EXPECT_DOUBLE_EQ(s.waiting().front().arrival, 12.0);
+  s.admit_head(5, 1);
+  s.complete_step(s.plan_step(), 13);
+  EXPECT_TRUE(s.finished());
+  EXPECT_TRUE(std::isinf(s.next_arrival()));
+}
+
+TEST(Scheduler, LookaheadIsTheQueueThenFutureArrivalsByTime) {
+  SchedConfig c = cfg(4, 100);
+  c.rate = 1.0;
+  c.lookahead = 3;
+  Scheduler s(c, {1, 1, 1, 1, 1});
+  EXPECT_EQ(s.lookahead(), (std::vector<SessionId>{0, 1, 2}));  // all in the future
+  s.advance(s.next_arrival());
+  s.advance(s.next_arrival());
+  ASSERT_EQ(s.waiting().size(), 2u);
+  EXPECT_EQ(s.lookahead(), (std::vector<SessionId>{0, 1, 2}));
+  s.admit_head(1, 1);
+  EXPECT_EQ(s.lookahead(), (std::vector<SessionId>{1, 2, 3}));
+}
+
+TEST(Scheduler, RejectsBadBounds) {
+  EXPECT_THROW(Scheduler(cfg(0, 10), {1}), Error);
+  EXPECT_THROW(Scheduler(cfg(1, 0), {1}), Error);
+}
+
+}  // namespace
+}  // namespace cb::sched
