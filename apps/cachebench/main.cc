@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
   cb::app::register_mmlu(app);
   cb::app::register_piqa(app);
   cb::app::register_bench(app);
+  cb::app::register_replay(app);
+  cb::app::register_chat(app);
+  cb::app::register_trace(app);
+  cb::app::register_gate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -25,5 +25,9 @@ void register_mmlu(CLI::App& app);
 void register_piqa(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_bench_store(CLI::App* bench);
+void register_replay(CLI::App& app);
+void register_chat(CLI::App& app);
+void register_trace(CLI::App& app);
+void register_gate(CLI::App& app);
 
 }  // namespace cb::app

@@ -77,6 +77,22 @@ Request Scheduler::admit_head(int64_t prefill_tokens, int64_t output_tokens) {
   return r;
 }
 
+void Scheduler::limit_output(RequestId id, int64_t n) {
+  Request* r = running_ref(id);
+  if (r == nullptr) throw make_error("Scheduler::limit_output", "unknown request");
+  r->output_tokens = std::min(r->output_tokens, std::max<int64_t>(n, 1));
+}
+
+void Scheduler::restart_prefill(RequestId id, int64_t prefill_tokens) {
+  Request* r = running_ref(id);
+  if (r == nullptr || prefill_tokens < 1) {
+    throw make_error("Scheduler::restart_prefill", "unknown request or empty prefill");
+  }
+  r->prefill_tokens = prefill_tokens;
+  r->prefilled = 0;
+  r->decoded = 0;
+}
+
 std::vector<SessionId> Scheduler::lookahead() const {
   std::vector<SessionId> out;
   for (const Request& r : waiting_) {

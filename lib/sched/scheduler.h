@@ -80,6 +80,12 @@ class Scheduler {
   /// reserve its KV blocks). prefill_tokens >= 1, output_tokens >= 1.
   Request admit_head(int64_t prefill_tokens, int64_t output_tokens);
 
+  /// Ends request `id` after `n` (>= 1) output tokens at most (a stop token was produced).
+  void limit_output(RequestId id, int64_t n);
+  /// Restarts request `id`'s prefill with `prefill_tokens` tokens (its loaded history was
+  /// unusable and is recomputed); nothing decoded so far counts.
+  void restart_prefill(RequestId id, int64_t prefill_tokens);
+
   /// The sessions of the look-ahead window: waiting requests (head first), then sessions
   /// whose next turn is known to arrive later (by time), at most config().lookahead.
   std::vector<SessionId> lookahead() const;

@@ -53,6 +53,33 @@ expect_error preset_tokenizer "preset:tiny-llama" "no vocabulary" "$CB" tokenize
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
 
+# cachebench gate: pass (exit 0), regression (exit 1 with a count line), bad files named.
+G="$TMP/gate"
+mkdir -p "$G"
+cat >"$G/base.json" <<'JSON'
+{"completed": 10, "hit_rate": {"overall": 0.5, "dram": 0.3, "ssd": 0.2}, "reused_tokens": 100,
+ "recomputed_tokens": 50, "bytes_loaded": 4096, "bytes_saved": 8192, "ttft_ms": {"mean": 100.0}}
+JSON
+cat >"$G/better.json" <<'JSON'
+{"summary": {"completed": 10, "hit_rate": {"overall": 0.5, "dram": 0.3, "ssd": 0.2},
+ "reused_tokens": 100, "recomputed_tokens": 50, "bytes_loaded": 4096, "bytes_saved": 8192,
+ "ttft_ms": {"mean": 90.0}}}
+JSON
+sed 's/"overall": 0.5/"overall": 0.4/' "$G/base.json" >"$G/worse.json"
+printf '{"completed": 10,' >"$G/broken.json"
+expect_out gate_pass "no regression" "$CB" gate --baseline "$G/base.json" --current "$G/better.json"
+expect_out gate_bound "| improved |" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" \
+  --max-regression ttft_ms.mean=5 --out "$G/report.json"
+if grep -qF '"passed": true' "$G/report.json" 2>/dev/null; then ok; else bad "gate --out report lacks passed: true"; fi
+"$CB" gate --baseline "$G/base.json" --current "$G/worse.json" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "1 regression in 8 checks" "$TMP/out" && grep -qF "REGRESSION" "$TMP/out"; then ok
+else bad "gate regression: rc=$rc, $(head -c 600 "$TMP/out") $(head -c 300 "$TMP/err")"; fi
+expect_error gate_malformed "$G/broken.json" "not valid JSON" "$CB" gate --baseline "$G/base.json" --current "$G/broken.json"
+expect_error gate_missing_file "$G/nope.json" "cannot be opened" "$CB" gate --baseline "$G/nope.json" --current "$G/base.json"
+expect_error gate_missing_metric "tpot_ms.p99" "$G/base.json" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" --max-regression tpot_ms.p99=5
+expect_error gate_bad_bound "ttft_ms.mean" "METRIC=PCT" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" --max-regression ttft_ms.mean
+
 STORIES="$DATA/models/stories260K/stories260K.gguf"
 LLAMA_TOK="$DATA/models/tokenizers/llama2-tokenizer.model"
 FALCON_VOCAB="$DATA/models/llamacpp-vocab/ggml-vocab-falcon.gguf"
@@ -79,6 +106,21 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
 else
   skip=1
   echo "SKIP: shared models not found under $DATA (set CACHEBENCH_DATA); model and malformed-file checks did not run"
+fi
+
+# Traces: synth writes a length trace (same seed, same file) and prints its statistics next to
+# ShareGPT's; stats reads any trace back; a malformed trace is one line naming the file.
+expect_out trace_synth "| multi-turn conversations | " "$CB" trace synth --sessions 2000 --seed 3 --out "$TMP/synth.json"
+expect_ok trace_synth_again "$CB" trace synth --sessions 2000 --seed 3 --out "$TMP/synth2.json"
+if cmp -s "$TMP/synth.json" "$TMP/synth2.json"; then ok; else bad "trace synth is not deterministic for a seed"; fi
+expect_out trace_stats "2000 sessions" "$CB" trace stats "$TMP/synth.json"
+printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[0, 5]]}]}\n' >"$TMP/bad_trace.json"
+expect_error trace_bad_lengths "$TMP/bad_trace.json" "outside 1..1000000" "$CB" trace stats "$TMP/bad_trace.json"
+expect_error trace_missing "/no/such/trace.json" "" "$CB" trace stats /no/such/trace.json
+SHAREGPT="$DATA/data/sharegpt/sharegpt_v3_multiturn_8conv.json"
+if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
+  expect_error trace_needs_tokenizer "$SHAREGPT" "needs a tokenizer" "$CB" trace stats "$SHAREGPT"
+  expect_out trace_sharegpt "8 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" --tokenizer "$LLAMA_TOK"
 fi
 
 echo "cli: $pass passed, $fail failed$( [ $skip -eq 1 ] && echo ', 1 skipped')"

@@ -1,0 +1,86 @@
+// cachebench gate --baseline B.json --current C.json [--max-regression METRIC=PCT ...]
+//                 [--out report.json]
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/subcommands.h"
+#include "lib/core/error.h"
+#include "lib/metrics/gate.h"
+
+namespace cb::app {
+namespace {
+
+struct GateArgs {
+  std::string baseline;
+  std::string current;
+  std::vector<std::string> bounds;
+  std::string out;
+};
+
+/// The summary in the JSON file at `path` (bare, or under "summary").
+nlohmann::json load_summary(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw make_error(path, "is a directory", "pass a JSON summary file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw make_error(path, "cannot be opened", "check the path (no such file?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw make_error(path, "cannot be read", "check the file's permissions");
+  return metrics::parse_summary(text.str(), path);
+}
+
+int run_gate_cmd(const GateArgs& a) {
+  std::vector<metrics::Bound> bounds;
+  for (const std::string& s : a.bounds) bounds.push_back(metrics::parse_bound(s));
+  const bool defaults = bounds.empty();
+  if (defaults) bounds = metrics::default_bounds();
+  const nlohmann::json base = load_summary(a.baseline);
+  const nlohmann::json cur = load_summary(a.current);
+  const metrics::GateReport r = metrics::run_gate(base, cur, bounds, a.baseline, a.current);
+
+  std::printf("gate: current %s against baseline %s (%s bounds)\n\n", a.current.c_str(),
+              a.baseline.c_str(), defaults ? "default, exact-match" : "given");
+  std::fputs(metrics::gate_markdown(r).c_str(), stdout);
+  if (!a.out.empty()) {
+    nlohmann::json j = metrics::gate_json(r);
+    j["baseline"] = a.baseline;
+    j["current"] = a.current;
+    write_json(a.out, j);
+  }
+  if (r.regressions > 0) {
+    std::printf("\ngate: %d regression%s in %zu checks\n", r.regressions,
+                r.regressions == 1 ? "" : "s", r.checks.size());
+    return 1;
+  }
+  std::printf("\ngate: no regression in %zu checks\n", r.checks.size());
+  return 0;
+}
+
+}  // namespace
+
+void register_gate(CLI::App& app) {
+  auto a = std::make_shared<GateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "gate",
+      "compare a summary against a baseline; exit 1 when a metric regressed beyond its bound");
+  sub->add_option("--baseline", a->baseline, "baseline summary JSON (bare, or under \"summary\")")
+      ->required();
+  sub->add_option("--current", a->current, "current summary JSON (bare, or under \"summary\")")
+      ->required();
+  sub->add_option("--max-regression", a->bounds,
+                  "METRIC=PCT: dotted metric (e.g. ttft_ms.mean) may get PCT percent worse; "
+                  "repeatable. Default: hit_rate.overall, hit_rate.dram, hit_rate.ssd, "
+                  "reused_tokens, recomputed_tokens, bytes_loaded, bytes_saved, completed at 0");
+  sub->add_option("--out", a->out, "also write the gate report as JSON to this file");
+  set_action(sub, [a] { return run_gate_cmd(*a); });
+}
+
+}  // namespace cb::app

@@ -1,0 +1,301 @@
+// cachebench replay TRACE --model M [--mode ca|re|of] [--compare MODE] [--out F.json] ...
+// (also `cachebench serve-replay`): multi-turn conversations through the serving engine.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/model_args.h"
+#include "apps/cachebench/subcommands.h"
+#include "cachebench_version.h"
+#include "datasets/sha256.h"
+#include "datasets/trace.h"
+#include "eval/replay.h"
+#include "lib/core/error.h"
+#include "lib/metrics/records_csv.h"
+#include "lib/metrics/summary.h"
+#include "lib/store/size_parse.h"
+
+namespace cb::app {
+namespace {
+
+struct ReplayArgs {
+  ModelArgs m;
+  std::string trace;
+  std::string mode = "ca";
+  std::string compare;
+  std::string policy = "sched";
+  std::string hbm = "0", dram = "1GiB", ssd = "0", store_dir, chunk = "1MiB";
+  std::string read_buffer = "auto";
+  std::vector<std::string> slow_read, slow_write;
+  bool no_preload = false, sync_save = false, quiet = false;
+  int64_t limit = 0;
+  std::string out, csv;
+  eval::ReplayOptions o;
+};
+
+/// Turns done, rate and ETA on stderr (\r on a terminal, a line every ~10% otherwise).
+struct Progress {
+  std::string label;
+  bool tty = ::isatty(STDERR_FILENO) != 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  int64_t last_decile = -1, last_done = -1;
+  void operator()(int64_t done, int64_t total) {
+    if (done == last_done && done != total) return;
+    last_done = done;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double rate = el > 0 ? done / el : 0;
+    const double eta = rate > 0 ? (total - done) / rate : 0;
+    const int64_t decile = total > 0 ? done * 10 / total : 10;
+    if (!tty && decile == last_decile) return;
+    last_decile = decile;
+    std::fprintf(stderr, "%s  replay %s: %lld/%lld turns, %.1f turns/s, ETA %.0f s%s",
+                 tty ? "\r" : "", label.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total), rate, eta, tty && done < total ? "" : "\n");
+  }
+};
+
+void parse_slow(const std::vector<std::string>& specs, double* gbps, const char* opt) {
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    const std::string tier = s.substr(0, eq);
+    const int t = tier == "hbm" ? 0 : tier == "dram" ? 1 : tier == "ssd" ? 2 : -1;
+    char* end = nullptr;
+    const double v = eq == std::string::npos ? -1 : std::strtod(s.c_str() + eq + 1, &end);
+    if (t < 0 || !(v > 0) || end == nullptr || *end != '\0') {
+      throw make_error(opt, "cannot parse '" + s + "'", "use TIER=GBPS, e.g. ssd=0.5");
+    }
+    gbps[t] = v;
+  }
+}
+
+std::string fmt(double v, int prec = 2) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+void print_table(const std::vector<eval::ReplayRun>& runs) {
+  std::printf("| metric |");
+  for (auto& r : runs) std::printf(" %s |", engine::mode_name(r.mode));
+  std::printf("\n|---|");
+  for (size_t i = 0; i < runs.size(); ++i) std::printf("---:|");
+  std::printf("\n");
+  const auto row = [&](const char* name, auto get) {
+    std::printf("| %s |", name);
+    for (auto& r : runs) std::printf(" %s |", get(r.summary).c_str());
+    std::printf("\n");
+  };
+  row("turns", [](const nlohmann::json& s) { return std::to_string(s["completed"].get<long>()); });
+  row("TTFT mean (ms)", [](auto& s) { return fmt(s["ttft_ms"]["mean"].template get<double>()); });
+  row("TTFT p90 (ms)", [](auto& s) { return fmt(s["ttft_ms"]["p90"].template get<double>()); });
+  row("TPOT mean (ms)", [](auto& s) { return fmt(s["tpot_ms"]["mean"].template get<double>()); });
+  row("prefill throughput (tok/s)",
+      [](auto& s) { return fmt(s["prefill_throughput"].template get<double>(), 0); });
+  row("GPU time (s)", [](auto& s) { return fmt(s["gpu_time_s"].template get<double>(), 3); });
+  row("hit rate", [](auto& s) { return fmt(s["hit_rate"]["overall"].template get<double>(), 3); });
+  row("reused / recomputed tokens", [](auto& s) {
+    return std::to_string(s["reused_tokens"].template get<long>()) + " / " +
+           std::to_string(s["recomputed_tokens"].template get<long>());
+  });
+  row("preload stall (s)",
+      [](auto& s) { return fmt(s["preload_stall_s"]["total"].template get<double>(), 3); });
+  row("cost (USD)", [](auto& s) { return fmt(s["cost_usd"]["total"].template get<double>(), 6); });
+}
+
+int run_replay_cmd(ReplayArgs& a) {
+  eval::ReplayOptions& o = a.o;
+  o.store.hbm_bytes = store::parse_size(a.hbm, "--hbm");
+  o.store.dram_bytes = store::parse_size(a.dram, "--dram");
+  o.store.ssd_bytes = store::parse_size(a.ssd, "--ssd");
+  o.store.chunk_bytes = store::parse_size(a.chunk, "--chunk-size");
+  o.store.store_dir = a.store_dir;
+  o.store.policy = a.policy;
+  eval::policy_name(a.policy);  // validates
+  if (o.store.ssd_bytes > 0 && a.store_dir.empty()) {
+    throw make_error("--ssd", "an SSD budget needs --store-dir DIR (where the files go)");
+  }
+  parse_slow(a.slow_read, o.store.read_gbps, "--slow-read");
+  parse_slow(a.slow_write, o.store.write_gbps, "--slow-write");
+  if (a.read_buffer == "auto") {
+    o.engine.read_buffer_layers = -1;
+  } else {
+    char* end = nullptr;
+    const long v = std::strtol(a.read_buffer.c_str(), &end, 10);
+    if (end == a.read_buffer.c_str() || *end != '\0' || v < 0) {
+      throw make_error("--read-buffer-layers",
+                       "expected a layer count or 'auto', got '" + a.read_buffer + "'");
+    }
+    o.engine.read_buffer_layers = static_cast<int>(v);
+  }
+  o.engine.preload = !a.no_preload;
+  o.engine.async_save = !a.sync_save;
+  std::vector<engine::Mode> modes = {engine::parse_mode(a.mode)};
+  if (!a.compare.empty()) {
+    const engine::Mode c = engine::parse_mode(a.compare);
+    if (c == modes[0]) throw make_error("--compare", "compare with a different mode");
+    modes.insert(modes.begin(), c);  // the baseline first
+  }
+  LoadedModel lm = load_model(a.m, false);
+  datasets::TraceLoadOptions lo;
+  lo.limit = a.limit;
+  datasets::TokenizeFn tokenize;
+  if (lm.tok) {
+    tokenizer::Tokenizer* tk = lm.tok.get();
+    tokenize = [tk](const std::string& s) { return tk->encode(s, false); };
+  }
+  const datasets::Trace trace = datasets::load_trace(a.trace, tokenize, lo);
+  if (trace.skipped_conversations > 0 || trace.skipped_messages > 0) {
+    std::fprintf(stderr, "cachebench: %s: skipped %lld conversations and %lld messages\n",
+                 a.trace.c_str(), static_cast<long long>(trace.skipped_conversations),
+                 static_cast<long long>(trace.skipped_messages));
+    for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", n.c_str());
+  }
+  const int vocab = lm.model->config().vocab_size;
+  const auto sessions = eval::trace_sessions(trace, vocab, o.seed, o.max_output_tokens);
+  std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (cpu)\n",
+               sessions.size(), static_cast<long long>(trace.turns()), a.trace.c_str(),
+               lm.model->config().name.c_str());
+  std::vector<eval::ReplayRun> runs;
+  for (engine::Mode m : modes) {
+    Progress p;
+    p.label = engine::mode_name(m);
+    engine::ProgressFn fn;
+    if (!a.quiet) fn = [&p](int64_t d, int64_t t) { p(d, t); };
+    runs.push_back(eval::run_replay(*lm.model, sessions, m, o, fn));
+  }
+  std::printf("## replay %s: %s, %zu sessions, %lld turns\n\n", a.trace.c_str(),
+              lm.model->config().name.c_str(), sessions.size(),
+              static_cast<long long>(trace.turns()));
+  print_table(runs);
+  nlohmann::json cmp;
+  if (runs.size() == 2) {
+    cmp = metrics::compare_summaries(runs[0].summary, runs[1].summary);
+    const auto v = [&](const char* k, int prec) {
+      return cmp[k].is_null() ? std::string("n/a") : fmt(cmp[k].get<double>(), prec);
+    };
+    std::printf(
+        "\n%s vs %s: TTFT reduction %s%%, prefill throughput %sx, GPU time %sx less, "
+        "cost saving %s%%\n",
+        engine::mode_name(runs[1].mode), engine::mode_name(runs[0].mode),
+        v("ttft_reduction_pct", 1).c_str(), v("prefill_throughput_x", 2).c_str(),
+        v("gpu_time_x", 2).c_str(), v("cost_saving_pct", 1).c_str());
+  }
+  for (const auto& r : runs) {
+    for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+  }
+  if (!a.csv.empty()) {
+    std::vector<metrics::TurnRecord> all;
+    for (const auto& r : runs) {
+      if (runs.size() == 1) {
+        all = r.result.records;
+      } else {
+        const std::string p = a.csv + "." + engine::mode_name(r.mode) + ".csv";
+        metrics::write_turn_csv(p, r.result.records);
+      }
+    }
+    if (runs.size() == 1) metrics::write_turn_csv(a.csv, all);
+  }
+  if (!a.out.empty()) {
+    nlohmann::json j;
+    j["tool"] = "cachebench replay";
+    j["git"] = CB_GIT_REVISION;
+    j["execution"] = "real";
+    j["backend"] = "cpu";
+    j["model"] = {{"name", lm.model->config().name}, {"source", a.m.model}};
+    j["trace"] = {{"path", a.trace},
+                  {"kind", trace.kind},
+                  {"sha256", datasets::sha256_file_hex(a.trace)},
+                  {"sessions", sessions.size()},
+                  {"turns", trace.turns()},
+                  {"skipped_conversations", trace.skipped_conversations}};
+    j["config"] = eval::replay_config_json(o);
+    j["mode"] = engine::mode_name(runs.back().mode);
+    j["summary"] = runs.back().summary;
+    if (runs.size() == 2) {
+      j["baseline_mode"] = engine::mode_name(runs[0].mode);
+      j["baseline"] = runs[0].summary;
+      j["comparison"] = cmp;
+    }
+    write_json(a.out, j);
+  }
+  return 0;
+}
+
+void add(CLI::App& app, const char* name, const char* help) {
+  auto a = std::make_shared<ReplayArgs>();
+  CLI::App* sub = app.add_subcommand(name, help);
+  sub->add_option("trace", a->trace, "ShareGPT JSON or a cachebench length trace")->required();
+  add_model_options(sub, &a->m);
+  engine::EngineConfig& e = a->o.engine;
+  sub->add_option("--mode", a->mode, "ca (CachedAttention), re (recompute), of (overflow)")
+      ->capture_default_str();
+  sub->add_option("--compare", a->compare, "also run this baseline mode and print the ratios");
+  sub->add_option("--policy", a->policy, "store eviction: sched, lru, fifo, optimal")
+      ->capture_default_str();
+  sub->add_option("--hbm", a->hbm, "store HBM tier budget")->capture_default_str();
+  sub->add_option("--dram", a->dram, "store DRAM tier budget")->capture_default_str();
+  sub->add_option("--ssd", a->ssd, "store SSD tier budget (needs --store-dir)")
+      ->capture_default_str();
+  sub->add_option("--store-dir", a->store_dir, "directory for the SSD tier's files");
+  sub->add_option("--chunk-size", a->chunk, "store chunk size")->capture_default_str();
+  sub->add_option("--io-threads", a->o.store.io_threads, "store I/O threads")
+      ->capture_default_str();
+  sub->add_option("--slow-read", a->slow_read, "emulate a slower tier: TIER=GBPS (repeatable)");
+  sub->add_option("--slow-write", a->slow_write, "emulate slower writes: TIER=GBPS");
+  sub->add_option("--ctx", e.ctx, "context window in tokens (0: the model's)")
+      ->capture_default_str();
+  sub->add_option("--truncate-ratio", e.truncate_ratio, "history share dropped on overflow")
+      ->capture_default_str();
+  sub->add_option("--read-buffer-layers", a->read_buffer,
+                  "layers preloaded before a job starts (a number, or auto)")
+      ->capture_default_str();
+  sub->add_flag("--no-preload", a->no_preload, "load the whole entry before computing");
+  sub->add_flag("--sync-save", a->sync_save, "wait for each save before the next step");
+  sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")->capture_default_str();
+  sub->add_option("--max-batch-tokens", e.sched.max_batch_tokens, "tokens per step")
+      ->capture_default_str();
+  sub->add_option("--kv-blocks", e.num_blocks, "paged KV pool (0: max-batch full windows)")
+      ->capture_default_str();
+  sub->add_option("--block-size", e.block_size, "tokens per KV block")->capture_default_str();
+  sub->add_option("--rate", e.sched.rate, "new sessions per second (0: all at once)")
+      ->capture_default_str();
+  auto think = std::make_shared<std::string>("0");
+  sub->add_option("--think-time", *think, "0, const:S, exp:MEAN, uniform:LO:HI")
+      ->capture_default_str();
+  sub->add_option("--seed", a->o.seed, "arrivals, think times and random token ids")
+      ->capture_default_str();
+  sub->add_option("--limit", a->limit, "replay only the first N sessions");
+  sub->add_option("--max-output-tokens", a->o.max_output_tokens,
+                  "cap every answer at N tokens (0: as in the trace)");
+  sub->add_option("--warmup-turns", e.warmup_turns, "first N turns warm the store, unmeasured")
+      ->capture_default_str();
+  sub->add_option("--price-gpu", a->o.prices.gpu_usd_per_hour, "USD per GPU hour")
+      ->capture_default_str();
+  sub->add_option("--price-dram", a->o.prices.dram_usd_per_gb_hour, "USD per GB-hour of DRAM")
+      ->capture_default_str();
+  sub->add_option("--price-ssd", a->o.prices.ssd_usd_per_gb_hour, "USD per GB-hour of SSD")
+      ->capture_default_str();
+  sub->add_option("--gpus", a->o.gpus, "accelerators charged")->capture_default_str();
+  sub->add_option("--out", a->out, "write the summary JSON here");
+  sub->add_option("--csv", a->csv, "write per-turn records here (CSV)");
+  sub->add_flag("--quiet", a->quiet, "no progress on stderr");
+  set_action(sub, [a, think] {
+    a->o.engine.sched.think = sched::ThinkTime::parse(*think);
+    a->o.engine.sched.seed = a->o.seed;
+    return run_replay_cmd(*a);
+  });
+}
+
+}  // namespace
+
+void register_replay(CLI::App& app) {
+  add(app, "replay",
+      "Replay multi-turn conversations through the serving engine (CA vs baselines)");
+  add(app, "serve-replay", "Same as replay");
+}
+
+}  // namespace cb::app

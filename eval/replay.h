@@ -1,0 +1,67 @@
+#pragma once
+/// The replay driver behind `cachebench replay`: turns a trace into engine sessions (random
+/// token ids for length traces, seeded), builds a fresh AttentionStore with the chosen
+/// placement policy for each mode, runs the engine, and summarizes the turn records with
+/// vLLM's field names plus what only a KV store can report.
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "datasets/trace.h"
+#include "lib/engine/engine.h"
+#include "lib/metrics/turn_record.h"
+#include "lib/model/model.h"
+
+namespace cb::eval {
+
+/// Store configuration of a replay (a fresh store per mode).
+struct ReplayStoreOptions {
+  uint64_t hbm_bytes = 0;
+  uint64_t dram_bytes = 1ull << 30;
+  uint64_t ssd_bytes = 0;
+  std::string store_dir;           ///< parent of the fresh SSD directory ("" = no SSD tier)
+  std::string policy = "sched";    ///< sched | lru | fifo | optimal
+  uint64_t chunk_bytes = 1 << 20;  ///< store allocation unit
+  size_t io_threads = 4;
+  double read_gbps[3] = {0, 0, 0};  ///< emulated bandwidth per tier (0 = hardware)
+  double write_gbps[3] = {0, 0, 0};
+};
+
+struct ReplayOptions {
+  engine::EngineConfig engine;
+  ReplayStoreOptions store;
+  metrics::Prices prices;
+  int gpus = 1;
+  uint64_t seed = 0;              ///< random token ids of length traces
+  int64_t max_output_tokens = 0;  ///< caps every answer's length (0 = as in the trace)
+};
+
+/// One mode's run.
+struct ReplayRun {
+  engine::Mode mode = engine::Mode::CA;
+  engine::RunResult result;
+  nlohmann::json summary;                ///< metrics::summarize plus run facts
+  std::vector<std::string> store_lines;  ///< how each tier ran
+};
+
+/// "sched" -> "scheduler-aware", "optimal" -> "belady"; throws cb::Error naming --policy.
+std::string policy_name(const std::string& cli_name);
+
+/// Engine sessions of a trace: tokenized turns as they are, length-trace turns as random ids
+/// in [3, vocab) drawn from `seed` per (session, turn).
+/// Answers longer than `max_output_tokens` (> 0) are cut to it.
+std::vector<engine::SessionInput> trace_sessions(const datasets::Trace& trace, int vocab,
+                                                 uint64_t seed, int64_t max_output_tokens = 0);
+
+/// Runs `sessions` in `mode` on `model`. `progress` gets (done, total) after every step.
+ReplayRun run_replay(const model::Model& model, const std::vector<engine::SessionInput>& sessions,
+                     engine::Mode mode, const ReplayOptions& opts,
+                     const engine::ProgressFn& progress = {});
+
+/// The effective configuration as JSON (recorded in every result file).
+nlohmann::json replay_config_json(const ReplayOptions& opts);
+
+}  // namespace cb::eval

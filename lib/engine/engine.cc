@@ -1,0 +1,267 @@
+// The serving loop: prepare (overflow, lookup, read-buffer preload) -> admit (KV blocks) ->
+// steps of continuous batching (layer-wise restore in the forward pass's wait_ready hook,
+// pre-RoPE capture in on_new_kv) -> finish (asynchronous save through a write buffer).
+#include "lib/engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "lib/core/error.h"
+#include "lib/engine/engine_internal.h"
+
+namespace cb::engine {
+
+namespace {
+
+double steady_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::CA: return "ca";
+    case Mode::RE: return "re";
+    case Mode::OF: return "of";
+  }
+  return "?";
+}
+
+Mode parse_mode(const std::string& s) {
+  if (s == "ca") return Mode::CA;
+  if (s == "re") return Mode::RE;
+  if (s == "of") return Mode::OF;
+  throw make_error("--mode", "unknown mode '" + s + "'",
+                   "use ca (CachedAttention), re (recompute) or of (overflow invalidation)");
+}
+
+Engine::Engine(const model::Model& model, store::AttentionStore* store, EngineConfig cfg)
+    : model_(model), store_(store), cfg_(std::move(cfg)) {
+  const model::ModelConfig& mc = model_.config();
+  ctx_ = cfg_.ctx > 0 ? cfg_.ctx : mc.max_context;
+  if (ctx_ < 2) throw make_error("--ctx", "the context window must be at least 2 tokens");
+  if (!(cfg_.truncate_ratio > 0 && cfg_.truncate_ratio <= 1)) {
+    throw make_error("--truncate-ratio", "must be in (0, 1]");
+  }
+  if (cfg_.mode != Mode::RE && store_ == nullptr) {
+    throw make_error("Engine", "CA and OF modes need an AttentionStore");
+  }
+  kv_dim_ = mc.kv_dim();
+  fp_ = store::ModelFingerprint::from_description(
+      mc.name + "/" + model::arch_name(mc.arch) + "/" + std::to_string(mc.n_layers) + "x" +
+      std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/f32");
+  const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
+  int blocks = cfg_.num_blocks;
+  if (blocks <= 0) blocks = static_cast<int>(per_seq * std::max(cfg_.sched.max_batch, 1));
+  if (blocks < per_seq) {
+    throw make_error("--kv-blocks",
+                     std::to_string(blocks) + " blocks cannot hold one full window of " +
+                         std::to_string(ctx_) + " tokens",
+                     "use at least " + std::to_string(per_seq));
+  }
+  cache_ = std::make_unique<kv::KvCache>(model_.kv_config(blocks, cfg_.block_size));
+}
+
+Engine::~Engine() {
+  try {
+    drain_saves();
+  } catch (...) {
+  }
+}
+
+double Engine::now() const {
+  return steady_s() - t0_ + skipped_;
+}
+
+void Engine::skip_to(double t) {
+  const double n = now();
+  if (std::isfinite(t) && t > n) skipped_ += t - n;
+}
+
+int64_t Engine::context_tokens(uint64_t session) const {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return 0;
+  return static_cast<int64_t>(it->second.context.size()) + (it->second.pending >= 0 ? 1 : 0);
+}
+
+void Engine::reset_session(uint64_t session) {
+  wait_save(session, nullptr);
+  sessions_.erase(session);
+  if (store_ != nullptr) store_->erase(session);
+}
+
+void Engine::wait_save(uint64_t session, double* stall) {
+  for (auto it = saving_.begin(); it != saving_.end();) {
+    if ((*it)->session != session) {
+      ++it;
+      continue;
+    }
+    const double t = steady_s();
+    (*it)->commit.get();
+    if (stall) *stall += steady_s() - t;
+    it = saving_.erase(it);
+  }
+}
+
+void Engine::poll_saves() {
+  for (auto it = saving_.begin(); it != saving_.end();) {
+    if ((*it)->commit.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      it = saving_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Engine::drain_saves() {
+  for (auto& s : saving_) s->commit.get();
+  saving_.clear();
+}
+
+int Engine::read_buffer_for(const Job& job) const {
+  const int layers = model_.config().n_layers;
+  if (!cfg_.preload) return 0;
+  if (cfg_.read_buffer_layers >= 0) return std::min(cfg_.read_buffer_layers, layers);
+  // Paper's rule: the buffer covers what loading the history takes beyond prefilling the
+  // new tokens, S_buf = B * (T_load * L_hist - T_pref * L_new), here in layers.
+  const store::StatsSnapshot st = store_->stats();
+  uint64_t bytes = 0, ns = 0;
+  for (int t = 0; t < store::kNumTiers; ++t) {
+    bytes += st.get(static_cast<store::TierKind>(t), store::TierCounter::BytesRead);
+    ns += st.get(static_cast<store::TierKind>(t), store::TierCounter::ReadNs);
+  }
+  if (bytes == 0 || prefill_s_per_token_layer_ <= 0) return layers;
+  const double t_load = 1e-9 * static_cast<double>(ns) / static_cast<double>(bytes) * 2.0 *
+                        kv_dim_ * sizeof(float) * static_cast<double>(job.context.size());
+  const double t_pref = prefill_s_per_token_layer_ * static_cast<double>(job.new_ids.size());
+  if (t_load <= t_pref) return 0;
+  return static_cast<int>(std::ceil(layers * (t_load - t_pref) / t_load));
+}
+
+std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const TurnInput& in,
+                                             RunResult* res) {
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.req = r;
+  j.session = r.session;
+  Session& s = sessions_[j.session];
+  wait_save(j.session, &j.rec.save_stall_s);
+  if (s.pending >= 0) j.new_ids.push_back(s.pending);
+  j.new_ids.insert(j.new_ids.end(), in.ids.begin(), in.ids.end());
+  if (j.new_ids.empty()) throw make_error("Engine", "a turn has no input tokens");
+  j.output_target = std::max<int64_t>(in.output_tokens, 1);
+  if (static_cast<int64_t>(j.new_ids.size()) + j.output_target > ctx_) {
+    j.output_target = std::min(j.output_target, std::max<int64_t>(ctx_ / 2, 1));
+    const int64_t keep = ctx_ - j.output_target;
+    if (static_cast<int64_t>(j.new_ids.size()) > keep) {
+      j.new_ids.erase(j.new_ids.begin(), j.new_ids.end() - keep);
+    }
+    ++res->clipped_turns;
+  }
+  const int64_t hist = static_cast<int64_t>(s.context.size());
+  const int64_t over = hist + static_cast<int64_t>(j.new_ids.size()) + j.output_target - ctx_;
+  if (over > 0) {
+    const int64_t drop = std::min(
+        hist, std::max(over, static_cast<int64_t>(std::floor(cfg_.truncate_ratio * hist))));
+    if (cfg_.mode == Mode::CA) {
+      store::TruncateSpec spec;
+      spec.drop_tokens = drop;
+      if (drop == hist) {
+        store_->erase(j.session);
+      } else {
+        store_->truncate(j.session, spec);
+      }
+    } else if (cfg_.mode == Mode::OF) {
+      store_->erase(j.session);
+    }
+    s.context.erase(s.context.begin(), s.context.begin() + drop);
+    j.rec.truncated_tokens = drop;
+  }
+  j.context = s.context;
+  const int layers = model_.config().n_layers;
+  j.cap = static_cast<int64_t>(j.context.size() + j.new_ids.size()) + j.output_target;
+  if (cfg_.mode != Mode::RE) {
+    j.k.assign(static_cast<size_t>(layers * j.cap * kv_dim_), 0.0f);
+    j.v.assign(j.k.size(), 0.0f);
+  }
+  j.rec.session = j.session;
+  j.rec.turn = r.turn;
+  j.rec.warmup = r.id < cfg_.warmup_turns;
+  j.rec.arrival_s = r.arrival;
+  j.rec.history_tokens = static_cast<int64_t>(j.context.size());
+  j.rec.new_tokens = static_cast<int64_t>(j.new_ids.size());
+  j.rec.tier = j.context.empty() ? "none" : "miss";
+  if (cfg_.mode != Mode::RE && !j.context.empty()) {
+    store::LookupKey key{j.session, fp_, store::KeyEncoding::PreRope, j.context};
+    std::vector<store::LayerTarget> targets;
+    for (int l = 0; l < layers; ++l) {
+      targets.push_back({j.k.data() + l * j.cap * kv_dim_, j.v.data() + l * j.cap * kv_dim_});
+    }
+    j.load_start = steady_s();
+    j.load = store_->load(key, targets, -1, read_buffer_for(j));
+    if (j.load.ok()) {
+      j.reused = j.load.tokens();
+      j.rec.tier = store::tier_name(j.load.lookup().tier);
+    }
+  }
+  j.rec.reused_tokens = j.reused;
+  j.rec.recomputed_tokens = static_cast<int64_t>(j.context.size()) - j.reused;
+  j.rec.bytes_loaded =
+      static_cast<uint64_t>(j.reused) * 2u * static_cast<uint64_t>(layers * kv_dim_) * 4u;
+  j.prefill_ids.assign(j.context.begin() + j.reused, j.context.end());
+  j.prefill_ids.insert(j.prefill_ids.end(), j.new_ids.begin(), j.new_ids.end());
+  return job;
+}
+
+bool Engine::admit(Job& j) {
+  const kv::SeqId seq = j.req.id;
+  cache_->add_sequence(seq);
+  if (!cache_->reserve(seq, j.cap)) {
+    cache_->free_sequence(seq);
+    return false;
+  }
+  if (j.reused == 0) return true;
+  cache_->set_length(seq, j.reused);
+  const int layers = model_.config().n_layers;
+  if (j.load.started_layers() == 0) j.load_start = steady_s();  // nothing preloaded
+  if (cfg_.preload) {
+    j.load.start_layers(layers);
+    j.restore_pending = true;
+    return true;
+  }
+  // No preloading: the whole entry is loaded before any compute (the stall is the load).
+  const double t = steady_s();
+  const bool ok = j.load.wait_all();
+  j.rec.preload_stall_s += steady_s() - t;
+  j.rec.load_s = steady_s() - j.load_start;
+  if (!ok) {
+    j.load_failed = true;
+    return true;  // recomputed by the caller
+  }
+  for (int l = 0; l < layers; ++l) {
+    model_.restore_kv(*cache_, seq, l, 0, j.reused, j.k.data() + l * j.cap * kv_dim_,
+                      j.v.data() + l * j.cap * kv_dim_);
+  }
+  return true;
+}
+
+void Engine::restore_layer(Job& j, int layer) {
+  const double t = steady_s();
+  const bool ok = j.load.wait_layer(layer);
+  j.rec.preload_stall_s += steady_s() - t;
+  if (!ok) {
+    j.load_failed = true;
+    return;
+  }
+  model_.restore_kv(*cache_, j.req.id, layer, 0, j.reused, j.k.data() + layer * j.cap * kv_dim_,
+                    j.v.data() + layer * j.cap * kv_dim_);
+  if (layer == model_.config().n_layers - 1) {
+    j.restore_pending = false;
+    j.rec.load_s = steady_s() - j.load_start;
+  }
+}
+
+}  // namespace cb::engine

@@ -1,0 +1,142 @@
+#pragma once
+/// The serving engine: one loop of steps, schedule -> reserve -> preload -> forward ->
+/// save -> metrics, over a real model on the CPU backend. CachedAttention (CA) keeps each
+/// conversation's pre-RoPE KV in the AttentionStore between turns, preloads it layer by
+/// layer (a read buffer of `read_buffer_layers` layers may fill before the job starts;
+/// during the job, layer i+1 loads while layer i computes) and saves it asynchronously
+/// through a write buffer. Baselines: RE keeps nothing across turns and recomputes the
+/// history; OF (overflow) stores like CA but invalidates the entry when the context
+/// overflows and recomputes the truncated history.
+///
+/// Time is the wall clock, except that idle gaps between arrivals are skipped rather than
+/// slept (nothing runs then; background saves that would have finished in the gap are
+/// waited for, so skipping can only make CA look slower).
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "lib/kv/kv_cache.h"
+#include "lib/metrics/turn_record.h"
+#include "lib/model/model.h"
+#include "lib/sched/scheduler.h"
+#include "lib/store/attention_store.h"
+
+namespace cb::engine {
+
+/// How KV is kept across turns.
+enum class Mode { CA, RE, OF };
+/// "ca", "re", "of".
+const char* mode_name(Mode m);
+/// Parses "ca" / "re" / "of"; throws cb::Error naming `--mode` otherwise.
+Mode parse_mode(const std::string& s);
+
+/// Engine knobs (CLI defaults live here).
+struct EngineConfig {
+  Mode mode = Mode::CA;
+  int64_t ctx = 0;              ///< context window in tokens (0: the model's)
+  double truncate_ratio = 0.5;  ///< share of the history dropped on overflow
+  int read_buffer_layers = 0;   ///< layers preloaded before a job starts; -1: auto (paper's rule)
+  bool preload = true;          ///< false: load the whole entry before computing (no overlap)
+  bool async_save = true;       ///< false: a turn ends only when its entry is committed
+  int preload_jobs = 4;         ///< waiting requests prepared (and preloading) ahead of admission
+  int block_size = 16;          ///< paged KV block size
+  int num_blocks = 0;           ///< KV pool (0: enough for max_batch full windows)
+  sched::SchedConfig sched;
+  int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
+};
+
+/// One turn to serve: the user's message as token ids and how many tokens to decode.
+struct TurnInput {
+  std::vector<int32_t> ids;  ///< the message (>= 1 token)
+  int64_t output_tokens = 1;
+};
+
+/// One conversation; `id` is the store's session id.
+struct SessionInput {
+  uint64_t id = 0;
+  std::vector<TurnInput> turns;
+};
+
+/// What a run produced.
+struct RunResult {
+  std::vector<metrics::TurnRecord> records;  ///< one per turn, in completion order
+  metrics::RunTotals totals;
+  int64_t clipped_turns = 0;  ///< messages longer than the window, cut to fit
+  int64_t load_failures = 0;  ///< loads that failed verification (recomputed instead)
+  int64_t save_failures = 0;  ///< saves the store refused or failed
+  int64_t steps = 0;          ///< forward calls
+};
+
+/// Called after every step: turns done, turns in all.
+using ProgressFn = std::function<void(int64_t done, int64_t total)>;
+/// Called for every output token of a turn (chat): session, token id.
+using TokenFn = std::function<void(uint64_t session, int32_t token)>;
+
+class Engine {
+ public:
+  /// `store` may be null in RE mode (it is unused then) and must outlive the engine.
+  Engine(const model::Model& model, store::AttentionStore* store, EngineConfig cfg);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+  /// Serves every turn of `sessions`; sessions keep their context across calls (chat).
+  RunResult run(const std::vector<SessionInput>& sessions, const ProgressFn& progress = {},
+                const TokenFn& on_token = {});
+  /// Stops a turn early when it produces `token` (chat); -1 (default): decode the full length.
+  void set_stop_token(int32_t token) { stop_token_ = token; }
+  /// Forgets a session's context (and, in CA/OF mode, its stored entry).
+  void reset_session(uint64_t session);
+  /// Tokens of context a session currently has (0 when unknown).
+  int64_t context_tokens(uint64_t session) const;
+  /// Blocks until every asynchronous save has committed.
+  void drain_saves();
+
+ private:
+  struct Job;
+  struct Saving;
+  struct Session {
+    std::vector<int32_t> context;  ///< tokens whose KV the store entry covers (positions 0..)
+    int32_t pending = -1;          ///< the last output token, not yet fed
+  };
+
+  double now() const;
+  void skip_to(double t);
+  std::unique_ptr<Job> prepare(const sched::Request& r, const TurnInput& in, RunResult* res);
+  bool admit(Job& job);
+  void restore_layer(Job& job, int layer);
+  void run_step(const std::vector<sched::StepItem>& items, RunResult* res, const TokenFn& on_token);
+  void finish(Job& job, RunResult* res);
+  void recompute_instead(Job& job, RunResult* res);
+  void wait_save(uint64_t session, double* stall);
+  void poll_saves();
+  /// Waits for the layers already started by in-flight loads, so that which entries are
+  /// pinned when a save evicts does not depend on I/O timing.
+  void wait_started_loads();
+  int read_buffer_for(const Job& job) const;
+
+  const model::Model& model_;
+  store::AttentionStore* store_;
+  EngineConfig cfg_;
+  int64_t ctx_ = 0;
+  int kv_dim_ = 0;
+  store::ModelFingerprint fp_;
+  std::unique_ptr<kv::KvCache> cache_;
+  std::map<uint64_t, Session> sessions_;
+  std::map<int64_t, std::unique_ptr<Job>> jobs_;  // by request id: prepared and running
+  std::vector<std::unique_ptr<Saving>> saving_;
+  std::set<uint64_t> saved_;           // sessions saved since their last turn was prepared
+  sched::Scheduler* sched_ = nullptr;  // during run()
+  double t0_ = 0, skipped_ = 0;
+  int32_t stop_token_ = -1;
+  // measured rates for the automatic read buffer
+  double load_s_per_token_layer_ = 0, prefill_s_per_token_layer_ = 0;
+};
+
+}  // namespace cb::engine

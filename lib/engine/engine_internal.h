@@ -1,0 +1,37 @@
+#pragma once
+/// Per-request state of the serving engine (shared by engine.cc and engine_run.cc).
+
+#include <future>
+#include <vector>
+
+#include "lib/engine/engine.h"
+
+namespace cb::engine {
+
+struct Engine::Job {
+  sched::Request req;
+  uint64_t session = 0;
+  metrics::TurnRecord rec;
+  std::vector<int32_t> context;  // history after truncation
+  std::vector<int32_t> new_ids;
+  std::vector<int32_t> prefill_ids;
+  std::vector<int32_t> outputs;
+  int64_t output_target = 1;
+  int64_t reused = 0;
+  int64_t fed = 0;
+  int64_t cap = 0;
+  std::vector<float> k, v;  // write buffer [layer][cap][kv_dim]; loaded prefix in [0, reused)
+  store::LoadHandle load;
+  bool restore_pending = false;
+  bool load_failed = false;
+  double load_start = 0;
+};
+
+struct Engine::Saving {
+  uint64_t session = 0;
+  std::vector<float> k, v;
+  store::SaveHandle handle;
+  std::shared_future<bool> commit;
+};
+
+}  // namespace cb::engine

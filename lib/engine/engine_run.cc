@@ -1,0 +1,269 @@
+// The step loop of Engine::run: admission, batched forward with the layer hooks, token
+// emission, turn completion and asynchronous saving.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "lib/core/error.h"
+#include "lib/engine/engine.h"
+#include "lib/engine/engine_internal.h"
+
+namespace cb::engine {
+
+namespace {
+
+double steady_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void Engine::recompute_instead(Job& j, RunResult* res) {
+  ++res->load_failures;
+  j.load = store::LoadHandle();
+  j.restore_pending = false;
+  j.load_failed = false;
+  j.reused = 0;
+  j.fed = 0;
+  j.outputs.clear();
+  j.rec.token_times_s.clear();
+  j.rec.tier = "miss";
+  j.rec.reused_tokens = 0;
+  j.rec.recomputed_tokens = static_cast<int64_t>(j.context.size());
+  j.rec.bytes_loaded = 0;
+  j.prefill_ids = j.context;
+  j.prefill_ids.insert(j.prefill_ids.end(), j.new_ids.begin(), j.new_ids.end());
+  cache_->set_length(j.req.id, 0);
+}
+
+void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
+                      const TokenFn& on_token) {
+  std::vector<model::SeqInput> batch;
+  std::vector<Job*> jobs;
+  bool measured = false, prefill = false;
+  int64_t prefill_tokens = 0;
+  for (const sched::StepItem& it : items) {
+    Job& j = *jobs_.at(it.request);
+    jobs.push_back(&j);
+    model::SeqInput in;
+    in.seq = it.request;
+    if (it.prefill) {
+      in.tokens.assign(j.prefill_ids.begin() + j.fed, j.prefill_ids.begin() + j.fed + it.tokens);
+      prefill = true;
+      prefill_tokens += it.tokens;
+    } else {
+      in.tokens = {j.outputs.back()};
+    }
+    measured = measured || !j.rec.warmup;
+    batch.push_back(std::move(in));
+  }
+  model::LayerHooks hooks;
+  hooks.wait_ready = [&](int layer) {
+    for (Job* j : jobs) {
+      if (j->restore_pending && !j->load_failed) restore_layer(*j, layer);
+    }
+  };
+  hooks.on_new_kv = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k,
+                        const float* v) {
+    Job& j = *jobs_.at(seq);
+    if (j.k.empty()) return;
+    const size_t off = static_cast<size_t>((layer * j.cap + pos0) * kv_dim_);
+    std::memcpy(j.k.data() + off, k, static_cast<size_t>(n * kv_dim_) * sizeof(float));
+    std::memcpy(j.v.data() + off, v, static_cast<size_t>(n * kv_dim_) * sizeof(float));
+  };
+  const double t = steady_s();
+  const std::vector<float> logits = model_.forward(batch, *cache_, hooks);
+  const double dt = steady_s() - t;
+  ++res->steps;
+  if (measured) {
+    res->totals.gpu_time_s += dt;
+    if (prefill) res->totals.prefill_time_s += dt;
+  }
+  if (prefill && batch.size() == 1 && prefill_tokens > 0) {
+    const double r = dt / (static_cast<double>(prefill_tokens) * model_.config().n_layers);
+    prefill_s_per_token_layer_ =
+        prefill_s_per_token_layer_ > 0 ? 0.8 * prefill_s_per_token_layer_ + 0.2 * r : r;
+  }
+  const double when = now();
+  const int vocab = model_.config().vocab_size;
+  for (size_t i = 0; i < items.size(); ++i) {
+    Job& j = *jobs[i];
+    const sched::StepItem& it = items[i];
+    if (j.load_failed) {
+      recompute_instead(j, res);
+      sched_->restart_prefill(j.req.id, static_cast<int64_t>(j.prefill_ids.size()));
+      continue;
+    }
+    if (it.prefill) j.fed += it.tokens;
+    if (!it.emits) continue;
+    const float* row = logits.data() + i * static_cast<size_t>(vocab);
+    const int32_t tok = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+    if (j.outputs.empty()) j.rec.first_token_s = when;
+    j.outputs.push_back(tok);
+    j.rec.token_times_s.push_back(when);
+    if (on_token) on_token(j.session, tok);
+    if (tok == stop_token_) sched_->limit_output(j.req.id, static_cast<int64_t>(j.outputs.size()));
+  }
+  for (const sched::Request& r : sched_->complete_step(items, when)) {
+    finish(*jobs_.at(r.id), res);
+    jobs_.erase(r.id);
+  }
+}
+
+void Engine::finish(Job& j, RunResult* res) {
+  j.rec.finish_s = j.rec.token_times_s.empty() ? now() : j.rec.token_times_s.back();
+  j.rec.output_tokens = static_cast<int64_t>(j.outputs.size());
+  const kv::SeqId seq = j.req.id;
+  Session& s = sessions_[j.session];
+  std::vector<int32_t> fed = j.context;
+  fed.insert(fed.end(), j.new_ids.begin(), j.new_ids.end());
+  fed.insert(fed.end(), j.outputs.begin(), j.outputs.end() - 1);
+  if (static_cast<int64_t>(fed.size()) != cache_->length(seq)) {
+    throw make_error("Engine", "KV length does not match the tokens fed (internal error)");
+  }
+  cache_->free_sequence(seq);
+  s.context = fed;
+  s.pending = j.outputs.back();
+  if (cfg_.mode != Mode::RE) {
+    const int layers = model_.config().n_layers;
+    store::SaveRequest req;
+    req.session = j.session;
+    req.fingerprint = fp_;
+    req.encoding = store::KeyEncoding::PreRope;
+    req.shape = {layers, static_cast<uint32_t>(kv_dim_ * sizeof(float))};
+    req.tokens = fed;
+    auto sv = std::make_unique<Saving>();
+    sv->session = j.session;
+    sv->k = std::move(j.k);
+    sv->v = std::move(j.v);
+    // The new entry supersedes the old one now, not when its commit lands, so space
+    // accounting (and so every eviction decision) is the same whatever the I/O timing.
+    store_->erase(j.session);
+    wait_started_loads();
+    sv->handle = store_->begin_save(req);
+    saved_.insert(j.session);
+    if (!sv->handle.ok()) {
+      ++res->save_failures;
+    } else {
+      for (int l = 0; l < layers; ++l) {
+        sv->handle.write_layer(
+            l, {sv->k.data() + l * j.cap * kv_dim_, sv->v.data() + l * j.cap * kv_dim_});
+      }
+      sv->commit = sv->handle.commit();
+      j.rec.bytes_saved = static_cast<uint64_t>(fed.size()) * 2u * req.shape.token_bytes *
+                          static_cast<uint64_t>(layers);
+      if (cfg_.async_save) {
+        saving_.push_back(std::move(sv));
+      } else {
+        const double t = steady_s();
+        if (!sv->commit.get()) ++res->save_failures;
+        j.rec.save_stall_s += steady_s() - t;
+      }
+    }
+  }
+  res->records.push_back(std::move(j.rec));
+}
+
+void Engine::wait_started_loads() {
+  for (auto& [id, job] : jobs_) {
+    if (!job->load.ok()) continue;
+    const int n = job->load.started_layers();
+    for (int l = 0; l < n; ++l) job->load.wait_layer(l);
+  }
+}
+
+RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressFn& progress,
+                      const TokenFn& on_token) {
+  RunResult res;
+  std::vector<int> turns;
+  for (const SessionInput& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));
+  sched::Scheduler sched(cfg_.sched, turns);
+  sched_ = &sched;
+  t0_ = steady_s();
+  skipped_ = 0;
+  const store::StatsSnapshot before = store_ ? store_->stats() : store::StatsSnapshot{};
+  std::vector<sched::SessionId> last_lookahead;
+  const auto input_of = [&](const sched::Request& r) -> const TurnInput& {
+    return sessions[r.session].turns[static_cast<size_t>(r.turn)];
+  };
+  const auto store_id = [&](sched::Request r) {
+    r.session = sessions[r.session].id;
+    return r;
+  };
+  while (!sched.finished()) {
+    sched.advance(now());
+    poll_saves();
+    if (store_ != nullptr && cfg_.mode != Mode::RE) {
+      std::vector<sched::SessionId> la = sched.lookahead();
+      for (auto& s : la) s = sessions[s].id;
+      if (la != last_lookahead) {
+        store_->prefetch(la);
+        last_lookahead = std::move(la);
+      }
+    }
+    // Prepare the requests that may start soon: overflow handling, lookup, and preloading
+    // into their read buffers while the running batch computes.
+    int ahead = 0;
+    for (const sched::Request& r : sched.waiting()) {
+      if (ahead++ >= std::max(cfg_.preload_jobs, 1)) break;
+      if (jobs_.count(r.id)) continue;
+      // A session whose previous turn is still being saved is prepared only at the head of
+      // the queue (waiting for the save then): its save gets the time the requests before
+      // it take, and the schedule does not depend on when the save happens to finish.
+      const sched::Request sr = store_id(r);
+      if (saved_.count(sr.session) && &r != &sched.waiting().front()) continue;
+      saved_.erase(sr.session);
+      jobs_[r.id] = prepare(sr, input_of(r), &res);
+    }
+    while (sched.can_admit() && !sched.waiting().empty()) {
+      auto it = jobs_.find(sched.waiting().front().id);
+      if (it == jobs_.end() || !admit(*it->second)) break;
+      Job& j = *it->second;
+      j.rec.start_s = now();
+      if (j.load_failed) recompute_instead(j, &res);
+      sched.admit_head(static_cast<int64_t>(j.prefill_ids.size()), j.output_target);
+    }
+    const std::vector<sched::StepItem> items = sched.plan_step();
+    if (items.empty()) {
+      if (!sched.waiting().empty() && jobs_.count(sched.waiting().front().id)) {
+        throw make_error("Engine", "a request does not fit the KV pool even when it is empty",
+                         "raise --kv-blocks or lower --ctx");
+      }
+      skip_to(sched.next_arrival());
+      continue;
+    }
+    run_step(items, &res, on_token);
+    if (progress) progress(sched.done(), sched.total());
+  }
+  drain_saves();
+  sched_ = nullptr;
+  // Totals over the measured (non-warmup) turns.
+  double first = INFINITY, last = 0;
+  for (const metrics::TurnRecord& r : res.records) {
+    if (r.warmup) continue;
+    first = std::min(first, r.arrival_s);
+    last = std::max(last, r.finish_s);
+  }
+  res.totals.duration_s = std::isfinite(first) ? last - first : 0;
+  if (store_ != nullptr) {
+    const store::StatsSnapshot after = store_->stats();
+    for (int t = 0; t < store::kNumTiers; ++t) {
+      const auto tk = static_cast<store::TierKind>(t);
+      metrics::TierTotals tt;
+      tt.name = store::tier_name(tk);
+      tt.present = after.tier_present[t];
+      tt.capacity_bytes = after.capacity_bytes[t];
+      const auto d = [&](store::TierCounter c) { return after.get(tk, c) - before.get(tk, c); };
+      tt.hits = d(store::TierCounter::Hits);
+      tt.bytes_read = d(store::TierCounter::BytesRead);
+      tt.bytes_written = d(store::TierCounter::BytesWritten);
+      tt.read_s = 1e-9 * static_cast<double>(d(store::TierCounter::ReadNs));
+      tt.write_s = 1e-9 * static_cast<double>(d(store::TierCounter::WriteNs));
+      res.totals.tiers.push_back(tt);
+    }
+  }
+  return res;
+}
+
+}  // namespace cb::engine

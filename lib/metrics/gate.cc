@@ -1,0 +1,190 @@
+#include "lib/metrics/gate.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <limits>
+
+#include "lib/core/error.h"
+#include "lib/metrics/json_path.h"
+
+namespace cb::metrics {
+namespace {
+
+using nlohmann::json;
+
+/// Rounding slack, in percentage points, before a change counts.
+constexpr double kTolerancePct = 1e-9;
+
+bool contains_any(const std::string& s, std::initializer_list<const char*> needles) {
+  for (const char* n : needles)
+    if (s.find(n) != std::string::npos) return true;
+  return false;
+}
+
+double metric_value(const json& summary, const std::string& metric, const std::string& name) {
+  const json* node = json_at(summary, metric);
+  if (node == nullptr)
+    throw make_error(name, "has no metric '" + metric + "'",
+                     "gate only metrics both summaries have (check the spelling of the dotted "
+                     "path, e.g. hit_rate.overall)");
+  if (!node->is_number())
+    throw make_error(name, "metric '" + metric + "' is not a number (" + node->dump() + ")",
+                     "gate a numeric leaf, e.g. ttft_ms.mean rather than ttft_ms");
+  return node->get<double>();
+}
+
+double change_pct(double base, double cur) {
+  if (base == cur) return 0.0;
+  if (base == 0.0)
+    return cur > 0 ? std::numeric_limits<double>::infinity()
+                   : -std::numeric_limits<double>::infinity();
+  return (cur - base) / std::fabs(base) * 100.0;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+Direction direction_of(const std::string& metric) {
+  if (contains_any(metric, {"hit_rate", "throughput", "_x", "reduction", "saving", "gbps",
+                            "completed", "reused_tokens"}))
+    return Direction::HigherIsBetter;
+  if (contains_any(metric, {"ttft", "tpot", "itl", "e2el", "latency", "stall", "gpu_time", "cost",
+                            "recomputed", "duration", "load_s"}))
+    return Direction::LowerIsBetter;
+  return Direction::Exact;
+}
+
+const char* direction_name(Direction d) {
+  switch (d) {
+    case Direction::HigherIsBetter: return "higher";
+    case Direction::LowerIsBetter: return "lower";
+    case Direction::Exact: return "exact";
+  }
+  return "exact";
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Ok: return "OK";
+    case Verdict::Regression: return "REGRESSION";
+    case Verdict::Improved: return "improved";
+  }
+  return "OK";
+}
+
+Bound parse_bound(const std::string& arg) {
+  const std::string where = "--max-regression " + arg;
+  const std::string fix = "write METRIC=PCT, e.g. ttft_ms.mean=5 or hit_rate.overall=0";
+  const size_t eq = arg.find('=');
+  if (eq == std::string::npos || arg.find('=', eq + 1) != std::string::npos)
+    throw make_error(where, "expected exactly one '='", fix);
+  Bound b;
+  b.metric = arg.substr(0, eq);
+  if (b.metric.empty() || b.metric.front() == '.' || b.metric.back() == '.' ||
+      b.metric.find("..") != std::string::npos)
+    throw make_error(where, "the metric '" + b.metric + "' is not a dotted path", fix);
+  std::string pct = arg.substr(eq + 1);
+  if (!pct.empty() && pct.back() == '%') pct.pop_back();
+  char* end = nullptr;
+  const double v = pct.empty() ? 0.0 : std::strtod(pct.c_str(), &end);
+  if (pct.empty() || end != pct.c_str() + pct.size() || !std::isfinite(v) || v < 0.0)
+    throw make_error(where, "the bound '" + arg.substr(eq + 1) + "' is not a non-negative number",
+                     fix);
+  b.max_regression_pct = v;
+  return b;
+}
+
+std::vector<Bound> default_bounds() {
+  std::vector<Bound> v;
+  for (const char* m : {"hit_rate.overall", "hit_rate.dram", "hit_rate.ssd", "reused_tokens",
+                        "recomputed_tokens", "bytes_loaded", "bytes_saved", "completed"})
+    v.push_back(Bound{m, 0.0});
+  return v;
+}
+
+const json& select_summary(const json& doc, const std::string& name) {
+  if (doc.is_object()) {
+    const auto it = doc.find("summary");
+    if (it != doc.end() && it->is_object()) return *it;
+    return doc;
+  }
+  throw make_error(name, std::string("holds a JSON ") + doc.type_name() + ", not an object",
+                   "pass a summary written with --out (a JSON object, or one with a "
+                   "\"summary\" object)");
+}
+
+json parse_summary(const std::string& text, const std::string& name) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw make_error(name, std::string("is not valid JSON (") + e.what() + ")",
+                     "pass a summary written with --out");
+  }
+  return select_summary(doc, name);
+}
+
+GateReport run_gate(const json& baseline, const json& current, const std::vector<Bound>& bounds,
+                    const std::string& baseline_name, const std::string& current_name) {
+  GateReport r;
+  for (const Bound& b : bounds) {
+    GateCheck c;
+    c.metric = b.metric;
+    c.baseline = metric_value(baseline, b.metric, baseline_name);
+    c.current = metric_value(current, b.metric, current_name);
+    c.change_pct = change_pct(c.baseline, c.current);
+    c.bound_pct = b.max_regression_pct;
+    c.direction = direction_of(b.metric);
+    double worse = 0;  // how much worse, in percent (negative: better)
+    switch (c.direction) {
+      case Direction::HigherIsBetter: worse = -c.change_pct; break;
+      case Direction::LowerIsBetter: worse = c.change_pct; break;
+      case Direction::Exact: worse = std::fabs(c.change_pct); break;
+    }
+    if (worse > c.bound_pct + kTolerancePct) {
+      c.verdict = Verdict::Regression;
+      ++r.regressions;
+    } else if (c.direction != Direction::Exact && worse < -kTolerancePct) {
+      c.verdict = Verdict::Improved;
+    }
+    r.checks.push_back(c);
+  }
+  return r;
+}
+
+std::string gate_markdown(const GateReport& report) {
+  std::string s = "| metric | baseline | current | change % | bound % | verdict |\n";
+  s += "|---|---|---|---|---|---|\n";
+  for (const GateCheck& c : report.checks) {
+    const std::string change = std::isinf(c.change_pct) ? (c.change_pct > 0 ? "+inf" : "-inf")
+                                                        : fmt("%+.2f", c.change_pct);
+    s += "| " + c.metric + " | " + fmt("%.6g", c.baseline) + " | " + fmt("%.6g", c.current) +
+         " | " + change + " | " + fmt("%.2f", c.bound_pct) + " | " + verdict_name(c.verdict) +
+         " |\n";
+  }
+  return s;
+}
+
+json gate_json(const GateReport& report) {
+  json checks = json::array();
+  for (const GateCheck& c : report.checks) {
+    checks.push_back({{"metric", c.metric},
+                      {"baseline", c.baseline},
+                      {"current", c.current},
+                      {"change_pct", std::isinf(c.change_pct) ? json(nullptr) : json(c.change_pct)},
+                      {"bound_pct", c.bound_pct},
+                      {"direction", direction_name(c.direction)},
+                      {"verdict", verdict_name(c.verdict)}});
+  }
+  return {
+      {"checks", checks}, {"regressions", report.regressions}, {"passed", report.regressions == 0}};
+}
+
+}  // namespace cb::metrics

@@ -1,0 +1,100 @@
+#pragma once
+/// Performance gates: compare a current summary against a committed baseline, metric by
+/// metric, each with a bound on how much worse it may get. Pure: no files, no printing
+/// beyond building strings (apps/cachebench/cmd_gate.cc does the I/O).
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cb::metrics {
+
+/// Which way a metric is better.
+enum class Direction {
+  HigherIsBetter,  ///< a drop beyond the bound is a regression, a rise an improvement
+  LowerIsBetter,   ///< a rise beyond the bound is a regression, a drop an improvement
+  Exact,           ///< any change beyond the bound, either way, is a regression
+};
+
+/// The direction of a metric from its dotted name, by substring, first match wins:
+/// 1. higher is better: hit_rate, throughput, _x, reduction, saving, gbps, completed,
+///    reused_tokens (checked first so "gpu_time_x" and "ttft_reduction_pct" are ratios);
+/// 2. lower is better: ttft, tpot, itl, e2el, latency, stall, gpu_time, cost, recomputed,
+///    duration, load_s;
+/// 3. anything else (bytes_loaded, bytes_saved, truncated_tokens, token totals...) is Exact.
+Direction direction_of(const std::string& metric);
+
+/// "higher", "lower" or "exact".
+const char* direction_name(Direction d);
+
+/// One gate: `metric` (a dotted path into the summary) may get at most
+/// `max_regression_pct` percent worse than the baseline.
+struct Bound {
+  std::string metric;             ///< e.g. "hit_rate.overall", "ttft_ms.mean"
+  double max_regression_pct = 0;  ///< allowed relative worsening, in percent (>= 0)
+};
+
+/// Parses "METRIC=PCT" (PCT a non-negative number, optionally followed by '%'); a cb::Error
+/// naming `arg` when it is malformed.
+Bound parse_bound(const std::string& arg);
+
+/// The gates used when none is given: the fields a replay determines exactly (no timing),
+/// each at 0%: hit_rate.overall, hit_rate.dram, hit_rate.ssd, reused_tokens,
+/// recomputed_tokens, bytes_loaded, bytes_saved, completed.
+std::vector<Bound> default_bounds();
+
+/// How one gated metric fared.
+enum class Verdict {
+  Ok,          ///< within the bound
+  Regression,  ///< worse than the bound allows
+  Improved,    ///< better than the baseline (directional metrics only)
+};
+
+/// "OK", "REGRESSION" or "improved".
+const char* verdict_name(Verdict v);
+
+/// One row of the gate report.
+struct GateCheck {
+  std::string metric;
+  double baseline = 0;
+  double current = 0;
+  /// (current - baseline) / |baseline| * 100; 0 when both are 0, +-infinity when only the
+  /// baseline is 0.
+  double change_pct = 0;
+  double bound_pct = 0;
+  Direction direction = Direction::Exact;
+  Verdict verdict = Verdict::Ok;
+};
+
+/// Every check, in the order of the bounds.
+struct GateReport {
+  std::vector<GateCheck> checks;
+  int regressions = 0;  ///< checks whose verdict is Regression
+};
+
+/// The summary inside a parsed result document: `doc`["summary"] when that is an object (a
+/// replay result), else `doc` itself (a bare summary). A cb::Error naming `name` when
+/// neither is an object.
+const nlohmann::json& select_summary(const nlohmann::json& doc, const std::string& name);
+
+/// Parses `text` (the contents of the file `name`) and returns its summary (select_summary);
+/// a cb::Error naming `name` when it is not valid JSON.
+nlohmann::json parse_summary(const std::string& text, const std::string& name);
+
+/// Evaluates each bound. A change counts as worse only beyond the bound plus 1e-9 percentage
+/// points (absorbing rounding in a JSON round trip). A metric missing from, or not a number
+/// in, either summary is a cb::Error naming that file (`baseline_name` / `current_name`)
+/// and the metric.
+GateReport run_gate(const nlohmann::json& baseline, const nlohmann::json& current,
+                    const std::vector<Bound>& bounds, const std::string& baseline_name,
+                    const std::string& current_name);
+
+/// The report as a markdown table: | metric | baseline | current | change % | bound % |
+/// verdict |.
+std::string gate_markdown(const GateReport& report);
+
+/// The report as JSON: {"checks": [{metric, baseline, current, change_pct (null when
+/// infinite), bound_pct, direction, verdict}], "regressions": N, "passed": bool}.
+nlohmann::json gate_json(const GateReport& report);
+
+}  // namespace cb::metrics

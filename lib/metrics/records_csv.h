@@ -1,0 +1,26 @@
+#pragma once
+/// Per-turn records as CSV, one row per turn, for plots and spreadsheets.
+
+#include <string>
+#include <vector>
+
+#include "lib/metrics/turn_record.h"
+
+namespace cb::metrics {
+
+/// The header row (no newline): session, turn, warmup, arrival_s, start_s, first_token_s,
+/// finish_s, ttft_ms, history_tokens, new_tokens, output_tokens, reused_tokens,
+/// recomputed_tokens, truncated_tokens, tier, bytes_loaded, bytes_saved, load_ms,
+/// preload_stall_ms, save_stall_ms.
+std::string turn_csv_header();
+
+/// One row (no newline) for `r`: warmup as 0/1, ttft_ms = (first_token_s - arrival_s) *
+/// 1000, times in the shortest decimal form that reads back to the same double.
+std::string turn_csv_row(const TurnRecord& r);
+
+/// Writes the header and one row per record (warmup turns included, flagged) to `path`:
+/// first to `path`.tmp, then renamed over `path`, so a reader never sees half a file. A
+/// cb::Error naming the path when it cannot be written.
+void write_turn_csv(const std::string& path, const std::vector<TurnRecord>& records);
+
+}  // namespace cb::metrics

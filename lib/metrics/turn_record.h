@@ -1,0 +1,63 @@
+#pragma once
+/// What the serving engine records per conversation turn, and the run-wide totals the
+/// summary needs. Times are seconds on the run's clock (0 = start of the replay).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cb::metrics {
+
+/// One turn (one request) as served.
+struct TurnRecord {
+  uint64_t session = 0;
+  int turn = 0;                   ///< 0-based turn index within the session
+  bool warmup = false;            ///< served during --warmup-turns (excluded from the summary)
+  double arrival_s = 0;           ///< when the request arrived
+  double start_s = 0;             ///< when it was admitted into a batch
+  double first_token_s = 0;       ///< when its first output token was produced
+  double finish_s = 0;            ///< when its last output token was produced
+  int64_t history_tokens = 0;     ///< context before this turn, after any truncation
+  int64_t new_tokens = 0;         ///< prompt tokens fed this turn (message + carried token)
+  int64_t output_tokens = 0;      ///< tokens decoded
+  int64_t reused_tokens = 0;      ///< history tokens loaded from the store (not recomputed)
+  int64_t recomputed_tokens = 0;  ///< history tokens recomputed (miss, RE, OF)
+  int64_t truncated_tokens = 0;   ///< history tokens dropped by context overflow this turn
+  std::string tier = "none";      ///< "hbm", "dram", "ssd" (hit), "miss", or "none" (no history)
+  uint64_t bytes_loaded = 0;      ///< KV bytes read from the store
+  uint64_t bytes_saved = 0;       ///< KV bytes written to the store after this turn
+  double load_s = 0;              ///< wall time of this turn's store load (start to last layer)
+  double preload_stall_s = 0;     ///< time compute waited for preloaded layers
+  double save_stall_s = 0;        ///< time the critical path waited for saving (sync saves)
+  std::vector<double> token_times_s;  ///< production time of every output token (first included)
+};
+
+/// Per-tier store activity over the run.
+struct TierTotals {
+  std::string name;             ///< "hbm", "dram", "ssd"
+  bool present = false;         ///< configured
+  uint64_t capacity_bytes = 0;  ///< budget
+  uint64_t hits = 0;            ///< loads served from the tier
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+  double read_s = 0;   ///< time spent in reads
+  double write_s = 0;  ///< time spent in writes
+};
+
+/// Run-wide totals.
+struct RunTotals {
+  double duration_s = 0;      ///< first arrival to last finish (measured turns)
+  double gpu_time_s = 0;      ///< time the accelerator was held by steps (compute + stalls)
+  double prefill_time_s = 0;  ///< time of steps that carried prefill tokens
+  int gpus = 1;               ///< accelerators held (cost)
+  std::vector<TierTotals> tiers;
+};
+
+/// Prices for cost_usd (defaults: the CachedAttention evaluation's).
+struct Prices {
+  double gpu_usd_per_hour = 5.0;
+  double dram_usd_per_gb_hour = 0.0088;
+  double ssd_usd_per_gb_hour = 0.000082;
+};
+
+}  // namespace cb::metrics
