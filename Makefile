@@ -26,19 +26,22 @@ configure:
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-## run: the main job; for now a demonstration: inspect models and tokenize a sentence
+## run: the main job: replay a synthetic multi-turn trace through the serving engine with
+##      CachedAttention and with recompute, and print the comparison (stories260K, CPU)
+DEMO_TRACE := $(BUILD)/demo/trace.json
 run: build
 	$(CB) --version
-	@echo; echo "== cachebench inspect preset:llama-2-7b"
-	$(CB) inspect preset:llama-2-7b
-	@if [ -f "$(DEMO_MODEL)" ]; then \
-	  echo; echo "== cachebench inspect $(DEMO_MODEL)"; \
-	  $(CB) inspect "$(DEMO_MODEL)"; \
-	  echo; echo "== cachebench tokenize --model $(DEMO_MODEL) --pieces ..."; \
-	  $(CB) tokenize --model "$(DEMO_MODEL)" --pieces "Once upon a time, there was a little girl named Lily."; \
-	else \
-	  echo "(shared models not found under $(CACHEBENCH_DATA); set CACHEBENCH_DATA to run the rest of the demo)"; \
+	@if [ ! -f "$(DEMO_MODEL)" ]; then \
+	  echo "stories260K not found under $(CACHEBENCH_DATA): set CACHEBENCH_DATA to the shared data"; \
+	  exit 1; \
 	fi
+	@mkdir -p $(BUILD)/demo
+	@echo; echo "== cachebench trace synth --sessions 12 --seed 0 (ShareGPT statistics)"
+	$(CB) trace synth --sessions 12 --seed 0 --out $(DEMO_TRACE)
+	@echo; echo "== cachebench replay (CachedAttention vs recompute, stories260K on the CPU)"
+	$(CB) replay $(DEMO_TRACE) --model "$(DEMO_MODEL)" --mode ca --compare re \
+	  --max-output-tokens 64 --out $(BUILD)/demo/replay.json --csv $(BUILD)/demo/turns
+	@echo; echo "(summary: $(BUILD)/demo/replay.json; per-turn records: $(BUILD)/demo/turns.{ca,re}.csv)"
 
 ## test: the whole suite through CTest, then the unit tests under ASan+UBSan
 test: test-main test-sanitize

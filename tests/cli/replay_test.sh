@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# `cachebench replay` end to end on the real stories260K model and the ShareGPT sample:
+# every field of the summary, CA hits on every later turn, TTFT ordering CA < OF < RE once
+# turns overflow a small window, the deterministic gate against results/baselines, and
+# malformed traces (a clear error or a counted skip, never a crash).
+# Usage: replay_test.sh CACHEBENCH_BINARY SCRATCH_DIR
+set -uo pipefail
+CB="$1"
+TMP="$2"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+DATA="${CACHEBENCH_DATA:-$ROOT/../shared}"
+MODEL="$DATA/models/stories260K/stories260K.gguf"
+SHAREGPT="$DATA/data/sharegpt/sharegpt_v3_multiturn_8conv.json"
+mkdir -p "$TMP"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+if [ ! -f "$MODEL" ] || [ ! -f "$SHAREGPT" ]; then
+  echo "SKIP: $MODEL or $SHAREGPT not found (set CACHEBENCH_DATA)"
+  exit 0
+fi
+
+check_json() {  # name, python expression over j (the parsed file), file
+  if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$3"; then
+    ok
+  else
+    bad "$1: $(python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1])))[:600])" "$3")"
+  fi
+}
+
+# 1. CA against RE on the ShareGPT sample: every field, every later turn a hit.
+"$CB" replay "$SHAREGPT" --model "$MODEL" --mode ca --compare re --rate 0 --max-batch 4 \
+  --max-output-tokens 16 --quiet --out "$TMP/ca.json" --csv "$TMP/ca" >"$TMP/out" 2>"$TMP/err" \
+  && ok || bad "replay ca --compare re: $(head -c 600 "$TMP/err")"
+for f in ttft_ms.mean ttft_ms.median ttft_ms.p90 ttft_ms.p99 tpot_ms.mean itl_ms.p99 e2el_ms.mean \
+  request_throughput input_throughput output_throughput prefill_throughput gpu_time_s \
+  hit_rate.overall hit_rate.dram hit_rate.ssd hit_rate.hbm bytes_loaded bytes_saved \
+  preload_stall_s.total save_stall_s cost_usd.total cost_usd.gpu cost_usd.dram \
+  tiers.dram.read_gbps reused_tokens recomputed_tokens; do
+  check_json "summary has $f" "all(k in (d := j['summary']) and True for k in ['$f'.split('.')[0]]) and \
+    __import__('functools').reduce(lambda o, k: o[k], '$f'.split('.'), j['summary']) is not None" "$TMP/ca.json"
+done
+for f in git backend mode model config trace execution comparison baseline; do
+  check_json "result records $f" "'$f' in j" "$TMP/ca.json"
+done
+check_json "every later turn is a CA hit" "j['summary']['hit_rate']['overall'] == 1.0 and \
+  j['summary']['turns_with_history'] == 20 and j['summary']['recomputed_tokens'] == 0" "$TMP/ca.json"
+check_json "RE reuses nothing" "j['baseline']['hit_rate']['overall'] == 0 and j['baseline']['reused_tokens'] == 0" "$TMP/ca.json"
+check_json "CA's mean TTFT is below RE's" "j['summary']['ttft_ms']['mean'] < j['baseline']['ttft_ms']['mean']" "$TMP/ca.json"
+if grep -qF "TTFT reduction" "$TMP/out"; then ok; else bad "no comparison line: $(cat "$TMP/out")"; fi
+for m in ca re; do
+  rows=$(($(wc -l <"$TMP/ca.$m.csv") - 1))
+  if [ "$rows" -eq 28 ]; then ok; else bad "$m CSV has $rows rows, want 28"; fi
+done
+
+# 2. Overflow in a 256-token window: OF lies between CA and RE (recomputed tokens, and mean
+# TTFT: the median of three interleaved repetitions, as the machine may be shared).
+for rep in 1 2 3; do
+  for m in ca of re; do
+    "$CB" replay "$SHAREGPT" --model "$MODEL" --mode $m --ctx 256 --rate 0 --max-batch 4 \
+      --max-output-tokens 32 --quiet --out "$TMP/ovf_${m}_$rep.json" >/dev/null 2>"$TMP/err" \
+      || bad "replay --mode $m --ctx 256: $(head -c 600 "$TMP/err")"
+  done
+done
+if python3 - "$TMP" <<'PY'
+import json, statistics, sys
+runs = {m: [json.load(open(f"{sys.argv[1]}/ovf_{m}_{r}.json"))["summary"] for r in (1, 2, 3)]
+        for m in ("ca", "of", "re")}
+s = {m: v[0] for m, v in runs.items()}
+assert s["ca"]["truncated_tokens"] > 0, "no overflow happened"
+assert s["ca"]["hit_rate"]["overall"] == 1.0, s["ca"]["hit_rate"]
+assert s["ca"]["recomputed_tokens"] < s["of"]["recomputed_tokens"] < s["re"]["recomputed_tokens"]
+t = {m: statistics.median(x["ttft_ms"]["mean"] for x in v) for m, v in runs.items()}
+print("median mean TTFT (ms):", t)
+assert t["ca"] < t["of"] < t["re"], t
+PY
+then ok; else bad "overflow ordering CA < OF < RE"; fi
+
+# 3. The CI gate: a closed-loop replay of a synthetic trace under eviction pressure is
+# deterministic in counts, hit rates and bytes; gate it against the committed baseline.
+"$CB" trace synth --sessions 12 --seed 7 --out "$TMP/synth.json" >/dev/null 2>&1 || bad "trace synth"
+gate_run() {
+  "$CB" replay "$TMP/synth.json" --model "$MODEL" --mode ca --policy lru --dram 4MiB \
+    --chunk-size 64KiB --ctx 512 --rate 0 --max-batch 4 --max-output-tokens 8 --quiet --out "$1" \
+    >/dev/null 2>"$TMP/err" || bad "gate replay: $(head -c 600 "$TMP/err")"
+}
+gate_run "$TMP/gate1.json"
+gate_run "$TMP/gate2.json"
+"$CB" gate --baseline "$TMP/gate1.json" --current "$TMP/gate2.json" >"$TMP/out" 2>&1 \
+  && ok || bad "two identical runs differ: $(cat "$TMP/out")"
+check_json "the gate replay evicts" "0 < j['summary']['hit_rate']['overall'] < 1" "$TMP/gate1.json"
+BASE="$ROOT/results/baselines/replay-stories260K-lru.json"
+if [ -n "${CACHEBENCH_WRITE_BASELINE:-}" ]; then cp "$TMP/gate1.json" "$BASE"; fi
+"$CB" gate --baseline "$BASE" --current "$TMP/gate1.json" >"$TMP/out" 2>&1 \
+  && ok || bad "gate against $BASE: $(cat "$TMP/out")"
+
+# 4. Malformed traces: one line naming the file, exit 1; or a counted skip.
+expect_error() {  # name, needle, trace file
+  "$CB" replay "$3" --model "$MODEL" --quiet >"$TMP/out" 2>"$TMP/err"
+  local rc=$? lines
+  lines=$(wc -l <"$TMP/err")
+  if [ $rc -ne 1 ] || [ "$lines" -ne 1 ] || ! grep -qF -- "$3" "$TMP/err" || ! grep -qiF -- "$2" "$TMP/err"; then
+    bad "$1: rc=$rc lines=$lines: $(head -c 600 "$TMP/err")"
+  else
+    ok
+  fi
+}
+printf '[{"id": "a", "conversations": [{"from": "human", "value": "hi"' >"$TMP/trunc.json"
+expect_error "bad JSON" "json" "$TMP/trunc.json"
+printf '[{"id": "a", "conversations": [{"from": "human"}, {"from": "gpt"}]}]' >"$TMP/nofields.json"
+expect_error "missing fields" "turn" "$TMP/nofields.json"
+printf '[{"id": "a", "conversations": []}, {"id": "b"}]' >"$TMP/empty.json"
+expect_error "empty conversations" "" "$TMP/empty.json"
+python3 - "$TMP/huge.json" <<'PY'
+import json, sys
+conv = [{"id": "huge", "conversations": [{"from": "human", "value": "x" * 10_000_000}, {"from": "gpt", "value": "ok"}]},
+        {"id": "fine", "conversations": [{"from": "human", "value": "Once upon a time"}, {"from": "gpt", "value": "there was a cat"}]}]
+json.dump(conv, open(sys.argv[1], "w"))
+PY
+"$CB" replay "$TMP/huge.json" --model "$MODEL" --mode ca --quiet --out "$TMP/huge_out.json" >/dev/null 2>"$TMP/err" \
+  && grep -qF "skipped 1 conversations" "$TMP/err" && ok || bad "10M-character message: $(head -c 600 "$TMP/err")"
+printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[5, -1]]}]}' >"$TMP/neg.json"
+expect_error "negative length" "" "$TMP/neg.json"
+"$CB" replay "$SHAREGPT" --model "$MODEL" --mode xx --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "--mode" "$TMP/err"; then ok; else bad "bad --mode: $(cat "$TMP/err")"; fi
+"$CB" replay "$SHAREGPT" --model "$MODEL" --ssd 1GiB --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ssd without --store-dir: $(cat "$TMP/err")"; fi
+
+echo "replay_test: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
