@@ -116,9 +116,6 @@ class Engine {
   void recompute_instead(Job& job, RunResult* res);
   void wait_save(uint64_t session, double* stall);
   void poll_saves();
-  /// Waits for the layers already started by in-flight loads, so that which entries are
-  /// pinned when a save evicts does not depend on I/O timing.
-  void wait_started_loads();
   int read_buffer_for(const Job& job) const;
 
   const model::Model& model_;

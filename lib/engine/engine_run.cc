@@ -139,8 +139,8 @@ void Engine::finish(Job& j, RunResult* res) {
     sv->v = std::move(j.v);
     // The new entry supersedes the old one now, not when its commit lands, so space
     // accounting (and so every eviction decision) is the same whatever the I/O timing.
+    j.load = store::LoadHandle();  // unpins the entry this turn loaded
     store_->erase(j.session);
-    wait_started_loads();
     sv->handle = store_->begin_save(req);
     saved_.insert(j.session);
     if (!sv->handle.ok()) {
@@ -163,14 +163,6 @@ void Engine::finish(Job& j, RunResult* res) {
     }
   }
   res->records.push_back(std::move(j.rec));
-}
-
-void Engine::wait_started_loads() {
-  for (auto& [id, job] : jobs_) {
-    if (!job->load.ok()) continue;
-    const int n = job->load.started_layers();
-    for (int l = 0; l < n; ++l) job->load.wait_layer(l);
-  }
 }
 
 RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressFn& progress,

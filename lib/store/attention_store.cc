@@ -72,6 +72,7 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
     throw make_error("store", "no tier has a budget", "give --dram and/or --ssd with --store-dir");
   }
   pool_ = std::make_unique<ThreadPool>(cfg_.io_threads);
+  load_pool_ = std::make_unique<ThreadPool>(cfg_.io_threads);
   for (int t = 0; t < kNumTiers; ++t) {
     if (cfg_.read_gbps[t] < 0 || cfg_.write_gbps[t] < 0) {
       throw make_error("AttentionStore",
@@ -85,7 +86,8 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 AttentionStore::~AttentionStore() {
-  pool_.reset();  // finishes queued work first
+  load_pool_.reset();  // finishes queued work first
+  pool_.reset();
 }
 
 void AttentionStore::open_ssd() {
@@ -289,6 +291,7 @@ size_t AttentionStore::expire() {
 }
 
 void AttentionStore::wait_idle() {
+  load_pool_->wait_idle();
   pool_->wait_idle();
 }
 

@@ -117,8 +117,10 @@ class SaveHandle {
   std::shared_future<bool> commit_;
 };
 
-/// An in-progress load into caller buffers, layer by layer. Like SaveHandle, it must not
-/// outlive the store that made it.
+/// An in-progress load into caller buffers, layer by layer. The entry stays pinned (never
+/// evicted or freed) for the handle's whole life, so what a load pins depends only on when
+/// the caller drops the handle, not on I/O timing. Like SaveHandle, it must not outlive the
+/// store that made it.
 class LoadHandle {
  public:
   LoadHandle() = default;
@@ -260,7 +262,8 @@ class AttentionStore {
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
   StoreStats stats_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
+  std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")
   std::unique_ptr<BandwidthLimiter> limit_[kNumTiers][2];  // [tier][write]
 };
 

@@ -28,6 +28,7 @@ LoadHandle::~LoadHandle() {
   if (st_) {
     cancel_unstarted();
     wait_all();
+    st_->store->unpin(st_->entry);
   }
 }
 
@@ -36,6 +37,7 @@ LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
     if (st_) {
       cancel_unstarted();
       wait_all();
+      st_->store->unpin(st_->entry);
     }
     st_ = std::move(o.st_);
     result_ = o.result_;
@@ -79,7 +81,7 @@ void AttentionStore::start_layers(const std::shared_ptr<LoadState>& st, int n) {
     st->started = to;
   }
   for (int l = from; l < to; ++l) {
-    pool_->post([st, l] { st->store->load_layer(st, l); });
+    load_pool_->post([st, l] { st->store->load_layer(st, l); });
   }
 }
 
@@ -186,12 +188,9 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
 void AttentionStore::settle_layer(const std::shared_ptr<LoadState>& st, int layer, bool ok,
                                   bool attempted) {
   if (!ok && attempted) st->failed = true;
-  if (--st->remaining == 0) {
-    if (st->failed.load()) {
-      stats_.add(Counter::LoadFailures);
-      drop_corrupt(st->entry);
-    }
-    unpin(st->entry);
+  if (--st->remaining == 0 && st->failed.load()) {
+    stats_.add(Counter::LoadFailures);
+    drop_corrupt(st->entry);
   }
   st->promises[static_cast<size_t>(layer)].set_value(ok);
 }

@@ -54,25 +54,31 @@ for m in ca re; do
   if [ "$rows" -eq 28 ]; then ok; else bad "$m CSV has $rows rows, want 28"; fi
 done
 
-# 2. Overflow in a 256-token window: OF lies between CA and RE (recomputed tokens, and mean
-# TTFT: the median of three interleaved repetitions, as the machine may be shared).
+# 2. Overflow in a 384-token window: OF lies between CA and RE in recomputed tokens and in
+# TTFT. Sessions arrive 2 s apart on average (idle gaps are skipped, not slept), so each turn's
+# TTFT is its own prefill rather than queueing behind others; the statistic is the mean TTFT
+# of the turns that have a history, the median of three interleaved repetitions (the machine
+# may be shared with other tests).
 for rep in 1 2 3; do
   for m in ca of re; do
-    "$CB" replay "$SHAREGPT" --model "$MODEL" --mode $m --ctx 256 --rate 0 --max-batch 4 \
-      --max-output-tokens 32 --quiet --out "$TMP/ovf_${m}_$rep.json" >/dev/null 2>"$TMP/err" \
-      || bad "replay --mode $m --ctx 256: $(head -c 600 "$TMP/err")"
+    "$CB" replay "$SHAREGPT" --model "$MODEL" --mode $m --ctx 384 --rate 0.5 \
+      --max-output-tokens 8 --quiet --out "$TMP/ovf_${m}_$rep.json" --csv "$TMP/ovf_${m}_$rep.csv" \
+      >/dev/null 2>"$TMP/err" || bad "replay --mode $m --ctx 384: $(head -c 600 "$TMP/err")"
   done
 done
 if python3 - "$TMP" <<'PY'
-import json, statistics, sys
-runs = {m: [json.load(open(f"{sys.argv[1]}/ovf_{m}_{r}.json"))["summary"] for r in (1, 2, 3)]
-        for m in ("ca", "of", "re")}
-s = {m: v[0] for m, v in runs.items()}
+import csv, json, statistics, sys
+d = sys.argv[1]
+s = {m: json.load(open(f"{d}/ovf_{m}_1.json"))["summary"] for m in ("ca", "of", "re")}
 assert s["ca"]["truncated_tokens"] > 0, "no overflow happened"
 assert s["ca"]["hit_rate"]["overall"] == 1.0, s["ca"]["hit_rate"]
 assert s["ca"]["recomputed_tokens"] < s["of"]["recomputed_tokens"] < s["re"]["recomputed_tokens"]
-t = {m: statistics.median(x["ttft_ms"]["mean"] for x in v) for m, v in runs.items()}
-print("median mean TTFT (ms):", t)
+def later_turn_ttft(path):
+    rows = [r for r in csv.DictReader(open(path)) if int(r["turn"]) > 0]
+    return statistics.mean(float(r["ttft_ms"]) for r in rows)
+t = {m: statistics.median(later_turn_ttft(f"{d}/ovf_{m}_{r}.csv") for r in (1, 2, 3))
+     for m in ("ca", "of", "re")}
+print("mean TTFT of later turns, median of 3 (ms):", t)
 assert t["ca"] < t["of"] < t["re"], t
 PY
 then ok; else bad "overflow ordering CA < OF < RE"; fi
