@@ -216,7 +216,8 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   return job;
 }
 
-bool Engine::admit(Job& j) {
+bool Engine::admit(Job& j, double* stall) {
+  *stall = 0;
   const kv::SeqId seq = j.req.id;
   cache_->add_sequence(seq);
   if (!cache_->reserve(seq, j.cap)) {
@@ -235,7 +236,8 @@ bool Engine::admit(Job& j) {
   // No preloading: the whole entry is loaded before any compute (the stall is the load).
   const double t = steady_s();
   const bool ok = j.load.wait_all();
-  j.rec.preload_stall_s += steady_s() - t;
+  *stall = steady_s() - t;
+  j.rec.preload_stall_s += *stall;
   j.rec.load_s = steady_s() - j.load_start;
   if (!ok) {
     j.load_failed = true;

@@ -109,7 +109,9 @@ class Engine {
   double now() const;
   void skip_to(double t);
   std::unique_ptr<Job> prepare(const sched::Request& r, const TurnInput& in, RunResult* res);
-  bool admit(Job& job);
+  /// Reserves the job's KV blocks and starts (or, without preloading, performs) its load;
+  /// false when the pool is full. `stall` receives the time spent loading synchronously.
+  bool admit(Job& job, double* stall);
   void restore_layer(Job& job, int layer);
   void run_step(const std::vector<sched::StepItem>& items, RunResult* res, const TokenFn& on_token);
   void finish(Job& job, RunResult* res);

@@ -210,8 +210,13 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     }
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
-      if (it == jobs_.end() || !admit(*it->second)) break;
+      double stall = 0;
+      if (it == jobs_.end() || !admit(*it->second, &stall)) break;
       Job& j = *it->second;
+      if (!j.rec.warmup) {  // a synchronous load holds the accelerator like a stalled step
+        res.totals.gpu_time_s += stall;
+        res.totals.prefill_time_s += stall;
+      }
       j.rec.start_s = now();
       if (j.load_failed) recompute_instead(j, &res);
       sched.admit_head(static_cast<int64_t>(j.prefill_ids.size()), j.output_target);
