@@ -63,6 +63,7 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
   j["read_buffer_layers"] =
       e.read_buffer_layers < 0 ? nlohmann::json("auto") : nlohmann::json(e.read_buffer_layers);
   j["preload"] = e.preload;
+  j["preload_jobs"] = e.preload_jobs;
   j["async_save"] = e.async_save;
   j["block_size"] = e.block_size;
   j["kv_blocks"] = e.num_blocks;

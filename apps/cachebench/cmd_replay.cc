@@ -254,6 +254,10 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "layers preloaded before a job starts (a number, or auto)")
       ->capture_default_str();
   sub->add_flag("--no-preload", a->no_preload, "load the whole entry before computing");
+  sub->add_option("--preload-jobs", e.preload_jobs,
+                  "waiting requests prepared and preloading ahead of admission")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_flag("--sync-save", a->sync_save, "wait for each save before the next step");
   sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")->capture_default_str();
   sub->add_option("--max-batch-tokens", e.sched.max_batch_tokens, "tokens per step")

@@ -148,6 +148,27 @@ TEST(Scheduler, LookaheadIsTheQueueThenFutureArrivalsByTime) {
   EXPECT_EQ(s.lookahead(), (std::vector<SessionId>{1, 2, 3}));
 }
 
+TEST(Scheduler, StopTokensAndRestartedPrefills) {
+  Scheduler s(cfg(2, 100), {1, 1});
+  s.advance(0);
+  const Request a = s.admit_head(10, 50);
+  const Request b = s.admit_head(10, 50);
+  s.complete_step(s.plan_step(), 1);  // both prefilled, one token each
+  s.limit_output(a.id, 2);            // a stops at its second token
+  auto done = s.complete_step(s.plan_step(), 2);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id, a.id);
+  EXPECT_EQ(done[0].decoded, 2);
+  s.restart_prefill(b.id, 30);  // b's loaded history was bad: recompute 30 tokens
+  const auto items = s.plan_step();
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_TRUE(items[0].prefill);
+  EXPECT_EQ(items[0].tokens, 30);
+  EXPECT_EQ(s.find_running(b.id)->decoded, 0);
+  EXPECT_THROW(s.limit_output(999, 1), Error);
+  EXPECT_THROW(s.restart_prefill(b.id, 0), Error);
+}
+
 TEST(Scheduler, RejectsBadBounds) {
   EXPECT_THROW(Scheduler(cfg(0, 10), {1}), Error);
   EXPECT_THROW(Scheduler(cfg(1, 0), {1}), Error);
