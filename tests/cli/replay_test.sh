@@ -133,5 +133,15 @@ if [ $? -eq 1 ] && grep -qF -- "--mode" "$TMP/err"; then ok; else bad "bad --mod
 "$CB" replay "$SHAREGPT" --model "$MODEL" --ssd 1GiB --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ssd without --store-dir: $(cat "$TMP/err")"; fi
 
+# 5. chat: the second turn reuses the first turn's KV from DRAM; /stats, /reset, /quit.
+out=$(printf 'Once upon a time\nThe cat\n/stats\n/reset\nLily\n/quit\n' |
+  "$CB" chat --model "$MODEL" --max-tokens 12 2>"$TMP/err")
+if [ $? -eq 0 ] && grep -qE "reused [1-9][0-9]* tokens \(dram\)" <<<"$out" && grep -qF "context:" <<<"$out" \
+  && grep -qF "(conversation reset)" <<<"$out" && [ "$(grep -c "reused 0 tokens (none)" <<<"$out")" -eq 2 ]; then
+  ok
+else
+  bad "chat: $(head -c 800 <<<"$out") $(head -c 300 "$TMP/err")"
+fi
+
 echo "replay_test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
