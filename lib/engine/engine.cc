@@ -13,14 +13,6 @@
 
 namespace cb::engine {
 
-namespace {
-
-double steady_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 const char* mode_name(Mode m) {
   switch (m) {
     case Mode::CA: return "ca";

@@ -1,12 +1,18 @@
 #pragma once
 /// Per-request state of the serving engine (shared by engine.cc and engine_run.cc).
 
+#include <chrono>
 #include <future>
 #include <vector>
 
 #include "lib/engine/engine.h"
 
 namespace cb::engine {
+
+/// Seconds on the steady clock.
+inline double steady_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Engine::Job {
   sched::Request req;

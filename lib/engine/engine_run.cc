@@ -11,14 +11,6 @@
 
 namespace cb::engine {
 
-namespace {
-
-double steady_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 void Engine::recompute_instead(Job& j, RunResult* res) {
   ++res->load_failures;
   j.load = store::LoadHandle();
