@@ -1,5 +1,8 @@
 #include "datasets/corpus.h"
 
+#include <cctype>
+#include <utility>
+
 #include "datasets/json_lines.h"
 #include "datasets/sha256.h"
 #include "datasets/text_io.h"
@@ -29,6 +32,59 @@ const KindInfo& info(CorpusKind kind) {
     if (k.kind == kind) return k;
   }
   return kKinds[4];
+}
+
+/// Python's s.replace(from, to): every non-overlapping occurrence, left to right.
+std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  for (size_t hit = s.find(from); hit != std::string_view::npos; hit = s.find(from, pos)) {
+    out.append(s.substr(pos, hit - pos));
+    out.append(to);
+    pos = hit + from.size();
+  }
+  out.append(s.substr(pos));
+  return out;
+}
+
+/// re.sub(r"/' [0-9]/", "/'[0-9]/", s): the replacement is literal text, as in the harness.
+std::string replace_quote_digit(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t i = 0;
+  while (i < s.size()) {
+    if (i + 5 <= s.size() && s.compare(i, 3, "/' ") == 0 &&
+        std::isdigit(static_cast<unsigned char>(s[i + 3])) != 0 && s[i + 4] == '/') {
+      out += "/'[0-9]/";
+      i += 5;
+    } else {
+      out.push_back(s[i++]);
+    }
+  }
+  return out;
+}
+
+/// re.sub(open \s*([^close]*?)\s* close, open \1 close, s): each `open` with a `close` after
+/// it is matched with the first such `close` (the lazy group cannot cross one), and the text
+/// between them loses its leading and trailing whitespace; scanning resumes after `close`.
+std::string tighten_pairs(std::string_view s, char open, char close) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const size_t a = s.find(open, pos);
+    if (a == std::string_view::npos) break;
+    const size_t b = s.find(close, a + 1);
+    if (b == std::string_view::npos) break;  // no later `open` has a `close` after it either
+    out.append(s.substr(pos, a - pos));
+    out.push_back(open);
+    out.append(py_strip(s.substr(a + 1, b - a - 1)));
+    out.push_back(close);
+    pos = b + 1;
+  }
+  out.append(s.substr(pos));
+  return out;
 }
 
 }  // namespace
@@ -120,6 +176,99 @@ Corpus load_corpus(CorpusKind kind, const std::string& path) {
 
 Corpus load_corpus(const std::string& kind, const std::string& path) {
   return load_corpus(parse_corpus_kind(kind), path);
+}
+
+std::vector<std::string> wikitext_articles(std::string_view text) {
+  // Universal newlines, as Python's text-mode read.
+  const std::string norm = replace_all(replace_all(text, "\r\n", "\n"), "\r", "\n");
+  std::vector<std::string> articles;
+  std::string page;   // "\n".join(lines gathered so far)
+  bool empty = true;  // no line gathered yet
+  size_t start = 0;
+  while (true) {  // norm.split("\n"): n + 1 lines for n newlines
+    const size_t nl = norm.find('\n', start);
+    const std::string_view line = std::string_view(norm).substr(
+        start, nl == std::string::npos ? std::string::npos : nl - start);
+    const std::string r = replace_all(replace_all(line, "= = =", "==="), "= =", "==");
+    const std::string_view rline = py_strip(r);
+    const bool heading =
+        rline.size() >= 2 && rline.substr(0, 2) == "= " && rline.substr(rline.size() - 2) == " =";
+    if (heading) {
+      if (!py_strip(page).empty()) articles.push_back(std::move(page));
+      page.clear();
+      empty = true;
+    }
+    if (!empty) page.push_back('\n');
+    page.append(line);
+    empty = false;
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  articles.push_back(std::move(page));
+  return articles;
+}
+
+std::string wikitext_detokenize(std::string_view page) {
+  // 1. contractions
+  std::string s = replace_all(page, "s '", "s'");
+  s = replace_quote_digit(s);
+  // 2. number separators, 3. punctuation
+  static constexpr std::pair<const char*, const char*> kSpacing[] = {
+      {" @-@ ", "-"}, {" @,@ ", ","}, {" @.@ ", "."}, {" : ", ": "}, {" ; ", "; "},
+      {" . ", ". "},  {" ! ", "! "},  {" ? ", "? "},  {" , ", ", "}};
+  for (const auto& [from, to] : kSpacing) s = replace_all(s, from, to);
+  // 4. brackets and quotes
+  static constexpr std::pair<char, char> kPairs[] = {
+      {'(', ')'}, {'[', ']'}, {'{', '}'}, {'"', '"'}, {'\'', '\''}};
+  for (const auto& [open, close] : kPairs) s = tighten_pairs(s, open, close);
+  // 5. miscellaneous
+  static constexpr std::pair<const char*, const char*> kMisc[] = {
+      {"= = = =", "===="}, {"= = =", "==="}, {"= =", "=="},  {" \xc2\xb0 ", "\xc2\xb0"},
+      {" \n", "\n"},       {"\n ", "\n"},    {" N ", " 1 "}, {" 's", "'s"}};
+  for (const auto& [from, to] : kMisc) s = replace_all(s, from, to);
+  return s;
+}
+
+bool py_isspace(uint32_t c) {
+  if (c < 0x80) return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
+  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+uint32_t next_code_point(std::string_view text, size_t& i) {
+  const auto b0 = static_cast<unsigned char>(text[i]);
+  const int len = b0 < 0x80           ? 1
+                  : (b0 >> 5) == 0x6  ? 2
+                  : (b0 >> 4) == 0xE  ? 3
+                  : (b0 >> 3) == 0x1E ? 4
+                                      : 0;
+  if (len == 0 || i + static_cast<size_t>(len) > text.size()) {
+    ++i;
+    return b0 < 0x80 ? b0 : 0xFFFD;
+  }
+  uint32_t c = len == 1 ? b0 : b0 & (0x7Fu >> len);
+  for (int k = 1; k < len; ++k) {
+    const auto b = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
+    if ((b >> 6) != 0x2) {
+      ++i;
+      return 0xFFFD;
+    }
+    c = (c << 6) | (b & 0x3Fu);
+  }
+  i += static_cast<size_t>(len);
+  return c;
+}
+
+std::string_view py_strip(std::string_view s) {
+  size_t begin = s.size(), end = 0;
+  for (size_t i = 0; i < s.size();) {
+    const size_t at = i;
+    if (!py_isspace(next_code_point(s, i))) {
+      if (begin == s.size()) begin = at;
+      end = i;
+    }
+  }
+  return begin < end ? s.substr(begin, end - begin) : std::string_view();
 }
 
 }  // namespace cb::datasets

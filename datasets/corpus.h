@@ -13,6 +13,10 @@
 ///    space). Rows are joined with " ", as GPTQ's ' '.join(valdata['text']).
 ///  - text (e.g. TinyStories): the file's text as is.
 /// Every kind inflates a gzip file transparently; `sha256` is always of the file's bytes.
+///
+/// lm-evaluation-harness scores WikiText per article, not as one stream: wikitext_articles
+/// splits a WikiText file the way its dataset (EleutherAI/wikitext_document_level) does and
+/// wikitext_detokenize is its wikitext task's detokenizer (see both below).
 
 #include <cstdint>
 #include <string>
@@ -57,5 +61,44 @@ std::vector<std::string> parse_c4_rows(std::string_view text, const std::string&
 
 /// Reads a C4 JSON-lines file (plain or gzip) into its rows' texts.
 std::vector<std::string> load_c4_rows(const std::string& path);
+
+/// The articles ("page" rows) of a WikiText file, raw or tokens version, exactly as the
+/// Hugging Face dataset EleutherAI/wikitext_document_level builds them (its
+/// `_generate_examples`), which lm-eval's `wikitext` task reads:
+///  - the text is read with Python's universal newlines ("\r\n" and "\r" become "\n") and
+///    split on "\n" (a final "\n" leaves a last empty line);
+///  - a line is a top-level heading when, after replacing "= = =" by "===" and then "= =" by
+///    "==" and stripping whitespace, it starts with "= " and ends with " =" (" = Title = ";
+///    sub-headings " = = Sub = = " become "== Sub ==" and stay inside the article);
+///  - each heading starts a new article: the lines gathered so far, joined with "\n", are an
+///    article unless they are only whitespace (the file's leading " " line); the lines after
+///    the last heading are the last article, always.
+/// WikiText-2's test split (wiki.test.raw) has 62 articles.
+std::vector<std::string> wikitext_articles(std::string_view text);
+
+/// lm-evaluation-harness's `wikitext_detokenizer` (lm_eval/tasks/wikitext/
+/// preprocess_wikitext.py), re-implemented from its specification; in this order, each step
+/// over the whole string, plain replacements left to right and non-overlapping:
+///  1. "s '" -> "s'"; the regex /' [0-9]/ -> the literal text "/'[0-9]/" (as the harness has it);
+///  2. " @-@ " -> "-", " @,@ " -> ",", " @.@ " -> ".";
+///  3. " : " -> ": ", " ; " -> "; ", " . " -> ". ", " ! " -> "! ", " ? " -> "? ", " , " -> ", ";
+///  4. for (), [], {}, "" and '' in turn: each opening character and the first closing one
+///     after it lose the whitespace just inside them (Python's Unicode \s), scanning left to
+///     right and resuming after each closing character (the regex \(\s*([^\)]*?)\s*\) etc.);
+///  5. "= = = =" -> "====", "= = =" -> "===", "= =" -> "==", " U+00B0 " -> "U+00B0" (degree sign),
+///     " \n" -> "\n", "\n " -> "\n", " N " -> " 1 ", " 's" -> "'s".
+std::string wikitext_detokenize(std::string_view page);
+
+/// Python's str.isspace() for one code point, which is also what re's \s matches in a str
+/// pattern: ASCII \t\n\v\f\r, 0x1C-0x1F and space, U+0085, U+00A0, U+1680, U+2000-U+200A,
+/// U+2028, U+2029, U+202F, U+205F, U+3000.
+bool py_isspace(uint32_t c);
+
+/// Decodes the UTF-8 code point at text[i] (i < text.size()) and advances i past it; an
+/// invalid or truncated sequence decodes as U+FFFD and advances by one byte.
+uint32_t next_code_point(std::string_view text, size_t& i);
+
+/// `s` without leading and trailing whitespace as Python's str.strip() sees it (py_isspace).
+std::string_view py_strip(std::string_view s);
 
 }  // namespace cb::datasets

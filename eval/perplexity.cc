@@ -1,8 +1,10 @@
 #include "eval/perplexity.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
+#include "datasets/corpus.h"
 #include "lib/core/error.h"
 
 namespace cb::eval {
@@ -39,20 +41,50 @@ struct NllSum {
   }
 };
 
-/// Runs `input` as a fresh sequence and returns the logits of every position.
-std::vector<float> forward_all(const model::Model& m, kv::KvCache& cache, kv::SeqId seq,
-                               std::vector<int32_t> input) {
-  model::SeqInput in;
-  in.seq = seq;
-  in.all_logits = true;
-  in.tokens = std::move(input);
-  cache.add_sequence(seq);
-  if (!cache.reserve(seq, static_cast<int64_t>(in.tokens.size()))) {
-    throw Error("internal: perplexity KV cache too small");
+/// Runs `n` windows through the model, opt.batch of them per Model::forward call, each as a
+/// fresh sequence of one paged KV cache sized for opt.batch windows of up to max_len tokens,
+/// with the logits of every position. Window k's tokens are input(k); consume(k, logits
+/// [input(k).size(), vocab]) is called in window order. Returns the forward calls made.
+int64_t run_windows(const model::Model& m, int n, int max_len, const PerplexityOptions& opt,
+                    const std::function<std::vector<int32_t>(int)>& input,
+                    const std::function<void(int, const float*)>& consume) {
+  const int batch = std::min(opt.batch, std::max(n, 1));
+  const int blocks = (max_len + opt.block_size - 1) / opt.block_size;
+  kv::KvCache cache(m.kv_config(blocks * batch, opt.block_size));
+  const int64_t vocab = m.config().vocab_size;
+  int64_t calls = 0;
+  std::vector<model::SeqInput> in;
+  for (int k0 = 0; k0 < n; k0 += batch) {
+    const int k1 = std::min(n, k0 + batch);
+    in.clear();
+    for (int k = k0; k < k1; ++k) {
+      model::SeqInput s;
+      s.seq = k;
+      s.all_logits = true;
+      s.tokens = input(k);
+      cache.add_sequence(k);
+      if (!cache.reserve(k, static_cast<int64_t>(s.tokens.size()))) {
+        throw Error("internal: perplexity KV cache too small");
+      }
+      in.push_back(std::move(s));
+    }
+    const std::vector<float> logits = m.forward(in, cache);
+    ++calls;
+    int64_t row = 0;
+    for (int k = k0; k < k1; ++k) {
+      consume(k, logits.data() + row * vocab);
+      row += static_cast<int64_t>(in[static_cast<size_t>(k - k0)].tokens.size());
+      cache.free_sequence(k);
+    }
   }
-  std::vector<float> logits = m.forward({in}, cache);
-  cache.free_sequence(seq);
-  return logits;
+  return calls;
+}
+
+void check_batch(const PerplexityOptions& opt) {
+  if (opt.batch < 1) {
+    throw make_error("--batch", "must be at least 1, got " + std::to_string(opt.batch));
+  }
+  if (opt.block_size < 1) throw make_error("block_size", "must be positive");
 }
 
 // Full windows of n_ctx tokens in the stream, capped by --chunks; an error when there is none.
@@ -67,41 +99,8 @@ int full_windows(size_t n_tokens, int n_ctx, int max_chunks, const char* unit) {
   return max_chunks > 0 && max_chunks < n ? max_chunks : n;
 }
 
-kv::KvCache make_cache(const model::Model& m, int n_ctx, int block_size) {
-  return kv::KvCache(m.kv_config((n_ctx + block_size - 1) / block_size, block_size));
-}
-
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-/// Python's str.isspace / re's \s for one code point.
-bool is_py_space(uint32_t c) {
-  if (c < 0x80) return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
-  return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
-         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-/// Decodes the UTF-8 code point at text[i] and advances i; an invalid byte decodes as
-/// itself (never whitespace above 0x7F) and advances by one.
-uint32_t next_code_point(std::string_view text, size_t& i) {
-  const auto b0 = static_cast<unsigned char>(text[i]);
-  int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xE ? 3 : (b0 >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + static_cast<size_t>(len) > text.size()) {
-    ++i;
-    return b0 < 0x80 ? b0 : 0xFFFD;
-  }
-  uint32_t c = len == 1 ? b0 : b0 & (0x7Fu >> len);
-  for (int k = 1; k < len; ++k) {
-    const auto b = static_cast<unsigned char>(text[i + static_cast<size_t>(k)]);
-    if ((b >> 6) != 0x2) {
-      ++i;
-      return 0xFFFD;
-    }
-    c = (c << 6) | (b & 0x3Fu);
-  }
-  i += static_cast<size_t>(len);
-  return c;
 }
 
 }  // namespace
@@ -119,31 +118,39 @@ PerplexityResult perplexity_llamacpp(const model::Model& m, const std::vector<in
                                      const PerplexityProgress& progress) {
   const int n_ctx = opt.n_ctx;
   check_ctx(m, n_ctx);
+  check_batch(opt);
   const int chunks = full_windows(tokens.size(), n_ctx, opt.max_chunks, "chunk");
 
   const auto t0 = Clock::now();
   const int64_t vocab = m.config().vocab_size;
   const int first = n_ctx / 2;
-  kv::KvCache cache = make_cache(m, n_ctx, opt.block_size);
   NllSum s;
   PerplexityResult r;
-  for (int c = 0; c < chunks; ++c) {
-    const size_t start = static_cast<size_t>(c) * static_cast<size_t>(n_ctx);
-    std::vector<int32_t> in(
-        tokens.begin() + static_cast<std::ptrdiff_t>(start),
-        tokens.begin() + static_cast<std::ptrdiff_t>(start + static_cast<size_t>(n_ctx)));
-    if (opt.bos_id >= 0) in[0] = opt.bos_id;
-    const std::vector<float> logits = forward_all(m, cache, c, std::move(in));
-    for (int j = first; j < n_ctx - 1; ++j) {
-      s.add(token_nll(logits.data() + static_cast<int64_t>(j) * vocab, vocab,
-                      tokens[start + static_cast<size_t>(j) + 1]));
-    }
-    r.chunk_ppl.push_back(std::exp(s.mean()));
-    if (progress) progress(c + 1, chunks, r.chunk_ppl.back());
-  }
+  const auto start_of = [n_ctx](int c) {
+    return static_cast<size_t>(c) * static_cast<size_t>(n_ctx);
+  };
+  r.forward_calls = run_windows(
+      m, chunks, n_ctx, opt,
+      [&](int c) {
+        const auto b = tokens.begin() + static_cast<std::ptrdiff_t>(start_of(c));
+        std::vector<int32_t> in(b, b + n_ctx);
+        if (opt.bos_id >= 0) in[0] = opt.bos_id;
+        return in;
+      },
+      [&](int c, const float* logits) {
+        for (int j = first; j < n_ctx - 1; ++j) {
+          const double v = token_nll(logits + static_cast<int64_t>(j) * vocab, vocab,
+                                     tokens[start_of(c) + static_cast<size_t>(j) + 1]);
+          s.add(v);
+          if (opt.keep_nll) r.token_nll.push_back(v);
+        }
+        r.chunk_ppl.push_back(std::exp(s.mean()));
+        if (progress) progress(c + 1, chunks, r.chunk_ppl.back());
+      });
   r.convention = "llama.cpp";
   r.n_ctx = n_ctx;
   r.chunks = chunks;
+  r.batch = opt.batch;
   r.scored_tokens = s.count;
   r.total_nll = s.nll;
   r.mean_nll = s.mean();
@@ -186,7 +193,7 @@ int64_t lmeval_count_words(std::string_view text) {
   int64_t words = 1;
   bool in_space = false;
   for (size_t i = 0; i < text.size();) {
-    const bool space = is_py_space(next_code_point(text, i));
+    const bool space = datasets::py_isspace(datasets::next_code_point(text, i));
     if (space && !in_space) ++words;
     in_space = space;
   }
@@ -196,50 +203,80 @@ int64_t lmeval_count_words(std::string_view text) {
 PerplexityResult perplexity_lmeval(const model::Model& m, const std::vector<int32_t>& tokens,
                                    const PerplexityOptions& opt,
                                    const PerplexityProgress& progress) {
+  return perplexity_lmeval_documents(m, {{tokens, opt.text_words, opt.text_bytes}}, opt, progress);
+}
+
+PerplexityResult perplexity_lmeval_documents(const model::Model& m,
+                                             const std::vector<LmEvalDocument>& docs,
+                                             const PerplexityOptions& opt,
+                                             const PerplexityProgress& progress) {
   const int len = opt.n_ctx;
   check_ctx(m, len);
+  check_batch(opt);
   if (opt.bos_id < 0) {
     throw make_error("perplexity", "the lm-eval convention needs a prefix token (BOS or EOS)",
                      "use a tokenizer that defines BOS or EOS");
   }
-  if (tokens.empty()) {
+  // Every document's rolling windows, in document order; windows never cross documents.
+  struct DocWindow {
+    size_t doc;
+    RollingWindow w;
+  };
+  std::vector<DocWindow> windows;
+  PerplexityResult r;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    for (const RollingWindow& w :
+         lmeval_rolling_windows(static_cast<int64_t>(docs[d].tokens.size()), len)) {
+      windows.push_back({d, w});
+    }
+    r.words += docs[d].words;
+    r.bytes += docs[d].bytes;
+  }
+  if (windows.empty()) {
     throw make_error("perplexity", "the text has no tokens", "use a non-empty file");
   }
   const auto t0 = Clock::now();
   const int64_t vocab = m.config().vocab_size;
-  const std::vector<RollingWindow> windows =
-      lmeval_rolling_windows(static_cast<int64_t>(tokens.size()), len);
-  kv::KvCache cache = make_cache(m, len, opt.block_size);
   NllSum s;
-  PerplexityResult r;
+  r.document_nll.assign(docs.size(), 0.0);
   const int n_windows = static_cast<int>(windows.size());
-  for (int k = 0; k < n_windows; ++k) {
-    const RollingWindow& w = windows[static_cast<size_t>(k)];
-    std::vector<int32_t> in;
-    in.reserve(static_cast<size_t>(w.input_len));
-    for (int64_t p = w.input_begin; p < w.input_begin + w.input_len; ++p) {
-      in.push_back(p < 0 ? opt.bos_id : tokens[static_cast<size_t>(p)]);
-    }
-    const std::vector<float> logits = forward_all(m, cache, k, std::move(in));
-    const int row0 = w.input_len - w.pred_len;
-    for (int j = 0; j < w.pred_len; ++j) {
-      s.add(token_nll(logits.data() + static_cast<int64_t>(row0 + j) * vocab, vocab,
-                      tokens[static_cast<size_t>(w.pred_begin + j)]));
-    }
-    r.tokens_processed += w.input_len;
-    r.chunk_ppl.push_back(std::exp(s.mean()));
-    if (progress) progress(k + 1, n_windows, r.chunk_ppl.back());
-  }
+  r.forward_calls = run_windows(
+      m, n_windows, len, opt,
+      [&](int k) {
+        const DocWindow& dw = windows[static_cast<size_t>(k)];
+        const std::vector<int32_t>& toks = docs[dw.doc].tokens;
+        std::vector<int32_t> in;
+        in.reserve(static_cast<size_t>(dw.w.input_len));
+        for (int64_t p = dw.w.input_begin; p < dw.w.input_begin + dw.w.input_len; ++p) {
+          in.push_back(p < 0 ? opt.bos_id : toks[static_cast<size_t>(p)]);
+        }
+        return in;
+      },
+      [&](int k, const float* logits) {
+        const DocWindow& dw = windows[static_cast<size_t>(k)];
+        const std::vector<int32_t>& toks = docs[dw.doc].tokens;
+        const int row0 = dw.w.input_len - dw.w.pred_len;
+        for (int j = 0; j < dw.w.pred_len; ++j) {
+          const double v = token_nll(logits + static_cast<int64_t>(row0 + j) * vocab, vocab,
+                                     toks[static_cast<size_t>(dw.w.pred_begin + j)]);
+          s.add(v);
+          r.document_nll[dw.doc] += v;
+          if (opt.keep_nll) r.token_nll.push_back(v);
+        }
+        r.tokens_processed += dw.w.input_len;
+        r.chunk_ppl.push_back(std::exp(s.mean()));
+        if (progress) progress(k + 1, n_windows, r.chunk_ppl.back());
+      });
   r.convention = "lm-eval";
   r.n_ctx = len;
   r.chunks = n_windows;
+  r.documents = static_cast<int>(docs.size());
+  r.batch = opt.batch;
   r.scored_tokens = s.count;
   r.total_nll = s.nll;
   r.mean_nll = s.mean();
   r.ppl = std::exp(r.mean_nll);
   r.ppl_stderr = s.ppl_stderr(r.ppl);
-  r.words = opt.text_words;
-  r.bytes = opt.text_bytes;
   // lm-eval: weighted_perplexity = exp(-sum(ll) / sum(words)); bits_per_byte =
   // -sum(ll) / sum(bytes) / ln 2; byte_perplexity = exp(-sum(ll) / sum(bytes)).
   if (r.words > 0) r.word_ppl = std::exp(s.nll / static_cast<double>(r.words));
@@ -262,34 +299,40 @@ PerplexityResult perplexity_gptq(const model::Model& m, const std::vector<int32_
                                  const PerplexityOptions& opt, const PerplexityProgress& progress) {
   const int seqlen = opt.n_ctx;
   check_ctx(m, seqlen);
+  check_batch(opt);
   const int nsamples = full_windows(tokens.size(), seqlen, opt.max_chunks, "window");
   const auto t0 = Clock::now();
   const int64_t vocab = m.config().vocab_size;
-  kv::KvCache cache = make_cache(m, seqlen, opt.block_size);
   NllSum s;
   double nlls = 0.0;  // sum over windows of loss * seqlen
   PerplexityResult r;
-  for (int i = 0; i < nsamples; ++i) {
-    const size_t start = static_cast<size_t>(i) * static_cast<size_t>(seqlen);
-    std::vector<int32_t> in(
-        tokens.begin() + static_cast<std::ptrdiff_t>(start),
-        tokens.begin() + static_cast<std::ptrdiff_t>(start + static_cast<size_t>(seqlen)));
-    const std::vector<float> logits = forward_all(m, cache, i, std::move(in));
-    double window = 0.0;
-    for (int j = 0; j < seqlen - 1; ++j) {
-      const double v = token_nll(logits.data() + static_cast<int64_t>(j) * vocab, vocab,
-                                 tokens[start + static_cast<size_t>(j) + 1]);
-      window += v;
-      s.add(v);
-    }
-    const double loss = window / static_cast<double>(seqlen - 1);
-    nlls += loss * static_cast<double>(seqlen);
-    r.chunk_ppl.push_back(std::exp(nlls / (static_cast<double>(i + 1) * seqlen)));
-    if (progress) progress(i + 1, nsamples, r.chunk_ppl.back());
-  }
+  const auto start_of = [seqlen](int i) {
+    return static_cast<size_t>(i) * static_cast<size_t>(seqlen);
+  };
+  r.forward_calls = run_windows(
+      m, nsamples, seqlen, opt,
+      [&](int i) {
+        const auto b = tokens.begin() + static_cast<std::ptrdiff_t>(start_of(i));
+        return std::vector<int32_t>(b, b + seqlen);
+      },
+      [&](int i, const float* logits) {
+        double window = 0.0;
+        for (int j = 0; j < seqlen - 1; ++j) {
+          const double v = token_nll(logits + static_cast<int64_t>(j) * vocab, vocab,
+                                     tokens[start_of(i) + static_cast<size_t>(j) + 1]);
+          window += v;
+          s.add(v);
+          if (opt.keep_nll) r.token_nll.push_back(v);
+        }
+        const double loss = window / static_cast<double>(seqlen - 1);
+        nlls += loss * static_cast<double>(seqlen);
+        r.chunk_ppl.push_back(std::exp(nlls / (static_cast<double>(i + 1) * seqlen)));
+        if (progress) progress(i + 1, nsamples, r.chunk_ppl.back());
+      });
   r.convention = "gptq";
   r.n_ctx = seqlen;
   r.chunks = nsamples;
+  r.batch = opt.batch;
   r.scored_tokens = s.count;
   r.total_nll = s.nll;
   r.mean_nll = nlls / (static_cast<double>(nsamples) * seqlen);

@@ -10,6 +10,9 @@
 ///    and bits per byte as its wikitext task reports them.
 ///  - gptq: GPTQ's datautils/llama_eval: non-overlapping windows of n_ctx (seqlen) tokens,
 ///    no BOS inserted, all but each window's first token scored (see perplexity_gptq).
+/// Windows are independent of each other in every convention, so `batch` of them go through
+/// one Model::forward call (one sequence each in one paged KV cache sized for `batch`
+/// windows): fewer, larger GEMMs, the same numbers up to the rounding of the batched GEMMs.
 
 #include <cstdint>
 #include <functional>
@@ -29,6 +32,8 @@ struct PerplexityOptions {
   int block_size = 16;     ///< KV cache block size
   int64_t text_words = 0;  ///< lm-eval: lmeval_count_words of the document text
   int64_t text_bytes = 0;  ///< lm-eval: UTF-8 bytes of the document text
+  int batch = 1;           ///< windows per Model::forward call (>= 1)
+  bool keep_nll = false;   ///< fill PerplexityResult::token_nll
 };
 
 struct PerplexityResult {
@@ -41,13 +46,18 @@ struct PerplexityResult {
   double ppl = 0.0;
   double ppl_stderr = 0.0;  ///< ppl * sqrt(var(nll) / (count - 1)), as llama.cpp reports
   double seconds = 0.0;
-  int64_t tokens_processed = 0;   ///< tokens run through the model
-  std::vector<double> chunk_ppl;  ///< running PPL after each chunk/window
-  int64_t words = 0;              ///< lm-eval: words of the document text
-  int64_t bytes = 0;              ///< lm-eval: UTF-8 bytes of the document text
-  double word_ppl = 0.0;          ///< lm-eval: exp(total_nll / words)
-  double byte_ppl = 0.0;          ///< lm-eval: exp(total_nll / bytes)
-  double bits_per_byte = 0.0;     ///< lm-eval: total_nll / bytes / ln 2 = log2(byte_ppl)
+  int64_t tokens_processed = 0;      ///< tokens run through the model
+  std::vector<double> chunk_ppl;     ///< running PPL after each chunk/window
+  int64_t words = 0;                 ///< lm-eval: words of the document text
+  int64_t bytes = 0;                 ///< lm-eval: UTF-8 bytes of the document text
+  double word_ppl = 0.0;             ///< lm-eval: exp(total_nll / words)
+  double byte_ppl = 0.0;             ///< lm-eval: exp(total_nll / bytes)
+  double bits_per_byte = 0.0;        ///< lm-eval: total_nll / bytes / ln 2 = log2(byte_ppl)
+  int documents = 0;                 ///< lm-eval: documents scored (1 for a single stream)
+  std::vector<double> document_nll;  ///< lm-eval: total NLL of each document
+  int batch = 1;                     ///< windows per Model::forward call
+  int64_t forward_calls = 0;         ///< Model::forward calls made
+  std::vector<double> token_nll;     ///< with keep_nll: every scored token's NLL, in order
 };
 
 /// Progress callback: (chunk or window done, total, running PPL).
@@ -87,6 +97,27 @@ int64_t lmeval_count_words(std::string_view text);
 PerplexityResult perplexity_lmeval(const model::Model& m, const std::vector<int32_t>& tokens,
                                    const PerplexityOptions& opt,
                                    const PerplexityProgress& progress = {});
+
+/// One document of lm-eval's loglikelihood_rolling: the tokens of its target text (for
+/// `wikitext`, the detokenized page) without BOS, and the words and bytes its metrics divide
+/// by (for `wikitext`, of the page before detokenization).
+struct LmEvalDocument {
+  std::vector<int32_t> tokens;
+  int64_t words = 0;
+  int64_t bytes = 0;
+};
+
+/// lm-eval convention over several documents, as its perplexity tasks aggregate them: each
+/// document's rolling windows are scored on their own (no context crosses documents), and
+/// word_perplexity = exp(sum NLL / sum words), byte_perplexity = exp(sum NLL / sum bytes),
+/// bits_per_byte = sum NLL / sum bytes / ln 2 over all documents (weighted_perplexity and
+/// bits_per_byte in lm_eval/api/metrics.py). Token perplexity is exp(sum NLL / tokens).
+/// opt.text_words/text_bytes are ignored. A document without tokens scores nothing but its
+/// words and bytes still count; throws cb::Error when no document has a token.
+PerplexityResult perplexity_lmeval_documents(const model::Model& m,
+                                             const std::vector<LmEvalDocument>& docs,
+                                             const PerplexityOptions& opt,
+                                             const PerplexityProgress& progress = {});
 
 /// GPTQ convention: `tokens` as the tokenizer returns them for the whole text (one BOS at
 /// the start if it adds one; none inserted per window). nsamples = tokens / n_ctx windows

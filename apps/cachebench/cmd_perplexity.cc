@@ -1,5 +1,6 @@
 // cachebench perplexity --model MODEL --file F [--convention llama.cpp|lm-eval|gptq] [--ctx N]
-//                       [--chunks K] [--max-tokens N] [--out FILE.json]
+//                       [--chunks K] [--max-tokens N] [--batch B] [--out FILE.json]
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,7 @@
 #include "eval/overflow.h"
 #include "eval/perplexity.h"
 #include "lib/core/error.h"
+#include "lib/tokenizer/tokenizer.h"
 
 namespace cb::app {
 namespace {
@@ -30,18 +32,38 @@ struct PerplexityArgs {
   int64_t max_tokens = 0;
   std::string convention = "llama.cpp";
   bool ctx_given = false;  ///< --ctx was passed (else the convention's default)
+  /// Windows per Model::forward call (conventions); > 1: the overflow study's methods in
+  /// lockstep. Default 4: on stories260K 4 and 8 tie, within 2% of 1, and 16 is slower
+  /// (docs/perf.md); 4 keeps the logits buffer (batch * n_ctx * vocab floats) moderate.
+  int batch = 4;
 };
+
+/// lm-eval scores WikiText per article with its detokenizer (its `wikitext` task); the other
+/// corpora stay one stream (lm-eval has no task on the Mikolov PTB, GPTQ-style C4 or plain
+/// text files: its paloma_ptb / paloma_c4_en tasks read allenai/paloma's own documents).
+bool lmeval_documents(const PerplexityArgs& a) {
+  return a.convention == "lm-eval" && (a.dataset == "wikitext2" || a.dataset == "wikitext2-raw");
+}
+
+std::string batch_note(int batch, int64_t calls) {
+  return "; " + std::to_string(batch) + " window" + (batch == 1 ? "" : "s") +
+         " per forward call (" + std::to_string(calls) + " calls)";
+}
 
 // One markdown table row per run (every convention), then a line saying what the convention is.
 void print_ppl_table(const PerplexityArgs& a, const eval::PerplexityResult& r,
                      const std::string& sha256, size_t tokens, const std::string& description) {
   const bool lmeval = r.convention == "lm-eval";
-  std::printf("model %s, %s file %s (sha256 %.16s..., %zu tokens)\n\n", a.m.model.c_str(),
+  std::printf("model %s, %s file %s (sha256 %.16s..., %zu tokens)\n", a.m.model.c_str(),
               a.dataset.c_str(), a.file.c_str(), sha256.c_str(), tokens);
-  std::printf("| convention | n_ctx | windows | tokens scored | PPL | +/- |%s time (s) |\n",
-              lmeval ? " word PPL | byte PPL | bits/byte |" : "");
-  std::printf("|---|---|---|---|---|---|%s---|\n", lmeval ? "---|---|---|" : "");
-  std::printf("| %s | %d | %d | %lld | %.4f | %.5f |", r.convention.c_str(), r.n_ctx, r.chunks,
+  if (lmeval) std::printf("documents: %d\n", r.documents);
+  std::printf("\n| convention |%s n_ctx | windows | tokens scored | PPL | +/- |%s time (s) |\n",
+              lmeval ? " documents |" : "", lmeval ? " word PPL | byte PPL | bits/byte |" : "");
+  std::printf("|---|%s---|---|---|---|---|%s---|\n", lmeval ? "---|" : "",
+              lmeval ? "---|---|---|" : "");
+  std::printf("| %s |", r.convention.c_str());
+  if (lmeval) std::printf(" %d |", r.documents);
+  std::printf(" %d | %d | %lld | %.4f | %.5f |", r.n_ctx, r.chunks,
               static_cast<long long>(r.scored_tokens), r.ppl, r.ppl_stderr);
   if (lmeval) std::printf(" %.4f | %.4f | %.4f |", r.word_ppl, r.byte_ppl, r.bits_per_byte);
   std::printf(" %.2f |\n\n%s\n", r.seconds, description.c_str());
@@ -58,18 +80,32 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   opt.truncate_ratio = a.truncate_ratio;
   opt.sink = a.sink;
   opt.max_tokens = a.max_tokens;
+  opt.batched = a.batch > 1;
+  const auto progress = [](const std::string& name) {
+    return [name](int64_t done, int64_t total) {
+      if (done == total || done % 4096 < 256) {
+        std::fprintf(stderr, "\r  %-4s %5.1f%% of %lld tokens", name.c_str(), 100.0 * done / total,
+                     static_cast<long long>(total));
+        if (done == total) std::fputc('\n', stderr);
+      }
+    };
+  };
+  const auto t0 = std::chrono::steady_clock::now();
   std::vector<eval::OverflowResult> rs;
-  for (auto method : methods) {
-    const char* name = eval::overflow_method_name(method);
-    rs.push_back(
-        eval::run_overflow(*lm.model, tokens, method, opt, [name](int64_t done, int64_t total) {
-          if (done == total || done % 4096 < 256) {
-            std::fprintf(stderr, "\r  %-4s %5.1f%% of %lld tokens", name, 100.0 * done / total,
-                         static_cast<long long>(total));
-            if (done == total) std::fputc('\n', stderr);
-          }
-        }));
+  if (opt.batched) {
+    // All methods in lockstep: one Model::forward per step for all of them.
+    std::string names;
+    for (auto method : methods)
+      names += (names.empty() ? "" : "+") + std::string(eval::overflow_method_name(method));
+    rs = eval::run_overflow_group(*lm.model, tokens, methods, opt, progress(names));
+  } else {
+    for (auto method : methods) {
+      rs.push_back(eval::run_overflow(*lm.model, tokens, method, opt,
+                                      progress(eval::overflow_method_name(method))));
+    }
   }
+  const double total_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("overflow study: window %d tokens, drop %.0f%% of it on overflow, %d sink tokens\n",
               a.ctx, 100.0 * a.truncate_ratio, a.sink);
   std::printf("model %s, file %s\n\n", a.m.model.c_str(), a.file.c_str());
@@ -84,6 +120,19 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                 static_cast<long long>(r.tokens_recomputed),
                 static_cast<long long>(r.tokens_processed), r.seconds);
   }
+  int64_t calls = 0;
+  for (const auto& r : rs) calls += r.forward_calls;
+  if (opt.batched && rs.size() > 1) calls = rs.front().forward_calls;  // shared calls
+  std::printf("\n%s; %lld Model::forward calls; %.2f s in all\n",
+              opt.batched
+                  ? (rs.size() > 1
+                         ? "methods in lockstep (--batch > 1): one forward call per step for all, "
+                           "TT's recompute in the same call; time per method = its truncations + "
+                           "its rows' share of each call"
+                         : "TT's recompute joins the next prefill's forward call (--batch > 1)")
+                  : "unbatched (--batch 1): one forward call per method and step, one per TT "
+                    "recompute",
+              static_cast<long long>(calls), total_s);
   if (!a.out.empty()) {
     nlohmann::json j = {{"study", "overflow"},
                         {"model", a.m.model},
@@ -94,6 +143,10 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                         {"truncate_ratio", a.truncate_ratio},
                         {"sink", a.sink},
                         {"tokens", tokens.size()},
+                        {"batch", a.batch},
+                        {"lockstep", opt.batched},
+                        {"forward_calls", calls},
+                        {"seconds", total_s},
                         {"backend", a.m.backend},
                         {"mode", "real"}};
     for (const auto& r : rs) {
@@ -104,6 +157,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                               {"overflows", r.overflows},
                               {"tokens_recomputed", r.tokens_recomputed},
                               {"tokens_processed", r.tokens_processed},
+                              {"forward_calls", r.forward_calls},
                               {"seconds", r.seconds}});
     }
     write_json(a.out, j);
@@ -111,14 +165,50 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   return 0;
 }
 
+/// lm-eval's wikitext task: one document per article, its detokenized text tokenized without
+/// BOS. --max-tokens keeps the first whole articles whose tokens fit in it.
+std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, const LoadedModel& lm,
+                                                     const datasets::Corpus& corpus,
+                                                     size_t* articles) {
+  const std::vector<std::string> pages = datasets::wikitext_articles(corpus.text);
+  *articles = pages.size();
+  std::vector<eval::LmEvalDocument> docs;
+  int64_t kept = 0;
+  for (const std::string& page : pages) {
+    eval::LmEvalDocument d;
+    d.tokens = lm.tok->encode(datasets::wikitext_detokenize(page), false);
+    // lm-eval's process_results counts words and bytes of doc["page"], the article *before*
+    // detokenization ("IMPORTANT: wikitext counts number of words in *original doc before
+    // detokenization*", lm_eval/tasks/wikitext/preprocess_wikitext.py):
+    // len(re.split(r"\s+", doc["page"])) and len(doc["page"].encode("utf-8")).
+    d.words = eval::lmeval_count_words(page);
+    d.bytes = static_cast<int64_t>(page.size());
+    const auto n = static_cast<int64_t>(d.tokens.size());
+    if (a.max_tokens > 0 && kept + n > a.max_tokens) {
+      if (docs.empty()) {
+        throw make_error("--max-tokens",
+                         std::to_string(a.max_tokens) + " keeps no whole article: the first has " +
+                             std::to_string(n) + " tokens",
+                         "pass --max-tokens " + std::to_string(n) + " or more, or 0 for all");
+      }
+      break;
+    }
+    kept += n;
+    docs.push_back(std::move(d));
+  }
+  return docs;
+}
+
 /// --method full with --convention lm-eval or gptq (eval/perplexity.h describes both).
 int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const datasets::Corpus& corpus,
                    std::vector<int32_t> tokens) {
   const bool lmeval = a.convention == "lm-eval";
+  const bool documents = lmeval_documents(a);
   const int window = lm.model->config().max_context;
   eval::PerplexityOptions opt;
   opt.n_ctx = a.ctx_given ? a.ctx : lmeval ? window : 2048;
   opt.max_chunks = a.chunks;
+  opt.batch = a.batch;
   if (!a.ctx_given && opt.n_ctx > window) {
     throw make_error("--ctx",
                      "the gptq convention's default seqlen of 2048 exceeds the model's context "
@@ -130,41 +220,65 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
     throw make_error("--chunks", "does not apply to the lm-eval convention (every token is scored)",
                      "use --max-tokens to shorten the stream");
   }
-  const size_t all_tokens = tokens.size();
-  const bool truncated = a.max_tokens > 0 && tokens.size() > static_cast<size_t>(a.max_tokens);
-  if (truncated) tokens.resize(static_cast<size_t>(a.max_tokens));
-  std::string decoded;
-  std::string_view text = corpus.text;
+  std::vector<eval::LmEvalDocument> docs;
+  size_t articles = 0;
+  size_t all_tokens = tokens.size();
+  bool truncated = false;
+  if (documents) {
+    docs = wikitext_documents(a, lm, corpus, &articles);
+    truncated = docs.size() < articles;
+    tokens.clear();
+    for (const auto& d : docs) tokens.insert(tokens.end(), d.tokens.begin(), d.tokens.end());
+    all_tokens = tokens.size();
+  } else {
+    truncated = a.max_tokens > 0 && tokens.size() > static_cast<size_t>(a.max_tokens);
+    if (truncated) tokens.resize(static_cast<size_t>(a.max_tokens));
+  }
   if (lmeval) {
     // lm-eval's prefix_token_id: BOS when the tokenizer has one, else EOS.
     opt.bos_id = lm.tok->bos_id() >= 0 ? lm.tok->bos_id() : lm.tok->eos_id();
-    if (truncated) {
-      decoded = lm.tok->decode(tokens);
-      text = decoded;
+    if (!documents) {
+      // One document: the whole text, or the text the kept tokens decode to.
+      const std::string text = truncated ? lm.tok->decode(tokens) : corpus.text;
+      docs.push_back({tokens, eval::lmeval_count_words(text), static_cast<int64_t>(text.size())});
     }
-    opt.text_words = eval::lmeval_count_words(text);
-    opt.text_bytes = static_cast<int64_t>(text.size());
   }
-  std::fprintf(stderr, "perplexity: %zu tokens, n_ctx %d, convention %s\n", tokens.size(),
-               opt.n_ctx, a.convention.c_str());
+  std::fprintf(stderr, "perplexity: %zu tokens, n_ctx %d, convention %s%s\n", tokens.size(),
+               opt.n_ctx, a.convention.c_str(),
+               documents ? (", " + std::to_string(docs.size()) + " documents").c_str() : "");
   const auto progress = [](int c, int n, double ppl) {
     std::fprintf(stderr, "\r  window %d/%d  running PPL %.4f", c, n, ppl);
     if (c == n) std::fputc('\n', stderr);
   };
-  const eval::PerplexityResult r = lmeval
-                                       ? eval::perplexity_lmeval(*lm.model, tokens, opt, progress)
-                                       : eval::perplexity_gptq(*lm.model, tokens, opt, progress);
-  std::string description =
-      lmeval ? "lm-eval: loglikelihood_rolling, max_length " + std::to_string(r.n_ctx) +
-                   ", prefix token " + std::to_string(opt.bos_id) +
-                   ", every token scored once; words " + std::to_string(r.words) +
-                   (truncated ? " (of the kept tokens' decoded text)" : "") + ", bytes " +
-                   std::to_string(r.bytes)
-             : "gptq: non-overlapping seqlen " + std::to_string(r.n_ctx) +
-                   " windows, no BOS inserted, each window's first token unscored";
-  if (truncated)
+  const eval::PerplexityResult r =
+      lmeval ? eval::perplexity_lmeval_documents(*lm.model, docs, opt, progress)
+             : eval::perplexity_gptq(*lm.model, tokens, opt, progress);
+  std::string description;
+  if (documents) {
+    description = "lm-eval wikitext: " + std::to_string(r.documents) +
+                  (r.documents == 1 ? " document" : " documents") +
+                  " (the file's articles, as EleutherAI/wikitext_document_level), "
+                  "wikitext_detokenizer applied, loglikelihood_rolling per document, max_length " +
+                  std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +
+                  "; words " + std::to_string(r.words) + " and bytes " + std::to_string(r.bytes) +
+                  " of the articles before detokenization";
+    if (truncated)
+      description += "; first " + std::to_string(docs.size()) + " of " + std::to_string(articles) +
+                     " articles kept by --max-tokens";
+  } else if (lmeval) {
+    description = "lm-eval: loglikelihood_rolling over the text as one document, max_length " +
+                  std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +
+                  ", every token scored once; words " + std::to_string(r.words) +
+                  (truncated ? " (of the kept tokens' decoded text)" : "") + ", bytes " +
+                  std::to_string(r.bytes);
+  } else {
+    description = "gptq: non-overlapping seqlen " + std::to_string(r.n_ctx) +
+                  " windows, no BOS inserted, each window's first token unscored";
+  }
+  if (truncated && !documents)
     description += "; first " + std::to_string(tokens.size()) + " of " +
                    std::to_string(all_tokens) + " tokens kept by --max-tokens";
+  description += batch_note(r.batch, r.forward_calls);
   print_ppl_table(a, r, corpus.sha256, tokens.size(), description);
   if (!a.out.empty()) {
     nlohmann::json j = {{"convention", r.convention},
@@ -183,16 +297,28 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"mean_nll", r.mean_nll},
                         {"ppl", r.ppl},
                         {"ppl_stderr", r.ppl_stderr},
+                        {"batch", r.batch},
+                        {"forward_calls", r.forward_calls},
                         {"seconds", r.seconds},
                         {"backend", a.m.backend},
                         {"mode", "real"}};
     if (lmeval) {
       j["prefix_token"] = opt.bos_id;
+      j["documents"] = r.documents;
       j["words"] = r.words;
       j["bytes"] = r.bytes;
       j["word_perplexity"] = r.word_ppl;
       j["byte_perplexity"] = r.byte_ppl;
       j["bits_per_byte"] = r.bits_per_byte;
+    }
+    if (documents) {
+      j["document_split"] = "wikitext_document_level";
+      j["detokenizer"] = "wikitext_detokenizer";
+      j["articles_in_file"] = articles;
+      j["document_nll"] = r.document_nll;
+      nlohmann::json counts = nlohmann::json::array();
+      for (const auto& d : docs) counts.push_back({d.tokens.size(), d.words, d.bytes});
+      j["document_tokens_words_bytes"] = counts;
     }
     write_json(a.out, j);
   }
@@ -212,8 +338,9 @@ void register_perplexity(CLI::App& app) {
       ->required();
   sub->add_option("--dataset", a->dataset,
                   "how to read --file: wikitext2-raw | wikitext2 (tokens version) | ptb (lines "
-                  "joined) | c4 (JSON "
-                  "lines, plain or gzipped) | text")
+                  "joined) | c4 (JSON lines, plain or gzipped) | text. With --convention lm-eval, "
+                  "wikitext2 and wikitext2-raw are scored per article with lm-eval's "
+                  "wikitext_detokenizer, as its wikitext task")
       ->check(CLI::IsMember({"wikitext2", "wikitext2-raw", "ptb", "c4", "text"}))
       ->capture_default_str();
   CLI::Option* ctx_opt =
@@ -244,9 +371,18 @@ void register_perplexity(CLI::App& app) {
   sub->add_option("--max-tokens", a->max_tokens,
                   "overflow study, lm-eval and gptq: keep only the first N tokens of the stream "
                   "(0: all); lm-eval then counts words and bytes on the text the kept tokens "
-                  "decode to")
+                  "decode to, except on wikitext, where it keeps the first whole articles that "
+                  "fit in N tokens")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--batch", a->batch,
+                  "windows per model forward call (llama.cpp, lm-eval, gptq; the logits of "
+                  "batch * ctx tokens are held at once); overflow study: > 1 "
+                  "runs TT, CA and NKVT in lockstep, one forward call per step for all (TT's "
+                  "recompute included), 1 runs each method on its own, one call per step and "
+                  "per recompute. Same numbers either way, up to float rounding")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   sub->add_option("--convention", a->convention,
                   "with --method full: llama.cpp (n_ctx chunks, second half scored) | lm-eval "
                   "(lm-evaluation-harness rolling windows; word/byte perplexity, bits per byte) "
@@ -263,7 +399,9 @@ void register_perplexity(CLI::App& app) {
     const datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
     // lm-eval encodes documents without special tokens; its prefix token stands before them.
     const bool add_bos = a->convention != "lm-eval" && lm.tok->add_bos_default();
-    const std::vector<int32_t> tokens = lm.tok->encode(corpus.text, add_bos);
+    // lm-eval's wikitext documents are tokenized one by one (run_convention).
+    const std::vector<int32_t> tokens =
+        lmeval_documents(*a) ? std::vector<int32_t>() : lm.tok->encode(corpus.text, add_bos);
     std::fprintf(stderr, "dataset %s: %s (sha256 %.16s...)\n", a->dataset.c_str(),
                  corpus.convention.c_str(), corpus.sha256.c_str());
     if (a->method != "full") return run_overflow_study(*a, lm, tokens, corpus.sha256);
@@ -272,6 +410,7 @@ void register_perplexity(CLI::App& app) {
     opt.n_ctx = a->ctx;
     opt.max_chunks = a->chunks;
     opt.bos_id = lm.tok->add_bos_default() ? lm.tok->bos_id() : -1;
+    opt.batch = a->batch;
     std::fprintf(stderr, "perplexity: %zu tokens, %d-token chunks, convention llama.cpp\n",
                  tokens.size(), a->ctx);
     const eval::PerplexityResult r =
@@ -280,7 +419,8 @@ void register_perplexity(CLI::App& app) {
           if (c == n) std::fputc('\n', stderr);
         });
     print_ppl_table(*a, r, corpus.sha256, tokens.size(),
-                    "llama.cpp: n_ctx chunks, BOS first, second half of each chunk scored");
+                    "llama.cpp: n_ctx chunks, BOS first, second half of each chunk scored" +
+                        batch_note(r.batch, r.forward_calls));
     if (!a->out.empty()) {
       nlohmann::json j = {{"convention", "llama.cpp"},
                           {"model", a->m.model},
@@ -291,6 +431,8 @@ void register_perplexity(CLI::App& app) {
                           {"mean_nll", r.mean_nll},
                           {"ppl", r.ppl},
                           {"ppl_stderr", r.ppl_stderr},
+                          {"batch", r.batch},
+                          {"forward_calls", r.forward_calls},
                           {"seconds", r.seconds},
                           {"backend", a->m.backend},
                           {"mode", "real"}};

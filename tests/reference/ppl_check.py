@@ -12,7 +12,16 @@ independently of the C++ code:
              len(continuation) logits scored; word/byte perplexity from the total NLL.
   gptq:      the tokens with the tokenizer's default BOS, nsamples = len // ctx windows,
              logits[:-1] scored against window[1:], ppl = exp(sum(loss_i * ctx) / (nsamples * ctx)).
---max-tokens keeps the stream's first N tokens (lm-eval, gptq), as cachebench does.
+  lm-eval on WikiText (--dataset wikitext2 or wikitext2-raw): lm-eval's `wikitext` task: the file
+             split into articles as the HF dataset EleutherAI/wikitext_document_level does, each
+             article detokenized by the harness's wikitext_detokenizer, tokenized on its own and
+             rolled as above; word/byte perplexity and bits per byte from the NLL, words and bytes
+             summed over articles, words and bytes of the articles before detokenization. The
+             split and the detokenizer are written out here independently of the C++ code.
+             Without a WikiText --dataset, the lm-eval check also runs this document convention
+             on a small WikiText-style file it writes (unless --no-synthetic-wikitext).
+--max-tokens keeps the stream's first N tokens (lm-eval, gptq), as cachebench does; on WikiText
+documents, the first whole articles that fit in N tokens.
 Exit 0 iff |PPL_cachebench - PPL_reference| / PPL_reference < --tol (and the scored token counts,
 and for lm-eval the word and byte counts, agree)."""
 import argparse, json, math, os, re, subprocess, sys, tempfile
@@ -78,6 +87,107 @@ def ref_lmeval(model, tokens, ctx, prefix):
     return math.exp(nll / count), count, nll
 
 
+def wikitext_articles(text):
+    """EleutherAI/wikitext_document_level's pages: a new page at each line that, with "= = ="
+    and then "= =" collapsed and stripped, reads "= ... ="; whitespace-only pages dropped,
+    except the last one."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    pages, lines = [], []
+    for line in text.split("\n"):
+        head = line.replace("= = =", "===").replace("= =", "==").strip()
+        if head.startswith("= ") and head.endswith(" ="):
+            if "\n".join(lines).strip():
+                pages.append("\n".join(lines))
+            lines = []
+        lines.append(line)
+    pages.append("\n".join(lines))
+    return pages
+
+
+def wikitext_detokenize(s):
+    """lm-eval's wikitext_detokenizer, step by step (lm_eval/tasks/wikitext/preprocess_wikitext.py)."""
+    s = s.replace("s '", "s'")
+    s = re.sub(r"/' [0-9]/", lambda m: "/'[0-9]/", s)
+    for old, new in ((" @-@ ", "-"), (" @,@ ", ","), (" @.@ ", "."), (" : ", ": "), (" ; ", "; "),
+                     (" . ", ". "), (" ! ", "! "), (" ? ", "? "), (" , ", ", ")):
+        s = s.replace(old, new)
+    for op, cl in ("()", "[]", "{}", '""', "''"):
+        pattern = re.escape(op) + r"\s*([^" + re.escape(cl) + r"]*?)\s*" + re.escape(cl)
+        s = re.sub(pattern, lambda m: op + m.group(1) + cl, s)
+    for old, new in (("= = = =", "===="), ("= = =", "==="), ("= =", "=="), (" \u00b0 ", "\u00b0"),
+                     (" \n", "\n"), ("\n ", "\n"), (" N ", " 1 "), (" 's", "'s")):
+        s = s.replace(old, new)
+    return s
+
+
+SYNTHETIC_WIKITEXT = (
+    " \n = The Little Red Ball = \n \n"
+    " Once upon a time , there was a little girl named Lily . She had a red ball @-@ shaped toy . "
+    "\" Look , Mom ! \" she said . Her mom smiled : \" It 's very pretty . \" \n \n"
+    " = = The park = = \n \n"
+    " Lily went to the park ( with her dog ) . They played for 2 @,@ 000 seconds ; it was fun ! "
+    "Was the ball lost ? No , it was under a tree . \n \n"
+    " = Tom and the Boat = \n \n"
+    " Tom had a small boat . He put it in the water and it went fast . The boat was 1 @.@ 5 feet "
+    "long . Tom 's friend Sam said , \" Can I play too ? \" Tom said yes . \n \n"
+    " = = = The storm = = = \n \n"
+    " Then it began to rain [ a lot ] . They ran home and drank warm milk . \n \n"
+    " = Spot the Dog = \n \n"
+    " Spot was a happy dog . He liked to dig in the garden . One day he found a big bone ! \n \n")
+
+
+def tokenize(cachebench, model, text, bos):
+    cmd = [cachebench, "tokenize", "--model", model] + ([] if bos else ["--no-bos"]) + ["-"]
+    out = subprocess.run(cmd, input=text.encode("utf-8"), capture_output=True, check=True)
+    return [int(t) for t in out.stdout.split()]
+
+
+def ref_lmeval_documents(model, docs, ctx, prefix):
+    nll, count = 0.0, 0
+    for tokens in docs:
+        if tokens:
+            _, c, n = ref_lmeval(model, tokens, ctx, prefix)
+            nll, count = nll + n, count + c
+    return math.exp(nll / count), count, nll
+
+
+def check_wikitext_documents(a, model, path, label):
+    """cachebench --convention lm-eval --dataset wikitext2-raw on `path` against the reference."""
+    with open(path, "rb") as f:
+        pages = wikitext_articles(f.read().decode("utf-8"))
+    docs, kept = [], 0
+    for page in pages:
+        toks = tokenize(a.cachebench, a.model, wikitext_detokenize(page), False)
+        if a.max_tokens > 0 and kept + len(toks) > a.max_tokens:
+            break
+        kept += len(toks)
+        docs.append((page, toks))
+    cmd = [a.cachebench, "perplexity", "--model", a.model, "--file", path, "--ctx", str(a.ctx),
+           "--convention", "lm-eval", "--dataset", "wikitext2-raw"]
+    if a.max_tokens > 0:
+        cmd += ["--max-tokens", str(a.max_tokens)]
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "ppl.json")
+        subprocess.run(cmd + ["--out", out], capture_output=True, check=True)
+        got = json.load(open(out))
+    ref_ppl, count, nll = ref_lmeval_documents(model, [t for _, t in docs], a.ctx, a.bos)
+    # lm-eval's process_results: words and bytes of doc["page"], before detokenization.
+    words = sum(len(re.split(r"\s+", p)) for p, _ in docs)
+    nbytes = sum(len(p.encode("utf-8")) for p, _ in docs)
+    ref_word, ref_bpb = math.exp(nll / words), nll / nbytes / math.log(2)
+    rel = abs(got["ppl"] - ref_ppl) / ref_ppl
+    word_rel = abs(got["word_perplexity"] - ref_word) / ref_word
+    bpb_rel = abs(got["bits_per_byte"] - ref_bpb) / ref_bpb
+    ok = (rel < a.tol and word_rel < a.tol and bpb_rel < a.tol and got["scored_tokens"] == count and
+          got["documents"] == len(docs) and got["words"] == words and got["bytes"] == nbytes and
+          got.get("detokenizer") == "wikitext_detokenizer")
+    print(f"{'PASS' if ok else 'FAIL'}: lm-eval wikitext documents ({label}): {got['documents']} vs {len(docs)} "
+          f"documents of {len(pages)}, PPL {got['ppl']:.6f} vs {ref_ppl:.6f} ({got['scored_tokens']} vs {count} tokens), "
+          f"words {got['words']} vs {words}, bytes {got['bytes']} vs {nbytes}, word PPL "
+          f"{got['word_perplexity']:.6f} vs {ref_word:.6f}, bits/byte {got['bits_per_byte']:.6f} vs {ref_bpb:.6f}")
+    return ok
+
+
 def ref_gptq(model, tokens, ctx, chunks):
     nsamples = len(tokens) // ctx
     if chunks > 0:
@@ -102,11 +212,17 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=0, help="lm-eval and gptq: keep the first N")
     ap.add_argument("--bos", type=int, default=1)
     ap.add_argument("--tol", type=float, default=0.01)
+    ap.add_argument("--dataset", choices=["text", "wikitext2", "wikitext2-raw"], default="text",
+                    help="lm-eval: wikitext2/wikitext2-raw check the per-article convention on --file")
+    ap.add_argument("--no-synthetic-wikitext", action="store_true",
+                    help="lm-eval: skip the document check on a written WikiText-style file")
     a = ap.parse_args()
     for p in (a.model, a.file):
         if not os.path.exists(p):
             print(f"SKIP: {p} not found (set CACHEBENCH_DATA)")
             return 77
+    if a.convention == "lm-eval" and a.dataset != "text":
+        return 0 if check_wikitext_documents(a, reference.load_model(a.model), a.file, a.file) else 1
     with open(a.file, "rb") as f:
         raw = f.read()
     tok_cmd = [a.cachebench, "tokenize", "--model", a.model]
@@ -157,6 +273,12 @@ def main():
               f"word PPL {got['word_perplexity']:.6f} vs {ref_word:.6f}, bits/byte {got['bits_per_byte']:.6f} vs "
               f"{ref_bpb:.6f}")
         ok = ok and wb_ok
+        if not a.no_synthetic_wikitext:
+            with tempfile.TemporaryDirectory() as d:
+                path = os.path.join(d, "wiki.synthetic.raw")
+                with open(path, "w", encoding="utf-8") as f:
+                    f.write(SYNTHETIC_WIKITEXT)
+                ok = check_wikitext_documents(a, model, path, "synthetic WikiText-style file") and ok
     return 0 if ok else 1
 
 

@@ -205,3 +205,117 @@ TEST(Corpus, RealTinyStories) {
 
 }  // namespace
 }  // namespace cb::datasets
+
+namespace cb::datasets {
+namespace {
+
+// lm-eval's wikitext_detokenizer on hand-written WikiText-style text; each expectation follows
+// the harness's steps (see corpus.h).
+TEST(WikiTextDetokenize, NumberSeparatorsAndPunctuation) {
+  EXPECT_EQ(wikitext_detokenize("a guest @-@ starring role , 1 @,@ 000 and 3 @.@ 5 ."),
+            "a guest-starring role, 1,000 and 3.5 .");  // a final " ." keeps its space
+  EXPECT_EQ(wikitext_detokenize("x : y ; z . w ! v ? u , t"), "x: y; z. w! v? u, t");
+  // Non-overlapping left to right, as str.replace: " . . " leaves the second " ."
+  EXPECT_EQ(wikitext_detokenize("a . . b"), "a. . b");
+}
+
+TEST(WikiTextDetokenize, BracketsAndQuotes) {
+  EXPECT_EQ(wikitext_detokenize("Du Fu ( Wade Giles : Tu Fu ) was"),
+            "Du Fu (Wade Giles: Tu Fu) was");
+  EXPECT_EQ(wikitext_detokenize("[ 1 ] { x } ( )"), "[1] {x} ()");
+  EXPECT_EQ(wikitext_detokenize("as \" Craig \" in \" Teddy 's Story \""),
+            "as \"Craig\" in \"Teddy's Story\"");
+  // The lazy group stops at the first closing character; nesting is not understood.
+  EXPECT_EQ(wikitext_detokenize("( a ( b ) c )"), "(a ( b) c )");
+  // An opening character without a closing one after it is left alone.
+  EXPECT_EQ(wikitext_detokenize("( a \" b"), "( a \" b");
+  // Pairs span lines and Unicode whitespace (U+00A0, U+2003) is stripped inside them; then
+  // " \n" -> "\n".
+  EXPECT_EQ(wikitext_detokenize("(\xc2\xa0 a \nb \xe2\x80\x83)"), "(a\nb)");
+  // Single quotes pair up across words (the harness's regex), after "s '" -> "s'".
+  EXPECT_EQ(wikitext_detokenize("the players ' union ' s"), "the players'union' s");
+  EXPECT_EQ(wikitext_detokenize("' a ' b ' c '"), "'a' b 'c'");
+}
+
+TEST(WikiTextDetokenize, HeadingsAndMiscellaneous) {
+  EXPECT_EQ(wikitext_detokenize(" = Title = \n \n = = Career = = \n \n = = = Film = = = \n"),
+            " = Title =\n\n== Career ==\n\n=== Film ===\n");
+  EXPECT_EQ(wikitext_detokenize("= = = = Deep = = = ="), "==== Deep ====");
+  EXPECT_EQ(wikitext_detokenize("45 \xc2\xb0 N and N of them"), "45\xc2\xb0N and 1 of them");
+  EXPECT_EQ(wikitext_detokenize("in N cases"), "in 1 cases");
+  EXPECT_EQ(wikitext_detokenize("it 's John 's"), "it's John's");
+  // The harness's regex /' [0-9]/ has a literal replacement text.
+  EXPECT_EQ(wikitext_detokenize("a/' 7/b"), "a/'[0-9]/b");
+  EXPECT_EQ(wikitext_detokenize(""), "");
+}
+
+TEST(WikiTextArticles, SplitsAtTopLevelHeadings) {
+  const std::string text =
+      " \n = Alpha = \n \n Alpha text . \n \n = = Early life = = \n \n More . \n"
+      " = Beta @-@ two = \n \n = = = Deep = = = \n Beta text . \n \n";
+  const std::vector<std::string> a = wikitext_articles(text);
+  ASSERT_EQ(a.size(), 2u);  // the leading " " line is whitespace only: no article
+  EXPECT_EQ(a[0], " = Alpha = \n \n Alpha text . \n \n = = Early life = = \n \n More . ");
+  EXPECT_EQ(a[1], " = Beta @-@ two = \n \n = = = Deep = = = \n Beta text . \n \n");
+  // Text before the first heading is an article when it is not only whitespace; the last
+  // article is kept even when empty; "\r\n" reads as "\n" (Python's universal newlines).
+  const auto b = wikitext_articles("intro\r\n = A = \r\nx\n = B = ");
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0], "intro");
+  EXPECT_EQ(b[1], " = A = \nx");
+  EXPECT_EQ(b[2], " = B = ");
+  EXPECT_EQ(wikitext_articles("no heading\n"), std::vector<std::string>{"no heading\n"});
+  // Not headings: "=" without spaces, a sub-heading, an unclosed heading.
+  EXPECT_EQ(wikitext_articles("a\n=A=\n = = S = = \n = open\nb").size(), 1u);
+  // Re-joining the articles with "\n" gives the file back, minus a whitespace-only prefix.
+  std::string joined;
+  for (const auto& s : a) joined += (joined.empty() ? "" : "\n") + s;
+  EXPECT_EQ(" \n" + joined, text);
+}
+
+TEST(WikiTextArticles, PyStripAndWhitespace) {
+  EXPECT_EQ(py_strip(" \t a b \n"), "a b");
+  EXPECT_EQ(py_strip("\xc2\xa0x\xe3\x80\x80"), "x");      // U+00A0, U+3000
+  EXPECT_EQ(py_strip("\xe2\x80\x8bx"), "\xe2\x80\x8bx");  // U+200B is not whitespace
+  EXPECT_EQ(py_strip(" \x1c "), "");
+  EXPECT_TRUE(py_isspace(0x85));
+  EXPECT_FALSE(py_isspace(0x200B));
+}
+
+// The HF document-level test split of WikiText-2 has 62 documents. Words, bytes and the
+// SHA-256 of the detokenized articles joined with "\x01" were computed by a Python
+// implementation of the same split and of lm-eval's detokenizer (re.sub, str.replace).
+TEST(WikiTextArticles, RealWikiText2Raw) {
+  CB_REQUIRE_DATA(p, "data/wikitext-2-raw/wiki.test.raw");
+  const Corpus c = load_corpus(CorpusKind::kWikiText2Raw, p);
+  const std::vector<std::string> a = wikitext_articles(c.text);
+  ASSERT_EQ(a.size(), 62u);
+  EXPECT_EQ(a[0].rfind(" = Robert Boulter = \n", 0), 0u);
+  EXPECT_EQ(a[1].rfind(" = Du Fu = \n", 0), 0u);
+  size_t bytes = 0;
+  std::string detok;
+  for (size_t i = 0; i < a.size(); ++i) {
+    bytes += a[i].size();
+    detok += (i > 0 ? "\x01" : "") + wikitext_detokenize(a[i]);
+  }
+  EXPECT_EQ(bytes, 1290527u);  // the file less its leading " \n" line and 61 joining "\n"
+  EXPECT_EQ(sha256_hex(detok), "2ec564fa885bc1c8824bda33b628eec3306d27533e823c746426a845753b8f31");
+  EXPECT_EQ(wikitext_detokenize(a[0]).rfind(
+                " = Robert Boulter =\n\nRobert Boulter is an English film, television and theatre "
+                "actor. He had a guest-starring role",
+                0),
+            0u);
+}
+
+TEST(WikiTextArticles, RealWikiText2Tokens) {
+  CB_REQUIRE_DATA(p, "data/wikitext-2/wiki.test.tokens");
+  const Corpus c = load_corpus(CorpusKind::kWikiText2, p);
+  const std::vector<std::string> a = wikitext_articles(c.text);
+  ASSERT_EQ(a.size(), 62u);
+  std::string detok;
+  for (size_t i = 0; i < a.size(); ++i) detok += (i > 0 ? "\x01" : "") + wikitext_detokenize(a[i]);
+  EXPECT_EQ(sha256_hex(detok), "bdfc3d8647695d0e569cc57e0582da029e5eea47944d79d474d7ea2823c72a52");
+}
+
+}  // namespace
+}  // namespace cb::datasets

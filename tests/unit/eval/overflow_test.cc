@@ -127,3 +127,117 @@ TEST(OverflowStreamTest, CopiesAreIndependentSnapshots) {
 }
 
 }  // namespace
+
+namespace {
+
+using cb::eval::OverflowResult;
+
+const std::vector<OverflowMethod> kAll = {OverflowMethod::TT, OverflowMethod::CA,
+                                          OverflowMethod::NKVT};
+
+// Batched (lockstep, TT's recompute merged) must give the unbatched numbers up to the
+// rounding of the batched GEMMs, with the same work accounted.
+void expect_same(const OverflowResult& a, const OverflowResult& b) {
+  const char* name = cb::eval::overflow_method_name(a.method);
+  EXPECT_EQ(a.method, b.method);
+  EXPECT_LE(std::fabs(a.ppl - b.ppl) / a.ppl, 1e-6) << name << ": " << a.ppl << " vs " << b.ppl;
+  EXPECT_EQ(a.scored_tokens, b.scored_tokens) << name;
+  EXPECT_EQ(a.overflows, b.overflows) << name;
+  EXPECT_EQ(a.tokens_recomputed, b.tokens_recomputed) << name;
+  EXPECT_EQ(a.tokens_processed, b.tokens_processed) << name;
+  ASSERT_EQ(a.token_nll.size(), b.token_nll.size()) << name;
+  ASSERT_EQ(static_cast<int64_t>(a.token_nll.size()), a.scored_tokens) << name;
+  for (size_t i = 0; i < a.token_nll.size(); ++i) {
+    ASSERT_NEAR(a.token_nll[i], b.token_nll[i], 1e-4 * (1.0 + std::fabs(a.token_nll[i])))
+        << name << " token " << i;
+  }
+}
+
+// The unbatched reference: each method on its own, one forward call per step and per TT
+// recompute (the study as it ran before batching).
+std::vector<OverflowResult> unbatched(const cb::model::Model& m, const std::vector<int32_t>& toks,
+                                      cb::eval::OverflowOptions opt) {
+  opt.batched = false;
+  opt.keep_nll = true;
+  std::vector<OverflowResult> rs;
+  for (auto method : kAll) rs.push_back(cb::eval::run_overflow(m, toks, method, opt));
+  return rs;
+}
+
+TEST(OverflowBatchTest, LockstepEqualsUnbatchedOnAPreset) {
+  auto m = tiny(2);
+  const auto toks = random_tokens(300, m->config().vocab_size, 7);
+  cb::eval::OverflowOptions opt;
+  opt.n_ctx = 64;
+  opt.truncate_ratio = 0.25;
+  opt.sink = 2;
+  const auto ref = unbatched(*m, toks, opt);
+  opt.keep_nll = true;
+  const auto rs = cb::eval::run_overflow_group(*m, toks, kAll, opt);
+  ASSERT_EQ(rs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) expect_same(ref[i], rs[i]);
+  // Unbatched: one call per refill per method, plus TT's recomputes. Lockstep: one per refill.
+  const int64_t refills = 1 + ref[0].overflows;
+  EXPECT_EQ(ref[0].forward_calls, refills + ref[0].overflows);
+  EXPECT_EQ(ref[1].forward_calls, refills);
+  EXPECT_EQ(ref[2].forward_calls, refills);
+  for (const auto& r : rs) EXPECT_EQ(r.forward_calls, refills);
+  // One method alone, batched: TT's recompute joins its next prefill.
+  const auto tt = cb::eval::run_overflow(*m, toks, OverflowMethod::TT, opt);
+  expect_same(ref[0], tt);
+  EXPECT_EQ(tt.forward_calls, refills);
+}
+
+// OverflowStream (used by the MMLU scorer) gives the unbatched logits when TT's recompute is
+// merged into the next prefill, and so does a copy taken with a full window (the recompute
+// happens in the copy's next feed).
+TEST(OverflowBatchTest, StreamWithPendingRecomputeMatchesUnbatched) {
+  auto m = tiny(2);
+  const int V = m->config().vocab_size;
+  cb::eval::OverflowOptions opt;
+  opt.n_ctx = 48;
+  opt.truncate_ratio = 0.5;
+  cb::eval::OverflowStream merged(*m, OverflowMethod::TT, opt);
+  opt.batched = false;
+  cb::eval::OverflowStream separate(*m, OverflowMethod::TT, opt);
+  const auto h = random_tokens(72, V, 8);  // fills the window, overflows once, refills it
+  merged.feed(h);
+  separate.feed(h);
+  const auto q = random_tokens(5, V, 9);  // overflows again: TT recomputes first
+  const cb::eval::OverflowStream copy = merged;
+  const auto a = merged.feed(q);
+  const auto b = separate.feed(q);
+  const auto c = cb::eval::OverflowStream(copy).feed(q);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], 1e-4 * (1.0 + std::fabs(b[i]))) << i;
+    ASSERT_EQ(a[i], c[i]) << i;
+  }
+  EXPECT_EQ(merged.tokens_recomputed(), separate.tokens_recomputed());
+  EXPECT_EQ(merged.tokens_processed(), separate.tokens_processed());
+  EXPECT_EQ(merged.window(), separate.window());
+}
+
+// The study on the real model: TT, CA and NKVT in lockstep against each run on its own.
+TEST(OverflowBatchTest, Stories260KLockstepEqualsUnbatched) {
+  CB_REQUIRE_DATA(model_path, "models/stories260K/stories260K.gguf");
+  CB_REQUIRE_DATA(text_path, "data/tinystories/tinystories_val_part1.txt");
+  auto src = cb::model::ModelSource::open(model_path);
+  auto m = cb::model::Model::load(*src);
+  auto tok = cb::tokenizer::tokenizer_from_gguf(*src->gguf());
+  const std::string text = cb::test::read_file(text_path);
+  const auto toks = tok->encode(text.substr(0, 20000), true);
+  cb::eval::OverflowOptions opt;
+  opt.n_ctx = 256;
+  opt.truncate_ratio = 0.5;
+  opt.max_tokens = 3000;
+  const auto ref = unbatched(*m, toks, opt);
+  opt.keep_nll = true;
+  const auto rs = cb::eval::run_overflow_group(*m, toks, kAll, opt);
+  ASSERT_EQ(rs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) expect_same(ref[i], rs[i]);
+  EXPECT_GT(ref[0].overflows, 15);
+  EXPECT_LT(rs[0].forward_calls, ref[0].forward_calls + ref[1].forward_calls);
+}
+
+}  // namespace

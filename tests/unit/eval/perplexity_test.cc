@@ -7,7 +7,9 @@
 
 #include "lib/core/error.h"
 #include "lib/model/model_source.h"
+#include "lib/tokenizer/load.h"
 #include "tests/support/random_tokens.h"
+#include "tests/support/test_data.h"
 
 namespace {
 
@@ -236,6 +238,136 @@ TEST(PerplexityTest, LlamaCppScoresSecondHalf) {
   EXPECT_EQ(r.convention, "llama.cpp");
   EXPECT_EQ(r.chunks, 2);
   EXPECT_EQ(r.scored_tokens, 2 * (32 - 16 - 1));
+}
+
+}  // namespace
+
+namespace {
+
+using cb::eval::PerplexityResult;
+
+// Batched windows must give the unbatched numbers up to the rounding of the batched GEMMs.
+void expect_same(const PerplexityResult& a, const PerplexityResult& b, const std::string& what) {
+  EXPECT_LE(std::fabs(a.ppl - b.ppl) / a.ppl, 1e-6) << what << ": " << a.ppl << " vs " << b.ppl;
+  EXPECT_EQ(a.scored_tokens, b.scored_tokens) << what;
+  EXPECT_EQ(a.chunks, b.chunks) << what;
+  ASSERT_EQ(a.token_nll.size(), b.token_nll.size()) << what;
+  ASSERT_EQ(static_cast<int64_t>(a.token_nll.size()), a.scored_tokens) << what;
+  for (size_t i = 0; i < a.token_nll.size(); ++i) {
+    ASSERT_NEAR(a.token_nll[i], b.token_nll[i], 1e-5 * (1.0 + std::fabs(a.token_nll[i])))
+        << what << " token " << i;
+  }
+  ASSERT_EQ(a.chunk_ppl.size(), b.chunk_ppl.size()) << what;
+  EXPECT_LE(std::fabs(a.word_ppl - b.word_ppl), 1e-6 * a.word_ppl) << what;
+}
+
+int64_t calls_for(int windows, int batch) {
+  return (windows + batch - 1) / batch;
+}
+
+// All three conventions on a preset: batch 1 (one window per forward call) against batches
+// that divide the windows evenly, unevenly, and exceed them.
+TEST(PerplexityBatchTest, BatchedEqualsUnbatchedOnAPreset) {
+  auto m = tiny();
+  const auto toks = random_tokens(230, m->config().vocab_size, 21);
+  PerplexityOptions opt;
+  opt.n_ctx = 32;
+  opt.bos_id = 1;
+  opt.keep_nll = true;
+  opt.text_words = 40;
+  opt.batch = 1;
+  const auto l1 = cb::eval::perplexity_llamacpp(*m, toks, opt);
+  const auto e1 = cb::eval::perplexity_lmeval(*m, toks, opt);
+  const auto g1 = cb::eval::perplexity_gptq(*m, toks, opt);
+  EXPECT_EQ(l1.forward_calls, l1.chunks);
+  EXPECT_EQ(e1.forward_calls, e1.chunks);
+  for (int batch : {2, 3, 7, 16}) {
+    opt.batch = batch;
+    const std::string b = " batch " + std::to_string(batch);
+    const auto l = cb::eval::perplexity_llamacpp(*m, toks, opt);
+    const auto e = cb::eval::perplexity_lmeval(*m, toks, opt);
+    const auto g = cb::eval::perplexity_gptq(*m, toks, opt);
+    expect_same(l1, l, "llama.cpp" + b);
+    expect_same(e1, e, "lm-eval" + b);
+    expect_same(g1, g, "gptq" + b);
+    EXPECT_EQ(l.forward_calls, calls_for(l.chunks, batch));
+    EXPECT_EQ(e.forward_calls, calls_for(e.chunks, batch));
+    EXPECT_EQ(g.forward_calls, calls_for(g.chunks, batch));
+    EXPECT_EQ(l.batch, batch);
+  }
+  opt.batch = 0;
+  EXPECT_THROW(cb::eval::perplexity_gptq(*m, toks, opt), cb::Error);
+}
+
+// lm-eval over documents: each document's windows on their own (no context crosses
+// documents), NLL, words and bytes summed over documents.
+TEST(PerplexityBatchTest, LmEvalDocumentsSumOverDocuments) {
+  auto m = tiny();
+  const int V = m->config().vocab_size;
+  std::vector<cb::eval::LmEvalDocument> docs = {
+      {random_tokens(40, V, 31), 9, 50}, {{}, 1, 0}, {random_tokens(7, V, 32), 3, 20}};
+  PerplexityOptions opt;
+  opt.n_ctx = 16;
+  opt.bos_id = 1;
+  opt.keep_nll = true;
+  double total = 0.0;
+  int windows = 0;
+  for (const auto& d : docs) {
+    if (d.tokens.empty()) continue;
+    const auto r = cb::eval::perplexity_lmeval(*m, d.tokens, opt);
+    total += r.total_nll;
+    windows += r.chunks;
+  }
+  for (int batch : {1, 2, 8}) {
+    opt.batch = batch;
+    const auto r = cb::eval::perplexity_lmeval_documents(*m, docs, opt);
+    EXPECT_EQ(r.documents, 3);
+    EXPECT_EQ(r.chunks, windows);
+    EXPECT_EQ(r.scored_tokens, 47);
+    EXPECT_NEAR(r.total_nll, total, 1e-6 * total);
+    EXPECT_EQ(r.words, 13);
+    EXPECT_EQ(r.bytes, 70);
+    EXPECT_NEAR(r.word_ppl, std::exp(r.total_nll / 13.0), 1e-9 * r.word_ppl);
+    EXPECT_NEAR(r.bits_per_byte, r.total_nll / 70.0 / std::log(2.0), 1e-12);
+    ASSERT_EQ(r.document_nll.size(), 3u);
+    EXPECT_EQ(r.document_nll[1], 0.0);
+    EXPECT_NEAR(r.document_nll[0] + r.document_nll[2], r.total_nll, 1e-9 * total);
+    EXPECT_EQ(r.forward_calls, calls_for(windows, batch));
+  }
+  EXPECT_THROW(cb::eval::perplexity_lmeval_documents(*m, {{{}, 1, 0}}, opt), cb::Error);
+}
+
+// The same on the real stories260K model and TinyStories text, for the three conventions.
+TEST(PerplexityBatchTest, Stories260KBatchedEqualsUnbatched) {
+  CB_REQUIRE_DATA(model_path, "models/stories260K/stories260K.gguf");
+  CB_REQUIRE_DATA(text_path, "data/tinystories/tinystories_val_part1.txt");
+  auto src = cb::model::ModelSource::open(model_path);
+  auto m = cb::model::Model::load(*src);
+  auto tok = cb::tokenizer::tokenizer_from_gguf(*src->gguf());
+  const std::string text = cb::test::read_file(text_path);
+  const auto with_bos = tok->encode(text.substr(0, 12000), true);
+  const auto no_bos = tok->encode(text.substr(0, 12000), false);
+  PerplexityOptions opt;
+  opt.n_ctx = 256;
+  opt.max_chunks = 10;
+  opt.bos_id = tok->bos_id();
+  opt.keep_nll = true;
+  std::vector<cb::eval::LmEvalDocument> docs = {
+      {std::vector<int32_t>(no_bos.begin(), no_bos.begin() + 1500), 1200, 5000},
+      {std::vector<int32_t>(no_bos.begin() + 1500, no_bos.begin() + 1700), 160, 700}};
+  opt.batch = 1;
+  const auto l1 = cb::eval::perplexity_llamacpp(*m, with_bos, opt);
+  const auto g1 = cb::eval::perplexity_gptq(*m, with_bos, opt);
+  const auto e1 = cb::eval::perplexity_lmeval_documents(*m, docs, opt);
+  EXPECT_EQ(l1.chunks, 10);
+  EXPECT_LT(l1.ppl, 10.0);  // sanity: the model predicts TinyStories well
+  for (int batch : {4, 8}) {
+    opt.batch = batch;
+    const std::string b = " batch " + std::to_string(batch);
+    expect_same(l1, cb::eval::perplexity_llamacpp(*m, with_bos, opt), "llama.cpp" + b);
+    expect_same(g1, cb::eval::perplexity_gptq(*m, with_bos, opt), "gptq" + b);
+    expect_same(e1, cb::eval::perplexity_lmeval_documents(*m, docs, opt), "lm-eval" + b);
+  }
 }
 
 }  // namespace
