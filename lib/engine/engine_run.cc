@@ -79,6 +79,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
   }
   const double when = now();
   const int vocab = model_.config().vocab_size;
+  std::vector<sched::StepItem> ran;  // the items whose work counts (not restarted ones)
   for (size_t i = 0; i < items.size(); ++i) {
     Job& j = *jobs[i];
     const sched::StepItem& it = items[i];
@@ -87,6 +88,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
       sched_->restart_prefill(j.req.id, static_cast<int64_t>(j.prefill_ids.size()));
       continue;
     }
+    ran.push_back(it);
     if (it.prefill) j.fed += it.tokens;
     if (!it.emits) continue;
     const float* row = logits.data() + i * static_cast<size_t>(vocab);
@@ -97,7 +99,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     if (on_token) on_token(j.session, tok);
     if (tok == stop_token_) sched_->limit_output(j.req.id, static_cast<int64_t>(j.outputs.size()));
   }
-  for (const sched::Request& r : sched_->complete_step(items, when)) {
+  for (const sched::Request& r : sched_->complete_step(ran, when)) {
     finish(*jobs_.at(r.id), res);
     jobs_.erase(r.id);
   }

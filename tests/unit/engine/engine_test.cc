@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -15,6 +16,7 @@
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
 #include "lib/store/attention_store.h"
+#include "lib/store/faulty_io.h"
 #include "tests/support/test_data.h"
 
 namespace cb::engine {
@@ -133,6 +135,38 @@ TEST(Engine, OverflowTruncatesTheStoredEntryInCaAndInvalidatesItInOf) {
   EXPECT_EQ(recomputed[0], 0);
   EXPECT_GT(recomputed[1], recomputed[0]);
   EXPECT_LT(recomputed[1], recomputed[2]);
+}
+
+TEST(Engine, AHistoryThatFailsVerificationIsRecomputedNeverServed) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const std::string dir = cb::test::tmp_dir() + "/engine_faulty_store";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto faulty = std::make_shared<store::FaultyIo>(store::make_pread_backend());
+  store::StoreConfig c;
+  c.ssd_bytes = 32 << 20;  // SSD only: every load reads through the faulty backend
+  c.store_dir = dir;
+  c.chunk_bytes = 64 << 10;
+  c.direct_io = false;
+  c.io_backend = faulty;
+  store::AttentionStore st(c);
+  const auto in = sessions(2, 3, 30, 6);
+  Tokens ca_tokens, re_tokens;
+  EngineConfig ec = config(Mode::CA);
+  ec.sched.max_batch = 1;
+  faulty->flip_bits(1000000);  // every read comes back corrupted
+  const RunResult ca = serve(*m, &st, ec, in, &ca_tokens);
+  serve(*m, nullptr, config(Mode::RE), in, &re_tokens);
+  EXPECT_EQ(ca_tokens, re_tokens);
+  EXPECT_GT(ca.load_failures, 0);
+  for (const auto& r : ca.records) {
+    if (r.turn > 0) {
+      EXPECT_EQ(r.tier, "miss");
+      EXPECT_EQ(r.recomputed_tokens, r.history_tokens);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Engine, SameTraceSameSeedSameHitMissSequence) {
