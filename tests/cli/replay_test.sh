@@ -47,16 +47,17 @@ done
 check_json "every later turn is a CA hit" "j['summary']['hit_rate']['overall'] == 1.0 and \
   j['summary']['turns_with_history'] == 20 and j['summary']['recomputed_tokens'] == 0" "$TMP/ca.json"
 check_json "RE reuses nothing" "j['baseline']['hit_rate']['overall'] == 0 and j['baseline']['reused_tokens'] == 0" "$TMP/ca.json"
-check_json "CA's mean TTFT is below RE's" "j['summary']['ttft_ms']['mean'] < j['baseline']['ttft_ms']['mean']" "$TMP/ca.json"
 if grep -qF "TTFT reduction" "$TMP/out"; then ok; else bad "no comparison line: $(cat "$TMP/out")"; fi
 for m in ca re; do
   rows=$(($(wc -l <"$TMP/ca.$m.csv") - 1))
   if [ "$rows" -eq 28 ]; then ok; else bad "$m CSV has $rows rows, want 28"; fi
 done
 
-# 2. Overflow in a 384-token window, a quarter of the history dropped: OF lies between CA and RE in recomputed tokens and in
-# TTFT. Sessions arrive 2 s apart on average (idle gaps are skipped, not slept), so each turn's
-# TTFT is its own prefill rather than queueing behind others; the statistic is the mean TTFT
+# 2. Overflow in a 384-token window, a quarter of the history dropped: OF lies between CA and RE
+# in recomputed tokens and in TTFT (so CA's mean TTFT is below RE's; a single run's TTFT is not
+# compared, as ctest runs other tests beside this one). Sessions arrive 2 s apart on average
+# (idle gaps are skipped, not slept), so each turn's TTFT is its own prefill rather than
+# queueing behind others; the statistic is the mean TTFT
 # of the turns that have a history, the median of five interleaved repetitions (the machine
 # may be shared with other tests).
 for rep in 1 2 3 4 5; do
