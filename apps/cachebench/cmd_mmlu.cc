@@ -11,6 +11,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "datasets/mmlu.h"
 #include "datasets/sha256.h"
@@ -35,27 +36,6 @@ struct MmluArgs {
   int sink = 0;
   std::string bos = "auto";
   std::string out;
-};
-
-/// Progress on stderr: \r updates on a terminal, else a line every ~10%.
-struct Progress {
-  std::string label;
-  bool tty = ::isatty(STDERR_FILENO) != 0;
-  int64_t last_decile = -1;
-  void operator()(int64_t done, int64_t total) {
-    if (tty) {
-      std::fprintf(stderr, "\r  %s %lld/%lld", label.c_str(), static_cast<long long>(done),
-                   static_cast<long long>(total));
-      if (done == total) std::fputc('\n', stderr);
-      return;
-    }
-    const int64_t decile = done * 10 / total;
-    if (decile != last_decile) {
-      last_decile = decile;
-      std::fprintf(stderr, "  %s %lld/%lld (%lld%%)\n", label.c_str(), static_cast<long long>(done),
-                   static_cast<long long>(total), static_cast<long long>(done * 100 / total));
-    }
-  }
 };
 
 bool file_exists(const std::string& p) {
@@ -114,7 +94,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
 
   std::vector<eval::MmluResult> rs;
   for (auto& sc : scorers) {
-    Progress p{"mmlu " + sc->name()};
+    Progress p("mmlu " + sc->name(), "questions");
     rs.push_back(eval::run_mmlu(subjects, opt, *sc, std::ref(p)));
     std::fprintf(stderr, "mmlu %s: %lld questions in %.2f s\n", sc->name().c_str(),
                  static_cast<long long>(rs.back().n), rs.back().seconds);

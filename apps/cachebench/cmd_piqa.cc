@@ -8,6 +8,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "datasets/piqa.h"
 #include "datasets/sha256.h"
@@ -28,26 +29,6 @@ struct PiqaArgs {
   std::string out;
 };
 
-/// Progress on stderr: \r updates on a terminal, else a line every ~10%.
-struct Progress {
-  bool tty = ::isatty(STDERR_FILENO) != 0;
-  int64_t last_decile = -1;
-  void operator()(int64_t done, int64_t total) {
-    if (tty) {
-      std::fprintf(stderr, "\r  piqa %lld/%lld", static_cast<long long>(done),
-                   static_cast<long long>(total));
-      if (done == total) std::fputc('\n', stderr);
-      return;
-    }
-    const int64_t decile = done * 10 / total;
-    if (decile != last_decile) {
-      last_decile = decile;
-      std::fprintf(stderr, "  piqa %lld/%lld (%lld%%)\n", static_cast<long long>(done),
-                   static_cast<long long>(total), static_cast<long long>(done * 100 / total));
-    }
-  }
-};
-
 int run_piqa_cmd(const PiqaArgs& a) {
   LoadedModel lm = load_model(a.m, true);
   const std::string jsonl = a.data + "/" + a.split + ".jsonl";
@@ -57,7 +38,7 @@ int run_piqa_cmd(const PiqaArgs& a) {
   lo.add_bos = a.bos == "auto" ? lm.tok->add_bos_default() : a.bos == "yes";
   lo.max_length = a.ctx;
   eval::LoglikScorer scorer(*lm.model, *lm.tok, lo);
-  Progress p;
+  Progress p("piqa", "questions");
   const eval::PiqaResult r = eval::run_piqa(examples, a.limit, scorer, std::ref(p));
 
   std::printf(

@@ -9,6 +9,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "cachebench_version.h"
 #include "datasets/sha256.h"
@@ -35,27 +36,6 @@ struct ReplayArgs {
   int64_t limit = 0;
   std::string out, csv;
   eval::ReplayOptions o;
-};
-
-/// Turns done, rate and ETA on stderr (\r on a terminal, a line every ~10% otherwise).
-struct Progress {
-  std::string label;
-  bool tty = ::isatty(STDERR_FILENO) != 0;
-  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  int64_t last_decile = -1, last_done = -1;
-  void operator()(int64_t done, int64_t total) {
-    if (done == last_done && done != total) return;
-    last_done = done;
-    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double rate = el > 0 ? done / el : 0;
-    const double eta = rate > 0 ? (total - done) / rate : 0;
-    const int64_t decile = total > 0 ? done * 10 / total : 10;
-    if (!tty && decile == last_decile) return;
-    last_decile = decile;
-    std::fprintf(stderr, "%s  replay %s: %lld/%lld turns, %.1f turns/s, ETA %.0f s%s",
-                 tty ? "\r" : "", label.c_str(), static_cast<long long>(done),
-                 static_cast<long long>(total), rate, eta, tty && done < total ? "" : "\n");
-  }
 };
 
 void parse_slow(const std::vector<std::string>& specs, double* gbps, const char* opt) {
@@ -161,8 +141,7 @@ int run_replay_cmd(ReplayArgs& a) {
                lm.model->config().name.c_str());
   std::vector<eval::ReplayRun> runs;
   for (engine::Mode m : modes) {
-    Progress p;
-    p.label = engine::mode_name(m);
+    Progress p(std::string("replay ") + engine::mode_name(m), "turns");
     engine::ProgressFn fn;
     if (!a.quiet) fn = [&p](int64_t d, int64_t t) { p(d, t); };
     runs.push_back(eval::run_replay(*lm.model, sessions, m, o, fn));
