@@ -133,6 +133,7 @@ ReplayRun run_replay(const model::Model& model, const std::vector<engine::Sessio
     sc.store_dir = dir.path;
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.io_threads = opts.store.io_threads;
+    sc.default_ttl = opts.store.ttl;
     for (int t = 0; t < 3; ++t) {
       sc.read_gbps[t] = opts.store.read_gbps[t];
       sc.write_gbps[t] = opts.store.write_gbps[t];

@@ -26,6 +26,7 @@ struct ReplayStoreOptions {
   std::string policy = "sched";    ///< sched | lru | fifo | optimal
   uint64_t chunk_bytes = 1 << 20;  ///< store allocation unit
   size_t io_threads = 4;
+  double ttl = 0;                   ///< entries expire after this many seconds unused (0: never)
   double read_gbps[3] = {0, 0, 0};  ///< emulated bandwidth per tier (0 = hardware)
   double write_gbps[3] = {0, 0, 0};
 };

@@ -15,6 +15,7 @@
 #include "datasets/sha256.h"
 #include "datasets/trace.h"
 #include "eval/replay.h"
+#include "eval/sim_replay.h"
 #include "lib/core/error.h"
 #include "lib/metrics/records_csv.h"
 #include "lib/metrics/summary.h"
@@ -29,7 +30,9 @@ struct ReplayArgs {
   std::string mode = "ca";
   std::string compare;
   std::string policy = "sched";
-  std::string hbm = "0", dram = "1GiB", ssd = "0", store_dir, chunk = "1MiB";
+  std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB";
+  bool sim = false;
+  std::string profile = "a100-80gb";
   std::string read_buffer = "auto";
   std::vector<std::string> slow_read, slow_write;
   bool no_preload = false, sync_save = false, quiet = false;
@@ -89,13 +92,17 @@ void print_table(const std::vector<eval::ReplayRun>& runs) {
 int run_replay_cmd(ReplayArgs& a) {
   eval::ReplayOptions& o = a.o;
   o.store.hbm_bytes = store::parse_size(a.hbm, "--hbm");
-  o.store.dram_bytes = store::parse_size(a.dram, "--dram");
+  sim::HardwareProfile prof;
+  if (a.sim) prof = sim::load_profile(a.profile);
+  o.store.dram_bytes = a.dram != "auto"               ? store::parse_size(a.dram, "--dram")
+                       : a.sim && prof.dram_bytes > 0 ? static_cast<uint64_t>(prof.dram_bytes)
+                                                      : (1ull << 30);
   o.store.ssd_bytes = store::parse_size(a.ssd, "--ssd");
   o.store.chunk_bytes = store::parse_size(a.chunk, "--chunk-size");
   o.store.store_dir = a.store_dir;
   o.store.policy = a.policy;
   eval::policy_name(a.policy);  // validates
-  if (o.store.ssd_bytes > 0 && a.store_dir.empty()) {
+  if (o.store.ssd_bytes > 0 && a.store_dir.empty() && !a.sim) {
     throw make_error("--ssd", "an SSD budget needs --store-dir DIR (where the files go)");
   }
   parse_slow(a.slow_read, o.store.read_gbps, "--slow-read");
@@ -119,7 +126,8 @@ int run_replay_cmd(ReplayArgs& a) {
     if (c == modes[0]) throw make_error("--compare", "compare with a different mode");
     modes.insert(modes.begin(), c);  // the baseline first
   }
-  LoadedModel lm = load_model(a.m, false);
+  LoadedModel lm = load_model(a.m, false, !a.sim);
+  const model::ModelConfig& mc = lm.source->config();
   datasets::TraceLoadOptions lo;
   lo.limit = a.limit;
   datasets::TokenizeFn tokenize;
@@ -134,21 +142,26 @@ int run_replay_cmd(ReplayArgs& a) {
                  static_cast<long long>(trace.skipped_messages));
     for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", n.c_str());
   }
-  const int vocab = lm.model->config().vocab_size;
-  const auto sessions = eval::trace_sessions(trace, vocab, o.seed, o.max_output_tokens);
-  std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (cpu)\n",
+  const auto sessions =
+      a.sim ? eval::sim_sessions(trace, o.max_output_tokens)
+            : eval::trace_sessions(trace, mc.vocab_size, o.seed, o.max_output_tokens);
+  const std::string where = a.sim ? "sim, profile " + prof.name : std::string("cpu");
+  std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (%s)\n",
                sessions.size(), static_cast<long long>(trace.turns()), a.trace.c_str(),
-               lm.model->config().name.c_str());
+               mc.name.c_str(), where.c_str());
+  eval::SimOptions so;
+  so.profile = prof;
   std::vector<eval::ReplayRun> runs;
   for (engine::Mode m : modes) {
     Progress p(std::string("replay ") + engine::mode_name(m), "turns");
     engine::ProgressFn fn;
     if (!a.quiet) fn = [&p](int64_t d, int64_t t) { p(d, t); };
-    runs.push_back(eval::run_replay(*lm.model, sessions, m, o, fn));
+    runs.push_back(a.sim ? eval::run_sim_replay(mc, sessions, m, o, so, fn)
+                         : eval::run_replay(*lm.model, sessions, m, o, fn));
   }
-  std::printf("## replay %s: %s, %zu sessions, %lld turns\n\n", a.trace.c_str(),
-              lm.model->config().name.c_str(), sessions.size(),
-              static_cast<long long>(trace.turns()));
+  std::printf("## replay %s: %s, %zu sessions, %lld turns (%s)\n\n", a.trace.c_str(),
+              mc.name.c_str(), sessions.size(), static_cast<long long>(trace.turns()),
+              where.c_str());
   print_table(runs);
   nlohmann::json cmp;
   if (runs.size() == 2) {
@@ -182,9 +195,10 @@ int run_replay_cmd(ReplayArgs& a) {
     nlohmann::json j;
     j["tool"] = "cachebench replay";
     j["git"] = CB_GIT_REVISION;
-    j["execution"] = "real";
-    j["backend"] = "cpu";
-    j["model"] = {{"name", lm.model->config().name}, {"source", a.m.model}};
+    j["execution"] = a.sim ? "sim" : "real";
+    j["backend"] = a.sim ? "sim" : "cpu";
+    if (a.sim) j["profile"] = prof.to_json();
+    j["model"] = {{"name", mc.name}, {"source", a.m.model}};
     j["trace"] = {{"path", a.trace},
                   {"kind", trace.kind},
                   {"sha256", datasets::sha256_file_hex(a.trace)},
@@ -216,7 +230,15 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--policy", a->policy, "store eviction: sched, lru, fifo, optimal")
       ->capture_default_str();
   sub->add_option("--hbm", a->hbm, "store HBM tier budget")->capture_default_str();
-  sub->add_option("--dram", a->dram, "store DRAM tier budget")->capture_default_str();
+  sub->add_option("--dram", a->dram, "store DRAM tier budget (auto: 1GiB; in sim, the profile's)")
+      ->capture_default_str();
+  sub->add_flag("--sim", a->sim,
+                "sim mode: a calibrated cost model and a sizes-only store on a virtual clock");
+  sub->add_option("--profile", a->profile,
+                  "sim hardware profile: a100-80gb, h100-80gb, h200 or a calibrate JSON")
+      ->capture_default_str();
+  sub->add_option("--ttl", a->o.store.ttl, "store entries expire after S seconds unused (0: never)")
+      ->capture_default_str();
   sub->add_option("--ssd", a->ssd, "store SSD tier budget (needs --store-dir)")
       ->capture_default_str();
   sub->add_option("--store-dir", a->store_dir, "directory for the SSD tier's files");

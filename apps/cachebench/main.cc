@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cb::app::register_chat(app);
   cb::app::register_trace(app);
   cb::app::register_gate(app);
+  cb::app::register_calibrate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

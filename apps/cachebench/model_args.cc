@@ -31,7 +31,7 @@ void add_model_options(CLI::App* sub, ModelArgs* a) {
   sub->add_option("--weights-seed", a->seed, "seed of preset weights")->capture_default_str();
 }
 
-LoadedModel load_model(const ModelArgs& a, bool need_tokenizer) {
+LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights) {
   LoadedModel m;
   m.source = model::ModelSource::open(a.model);
   if (!a.tokenizer.empty()) {
@@ -53,7 +53,7 @@ LoadedModel load_model(const ModelArgs& a, bool need_tokenizer) {
                          std::to_string(m.source->config().vocab_size),
                      "pass the tokenizer that belongs to this model");
   }
-  m.model = model::Model::load(*m.source, a.seed);
+  if (load_weights) m.model = model::Model::load(*m.source, a.seed);
   return m;
 }
 

@@ -28,7 +28,8 @@ struct LoadedModel {
 };
 
 /// Opens the source, validates --backend, loads weights, and the tokenizer (required when
-/// `need_tokenizer`; a clear error names what to pass).
-LoadedModel load_model(const ModelArgs& a, bool need_tokenizer);
+/// `need_tokenizer`; a clear error names what to pass). Without `load_weights` (sim mode)
+/// only the config and tokenizer are read and `model` stays null.
+LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights = true);
 
 }  // namespace cb::app

@@ -29,5 +29,6 @@ void register_replay(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_trace(CLI::App& app);
 void register_gate(CLI::App& app);
+void register_calibrate(CLI::App& app);
 
 }  // namespace cb::app

@@ -1,5 +1,6 @@
 #include "lib/engine/policy_advisor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -70,7 +71,14 @@ std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
     uint64_t /*dram_free_bytes*/, double /*now*/) {
   policy::LookAhead ahead;
   ahead.skv = skv_;
-  const uint64_t skv = policy::effective_skv(to_meta(on_ssd), ahead);
+  return choose_prefetch_with_mean(lookahead, on_ssd,
+                                   policy::effective_skv(to_meta(on_ssd), ahead));
+}
+
+std::vector<store::SessionId> PolicyAdvisor::choose_prefetch_with_mean(
+    const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
+    uint64_t mean_ssd_bytes) const {
+  const uint64_t skv = skv_ > 0 ? skv_ : std::max<uint64_t>(mean_ssd_bytes, 1);
   const uint64_t window = policy::window_lengths(capacity_, skv).prefetch;
   std::unordered_set<store::SessionId> ssd;
   for (const auto& e : on_ssd) ssd.insert(e.session);

@@ -34,6 +34,13 @@ class PolicyAdvisor final : public store::PlacementAdvisor {
                                                 const std::vector<store::EntryInfo>& on_ssd,
                                                 uint64_t dram_free_bytes, double now) override;
 
+  /// choose_prefetch with Skv given: `on_ssd` then only needs the look-ahead's SSD entries
+  /// (sim mode keeps the SSD entries' mean size as a running sum instead of a scan).
+  /// `mean_ssd_bytes` is what choose_prefetch would compute: the rounded-up mean size.
+  std::vector<store::SessionId> choose_prefetch_with_mean(
+      const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
+      uint64_t mean_ssd_bytes) const;
+
   const policy::EvictionPolicy& policy() const { return *policy_; }
 
  private:

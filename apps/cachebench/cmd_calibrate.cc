@@ -1,0 +1,82 @@
+// cachebench calibrate --model M --out profile.json [--ssd-dir DIR] [--reps N]
+// cachebench calibrate --print-profile NAME: a built-in profile as JSON.
+#include <cstdio>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/model_args.h"
+#include "apps/cachebench/subcommands.h"
+#include "eval/calibrate.h"
+#include "lib/core/error.h"
+
+namespace cb::app {
+namespace {
+
+struct CalibrateArgs {
+  ModelArgs m;
+  std::string backend = "cpu";
+  std::string out, print;
+  eval::CalibrateOptions o;
+};
+
+int run_calibrate(CalibrateArgs& a) {
+  if (!a.print.empty()) {
+    std::printf("%s\n", sim::load_profile(a.print).to_json().dump(2).c_str());
+    return 0;
+  }
+  if (a.m.model.empty())
+    throw make_error("--model", "calibrate needs --model (or --print-profile)");
+  if (a.backend == "cuda") {
+    throw make_error("--backend", "cuda: the CUDA model backend is not built yet (issue #5)",
+                     "calibrate the CPU backend, or use a built-in GPU profile (a100-80gb, "
+                     "h100-80gb, h200)");
+  }
+  if (a.out.empty()) throw make_error("--out", "name the profile file to write");
+  LoadedModel lm = load_model(a.m, false);
+  const eval::Calibration c = eval::calibrate_cpu(*lm.model, a.o, [](const std::string& s) {
+    std::fprintf(stderr, "calibrate: %s\n", s.c_str());
+  });
+  std::printf(
+      "## calibrate %s (cpu)\n\n| batch | new tokens | context | measured (ms) | model (ms) |\n"
+      "|---:|---:|---:|---:|---:|\n",
+      lm.model->config().name.c_str());
+  for (const auto& p : c.points) {
+    std::printf("| %d | %lld | %lld | %.3f | %.3f |\n", p.batch,
+                static_cast<long long>(p.new_tokens), static_cast<long long>(p.context),
+                1e3 * p.measured_s, 1e3 * p.predicted_s);
+  }
+  const sim::HardwareProfile& p = c.profile;
+  std::printf(
+      "\nGEMM %.2f GFLOP/s, attention %.2f GFLOP/s, step overhead %.3f ms; median |error| "
+      "%.1f%%\nstore DRAM load %.2f GB/s, save %.2f GB/s; SSD load %.2f GB/s, save %.2f GB/s\n",
+      p.gemm_tflops * 1e3, p.attn_tflops * 1e3, p.step_overhead_s * 1e3, 100 * c.median_abs_error,
+      p.h2d_gbps, p.d2h_gbps, p.ssd_read_gbps, p.ssd_write_gbps);
+  nlohmann::json j = p.to_json();
+  j["fit"] = {{"median_abs_error", c.median_abs_error}, {"points", c.points.size()}};
+  write_json(a.out, j);
+  std::fprintf(stderr, "calibrate: wrote %s\n", a.out.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void register_calibrate(CLI::App& app) {
+  auto a = std::make_shared<CalibrateArgs>();
+  CLI::App* sub = app.add_subcommand(
+      "calibrate", "Measure a hardware profile for sim mode (the real kernels and store)");
+  sub->add_option("--model,-m", a->m.model, "a .gguf file, a checkpoint directory, or preset:NAME");
+  sub->add_option("--weights-seed", a->m.seed, "seed of preset weights")->capture_default_str();
+  sub->add_option("--backend", a->backend, "cpu (cuda needs the CUDA backend, issue #5)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  sub->add_option("--out,-o", a->out, "profile JSON to write");
+  sub->add_option("--ssd-dir", a->o.ssd_dir, "scratch directory for the SSD measurement")
+      ->capture_default_str();
+  sub->add_option("--reps", a->o.reps, "repetitions per timed shape (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--print-profile", a->print,
+                  "print a built-in profile (a100-80gb, h100-80gb, h200) or a profile file");
+  set_action(sub, [a] { return run_calibrate(*a); });
+}
+
+}  // namespace cb::app

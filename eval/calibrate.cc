@@ -1,0 +1,263 @@
+// Calibration: timed forward calls -> least-squares fit; timed store transfers -> links.
+#include "eval/calibrate.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+#include "lib/core/error.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/sim/cost_model.h"
+#include "lib/store/attention_store.h"
+
+namespace cb::eval {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Solves the n x n system a x = b (Gaussian elimination, partial pivoting); false when
+// singular.
+bool solve(std::vector<std::vector<double>> a, std::vector<double> b, std::vector<double>* x) {
+  const size_t n = b.size();
+  for (size_t c = 0; c < n; ++c) {
+    size_t p = c;
+    for (size_t r = c + 1; r < n; ++r) {
+      if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
+    }
+    if (std::fabs(a[p][c]) < 1e-300) return false;
+    std::swap(a[p], a[c]);
+    std::swap(b[p], b[c]);
+    for (size_t r = c + 1; r < n; ++r) {
+      const double f = a[r][c] / a[c][c];
+      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  x->assign(n, 0);
+  for (size_t r = n; r-- > 0;) {
+    double s = b[r];
+    for (size_t k = r + 1; k < n; ++k) s -= a[r][k] * (*x)[k];
+    (*x)[r] = s / a[r][r];
+  }
+  return true;
+}
+
+// Weighted least squares t = x0 + sum_k x_k * cols[k] (relative errors: every shape counts,
+// not just the slowest). Columns are scaled to O(1) for conditioning.
+std::vector<double> fit(const std::vector<double>& t,
+                        const std::vector<std::vector<double>>& cols) {
+  const size_t n = cols.size() + 1;
+  std::vector<double> scale(n, 1.0);
+  for (size_t k = 1; k < n; ++k) {
+    double m = 0;
+    for (double v : cols[k - 1]) m = std::max(m, v);
+    scale[k] = m > 0 ? m : 1;
+  }
+  std::vector<std::vector<double>> m(n, std::vector<double>(n, 0));
+  std::vector<double> v(n, 0), y;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const double w = 1.0 / (t[i] * t[i]);
+    std::vector<double> r(n, 1.0);
+    for (size_t k = 1; k < n; ++k) r[k] = cols[k - 1][i] / scale[k];
+    for (size_t a = 0; a < n; ++a) {
+      for (size_t b = 0; b < n; ++b) m[a][b] += w * r[a] * r[b];
+      v[a] += w * r[a] * t[i];
+    }
+  }
+  if (!solve(m, v, &y)) throw make_error("calibrate", "the timing fit is singular");
+  for (size_t k = 0; k < n; ++k) y[k] /= scale[k];
+  return y;
+}
+
+struct Shape {
+  int batch;
+  int64_t new_tokens, context;
+};
+
+}  // namespace
+
+Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opts,
+                          const std::function<void(const std::string&)>& log) {
+  const model::ModelConfig& mc = model.config();
+  Calibration cal;
+  sim::HardwareProfile& p = cal.profile;
+  p.name = "cpu-" + mc.name;
+  p.description = "calibrated on this machine (CPU backend) with " + mc.name;
+  p.kv_bytes_per_element = 4;
+  p.gpus = 1;
+  const int64_t win = std::max<int64_t>(mc.max_context, 64);
+  // The grid: prefill chunks after several contexts, decode batches over several contexts.
+  std::vector<Shape> grid;
+  for (int64_t n : {int64_t{16}, int64_t{64}, int64_t{128}, win / 2}) {
+    for (int64_t c : {int64_t{0}, win / 4, win / 2}) {
+      if (n + c <= win) grid.push_back({1, n, c});
+    }
+  }
+  for (int b : {1, 4, 8, 16}) {
+    for (int64_t c : {int64_t{8}, win / 4, win - 8}) grid.push_back({b, 1, c});
+  }
+  for (int b : {4, 16}) {  // batches of prefill chunks, as continuous batching makes them
+    grid.push_back({b, 32, win / 4});
+    grid.push_back({b, 96, 16});
+  }
+  const int bs = 16;
+  const int blocks = static_cast<int>(16 * ((win + bs - 1) / bs + 1));
+  kv::KvCache cache(model.kv_config(blocks, bs));
+  const sim::CostModel flops_model(sim::ModelShape::from_config(mc), p);
+  std::vector<double> ts, gs, as, ds, ns;  // time, GEMM, attention (prefill, decode), sequences
+  std::mt19937 rng(1);
+  for (const Shape& s : grid) {
+    std::vector<double> reps;
+    for (int r = 0; r < std::max(opts.reps, 1) + 1; ++r) {
+      std::vector<model::SeqInput> batch;
+      for (int i = 0; i < s.batch; ++i) {
+        const kv::SeqId seq = i;
+        cache.add_sequence(seq);
+        if (!cache.reserve(seq, s.context + s.new_tokens)) {
+          throw make_error("calibrate", "KV pool too small for the calibration grid");
+        }
+        cache.set_length(seq, s.context);  // context slots hold whatever: timing only
+        model::SeqInput in;
+        in.seq = seq;
+        for (int64_t k = 0; k < s.new_tokens; ++k) {
+          in.tokens.push_back(3 + static_cast<int32_t>(rng() % (mc.vocab_size - 3)));
+        }
+        batch.push_back(std::move(in));
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      model.forward(batch, cache, {});
+      const double dt = seconds_since(t0);
+      if (r > 0) reps.push_back(dt);  // the first call warms caches
+      for (int i = 0; i < s.batch; ++i) cache.free_sequence(i);
+    }
+    std::vector<sim::StepLoad> loads(static_cast<size_t>(s.batch),
+                                     sim::StepLoad{s.new_tokens, s.context, true});
+    const sim::StepFlops f = flops_model.flops(loads);
+    ts.push_back(median(reps));
+    gs.push_back(f.gemm);
+    as.push_back(s.new_tokens > 1 ? f.attn : 0.0);
+    ds.push_back(s.new_tokens > 1 ? 0.0 : f.attn);
+    ns.push_back(s.batch);
+    cal.points.push_back({s.batch, s.new_tokens, s.context, ts.back(), 0});
+  }
+  std::vector<double> x = fit(ts, {gs, as, ds, ns});
+  if (!(x[1] > 0)) {
+    throw make_error("calibrate", "timings do not grow with work; rerun on an idle machine");
+  }
+  p.step_overhead_s = std::max(x[0], 0.0);
+  p.gemm_tflops = 1e-12 / x[1];
+  // No measurable attention term: attention then costs as much per FLOP as the GEMMs.
+  p.attn_tflops = x[2] > 0 ? 1e-12 / x[2] : p.gemm_tflops;
+  p.decode_attn_tflops = x[3] > 0 ? 1e-12 / x[3] : p.attn_tflops;
+  p.seq_overhead_s = std::max(x[4], 0.0);
+  p.hbm_gbps = 0;  // the fit already holds the memory traffic of the CPU kernels
+  std::vector<double> errs;
+  const sim::CostModel fitted(sim::ModelShape::from_config(mc), p);
+  for (CalibrationPoint& pt : cal.points) {
+    std::vector<sim::StepLoad> loads(static_cast<size_t>(pt.batch),
+                                     sim::StepLoad{pt.new_tokens, pt.context, true});
+    pt.predicted_s = fitted.step_time(loads);
+    errs.push_back(std::fabs(pt.predicted_s / pt.measured_s - 1));
+  }
+  cal.median_abs_error = median(errs);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "least-squares fit of %zu timed forward calls of %s (median of %d), median "
+                "|error| %.1f%%",
+                grid.size(), mc.name.c_str(), opts.reps, 100 * cal.median_abs_error);
+  for (const char* f :
+       {"gemm_tflops", "attn_tflops", "decode_attn_tflops", "step_overhead_s", "seq_overhead_s"}) {
+    p.sources[f] = buf;
+  }
+  p.sources["hbm_gbps"] = "0: no separate memory term (the fitted rates include it)";
+  p.sources["layer_overhead_s"] = "0: folded into the fitted rates and step overhead";
+  if (log) log(buf);
+
+  // Store links: save and load a model-shaped entry through the real store.
+  const int64_t ntok = opts.entry_tokens > 0 ? opts.entry_tokens : win;
+  const uint32_t token_bytes = static_cast<uint32_t>(mc.kv_dim() * sizeof(float));
+  const auto probe = [&](bool ssd, double* read_gbps, double* write_gbps) {
+    store::StoreConfig sc;
+    std::string dir;
+    if (ssd) {
+      dir = opts.ssd_dir + "/cachebench-calibrate-" + std::to_string(::getpid());
+      std::filesystem::create_directories(dir);
+      sc.store_dir = dir;
+      sc.ssd_bytes = 1ull << 30;
+    } else {
+      sc.dram_bytes = 1ull << 30;
+    }
+    sc.chunk_bytes = 1 << 20;
+    std::vector<double> rs, wsv;
+    {
+      store::AttentionStore st(sc);
+      const size_t per_layer = static_cast<size_t>(ntok) * mc.kv_dim();
+      std::vector<float> k(per_layer * mc.n_layers, 0.5f), v(k.size(), 0.25f);
+      std::vector<int32_t> toks(static_cast<size_t>(ntok), 7);
+      const store::ModelFingerprint fp = store::ModelFingerprint::from_description("calibrate");
+      const double bytes = 2.0 * static_cast<double>(per_layer) * sizeof(float) * mc.n_layers;
+      for (int r = 0; r < std::max(opts.reps, 1); ++r) {
+        store::SaveRequest req;
+        req.session = 1;
+        req.fingerprint = fp;
+        req.shape = {mc.n_layers, token_bytes};
+        req.tokens = toks;
+        st.erase(1);
+        const auto t0 = std::chrono::steady_clock::now();
+        store::SaveHandle h = st.begin_save(req);
+        for (int l = 0; l < mc.n_layers; ++l) {
+          h.write_layer(l, {k.data() + l * per_layer, v.data() + l * per_layer});
+        }
+        if (!h.commit().get()) throw make_error("calibrate", "the store probe's save failed");
+        wsv.push_back(bytes / seconds_since(t0) / 1e9);
+        std::vector<store::LayerTarget> targets;
+        for (int l = 0; l < mc.n_layers; ++l) {
+          targets.push_back({k.data() + l * per_layer, v.data() + l * per_layer});
+        }
+        store::LookupKey key{1, fp, store::KeyEncoding::PreRope, toks};
+        const auto t1 = std::chrono::steady_clock::now();
+        store::LoadHandle lh = st.load(key, targets);
+        if (!lh.ok() || !lh.wait_all())
+          throw make_error("calibrate", "the store probe's load failed");
+        rs.push_back(bytes / seconds_since(t1) / 1e9);
+      }
+    }
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+    *read_gbps = median(rs);
+    *write_gbps = median(wsv);
+  };
+  probe(false, &p.h2d_gbps, &p.d2h_gbps);
+  p.d2d_gbps = p.h2d_gbps;
+  const std::string what = "measured: the real store saving/loading a " + std::to_string(ntok) +
+                           "-token entry of " + mc.name + " (median of " +
+                           std::to_string(opts.reps) + ")";
+  p.sources["h2d_gbps"] = "DRAM tier load, " + what;
+  p.sources["d2h_gbps"] = "DRAM tier save, " + what;
+  p.sources["d2d_gbps"] = "the HBM tier of the CPU backend is host memory: as h2d_gbps";
+  if (!opts.ssd_dir.empty()) {
+    probe(true, &p.ssd_read_gbps, &p.ssd_write_gbps);
+    p.sources["ssd_read_gbps"] = "SSD tier load in " + opts.ssd_dir + ", " + what;
+    p.sources["ssd_write_gbps"] =
+        "SSD tier save (fsync + journal) in " + opts.ssd_dir + ", " + what;
+  } else {
+    p.ssd_read_gbps = p.ssd_write_gbps = 1;
+    p.sources["ssd_read_gbps"] = p.sources["ssd_write_gbps"] = "not measured (no --ssd-dir)";
+  }
+  p.sources["kv_bytes_per_element"] = "the CPU backend keeps KV in fp32";
+  p.validate(p.name);
+  return cal;
+}
+
+}  // namespace cb::eval

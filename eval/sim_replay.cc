@@ -1,0 +1,108 @@
+// Replay in sim mode: trace lengths -> SimEngine over a SimStore -> the same summary.
+#include "eval/sim_replay.h"
+
+#include <algorithm>
+
+#include "lib/core/error.h"
+#include "lib/engine/policy_advisor.h"
+#include "lib/metrics/summary.h"
+#include "lib/sim/cost_model.h"
+#include "lib/sim/sim_engine.h"
+
+namespace cb::eval {
+
+std::vector<engine::SessionInput> sim_sessions(const datasets::Trace& trace,
+                                               int64_t max_output_tokens) {
+  std::vector<engine::SessionInput> out;
+  out.reserve(trace.sessions.size());
+  for (const datasets::TraceSession& s : trace.sessions) {
+    engine::SessionInput in;
+    in.id = s.id;
+    for (const datasets::TraceTurn& tt : s.turns) {
+      engine::TurnInput ti;
+      ti.output_tokens = std::max<int64_t>(tt.output_tokens, 1);
+      if (max_output_tokens > 0) ti.output_tokens = std::min(ti.output_tokens, max_output_tokens);
+      const int64_t n =
+          tt.input_ids.empty() ? tt.input_tokens : static_cast<int64_t>(tt.input_ids.size());
+      ti.ids.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+      in.turns.push_back(std::move(ti));
+    }
+    out.push_back(std::move(in));
+  }
+  return out;
+}
+
+int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& p, int block_size,
+                      uint64_t store_hbm_bytes) {
+  if (p.hbm_bytes <= 0) return 0;
+  const sim::ModelShape s = sim::ModelShape::from_config(mc);
+  const double weights =
+      (s.params_per_layer * s.layers + 2.0 * s.hidden * static_cast<double>(s.vocab)) *
+      s.weight_bytes;
+  const double avail = 0.9 * p.hbm_bytes * p.gpus - weights - static_cast<double>(store_hbm_bytes);
+  const double block = static_cast<double>(block_size) * s.layers *
+                       s.kv_bytes_per_token_layer(p.kv_bytes_per_element);
+  if (avail < block) {
+    throw make_error("--profile",
+                     p.name + ": " + mc.name + " does not fit " + std::to_string(p.gpus) +
+                         " accelerator(s) with room for KV",
+                     "use a profile with more GPUs (\"gpus\") or a smaller model");
+  }
+  return static_cast<int64_t>(avail / block);
+}
+
+ReplayRun run_sim_replay(const model::ModelConfig& mc,
+                         const std::vector<engine::SessionInput>& sessions, engine::Mode mode,
+                         const ReplayOptions& opts, const SimOptions& so,
+                         const engine::ProgressFn& progress) {
+  const sim::HardwareProfile& p = so.profile;
+  const sim::CostModel cost(sim::ModelShape::from_config(mc), p);
+  ReplayRun run;
+  run.mode = mode;
+  std::unique_ptr<sim::SimStore> st;
+  if (mode != engine::Mode::RE) {
+    sim::SimStoreConfig sc;
+    sc.hbm_bytes = opts.store.hbm_bytes;
+    sc.dram_bytes = opts.store.dram_bytes;
+    sc.ssd_bytes = opts.store.ssd_bytes;
+    sc.chunk_bytes = opts.store.chunk_bytes;
+    sc.ttl = opts.store.ttl;
+    const auto bw = [](double profile_gbps, double slowed) {
+      return slowed > 0 ? std::min(profile_gbps, slowed) : profile_gbps;
+    };
+    sc.d2d = sim::Link(bw(p.d2d_gbps, opts.store.read_gbps[0]), 0);
+    sc.h2d = sim::Link(bw(p.h2d_gbps, opts.store.read_gbps[1]), p.pcie_latency_s);
+    sc.d2h = sim::Link(bw(p.d2h_gbps, opts.store.write_gbps[1]), p.pcie_latency_s);
+    sc.ssd_read = sim::Link(bw(p.ssd_read_gbps, opts.store.read_gbps[2]), p.ssd_latency_s);
+    sc.ssd_write = sim::Link(bw(p.ssd_write_gbps, opts.store.write_gbps[2]), p.ssd_latency_s);
+    policy::Capacity cap;
+    cap.dram = sc.dram_bytes;
+    cap.ssd = sc.ssd_bytes;
+    sc.advisor = std::make_shared<engine::PolicyAdvisor>(policy_name(opts.store.policy), cap);
+    const uint64_t token_bytes =
+        static_cast<uint64_t>(mc.kv_dim()) * static_cast<uint64_t>(p.kv_bytes_per_element);
+    st = std::make_unique<sim::SimStore>(sc, mc.n_layers, token_bytes);
+  }
+  engine::EngineConfig ec = opts.engine;
+  ec.mode = mode;
+  if (ec.num_blocks <= 0) {
+    ec.num_blocks = static_cast<int>(
+        std::min<int64_t>(sim_kv_blocks(mc, p, ec.block_size, opts.store.hbm_bytes), 1 << 30));
+  }
+  sim::SimEngine eng(cost, st.get(), ec, mc.max_context);
+  run.result = eng.run(sessions, progress);
+  run.result.totals.gpus = opts.gpus > 1 ? opts.gpus : p.gpus;
+  metrics::Prices prices = opts.prices;
+  run.summary = metrics::summarize(run.result.records, run.result.totals, prices);
+  run.summary["mode"] = engine::mode_name(mode);
+  run.summary["execution"] = "sim";
+  run.summary["profile"] = p.name;
+  run.summary["kv_blocks"] = eng.kv_blocks();
+  run.summary["clipped_turns"] = run.result.clipped_turns;
+  run.summary["save_failures"] = run.result.save_failures;
+  run.summary["steps"] = run.result.steps;
+  if (st) run.summary["store_entries"] = st->entries();
+  return run;
+}
+
+}  // namespace cb::eval

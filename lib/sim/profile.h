@@ -1,0 +1,62 @@
+#pragma once
+/// A hardware profile: the numbers the simulator's cost model and links run on. Built-in
+/// profiles (A100-80GB, H100-80GB, H200) come from published figures, each field with its
+/// source; `cachebench calibrate` measures one on the machine at hand. Profiles are JSON:
+///   {"name": ..., "description": ..., "<field>": value, ..., "sources": {"<field>": text}}
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace cb::sim {
+
+struct HardwareProfile {
+  std::string name;
+  std::string description;
+  // Compute, per accelerator. A step's time is the cost model's (cost_model.h).
+  double gemm_tflops = 0;         ///< achieved dense GEMM rate (TFLOP/s)
+  double attn_tflops = 0;         ///< achieved attention rate (TFLOP/s of QK^T and PV), prefill
+  double decode_attn_tflops = 0;  ///< the same for one-token (decode) queries
+  double hbm_gbps = 0;            ///< memory bandwidth for the roofline bound (0: no memory term)
+  double hbm_bytes = 0;           ///< accelerator memory (0: the KV pool is sized by the engine)
+  double step_overhead_s = 0;     ///< fixed cost of one forward call (launches, sampling)
+  double layer_overhead_s = 0;    ///< fixed cost per layer per call
+  double seq_overhead_s = 0;      ///< fixed cost per sequence per call (per-sequence kernels)
+  double nvlink_gbps = 0;         ///< all-reduce bandwidth between tensor-parallel ranks
+  int gpus = 1;                   ///< accelerators serving one model replica (tensor parallel)
+  // Links of the store's tiers.
+  double d2d_gbps = 0;        ///< HBM tier -> KV pool copies
+  double h2d_gbps = 0;        ///< pinned host -> accelerator (DRAM tier loads)
+  double d2h_gbps = 0;        ///< accelerator -> pinned host (saves)
+  double pcie_latency_s = 0;  ///< per transfer
+  double ssd_read_gbps = 0;
+  double ssd_write_gbps = 0;
+  double ssd_latency_s = 0;  ///< per transfer
+  // Capacities of the host (defaults for the store's tiers when none are given).
+  double dram_bytes = 0;
+  double ssd_bytes = 0;
+  int kv_bytes_per_element = 2;  ///< KV storage dtype (2: fp16; 4: the CPU backend's fp32)
+  double gpu_usd_per_hour = 5.0;
+  /// Where each field's value comes from (field name -> citation or measurement).
+  std::map<std::string, std::string> sources;
+
+  nlohmann::json to_json() const;
+  /// Throws cb::Error naming `origin` and the field on a missing, mistyped or out-of-range
+  /// field (rates must be > 0, overheads and latencies >= 0, gpus >= 1).
+  static HardwareProfile from_json(const nlohmann::json& j, const std::string& origin);
+  /// Checks the ranges from_json checks; throws cb::Error naming `origin`.
+  void validate(const std::string& origin) const;
+};
+
+/// Names of the built-in profiles ("a100-80gb", "h100-80gb", "h200").
+std::vector<std::string> builtin_profile_names();
+/// A built-in profile; throws cb::Error listing the names for an unknown one.
+HardwareProfile builtin_profile(const std::string& name);
+/// A built-in name, or a JSON file written by `cachebench calibrate` (or by hand).
+HardwareProfile load_profile(const std::string& name_or_path);
+/// Writes `p` as pretty JSON to `path`; throws cb::Error naming the file on failure.
+void save_profile(const HardwareProfile& p, const std::string& path);
+
+}  // namespace cb::sim

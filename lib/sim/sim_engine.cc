@@ -1,0 +1,342 @@
+// The engine loop on a virtual clock; see lib/engine/engine.cc and engine_run.cc for the
+// real loop this mirrors step for step.
+#include "lib/sim/sim_engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lib/core/error.h"
+
+namespace cb::sim {
+
+using engine::Mode;
+
+struct SimEngine::Job {
+  sched::Request req;
+  uint64_t session = 0;
+  metrics::TurnRecord rec;
+  int64_t hist = 0, new_tokens = 0, output_target = 1, reused = 0, kv_len = 0, cap = 0;
+  int64_t outputs = 0, blocks = 0;
+  bool hit = false, restore_pending = false;
+  store::TierKind tier = store::TierKind::Dram;
+  double entry_ready = 0, load_start = 0;
+  int started = 0;
+  std::vector<double> ready;  // per layer: when its KV is in the pool
+};
+
+SimEngine::SimEngine(const CostModel& cost, SimStore* store, engine::EngineConfig cfg,
+                     int64_t max_context)
+    : cost_(cost), store_(store), cfg_(std::move(cfg)) {
+  ctx_ = cfg_.ctx > 0 ? cfg_.ctx : max_context;
+  if (ctx_ < 2) throw make_error("--ctx", "the context window must be at least 2 tokens");
+  if (!(cfg_.truncate_ratio > 0 && cfg_.truncate_ratio <= 1)) {
+    throw make_error("--truncate-ratio", "must be in (0, 1]");
+  }
+  if (cfg_.mode != Mode::RE && store_ == nullptr) {
+    throw make_error("SimEngine", "CA and OF modes need a store");
+  }
+  layers_ = cost_.shape().layers;
+  const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
+  blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : per_seq * std::max(cfg_.sched.max_batch, 1);
+  if (blocks_ < per_seq) {
+    throw make_error("--kv-blocks",
+                     std::to_string(blocks_) + " blocks cannot hold one full window of " +
+                         std::to_string(ctx_) + " tokens",
+                     "use at least " + std::to_string(per_seq));
+  }
+  free_blocks_ = blocks_;
+}
+
+SimEngine::~SimEngine() = default;
+
+void SimEngine::wait_save(uint64_t session, double* stall) {
+  for (auto it = saving_.begin(); it != saving_.end();) {
+    if (it->session != session) {
+      ++it;
+      continue;
+    }
+    if (it->commit_at > now_) {
+      if (stall) *stall += it->commit_at - now_;
+      now_ = it->commit_at;
+    }
+    store_->commit(it->session);
+    it = saving_.erase(it);
+  }
+}
+
+void SimEngine::poll_saves() {
+  for (auto it = saving_.begin(); it != saving_.end();) {
+    if (it->commit_at <= now_) {
+      store_->commit(it->session);
+      it = saving_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (store_) store_->advance(now_);
+}
+
+int SimEngine::read_buffer_for(const Job& j) const {
+  if (!cfg_.preload) return 0;
+  if (cfg_.read_buffer_layers >= 0) return std::min(cfg_.read_buffer_layers, layers_);
+  // The paper's S_buf rule with the model's own rates: per-layer load of the history versus
+  // per-layer prefill of the new tokens.
+  const double t_load = store_->layer_seconds(j.tier, j.reused);
+  const double t_pref = cost_.layer_time({{j.new_tokens, j.reused, false}});
+  if (t_load <= t_pref) return 0;
+  return static_cast<int>(std::ceil(layers_ * (t_load - t_pref) / t_load));
+}
+
+void SimEngine::start_layers(Job& j, int n) {
+  for (; j.started < n; ++j.started) {
+    j.ready[static_cast<size_t>(j.started)] =
+        store_->load_layer(j.tier, j.reused, std::max(now_, j.entry_ready));
+  }
+}
+
+std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int64_t message_tokens,
+                                                   int64_t output_tokens, engine::RunResult* res) {
+  auto job = std::make_unique<Job>();
+  Job& j = *job;
+  j.req = r;
+  j.session = r.session;
+  Session& s = sessions_[j.session];
+  if (store_) wait_save(j.session, &j.rec.save_stall_s);
+  j.new_tokens = message_tokens + (s.pending ? 1 : 0);
+  if (j.new_tokens <= 0) throw make_error("SimEngine", "a turn has no input tokens");
+  j.output_target = std::max<int64_t>(output_tokens, 1);
+  if (j.new_tokens + j.output_target > ctx_) {
+    j.output_target = std::min(j.output_target, std::max<int64_t>(ctx_ / 2, 1));
+    j.new_tokens = std::min(j.new_tokens, ctx_ - j.output_target);
+    ++res->clipped_turns;
+  }
+  const int64_t hist = s.context;
+  const int64_t over = hist + j.new_tokens + j.output_target - ctx_;
+  if (over > 0) {
+    const int64_t drop = std::min(
+        hist, std::max(over, static_cast<int64_t>(std::floor(cfg_.truncate_ratio * hist))));
+    if (cfg_.mode == Mode::CA) {
+      if (drop == hist) {
+        store_->erase(j.session);
+      } else {
+        store_->truncate(j.session, drop, now_);
+      }
+    } else if (cfg_.mode == Mode::OF) {
+      store_->erase(j.session);
+    }
+    s.context -= drop;
+    j.rec.truncated_tokens = drop;
+  }
+  j.hist = s.context;
+  j.cap = j.hist + j.new_tokens + j.output_target;
+  j.rec.session = j.session;
+  j.rec.turn = r.turn;
+  j.rec.warmup = r.id < cfg_.warmup_turns;
+  j.rec.arrival_s = r.arrival;
+  j.rec.history_tokens = j.hist;
+  j.rec.new_tokens = j.new_tokens;
+  j.rec.tier = j.hist == 0 ? "none" : "miss";
+  j.ready.assign(static_cast<size_t>(layers_), 0);
+  if (cfg_.mode != Mode::RE && j.hist > 0) {
+    const SimStore::Hit h = store_->lookup(j.session, j.hist, now_);
+    if (h.hit) {
+      j.hit = true;
+      j.reused = h.tokens;
+      j.tier = h.tier;
+      j.entry_ready = h.ready_at;
+      j.rec.tier = store::tier_name(h.tier);
+      j.load_start = now_;
+      start_layers(j, read_buffer_for(j));
+    }
+  }
+  j.rec.reused_tokens = j.reused;
+  j.rec.recomputed_tokens = j.hist - j.reused;
+  j.rec.bytes_loaded = static_cast<uint64_t>(j.reused) * 2u *
+                       static_cast<uint64_t>(layers_ * cost_.shape().kv_dim) *
+                       static_cast<uint64_t>(cost_.profile().kv_bytes_per_element);
+  return job;
+}
+
+bool SimEngine::admit(Job& j, double* stall) {
+  *stall = 0;
+  j.blocks = (j.cap + cfg_.block_size - 1) / cfg_.block_size;
+  if (j.blocks > free_blocks_) return false;
+  free_blocks_ -= j.blocks;
+  j.kv_len = j.reused;
+  if (j.reused == 0) return true;
+  if (j.started == 0) j.load_start = now_;
+  start_layers(j, layers_);
+  if (cfg_.preload) {
+    j.restore_pending = true;
+    return true;
+  }
+  const double done = j.ready.back();
+  if (done > now_) {
+    *stall = done - now_;
+    now_ = done;
+  }
+  j.rec.preload_stall_s += *stall;
+  j.rec.load_s = now_ - j.load_start;
+  return true;
+}
+
+void SimEngine::run_step(const std::vector<sched::StepItem>& items, engine::RunResult* res) {
+  std::vector<StepLoad> loads;
+  std::vector<Job*> jobs;
+  bool measured = false, prefill = false, restoring = false;
+  for (const sched::StepItem& it : items) {
+    Job& j = *jobs_.at(it.request);
+    jobs.push_back(&j);
+    loads.push_back({it.tokens, j.kv_len, true});  // the engine computes logits for every sequence
+    prefill = prefill || it.prefill;
+    measured = measured || !j.rec.warmup;
+    restoring = restoring || j.restore_pending;
+  }
+  const double step = cost_.step_time(loads);
+  double dt = step;
+  if (restoring) {  // layer by layer: compute of layer l waits for every job's layer l
+    const double lt = cost_.layer_time(loads);
+    double t = now_;
+    for (int l = 0; l < layers_; ++l) {
+      for (Job* j : jobs) {
+        if (!j->restore_pending) continue;
+        const double w = std::max(0.0, j->ready[static_cast<size_t>(l)] - t);
+        j->rec.preload_stall_s += w;
+        t += w;
+        if (l == layers_ - 1) {
+          j->restore_pending = false;
+          j->rec.load_s = j->ready.back() - j->load_start;
+        }
+      }
+      t += lt;
+    }
+    dt = (t - now_) + (step - layers_ * lt);
+  }
+  now_ += dt;
+  ++res->steps;
+  if (measured) {
+    res->totals.gpu_time_s += dt;
+    if (prefill) res->totals.prefill_time_s += dt;
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    Job& j = *jobs[i];
+    j.kv_len += items[i].tokens;
+    if (!items[i].emits) continue;
+    if (j.outputs == 0) j.rec.first_token_s = now_;
+    ++j.outputs;
+    j.rec.token_times_s.push_back(now_);
+  }
+  for (const sched::Request& r : sched_->complete_step(items, now_)) {
+    finish(*jobs_.at(r.id), res);
+    jobs_.erase(r.id);
+  }
+}
+
+void SimEngine::finish(Job& j, engine::RunResult* res) {
+  j.rec.finish_s = j.rec.token_times_s.empty() ? now_ : j.rec.token_times_s.back();
+  j.rec.output_tokens = j.outputs;
+  free_blocks_ += j.blocks;
+  Session& s = sessions_[j.session];
+  s.context = j.hist + j.new_tokens + j.outputs - 1;
+  s.pending = true;
+  if (cfg_.mode != Mode::RE) {
+    if (j.hit) store_->unpin(j.session);  // the load's pin lasts the turn, as in lib/store
+    const double commit = store_->save(j.session, s.context, now_);
+    saved_.insert(j.session);
+    if (commit < 0) {
+      ++res->save_failures;
+    } else {
+      j.rec.bytes_saved = static_cast<uint64_t>(s.context) * 2u *
+                          static_cast<uint64_t>(layers_ * cost_.shape().kv_dim) *
+                          static_cast<uint64_t>(cost_.profile().kv_bytes_per_element);
+      if (cfg_.async_save) {
+        saving_.push_back({j.session, commit});
+      } else {
+        if (commit > now_) {
+          j.rec.save_stall_s += commit - now_;
+          now_ = commit;
+        }
+        store_->commit(j.session);
+      }
+    }
+  }
+  res->records.push_back(std::move(j.rec));
+}
+
+engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessions,
+                                 const engine::ProgressFn& progress) {
+  engine::RunResult res;
+  std::vector<int> turns;
+  for (const auto& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));
+  sched::Scheduler sched(cfg_.sched, turns);
+  sched_ = &sched;
+  now_ = 0;
+  std::vector<sched::SessionId> last_lookahead;
+  while (!sched.finished()) {
+    sched.advance(now_);
+    if (store_) poll_saves();
+    if (store_ != nullptr && cfg_.mode != Mode::RE) {
+      std::vector<sched::SessionId> la = sched.lookahead();
+      for (auto& s : la) s = sessions[s].id;
+      if (la != last_lookahead) {
+        store_->prefetch(la, now_);
+        last_lookahead = std::move(la);
+      }
+    }
+    int ahead = 0;
+    for (const sched::Request& r : sched.waiting()) {
+      if (ahead++ >= std::max(cfg_.preload_jobs, 1)) break;
+      if (jobs_.count(r.id)) continue;
+      sched::Request sr = r;
+      sr.session = sessions[r.session].id;
+      if (saved_.count(sr.session) && &r != &sched.waiting().front()) continue;
+      saved_.erase(sr.session);
+      const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
+      jobs_[r.id] = prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res);
+    }
+    while (sched.can_admit() && !sched.waiting().empty()) {
+      auto it = jobs_.find(sched.waiting().front().id);
+      double stall = 0;
+      if (it == jobs_.end() || !admit(*it->second, &stall)) break;
+      Job& j = *it->second;
+      if (!j.rec.warmup) {
+        res.totals.gpu_time_s += stall;
+        res.totals.prefill_time_s += stall;
+      }
+      j.rec.start_s = now_;
+      sched.admit_head(j.hist - j.reused + j.new_tokens, j.output_target);
+    }
+    const std::vector<sched::StepItem> items = sched.plan_step();
+    if (items.empty()) {
+      if (!sched.waiting().empty() && jobs_.count(sched.waiting().front().id)) {
+        throw make_error("SimEngine", "a request does not fit the KV pool even when it is empty",
+                         "raise --kv-blocks or lower --ctx");
+      }
+      const double next = sched.next_arrival();
+      if (std::isfinite(next) && next > now_) {
+        now_ = next;
+      } else if (!saving_.empty()) {
+        now_ = std::max(now_, saving_.front().commit_at);
+      } else if (!std::isfinite(next)) {
+        throw make_error("SimEngine", "nothing to run and nothing arriving (internal error)");
+      }
+      continue;
+    }
+    run_step(items, &res);
+    if (progress) progress(sched.done(), sched.total());
+  }
+  for (const Saving& s : saving_) store_->commit(s.session);
+  saving_.clear();
+  sched_ = nullptr;
+  double first = INFINITY, last = 0;
+  for (const metrics::TurnRecord& r : res.records) {
+    if (r.warmup) continue;
+    first = std::min(first, r.arrival_s);
+    last = std::max(last, r.finish_s);
+  }
+  res.totals.duration_s = std::isfinite(first) ? last - first : 0;
+  if (store_ != nullptr) res.totals.tiers = store_->tier_totals();
+  return res;
+}
+
+}  // namespace cb::sim

@@ -1,0 +1,69 @@
+#pragma once
+/// Sim mode of the serving engine: engine::Engine's loop (prepare -> admit -> steps ->
+/// finish, the same Scheduler, the same overflow rules, read buffer, preloading, write
+/// buffer and head-of-queue rule for sessions with a save in flight) on a virtual clock. A
+/// step lasts what the CostModel says; loads and saves are reservations on the SimStore's
+/// links; no model runs and no bytes move. Results are engine::RunResult, summarized by the
+/// same metrics code as real runs. Mirrors lib/engine/engine.cc and engine_run.cc: a change
+/// to the engine's policy belongs in both (tests/unit/sim checks they agree).
+
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "lib/engine/engine.h"
+#include "lib/sim/cost_model.h"
+#include "lib/sim/sim_store.h"
+
+namespace cb::sim {
+
+class SimEngine {
+ public:
+  /// `store` may be null in RE mode; `max_context` is the model's window (cfg.ctx 0).
+  SimEngine(const CostModel& cost, SimStore* store, engine::EngineConfig cfg, int64_t max_context);
+  ~SimEngine();
+  SimEngine(const SimEngine&) = delete;
+  SimEngine& operator=(const SimEngine&) = delete;
+
+  /// Serves every turn; only the message lengths of `sessions` matter.
+  engine::RunResult run(const std::vector<engine::SessionInput>& sessions,
+                        const engine::ProgressFn& progress = {});
+  /// KV blocks in the pool.
+  int64_t kv_blocks() const { return blocks_; }
+
+ private:
+  struct Job;
+  struct Session {
+    int64_t context = 0;
+    bool pending = false;
+  };
+  struct Saving {
+    uint64_t session = 0;
+    double commit_at = 0;
+  };
+
+  std::unique_ptr<Job> prepare(const sched::Request& r, int64_t message_tokens,
+                               int64_t output_tokens, engine::RunResult* res);
+  bool admit(Job& j, double* stall);
+  void run_step(const std::vector<sched::StepItem>& items, engine::RunResult* res);
+  void finish(Job& j, engine::RunResult* res);
+  void wait_save(uint64_t session, double* stall);
+  void poll_saves();
+  void start_layers(Job& j, int n);
+  int read_buffer_for(const Job& j) const;
+
+  const CostModel& cost_;
+  SimStore* store_;
+  engine::EngineConfig cfg_;
+  int64_t ctx_ = 0, blocks_ = 0, free_blocks_ = 0;
+  int layers_ = 0;
+  double now_ = 0;
+  std::map<uint64_t, Session> sessions_;
+  std::map<int64_t, std::unique_ptr<Job>> jobs_;
+  std::vector<Saving> saving_;
+  std::set<uint64_t> saved_;
+  sched::Scheduler* sched_ = nullptr;
+};
+
+}  // namespace cb::sim

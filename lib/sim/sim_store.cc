@@ -1,0 +1,311 @@
+#include "lib/sim/sim_store.h"
+
+#include <algorithm>
+
+#include "lib/core/error.h"
+#include "lib/engine/policy_advisor.h"
+
+namespace cb::sim {
+
+using store::TierKind;
+
+double Link::transfer(double at, double bytes) {
+  const double start = std::max(at, free_at_);
+  const double d = lat_ + bytes / bps_;
+  free_at_ = start + d;
+  busy_s_ += d;
+  bytes_ += bytes;
+  return free_at_;
+}
+
+SimStore::SimStore(SimStoreConfig cfg, int layers, uint64_t token_bytes)
+    : cfg_(std::move(cfg)), layers_(layers), token_bytes_(token_bytes) {
+  if (cfg_.chunk_bytes == 0 || token_bytes_ == 0 || token_bytes_ > cfg_.chunk_bytes) {
+    throw make_error("--chunk-size",
+                     "one token's K of one layer (" + std::to_string(token_bytes_) +
+                         " bytes) must fit in a chunk",
+                     "use a larger --chunk-size");
+  }
+  tpc_ = cfg_.chunk_bytes / token_bytes_;
+  cap_[0] = cfg_.hbm_bytes / cfg_.chunk_bytes;
+  cap_[1] = cfg_.dram_bytes / cfg_.chunk_bytes;
+  cap_[2] = cfg_.ssd_bytes / cfg_.chunk_bytes;
+  for (int t = 0; t < 3; ++t) free_[t] = cap_[t];
+  reserve_chunks_ = (cfg_.dram_reserve_bytes + cfg_.chunk_bytes - 1) / cfg_.chunk_bytes;
+  if (!cfg_.advisor) cfg_.advisor = std::make_shared<store::LruAdvisor>();
+}
+
+uint64_t SimStore::chunks_for(int64_t tokens) const {
+  return 2ull * static_cast<uint64_t>(layers_) *
+         ((static_cast<uint64_t>(tokens) + tpc_ - 1) / tpc_);
+}
+
+Link& SimStore::read_link(TierKind t) {
+  return t == TierKind::Hbm ? cfg_.d2d : t == TierKind::Dram ? cfg_.h2d : cfg_.ssd_read;
+}
+
+SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double now) {
+  Hit h;
+  auto it = index_.find(session);
+  if (it == index_.end() || !it->second.committed) return h;
+  Entry& e = it->second;
+  if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
+    erase(session);
+    return h;
+  }
+  if (e.tokens > history) return h;  // cannot happen for the engine's histories
+  ++e.pins;
+  ++e.accesses;
+  e.last_access = now;
+  ++hits_[static_cast<int>(e.tier)];
+  h.hit = true;
+  h.tier = e.tier;
+  h.tokens = e.tokens;
+  h.ready_at = std::max(now, e.moving_until);
+  return h;
+}
+
+void SimStore::unpin(store::SessionId session) {
+  auto it = index_.find(session);
+  if (it != index_.end() && it->second.pins > 0) --it->second.pins;
+}
+
+double SimStore::load_layer(TierKind tier, int64_t tokens, double at) {
+  const double bytes = static_cast<double>(tokens) * 2.0 * static_cast<double>(token_bytes_);
+  Link& l = read_link(tier);
+  const double before = l.busy_s();
+  const double done = l.transfer(at, bytes);
+  bytes_read_[static_cast<int>(tier)] += bytes;
+  read_s_[static_cast<int>(tier)] += l.busy_s() - before;
+  return done;
+}
+
+double SimStore::layer_seconds(TierKind tier, int64_t tokens) const {
+  const Link& l = tier == TierKind::Hbm    ? cfg_.d2d
+                  : tier == TierKind::Dram ? cfg_.h2d
+                                           : cfg_.ssd_read;
+  return l.duration(static_cast<double>(tokens) * 2.0 * static_cast<double>(token_bytes_));
+}
+
+void SimStore::erase(store::SessionId session) {
+  auto it = index_.find(session);
+  if (it == index_.end()) return;
+  free_[static_cast<int>(it->second.tier)] += it->second.chunks;
+  in_tier_[static_cast<int>(it->second.tier)].erase(session);
+  index_.erase(it);
+}
+
+void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
+  auto it = index_.find(session);
+  if (it == index_.end() || drop <= 0) return;
+  Entry& e = it->second;
+  const int64_t n = e.tokens;
+  if (drop >= n) {
+    erase(session);
+    return;
+  }
+  const int64_t tpc = static_cast<int64_t>(tpc_);
+  if (drop % tpc == 0) {  // whole chunks: a metadata edit in place
+    const uint64_t c = chunks_for(n - drop);
+    free_[static_cast<int>(e.tier)] += e.chunks - c;
+    e.chunks = c;
+    e.tokens = n - drop;
+    return;
+  }
+  // Unaligned: read, cut, rewrite as a new entry (from the fastest tier with room).
+  const TierKind t = e.tier;
+  const double read_done = load_layer(t, n * layers_, now);
+  erase(session);
+  const double c = save(session, n - drop, read_done);
+  if (c >= 0) commit(session);
+}
+
+double SimStore::save(store::SessionId session, int64_t tokens, double now) {
+  erase(session);
+  const uint64_t n = chunks_for(tokens);
+  for (int t = 0; t < 3; ++t) {
+    const auto tk = static_cast<TierKind>(t);
+    if (!present(tk) || !reserve(tk, n, false, now)) continue;
+    Entry e;
+    e.session = session;
+    e.tier = tk;
+    e.tokens = tokens;
+    e.chunks = n;
+    e.created = e.last_access = now;
+    index_[session] = e;
+    in_tier_[t].insert(session);
+    const double bytes = static_cast<double>(tokens) * 2.0 * static_cast<double>(token_bytes_) *
+                         static_cast<double>(layers_);
+    Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;
+    double before = l.busy_s();
+    double done = l.transfer(now, bytes);
+    write_s_[t] += l.busy_s() - before;
+    if (tk == TierKind::Ssd) {
+      before = cfg_.ssd_write.busy_s();
+      done = cfg_.ssd_write.transfer(done, bytes);
+      write_s_[t] += cfg_.ssd_write.busy_s() - before;
+    }
+    bytes_written_[t] += bytes;
+    return done;
+  }
+  return -1;
+}
+
+void SimStore::set_tier(Entry& e, TierKind t) {
+  in_tier_[static_cast<int>(e.tier)].erase(e.session);
+  e.tier = t;
+  in_tier_[static_cast<int>(t)].insert(e.session);
+}
+
+void SimStore::commit(store::SessionId session) {
+  auto it = index_.find(session);
+  if (it != index_.end()) it->second.committed = true;
+}
+
+bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now) {
+  const int ti = static_cast<int>(t);
+  if (!present(t)) return false;
+  const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
+  if (n + keep > cap_[ti]) return false;
+  for (int round = 0; round < 8; ++round) {
+    if (free_[ti] >= n + keep) {
+      free_[ti] -= n;
+      return true;
+    }
+    const uint64_t needed = (n + keep - free_[ti]) * cfg_.chunk_bytes;
+    std::vector<store::EntryInfo> cands;
+    for (store::SessionId id : in_tier_[ti]) {
+      const Entry& e = index_.at(id);
+      if (!movable(e)) continue;
+      cands.push_back(store::EntryInfo{id, t, e.chunks * cfg_.chunk_bytes, e.tokens, e.created,
+                                       e.last_access, e.accesses});
+    }
+    if (cands.empty()) return false;
+    std::vector<std::pair<store::SessionId, bool>> victims;
+    for (const store::Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now)) {
+      auto it = index_.find(v.session);
+      if (it == index_.end() || it->second.tier != t || !movable(it->second)) continue;
+      it->second.pins++;  // chosen: not chosen again while the cascade runs
+      victims.emplace_back(v.session, v.drop);
+    }
+    if (victims.empty()) return false;
+    for (auto& [s, drop] : victims) evict(s, drop, now);
+  }
+  return false;
+}
+
+void SimStore::evict(store::SessionId s, bool drop, double now) {
+  Entry& e = index_.at(s);
+  --e.pins;
+  const TierKind src = e.tier;
+  TierKind lower = src;
+  for (int i = static_cast<int>(src) + 1; i < 3; ++i) {
+    if (present(static_cast<TierKind>(i))) {
+      lower = static_cast<TierKind>(i);
+      break;
+    }
+  }
+  if (!drop && lower != src && reserve(lower, e.chunks, false, now)) {
+    Entry& m = index_.at(s);  // reserve may have rehashed nothing, but look it up again
+    const double bytes = static_cast<double>(m.tokens) * 2.0 * static_cast<double>(token_bytes_) *
+                         static_cast<double>(layers_);
+    Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
+    const double before = l.busy_s();
+    l.transfer(now, bytes);
+    write_s_[static_cast<int>(lower)] += l.busy_s() - before;
+    bytes_written_[static_cast<int>(lower)] += bytes;
+    free_[static_cast<int>(src)] += m.chunks;
+    set_tier(m, lower);
+    return;
+  }
+  erase(s);
+}
+
+void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
+  lookahead_ = lookahead;
+  if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
+  // The advisor fetches only look-ahead sessions on SSD: when there is none, skip the scan.
+  bool any = false;
+  for (store::SessionId s : lookahead) {
+    auto it = index_.find(s);
+    if (it != index_.end() && it->second.tier == TierKind::Ssd && movable(it->second)) any = true;
+  }
+  if (!any) return;
+  std::vector<store::EntryInfo> on_ssd;
+  std::vector<store::SessionId> order;
+  auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
+  if (pa != nullptr) {
+    // Only the look-ahead's SSD entries are candidates; Skv from the running sums.
+    for (store::SessionId id : lookahead) {
+      auto it = index_.find(id);
+      if (it == index_.end() || it->second.tier != TierKind::Ssd || !movable(it->second)) continue;
+      const Entry& e = it->second;
+      on_ssd.push_back(store::EntryInfo{id, TierKind::Ssd, e.chunks * cfg_.chunk_bytes, e.tokens,
+                                        e.created, e.last_access, e.accesses});
+    }
+    const uint64_t n = in_tier_[2].size();
+    const uint64_t sum = (cap_[2] - free_[2]) * cfg_.chunk_bytes;
+    order = pa->choose_prefetch_with_mean(lookahead, on_ssd, n == 0 ? 1 : (sum + n - 1) / n);
+  } else {
+    for (store::SessionId id : in_tier_[2]) {
+      const Entry& e = index_.at(id);
+      if (!movable(e)) continue;
+      on_ssd.push_back(store::EntryInfo{id, TierKind::Ssd, e.chunks * cfg_.chunk_bytes, e.tokens,
+                                        e.created, e.last_access, e.accesses});
+    }
+    order = cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_[1] * cfg_.chunk_bytes, now);
+  }
+  for (store::SessionId s : order) {
+    auto it = index_.find(s);
+    if (it == index_.end() || it->second.tier != TierKind::Ssd || !movable(it->second)) continue;
+    it->second.pins++;
+    const bool ok = reserve(TierKind::Dram, it->second.chunks, true, now);
+    Entry& e = index_.at(s);
+    --e.pins;
+    if (!ok) continue;
+    const double bytes = static_cast<double>(e.tokens) * 2.0 * static_cast<double>(token_bytes_) *
+                         static_cast<double>(layers_);
+    const double before = cfg_.ssd_read.busy_s();
+    e.moving_until = cfg_.ssd_read.transfer(now, bytes);
+    read_s_[2] += cfg_.ssd_read.busy_s() - before;
+    bytes_read_[2] += bytes;
+    bytes_written_[1] += bytes;
+    free_[2] += e.chunks;
+    set_tier(e, TierKind::Dram);
+    moving_.push_back(s);
+  }
+}
+
+void SimStore::advance(double now) {
+  for (auto it = moving_.begin(); it != moving_.end();) {
+    auto e = index_.find(*it);
+    if (e == index_.end() || e->second.moving_until < 0) {
+      it = moving_.erase(it);
+    } else if (e->second.moving_until <= now) {
+      e->second.moving_until = -1;
+      it = moving_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<metrics::TierTotals> SimStore::tier_totals() const {
+  std::vector<metrics::TierTotals> out;
+  const char* names[3] = {"hbm", "dram", "ssd"};
+  for (int t = 0; t < 3; ++t) {
+    metrics::TierTotals tt;
+    tt.name = names[t];
+    tt.present = cap_[t] > 0;
+    tt.capacity_bytes = cap_[t] * cfg_.chunk_bytes;
+    tt.hits = hits_[t];
+    tt.bytes_read = static_cast<uint64_t>(bytes_read_[t]);
+    tt.bytes_written = static_cast<uint64_t>(bytes_written_[t]);
+    tt.read_s = read_s_[t];
+    tt.write_s = write_s_[t];
+    out.push_back(tt);
+  }
+  return out;
+}
+
+}  // namespace cb::sim

@@ -1,0 +1,117 @@
+#pragma once
+/// The AttentionStore of sim mode: the same tiers, chunk-granular sizes, placement advisor
+/// (lib/policy through engine::PolicyAdvisor), reserve/evict cascade, read-buffer reserve,
+/// prefetching and TTL as lib/store, but no bytes move: every transfer is a reservation on
+/// a Link (bandwidth + latency, FIFO queueing when transfers overlap) of the virtual clock.
+/// Mirrors lib/store's decisions so that a real and a simulated replay of the same trace
+/// see the same hits and misses (docs/sim.md).
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "lib/metrics/turn_record.h"
+#include "lib/store/advisor.h"
+#include "lib/store/types.h"
+
+namespace cb::sim {
+
+/// A FIFO transfer server: a transfer issued at `at` starts when the link is free.
+class Link {
+ public:
+  Link() = default;
+  Link(double gbps, double latency_s) : bps_(gbps * 1e9), lat_(latency_s) {}
+  /// Reserves a transfer of `bytes` issued at `at`; returns when it completes.
+  double transfer(double at, double bytes);
+  /// Seconds the link spent transferring, and bytes moved.
+  double busy_s() const { return busy_s_; }
+  double bytes() const { return bytes_; }
+  /// Seconds a transfer of `bytes` takes on an idle link.
+  double duration(double bytes) const { return lat_ + bytes / bps_; }
+
+ private:
+  double bps_ = 1e12, lat_ = 0;
+  double free_at_ = 0, busy_s_ = 0, bytes_ = 0;
+};
+
+struct SimStoreConfig {
+  uint64_t hbm_bytes = 0, dram_bytes = 0, dram_reserve_bytes = 0, ssd_bytes = 0;
+  uint64_t chunk_bytes = 1ull << 20;
+  double ttl = 0;  ///< seconds since last access (0: never expire)
+  std::shared_ptr<store::PlacementAdvisor> advisor;
+  Link d2d, h2d, d2h, ssd_read, ssd_write;  ///< hbm, dram reads, saves, ssd reads, ssd writes
+};
+
+class SimStore {
+ public:
+  /// Entry shape: `layers` layers of `token_bytes` bytes per token for K (and as much for V).
+  SimStore(SimStoreConfig cfg, int layers, uint64_t token_bytes);
+
+  struct Hit {
+    bool hit = false;
+    store::TierKind tier = store::TierKind::Dram;
+    int64_t tokens = 0;
+    double ready_at = 0;  ///< the entry's bytes are in place (a prefetch may be in flight)
+  };
+  /// Looks `session` up for a history of `history` tokens; a hit pins the entry until unpin().
+  Hit lookup(store::SessionId session, int64_t history, double now);
+  void unpin(store::SessionId session);
+  /// Layer transfer of `tokens` tokens from `tier` issued at `at`: completion time.
+  double load_layer(store::TierKind tier, int64_t tokens, double at);
+  /// Seconds one layer of `tokens` tokens takes from `tier` on an idle link.
+  double layer_seconds(store::TierKind tier, int64_t tokens) const;
+  /// Drops the entry (no-op when absent).
+  void erase(store::SessionId session);
+  /// Drops the oldest `drop` tokens (lib/store's rules: whole chunks in place, else a rewrite).
+  void truncate(store::SessionId session, int64_t drop, double now);
+  /// Saves `tokens` tokens issued at `now`; returns the commit time, or a negative value when
+  /// no tier had room. The entry is invisible to eviction until commit() is called.
+  double save(store::SessionId session, int64_t tokens, double now);
+  /// Makes a saved entry visible (its commit time has passed).
+  void commit(store::SessionId session);
+  /// The scheduler's look-ahead changed: plan and start prefetches (SSD -> DRAM).
+  void prefetch(const std::vector<store::SessionId>& lookahead, double now);
+  /// Retires in-flight moves finished by `now`.
+  void advance(double now);
+
+  /// Per-tier totals for the run's summary.
+  std::vector<metrics::TierTotals> tier_totals() const;
+  uint64_t entry_bytes(int64_t tokens) const { return chunks_for(tokens) * cfg_.chunk_bytes; }
+  int64_t entries() const { return static_cast<int64_t>(index_.size()); }
+
+ private:
+  struct Entry {
+    store::SessionId session = 0;
+    store::TierKind tier = store::TierKind::Dram;
+    int64_t tokens = 0;
+    uint64_t chunks = 0;
+    double created = 0, last_access = 0;
+    uint64_t accesses = 0;
+    int pins = 0;
+    bool committed = false;
+    double moving_until = -1;  ///< a move (prefetch) in flight until then
+  };
+  uint64_t chunks_for(int64_t tokens) const;
+  bool present(store::TierKind t) const { return cap_[static_cast<int>(t)] > 0; }
+  bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now);
+  void evict(store::SessionId s, bool drop, double now);
+  Link& read_link(store::TierKind t);
+  bool movable(const Entry& e) const { return e.pins == 0 && e.committed && e.moving_until < 0; }
+
+  SimStoreConfig cfg_;
+  int layers_;
+  uint64_t token_bytes_, tpc_;
+  uint64_t cap_[3] = {0, 0, 0}, free_[3] = {0, 0, 0}, reserve_chunks_ = 0;
+  void set_tier(Entry& e, store::TierKind t);
+  std::unordered_map<store::SessionId, Entry> index_;
+  std::unordered_set<store::SessionId> in_tier_[3];  // so a tier's decision scans only it
+  std::vector<store::SessionId> lookahead_, moving_;
+  uint64_t hits_[3] = {0, 0, 0};
+  double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
+  double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
+};
+
+}  // namespace cb::sim
