@@ -1,0 +1,164 @@
+// Sim mode's parts: hardware profiles (JSON, malformed input), the cost model against
+// datasheet arithmetic, link queueing, and the sizes-only store's placement.
+#include <gtest/gtest.h>
+
+#include "eval/sim_replay.h"
+#include "lib/core/error.h"
+#include "lib/engine/policy_advisor.h"
+#include "lib/model/presets.h"
+#include "lib/sim/cost_model.h"
+#include "lib/sim/profile.h"
+#include "lib/sim/sim_store.h"
+
+namespace cb::sim {
+namespace {
+
+TEST(Profile, BuiltinsValidateAndRoundTripThroughJson) {
+  for (const std::string& n : builtin_profile_names()) {
+    const HardwareProfile p = builtin_profile(n);
+    EXPECT_NO_THROW(p.validate(n));
+    EXPECT_FALSE(p.sources.at("gemm_tflops").empty()) << n;
+    const HardwareProfile q = HardwareProfile::from_json(p.to_json(), n);
+    EXPECT_EQ(q.to_json(), p.to_json()) << n;
+  }
+  EXPECT_THROW(builtin_profile("tpu"), Error);
+}
+
+TEST(Profile, MalformedProfilesNameTheField) {
+  nlohmann::json j = builtin_profile("a100-80gb").to_json();
+  const auto msg = [](const nlohmann::json& x) {
+    try {
+      HardwareProfile::from_json(x, "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  nlohmann::json a = j;
+  a.erase("h2d_gbps");
+  EXPECT_NE(msg(a).find("h2d_gbps"), std::string::npos);
+  nlohmann::json b = j;
+  b["gemm_tflops"] = -1;
+  EXPECT_NE(msg(b).find("gemm_tflops"), std::string::npos);
+  nlohmann::json c = j;
+  c["ssd_read_gbps"] = "fast";
+  EXPECT_NE(msg(c).find("ssd_read_gbps"), std::string::npos);
+  nlohmann::json d = j;
+  d["gpus"] = 0;
+  EXPECT_NE(msg(d).find("gpus"), std::string::npos);
+  EXPECT_NE(msg(nlohmann::json::array()).find("object"), std::string::npos);
+}
+
+TEST(CostModel, DecodeAtBatchOneIsBoundByReadingTheWeights) {
+  // Datasheet arithmetic, independent of the code: a decode step of LLaMA-13B reads every
+  // weight once; on one A100 at the profile's HBM rate that alone takes bytes / bandwidth.
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  HardwareProfile p = builtin_profile("a100-80gb");
+  p.gpus = 1;
+  const CostModel cm(ModelShape::from_config(mc), p);
+  const double params = 40.0 * (4 * 5120.0 * 5120 + 3 * 5120.0 * 13824) + 5120.0 * 32000;
+  const double floor_s = params * 2 / (p.hbm_gbps * 1e9);
+  const double t = cm.step_time({{1, 512, true}});
+  EXPECT_GT(t, floor_s);
+  EXPECT_LT(t, floor_s * 1.1 + p.step_overhead_s + 40 * p.layer_overhead_s + 1e-3);
+  // Two GPUs in tensor parallel: about half.
+  p.gpus = 2;
+  const CostModel cm2(ModelShape::from_config(mc), p);
+  EXPECT_LT(cm2.step_time({{1, 512, true}}), 0.6 * t + p.step_overhead_s);
+}
+
+TEST(CostModel, PrefillOfTwoThousandTokensIsComputeBound) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  HardwareProfile p = builtin_profile("a100-80gb");
+  p.gpus = 1;
+  const CostModel cm(ModelShape::from_config(mc), p);
+  const double gemm = 2.0 * 40 * (4 * 5120.0 * 5120 + 3 * 5120.0 * 13824) * 2048;
+  const double t = cm.step_time({{2048, 0, true}});
+  EXPECT_GT(t, gemm / (p.gemm_tflops * 1e12));
+  EXPECT_LT(t, 1.3 * gemm / (p.gemm_tflops * 1e12));
+  // More context, more time; more tokens, more time.
+  EXPECT_GT(cm.step_time({{512, 1024, true}}), cm.step_time({{512, 0, true}}));
+  EXPECT_GT(cm.step_time({{1024, 0, true}}), cm.step_time({{512, 0, true}}));
+}
+
+TEST(Link, OverlappingTransfersQueue) {
+  Link l(1.0, 0.001);  // 1 GB/s, 1 ms
+  const double a = l.transfer(0, 1e9);
+  const double b = l.transfer(0.5, 1e9);  // issued while the first still runs
+  EXPECT_NEAR(a, 1.001, 1e-9);
+  EXPECT_NEAR(b, 2.002, 1e-9);
+  EXPECT_NEAR(l.transfer(5, 0), 5.001, 1e-9);  // an idle link starts at once
+}
+
+SimStoreConfig small(uint64_t dram_entries, uint64_t ssd_entries, const std::string& pol) {
+  SimStoreConfig c;
+  c.chunk_bytes = 4096;
+  // An entry of <= 32 tokens of 128-byte K rows, 2 layers: 2 * 2 * 1 chunks = 16 KiB.
+  c.dram_bytes = dram_entries * 4 * 4096;
+  c.ssd_bytes = ssd_entries * 4 * 4096;
+  policy::Capacity cap{c.dram_bytes, c.ssd_bytes};
+  c.advisor = std::make_shared<engine::PolicyAdvisor>(pol, cap);
+  c.h2d = c.d2h = c.d2d = Link(1, 0);
+  c.ssd_read = c.ssd_write = Link(0.1, 0);
+  return c;
+}
+
+TEST(SimStore, LruEvictsTheLeastRecentlyUsedToSsdThenDrops) {
+  SimStore s(small(2, 1, "lru"), 2, 128);
+  for (uint64_t id = 1; id <= 2; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  ASSERT_TRUE(s.lookup(1, 32, 3).hit);  // 1 is now the most recently used
+  s.unpin(1);
+  ASSERT_GE(s.save(3, 32, 4), 0);  // evicts 2 to SSD
+  s.commit(3);
+  EXPECT_EQ(s.lookup(2, 32, 5).tier, store::TierKind::Ssd);
+  s.unpin(2);
+  EXPECT_EQ(s.lookup(1, 32, 6).tier, store::TierKind::Dram);
+  s.unpin(1);
+  ASSERT_GE(s.save(4, 32, 7), 0);  // DRAM full (1, 3) -> 3 to SSD; SSD full -> 2 dropped
+  s.commit(4);
+  EXPECT_FALSE(s.lookup(2, 32, 8).hit);
+  EXPECT_EQ(s.entries(), 3);
+}
+
+TEST(SimStore, PinnedEntriesAreNotEvictedAndTtlExpires) {
+  SimStoreConfig c = small(1, 0, "lru");
+  c.ttl = 10;
+  SimStore s(c, 2, 128);
+  ASSERT_GE(s.save(1, 32, 0), 0);
+  s.commit(1);
+  ASSERT_TRUE(s.lookup(1, 32, 1).hit);  // pinned by the load
+  EXPECT_LT(s.save(2, 32, 2), 0);       // no room: the only entry is in use
+  s.unpin(1);
+  EXPECT_FALSE(s.lookup(1, 32, 20).hit);  // idle 19 s > TTL
+  EXPECT_EQ(s.entries(), 0);
+}
+
+TEST(SimStore, AlignedTruncationShrinksInPlace) {
+  SimStore s(small(4, 0, "lru"), 2, 128);  // 32 tokens per chunk
+  ASSERT_GE(s.save(1, 64, 0), 0);
+  s.commit(1);
+  EXPECT_EQ(s.entry_bytes(64), 8u * 4096);
+  s.truncate(1, 32, 1);
+  const SimStore::Hit h = s.lookup(1, 32, 2);
+  ASSERT_TRUE(h.hit);
+  EXPECT_EQ(h.tokens, 32);
+}
+
+TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  HardwareProfile p = builtin_profile("a100-80gb");
+  p.gpus = 2;
+  const int64_t blocks = eval::sim_kv_blocks(mc, p, 16, 0);
+  const double kv = blocks * 16.0 * mc.kv_bytes_per_token();
+  EXPECT_GT(kv, 0.9 * 2 * 80 * 1073741824.0 - 27e9 - 1e9);
+  EXPECT_LT(kv, 0.9 * 2 * 80 * 1073741824.0 - 25e9);
+  p.gpus = 1;
+  p.hbm_bytes = 16e9;
+  EXPECT_THROW(eval::sim_kv_blocks(model::preset_config("llama-65b"), p, 16, 0), Error);
+}
+
+}  // namespace
+}  // namespace cb::sim
