@@ -3,7 +3,11 @@
 // hit/miss sequence and TTFT within 15% (mean and p90).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
+#include <string>
+#include <vector>
 
 #include "datasets/trace_synth.h"
 #include "eval/calibrate.h"
@@ -32,7 +36,6 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   CalibrateOptions co;
   co.ssd_dir = "";
   co.reps = 3;
-  const Calibration cal = calibrate_cpu(*m, co);
   datasets::SynthOptions so;
   so.sessions = 16;
   so.seed = 3;
@@ -42,27 +45,42 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   o.store.dram_bytes = 1ull << 30;
   o.store.policy = "lru";
   const auto real_sessions = trace_sessions(trace, m->config().vocab_size, 0, 48);
-  const ReplayRun real = run_replay(*m, real_sessions, engine::Mode::CA, o);
-  SimOptions sim;
-  sim.profile = cal.profile;
-  const ReplayRun s =
-      run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, sim);
-  EXPECT_EQ(s.summary["execution"], "sim");
-  std::map<std::pair<uint64_t, int>, std::string> tiers;
-  for (const auto& r : real.result.records) tiers[{r.session, r.turn}] = r.tier;
-  ASSERT_EQ(s.result.records.size(), real.result.records.size());
-  int hits = 0;
-  for (const auto& r : s.result.records) {
-    EXPECT_EQ(r.tier, tiers.at({r.session, r.turn}))
-        << "session " << r.session << " turn " << r.turn;
-    hits += r.tier == "dram";
+  // This machine's speed drifts by tens of percent from one minute to the next (shared CPUs,
+  // frequency scaling), so one round compares two moments as much as two executors: three
+  // rounds of calibrate -> real -> sim, and the median ratio must lie within 15%.
+  std::vector<double> mean_ratio, p90_ratio;
+  std::string rounds;
+  for (int round = 0; round < 3; ++round) {
+    SimOptions sim;
+    sim.profile = calibrate_cpu(*m, co).profile;
+    const ReplayRun real = run_replay(*m, real_sessions, engine::Mode::CA, o);
+    const ReplayRun s =
+        run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, sim);
+    EXPECT_EQ(s.summary["execution"], "sim");
+    std::map<std::pair<uint64_t, int>, std::string> tiers;
+    for (const auto& r : real.result.records) tiers[{r.session, r.turn}] = r.tier;
+    ASSERT_EQ(s.result.records.size(), real.result.records.size());
+    int hits = 0;
+    for (const auto& r : s.result.records) {
+      EXPECT_EQ(r.tier, tiers.at({r.session, r.turn}))
+          << "session " << r.session << " turn " << r.turn;
+      hits += r.tier == "dram";
+    }
+    EXPECT_GT(hits, 0);
+    const auto ttft = [](const ReplayRun& r, const char* k) {
+      return r.summary["ttft_ms"][k].get<double>();
+    };
+    mean_ratio.push_back(ttft(s, "mean") / ttft(real, "mean"));
+    p90_ratio.push_back(ttft(s, "p90") / ttft(real, "p90"));
+    rounds += " [real " + std::to_string(ttft(real, "mean")) + " / " +
+              std::to_string(ttft(real, "p90")) + " ms, sim " + std::to_string(ttft(s, "mean")) +
+              " / " + std::to_string(ttft(s, "p90")) + " ms]";
   }
-  EXPECT_GT(hits, 0);
-  for (const char* k : {"mean", "p90"}) {
-    const double a = real.summary["ttft_ms"][k].get<double>();
-    const double b = s.summary["ttft_ms"][k].get<double>();
-    EXPECT_NEAR(b / a, 1.0, 0.15) << "TTFT " << k << ": real " << a << " ms, sim " << b << " ms";
-  }
+  std::sort(mean_ratio.begin(), mean_ratio.end());
+  std::sort(p90_ratio.begin(), p90_ratio.end());
+  EXPECT_NEAR(mean_ratio[1], 1.0, 0.15) << "TTFT mean (sim / real), rounds:" << rounds;
+  EXPECT_NEAR(p90_ratio[1], 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
+  std::printf("sim/real TTFT rounds (mean / p90):%s\n", rounds.c_str());
 }
 
 }  // namespace
