@@ -229,14 +229,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   }
   drain_saves();
   sched_ = nullptr;
-  // Totals over the measured (non-warmup) turns.
-  double first = INFINITY, last = 0;
-  for (const metrics::TurnRecord& r : res.records) {
-    if (r.warmup) continue;
-    first = std::min(first, r.arrival_s);
-    last = std::max(last, r.finish_s);
-  }
-  res.totals.duration_s = std::isfinite(first) ? last - first : 0;
+  res.totals.duration_s = metrics::measured_duration(res.records);
   if (store_ != nullptr) {
     const store::StatsSnapshot after = store_->stats();
     for (int t = 0; t < store::kNumTiers; ++t) {

@@ -2,6 +2,7 @@
 /// What the serving engine records per conversation turn, and the run-wide totals the
 /// summary needs. Times are seconds on the run's clock (0 = start of the replay).
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -52,6 +53,19 @@ struct RunTotals {
   int gpus = 1;               ///< accelerators held (cost)
   std::vector<TierTotals> tiers;
 };
+
+/// First arrival to last finish over the measured (non-warmup) turns; 0 when there are none.
+inline double measured_duration(const std::vector<TurnRecord>& records) {
+  double first = 0, last = 0;
+  bool any = false;
+  for (const TurnRecord& r : records) {
+    if (r.warmup) continue;
+    first = any ? std::min(first, r.arrival_s) : r.arrival_s;
+    last = any ? std::max(last, r.finish_s) : r.finish_s;
+    any = true;
+  }
+  return any ? last - first : 0;
+}
 
 /// Prices for cost_usd (defaults: the CachedAttention evaluation's).
 struct Prices {

@@ -328,13 +328,7 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
   for (const Saving& s : saving_) store_->commit(s.session);
   saving_.clear();
   sched_ = nullptr;
-  double first = INFINITY, last = 0;
-  for (const metrics::TurnRecord& r : res.records) {
-    if (r.warmup) continue;
-    first = std::min(first, r.arrival_s);
-    last = std::max(last, r.finish_s);
-  }
-  res.totals.duration_s = std::isfinite(first) ? last - first : 0;
+  res.totals.duration_s = metrics::measured_duration(res.records);
   if (store_ != nullptr) res.totals.tiers = store_->tier_totals();
   return res;
 }

@@ -40,6 +40,17 @@ uint64_t SimStore::chunks_for(int64_t tokens) const {
          ((static_cast<uint64_t>(tokens) + tpc_ - 1) / tpc_);
 }
 
+double SimStore::payload_bytes(int64_t tokens) const {
+  return static_cast<double>(tokens) * 2.0 * static_cast<double>(token_bytes_) *
+         static_cast<double>(layers_);
+}
+
+store::EntryInfo SimStore::info(const Entry& e) const {
+  return store::EntryInfo{e.session, e.tier,    e.chunks * cfg_.chunk_bytes,
+                          e.tokens,  e.created, e.last_access,
+                          e.accesses};
+}
+
 Link& SimStore::read_link(TierKind t) {
   return t == TierKind::Hbm ? cfg_.d2d : t == TierKind::Dram ? cfg_.h2d : cfg_.ssd_read;
 }
@@ -134,8 +145,7 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now) {
     e.created = e.last_access = now;
     index_[session] = e;
     in_tier_[t].insert(session);
-    const double bytes = static_cast<double>(tokens) * 2.0 * static_cast<double>(token_bytes_) *
-                         static_cast<double>(layers_);
+    const double bytes = payload_bytes(tokens);
     Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;
     double before = l.busy_s();
     double done = l.transfer(now, bytes);
@@ -177,8 +187,7 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now) {
     for (store::SessionId id : in_tier_[ti]) {
       const Entry& e = index_.at(id);
       if (!movable(e)) continue;
-      cands.push_back(store::EntryInfo{id, t, e.chunks * cfg_.chunk_bytes, e.tokens, e.created,
-                                       e.last_access, e.accesses});
+      cands.push_back(info(e));
     }
     if (cands.empty()) return false;
     std::vector<std::pair<store::SessionId, bool>> victims;
@@ -207,8 +216,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
   }
   if (!drop && lower != src && reserve(lower, e.chunks, false, now)) {
     Entry& m = index_.at(s);  // reserve may have rehashed nothing, but look it up again
-    const double bytes = static_cast<double>(m.tokens) * 2.0 * static_cast<double>(token_bytes_) *
-                         static_cast<double>(layers_);
+    const double bytes = payload_bytes(m.tokens);
     Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
     const double before = l.busy_s();
     l.transfer(now, bytes);
@@ -240,8 +248,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
       auto it = index_.find(id);
       if (it == index_.end() || it->second.tier != TierKind::Ssd || !movable(it->second)) continue;
       const Entry& e = it->second;
-      on_ssd.push_back(store::EntryInfo{id, TierKind::Ssd, e.chunks * cfg_.chunk_bytes, e.tokens,
-                                        e.created, e.last_access, e.accesses});
+      on_ssd.push_back(info(e));
     }
     const uint64_t n = in_tier_[2].size();
     const uint64_t sum = (cap_[2] - free_[2]) * cfg_.chunk_bytes;
@@ -250,8 +257,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     for (store::SessionId id : in_tier_[2]) {
       const Entry& e = index_.at(id);
       if (!movable(e)) continue;
-      on_ssd.push_back(store::EntryInfo{id, TierKind::Ssd, e.chunks * cfg_.chunk_bytes, e.tokens,
-                                        e.created, e.last_access, e.accesses});
+      on_ssd.push_back(info(e));
     }
     order = cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_[1] * cfg_.chunk_bytes, now);
   }
@@ -263,8 +269,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     Entry& e = index_.at(s);
     --e.pins;
     if (!ok) continue;
-    const double bytes = static_cast<double>(e.tokens) * 2.0 * static_cast<double>(token_bytes_) *
-                         static_cast<double>(layers_);
+    const double bytes = payload_bytes(e.tokens);
     const double before = cfg_.ssd_read.busy_s();
     e.moving_until = cfg_.ssd_read.transfer(now, bytes);
     read_s_[2] += cfg_.ssd_read.busy_s() - before;

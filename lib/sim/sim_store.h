@@ -95,6 +95,8 @@ class SimStore {
     double moving_until = -1;  ///< a move (prefetch) in flight until then
   };
   uint64_t chunks_for(int64_t tokens) const;
+  double payload_bytes(int64_t tokens) const;  ///< K and V of every layer, unpadded
+  store::EntryInfo info(const Entry& e) const;
   bool present(store::TierKind t) const { return cap_[static_cast<int>(t)] > 0; }
   bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now);
   void evict(store::SessionId s, bool drop, double now);
