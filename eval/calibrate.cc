@@ -55,30 +55,55 @@ bool solve(std::vector<std::vector<double>> a, std::vector<double> b, std::vecto
 }
 
 // Weighted least squares t = x0 + sum_k x_k * cols[k] (relative errors: every shape counts,
-// not just the slowest). Columns are scaled to O(1) for conditioning.
-std::vector<double> fit(const std::vector<double>& t,
-                        const std::vector<std::vector<double>>& cols) {
+// not just the slowest) over the columns in `active`; the others are held at 0. Columns are
+// scaled to O(1) for conditioning.
+std::vector<double> fit_active(const std::vector<double>& t,
+                               const std::vector<std::vector<double>>& cols,
+                               const std::vector<bool>& active) {
   const size_t n = cols.size() + 1;
+  std::vector<size_t> idx;  // active unknowns: 0 (the intercept) and the active columns
+  for (size_t k = 0; k < n; ++k) {
+    if (active[k]) idx.push_back(k);
+  }
   std::vector<double> scale(n, 1.0);
   for (size_t k = 1; k < n; ++k) {
     double m = 0;
     for (double v : cols[k - 1]) m = std::max(m, v);
     scale[k] = m > 0 ? m : 1;
   }
-  std::vector<std::vector<double>> m(n, std::vector<double>(n, 0));
-  std::vector<double> v(n, 0), y;
+  const size_t a_n = idx.size();
+  std::vector<std::vector<double>> m(a_n, std::vector<double>(a_n, 0));
+  std::vector<double> v(a_n, 0), y;
   for (size_t i = 0; i < t.size(); ++i) {
     const double w = 1.0 / (t[i] * t[i]);
-    std::vector<double> r(n, 1.0);
-    for (size_t k = 1; k < n; ++k) r[k] = cols[k - 1][i] / scale[k];
-    for (size_t a = 0; a < n; ++a) {
-      for (size_t b = 0; b < n; ++b) m[a][b] += w * r[a] * r[b];
+    std::vector<double> r(a_n);
+    for (size_t a = 0; a < a_n; ++a) r[a] = idx[a] == 0 ? 1.0 : cols[idx[a] - 1][i] / scale[idx[a]];
+    for (size_t a = 0; a < a_n; ++a) {
+      for (size_t b = 0; b < a_n; ++b) m[a][b] += w * r[a] * r[b];
       v[a] += w * r[a] * t[i];
     }
   }
   if (!solve(m, v, &y)) throw make_error("calibrate", "the timing fit is singular");
-  for (size_t k = 0; k < n; ++k) y[k] /= scale[k];
-  return y;
+  std::vector<double> x(n, 0.0);
+  for (size_t a = 0; a < a_n; ++a) x[idx[a]] = y[a] / scale[idx[a]];
+  return x;
+}
+
+// Non-negative fit: a rate or overhead that comes out negative is dropped (held at 0) and
+// the rest refitted, until every coefficient is >= 0. Clamping after the fact would keep
+// the other coefficients compensating for a term that is no longer there.
+std::vector<double> fit(const std::vector<double>& t,
+                        const std::vector<std::vector<double>>& cols) {
+  std::vector<bool> active(cols.size() + 1, true);
+  for (;;) {
+    std::vector<double> x = fit_active(t, cols, active);
+    size_t worst = x.size();
+    for (size_t k = 0; k < x.size(); ++k) {
+      if (active[k] && x[k] < 0 && (worst == x.size() || x[k] < x[worst])) worst = k;
+    }
+    if (worst == x.size()) return x;
+    active[worst] = false;
+  }
 }
 
 struct Shape {
@@ -118,34 +143,45 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
   const sim::CostModel flops_model(sim::ModelShape::from_config(mc), p);
   std::vector<double> ts, gs, as, ds, ns;  // time, GEMM, attention (prefill, decode), sequences
   std::mt19937 rng(1);
-  for (const Shape& s : grid) {
-    std::vector<double> reps;
-    for (int r = 0; r < std::max(opts.reps, 1) + 1; ++r) {
-      std::vector<model::SeqInput> batch;
-      for (int i = 0; i < s.batch; ++i) {
-        const kv::SeqId seq = i;
-        cache.add_sequence(seq);
-        if (!cache.reserve(seq, s.context + s.new_tokens)) {
-          throw make_error("calibrate", "KV pool too small for the calibration grid");
-        }
-        cache.set_length(seq, s.context);  // context slots hold whatever: timing only
-        model::SeqInput in;
-        in.seq = seq;
-        for (int64_t k = 0; k < s.new_tokens; ++k) {
-          in.tokens.push_back(3 + static_cast<int32_t>(rng() % (mc.vocab_size - 3)));
-        }
-        batch.push_back(std::move(in));
+  const auto time_shape = [&](const Shape& s) {
+    std::vector<model::SeqInput> batch;
+    for (int i = 0; i < s.batch; ++i) {
+      const kv::SeqId seq = i;
+      cache.add_sequence(seq);
+      if (!cache.reserve(seq, s.context + s.new_tokens)) {
+        throw make_error("calibrate", "KV pool too small for the calibration grid");
       }
-      const auto t0 = std::chrono::steady_clock::now();
-      model.forward(batch, cache, {});
-      const double dt = seconds_since(t0);
-      if (r > 0) reps.push_back(dt);  // the first call warms caches
-      for (int i = 0; i < s.batch; ++i) cache.free_sequence(i);
+      cache.set_length(seq, s.context);  // context slots hold whatever: timing only
+      model::SeqInput in;
+      in.seq = seq;
+      for (int64_t k = 0; k < s.new_tokens; ++k) {
+        in.tokens.push_back(3 + static_cast<int32_t>(rng() % (mc.vocab_size - 3)));
+      }
+      batch.push_back(std::move(in));
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    model.forward(batch, cache, {});
+    const double dt = seconds_since(t0);
+    for (int i = 0; i < s.batch; ++i) cache.free_sequence(i);
+    return dt;
+  };
+  // Passes over the whole grid rather than repetitions of one shape at a time: a slow
+  // moment of the machine (another process, frequency scaling) then lands in one sample of
+  // every shape, which the median drops, instead of in every sample of a few shapes, which
+  // would bend the fit. The first pass warms caches and is not counted.
+  std::vector<std::vector<double>> reps(grid.size());
+  for (int pass = 0; pass < std::max(opts.reps, 1) + 1; ++pass) {
+    for (size_t g = 0; g < grid.size(); ++g) {
+      const double dt = time_shape(grid[g]);
+      if (pass > 0) reps[g].push_back(dt);
+    }
+  }
+  for (size_t g = 0; g < grid.size(); ++g) {
+    const Shape& s = grid[g];
     std::vector<sim::StepLoad> loads(static_cast<size_t>(s.batch),
                                      sim::StepLoad{s.new_tokens, s.context, true});
     const sim::StepFlops f = flops_model.flops(loads);
-    ts.push_back(median(reps));
+    ts.push_back(median(reps[g]));
     gs.push_back(f.gemm);
     as.push_back(s.new_tokens > 1 ? f.attn : 0.0);
     ds.push_back(s.new_tokens > 1 ? 0.0 : f.attn);
@@ -156,12 +192,12 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
   if (!(x[1] > 0)) {
     throw make_error("calibrate", "timings do not grow with work; rerun on an idle machine");
   }
-  p.step_overhead_s = std::max(x[0], 0.0);
+  p.step_overhead_s = x[0];
   p.gemm_tflops = 1e-12 / x[1];
   // No measurable attention term: attention then costs as much per FLOP as the GEMMs.
   p.attn_tflops = x[2] > 0 ? 1e-12 / x[2] : p.gemm_tflops;
   p.decode_attn_tflops = x[3] > 0 ? 1e-12 / x[3] : p.attn_tflops;
-  p.seq_overhead_s = std::max(x[4], 0.0);
+  p.seq_overhead_s = x[4];
   p.hbm_gbps = 0;  // the fit already holds the memory traffic of the CPU kernels
   std::vector<double> errs;
   const sim::CostModel fitted(sim::ModelShape::from_config(mc), p);
@@ -174,7 +210,8 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
   cal.median_abs_error = median(errs);
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "least-squares fit of %zu timed forward calls of %s (median of %d), median "
+                "non-negative least-squares fit of %zu timed forward calls of %s (median of %d "
+                "passes), median "
                 "|error| %.1f%%",
                 grid.size(), mc.name.c_str(), opts.reps, 100 * cal.median_abs_error);
   for (const char* f :

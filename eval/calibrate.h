@@ -1,9 +1,10 @@
 #pragma once
 /// `cachebench calibrate`: measures a hardware profile for sim mode on the machine at hand
 /// by running the real kernels and the real store. Forward calls of the model over a grid
-/// of shapes (prefill chunks after various contexts, decode batches) are timed (median of
-/// repetitions) and fitted by least squares to t = step_overhead + GEMM FLOPs / gemm_rate +
-/// attention FLOPs / attn_rate (the cost model's terms, lib/sim/cost_model.h); the store's
+/// of shapes (prefill chunks after various contexts, decode batches) are timed (median over
+/// interleaved passes of the whole grid) and fitted by non-negative weighted least squares to
+/// t = step_overhead + sequences * seq_overhead + GEMM FLOPs / gemm_rate + attention FLOPs /
+/// attn_rate (prefill and decode apart; the cost model's terms, lib/sim/cost_model.h); the store's
 /// DRAM tier is timed saving and loading a model-shaped entry (the links of the CPU
 /// backend), and its SSD tier likewise in a scratch directory.
 
@@ -18,7 +19,7 @@ namespace cb::eval {
 
 struct CalibrateOptions {
   std::string ssd_dir = "/tmp";  ///< scratch directory for the SSD measurement ("" = skip)
-  int reps = 5;                  ///< repetitions per shape (median)
+  int reps = 5;                  ///< timed passes over the grid (median per shape)
   int64_t entry_tokens = 0;      ///< tokens of the store probe entry (0: the model's window)
 };
 
