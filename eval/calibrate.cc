@@ -225,6 +225,10 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
   // Store links: save and load a model-shaped entry through the real store.
   const int64_t ntok = opts.entry_tokens > 0 ? opts.entry_tokens : win;
   const uint32_t token_bytes = static_cast<uint32_t>(mc.kv_dim() * sizeof(float));
+  // Room for the probe entry with slack; a tier is allocated and locked up front, so a
+  // larger one only costs time.
+  const uint64_t tier_bytes = std::max<uint64_t>(
+      64ull << 20, 4ull * static_cast<uint64_t>(ntok) * token_bytes * 2 * mc.n_layers);
   const auto probe = [&](bool ssd, double* read_gbps, double* write_gbps) {
     store::StoreConfig sc;
     std::string dir;
@@ -232,9 +236,9 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
       dir = opts.ssd_dir + "/cachebench-calibrate-" + std::to_string(::getpid());
       std::filesystem::create_directories(dir);
       sc.store_dir = dir;
-      sc.ssd_bytes = 1ull << 30;
+      sc.ssd_bytes = tier_bytes;
     } else {
-      sc.dram_bytes = 1ull << 30;
+      sc.dram_bytes = tier_bytes;
     }
     sc.chunk_bytes = 1 << 20;
     std::vector<double> rs, wsv;

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   cb::app::register_trace(app);
   cb::app::register_gate(app);
   cb::app::register_calibrate(app);
+  cb::app::register_ablate(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -30,5 +30,6 @@ void register_chat(CLI::App& app);
 void register_trace(CLI::App& app);
 void register_gate(CLI::App& app);
 void register_calibrate(CLI::App& app);
+void register_ablate(CLI::App& app);
 
 }  // namespace cb::app

@@ -42,16 +42,16 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   const datasets::Trace trace = datasets::synth_trace(so);
   ReplayOptions o;
   o.engine.sched.rate = 0;
-  o.store.dram_bytes = 1ull << 30;
+  o.store.dram_bytes = 256ull << 20;  // every entry fits: no eviction
   o.store.policy = "lru";
   const auto real_sessions = trace_sessions(trace, m->config().vocab_size, 0, 48);
   // This machine's speed drifts by tens of percent from one minute to the next (shared CPUs,
   // frequency scaling), so one calibration compares two moments as much as two executors.
   // Each round brackets the real replay between two calibrations and compares it with the
-  // mean of the two sims; over three rounds the median ratio must lie within 15%.
+  // mean of the two sims; over five rounds the median ratio must lie within 15%.
   std::vector<double> mean_ratio, p90_ratio;
   std::string rounds;
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 5; ++round) {
     SimOptions before, after;
     before.profile = calibrate_cpu(*m, co).profile;
     const ReplayRun real = run_replay(*m, real_sessions, engine::Mode::CA, o);
@@ -88,8 +88,8 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   }
   std::sort(mean_ratio.begin(), mean_ratio.end());
   std::sort(p90_ratio.begin(), p90_ratio.end());
-  EXPECT_NEAR(mean_ratio[1], 1.0, 0.15) << "TTFT mean (sim / real), rounds:" << rounds;
-  EXPECT_NEAR(p90_ratio[1], 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
+  EXPECT_NEAR(mean_ratio[2], 1.0, 0.15) << "TTFT mean (sim / real), rounds:" << rounds;
+  EXPECT_NEAR(p90_ratio[2], 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
   std::printf("sim/real TTFT rounds (mean / p90):%s\n", rounds.c_str());
 }
 

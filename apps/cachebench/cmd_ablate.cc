@@ -1,0 +1,189 @@
+// cachebench ablate STUDY|all [--mode sim|real] [--model M] [--profile P] [--out DIR] ...:
+// the CachedAttention paper's ablation studies as tables, JSON and gnuplot plots.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/model_args.h"
+#include "apps/cachebench/subcommands.h"
+#include "cachebench_version.h"
+#include "datasets/trace_synth.h"
+#include "eval/ablate.h"
+#include "lib/core/error.h"
+
+namespace cb::app {
+namespace {
+
+struct AblateArgs {
+  std::string study;
+  std::string mode = "sim";
+  ModelArgs m;
+  std::string profile = "a100-80gb";
+  int gpus = 0;
+  std::string trace, out;
+  int64_t sessions = 0;
+  bool no_plot = false, quiet = false;
+  eval::AblateOptions o;
+};
+
+// Runs `gnuplot SCRIPT` in `dir`; a cb::Error saying what to do when it cannot.
+void run_gnuplot(const std::string& dir, const std::string& script, const std::string& svg) {
+  const pid_t pid = ::fork();
+  if (pid < 0) throw make_error("gnuplot", "cannot start it (fork failed)");
+  if (pid == 0) {
+    if (::chdir(dir.c_str()) != 0) ::_exit(126);
+    ::execlp("gnuplot", "gnuplot", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  const int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (rc == 127) {
+    throw make_error("gnuplot", "not found on PATH",
+                     "run `make setup` (installs gnuplot-nox) or pass --no-plot");
+  }
+  if (rc != 0 || !std::filesystem::exists(dir + "/" + svg) ||
+      std::filesystem::file_size(dir + "/" + svg) == 0) {
+    throw make_error(dir + "/" + script, "gnuplot failed (exit " + std::to_string(rc) + ")",
+                     "the script and its data file are kept next to it");
+  }
+}
+
+int run_ablate(AblateArgs& a) {
+  eval::AblateOptions& o = a.o;
+  if (a.mode != "sim" && a.mode != "real") {
+    throw make_error("--mode", "expected sim or real, got '" + a.mode + "'");
+  }
+  o.sim = a.mode == "sim";
+  std::vector<std::string> studies;
+  if (a.study == "all") {
+    for (const auto& s : eval::ablation_studies()) {
+      if (o.sim || eval::ablation_runs_real(s)) studies.push_back(s);
+    }
+  } else {
+    studies.push_back(a.study);
+  }
+  if (a.m.model.empty()) {
+    if (!o.sim) {
+      throw make_error("--model", "real mode runs a model: pass --model (e.g. stories260K.gguf)");
+    }
+    a.m.model = "preset:llama-13b";
+  }
+  LoadedModel lm = load_model(a.m, false, !o.sim);
+  o.model = lm.model.get();
+  o.config = lm.source->config();
+  if (o.sim) {
+    o.profile = sim::load_profile(a.profile);
+    if (a.gpus > 0) o.profile.gpus = a.gpus;
+  }
+  // Trace studies: the given trace, or a synthetic one with ShareGPT's statistics.
+  datasets::Trace trace;
+  bool need_trace = false;
+  for (const auto& s : studies) {
+    need_trace = need_trace || !(s == "recompute-vs-ca" || s == "preload" || s == "async-save");
+  }
+  if (need_trace) {
+    if (!a.trace.empty()) {
+      datasets::TokenizeFn tokenize;
+      if (lm.tok) {
+        tokenizer::Tokenizer* tk = lm.tok.get();
+        tokenize = [tk](const std::string& s) { return tk->encode(s, false); };
+      }
+      datasets::TraceLoadOptions lo;
+      lo.limit = a.sessions;
+      trace = datasets::load_trace(a.trace, tokenize, lo);
+    } else {
+      datasets::SynthOptions so;
+      so.sessions = a.sessions > 0 ? a.sessions : o.sim ? 9000 : 24;
+      so.seed = o.seed;
+      trace = datasets::synth_trace(so);
+      trace.path = "synthetic: trace synth --sessions " + std::to_string(so.sessions) + " --seed " +
+                   std::to_string(so.seed);
+    }
+    o.trace = &trace;
+  }
+  if (!a.quiet) {
+    o.log = [](const std::string& s) { std::fprintf(stderr, "ablate: %s\n", s.c_str()); };
+  }
+  if (!a.out.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(a.out, ec);
+    if (!std::filesystem::is_directory(a.out)) {
+      throw make_error("--out", a.out + " is not a directory and cannot be made one",
+                       "name a directory for the JSON and plots");
+    }
+  }
+  for (const auto& s : studies) {
+    o.study = s;
+    const eval::AblateResult r = eval::run_ablation(o);
+    std::printf("%s\n", eval::ablation_table(r).c_str());
+    if (a.out.empty()) continue;
+    nlohmann::json j = eval::ablation_json(r);
+    j["tool"] = "cachebench ablate";
+    j["git"] = CB_GIT_REVISION;
+    j["model_source"] = a.m.model;
+    if (o.sim) j["profile"] = o.profile.to_json();
+    const std::string base = a.out + "/" + s;
+    write_json(base + ".json", j);
+    std::string wrote = base + ".json";
+    if (!a.no_plot) {
+      const std::string gp = eval::write_ablation_plot(r, a.out);
+      run_gnuplot(a.out, s + ".gp", s + ".svg");
+      wrote += ", " + base + ".svg (" + gp + ")";
+    }
+    std::fprintf(stderr, "ablate: wrote %s\n", wrote.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_ablate(CLI::App& app) {
+  auto a = std::make_shared<AblateArgs>();
+  std::string names;
+  for (const auto& s : eval::ablation_studies()) names += (names.empty() ? "" : ", ") + s;
+  CLI::App* sub = app.add_subcommand(
+      "ablate", "The CachedAttention paper's ablation studies (Figures 18-25), real or sim");
+  sub->add_option("study", a->study, "one of: " + names + ", or all")->required();
+  sub->add_option("--mode", a->mode,
+                  "sim (cost model, any scale) or real (the CPU backend: recompute-vs-ca, "
+                  "preload, async-save, truncation)")
+      ->capture_default_str();
+  sub->add_option("--model,-m", a->m.model,
+                  "model (.gguf, checkpoint dir, preset:NAME); sim default preset:llama-13b");
+  sub->add_option("--profile", a->profile, "sim: a100-80gb, h100-80gb, h200 or a profile file")
+      ->capture_default_str();
+  sub->add_option("--gpus", a->gpus, "sim: tensor-parallel GPUs (0: the profile's)");
+  sub->add_option("--trace", a->trace,
+                  "trace for the trace studies (default: a synthetic ShareGPT-like trace)");
+  sub->add_option("--sessions", a->sessions,
+                  "conversations of the synthetic trace, or the first N of --trace (default: "
+                  "9000 in sim, 24 in real mode)");
+  sub->add_option("--seed", a->o.seed, "trace synthesis, arrivals, token ids")
+      ->capture_default_str();
+  sub->add_option("--batch", a->o.batch, "micro studies: requests per batch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--reps", a->o.reps, "real mode: repetitions per point (median)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-batch", a->o.max_batch, "trace studies: sequences per step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--rate", a->o.rate, "trace studies: new sessions per second")
+      ->capture_default_str();
+  sub->add_option("--ctx", a->o.ctx, "context window in tokens (0: the model's)")
+      ->capture_default_str();
+  sub->add_option("--max-output-tokens", a->o.max_output_tokens, "cap every answer (0: none)")
+      ->capture_default_str();
+  sub->add_option("--out,-o", a->out, "directory for STUDY.json, STUDY.svg and the plot script");
+  sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
+  sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
+  set_action(sub, [a] { return run_ablate(*a); });
+}
+
+}  // namespace cb::app

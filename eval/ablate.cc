@@ -1,0 +1,504 @@
+// Ablation studies: each a grid of replays (real CPU backend or sim) summarized per point.
+#include "eval/ablate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "eval/replay.h"
+#include "eval/sim_replay.h"
+#include "lib/core/error.h"
+
+namespace cb::eval {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The numbers a study may report, from a replay summary (metrics::summarize).
+nlohmann::json values_of(const nlohmann::json& s) {
+  const double gpu = s["gpu_time_s"].get<double>();
+  return {{"turns", s["completed"].get<double>()},
+          {"ttft_mean_ms", s["ttft_ms"]["mean"].get<double>()},
+          {"ttft_p90_ms", s["ttft_ms"]["p90"].get<double>()},
+          {"gpu_time_s", gpu},
+          {"gpu_time_ms", 1e3 * gpu},
+          {"duration_s", s["duration_s"].get<double>()},
+          {"prefill_throughput", s["prefill_throughput"].get<double>()},
+          {"request_throughput", s["request_throughput"].get<double>()},
+          {"hit", s["hit_rate"]["overall"].get<double>()},
+          {"hit_hbm", s["hit_rate"]["hbm"].get<double>()},
+          {"hit_dram", s["hit_rate"]["dram"].get<double>()},
+          {"hit_ssd", s["hit_rate"]["ssd"].get<double>()},
+          {"preload_stall_ms", 1e3 * s["preload_stall_s"]["total"].get<double>()},
+          {"save_stall_ms", 1e3 * s["save_stall_s"].get<double>()},
+          {"cost_usd", s["cost_usd"]["total"].get<double>()}};
+}
+
+// A length trace of `sessions` conversations with the given (input, output) turns.
+datasets::Trace micro_trace(int sessions, const std::vector<std::pair<int64_t, int64_t>>& turns) {
+  datasets::Trace t;
+  t.kind = "lengths";
+  for (int i = 0; i < sessions; ++i) {
+    datasets::TraceSession s;
+    s.id = static_cast<uint64_t>(i);
+    for (const auto& [in, out] : turns) {
+      datasets::TraceTurn tt;
+      tt.input_tokens = in;
+      tt.output_tokens = out;
+      s.turns.push_back(tt);
+    }
+    t.sessions.push_back(std::move(s));
+  }
+  return t;
+}
+
+class Runner {
+ public:
+  explicit Runner(const AblateOptions& a) : a_(a) {}
+
+  ReplayOptions base() const {
+    ReplayOptions o;
+    o.seed = a_.seed;
+    o.max_output_tokens = a_.max_output_tokens;
+    o.engine.ctx = a_.ctx;
+    o.engine.read_buffer_layers = -1;
+    o.engine.sched.seed = a_.seed;
+    o.engine.sched.max_batch = a_.max_batch;
+    o.engine.sched.rate = a_.rate;
+    o.store.policy = "sched";
+    // Real mode: 256 MiB holds every micro study's entries (the tier is allocated, zeroed
+    // and locked up front, for every run).
+    o.store.dram_bytes = !a_.sim                     ? (256ull << 20)
+                         : a_.profile.dram_bytes > 0 ? static_cast<uint64_t>(a_.profile.dram_bytes)
+                                                     : 128000000000ull;
+    return o;
+  }
+
+  // One point: the replay's values (real mode: each the median over the repetitions).
+  nlohmann::json run(const datasets::Trace& trace, engine::Mode mode, const ReplayOptions& o,
+                     const std::string& what, std::vector<metrics::TurnRecord>* records = nullptr) {
+    std::vector<nlohmann::json> samples;
+    if (a_.sim) {
+      SimOptions so;
+      so.profile = a_.profile;
+      const ReplayRun r =
+          run_sim_replay(a_.config, sim_sessions(trace, o.max_output_tokens), mode, o, so);
+      samples.push_back(values_of(r.summary));
+      if (records) *records = r.result.records;
+    } else {
+      const auto sessions =
+          trace_sessions(trace, a_.config.vocab_size, o.seed, o.max_output_tokens);
+      for (int rep = 0; rep < std::max(a_.reps, 1); ++rep) {
+        const ReplayRun r = run_replay(*a_.model, sessions, mode, o);
+        samples.push_back(values_of(r.summary));
+        if (records && rep == 0) *records = r.result.records;
+      }
+    }
+    nlohmann::json v;
+    for (const auto& [k, x] : samples[0].items()) {
+      std::vector<double> xs;
+      for (const auto& s : samples) xs.push_back(s[k].get<double>());
+      v[k] = median(xs);
+    }
+    if (a_.log) {
+      char b[256];
+      std::snprintf(b, sizeof b, "%s: %s, GPU time %.3f s, TTFT mean %.1f ms, hit %.3f",
+                    a_.study.c_str(), what.c_str(), v["gpu_time_s"].get<double>(),
+                    v["ttft_mean_ms"].get<double>(), v["hit"].get<double>());
+      a_.log(b);
+    }
+    return v;
+  }
+
+  const AblateOptions& opts() const { return a_; }
+
+ private:
+  const AblateOptions& a_;
+};
+
+int64_t window(const AblateOptions& a) {
+  return a.ctx > 0 ? a.ctx : a.config.max_context;
+}
+
+std::string fmt_bytes(double b) {
+  char s[32];
+  if (b >= 1e12) {
+    std::snprintf(s, sizeof s, "%gTB", b / 1e12);
+  } else {
+    std::snprintf(s, sizeof s, "%gGB", b / 1e9);
+  }
+  return s;
+}
+
+// Figure 18: a batch of requests whose prompts are 1K tokens, split history/new.
+void recompute_vs_ca(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
+  r->title = "Recomputation vs CachedAttention: 1K-token prompts split history/new";
+  r->figure = "Figure 18";
+  r->x_title = "history tokens (of 1000)";
+  r->metrics = {{"gpu_time_ms", "batch prefill time (ms)", 1, true},
+                {"ttft_mean_ms", "TTFT mean (ms)", 1, false},
+                {"preload_stall_ms", "preload stall (ms)", 1, false}};
+  if (window(a) < 1001) {
+    throw make_error("ablate", a.config.name + " has a " + std::to_string(window(a)) +
+                                   "-token window; recompute-vs-ca needs 1K-token prompts");
+  }
+  for (int64_t hist = 500; hist <= 900; hist += 100) {
+    // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
+    const datasets::Trace t = micro_trace(a.batch, {{hist, 1}, {1000 - hist - 1, 1}});
+    ReplayOptions o = run.base();
+    o.engine.sched.rate = 0;
+    o.engine.sched.think = sched::ThinkTime::parse("const:5");
+    o.engine.sched.max_batch = a.batch;
+    o.engine.sched.max_batch_tokens = 1000LL * a.batch;
+    o.engine.preload_jobs = a.batch;
+    o.engine.warmup_turns = a.batch;
+    const std::string label = std::to_string(hist) + "/" + std::to_string(1000 - hist);
+    struct V {
+      const char* series;
+      engine::Mode mode;
+      bool preload;
+    };
+    for (const V& v :
+         {V{"RE", engine::Mode::RE, true}, V{"CA (no preload)", engine::Mode::CA, false},
+          V{"CA (preload)", engine::Mode::CA, true}}) {
+      o.engine.preload = v.preload;
+      r->rows.push_back({v.series, label, static_cast<double>(hist),
+                         run.run(t, v.mode, o, std::string(v.series) + " history/new " + label)});
+    }
+  }
+  r->config["prompt_tokens"] = 1000;
+  r->config["batch"] = a.batch;
+}
+
+// Figure 19: 1K tokens of history, 100 new, read buffers of 0-15 layers.
+void preload(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
+  r->title = "Layer-wise preloading and the read buffer: 1K history, 100 new tokens";
+  r->figure = "Figure 19";
+  r->x_title = "read buffer (layers)";
+  r->categorical = true;
+  r->metrics = {{"gpu_time_ms", "prefill time (ms)", 1, true},
+                {"preload_stall_ms", "preload stall (ms)", 1, true},
+                {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
+  if (window(a) < 1101) {
+    throw make_error("ablate", a.config.name + " has a " + std::to_string(window(a)) +
+                                   "-token window; preload needs 1100 tokens");
+  }
+  // Twice the batch: the second half waits while the first computes, its read buffer filling.
+  const datasets::Trace t = micro_trace(2 * a.batch, {{1000, 1}, {99, 1}});
+  ReplayOptions o = run.base();
+  o.engine.sched.rate = 0;
+  o.engine.sched.think = sched::ThinkTime::parse("const:5");
+  o.engine.sched.max_batch = a.batch;
+  o.engine.sched.max_batch_tokens = 1000LL * a.batch;
+  o.engine.preload_jobs = 2 * a.batch;
+  o.engine.warmup_turns = 2 * a.batch;
+  o.engine.preload = false;
+  r->rows.push_back({"CA", "no preload", 0, run.run(t, engine::Mode::CA, o, "no preload")});
+  o.engine.preload = true;
+  double x = 1;
+  for (int layers : {0, 5, 10, 15}) {
+    const int eff = std::min(layers, a.config.n_layers);
+    o.engine.read_buffer_layers = eff;
+    std::string label = std::to_string(layers);
+    if (eff != layers) label += " (= " + std::to_string(eff) + ", all)";
+    r->rows.push_back(
+        {"CA", label, x++, run.run(t, engine::Mode::CA, o, "read buffer " + label + " layers")});
+    if (eff != layers) {
+      r->notes.push_back(a.config.name + " has " + std::to_string(a.config.n_layers) +
+                         " layers: a read buffer of " + std::to_string(layers) +
+                         " layers holds all of them");
+    }
+  }
+  r->notes.push_back(
+      "equal rows mean the load link, not the schedule, bounds the batch: the read buffer "
+      "can only hide loading behind compute that is longer than the load");
+  r->config["history_tokens"] = 1000;
+  r->config["new_tokens"] = 100;
+  r->config["batch"] = a.batch;
+  r->config["requests"] = 2 * a.batch;
+}
+
+// Figure 20: prompts of 1K-1.6K tokens, 20 decode steps, saving synchronous vs asynchronous.
+void async_save(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
+  r->title = "Asynchronous saving: prompts of 1K-1.6K tokens, 20 decode steps";
+  r->figure = "Figure 20";
+  r->x_title = "prompt tokens";
+  r->metrics = {{"duration_s", "execution time (s)", 3, true},
+                {"save_stall_ms", "save stall (ms)", 1, false},
+                {"gpu_time_s", "GPU time (s)", 3, false}};
+  for (int64_t p = 1000; p <= 1600; p += 200) {
+    if (p + 20 > window(a)) {
+      r->notes.push_back("prompt " + std::to_string(p) + " skipped: " + a.config.name +
+                         "'s window is " + std::to_string(window(a)) + " tokens");
+      continue;
+    }
+    // Four batches: a synchronous save holds up the batch after it.
+    const datasets::Trace t = micro_trace(4 * a.batch, {{p, 20}});
+    ReplayOptions o = run.base();
+    o.engine.sched.rate = 0;
+    o.engine.sched.max_batch = a.batch;
+    o.engine.sched.max_batch_tokens = (p + 1) * a.batch;
+    for (bool async : {false, true}) {
+      o.engine.async_save = async;
+      const char* series = async ? "async save" : "sync save";
+      r->rows.push_back(
+          {series, std::to_string(p), static_cast<double>(p),
+           run.run(t, engine::Mode::CA, o, std::string(series) + " prompt " + std::to_string(p))});
+    }
+  }
+  if (r->rows.empty()) {
+    throw make_error("ablate", a.config.name + "'s window is too short for 1K-token prompts");
+  }
+  r->config["output_tokens"] = 20;
+  r->config["batch"] = a.batch;
+  r->config["requests"] = 4 * a.batch;
+}
+
+const datasets::Trace& need_trace(const AblateOptions& a) {
+  if (a.trace == nullptr) throw make_error("ablate", a.study + " needs a trace");
+  return *a.trace;
+}
+
+// Figure 21: scheduler-aware vs LRU vs FIFO (and Belady) at 128 GB DRAM, 2 TB and 10 TB SSD.
+void eviction(Runner& run, AblateResult* r) {
+  r->title = "Eviction: scheduler-aware vs LRU vs FIFO (and the Belady bound)";
+  r->figure = "Figure 21";
+  r->x_title = "policy";
+  r->categorical = true;
+  r->metrics = {{"hit", "hit rate", 3, true},
+                {"hit_dram", "DRAM hits", 3, false},
+                {"hit_ssd", "SSD hits", 3, false},
+                {"gpu_time_s", "GPU time (s)", 0, true}};
+  const datasets::Trace& t = need_trace(run.opts());
+  double x = 0;
+  for (const char* pol : {"sched", "lru", "fifo", "optimal"}) {
+    for (double ssd : {2e12, 10e12}) {
+      ReplayOptions o = run.base();
+      o.store.policy = pol;
+      o.store.ssd_bytes = static_cast<uint64_t>(ssd);
+      const std::string series =
+          fmt_bytes(static_cast<double>(o.store.dram_bytes)) + " + " + fmt_bytes(ssd);
+      r->rows.push_back({series, policy_name(pol), x,
+                         run.run(t, engine::Mode::CA, o, std::string(pol) + " " + series)});
+    }
+    ++x;
+  }
+}
+
+// Figure 22: CachedAttention's truncation (KV kept, positions re-embedded) vs invalidating
+// the stored KV on overflow (OF), with recomputation as reference.
+void truncation(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
+  r->title = "Context overflow: CachedAttention truncation vs overflow invalidation (OF)";
+  r->figure = "Figure 22";
+  r->x_title = "mode";
+  r->categorical = true;
+  r->metrics = {{"hit", "hit rate", 3, true},
+                {"gpu_time_s", "GPU time (s)", 2, true},
+                {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
+  const datasets::Trace& t = need_trace(a);
+  ReplayOptions o = run.base();
+  if (a.sim) o.store.ssd_bytes = 10000000000000ull;
+  double x = 0;
+  for (engine::Mode m : {engine::Mode::CA, engine::Mode::OF, engine::Mode::RE}) {
+    const std::string name = m == engine::Mode::CA   ? "CA (truncate KV)"
+                             : m == engine::Mode::OF ? "OF (invalidate)"
+                                                     : "RE (recompute)";
+    r->rows.push_back({"", name, x++, run.run(t, m, o, name)});
+  }
+}
+
+// Figure 23: hit rate and throughput vs capacity as a share of CCpUT, one-hour TTL.
+void capacity(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
+  r->title = "Store capacity as a share of CCpUT (one-hour TTL)";
+  r->figure = "Figure 23";
+  r->x_title = "capacity / CCpUT";
+  r->metrics = {{"hit", "hit rate", 3, true},
+                {"prefill_throughput", "prefill throughput (tok/s)", 0, true},
+                {"gpu_time_s", "GPU time (s)", 0, false}};
+  const datasets::Trace& t = need_trace(a);
+  const double ttl = 3600;
+  ReplayOptions o = run.base();
+  o.store.ttl = ttl;
+  const uint64_t dram = o.store.dram_bytes;
+  o.store.dram_bytes = 1000000000000000ull;  // 1 PB: nothing is evicted but by the TTL
+  std::vector<metrics::TurnRecord> recs;
+  run.run(t, engine::Mode::CA, o, "unbounded store (measures CCpUT)", &recs);
+  const double kv_token =
+      2.0 * a.config.n_layers * a.config.kv_dim() * (a.sim ? a.profile.kv_bytes_per_element : 4.0);
+  const double cc = ccput_bytes(recs, ttl, kv_token);
+  if (!(cc > 0)) throw make_error("ablate", "capacity: the trace stores nothing");
+  r->config["ccput_bytes"] = cc;
+  r->config["ttl_s"] = ttl;
+  r->notes.push_back("CCpUT = " + fmt_bytes(cc) +
+                     ": the peak KV of the conversations active within the TTL "
+                     "(measured by an unbounded replay); DRAM first, the rest on SSD");
+  for (double f : {0.1, 0.2, 0.3, 0.5, 0.7, 1.0}) {
+    const double c = f * cc;
+    o.store.dram_bytes = static_cast<uint64_t>(std::min<double>(static_cast<double>(dram), c));
+    o.store.ssd_bytes = static_cast<uint64_t>(c - static_cast<double>(o.store.dram_bytes));
+    char label[32];
+    std::snprintf(label, sizeof label, "%.1f", f);
+    r->rows.push_back(
+        {"CA", label, f, run.run(t, engine::Mode::CA, o, std::string("capacity ") + label)});
+  }
+}
+
+// Figure 24: where the store keeps KV: HBM only (10 GB), + DRAM, + SSD.
+void medium(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
+  r->title = "Storage media: HBM only vs HBM + DRAM vs HBM + DRAM + SSD";
+  r->figure = "Figure 24";
+  r->x_title = "store";
+  r->categorical = true;
+  r->metrics = {{"hit", "hit rate", 3, true},
+                {"ttft_mean_ms", "TTFT mean (ms)", 0, true},
+                {"gpu_time_s", "GPU time (s)", 0, false},
+                {"cost_usd", "cost (USD)", 2, false}};
+  const datasets::Trace& t = need_trace(a);
+  const ReplayOptions b = run.base();
+  struct M {
+    const char* label;
+    uint64_t dram, ssd;
+  };
+  double x = 0;
+  for (const M& m : {M{"HBM 10GB", 0, 0}, M{"HBM + DRAM", b.store.dram_bytes, 0},
+                     M{"HBM + DRAM + SSD", b.store.dram_bytes, 10000000000000ull}}) {
+    ReplayOptions o = b;
+    o.store.hbm_bytes = 10000000000ull;
+    o.store.dram_bytes = m.dram;
+    o.store.ssd_bytes = m.ssd;
+    r->rows.push_back({"", m.label, x++, run.run(t, engine::Mode::CA, o, m.label)});
+  }
+  r->rows.push_back({"", "RE (no store)", x, run.run(t, engine::Mode::RE, b, "RE")});
+}
+
+// Figure 25: 0.5 to 2.0 new sessions per second, CA vs RE.
+void arrival_rate(Runner& run, AblateResult* r) {
+  r->title = "Arrival rate: 0.5-2.0 sessions per second";
+  r->figure = "Figure 25";
+  r->x_title = "sessions per second";
+  r->metrics = {{"hit", "hit rate", 3, true},
+                {"ttft_mean_ms", "TTFT mean (ms)", 0, true},
+                {"prefill_throughput", "prefill throughput (tok/s)", 0, true},
+                {"gpu_time_s", "GPU time (s)", 0, true}};
+  const datasets::Trace& t = need_trace(run.opts());
+  for (double rate : {0.5, 1.0, 1.5, 2.0}) {
+    ReplayOptions o = run.base();
+    o.engine.sched.rate = rate;
+    o.store.ssd_bytes = 10000000000000ull;
+    char label[16];
+    std::snprintf(label, sizeof label, "%.1f", rate);
+    for (engine::Mode m : {engine::Mode::CA, engine::Mode::RE}) {
+      const std::string series = engine::mode_name(m);
+      r->rows.push_back(
+          {series == "ca" ? "CA" : "RE", label, rate, run.run(t, m, o, series + " rate " + label)});
+    }
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& ablation_studies() {
+  static const std::vector<std::string> s = {"recompute-vs-ca", "preload",     "async-save",
+                                             "eviction",        "truncation",  "capacity",
+                                             "medium",          "arrival-rate"};
+  return s;
+}
+
+bool ablation_runs_real(const std::string& study) {
+  return study == "recompute-vs-ca" || study == "preload" || study == "async-save" ||
+         study == "truncation";
+}
+
+AblateResult run_ablation(const AblateOptions& a) {
+  const auto& all = ablation_studies();
+  if (std::find(all.begin(), all.end(), a.study) == all.end()) {
+    std::string names;
+    for (const auto& s : all) names += (names.empty() ? "" : ", ") + s;
+    throw make_error("ablate", "unknown study '" + a.study + "'", "one of: " + names + ", all");
+  }
+  if (!a.sim && !ablation_runs_real(a.study)) {
+    throw make_error("ablate",
+                     a.study +
+                         " replays thousands of conversations against 128 GB of DRAM and "
+                         "terabytes of SSD; it runs in sim mode only",
+                     "use --mode sim");
+  }
+  if (!a.sim && a.model == nullptr) throw make_error("ablate", "real mode needs a model");
+  AblateResult r;
+  r.study = a.study;
+  Runner run(a);
+  using Fn = void (*)(Runner&, AblateResult*);
+  static const std::map<std::string, Fn> fns = {{"recompute-vs-ca", recompute_vs_ca},
+                                                {"preload", preload},
+                                                {"async-save", async_save},
+                                                {"eviction", eviction},
+                                                {"truncation", truncation},
+                                                {"capacity", capacity},
+                                                {"medium", medium},
+                                                {"arrival-rate", arrival_rate}};
+  fns.at(a.study)(run, &r);
+  r.config["execution"] = a.sim ? "sim" : "real";
+  r.config["model"] = a.config.name;
+  if (a.sim) r.config["profile"] = a.profile.name;
+  if (!a.sim) r.config["repetitions"] = a.reps;
+  r.config["window_tokens"] = window(a);
+  const bool micro =
+      a.study == "recompute-vs-ca" || a.study == "preload" || a.study == "async-save";
+  if (a.trace != nullptr && !micro) {
+    r.config["trace"] = {{"path", a.trace->path},
+                         {"sessions", a.trace->sessions.size()},
+                         {"turns", a.trace->turns()}};
+    r.config["rate"] = a.rate;
+    r.config["max_batch"] = a.max_batch;
+  }
+  return r;
+}
+
+double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl,
+                   double bytes_per_token) {
+  // Per session, its turns in finish order; the entry after a turn lives until the next
+  // turn's save replaces it, the last one until finish + ttl.
+  std::map<uint64_t, std::vector<const metrics::TurnRecord*>> by_session;
+  for (const auto& rec : records) by_session[rec.session].push_back(&rec);
+  std::vector<std::pair<double, double>> events;  // (time, +/- bytes)
+  for (auto& [sid, turns] : by_session) {
+    std::sort(turns.begin(), turns.end(),
+              [](const auto* x, const auto* y) { return x->finish_s < y->finish_s; });
+    double prev = 0;
+    for (size_t i = 0; i < turns.size(); ++i) {
+      const auto* t = turns[i];
+      const double bytes = bytes_per_token * static_cast<double>(t->history_tokens + t->new_tokens +
+                                                                 t->output_tokens - 1);
+      events.push_back({t->finish_s, bytes - prev});
+      prev = bytes;
+      // Between turns the entry expires when the next turn comes later than the TTL.
+      const double next = i + 1 < turns.size() ? turns[i + 1]->arrival_s : -1;
+      if (next < 0 || next - t->finish_s > ttl) {
+        events.push_back({t->finish_s + ttl, -prev});
+        prev = 0;
+      }
+    }
+  }
+  std::sort(events.begin(), events.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : x.second < y.second;
+  });
+  double cur = 0, peak = 0;
+  for (const auto& [t, d] : events) {
+    cur += d;
+    peak = std::max(peak, cur);
+  }
+  return peak;
+}
+
+}  // namespace cb::eval

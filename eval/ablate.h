@@ -1,0 +1,91 @@
+#pragma once
+/// `cachebench ablate STUDY`: the CachedAttention paper's ablation studies (Figures 18-25),
+/// each a grid of replays run on the real CPU backend or in sim mode (lib/sim) with the
+/// same engine loop, scheduler, store policies and metrics as `cachebench replay`.
+///
+/// A study returns rows: one per (series, x) point, each holding the replay summary's
+/// numbers the study reports. Real-mode rows are medians over repetitions (every metric
+/// the median of its own samples); sim is deterministic and runs once.
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "datasets/trace.h"
+#include "lib/metrics/turn_record.h"
+#include "lib/model/model.h"
+#include "lib/sim/profile.h"
+
+namespace cb::eval {
+
+/// The studies, in the paper's figure order.
+const std::vector<std::string>& ablation_studies();
+/// True when `study` runs on the real backend (the micro studies and truncation; the
+/// others need paper-scale DRAM and SSD).
+bool ablation_runs_real(const std::string& study);
+
+struct AblateOptions {
+  std::string study;
+  bool sim = true;
+  const model::Model* model = nullptr;     ///< real mode
+  model::ModelConfig config;               ///< the model's shape (both modes)
+  sim::HardwareProfile profile;            ///< sim mode
+  int batch = 16;                          ///< micro studies: requests per batch
+  int reps = 3;                            ///< real mode: repetitions per point (median)
+  const datasets::Trace* trace = nullptr;  ///< trace studies
+  uint64_t seed = 0;
+  int max_batch = 16;  ///< trace studies: sequences per step
+  double rate = 1.0;   ///< trace studies: new sessions per second
+  int64_t ctx = 0;     ///< context window (0: the model's)
+  int64_t max_output_tokens = 0;
+  std::function<void(const std::string&)> log;  ///< one line per finished run
+};
+
+/// One point of a study.
+struct AblateRow {
+  std::string series;     ///< the line or bar group ("RE", "CA (preload)", "lru", ...)
+  std::string label;      ///< the x value as printed ("500/500", "2TB", "0.4", ...)
+  double x = 0;           ///< numeric x (lines) or the category index (bars)
+  nlohmann::json values;  ///< metric key -> number
+};
+
+/// A metric a study reports: its key in AblateRow::values, the column title, digits.
+struct AblateMetric {
+  std::string key, title;
+  int digits = 2;
+  bool plot = false;  ///< drawn (one panel per plotted metric)
+};
+
+struct AblateResult {
+  std::string study, title, figure;  ///< figure: the paper's, e.g. "Figure 18"
+  std::string x_title;
+  bool categorical = false;  ///< bars over labels rather than lines over x
+  std::vector<AblateMetric> metrics;
+  std::vector<AblateRow> rows;
+  nlohmann::json config;           ///< what was run (model, profile, trace, fixed knobs)
+  std::vector<std::string> notes;  ///< what differs from the paper's setup, and why
+};
+
+/// Runs one study. Throws cb::Error naming `ablate` for an unknown study, or for a study
+/// that needs sim mode in real mode, or a trace study without a trace.
+AblateResult run_ablation(const AblateOptions& opts);
+
+/// The result as JSON (rows, metrics, config, notes).
+nlohmann::json ablation_json(const AblateResult& r);
+/// The result as a Markdown table (one row per point).
+std::string ablation_table(const AblateResult& r);
+
+/// Writes DIR/STUDY.dat and DIR/STUDY.gp (a gnuplot script drawing DIR/STUDY.svg, one
+/// panel per plotted metric); returns the script's path.
+std::string write_ablation_plot(const AblateResult& r, const std::string& dir);
+
+/// Capacity a store needs to keep every conversation for `ttl` seconds after its last turn
+/// (the CCpUT of the paper's Figure 23): the peak over the run of the summed KV bytes of the
+/// conversations whose last turn ended less than `ttl` ago, each at its size after that
+/// turn (`bytes_per_token` per context token).
+double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl,
+                   double bytes_per_token);
+
+}  // namespace cb::eval

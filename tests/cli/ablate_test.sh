@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# `cachebench ablate` end to end: every study writes its JSON, a gnuplot script and an SVG
+# that parses, prints its table, and its rows hold the properties the study is about (CA
+# below RE, synchronous saving never faster, Belady's hit rate an upper bound, more storage
+# never fewer hits, ...); bad arguments give a clear error.
+# Usage: ablate_test.sh CACHEBENCH_BINARY SCRATCH_DIR sim|real
+set -uo pipefail
+CB="$1"
+TMP="$2"
+WHAT="$3"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+DATA="${CACHEBENCH_DATA:-$ROOT/../shared}"
+MODEL="$DATA/models/stories260K/stories260K.gguf"
+mkdir -p "$TMP"
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+
+# check NAME FILE PYTHON: the expression over r (rows) and j (the JSON) must hold.
+check() {
+  if python3 - "$2" "$3" <<'EOF'; then ok; else bad "$1"; fi
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = j["rows"]
+def v(series, label, key):
+    for x in r:
+        if x["series"] == series and x["label"] == label:
+            return x["values"][key]
+    raise SystemExit("no row %s / %s" % (series, label))
+ok = eval(sys.argv[2])
+if not ok:
+    print(json.dumps(r)[:1500])
+sys.exit(0 if ok else 1)
+EOF
+}
+
+# svg STUDY DIR: the plot exists and is well-formed XML with an <svg> root.
+svg() {
+  if python3 -c "import sys, xml.etree.ElementTree as E; t=E.parse(sys.argv[1]); sys.exit(0 if t.getroot().tag.endswith('svg') else 1)" "$2/$1.svg" 2>/dev/null; then
+    ok
+  else
+    bad "$1: $2/$1.svg is missing or not SVG"
+  fi
+}
+
+run() {  # name, args...: the command must succeed
+  local name="$1"
+  shift
+  if "$CB" ablate "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+    ok
+  else
+    bad "ablate $*: $(tail -c 600 "$TMP/$name.err")"
+  fi
+}
+
+fails() {  # name, expected text, args...: the command must fail naming the problem
+  local name="$1" want="$2"
+  shift 2
+  if "$CB" ablate "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
+    bad "ablate $* succeeded"
+  elif ! grep -q -- "$want" "$TMP/$name.err"; then
+    bad "ablate $*: no '$want' in: $(head -c 400 "$TMP/$name.err")"
+  else
+    ok
+  fi
+}
+
+if [ "$WHAT" = sim ]; then
+  O="$TMP/sim"
+  run micro recompute-vs-ca --batch 4 --out "$O" --quiet
+  check "recompute-vs-ca: CA below RE at every split" "$O/recompute-vs-ca.json" \
+    "all(v('CA (preload)', l, 'gpu_time_ms') < v('RE', l, 'gpu_time_ms') and v('CA (no preload)', l, 'gpu_time_ms') < v('RE', l, 'gpu_time_ms') for l in ['500/500','700/300','900/100'])"
+  check "recompute-vs-ca: preloading never slower" "$O/recompute-vs-ca.json" \
+    "all(v('CA (preload)', x['label'], 'gpu_time_ms') <= v('CA (no preload)', x['label'], 'gpu_time_ms') + 1e-6 for x in r)"
+  check "recompute-vs-ca: CA gains grow with the history share" "$O/recompute-vs-ca.json" \
+    "v('CA (preload)', '900/100', 'gpu_time_ms') < v('CA (preload)', '500/500', 'gpu_time_ms')"
+  grep -q "| RE | 500/500 |" "$TMP/micro.out" && ok || bad "recompute-vs-ca: no table"
+  svg recompute-vs-ca "$O"
+  run preload preload --batch 4 --out "$O" --quiet
+  check "preload: 5 rows, preloading never slower than none" "$O/preload.json" \
+    "len(r) == 5 and all(x['values']['gpu_time_ms'] <= r[0]['values']['gpu_time_ms'] + 1e-6 for x in r)"
+  svg preload "$O"
+  run async async-save --batch 4 --out "$O" --quiet
+  check "async-save: sync saving never faster, and it stalls" "$O/async-save.json" \
+    "all(v('sync save', l, 'duration_s') >= v('async save', l, 'duration_s') and v('sync save', l, 'save_stall_ms') > 0 and v('async save', l, 'save_stall_ms') == 0 for l in ['1000','1600'])"
+  svg async-save "$O"
+  T="--sessions 300 --out $O --quiet"
+  run eviction eviction $T
+  check "eviction: 8 rows; Belady bounds every policy; 10TB never below 2TB" "$O/eviction.json" \
+    "len(r) == 8 and all(v(s, 'belady', 'hit') + 1e-9 >= v(s, p, 'hit') for s in ['128GB + 2TB', '128GB + 10TB'] for p in ['scheduler-aware', 'lru', 'fifo']) and all(v('128GB + 10TB', p, 'hit') + 1e-9 >= v('128GB + 2TB', p, 'hit') for p in ['scheduler-aware', 'lru', 'fifo', 'belady'])"
+  check "eviction: profile recorded" "$O/eviction.json" "j['profile']['name'] == 'a100-80gb' and j['config']['execution'] == 'sim'"
+  svg eviction "$O"
+  run truncation truncation $T
+  check "truncation: CA keeps more history than OF; RE none" "$O/truncation.json" \
+    "r[0]['values']['hit'] >= r[1]['values']['hit'] and r[2]['values']['hit'] == 0 and r[0]['values']['gpu_time_s'] <= r[2]['values']['gpu_time_s']"
+  svg truncation "$O"
+  run medium medium $T
+  check "medium: each tier added never lowers the hit rate" "$O/medium.json" \
+    "r[0]['values']['hit'] <= r[1]['values']['hit'] + 1e-9 <= r[2]['values']['hit'] + 2e-9 and r[3]['values']['hit'] == 0"
+  svg medium "$O"
+  run capacity capacity $T
+  check "capacity: CCpUT measured; full capacity hits at least as often as 10%" "$O/capacity.json" \
+    "j['config']['ccput_bytes'] > 0 and r[-1]['values']['hit'] >= r[0]['values']['hit'] and r[-1]['values']['hit'] > 0.9"
+  svg capacity "$O"
+  run rate arrival-rate $T
+  check "arrival-rate: CA hits, RE never; CA prefill throughput above RE" "$O/arrival-rate.json" \
+    "all(v('CA', l, 'hit') > 0 and v('RE', l, 'hit') == 0 and v('CA', l, 'prefill_throughput') > v('RE', l, 'prefill_throughput') for l in ['0.5', '2.0'])"
+  svg arrival-rate "$O"
+  fails unknown "unknown study 'nope'" nope
+  fails realonly "use --mode sim" eviction --mode real --model "$MODEL"
+  fails nomodel "pass --model" preload --mode real
+  fails badmode "expected sim or real" preload --mode gpu
+  touch "$TMP/file"
+  fails badout "$TMP/file" preload --batch 2 --out "$TMP/file" --quiet
+else
+  if [ ! -f "$MODEL" ]; then
+    echo "SKIP: $MODEL not found (set CACHEBENCH_DATA)"
+    exit 0
+  fi
+  O="$TMP/real"
+  run real recompute-vs-ca --mode real --model "$MODEL" --batch 2 --reps 1 --out "$O" --quiet
+  check "real recompute-vs-ca: CA below RE with 900 of 1000 tokens stored" "$O/recompute-vs-ca.json" \
+    "v('CA (preload)', '900/100', 'gpu_time_ms') < v('RE', '900/100', 'gpu_time_ms') and v('CA (no preload)', '900/100', 'gpu_time_ms') < v('RE', '900/100', 'gpu_time_ms') and j['config']['execution'] == 'real'"
+  check "real recompute-vs-ca: every CA turn a hit" "$O/recompute-vs-ca.json" \
+    "all(x['values']['hit'] == 1 for x in r if x['series'] != 'RE')"
+  svg recompute-vs-ca "$O"
+  run realtrunc truncation --mode real --model "$MODEL" --sessions 6 --ctx 256 --reps 1 \
+    --max-output-tokens 32 --out "$O" --quiet
+  check "real truncation: CA keeps more history than OF" "$O/truncation.json" \
+    "r[0]['values']['hit'] >= r[1]['values']['hit'] and r[0]['values']['hit'] > 0"
+  svg truncation "$O"
+fi
+echo "ablate_test ($WHAT): $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
