@@ -134,6 +134,8 @@ void Engine::finish(Job& j, RunResult* res) {
     // The new entry supersedes the old one now, not when its commit lands, so space
     // accounting (and so every eviction decision) is the same whatever the I/O timing.
     j.load = store::LoadHandle();  // unpins the entry this turn loaded
+    // The session's entry keeps its first insertion time (FIFO's order) across turns.
+    req.created = store_->inserted_at(j.session);
     store_->erase(j.session);
     sv->handle = store_->begin_save(req);
     saved_.insert(j.session);
@@ -204,6 +206,12 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     }
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
+      if (it == jobs_.end()) {  // a new head (held back above while not at the head)
+        const sched::Request& r = sched.waiting().front();
+        const sched::Request sr = store_id(r);
+        saved_.erase(sr.session);
+        it = jobs_.emplace(r.id, prepare(sr, input_of(r), &res)).first;
+      }
       double stall = 0;
       if (it == jobs_.end() || !admit(*it->second, &stall)) break;
       Job& j = *it->second;

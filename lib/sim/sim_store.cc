@@ -123,15 +123,21 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
     e.tokens = n - drop;
     return;
   }
-  // Unaligned: read, cut, rewrite as a new entry (from the fastest tier with room).
+  // Unaligned: read, cut, rewrite as a new entry (from the fastest tier with room) that
+  // keeps the first insertion time, as lib/store's rewrite does.
   const TierKind t = e.tier;
+  const double created = e.created;
   const double read_done = load_layer(t, n * layers_, now);
   erase(session);
-  const double c = save(session, n - drop, read_done);
+  const double c = save(session, n - drop, read_done, created);
   if (c >= 0) commit(session);
 }
 
-double SimStore::save(store::SessionId session, int64_t tokens, double now) {
+double SimStore::save(store::SessionId session, int64_t tokens, double now, double created) {
+  if (created < 0) {  // a re-save replacing the session's entry keeps its first insertion
+    auto old = index_.find(session);
+    created = old != index_.end() ? old->second.created : now;
+  }
   erase(session);
   const uint64_t n = chunks_for(tokens);
   for (int t = 0; t < 3; ++t) {
@@ -142,7 +148,8 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now) {
     e.tier = tk;
     e.tokens = tokens;
     e.chunks = n;
-    e.created = e.last_access = now;
+    e.created = created;
+    e.last_access = now;
     index_[session] = e;
     in_tier_[t].insert(session);
     const double bytes = payload_bytes(tokens);

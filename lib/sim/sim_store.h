@@ -67,9 +67,11 @@ class SimStore {
   void erase(store::SessionId session);
   /// Drops the oldest `drop` tokens (lib/store's rules: whole chunks in place, else a rewrite).
   void truncate(store::SessionId session, int64_t drop, double now);
-  /// Saves `tokens` tokens issued at `now`; returns the commit time, or a negative value when
-  /// no tier had room. The entry is invisible to eviction until commit() is called.
-  double save(store::SessionId session, int64_t tokens, double now);
+  /// Saves `tokens` tokens issued at `now`, replacing the session's entry; returns the commit
+  /// time, or a negative value when no tier had room. The entry is invisible to eviction until
+  /// commit() is called. `created` is when the session's entry first entered the store (FIFO's
+  /// order); < 0: the replaced entry's, or `now` when there is none (lib/store's SaveRequest).
+  double save(store::SessionId session, int64_t tokens, double now, double created = -1);
   /// Makes a saved entry visible (its commit time has passed).
   void commit(store::SessionId session);
   /// The scheduler's look-ahead changed: plan and start prefetches (SSD -> DRAM).
@@ -88,7 +90,8 @@ class SimStore {
     store::TierKind tier = store::TierKind::Dram;
     int64_t tokens = 0;
     uint64_t chunks = 0;
-    double created = 0, last_access = 0;
+    double created = 0;      ///< first insertion of the session's entry (kept by re-saves)
+    double last_access = 0;  ///< last save or lookup
     uint64_t accesses = 0;
     int pins = 0;
     bool committed = false;

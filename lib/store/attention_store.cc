@@ -345,6 +345,12 @@ bool AttentionStore::entry_meta(SessionId session, EntryMeta* out) const {
   return true;
 }
 
+double AttentionStore::inserted_at(SessionId session) const {
+  std::lock_guard<std::mutex> g(mu_);
+  auto it = index_.find(session);
+  return it == index_.end() ? -1 : it->second->meta.created;
+}
+
 std::vector<std::string> AttentionStore::describe() const {
   std::vector<std::string> out;
   for (const auto& t : tiers_) {

@@ -84,6 +84,10 @@ struct SaveRequest {
   EntryShape shape;
   std::vector<TokenId> tokens;  ///< the history the KV covers (one per token)
   double ttl = -1;              ///< seconds; < 0 = config default
+  /// When the session's entry first entered the store (store clock; FIFO's order). < 0: the
+  /// created time of the session's entry this save replaces, or now when it has none. A
+  /// caller that erases the old entry before saving passes inserted_at() from before the erase.
+  double created = -1;
 };
 
 class AttentionStore;
@@ -203,6 +207,9 @@ class AttentionStore {
   std::vector<SessionId> sessions() const;
   /// A copy of an entry's metadata (false when absent).
   bool entry_meta(SessionId session, EntryMeta* out) const;
+  /// When `session`'s entry first entered the store (EntryMeta::created, kept across
+  /// re-saves of the session), or -1 when it has no entry.
+  double inserted_at(SessionId session) const;
   /// Reads and verifies every chunk of every entry; returns the number of bad entries
   /// (they are dropped). `chunks_checked` receives the number of chunks read.
   uint64_t verify_all(uint64_t* chunks_checked);

@@ -21,7 +21,10 @@ struct EntryMeta {
   uint32_t tokens_per_chunk = 0;
   std::vector<TokenId> tokens;         ///< the history the entry covers
   std::vector<uint64_t> token_hashes;  ///< per token chunk: XXH3 of its token ids
-  double created = 0, last_access = 0;
+  /// When the session's entry first entered the store (FIFO's order): kept when a save or a
+  /// truncation replaces the entry of the session.
+  double created = 0;
+  double last_access = 0;           ///< the last save or load (LRU's order)
   double ttl = 0;                   ///< seconds after last access; 0 = never expires
   std::vector<uint64_t> slots;      ///< per chunk, index chunk_index(layer, kv, c)
   std::vector<uint64_t> checksums;  ///< per chunk, XXH3 of its stored bytes

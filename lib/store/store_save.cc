@@ -113,7 +113,13 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   m.tokens_per_chunk = static_cast<uint32_t>(cfg_.chunk_bytes / req.shape.token_bytes);
   m.tokens = req.tokens;
   m.hash_tokens();
-  m.created = m.last_access = now();
+  m.last_access = now();
+  m.created = req.created;
+  if (m.created < 0) {  // a re-save replacing the session's entry keeps its first insertion
+    std::lock_guard<std::mutex> g(mu_);
+    auto old = index_.find(req.session);
+    m.created = old != index_.end() ? old->second->meta.created : m.last_access;
+  }
   m.ttl = req.ttl < 0 ? cfg_.default_ttl : req.ttl;
   m.checksums.assign(m.n_chunks(), 0);
   st->layers.resize(static_cast<size_t>(m.shape.n_layers));
@@ -303,7 +309,7 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
   }
   // Free the old entry first so the rewrite has room even in a full store.
   erase(session);
-  SaveRequest req{session, m.fingerprint, m.encoding, m.shape, kept, m.ttl};
+  SaveRequest req{session, m.fingerprint, m.encoding, m.shape, kept, m.ttl, m.created};
   SaveHandle h = begin_save(req);
   if (!h.ok()) return false;
   for (int l = 0; l < m.shape.n_layers; ++l) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -16,6 +17,7 @@
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
 #include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
 #include "lib/store/faulty_io.h"
 #include "tests/support/test_data.h"
 
@@ -102,6 +104,35 @@ TEST(Engine, CachedAttentionServesTheSameTokensAsRecompute) {
     EXPECT_EQ(r.tier, r.turn == 0 ? "none" : "miss");
   }
   EXPECT_EQ(ca.load_failures + ca.save_failures, 0);
+}
+
+// Every turn replaces its session's entry (erase, then save); the entry keeps the time its
+// first turn's save entered the store (FIFO's order), while its last access moves on.
+TEST(Engine, ASessionsEntryKeepsItsFirstSaveTimeAcrossTurns) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  store::StoreConfig c;
+  c.dram_bytes = 64 << 20;
+  c.chunk_bytes = 64 << 10;
+  c.io_threads = 2;
+  auto ticks = std::make_shared<std::atomic<int64_t>>(0);
+  c.clock = [ticks] { return static_cast<double>(++*ticks); };  // every reading differs
+  store::AttentionStore st(c);
+  std::map<uint64_t, double> first_save;
+  EngineConfig ec = config(Mode::CA);
+  ec.async_save = false;  // each turn's save has committed when the next turn is prepared
+  Engine e(*m, &st, ec);
+  const RunResult r = e.run(sessions(3, 3, 40, 12), {}, [&](uint64_t s, int32_t) {
+    if (!first_save.count(s) && st.inserted_at(s) >= 0) first_save[s] = st.inserted_at(s);
+  });
+  EXPECT_EQ(r.load_failures + r.save_failures, 0);
+  ASSERT_EQ(first_save.size(), 3u);
+  for (const auto& [s, t] : first_save) {
+    store::EntryMeta meta;
+    ASSERT_TRUE(st.entry_meta(s, &meta)) << s;
+    EXPECT_EQ(meta.created, t) << "session " << s;
+    EXPECT_GT(meta.last_access, meta.created) << "session " << s;  // two re-saves since
+  }
 }
 
 TEST(Engine, OverflowTruncatesTheStoredEntryInCaAndInvalidatesItInOf) {

@@ -123,6 +123,40 @@ TEST(SimStore, LruEvictsTheLeastRecentlyUsedToSsdThenDrops) {
   EXPECT_EQ(s.entries(), 3);
 }
 
+// As in lib/store: a session's re-save (every turn makes one) and an unaligned truncation's
+// rewrite keep the entry's first insertion time, so FIFO evicts the session saved first even
+// after it was re-saved, while LRU evicts the session idle longest.
+TEST(SimStore, ResaveKeepsFirstInsertionSoFifoAndLruDiffer) {
+  for (const char* pol : {"lru", "fifo"}) {
+    SCOPED_TRACE(pol);
+    SimStore s(small(3, 0, pol), 2, 128);  // three entries, no SSD: an eviction drops
+    ASSERT_GE(s.save(1, 32, 1), 0);
+    s.commit(1);
+    ASSERT_GE(s.save(2, 32, 2), 0);
+    s.commit(2);
+    // Session 1's next turn, as SimEngine runs it: a hit, then the re-save.
+    ASSERT_TRUE(s.lookup(1, 32, 3).hit);
+    s.unpin(1);
+    ASSERT_GE(s.save(1, 32, 3), 0);
+    s.commit(1);
+    s.truncate(1, 1, 4);  // 31 tokens: unaligned, rewritten
+    ASSERT_TRUE(s.lookup(1, 31, 4).hit);
+    s.unpin(1);
+    ASSERT_GE(s.save(3, 32, 5), 0);  // the tier is full: 1, 2, 3
+    s.commit(3);
+    ASSERT_GE(s.save(4, 32, 6), 0);  // one of them is dropped
+    s.commit(4);
+    // FIFO: 1 entered first (t=1); LRU: 2 has been idle since t=2.
+    const bool fifo = std::string(pol) == "fifo";
+    const store::SessionId victim = fifo ? 1 : 2, kept = fifo ? 2 : 1;
+    EXPECT_FALSE(s.lookup(victim, 32, 7).hit);
+    EXPECT_TRUE(s.lookup(kept, 32, 7).hit);
+    EXPECT_TRUE(s.lookup(3, 32, 7).hit);
+    EXPECT_TRUE(s.lookup(4, 32, 7).hit);
+    EXPECT_EQ(s.entries(), 3);
+  }
+}
+
 TEST(SimStore, PinnedEntriesAreNotEvictedAndTtlExpires) {
   SimStoreConfig c = small(1, 0, "lru");
   c.ttl = 10;

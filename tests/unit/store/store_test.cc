@@ -2,6 +2,7 @@
 // eviction through the advisor, prefetch and the DRAM reserve, statistics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -273,6 +274,92 @@ TEST(Store, AdvisorDecidesVictimsAndCanRefuse) {
   adv->prefer = 99;  // refuses: the save fails, nothing is dropped
   EXPECT_FALSE(save_entry(st, 4, 4, kShape, pos));
   EXPECT_TRUE(st.where(1, nullptr) && st.where(3, nullptr));
+}
+
+// First in, first out by EntryInfo::created (lib/policy's Fifo, which test_store cannot link).
+class FifoAdvisor : public PlacementAdvisor {
+ public:
+  std::vector<Victim> choose_victims(TierKind, uint64_t bytes_needed,
+                                     const std::vector<EntryInfo>& c, const std::vector<SessionId>&,
+                                     double) override {
+    std::vector<EntryInfo> order = c;
+    std::sort(order.begin(), order.end(), [](const EntryInfo& a, const EntryInfo& b) {
+      return a.created != b.created ? a.created < b.created : a.session < b.session;
+    });
+    std::vector<Victim> out;
+    uint64_t freed = 0;
+    for (const EntryInfo& e : order) {
+      if (freed >= bytes_needed) break;
+      out.push_back({e.session, false});
+      freed += e.bytes;
+    }
+    return out;
+  }
+  std::vector<SessionId> choose_prefetch(const std::vector<SessionId>&,
+                                         const std::vector<EntryInfo>&, uint64_t, double) override {
+    return {};
+  }
+};
+
+// Every turn re-saves its session's entry. The new entry keeps the first insertion time
+// (created) whichever way it replaces the old one: a plain re-save, the engine's erase then
+// save with inserted_at(), or an unaligned truncation's rewrite; last_access moves on. So
+// FIFO evicts the session saved first even though it was re-saved later, LRU the session
+// idle longest.
+TEST(Store, ResaveKeepsFirstInsertionSoFifoAndLruDiffer) {
+  for (const bool fifo : {false, true}) {
+    for (const bool erase_first : {false, true}) {
+      SCOPED_TRACE(std::string(fifo ? "fifo" : "lru") + (erase_first ? ", erase first" : ""));
+      FakeClock clock;
+      StoreConfig c = dram_cfg(24 * kChunk, &clock);  // three entries of 8 chunks, no SSD
+      if (fifo) {
+        c.advisor = std::make_shared<FifoAdvisor>();
+      } else {
+        c.advisor = std::make_shared<LruAdvisor>();
+      }
+      AttentionStore st(c);
+      const auto pos = iota_positions(64);
+      EXPECT_LT(st.inserted_at(1), 0);
+      *clock.t = 100;
+      ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+      *clock.t = 101;
+      ASSERT_TRUE(save_entry(st, 2, 2, kShape, pos));
+      *clock.t = 102;  // session 1's next turn re-saves its entry
+      if (erase_first) {
+        const double created = st.inserted_at(1);
+        EXPECT_TRUE(st.erase(1));
+        ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos, KeyEncoding::PreRope, testing::test_fp(), -1,
+                               created));
+      } else {
+        ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));  // old entry replaced at commit
+      }
+      EntryMeta m;
+      ASSERT_TRUE(st.entry_meta(1, &m));
+      EXPECT_EQ(m.created, 100);
+      EXPECT_EQ(m.last_access, 102);
+      EXPECT_EQ(st.inserted_at(1), 100);
+      *clock.t = 103;  // unaligned: read, cut, rewritten as a new entry
+      ASSERT_TRUE(st.truncate(1, TruncateSpec{16, 0, 0}));
+      ASSERT_TRUE(st.entry_meta(1, &m));
+      EXPECT_EQ(m.n_tokens(), 48);
+      EXPECT_EQ(m.created, 100);
+      EXPECT_EQ(m.last_access, 103);
+      EXPECT_EQ(st.stats().get(Counter::TruncationRewrites), 1u);
+      *clock.t = 104;
+      ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));  // the tier is full: 1, 2, 3
+      *clock.t = 105;
+      ASSERT_TRUE(save_entry(st, 4, 4, kShape, pos));  // one of them must go
+      // FIFO: 1 entered first (t=100) although it was written last before 3; LRU: 2 has
+      // been idle since t=101.
+      const SessionId victim = fifo ? 1 : 2, kept = fifo ? 2 : 1;
+      EXPECT_FALSE(st.where(victim, nullptr));
+      EXPECT_TRUE(st.where(kept, nullptr));
+      EXPECT_TRUE(st.where(3, nullptr) && st.where(4, nullptr));
+      EXPECT_EQ(st.stats().get(TierKind::Dram, TierCounter::Drops), 1u);
+      EXPECT_EQ(st.inserted_at(victim), -1);
+      EXPECT_EQ(st.inserted_at(4), 105);  // a session's first save is its insertion
+    }
+  }
 }
 
 TEST(Store, StartupErrorsAreClear) {
