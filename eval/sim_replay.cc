@@ -70,9 +70,12 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     const auto bw = [](double profile_gbps, double slowed) {
       return slowed > 0 ? std::min(profile_gbps, slowed) : profile_gbps;
     };
-    sc.d2d = sim::Link(bw(p.d2d_gbps, opts.store.read_gbps[0]), 0);
-    sc.h2d = sim::Link(bw(p.h2d_gbps, opts.store.read_gbps[1]), p.pcie_latency_s);
-    sc.d2h = sim::Link(bw(p.d2h_gbps, opts.store.write_gbps[1]), p.pcie_latency_s);
+    // With tensor parallelism each GPU holds 1/gpus of every layer's KV heads and moves its
+    // share over its own PCIe link and HBM: the per-GPU links add up. The SSD is shared.
+    const double g = std::max(p.gpus, 1);
+    sc.d2d = sim::Link(bw(g * p.d2d_gbps, opts.store.read_gbps[0]), 0);
+    sc.h2d = sim::Link(bw(g * p.h2d_gbps, opts.store.read_gbps[1]), p.pcie_latency_s);
+    sc.d2h = sim::Link(bw(g * p.d2h_gbps, opts.store.write_gbps[1]), p.pcie_latency_s);
     sc.ssd_read = sim::Link(bw(p.ssd_read_gbps, opts.store.read_gbps[2]), p.ssd_latency_s);
     sc.ssd_write = sim::Link(bw(p.ssd_write_gbps, opts.store.write_gbps[2]), p.ssd_latency_s);
     policy::Capacity cap;

@@ -94,6 +94,7 @@ int run_replay_cmd(ReplayArgs& a) {
   o.store.hbm_bytes = store::parse_size(a.hbm, "--hbm");
   sim::HardwareProfile prof;
   if (a.sim) prof = sim::load_profile(a.profile);
+  if (a.sim && o.gpus > 1) prof.gpus = o.gpus;  // tensor parallel over the GPUs charged
   o.store.dram_bytes = a.dram != "auto"               ? store::parse_size(a.dram, "--dram")
                        : a.sim && prof.dram_bytes > 0 ? static_cast<uint64_t>(prof.dram_bytes)
                                                       : (1ull << 30);
@@ -284,7 +285,8 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str();
   sub->add_option("--price-ssd", a->o.prices.ssd_usd_per_gb_hour, "USD per GB-hour of SSD")
       ->capture_default_str();
-  sub->add_option("--gpus", a->o.gpus, "accelerators charged")->capture_default_str();
+  sub->add_option("--gpus", a->o.gpus, "accelerators charged (sim: also tensor parallel over them)")
+      ->capture_default_str();
   sub->add_option("--out", a->out, "write the summary JSON here");
   sub->add_option("--csv", a->csv, "write per-turn records here (CSV)");
   sub->add_flag("--quiet", a->quiet, "no progress on stderr");

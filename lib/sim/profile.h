@@ -28,8 +28,8 @@ struct HardwareProfile {
   int gpus = 1;                   ///< accelerators serving one model replica (tensor parallel)
   // Links of the store's tiers.
   double d2d_gbps = 0;        ///< HBM tier -> KV pool copies
-  double h2d_gbps = 0;        ///< pinned host -> accelerator (DRAM tier loads)
-  double d2h_gbps = 0;        ///< accelerator -> pinned host (saves)
+  double h2d_gbps = 0;        ///< pinned host -> accelerator (DRAM tier loads), per GPU
+  double d2h_gbps = 0;        ///< accelerator -> pinned host (saves), per GPU
   double pcie_latency_s = 0;  ///< per transfer
   double ssd_read_gbps = 0;
   double ssd_write_gbps = 0;
