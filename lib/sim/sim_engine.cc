@@ -302,8 +302,8 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
         sr.session = sessions[sr.session].id;
         saved_.erase(sr.session);
         it = jobs_
-                 .emplace(sr.id, prepare(sr, static_cast<int64_t>(in.ids.size()),
-                                         in.output_tokens, &res))
+                 .emplace(sr.id,
+                          prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res))
                  .first;
       }
       double stall = 0;
