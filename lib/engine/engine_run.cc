@@ -206,12 +206,6 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     }
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
-      if (it == jobs_.end()) {  // a new head (held back above while not at the head)
-        const sched::Request& r = sched.waiting().front();
-        const sched::Request sr = store_id(r);
-        saved_.erase(sr.session);
-        it = jobs_.emplace(r.id, prepare(sr, input_of(r), &res)).first;
-      }
       double stall = 0;
       if (it == jobs_.end() || !admit(*it->second, &stall)) break;
       Job& j = *it->second;

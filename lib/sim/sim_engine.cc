@@ -296,16 +296,6 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
     }
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
-      if (it == jobs_.end()) {  // a new head (held back above while not at the head)
-        sched::Request sr = sched.waiting().front();
-        const engine::TurnInput& in = sessions[sr.session].turns[static_cast<size_t>(sr.turn)];
-        sr.session = sessions[sr.session].id;
-        saved_.erase(sr.session);
-        it = jobs_
-                 .emplace(sr.id,
-                          prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res))
-                 .first;
-      }
       double stall = 0;
       if (it == jobs_.end() || !admit(*it->second, &stall)) break;
       Job& j = *it->second;
