@@ -9,15 +9,10 @@
 #include "eval/replay.h"
 #include "eval/sim_replay.h"
 #include "lib/core/error.h"
+#include "lib/metrics/stats.h"
 
 namespace cb::eval {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // The numbers a study may report, from a replay summary (metrics::summarize).
 nlohmann::json values_of(const nlohmann::json& s) {
@@ -79,6 +74,19 @@ class Runner {
     return o;
   }
 
+  // A micro study's batch: all requests at once, `batch` per step, `prepared` prepared ahead;
+  // `warmup` first turns only fill the store (5 s of think time lets their saves commit).
+  ReplayOptions micro(int batch, int64_t tokens_per_seq, int prepared, int warmup) const {
+    ReplayOptions o = base();
+    o.engine.sched.rate = 0;
+    o.engine.sched.think = sched::ThinkTime::parse("const:5");
+    o.engine.sched.max_batch = batch;
+    o.engine.sched.max_batch_tokens = tokens_per_seq * batch;
+    o.engine.preload_jobs = prepared;
+    o.engine.warmup_turns = warmup;
+    return o;
+  }
+
   // One point: the replay's values (real mode: each the median over the repetitions).
   nlohmann::json run(const datasets::Trace& trace, engine::Mode mode, const ReplayOptions& o,
                      const std::string& what, std::vector<metrics::TurnRecord>* records = nullptr) {
@@ -103,7 +111,7 @@ class Runner {
     for (const auto& [k, x] : samples[0].items()) {
       std::vector<double> xs;
       for (const auto& s : samples) xs.push_back(s[k].get<double>());
-      v[k] = median(xs);
+      v[k] = metrics::median(xs);
     }
     if (a_.log) {
       char b[256];
@@ -151,13 +159,7 @@ void recompute_vs_ca(Runner& run, AblateResult* r) {
   for (int64_t hist = 500; hist <= 900; hist += 100) {
     // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
     const datasets::Trace t = micro_trace(a.batch, {{hist, 1}, {1000 - hist - 1, 1}});
-    ReplayOptions o = run.base();
-    o.engine.sched.rate = 0;
-    o.engine.sched.think = sched::ThinkTime::parse("const:5");
-    o.engine.sched.max_batch = a.batch;
-    o.engine.sched.max_batch_tokens = 1000LL * a.batch;
-    o.engine.preload_jobs = a.batch;
-    o.engine.warmup_turns = a.batch;
+    ReplayOptions o = run.micro(a.batch, 1000, a.batch, a.batch);
     const std::string label = std::to_string(hist) + "/" + std::to_string(1000 - hist);
     struct V {
       const char* series;
@@ -192,13 +194,7 @@ void preload(Runner& run, AblateResult* r) {
   }
   // Twice the batch: the second half waits while the first computes, its read buffer filling.
   const datasets::Trace t = micro_trace(2 * a.batch, {{1000, 1}, {99, 1}});
-  ReplayOptions o = run.base();
-  o.engine.sched.rate = 0;
-  o.engine.sched.think = sched::ThinkTime::parse("const:5");
-  o.engine.sched.max_batch = a.batch;
-  o.engine.sched.max_batch_tokens = 1000LL * a.batch;
-  o.engine.preload_jobs = 2 * a.batch;
-  o.engine.warmup_turns = 2 * a.batch;
+  ReplayOptions o = run.micro(a.batch, 1000, 2 * a.batch, 2 * a.batch);
   o.engine.preload = false;
   r->rows.push_back({"CA", "no preload", 0, run.run(t, engine::Mode::CA, o, "no preload")});
   o.engine.preload = true;
@@ -242,10 +238,7 @@ void async_save(Runner& run, AblateResult* r) {
     }
     // Four batches: a synchronous save holds up the batch after it.
     const datasets::Trace t = micro_trace(4 * a.batch, {{p, 20}});
-    ReplayOptions o = run.base();
-    o.engine.sched.rate = 0;
-    o.engine.sched.max_batch = a.batch;
-    o.engine.sched.max_batch_tokens = (p + 1) * a.batch;
+    ReplayOptions o = run.micro(a.batch, p + 1, 4, 0);
     for (bool async : {false, true}) {
       o.engine.async_save = async;
       const char* series = async ? "async save" : "sync save";
@@ -415,6 +408,10 @@ const std::vector<std::string>& ablation_studies() {
   return s;
 }
 
+bool ablation_needs_trace(const std::string& study) {
+  return !(study == "recompute-vs-ca" || study == "preload" || study == "async-save");
+}
+
 bool ablation_runs_real(const std::string& study) {
   return study == "recompute-vs-ca" || study == "preload" || study == "async-save" ||
          study == "truncation";
@@ -453,9 +450,7 @@ AblateResult run_ablation(const AblateOptions& a) {
   if (a.sim) r.config["profile"] = a.profile.name;
   if (!a.sim) r.config["repetitions"] = a.reps;
   r.config["window_tokens"] = window(a);
-  const bool micro =
-      a.study == "recompute-vs-ca" || a.study == "preload" || a.study == "async-save";
-  if (a.trace != nullptr && !micro) {
+  if (a.trace != nullptr && ablation_needs_trace(a.study)) {
     r.config["trace"] = {{"path", a.trace->path},
                          {"sessions", a.trace->sessions.size()},
                          {"turns", a.trace->turns()}};

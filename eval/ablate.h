@@ -22,6 +22,8 @@ namespace cb::eval {
 
 /// The studies, in the paper's figure order.
 const std::vector<std::string>& ablation_studies();
+/// True for the studies that replay a trace (all but the three micro studies).
+bool ablation_needs_trace(const std::string& study);
 /// True when `study` runs on the real backend (the micro studies and truncation; the
 /// others need paper-scale DRAM and SSD).
 bool ablation_runs_real(const std::string& study);

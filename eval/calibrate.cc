@@ -11,6 +11,7 @@
 
 #include "lib/core/error.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/metrics/stats.h"
 #include "lib/sim/cost_model.h"
 #include "lib/store/attention_store.h"
 
@@ -19,12 +20,6 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // Solves the n x n system a x = b (Gaussian elimination, partial pivoting); false when
@@ -181,7 +176,7 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
     std::vector<sim::StepLoad> loads(static_cast<size_t>(s.batch),
                                      sim::StepLoad{s.new_tokens, s.context, true});
     const sim::StepFlops f = flops_model.flops(loads);
-    ts.push_back(median(reps[g]));
+    ts.push_back(metrics::median(reps[g]));
     gs.push_back(f.gemm);
     as.push_back(s.new_tokens > 1 ? f.attn : 0.0);
     ds.push_back(s.new_tokens > 1 ? 0.0 : f.attn);
@@ -207,7 +202,7 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
     pt.predicted_s = fitted.step_time(loads);
     errs.push_back(std::fabs(pt.predicted_s / pt.measured_s - 1));
   }
-  cal.median_abs_error = median(errs);
+  cal.median_abs_error = metrics::median(errs);
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "non-negative least-squares fit of %zu timed forward calls of %s (median of %d "
@@ -276,8 +271,8 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
       }
     }
     if (!dir.empty()) std::filesystem::remove_all(dir);
-    *read_gbps = median(rs);
-    *write_gbps = median(wsv);
+    *read_gbps = metrics::median(rs);
+    *write_gbps = metrics::median(wsv);
   };
   probe(false, &p.h2d_gbps, &p.d2h_gbps);
   p.d2d_gbps = p.h2d_gbps;

@@ -84,7 +84,7 @@ int run_ablate(AblateArgs& a) {
   datasets::Trace trace;
   bool need_trace = false;
   for (const auto& s : studies) {
-    need_trace = need_trace || !(s == "recompute-vs-ca" || s == "preload" || s == "async-save");
+    need_trace = need_trace || eval::ablation_needs_trace(s);
   }
   if (need_trace) {
     if (!a.trace.empty()) {
