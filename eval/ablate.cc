@@ -65,6 +65,7 @@ class Runner {
     o.engine.sched.seed = a_.seed;
     o.engine.sched.max_batch = a_.max_batch;
     o.engine.sched.rate = a_.rate;
+    o.engine.sched.think = a_.think;
     o.store.policy = "sched";
     // Real mode: 256 MiB holds every micro study's entries (the tier is allocated, zeroed
     // and locked up front, for every run).
@@ -455,6 +456,7 @@ AblateResult run_ablation(const AblateOptions& a) {
                          {"sessions", a.trace->sessions.size()},
                          {"turns", a.trace->turns()}};
     r.config["rate"] = a.rate;
+    r.config["think_time"] = a.think.describe();
     r.config["max_batch"] = a.max_batch;
   }
   return r;

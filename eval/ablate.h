@@ -16,6 +16,7 @@
 #include "datasets/trace.h"
 #include "lib/metrics/turn_record.h"
 #include "lib/model/model.h"
+#include "lib/sched/arrivals.h"
 #include "lib/sim/profile.h"
 
 namespace cb::eval {
@@ -38,9 +39,10 @@ struct AblateOptions {
   int reps = 3;                            ///< real mode: repetitions per point (median)
   const datasets::Trace* trace = nullptr;  ///< trace studies
   uint64_t seed = 0;
-  int max_batch = 16;  ///< trace studies: sequences per step
-  double rate = 1.0;   ///< trace studies: new sessions per second
-  int64_t ctx = 0;     ///< context window (0: the model's)
+  int max_batch = 16;      ///< trace studies: sequences per step
+  double rate = 1.0;       ///< trace studies: new sessions per second
+  sched::ThinkTime think;  ///< trace studies: between an answer and the session's next turn
+  int64_t ctx = 0;         ///< context window (0: the model's)
   int64_t max_output_tokens = 0;
   std::function<void(const std::string&)> log;  ///< one line per finished run
 };

@@ -26,6 +26,7 @@ struct AblateArgs {
   int gpus = 0;
   std::string trace, out;
   int64_t sessions = 0;
+  std::string think = "0";
   bool no_plot = false, quiet = false;
   eval::AblateOptions o;
 };
@@ -59,6 +60,7 @@ int run_ablate(AblateArgs& a) {
     throw make_error("--mode", "expected sim or real, got '" + a.mode + "'");
   }
   o.sim = a.mode == "sim";
+  o.think = sched::ThinkTime::parse(a.think);
   std::vector<std::string> studies;
   if (a.study == "all") {
     for (const auto& s : eval::ablation_studies()) {
@@ -175,6 +177,8 @@ void register_ablate(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_option("--rate", a->o.rate, "trace studies: new sessions per second")
+      ->capture_default_str();
+  sub->add_option("--think-time", a->think, "trace studies: 0, const:S, exp:MEAN, uniform:LO:HI")
       ->capture_default_str();
   sub->add_option("--ctx", a->o.ctx, "context window in tokens (0: the model's)")
       ->capture_default_str();

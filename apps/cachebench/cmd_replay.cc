@@ -267,6 +267,11 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--kv-blocks", e.num_blocks, "paged KV pool (0: max-batch full windows)")
       ->capture_default_str();
   sub->add_option("--block-size", e.block_size, "tokens per KV block")->capture_default_str();
+  sub->add_option("--lookahead", e.sched.lookahead,
+                  "sessions in the look-ahead window handed to the store (queue, then known "
+                  "next turns)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--rate", e.sched.rate, "new sessions per second (0: all at once)")
       ->capture_default_str();
   auto think = std::make_shared<std::string>("0");

@@ -172,6 +172,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   skipped_ = 0;
   const store::StatsSnapshot before = store_ ? store_->stats() : store::StatsSnapshot{};
   std::vector<sched::SessionId> last_lookahead;
+  uint64_t lookahead_version = ~0ull;
   const auto input_of = [&](const sched::Request& r) -> const TurnInput& {
     return sessions[r.session].turns[static_cast<size_t>(r.turn)];
   };
@@ -182,7 +183,8 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   while (!sched.finished()) {
     sched.advance(now());
     poll_saves();
-    if (store_ != nullptr && cfg_.mode != Mode::RE) {
+    if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
+      lookahead_version = sched.version();
       std::vector<sched::SessionId> la = sched.lookahead();
       for (auto& s : la) s = sessions[s].id;
       if (la != last_lookahead) {

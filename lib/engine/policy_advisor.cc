@@ -69,6 +69,7 @@ std::vector<store::Victim> PolicyAdvisor::choose_victims(
 std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
     const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
     uint64_t /*dram_free_bytes*/, double /*now*/) {
+  if (!policy_->uses_lookahead()) return {};
   policy::LookAhead ahead;
   ahead.skv = skv_;
   return choose_prefetch_with_mean(lookahead, on_ssd,
@@ -78,6 +79,7 @@ std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
 std::vector<store::SessionId> PolicyAdvisor::choose_prefetch_with_mean(
     const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
     uint64_t mean_ssd_bytes) const {
+  if (!policy_->uses_lookahead()) return {};
   const uint64_t skv = skv_ > 0 ? skv_ : std::max<uint64_t>(mean_ssd_bytes, 1);
   const uint64_t window = policy::window_lengths(capacity_, skv).prefetch;
   std::unordered_set<store::SessionId> ssd;

@@ -29,7 +29,8 @@ class PolicyAdvisor final : public store::PlacementAdvisor {
 
   /// Scheduler-aware fetching: the SSD entries of the sessions in the prefetch window
   /// (Cmem / Skv jobs of the look-ahead), in queue order. The store fetches them while they
-  /// fit, making room through choose_victims.
+  /// fit, making room through choose_victims. Empty for policies that ignore the look-ahead
+  /// (LRU, FIFO): they load hits from SSD on demand.
   std::vector<store::SessionId> choose_prefetch(const std::vector<store::SessionId>& lookahead,
                                                 const std::vector<store::EntryInfo>& on_ssd,
                                                 uint64_t dram_free_bytes, double now) override;

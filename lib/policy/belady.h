@@ -13,6 +13,8 @@ class Belady : public EvictionPolicy {
  public:
   /// "belady".
   std::string_view name() const override { return "belady"; }
+  /// Yes: it ranks entries by their next use in the look-ahead.
+  bool uses_lookahead() const override { return true; }
   /// Sorts by next use in the whole of ahead.queue, farthest first.
   std::vector<size_t> order(const std::vector<EntryMeta>& entries, std::vector<size_t> candidates,
                             const Capacity& capacity, const LookAhead& ahead) const override;

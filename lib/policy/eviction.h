@@ -23,6 +23,12 @@ class EvictionPolicy {
   /// Short stable name ("scheduler-aware", "lru", "fifo", "belady") for configs and results.
   virtual std::string_view name() const = 0;
 
+  /// Whether the policy reads the scheduler's look-ahead. Only such policies prefetch SSD
+  /// entries of upcoming jobs into DRAM; LRU and FIFO are look-ahead-blind caches that load
+  /// a hit from whichever tier holds it (a prefetch would also be their next victim: the
+  /// fetched entry was used longest ago, or inserted first).
+  virtual bool uses_lookahead() const { return false; }
+
   /// Returns `candidates` (indices into `entries`, possibly of different tiers) sorted so
   /// that the entry to evict first comes first. Must be a deterministic total order that
   /// depends on the entries' contents, not on their positions in `entries`.

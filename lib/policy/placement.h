@@ -38,6 +38,8 @@ class SchedulerAware : public EvictionPolicy {
  public:
   /// "scheduler-aware".
   std::string_view name() const override { return "scheduler-aware"; }
+  /// Yes: it ranks entries by their next use in the look-ahead.
+  bool uses_lookahead() const override { return true; }
   /// The order described above; the window is window_lengths(capacity, effective_skv).eviction.
   std::vector<size_t> order(const std::vector<EntryMeta>& entries, std::vector<size_t> candidates,
                             const Capacity& capacity, const LookAhead& ahead) const override;

@@ -8,10 +8,6 @@
 
 namespace cb::sched {
 
-bool Scheduler::later(const Pending& a, const Pending& b) {
-  return a.at != b.at ? a.at > b.at : a.session > b.session;
-}
-
 Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
     : cfg_(cfg), turns_(std::move(turns)), think_rng_(cfg.seed ^ 0x9e3779b97f4a7c15ull) {
   if (cfg_.max_batch < 1) {
@@ -29,25 +25,25 @@ Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
 }
 
 void Scheduler::push_pending(Pending p) {
-  pending_.push_back(p);
-  std::push_heap(pending_.begin(), pending_.end(), later);
+  ++version_;
+  pending_.insert(p);
 }
 
 double Scheduler::next_arrival() const {
-  return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.front().at;
+  return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.begin()->at;
 }
 
 void Scheduler::advance(double now) {
-  while (!pending_.empty() && pending_.front().at <= now) {
-    std::pop_heap(pending_.begin(), pending_.end(), later);
-    const Pending p = pending_.back();
-    pending_.pop_back();
+  while (!pending_.empty() && pending_.begin()->at <= now) {
+    const Pending p = *pending_.begin();
+    pending_.erase(pending_.begin());
     Request r;
     r.id = next_id_++;
     r.session = p.session;
     r.turn = p.turn;
     r.arrival = p.at;
     waiting_.push_back(r);
+    ++version_;
   }
 }
 
@@ -71,6 +67,7 @@ Request Scheduler::admit_head(int64_t prefill_tokens, int64_t output_tokens) {
   }
   Request r = waiting_.front();
   waiting_.pop_front();
+  ++version_;
   r.prefill_tokens = prefill_tokens;
   r.output_tokens = output_tokens;
   running_.push_back(r);
@@ -99,10 +96,7 @@ std::vector<SessionId> Scheduler::lookahead() const {
     if (out.size() >= cfg_.lookahead) return out;
     out.push_back(r.session);
   }
-  std::vector<Pending> future = pending_;
-  std::sort(future.begin(), future.end(),
-            [](const Pending& a, const Pending& b) { return later(b, a); });
-  for (const Pending& p : future) {
+  for (const Pending& p : pending_) {
     if (out.size() >= cfg_.lookahead) break;
     out.push_back(p.session);
   }

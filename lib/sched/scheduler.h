@@ -11,6 +11,7 @@
 #include <deque>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "lib/sched/arrivals.h"
@@ -28,7 +29,10 @@ struct SchedConfig {
   double rate = 1.0;                ///< new sessions per second (<= 0 or inf: all at once)
   uint64_t seed = 0;                ///< arrivals and think times
   ThinkTime think;                  ///< between an answer and the next turn
-  size_t lookahead = 64;            ///< sessions in the look-ahead window
+  /// Sessions in the look-ahead window (`--lookahead`). The paper sizes scheduler-aware
+  /// eviction's window as (DRAM + SSD) / mean entry size, about 1,900 LLaMA-13B conversations
+  /// at 128 GB + 2 TB; longer windows than the default make prefetches churn (docs/sim.md).
+  size_t lookahead = 64;
 };
 
 /// A request as the scheduler tracks it.
@@ -89,6 +93,9 @@ class Scheduler {
   /// The sessions of the look-ahead window: waiting requests (head first), then sessions
   /// whose next turn is known to arrive later (by time), at most config().lookahead.
   std::vector<SessionId> lookahead() const;
+  /// Changes whenever the waiting queue or the known future arrivals change (and so may the
+  /// look-ahead window); the engines recompute the window only then.
+  uint64_t version() const { return version_; }
 
   /// The next step: first a decode token for every running request past prefill, then
   /// prefill chunks of the others in admission order, within max_batch_tokens (at least
@@ -104,17 +111,24 @@ class Scheduler {
     SessionId session;
     int turn;
   };
-  static bool later(const Pending& a, const Pending& b);
+  struct Earlier {
+    bool operator()(const Pending& a, const Pending& b) const {
+      return a.at != b.at ? a.at < b.at : a.session < b.session;
+    }
+  };
   void push_pending(Pending p);
   Request* running_ref(RequestId id);
 
   SchedConfig cfg_;
   std::vector<int> turns_;
-  std::vector<Pending> pending_;  // min-heap by (at, session)
+  // Known future arrivals by (time, session): the earliest is released first, and the
+  // look-ahead window reads its front in order without sorting.
+  std::set<Pending, Earlier> pending_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;
   std::mt19937_64 think_rng_;
   RequestId next_id_ = 0;
+  uint64_t version_ = 0;
   int64_t done_ = 0, total_ = 0;
 };
 

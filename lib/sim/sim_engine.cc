@@ -272,10 +272,12 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
   sched_ = &sched;
   now_ = 0;
   std::vector<sched::SessionId> last_lookahead;
+  uint64_t lookahead_version = ~0ull;
   while (!sched.finished()) {
     sched.advance(now_);
     if (store_) poll_saves();
-    if (store_ != nullptr && cfg_.mode != Mode::RE) {
+    if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
+      lookahead_version = sched.version();
       std::vector<sched::SessionId> la = sched.lookahead();
       for (auto& s : la) s = sessions[s].id;
       if (la != last_lookahead) {

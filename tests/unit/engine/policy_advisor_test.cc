@@ -59,6 +59,19 @@ TEST(PolicyAdvisorTest, PrefetchesSsdEntriesOfThePrefetchWindowInQueueOrder) {
   EXPECT_EQ(a.choose_prefetch({1, 2, 3, 4, 5}, ssd, 300, 0.0), (std::vector<uint64_t>{2, 3}));
 }
 
+TEST(PolicyAdvisorTest, OnlyLookaheadPoliciesPrefetch) {
+  // LRU and FIFO never read the queue: they load SSD hits on demand. Belady, like the
+  // scheduler-aware policy, fetches the window's SSD entries.
+  std::vector<EntryInfo> ssd = {entry(2, TierKind::Ssd, 1.0), entry(3, TierKind::Ssd, 1.0)};
+  for (const char* blind : {"lru", "fifo"}) {
+    PolicyAdvisor a(blind, kCap, 100);
+    EXPECT_TRUE(a.choose_prefetch({1, 2, 3}, ssd, 300, 0.0).empty()) << blind;
+    EXPECT_TRUE(a.choose_prefetch_with_mean({1, 2, 3}, ssd, 100).empty()) << blind;
+  }
+  PolicyAdvisor b("belady", kCap, 100);
+  EXPECT_EQ(b.choose_prefetch({1, 2, 3}, ssd, 300, 0.0), (std::vector<uint64_t>{2, 3}));
+}
+
 TEST(PolicyAdvisorTest, UnknownPolicyIsAClearError) {
   EXPECT_THROW(PolicyAdvisor("mru", kCap), cb::Error);
 }

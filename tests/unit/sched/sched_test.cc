@@ -148,6 +148,29 @@ TEST(Scheduler, LookaheadIsTheQueueThenFutureArrivalsByTime) {
   EXPECT_EQ(s.lookahead(), (std::vector<SessionId>{1, 2, 3}));
 }
 
+TEST(Scheduler, LookaheadListsFutureArrivalsInTheOrderTheyArrive) {
+  // 300 next turns pending at random think times: the window must be the first 64 of them in
+  // the order advance() releases them (earliest first, ties by session).
+  SchedConfig c = cfg(300, 1000);
+  c.lookahead = 64;
+  c.think = ThinkTime::parse("exp:100");
+  Scheduler s(c, std::vector<int>(300, 2));
+  s.advance(0);
+  while (!s.waiting().empty()) s.admit_head(1, 1);
+  s.complete_step(s.plan_step(), 1.0);
+  ASSERT_TRUE(s.waiting().empty());
+  const std::vector<SessionId> window = s.lookahead();
+  ASSERT_EQ(window.size(), 64u);
+  std::vector<SessionId> released;
+  while (released.size() < 64) {
+    s.advance(s.next_arrival());
+    released.clear();
+    for (const Request& r : s.waiting()) released.push_back(r.session);
+  }
+  released.resize(64);
+  EXPECT_EQ(window, released);
+}
+
 TEST(Scheduler, StopTokensAndRestartedPrefills) {
   Scheduler s(cfg(2, 100), {1, 1});
   s.advance(0);
