@@ -58,7 +58,7 @@ Link& SimStore::read_link(TierKind t) {
 SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double now) {
   Hit h;
   auto it = index_.find(session);
-  if (it == index_.end() || !it->second.committed) return h;
+  if (it == index_.end()) return h;
   Entry& e = it->second;
   if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
     erase(session);
@@ -138,7 +138,9 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
     auto old = index_.find(session);
     created = old != index_.end() ? old->second.created : now;
   }
-  erase(session);
+  // As in lib/store, the replaced entry stays (visible, and a candidate for eviction) until
+  // the new one commits: both hold space meanwhile.
+  pending_.erase(session);
   const uint64_t n = chunks_for(tokens);
   for (int t = 0; t < 3; ++t) {
     const auto tk = static_cast<TierKind>(t);
@@ -150,8 +152,7 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
     e.chunks = n;
     e.created = created;
     e.last_access = now;
-    index_[session] = e;
-    in_tier_[t].insert(session);
+    pending_[session] = e;
     const double bytes = payload_bytes(tokens);
     Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;
     double before = l.busy_s();
@@ -175,8 +176,12 @@ void SimStore::set_tier(Entry& e, TierKind t) {
 }
 
 void SimStore::commit(store::SessionId session) {
-  auto it = index_.find(session);
-  if (it != index_.end()) it->second.committed = true;
+  auto it = pending_.find(session);
+  if (it == pending_.end()) return;
+  erase(session);  // the replaced entry, wherever it is now
+  in_tier_[static_cast<int>(it->second.tier)].insert(session);
+  index_[session] = it->second;
+  pending_.erase(it);
 }
 
 bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now) {

@@ -68,9 +68,10 @@ class SimStore {
   /// Drops the oldest `drop` tokens (lib/store's rules: whole chunks in place, else a rewrite).
   void truncate(store::SessionId session, int64_t drop, double now);
   /// Saves `tokens` tokens issued at `now`, replacing the session's entry; returns the commit
-  /// time, or a negative value when no tier had room. The entry is invisible to eviction until
-  /// commit() is called. `created` is when the session's entry first entered the store (FIFO's
-  /// order); < 0: the replaced entry's, or `now` when there is none (lib/store's SaveRequest).
+  /// time, or a negative value when no tier had room. Until commit() the new entry's space is
+  /// reserved but the entry is invisible, and the replaced one stays (lib/store's rule). `created`
+  /// is when the session's entry first entered the store (FIFO's order); < 0: the replaced entry's,
+  /// or `now` when there is none (lib/store's SaveRequest).
   double save(store::SessionId session, int64_t tokens, double now, double created = -1);
   /// Makes a saved entry visible (its commit time has passed).
   void commit(store::SessionId session);
@@ -94,7 +95,6 @@ class SimStore {
     double last_access = 0;  ///< last save or lookup
     uint64_t accesses = 0;
     int pins = 0;
-    bool committed = false;
     double moving_until = -1;  ///< a move (prefetch) in flight until then
   };
   uint64_t chunks_for(int64_t tokens) const;
@@ -104,7 +104,7 @@ class SimStore {
   bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now);
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
-  bool movable(const Entry& e) const { return e.pins == 0 && e.committed && e.moving_until < 0; }
+  bool movable(const Entry& e) const { return e.pins == 0 && e.moving_until < 0; }
 
   SimStoreConfig cfg_;
   int layers_;
@@ -112,7 +112,8 @@ class SimStore {
   uint64_t cap_[3] = {0, 0, 0}, free_[3] = {0, 0, 0}, reserve_chunks_ = 0;
   void set_tier(Entry& e, store::TierKind t);
   std::unordered_map<store::SessionId, Entry> index_;
-  std::unordered_set<store::SessionId> in_tier_[3];  // so a tier's decision scans only it
+  std::unordered_map<store::SessionId, Entry> pending_;  // saved, not yet committed
+  std::unordered_set<store::SessionId> in_tier_[3];      // so a tier's decision scans only it
   std::vector<store::SessionId> lookahead_, moving_;
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};

@@ -157,6 +157,25 @@ TEST(SimStore, ResaveKeepsFirstInsertionSoFifoAndLruDiffer) {
   }
 }
 
+// As in lib/store: a re-save's new entry becomes visible at commit, and the entry it replaces
+// stays visible, evictable and holding its space until then.
+TEST(SimStore, ReplacedEntryStaysUntilTheResaveCommits) {
+  SimStore s(small(3, 0, "lru"), 2, 128);  // three entries, no SSD
+  ASSERT_GE(s.save(1, 32, 1), 0);
+  s.commit(1);
+  ASSERT_GE(s.save(2, 32, 2), 0);
+  s.commit(2);
+  ASSERT_GE(s.save(1, 32, 3), 0);       // session 1's re-save, in flight
+  EXPECT_TRUE(s.lookup(1, 32, 4).hit);  // the replaced entry still answers
+  s.unpin(1);
+  ASSERT_GE(s.save(3, 32, 5), 0);  // full: old 1, 2, new 1 -> 2, idle longest, is dropped
+  EXPECT_FALSE(s.lookup(2, 32, 6).hit);
+  s.commit(1);
+  s.commit(3);
+  EXPECT_EQ(s.entries(), 2);
+  EXPECT_TRUE(s.lookup(1, 32, 7).hit);
+}
+
 TEST(SimStore, PinnedEntriesAreNotEvictedAndTtlExpires) {
   SimStoreConfig c = small(1, 0, "lru");
   c.ttl = 10;
