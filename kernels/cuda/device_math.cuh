@@ -1,0 +1,64 @@
+#pragma once
+// Device helpers shared by the kernels: fp32 load/store of any storage type, block reductions
+// and the storage-type dispatch of the launchers. nvcc only.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/storage.h"
+
+namespace cb::kernels::cuda::detail {
+
+__device__ __forceinline__ float to_f(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_f(float v);
+template <>
+__device__ __forceinline__ float from_f<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_f<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+/// Sum over the block, returned to every thread. blockDim.x is a multiple of 32 and at most
+/// 1024; every thread of the block must call it (it synchronizes, so a row may be rewritten
+/// in place after it).
+__device__ __forceinline__ float block_sum(float v) {
+  __shared__ float partial[32];
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();  // partial[] may still be read by a previous call
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  v = lane < warps ? partial[lane] : 0.0f;
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+}  // namespace cb::kernels::cuda::detail
+
+/// Calls LAUNCH(T) with T the C++ type of `storage` (float, __half, __nv_bfloat16).
+#define CB_DISPATCH_STORAGE(storage, LAUNCH)                                 \
+  do {                                                                       \
+    switch (storage) {                                                       \
+      case ::cb::kernels::cuda::Storage::F32: LAUNCH(float); break;          \
+      case ::cb::kernels::cuda::Storage::F16: LAUNCH(__half); break;         \
+      case ::cb::kernels::cuda::Storage::BF16: LAUNCH(__nv_bfloat16); break; \
+      default: return cudaErrorInvalidValue;                                 \
+    }                                                                        \
+  } while (0)

@@ -1,0 +1,55 @@
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/rope.h"
+
+namespace cb::kernels::cuda {
+namespace {
+
+using detail::from_f;
+using detail::to_f;
+
+template <typename T>
+__global__ void rope_kernel(T* x, const int32_t* __restrict__ positions, int64_t n, int64_t heads,
+                            int64_t head_dim, int64_t half, int64_t rope_dims, int64_t token_stride,
+                            double theta, bool interleaved) {
+  const int64_t total = n * heads * half;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = k % half;
+    const int64_t h = (k / half) % heads;
+    const int64_t t = k / (half * heads);
+    // The reference's angle: pos * theta^(-2i/rope_dims), in double at every position.
+    const double inv_freq =
+        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+    double s, c;
+    sincos(static_cast<double>(positions[t]) * inv_freq, &s, &c);
+    T* xh = x + t * token_stride + h * head_dim;
+    T* p0 = xh + (interleaved ? 2 * i : i);
+    T* p1 = p0 + (interleaved ? 1 : half);
+    const double x0 = to_f(*p0), x1 = to_f(*p1);
+    *p0 = from_f<T>(static_cast<float>(x0 * c - x1 * s));
+    *p1 = from_f<T>(static_cast<float>(x0 * s + x1 * c));
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rope(const RopeParams& p, cudaStream_t stream) {
+  if (p.n == 0) return cudaSuccess;
+  const int64_t stride = p.token_stride > 0 ? p.token_stride : p.heads * p.head_dim;
+  if (!p.x || !p.positions || p.n < 0 || p.heads <= 0 || p.head_dim <= 0 || p.rope_dims <= 0 ||
+      p.rope_dims % 2 != 0 || p.rope_dims > p.head_dim || stride < p.heads * p.head_dim ||
+      !(p.theta > 0)) {
+    return cudaErrorInvalidValue;
+  }
+  const int64_t half = p.rope_dims / 2;
+  const LaunchDims d = elementwise_dims(static_cast<size_t>(p.n * p.heads * half));
+#define CB_LAUNCH(T)                                                                          \
+  rope_kernel<T><<<d.grid, d.block, 0, stream>>>(                                             \
+      static_cast<T*>(p.x), p.positions, p.n, p.heads, p.head_dim, half, p.rope_dims, stride, \
+      static_cast<double>(p.theta), p.style == RopeStyle::Interleaved)
+  CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_LAUNCH
+  return cudaGetLastError();
+}
+
+}  // namespace cb::kernels::cuda

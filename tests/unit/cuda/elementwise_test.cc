@@ -1,0 +1,329 @@
+// Parity of kernels/cuda norm, rope, activation and embedding against kernels/cpu on random
+// inputs over shape sweeps, in fp32, fp16 and bf16 storage (inputs rounded to the storage
+// type first, so both sides see the same values). Outputs are poisoned with NaN before every
+// launch, so an element the kernel does not write fails. The launch geometry is checked on
+// the host; the parity tests skip without a GPU.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/storage.h"
+#include "lib/core/dtype.h"
+
+namespace {
+
+namespace kc = cb::kernels::cuda;
+using kc::Storage;
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    int n_ = 0;                                                                   \
+    const cudaError_t e_ = cudaGetDeviceCount(&n_);                               \
+    if (e_ != cudaSuccess || n_ == 0)                                             \
+      GTEST_SKIP() << "no CUDA GPU: "                                             \
+                   << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
+  } while (0)
+
+const char* name(Storage s) {
+  return s == Storage::F32 ? "f32" : s == Storage::F16 ? "f16" : "bf16";
+}
+
+/// Relative tolerance of one rounding to the storage type (plus fp32 evaluation order).
+float rel_tol(Storage s) {
+  return s == Storage::F32 ? 2e-5f : s == Storage::F16 ? 2e-3f : 1.6e-2f;
+}
+
+/// Rounds to the storage type and back, so the CPU reference sees what the GPU sees.
+float round_to(Storage s, float v) {
+  if (s == Storage::F16) return cb::fp16_to_fp32(cb::fp32_to_fp16(v));
+  if (s == Storage::BF16) return cb::bf16_to_fp32(cb::fp32_to_bf16(v));
+  return v;
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+/// A device tensor in a storage type, filled from and read back as floats.
+class DeviceTensor {
+ public:
+  DeviceTensor(Storage s, size_t n) : s_(s), n_(n) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * kc::storage_bytes(s)), cudaSuccess);
+  }
+  DeviceTensor(Storage s, const std::vector<float>& v) : DeviceTensor(s, v.size()) { upload(v); }
+  ~DeviceTensor() { cudaFree(ptr_); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+
+  void upload(const std::vector<float>& v) {
+    if (s_ == Storage::F32) {
+      EXPECT_EQ(cudaMemcpy(ptr_, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      return;
+    }
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      h[i] = s_ == Storage::F16 ? cb::fp32_to_fp16(v[i]) : cb::fp32_to_bf16(v[i]);
+    }
+    EXPECT_EQ(cudaMemcpy(ptr_, h.data(), h.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<float> download() const {
+    std::vector<float> v(n_);
+    if (s_ == Storage::F32) {
+      EXPECT_EQ(cudaMemcpy(v.data(), ptr_, n_ * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      return v;
+    }
+    std::vector<uint16_t> h(n_);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr_, n_ * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n_; ++i) {
+      v[i] = s_ == Storage::F16 ? cb::fp16_to_fp32(h[i]) : cb::bf16_to_fp32(h[i]);
+    }
+    return v;
+  }
+  /// All bits set: NaN in every storage type.
+  void poison() { EXPECT_EQ(cudaMemset(ptr_, 0xff, n_ * kc::storage_bytes(s_)), cudaSuccess); }
+  void* get() { return ptr_; }
+
+ private:
+  Storage s_;
+  size_t n_;
+  void* ptr_ = nullptr;
+};
+
+/// Device copy of int32 values (positions, token ids, flags).
+class DeviceInts {
+ public:
+  explicit DeviceInts(const std::vector<int32_t>& v) : n_(v.size()) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n_, 1) * 4), cudaSuccess);
+    ptr_ = static_cast<int32_t*>(p);
+    set(v);
+  }
+  ~DeviceInts() { cudaFree(ptr_); }
+  DeviceInts(const DeviceInts&) = delete;
+  DeviceInts& operator=(const DeviceInts&) = delete;
+  void set(const std::vector<int32_t>& v) {
+    EXPECT_EQ(cudaMemcpy(ptr_, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  int32_t first() const {
+    int32_t v = -1;
+    EXPECT_EQ(cudaMemcpy(&v, ptr_, 4, cudaMemcpyDeviceToHost), cudaSuccess);
+    return v;
+  }
+  int32_t* get() { return ptr_; }
+
+ private:
+  size_t n_;
+  int32_t* ptr_ = nullptr;
+};
+
+std::vector<float> rounded(Storage s, std::vector<float> v) {
+  for (float& x : v) x = round_to(s, x);
+  return v;
+}
+
+/// |got - want| <= tol * (|want| + floor), element by element; NaN fails.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                  float floor, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::fabs(got[i] - want[i]) <= tol * (std::fabs(want[i]) + floor);
+    if (!ok && reported++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
+    }
+  }
+}
+
+const Storage kStorages[] = {Storage::F32, Storage::F16, Storage::BF16};
+
+TEST(CudaLaunchDims, ElementwiseCoversEveryElementWithinTheGridLimit) {
+  EXPECT_EQ(kc::elementwise_dims(0).grid, 0u);
+  for (size_t n :
+       {size_t{1}, size_t{255}, size_t{256}, size_t{257}, size_t{1} << 20, size_t{1} << 34}) {
+    const kc::LaunchDims d = kc::elementwise_dims(n, 1000);
+    EXPECT_EQ(d.block, 256u);
+    EXPECT_GE(d.grid, 1u);
+    EXPECT_LE(d.grid, 1000u);
+    // Without the cap, one pass covers n exactly; with it, the grid-stride loop does.
+    if (d.grid < 1000u) {
+      EXPECT_GE(static_cast<size_t>(d.grid) * d.block, n) << n;
+      EXPECT_LT(static_cast<size_t>(d.grid - 1) * d.block, n) << n;
+    }
+  }
+}
+
+TEST(CudaLaunchDims, RowsGetAWarpMultipleUpToOneThousandTwentyFourThreads) {
+  for (int64_t dim : {1, 31, 128, 129, 4096, 5120, 8192, 1 << 20}) {
+    const kc::LaunchDims d = kc::row_dims(7, dim);
+    EXPECT_EQ(d.grid, 7u);
+    EXPECT_EQ(d.block % 32, 0u) << dim;
+    EXPECT_GE(d.block, 32u);
+    EXPECT_LE(d.block, 1024u);
+    if (d.block < 1024u) {
+      EXPECT_GE(static_cast<int64_t>(d.block) * 4, dim) << dim;
+    }
+  }
+  EXPECT_EQ(kc::row_dims(0, 64).grid, 0u);
+  EXPECT_EQ(kc::row_dims(3, 0).grid, 0u);
+  EXPECT_EQ(kc::row_dims(int64_t{1} << 31, 64).grid, 0u);  // beyond the grid's x dimension
+}
+
+TEST(CudaKernels, BadParametersAreRejectedBeforeLaunch) {
+  // No device memory needed: the launchers validate first (and need no GPU for that).
+  EXPECT_EQ(kc::launch_rmsnorm({nullptr, nullptr, nullptr, 0, 64}, nullptr), cudaSuccess);
+  EXPECT_EQ(kc::launch_rmsnorm({nullptr, nullptr, nullptr, 2, 64}, nullptr), cudaErrorInvalidValue);
+  kc::RopeParams r;
+  r.n = 1;
+  EXPECT_EQ(kc::launch_rope(r, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kc::launch_swiglu({nullptr, nullptr, nullptr, -1}, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kc::launch_embedding({}, nullptr), cudaSuccess);  // n == 0
+}
+
+TEST(CudaKernels, RmsNormAndLayerNormMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (Storage s : kStorages) {
+    for (int64_t dim : {1, 7, 64, 127, 1000, 4096, 5121}) {
+      for (int64_t rows : {1, 3, 17}) {
+        const std::string what =
+            std::string(name(s)) + " rows " + std::to_string(rows) + " dim " + std::to_string(dim);
+        const size_t n = static_cast<size_t>(rows * dim);
+        auto x = rounded(s, random_values(n, 1, -3.0f, 5.0f));  // a non-zero mean
+        auto w = rounded(s, random_values(static_cast<size_t>(dim), 2));
+        auto b = rounded(s, random_values(static_cast<size_t>(dim), 3));
+        DeviceTensor dx(s, x), dw(s, w), db(s, b), dy(s, n);
+        std::vector<float> want(n);
+        cb::kernels::cpu::rmsnorm(x.data(), w.data(), want.data(), rows, dim, 1e-5f);
+        dy.poison();
+        ASSERT_EQ(kc::launch_rmsnorm({dx.get(), dw.get(), dy.get(), rows, dim, 1e-5f, s}, nullptr),
+                  cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        expect_close(dy.download(), rounded(s, want), rel_tol(s), 1e-3f, "rmsnorm " + what);
+        // In place (y aliases x).
+        ASSERT_EQ(kc::launch_rmsnorm({dx.get(), dw.get(), dx.get(), rows, dim, 1e-5f, s}, nullptr),
+                  cudaSuccess);
+        expect_close(dx.download(), rounded(s, want), rel_tol(s), 1e-3f,
+                     "rmsnorm in place " + what);
+        if (dim == 1) continue;  // LayerNorm of one element is b (variance 0): covered by CPU tests
+        dx.upload(x);
+        cb::kernels::cpu::layernorm(x.data(), w.data(), b.data(), want.data(), rows, dim, 1e-5f);
+        dy.poison();
+        kc::LayerNormParams lp{dx.get(), dw.get(), db.get(), dy.get(), rows, dim, 1e-5f, s};
+        ASSERT_EQ(kc::launch_layernorm(lp, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        expect_close(dy.download(), rounded(s, want), rel_tol(s), 1e-2f, "layernorm " + what);
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, RopeMatchesTheCpuReferenceAtAnyPosition) {
+  SKIP_WITHOUT_GPU();
+  for (Storage s : kStorages) {
+    for (auto style : {kc::RopeStyle::Interleaved, kc::RopeStyle::RotateHalf}) {
+      for (int64_t head_dim : {64, 128}) {
+        for (int64_t rope_dims : {head_dim, head_dim / 2}) {  // full and partial (Falcon/NeoX)
+          const int64_t n = 13, heads = 8;
+          const std::string what =
+              std::string(name(s)) +
+              (style == kc::RopeStyle::Interleaved ? " interleaved" : " half") + " head_dim " +
+              std::to_string(head_dim) + " rope_dims " + std::to_string(rope_dims);
+          std::vector<int32_t> pos(n);
+          std::mt19937 rng(9);
+          for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);  // restored, far apart
+          pos[0] = 0;
+          auto x = rounded(s, random_values(static_cast<size_t>(n * heads * head_dim), 4));
+          std::vector<float> want = x;
+          cb::kernels::cpu::rope(want.data(), pos.data(), n, heads, head_dim, rope_dims, 10000.0f,
+                                 style == kc::RopeStyle::Interleaved
+                                     ? cb::kernels::cpu::Rope::Interleaved
+                                     : cb::kernels::cpu::Rope::RotateHalf);
+          DeviceTensor dx(s, x);
+          DeviceInts dpos(pos);
+          kc::RopeParams p;
+          p.x = dx.get();
+          p.positions = dpos.get();
+          p.n = n;
+          p.heads = heads;
+          p.head_dim = head_dim;
+          p.rope_dims = rope_dims;
+          p.style = style;
+          p.storage = s;
+          ASSERT_EQ(kc::launch_rope(p, nullptr), cudaSuccess);
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          expect_close(dx.download(), rounded(s, want), rel_tol(s), 1e-2f, "rope " + what);
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, ActivationsAndResidualAddMatchTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (Storage s : kStorages) {
+    for (int64_t n : {1, 255, 257, 11008 * 3 + 1}) {
+      const std::string what = std::string(name(s)) + " n " + std::to_string(n);
+      auto g = rounded(s, random_values(static_cast<size_t>(n), 5, -6.0f, 6.0f));
+      auto u = rounded(s, random_values(static_cast<size_t>(n), 6));
+      DeviceTensor dg(s, g), du(s, u), dout(s, static_cast<size_t>(n));
+      std::vector<float> want(static_cast<size_t>(n));
+      cb::kernels::cpu::swiglu(g.data(), u.data(), want.data(), n);
+      dout.poison();
+      ASSERT_EQ(kc::launch_swiglu({dg.get(), du.get(), dout.get(), n, s}, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_close(dout.download(), rounded(s, want), rel_tol(s), 1e-3f, "swiglu " + what);
+
+      want = g;
+      cb::kernels::cpu::gelu(want.data(), n);
+      ASSERT_EQ(kc::launch_gelu({dg.get(), n, s}, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_close(dg.download(), rounded(s, want), rel_tol(s), 1e-3f, "gelu " + what);
+
+      want = g;
+      cb::kernels::cpu::add_inplace(want.data(), u.data(), n);
+      dg.upload(g);
+      ASSERT_EQ(kc::launch_add({dg.get(), du.get(), n, s}, nullptr), cudaSuccess);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_close(dg.download(), rounded(s, want), rel_tol(s), 1e-3f, "add " + what);
+    }
+  }
+}
+
+TEST(CudaKernels, EmbeddingGathersRowsAndFlagsOutOfRangeIds) {
+  SKIP_WITHOUT_GPU();
+  for (Storage s : kStorages) {
+    const int64_t rows = 512, dim = 288, n = 9;
+    auto table = rounded(s, random_values(static_cast<size_t>(rows * dim), 7));
+    std::vector<int32_t> ids = {0, 511, 3, 3, 100, 7, 0, 256, 42};
+    std::vector<float> want(static_cast<size_t>(n * dim));
+    cb::kernels::cpu::embedding(table.data(), ids.data(), want.data(), n, dim);
+    DeviceTensor dt(s, table), dout(s, want.size());
+    DeviceInts dids(ids), dbad({0});
+    dout.poison();
+    kc::EmbeddingParams p{dt.get(), dids.get(), dout.get(), n, rows, dim, dbad.get(), s};
+    ASSERT_EQ(kc::launch_embedding(p, nullptr), cudaSuccess);
+    EXPECT_EQ(dbad.first(), 0);
+    expect_close(dout.download(), want, 0.0f, 0.0f, std::string("embedding ") + name(s));
+    ids[4] = 512;  // out of range: a zero row and the flag
+    dids.set(ids);
+    ASSERT_EQ(kc::launch_embedding(p, nullptr), cudaSuccess);
+    EXPECT_EQ(dbad.first(), 1);
+    const auto got = dout.download();
+    for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(got[static_cast<size_t>(4 * dim + j)], 0.0f);
+  }
+}
+
+}  // namespace
