@@ -76,12 +76,16 @@ std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
                                    policy::effective_skv(to_meta(on_ssd), ahead));
 }
 
+size_t PolicyAdvisor::prefetch_window(uint64_t mean_ssd_bytes) const {
+  if (!policy_->uses_lookahead()) return 0;
+  const uint64_t skv = skv_ > 0 ? skv_ : std::max<uint64_t>(mean_ssd_bytes, 1);
+  return policy::window_lengths(capacity_, skv).prefetch;
+}
+
 std::vector<store::SessionId> PolicyAdvisor::choose_prefetch_with_mean(
     const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
     uint64_t mean_ssd_bytes) const {
-  if (!policy_->uses_lookahead()) return {};
-  const uint64_t skv = skv_ > 0 ? skv_ : std::max<uint64_t>(mean_ssd_bytes, 1);
-  const uint64_t window = policy::window_lengths(capacity_, skv).prefetch;
+  const size_t window = prefetch_window(mean_ssd_bytes);
   std::unordered_set<store::SessionId> ssd;
   for (const auto& e : on_ssd) ssd.insert(e.session);
   std::vector<store::SessionId> out;

@@ -42,6 +42,10 @@ class PolicyAdvisor final : public store::PlacementAdvisor {
       const std::vector<store::SessionId>& lookahead, const std::vector<store::EntryInfo>& on_ssd,
       uint64_t mean_ssd_bytes) const;
 
+  /// How many look-ahead sessions choose_prefetch_with_mean considers (Cmem / Skv jobs; 0 for
+  /// LRU and FIFO): callers need not scan further.
+  size_t prefetch_window(uint64_t mean_ssd_bytes) const;
+
   const policy::EvictionPolicy& policy() const { return *policy_; }
 
  private:

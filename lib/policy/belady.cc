@@ -9,13 +9,9 @@ namespace cb::policy {
 std::vector<size_t> Belady::order(const std::vector<EntryMeta>& entries,
                                   std::vector<size_t> candidates, const Capacity& /*capacity*/,
                                   const LookAhead& ahead) const {
-  const auto pos = first_positions(ahead.queue, ahead.queue.size());
   // Next use computed once per candidate, not per comparison (never used again: SIZE_MAX).
-  std::vector<size_t> next_use(entries.size(), std::numeric_limits<size_t>::max());
-  for (size_t i : candidates) {
-    const auto it = pos.find(entries[i].session);
-    if (it != pos.end()) next_use[i] = it->second;
-  }
+  const std::vector<size_t> next_use =
+      next_uses(entries, candidates, ahead.queue, ahead.queue.size());
   std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
     const size_t na = next_use[a], nb = next_use[b];
     if (na != nb) return na > nb;

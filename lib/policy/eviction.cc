@@ -1,8 +1,10 @@
 #include "lib/policy/eviction.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "lib/core/error.h"
 
@@ -79,6 +81,29 @@ std::unordered_map<uint64_t, size_t> first_positions(const std::vector<uint64_t>
   const size_t n = std::min(limit, queue.size());
   for (size_t i = 0; i < n; ++i) pos.emplace(queue[i], i);  // emplace keeps the first
   return pos;
+}
+
+std::vector<size_t> next_uses(const std::vector<EntryMeta>& entries,
+                              const std::vector<size_t>& candidates,
+                              const std::vector<uint64_t>& queue, size_t limit) {
+  std::vector<size_t> key(entries.size(), SIZE_MAX);
+  std::vector<std::pair<uint64_t, size_t>> by_session;  // (session, entry index), sorted
+  by_session.reserve(candidates.size());
+  for (size_t i : candidates) by_session.emplace_back(entries[i].session, i);
+  std::sort(by_session.begin(), by_session.end());
+  size_t unseen = by_session.size();
+  const size_t n = std::min(limit, queue.size());
+  for (size_t p = 0; p < n && unseen > 0; ++p) {
+    auto it =
+        std::lower_bound(by_session.begin(), by_session.end(), std::make_pair(queue[p], size_t{0}));
+    for (; it != by_session.end() && it->first == queue[p]; ++it) {
+      if (key[it->second] == SIZE_MAX) {
+        key[it->second] = p;
+        --unseen;
+      }
+    }
+  }
+  return key;
 }
 
 bool lru_before(const EntryMeta& a, const EntryMeta& b) {

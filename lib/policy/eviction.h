@@ -67,6 +67,14 @@ void validate_entries(const std::vector<EntryMeta>& entries);
 std::unordered_map<uint64_t, size_t> first_positions(const std::vector<uint64_t>& queue,
                                                      size_t limit);
 
+/// For each index in `candidates`: the position of its session's first job among the first
+/// `limit` jobs of `queue`, or SIZE_MAX when it has none there. Result indexed like `entries`
+/// (SIZE_MAX for non-candidates). O(limit log C + C log C) without a hash map of the queue:
+/// the placement policies call it on every eviction decision with windows of thousands of jobs.
+std::vector<size_t> next_uses(const std::vector<EntryMeta>& entries,
+                              const std::vector<size_t>& candidates,
+                              const std::vector<uint64_t>& queue, size_t limit);
+
 /// Least-recently-used first: last_access, then inserted, then session id (a total order).
 bool lru_before(const EntryMeta& a, const EntryMeta& b);
 

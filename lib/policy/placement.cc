@@ -42,14 +42,9 @@ std::vector<size_t> SchedulerAware::order(const std::vector<EntryMeta>& entries,
                                           std::vector<size_t> candidates, const Capacity& capacity,
                                           const LookAhead& ahead) const {
   const size_t window = window_lengths(capacity, effective_skv(entries, ahead)).eviction;
-  const auto pos = first_positions(ahead.queue, window);
   // Sort keys computed once per candidate (not per comparison): the window position, or
   // SIZE_MAX for entries outside the window.
-  std::vector<size_t> key(entries.size(), SIZE_MAX);
-  for (size_t i : candidates) {
-    const auto it = pos.find(entries[i].session);
-    if (it != pos.end()) key[i] = it->second;
-  }
+  const std::vector<size_t> key = next_uses(entries, candidates, ahead.queue, window);
   std::sort(candidates.begin(), candidates.end(), [&](size_t a, size_t b) {
     const bool wa = key[a] != SIZE_MAX, wb = key[b] != SIZE_MAX;
     if (wa != wb) return !wa;                            // outside the window first

@@ -26,17 +26,21 @@ Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
 
 void Scheduler::push_pending(Pending p) {
   ++version_;
-  pending_.insert(p);
+  // Latest first: insert before the first element that is earlier than p.
+  const auto at =
+      std::upper_bound(pending_.begin(), pending_.end(), p,
+                       [](const Pending& a, const Pending& b) { return Earlier()(b, a); });
+  pending_.insert(at, p);
 }
 
 double Scheduler::next_arrival() const {
-  return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.begin()->at;
+  return pending_.empty() ? std::numeric_limits<double>::infinity() : pending_.back().at;
 }
 
 void Scheduler::advance(double now) {
-  while (!pending_.empty() && pending_.begin()->at <= now) {
-    const Pending p = *pending_.begin();
-    pending_.erase(pending_.begin());
+  while (!pending_.empty() && pending_.back().at <= now) {
+    const Pending p = pending_.back();
+    pending_.pop_back();
     Request r;
     r.id = next_id_++;
     r.session = p.session;
@@ -92,13 +96,13 @@ void Scheduler::restart_prefill(RequestId id, int64_t prefill_tokens) {
 
 std::vector<SessionId> Scheduler::lookahead() const {
   std::vector<SessionId> out;
+  out.reserve(std::min(cfg_.lookahead, waiting_.size() + pending_.size()));
   for (const Request& r : waiting_) {
     if (out.size() >= cfg_.lookahead) return out;
     out.push_back(r.session);
   }
-  for (const Pending& p : pending_) {
-    if (out.size() >= cfg_.lookahead) break;
-    out.push_back(p.session);
+  for (auto it = pending_.rbegin(); it != pending_.rend() && out.size() < cfg_.lookahead; ++it) {
+    out.push_back(it->session);
   }
   return out;
 }

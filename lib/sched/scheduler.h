@@ -11,7 +11,6 @@
 #include <deque>
 #include <limits>
 #include <random>
-#include <set>
 #include <vector>
 
 #include "lib/sched/arrivals.h"
@@ -31,8 +30,8 @@ struct SchedConfig {
   ThinkTime think;                  ///< between an answer and the next turn
   /// Sessions in the look-ahead window (`--lookahead`). The paper sizes scheduler-aware
   /// eviction's window as (DRAM + SSD) / mean entry size, about 1,900 LLaMA-13B conversations
-  /// at 128 GB + 2 TB; longer windows than the default make prefetches churn (docs/sim.md).
-  size_t lookahead = 64;
+  /// at 128 GB + 2 TB; the policies take what they need from the front.
+  size_t lookahead = 4096;
 };
 
 /// A request as the scheduler tracks it.
@@ -121,9 +120,9 @@ class Scheduler {
 
   SchedConfig cfg_;
   std::vector<int> turns_;
-  // Known future arrivals by (time, session): the earliest is released first, and the
-  // look-ahead window reads its front in order without sorting.
-  std::set<Pending, Earlier> pending_;
+  // Known future arrivals sorted latest first (the earliest at the back, popped in O(1)); the
+  // look-ahead window reads them from the back, contiguous and in order, without sorting.
+  std::vector<Pending> pending_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;
   std::mt19937_64 think_rng_;

@@ -244,27 +244,29 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
   lookahead_ = lookahead;
   if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
-  // The advisor fetches only look-ahead sessions on SSD: when there is none, skip the scan.
+  auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
+  // Skv from the running sums; the advisor looks only at the prefetch window's sessions.
+  const uint64_t n_ssd = in_tier_[2].size();
+  const uint64_t ssd_sum = (cap_[2] - free_[2]) * cfg_.chunk_bytes;
+  const uint64_t mean = n_ssd == 0 ? 1 : (ssd_sum + n_ssd - 1) / n_ssd;
+  const size_t scan =
+      pa != nullptr ? std::min(lookahead.size(), pa->prefetch_window(mean)) : lookahead.size();
+  // It fetches only look-ahead sessions on SSD: when there is none, skip the rest.
   bool any = false;
-  for (store::SessionId s : lookahead) {
-    auto it = index_.find(s);
+  for (size_t i = 0; i < scan && !any; ++i) {
+    auto it = index_.find(lookahead[i]);
     if (it != index_.end() && it->second.tier == TierKind::Ssd && movable(it->second)) any = true;
   }
   if (!any) return;
   std::vector<store::EntryInfo> on_ssd;
   std::vector<store::SessionId> order;
-  auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
   if (pa != nullptr) {
-    // Only the look-ahead's SSD entries are candidates; Skv from the running sums.
-    for (store::SessionId id : lookahead) {
-      auto it = index_.find(id);
+    for (size_t i = 0; i < scan; ++i) {
+      auto it = index_.find(lookahead[i]);
       if (it == index_.end() || it->second.tier != TierKind::Ssd || !movable(it->second)) continue;
-      const Entry& e = it->second;
-      on_ssd.push_back(info(e));
+      on_ssd.push_back(info(it->second));
     }
-    const uint64_t n = in_tier_[2].size();
-    const uint64_t sum = (cap_[2] - free_[2]) * cfg_.chunk_bytes;
-    order = pa->choose_prefetch_with_mean(lookahead, on_ssd, n == 0 ? 1 : (sum + n - 1) / n);
+    order = pa->choose_prefetch_with_mean(lookahead, on_ssd, mean);
   } else {
     for (store::SessionId id : in_tier_[2]) {
       const Entry& e = index_.at(id);
@@ -273,14 +275,25 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     }
     order = cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_[1] * cfg_.chunk_bytes, now);
   }
-  for (store::SessionId s : order) {
+  // Fetch in queue order. A fetch may evict only entries needed after it: the entries of every
+  // session ahead of it in the look-ahead stay pinned while it makes room (the pure planner's
+  // rule in lib/policy plan_prefetch), and once one does not fit, none further is tried.
+  // Without that, a fetch could evict a nearer job's entry that a later plan fetches back.
+  const std::unordered_set<store::SessionId> wanted(order.begin(), order.end());
+  std::vector<store::SessionId> held;
+  size_t left = wanted.size();
+  for (store::SessionId s : lookahead) {
+    if (left == 0) break;
     auto it = index_.find(s);
-    if (it == index_.end() || it->second.tier != TierKind::Ssd || !movable(it->second)) continue;
+    if (it == index_.end()) continue;
+    const bool is_wanted = wanted.count(s) != 0;
+    const bool fetch = is_wanted && it->second.tier == TierKind::Ssd && movable(it->second);
     it->second.pins++;
-    const bool ok = reserve(TierKind::Dram, it->second.chunks, true, now);
+    held.push_back(s);
+    if (is_wanted) --left;
+    if (!fetch) continue;
+    if (!reserve(TierKind::Dram, it->second.chunks, true, now)) break;
     Entry& e = index_.at(s);
-    --e.pins;
-    if (!ok) continue;
     const double bytes = payload_bytes(e.tokens);
     const double before = cfg_.ssd_read.busy_s();
     e.moving_until = cfg_.ssd_read.transfer(now, bytes);
@@ -291,6 +304,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     set_tier(e, TierKind::Dram);
     moving_.push_back(s);
   }
+  for (store::SessionId s : held) unpin(s);
 }
 
 void SimStore::advance(double now) {

@@ -239,7 +239,7 @@ class AttentionStore {
   MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve);
   MoveResult copy_chunks(TierKind src, TierKind dst, const EntryMeta& m,
                          const std::vector<uint64_t>& dst_slots);
-  void promote(const EntryPtr& e);
+  MoveResult promote(const EntryPtr& e);
   void restore_reserve();
 
   // entry life cycle (attention_store.cc); callers hold mu_

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <unordered_set>
 
 #include "lib/store/attention_store.h"
 #include "lib/store/bandwidth_limiter.h"
@@ -184,7 +185,7 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   return MoveResult::Ok;
 }
 
-void AttentionStore::promote(const EntryPtr& e) {
+AttentionStore::MoveResult AttentionStore::promote(const EntryPtr& e) {
   const MoveResult r = move_entry(e, TierKind::Dram, true);
   if (r == MoveResult::Ok) {
     stats_.add(Counter::Prefetches);
@@ -197,8 +198,7 @@ void AttentionStore::promote(const EntryPtr& e) {
     std::lock_guard<std::mutex> g(mu_);
     e->moving = false;
   }
-  unpin(e);
-  restore_reserve();
+  return r;
 }
 
 void AttentionStore::restore_reserve() {
@@ -208,7 +208,12 @@ void AttentionStore::restore_reserve() {
 }
 
 size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
-  std::vector<EntryPtr> fetches;
+  // Fetches run in queue order on one pool task. A fetch may evict only entries needed after
+  // it: every look-ahead session's entry up to the last fetch is pinned until the task ends
+  // (lib/policy plan_prefetch's rule, mirrored by sim::SimStore), and after a fetch that finds
+  // no room the later ones are skipped. Without that, a fetch could evict a nearer job's entry
+  // that the next plan fetches back.
+  std::vector<EntryPtr> fetches, held;
   {
     std::lock_guard<std::mutex> g(mu_);
     lookahead_ = lookahead;
@@ -223,17 +228,42 @@ size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
     }
     if (on_ssd.empty()) return 0;
     const uint64_t free_bytes = dram->allocator().free() * dram->slot_bytes();
-    for (SessionId s : cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_bytes, now())) {
+    const std::vector<SessionId> order =
+        cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_bytes, now());
+    const std::unordered_set<SessionId> wanted(order.begin(), order.end());
+    size_t left = wanted.size();
+    for (SessionId s : lookahead) {
+      if (left == 0) break;
       auto it = index_.find(s);
       if (it == index_.end()) continue;
       const EntryPtr& e = it->second;
-      if (e->tier != TierKind::Ssd || e->pins > 0 || e->moving) continue;
-      e->moving = true;
+      const bool is_wanted = wanted.count(s) != 0;
+      const bool fetch = is_wanted && e->tier == TierKind::Ssd && e->pins == 0 && !e->moving;
       ++e->pins;
+      held.push_back(e);
+      if (is_wanted) --left;
+      if (!fetch) continue;
+      e->moving = true;
       fetches.push_back(e);
     }
   }
-  for (const EntryPtr& e : fetches) pool_->post([this, e] { promote(e); });
+  if (fetches.empty()) {
+    for (const EntryPtr& e : held) unpin(e);
+    return 0;
+  }
+  pool_->post([this, fetches, held] {
+    bool room = true;
+    for (const EntryPtr& e : fetches) {
+      if (room) {
+        room = promote(e) != MoveResult::NoRoom;
+      } else {
+        std::lock_guard<std::mutex> g(mu_);
+        e->moving = false;
+      }
+    }
+    for (const EntryPtr& e : held) unpin(e);
+    restore_reserve();
+  });
   return fetches.size();
 }
 

@@ -92,4 +92,50 @@ TEST(StorePolicyTest, Figure9OnTheRealStore) {
   EXPECT_EQ(st.accounting_errors(), 0u);
 }
 
+// A prefetch makes room only at the expense of entries needed after it: with DRAM full of the
+// two jobs ahead of it, the third job's entry stays on SSD (fetching it would evict one of them
+// and the next plan would fetch that back); behind the fetched job, an entry may go.
+TEST(StorePolicyTest, PrefetchNeverEvictsAnEntryNeededSooner) {
+  for (bool fetched_ahead : {false, true}) {
+    SCOPED_TRACE(fetched_ahead ? "queue 1, 3, 2" : "queue 1, 2, 3");
+    const std::string dir = fresh_dir(fetched_ahead ? "prefetch-ahead" : "prefetch-behind");
+    uint64_t entry_bytes = 0;
+    {
+      StoreConfig c;
+      c.dram_bytes = 64 * kChunk;
+      c.chunk_bytes = kChunk;
+      AttentionStore probe(c);
+      ASSERT_TRUE(save_entry(probe, 100, 1, kShape, kPos));
+      entry_bytes = probe.used_bytes(TierKind::Dram);
+    }
+    {
+      StoreConfig c;
+      c.ssd_bytes = 4 * entry_bytes;
+      c.store_dir = dir;
+      c.chunk_bytes = kChunk;
+      AttentionStore st(c);
+      ASSERT_TRUE(save_entry(st, 3, 3, kShape, kPos));
+      st.wait_idle();
+    }
+    StoreConfig c;
+    c.dram_bytes = 2 * entry_bytes;
+    c.store_dir = dir;
+    c.chunk_bytes = kChunk;
+    // Skv of half an entry: a prefetch window of 4 jobs, wider than DRAM holds.
+    c.advisor = std::make_shared<cb::engine::PolicyAdvisor>(
+        "scheduler-aware", cb::policy::Capacity{2 * entry_bytes, 4 * entry_bytes}, entry_bytes / 2);
+    AttentionStore st(c);
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, kPos));
+    ASSERT_TRUE(save_entry(st, 2, 2, kShape, kPos));
+    st.wait_idle();
+    st.prefetch(fetched_ahead ? std::vector<SessionId>{1, 3, 2} : std::vector<SessionId>{1, 2, 3});
+    st.wait_idle();
+    EXPECT_EQ(tier_of(st, 1), TierKind::Dram);
+    EXPECT_EQ(tier_of(st, 3), fetched_ahead ? TierKind::Dram : TierKind::Ssd);
+    EXPECT_EQ(tier_of(st, 2), fetched_ahead ? TierKind::Ssd : TierKind::Dram);
+    for (SessionId s : {1, 2, 3}) EXPECT_EQ(load_check(st, s, s, kShape, kPos), 4) << s;
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+}
+
 }  // namespace

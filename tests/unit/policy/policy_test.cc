@@ -3,6 +3,7 @@
 // -> drop cascade and prefetch planning.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -160,6 +161,31 @@ TEST(SchedulerAwareTest, JobAboutToRunAndPinnedEntriesNeverMove) {
   p = SchedulerAware().make_room(e, cap, D, 100, ahead);
   ASSERT_TRUE(p.ok);
   EXPECT_EQ(p.moves, (std::vector<Move>{{2, D, S, 100}}));
+}
+
+TEST(NextUsesTest, FirstPositionWithinTheLimitForCandidatesOnly) {
+  // Oracle: a linear scan for each candidate.
+  std::vector<EntryMeta> entries;
+  for (uint64_t s = 0; s < 40; ++s) entries.push_back(entry(s * 7 % 40, Tier::kDram, 1));
+  std::vector<uint64_t> queue;
+  for (uint64_t i = 0; i < 200; ++i) queue.push_back((i * 13 + i / 7) % 53);  // repeats, gaps
+  std::vector<size_t> cands;
+  for (size_t i = 0; i < entries.size(); i += 2) cands.push_back(i);
+  for (size_t limit : {size_t{0}, size_t{5}, size_t{60}, size_t{1000}}) {
+    const std::vector<size_t> got = next_uses(entries, cands, queue, limit);
+    ASSERT_EQ(got.size(), entries.size());
+    for (size_t i = 0; i < entries.size(); ++i) {
+      size_t want = SIZE_MAX;
+      const bool cand = std::find(cands.begin(), cands.end(), i) != cands.end();
+      for (size_t p = 0; cand && p < std::min(limit, queue.size()); ++p) {
+        if (queue[p] == entries[i].session) {
+          want = p;
+          break;
+        }
+      }
+      EXPECT_EQ(got[i], want) << "entry " << i << " limit " << limit;
+    }
+  }
 }
 
 TEST(SchedulerAwareTest, ImpossibleRequestsChangeNothing) {

@@ -176,6 +176,37 @@ TEST(SimStore, ReplacedEntryStaysUntilTheResaveCommits) {
   EXPECT_TRUE(s.lookup(1, 32, 7).hit);
 }
 
+// lib/store's prefetch rule (tests/unit/engine/store_policy_test.cc has the same case on the
+// real store): a fetch may evict only entries needed after it.
+TEST(SimStore, PrefetchNeverEvictsAnEntryNeededSooner) {
+  for (bool fetched_ahead : {false, true}) {
+    SCOPED_TRACE(fetched_ahead ? "queue 2, 1, 3" : "queue 2, 3, 1");
+    SimStoreConfig c = small(2, 4, "scheduler-aware");
+    // Skv of half an entry: a prefetch window of 4 jobs, wider than DRAM holds.
+    c.advisor = std::make_shared<engine::PolicyAdvisor>(
+        "scheduler-aware", policy::Capacity{c.dram_bytes, c.ssd_bytes}, 2 * 4096);
+    SimStore s(c, 2, 128);
+    for (uint64_t id = 1; id <= 3; ++id) {  // 3 is evicted to SSD by the third save
+      ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+      s.commit(id);
+    }
+    ASSERT_EQ(s.lookup(1, 32, 4).tier, store::TierKind::Ssd);  // LRU of the three
+    s.unpin(1);
+    s.prefetch(fetched_ahead ? std::vector<store::SessionId>{2, 1, 3}
+                             : std::vector<store::SessionId>{2, 3, 1},
+               101);
+    s.advance(200);
+    const auto tier = [&](store::SessionId id) {
+      const auto h = s.lookup(id, 32, 300);
+      s.unpin(id);
+      return h.tier;
+    };
+    EXPECT_EQ(tier(2), store::TierKind::Dram);
+    EXPECT_EQ(tier(1), fetched_ahead ? store::TierKind::Dram : store::TierKind::Ssd);
+    EXPECT_EQ(tier(3), fetched_ahead ? store::TierKind::Ssd : store::TierKind::Dram);
+  }
+}
+
 TEST(SimStore, PinnedEntriesAreNotEvictedAndTtlExpires) {
   SimStoreConfig c = small(1, 0, "lru");
   c.ttl = 10;
