@@ -20,8 +20,11 @@ Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
   const auto at = poisson_arrivals(turns_.size(), cfg_.rate, cfg_.seed);
   for (size_t s = 0; s < turns_.size(); ++s) {
     total_ += std::max(turns_[s], 0);
-    if (turns_[s] > 0) push_pending({at[s], static_cast<SessionId>(s), 0});
+    if (turns_[s] > 0) pending_.push_back({at[s], static_cast<SessionId>(s), 0});
   }
+  // Latest first, sorted once (inserting one by one would move the whole vector each time).
+  std::sort(pending_.begin(), pending_.end(),
+            [](const Pending& a, const Pending& b) { return Earlier()(b, a); });
 }
 
 void Scheduler::push_pending(Pending p) {
