@@ -1,0 +1,96 @@
+#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/kv_restore.h"
+
+namespace cb::kernels::cuda {
+namespace {
+
+using detail::from_f;
+using detail::to_f;
+
+template <typename T>
+__global__ void kv_restore_kernel(const T* __restrict__ k_stage, const T* __restrict__ v_stage,
+                                  T* __restrict__ k_pool, T* __restrict__ v_pool, PagedView view,
+                                  int64_t pos0, int64_t n, int64_t heads, int64_t head_dim,
+                                  int64_t rope_dims, int64_t rope_offset, double theta,
+                                  bool interleaved) {
+  const int64_t pairs = head_dim / 2;
+  const int64_t total = n * heads * pairs;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t i = k % pairs;
+    const int64_t h = (k / pairs) % heads;
+    const int64_t t = k / (pairs * heads);
+    const PairElems e = rope_pair(i, rope_dims, interleaved);
+    const int64_t src = t * view.kv_dim + h * head_dim;
+    const int64_t dst_a = paged_offset(view, pos0 + t, h * head_dim + e.a);
+    const int64_t dst_b = dst_a + (e.b - e.a);  // same slot, same head
+    double x0 = to_f(k_stage[src + e.a]), x1 = to_f(k_stage[src + e.b]);
+    if (e.rotate) {
+      const double inv_freq =
+          pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+      double s, c;
+      sincos(static_cast<double>(pos0 + rope_offset + t) * inv_freq, &s, &c);
+      const double r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+      x0 = r0;
+      x1 = r1;
+    }
+    k_pool[dst_a] = from_f<T>(static_cast<float>(x0));
+    k_pool[dst_b] = from_f<T>(static_cast<float>(x1));
+    // V: the same two elements, copied.
+    v_pool[dst_a] = v_stage[src + e.a];
+    v_pool[dst_b] = v_stage[src + e.b];
+  }
+}
+
+template <typename T>
+__global__ void kv_capture_kernel(const T* __restrict__ k_src, const T* __restrict__ v_src,
+                                  int64_t src_stride, T* __restrict__ k_stage,
+                                  T* __restrict__ v_stage, int64_t n, int64_t kv_dim) {
+  const int64_t total = n * kv_dim;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = k / kv_dim, j = k % kv_dim;
+    k_stage[k] = k_src[t * src_stride + j];
+    v_stage[k] = v_src[t * src_stride + j];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream) {
+  if (p.n == 0) return cudaSuccess;
+  if (!p.k_stage || !p.v_stage || !p.k_pool || !p.v_pool || !p.view.block_table || p.n < 0 ||
+      p.pos0 < 0 || p.heads <= 0 || p.head_dim <= 0 || p.head_dim % 2 != 0 || p.rope_dims <= 0 ||
+      p.rope_dims % 2 != 0 || p.rope_dims > p.head_dim || p.view.block_size <= 0 ||
+      p.view.kv_dim != p.heads * p.head_dim || !(p.theta > 0)) {
+    return cudaErrorInvalidValue;
+  }
+  const LaunchDims d = elementwise_dims(static_cast<size_t>(p.n * p.heads * (p.head_dim / 2)));
+#define CB_LAUNCH(T)                                                                      \
+  kv_restore_kernel<T><<<d.grid, d.block, 0, stream>>>(                                   \
+      static_cast<const T*>(p.k_stage), static_cast<const T*>(p.v_stage),                 \
+      static_cast<T*>(p.k_pool), static_cast<T*>(p.v_pool), p.view, p.pos0, p.n, p.heads, \
+      p.head_dim, p.rope_dims, p.rope_offset, static_cast<double>(p.theta),               \
+      p.style == RopeStyle::Interleaved)
+  CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_LAUNCH
+  return cudaGetLastError();
+}
+
+cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream) {
+  if (p.n == 0) return cudaSuccess;
+  if (!p.k_src || !p.v_src || !p.k_stage || !p.v_stage || p.n < 0 || p.kv_dim <= 0 ||
+      p.src_stride < p.kv_dim) {
+    return cudaErrorInvalidValue;
+  }
+  const LaunchDims d = elementwise_dims(static_cast<size_t>(p.n * p.kv_dim));
+#define CB_LAUNCH(T)                                                                \
+  kv_capture_kernel<T><<<d.grid, d.block, 0, stream>>>(                             \
+      static_cast<const T*>(p.k_src), static_cast<const T*>(p.v_src), p.src_stride, \
+      static_cast<T*>(p.k_stage), static_cast<T*>(p.v_stage), p.n, p.kv_dim)
+  CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_LAUNCH
+  return cudaGetLastError();
+}
+
+}  // namespace cb::kernels::cuda

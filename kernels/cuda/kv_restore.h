@@ -1,0 +1,50 @@
+#pragma once
+/// CachedAttention's KV restore and capture on the GPU. Restore takes a contiguous chunk of
+/// pre-RoPE K and V of one layer in a staging buffer ([n, kv_dim] each), rotates K to its new
+/// positions and scatters both into a sequence's paged blocks in one pass (the contract of
+/// model::Model::restore_kv). Capture copies the pre-RoPE K and V rows of new tokens (which
+/// may be strided, e.g. inside a fused QKV output) into a contiguous staging buffer for the
+/// store. Host-callable from plain C++.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/storage.h"
+
+namespace cb::kernels::cuda {
+
+struct KvRestoreParams {
+  const void* k_stage = nullptr;  ///< [n, kv_dim] pre-RoPE keys
+  const void* v_stage = nullptr;  ///< [n, kv_dim]
+  void* k_pool = nullptr;         ///< one layer: [num_blocks, block_size, kv_dim]
+  void* v_pool = nullptr;
+  PagedView view;    ///< the sequence's block table (device memory), sizes
+  int64_t pos0 = 0;  ///< staging row t goes to slot pos0 + t
+  int64_t n = 0;     ///< rows
+  int64_t heads = 0, head_dim = 0, rope_dims = 0;  ///< kv_dim == heads * head_dim
+  int64_t rope_offset = 0;  ///< keys rotate to positions pos0 + rope_offset + t
+  float theta = 10000.0f;
+  RopeStyle style = RopeStyle::Interleaved;
+  Storage storage = Storage::F32;  ///< of the staging buffers and the pools
+};
+
+struct KvCaptureParams {
+  const void* k_src = nullptr;  ///< row t at k_src + t * src_stride (elements)
+  const void* v_src = nullptr;  ///< row t at v_src + t * src_stride
+  int64_t src_stride = 0;       ///< elements between rows (>= kv_dim)
+  void* k_stage = nullptr;      ///< [n, kv_dim], contiguous
+  void* v_stage = nullptr;
+  int64_t n = 0, kv_dim = 0;
+  Storage storage = Storage::F32;
+};
+
+/// One thread per (token, head, pair); n == 0 is a no-op; bad shapes or null pointers give
+/// cudaErrorInvalidValue. head_dim and rope_dims must be even, rope_dims <= head_dim.
+cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream);
+/// One thread per element of K and of V.
+cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream);
+
+}  // namespace cb::kernels::cuda

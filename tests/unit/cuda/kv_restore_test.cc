@@ -1,0 +1,225 @@
+// KV restore and capture (kernels/cuda kv_restore): the paged addressing and the rotation pairs
+// are checked on the host against lib/kv's KvCache and kernels/cpu's RoPE conventions; restore
+// and capture are checked on the GPU against a host reference built from KvCache slot pointers
+// and kernels/cpu rope (skipped without a GPU). Pools are poisoned before each launch, so an
+// unwritten element fails and a stray write into another slot is caught.
+#include "kernels/cuda/kv_restore.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/kv_layout.h"
+#include "lib/kv/kv_cache.h"
+
+namespace {
+
+namespace kc = cb::kernels::cuda;
+
+#define SKIP_WITHOUT_GPU()                                                        \
+  do {                                                                            \
+    int n_ = 0;                                                                   \
+    const cudaError_t e_ = cudaGetDeviceCount(&n_);                               \
+    if (e_ != cudaSuccess || n_ == 0)                                             \
+      GTEST_SKIP() << "no CUDA GPU: "                                             \
+                   << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
+  } while (0)
+
+/// A cache whose sequence 7 holds non-contiguous blocks: other sequences take blocks between.
+cb::kv::KvCache scattered_cache(int heads, int head_dim, int block_size, int64_t len) {
+  cb::kv::KvConfig c;
+  c.n_layers = 2;
+  c.n_kv_heads = heads;
+  c.head_dim = head_dim;
+  c.block_size = block_size;
+  c.num_blocks = static_cast<int>(3 * (len + block_size) / block_size + 8);
+  cb::kv::KvCache cache(c);
+  cache.add_sequence(1);
+  cache.add_sequence(7);
+  cache.add_sequence(2);
+  for (int64_t l = block_size; l <= len + block_size; l += block_size) {
+    EXPECT_TRUE(cache.reserve(1, l / 2));
+    EXPECT_TRUE(cache.reserve(7, std::min(l, len)));
+    EXPECT_TRUE(cache.reserve(2, l / 3));
+  }
+  return cache;
+}
+
+TEST(CudaKvLayout, PagedOffsetsAreKvCacheSlots) {
+  for (int bs : {1, 16, 32}) {
+    const int heads = 4, head_dim = 8;
+    const int64_t len = 75;
+    cb::kv::KvCache cache = scattered_cache(heads, head_dim, bs, len);
+    const auto& table = cache.block_table(7);
+    const kc::PagedView view{table.data(), bs, heads * head_dim};
+    for (int64_t s = 0; s < len; ++s) {
+      for (int64_t j : {int64_t{0}, int64_t{5}, int64_t{heads * head_dim - 1}}) {
+        EXPECT_EQ(kc::paged_offset(view, s, j), (cache.k_slot(1, 7, s) - cache.k_pool(1)) + j)
+            << "block size " << bs << " slot " << s;
+      }
+    }
+  }
+}
+
+TEST(CudaKvLayout, RopePairsCoverEveryElementOnceInTheCpuConvention) {
+  for (int64_t head_dim : {64, 128, 80}) {
+    for (int64_t rope_dims : {head_dim, head_dim / 2, int64_t{16}}) {
+      for (bool interleaved : {true, false}) {
+        std::vector<int> seen(static_cast<size_t>(head_dim), 0);
+        for (int64_t i = 0; i < head_dim / 2; ++i) {
+          const kc::PairElems e = kc::rope_pair(i, rope_dims, interleaved);
+          ASSERT_LT(e.b, head_dim);
+          ++seen[static_cast<size_t>(e.a)];
+          ++seen[static_cast<size_t>(e.b)];
+          EXPECT_EQ(e.rotate, i < rope_dims / 2);
+          if (e.rotate) {  // kernels/cpu rope: pair i is (a*i, a*i + stride)
+            EXPECT_EQ(e.a, interleaved ? 2 * i : i);
+            EXPECT_EQ(e.b - e.a, interleaved ? 1 : rope_dims / 2);
+          } else {
+            EXPECT_GE(e.a, rope_dims);
+          }
+        }
+        for (int x : seen) ASSERT_EQ(x, 1) << head_dim << " " << rope_dims;
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, KvRestoreAndCaptureMatchTheHostReference) {
+  SKIP_WITHOUT_GPU();
+  for (int bs : {1, 16, 32}) {
+    for (bool interleaved : {true, false}) {
+      for (int head_dim : {64, 128}) {
+        const int heads = 4;
+        const int64_t kvd = heads * head_dim, pos0 = 37, n = 41, rope_offset = 1000;
+        const int rope_dims = interleaved ? head_dim : head_dim / 2;
+        const std::string what = "block " + std::to_string(bs) +
+                                 (interleaved ? " interleaved" : " half") + " head_dim " +
+                                 std::to_string(head_dim);
+        cb::kv::KvCache cache = scattered_cache(heads, head_dim, bs, pos0 + n);
+        std::mt19937 rng(3);
+        std::uniform_real_distribution<float> u(-2, 2);
+        std::vector<float> k(static_cast<size_t>(n * kvd)), v(k.size());
+        for (float& x : k) x = u(rng);
+        for (float& x : v) x = u(rng);
+        // Host reference: rotate to positions pos0 + rope_offset + t, write through k_slot.
+        std::vector<float> kr = k;
+        std::vector<int32_t> pos(static_cast<size_t>(n));
+        for (int64_t t = 0; t < n; ++t) pos[static_cast<size_t>(t)] = pos0 + rope_offset + t;
+        cb::kernels::cpu::rope(
+            kr.data(), pos.data(), n, heads, head_dim, rope_dims, 10000.0f,
+            interleaved ? cb::kernels::cpu::Rope::Interleaved : cb::kernels::cpu::Rope::RotateHalf);
+        for (int64_t t = 0; t < n; ++t) {
+          std::memcpy(cache.k_slot(0, 7, pos0 + t), kr.data() + t * kvd, kvd * 4);
+          std::memcpy(cache.v_slot(0, 7, pos0 + t), v.data() + t * kvd, kvd * 4);
+        }
+        const size_t pool = static_cast<size_t>(cache.config().num_blocks) * bs * kvd;
+        const auto& table = cache.block_table(7);
+        void *dk = nullptr, *dv = nullptr, *dkp = nullptr, *dvp = nullptr, *dt = nullptr;
+        ASSERT_EQ(cudaMalloc(&dk, k.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dv, v.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dkp, pool * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dvp, pool * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dt, table.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dk, k.data(), k.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dv, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dt, table.data(), table.size() * 4, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemset(dkp, 0xff, pool * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dvp, 0xff, pool * 4), cudaSuccess);
+        kc::KvRestoreParams p;
+        p.k_stage = dk;
+        p.v_stage = dv;
+        p.k_pool = dkp;
+        p.v_pool = dvp;
+        p.view = {static_cast<const int32_t*>(dt), bs, kvd};
+        p.pos0 = pos0;
+        p.n = n;
+        p.heads = heads;
+        p.head_dim = head_dim;
+        p.rope_dims = rope_dims;
+        p.rope_offset = rope_offset;
+        p.style = interleaved ? kc::RopeStyle::Interleaved : kc::RopeStyle::RotateHalf;
+        ASSERT_EQ(kc::launch_kv_restore(p, nullptr), cudaSuccess);
+        std::vector<float> gk(pool), gv(pool);
+        ASSERT_EQ(cudaMemcpy(gk.data(), dkp, pool * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(gv.data(), dvp, pool * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        std::vector<char> written(pool, 0);
+        int bad = 0;
+        for (int64_t t = 0; t < n; ++t) {
+          const int64_t off = cache.k_slot(0, 7, pos0 + t) - cache.k_pool(0);
+          for (int64_t j = 0; j < kvd; ++j) {
+            const size_t o = static_cast<size_t>(off + j);
+            written[o] = 1;
+            const float want = cache.k_pool(0)[o];
+            if (!(std::fabs(gk[o] - want) <= 2e-5f * (std::fabs(want) + 1e-2f)) && bad++ < 5) {
+              ADD_FAILURE() << what << ": K of slot " << pos0 + t << " element " << j << " got "
+                            << gk[o] << " want " << want;
+            }
+            if (gv[o] != cache.v_pool(0)[o] && bad++ < 5) {
+              ADD_FAILURE() << what << ": V of slot " << pos0 + t << " element " << j;
+            }
+          }
+        }
+        for (size_t o = 0; o < pool; ++o) {
+          if (!written[o] && (!std::isnan(gk[o]) || !std::isnan(gv[o])) && bad++ < 5) {
+            ADD_FAILURE() << what << ": stray write at pool element " << o;
+          }
+        }
+
+        // Capture: rows of a fused [n, 3 * kvd] buffer (K at column kvd, V at 2 * kvd).
+        std::vector<float> fused(static_cast<size_t>(n * 3 * kvd));
+        for (float& x : fused) x = u(rng);
+        void *df = nullptr, *dks = nullptr, *dvs = nullptr;
+        ASSERT_EQ(cudaMalloc(&df, fused.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dks, k.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMalloc(&dvs, v.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(df, fused.data(), fused.size() * 4, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemset(dks, 0xff, k.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dvs, 0xff, v.size() * 4), cudaSuccess);
+        kc::KvCaptureParams c;
+        c.k_src = static_cast<const float*>(df) + kvd;
+        c.v_src = static_cast<const float*>(df) + 2 * kvd;
+        c.src_stride = 3 * kvd;
+        c.k_stage = dks;
+        c.v_stage = dvs;
+        c.n = n;
+        c.kv_dim = kvd;
+        ASSERT_EQ(kc::launch_kv_capture(c, nullptr), cudaSuccess);
+        std::vector<float> sk(k.size()), sv(v.size());
+        ASSERT_EQ(cudaMemcpy(sk.data(), dks, sk.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(sv.data(), dvs, sv.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        for (int64_t t = 0; t < n; ++t) {
+          for (int64_t j = 0; j < kvd; ++j) {
+            const size_t s = static_cast<size_t>(t * kvd + j);
+            ASSERT_EQ(sk[s], fused[static_cast<size_t>(t * 3 * kvd + kvd + j)]) << what;
+            ASSERT_EQ(sv[s], fused[static_cast<size_t>(t * 3 * kvd + 2 * kvd + j)]) << what;
+          }
+        }
+        for (void* ptr : {dk, dv, dkp, dvp, dt, df, dks, dvs}) cudaFree(ptr);
+      }
+    }
+  }
+}
+
+TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
+  kc::KvRestoreParams p;
+  EXPECT_EQ(kc::launch_kv_restore(p, nullptr), cudaSuccess);  // n == 0
+  p.n = 1;
+  EXPECT_EQ(kc::launch_kv_restore(p, nullptr), cudaErrorInvalidValue);  // null pointers
+  kc::KvCaptureParams c;
+  c.n = 2;
+  c.kv_dim = 8;
+  c.src_stride = 4;  // shorter than a row
+  EXPECT_EQ(kc::launch_kv_capture(c, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
