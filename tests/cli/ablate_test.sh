@@ -119,7 +119,7 @@ else
     exit 0
   fi
   O="$TMP/real"
-  run real recompute-vs-ca --mode real --model "$MODEL" --batch 2 --reps 1 --out "$O" --quiet
+  run real recompute-vs-ca --mode real --model "$MODEL" --batch 2 --reps 3 --out "$O" --quiet
   check "real recompute-vs-ca: CA below RE with 900 of 1000 tokens stored" "$O/recompute-vs-ca.json" \
     "v('CA (preload)', '900/100', 'gpu_time_ms') < v('RE', '900/100', 'gpu_time_ms') and v('CA (no preload)', '900/100', 'gpu_time_ms') < v('RE', '900/100', 'gpu_time_ms') and j['config']['execution'] == 'real'"
   check "real recompute-vs-ca: every CA turn a hit" "$O/recompute-vs-ca.json" \
