@@ -34,6 +34,19 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+/// Rotates the pair (x0, x1) by the angle pos * theta^(-2i / rope_dims), in double as
+/// kernels/cpu rope computes it (exact angles at any position).
+__device__ __forceinline__ void rope_rotate(double& x0, double& x1, double pos, int64_t i,
+                                            int64_t rope_dims, double theta) {
+  const double inv_freq =
+      pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
+  double s, c;
+  sincos(pos * inv_freq, &s, &c);
+  const double r0 = x0 * c - x1 * s;
+  x1 = x0 * s + x1 * c;
+  x0 = r0;
+}
+
 /// Sum over the block, returned to every thread. blockDim.x is a multiple of 32 and at most
 /// 1024; every thread of the block must call it (it synchronizes, so a row may be rewritten
 /// in place after it).

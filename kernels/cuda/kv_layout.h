@@ -1,6 +1,6 @@
 #pragma once
 /// Where a token's K or V lives in the paged pools, computed the same way on the host and on
-/// the device (kernels/cuda kv_restore and kv_capture use it; tests compare it with
+/// the device (kernels/cuda rope, kv_restore and kv_capture use it; tests compare it with
 /// lib/kv KvCache's slot pointers). Plain C++; the functions are __host__ __device__ under nvcc.
 
 #include <cstdint>

@@ -26,13 +26,7 @@ __global__ void kv_restore_kernel(const T* __restrict__ k_stage, const T* __rest
     const int64_t dst_b = dst_a + (e.b - e.a);  // same slot, same head
     double x0 = to_f(k_stage[src + e.a]), x1 = to_f(k_stage[src + e.b]);
     if (e.rotate) {
-      const double inv_freq =
-          pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
-      double s, c;
-      sincos(static_cast<double>(pos0 + rope_offset + t) * inv_freq, &s, &c);
-      const double r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
-      x0 = r0;
-      x1 = r1;
+      detail::rope_rotate(x0, x1, static_cast<double>(pos0 + rope_offset + t), i, rope_dims, theta);
     }
     k_pool[dst_a] = from_f<T>(static_cast<float>(x0));
     k_pool[dst_b] = from_f<T>(static_cast<float>(x1));

@@ -1,4 +1,5 @@
 #include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/rope.h"
 
 namespace cb::kernels::cuda {
@@ -17,17 +18,12 @@ __global__ void rope_kernel(T* x, const int32_t* __restrict__ positions, int64_t
     const int64_t i = k % half;
     const int64_t h = (k / half) % heads;
     const int64_t t = k / (half * heads);
-    // The reference's angle: pos * theta^(-2i/rope_dims), in double at every position.
-    const double inv_freq =
-        pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
-    double s, c;
-    sincos(static_cast<double>(positions[t]) * inv_freq, &s, &c);
+    const PairElems e = rope_pair(i, rope_dims, interleaved);
     T* xh = x + t * token_stride + h * head_dim;
-    T* p0 = xh + (interleaved ? 2 * i : i);
-    T* p1 = p0 + (interleaved ? 1 : half);
-    const double x0 = to_f(*p0), x1 = to_f(*p1);
-    *p0 = from_f<T>(static_cast<float>(x0 * c - x1 * s));
-    *p1 = from_f<T>(static_cast<float>(x0 * s + x1 * c));
+    double x0 = to_f(xh[e.a]), x1 = to_f(xh[e.b]);
+    detail::rope_rotate(x0, x1, static_cast<double>(positions[t]), i, rope_dims, theta);
+    xh[e.a] = from_f<T>(static_cast<float>(x0));
+    xh[e.b] = from_f<T>(static_cast<float>(x1));
   }
 }
 

@@ -75,14 +75,6 @@ void apply_moves(std::vector<EntryMeta>& entries, const std::vector<Move>& moves
   }
 }
 
-std::unordered_map<uint64_t, size_t> first_positions(const std::vector<uint64_t>& queue,
-                                                     size_t limit) {
-  std::unordered_map<uint64_t, size_t> pos;
-  const size_t n = std::min(limit, queue.size());
-  for (size_t i = 0; i < n; ++i) pos.emplace(queue[i], i);  // emplace keeps the first
-  return pos;
-}
-
 std::vector<size_t> next_uses(const std::vector<EntryMeta>& entries,
                               const std::vector<size_t>& candidates,
                               const std::vector<uint64_t>& queue, size_t limit) {

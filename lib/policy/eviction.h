@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "lib/policy/types.h"
@@ -62,10 +61,6 @@ void apply_moves(std::vector<EntryMeta>& entries, const std::vector<Move>& moves
 
 /// Checks what every planner assumes: unique sessions, no entry in kDrop. Throws cb::Error.
 void validate_entries(const std::vector<EntryMeta>& entries);
-
-/// Position of each session's first job among the first `limit` jobs of `queue` (its next use).
-std::unordered_map<uint64_t, size_t> first_positions(const std::vector<uint64_t>& queue,
-                                                     size_t limit);
 
 /// For each index in `candidates`: the position of its session's first job among the first
 /// `limit` jobs of `queue`, or SIZE_MAX when it has none there. Result indexed like `entries`

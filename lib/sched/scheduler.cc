@@ -23,16 +23,13 @@ Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
     if (turns_[s] > 0) pending_.push_back({at[s], static_cast<SessionId>(s), 0});
   }
   // Latest first, sorted once (inserting one by one would move the whole vector each time).
-  std::sort(pending_.begin(), pending_.end(),
-            [](const Pending& a, const Pending& b) { return Earlier()(b, a); });
+  std::sort(pending_.begin(), pending_.end(), Later());
 }
 
 void Scheduler::push_pending(Pending p) {
   ++version_;
   // Latest first: insert before the first element that is earlier than p.
-  const auto at =
-      std::upper_bound(pending_.begin(), pending_.end(), p,
-                       [](const Pending& a, const Pending& b) { return Earlier()(b, a); });
+  const auto at = std::upper_bound(pending_.begin(), pending_.end(), p, Later());
   pending_.insert(at, p);
 }
 

@@ -110,9 +110,10 @@ class Scheduler {
     SessionId session;
     int turn;
   };
-  struct Earlier {
+  /// Order of pending_: the later arrival first (ties: the larger session id).
+  struct Later {
     bool operator()(const Pending& a, const Pending& b) const {
-      return a.at != b.at ? a.at < b.at : a.session < b.session;
+      return a.at != b.at ? a.at > b.at : a.session > b.session;
     }
   };
   void push_pending(Pending p);

@@ -251,13 +251,6 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
   const uint64_t mean = n_ssd == 0 ? 1 : (ssd_sum + n_ssd - 1) / n_ssd;
   const size_t scan =
       pa != nullptr ? std::min(lookahead.size(), pa->prefetch_window(mean)) : lookahead.size();
-  // It fetches only look-ahead sessions on SSD: when there is none, skip the rest.
-  bool any = false;
-  for (size_t i = 0; i < scan && !any; ++i) {
-    auto it = index_.find(lookahead[i]);
-    if (it != index_.end() && it->second.tier == TierKind::Ssd && movable(it->second)) any = true;
-  }
-  if (!any) return;
   std::vector<store::EntryInfo> on_ssd;
   std::vector<store::SessionId> order;
   if (pa != nullptr) {
@@ -266,8 +259,17 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
       if (it == index_.end() || it->second.tier != TierKind::Ssd || !movable(it->second)) continue;
       on_ssd.push_back(info(it->second));
     }
+    if (on_ssd.empty()) return;  // only look-ahead sessions on SSD are fetched
     order = pa->choose_prefetch_with_mean(lookahead, on_ssd, mean);
   } else {
+    // Another advisor gets every movable SSD entry: skip that scan when no look-ahead
+    // session is on SSD.
+    bool any = false;
+    for (size_t i = 0; i < scan && !any; ++i) {
+      auto it = index_.find(lookahead[i]);
+      if (it != index_.end() && it->second.tier == TierKind::Ssd && movable(it->second)) any = true;
+    }
+    if (!any) return;
     for (store::SessionId id : in_tier_[2]) {
       const Entry& e = index_.at(id);
       if (!movable(e)) continue;

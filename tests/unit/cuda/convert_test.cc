@@ -11,30 +11,13 @@
 #include <vector>
 
 #include "lib/core/dtype.h"
+#include "tests/unit/cuda/cuda_test_util.h"
 
 namespace {
 
 namespace kc = cb::kernels::cuda;
 
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    int n_ = 0;                                                                   \
-    const cudaError_t e_ = cudaGetDeviceCount(&n_);                               \
-    if (e_ != cudaSuccess || n_ == 0)                                             \
-      GTEST_SKIP() << "no CUDA GPU: "                                             \
-                   << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
-  } while (0)
-
-template <typename T>
-struct DeviceBuffer {
-  explicit DeviceBuffer(size_t n) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, n * sizeof(T)), cudaSuccess);
-    ptr = static_cast<T*>(p);
-  }
-  ~DeviceBuffer() { cudaFree(ptr); }
-  T* ptr = nullptr;
-};
+using cb::cuda_test::DeviceArray;
 
 std::vector<float> test_values(size_t n) {
   std::mt19937 rng(5);
@@ -53,17 +36,17 @@ std::vector<float> test_values(size_t n) {
 void check_kind(kc::HalfKind kind) {
   const size_t n = (1u << 20) + 3;  // odd length, more than one grid-stride pass
   const auto host = test_values(n);
-  DeviceBuffer<float> src(n), back(n);
-  DeviceBuffer<uint16_t> dst(n);
-  ASSERT_EQ(cudaMemcpy(src.ptr, host.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  ASSERT_EQ(cudaMemset(dst.ptr, 0xff, n * 2), cudaSuccess);  // poison: unwritten elements fail
-  ASSERT_EQ(kc::launch_convert_to_half({src.ptr, dst.ptr, n, kind}, nullptr), cudaSuccess);
-  ASSERT_EQ(kc::launch_convert_to_float({dst.ptr, back.ptr, n, kind}, nullptr), cudaSuccess);
+  DeviceArray<float> src(n), back(n);
+  DeviceArray<uint16_t> dst(n);
+  ASSERT_EQ(cudaMemcpy(src.get(), host.data(), n * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(dst.get(), 0xff, n * 2), cudaSuccess);  // poison: unwritten elements fail
+  ASSERT_EQ(kc::launch_convert_to_half({src.get(), dst.get(), n, kind}, nullptr), cudaSuccess);
+  ASSERT_EQ(kc::launch_convert_to_float({dst.get(), back.get(), n, kind}, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   std::vector<uint16_t> got(n);
   std::vector<float> got_back(n);
-  ASSERT_EQ(cudaMemcpy(got.data(), dst.ptr, n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(got_back.data(), back.ptr, n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), dst.get(), n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_back.data(), back.get(), n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
   for (size_t i = 0; i < n; ++i) {
     const bool bf = kind == kc::HalfKind::BF16;
     const uint16_t want = bf ? cb::fp32_to_bf16(host[i]) : cb::fp32_to_fp16(host[i]);

@@ -19,20 +19,13 @@
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/storage.h"
 #include "lib/core/dtype.h"
+#include "tests/unit/cuda/cuda_test_util.h"
 
 namespace {
 
 namespace kc = cb::kernels::cuda;
+using cb::cuda_test::DeviceArray;
 using kc::Storage;
-
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    int n_ = 0;                                                                   \
-    const cudaError_t e_ = cudaGetDeviceCount(&n_);                               \
-    if (e_ != cudaSuccess || n_ == 0)                                             \
-      GTEST_SKIP() << "no CUDA GPU: "                                             \
-                   << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
-  } while (0)
 
 const char* name(Storage s) {
   return s == Storage::F32 ? "f32" : s == Storage::F16 ? "f16" : "bf16";
@@ -101,33 +94,6 @@ class DeviceTensor {
   Storage s_;
   size_t n_;
   void* ptr_ = nullptr;
-};
-
-/// Device copy of int32 values (positions, token ids, flags).
-class DeviceInts {
- public:
-  explicit DeviceInts(const std::vector<int32_t>& v) : n_(v.size()) {
-    void* p = nullptr;
-    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(n_, 1) * 4), cudaSuccess);
-    ptr_ = static_cast<int32_t*>(p);
-    set(v);
-  }
-  ~DeviceInts() { cudaFree(ptr_); }
-  DeviceInts(const DeviceInts&) = delete;
-  DeviceInts& operator=(const DeviceInts&) = delete;
-  void set(const std::vector<int32_t>& v) {
-    EXPECT_EQ(cudaMemcpy(ptr_, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  int32_t first() const {
-    int32_t v = -1;
-    EXPECT_EQ(cudaMemcpy(&v, ptr_, 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    return v;
-  }
-  int32_t* get() { return ptr_; }
-
- private:
-  size_t n_;
-  int32_t* ptr_ = nullptr;
 };
 
 std::vector<float> rounded(Storage s, std::vector<float> v) {
@@ -252,7 +218,7 @@ TEST(CudaKernels, RopeMatchesTheCpuReferenceAtAnyPosition) {
                                      ? cb::kernels::cpu::Rope::Interleaved
                                      : cb::kernels::cpu::Rope::RotateHalf);
           DeviceTensor dx(s, x);
-          DeviceInts dpos(pos);
+          DeviceArray<int32_t> dpos(pos);
           kc::RopeParams p;
           p.x = dx.get();
           p.positions = dpos.get();
@@ -311,16 +277,16 @@ TEST(CudaKernels, EmbeddingGathersRowsAndFlagsOutOfRangeIds) {
     std::vector<float> want(static_cast<size_t>(n * dim));
     cb::kernels::cpu::embedding(table.data(), ids.data(), want.data(), n, dim);
     DeviceTensor dt(s, table), dout(s, want.size());
-    DeviceInts dids(ids), dbad({0});
+    DeviceArray<int32_t> dids(ids), dbad(std::vector<int32_t>{0});
     dout.poison();
     kc::EmbeddingParams p{dt.get(), dids.get(), dout.get(), n, rows, dim, dbad.get(), s};
     ASSERT_EQ(kc::launch_embedding(p, nullptr), cudaSuccess);
-    EXPECT_EQ(dbad.first(), 0);
+    EXPECT_EQ(dbad.download()[0], 0);
     expect_close(dout.download(), want, 0.0f, 0.0f, std::string("embedding ") + name(s));
     ids[4] = 512;  // out of range: a zero row and the flag
-    dids.set(ids);
+    dids.upload(ids);
     ASSERT_EQ(kc::launch_embedding(p, nullptr), cudaSuccess);
-    EXPECT_EQ(dbad.first(), 1);
+    EXPECT_EQ(dbad.download()[0], 1);
     const auto got = dout.download();
     for (int64_t j = 0; j < dim; ++j) EXPECT_EQ(got[static_cast<size_t>(4 * dim + j)], 0.0f);
   }

@@ -18,19 +18,12 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/kv_layout.h"
 #include "lib/kv/kv_cache.h"
+#include "tests/unit/cuda/cuda_test_util.h"
 
 namespace {
 
 namespace kc = cb::kernels::cuda;
-
-#define SKIP_WITHOUT_GPU()                                                        \
-  do {                                                                            \
-    int n_ = 0;                                                                   \
-    const cudaError_t e_ = cudaGetDeviceCount(&n_);                               \
-    if (e_ != cudaSuccess || n_ == 0)                                             \
-      GTEST_SKIP() << "no CUDA GPU: "                                             \
-                   << (e_ != cudaSuccess ? cudaGetErrorString(e_) : "0 devices"); \
-  } while (0)
+using cb::cuda_test::DeviceArray;
 
 /// A cache whose sequence 7 holds non-contiguous blocks: other sequences take blocks between.
 cb::kv::KvCache scattered_cache(int heads, int head_dim, int block_size, int64_t len) {
@@ -122,24 +115,22 @@ TEST(CudaKernels, KvRestoreAndCaptureMatchTheHostReference) {
         }
         const size_t pool = static_cast<size_t>(cache.config().num_blocks) * bs * kvd;
         const auto& table = cache.block_table(7);
-        void *dk = nullptr, *dv = nullptr, *dkp = nullptr, *dvp = nullptr, *dt = nullptr;
-        ASSERT_EQ(cudaMalloc(&dk, k.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMalloc(&dv, v.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMalloc(&dkp, pool * 4), cudaSuccess);
-        ASSERT_EQ(cudaMalloc(&dvp, pool * 4), cudaSuccess);
-        ASSERT_EQ(cudaMalloc(&dt, table.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dk, k.data(), k.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dv, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(dt, table.data(), table.size() * 4, cudaMemcpyHostToDevice),
+        DeviceArray<float> dk(k.size()), dv(v.size()), dkp(pool), dvp(pool);
+        DeviceArray<int32_t> dt(table.size());
+        ASSERT_EQ(cudaMemcpy(dk.get(), k.data(), k.size() * 4, cudaMemcpyHostToDevice),
                   cudaSuccess);
-        ASSERT_EQ(cudaMemset(dkp, 0xff, pool * 4), cudaSuccess);
-        ASSERT_EQ(cudaMemset(dvp, 0xff, pool * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dv.get(), v.data(), v.size() * 4, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(dt.get(), table.data(), table.size() * 4, cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemset(dkp.get(), 0xff, pool * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dvp.get(), 0xff, pool * 4), cudaSuccess);
         kc::KvRestoreParams p;
-        p.k_stage = dk;
-        p.v_stage = dv;
-        p.k_pool = dkp;
-        p.v_pool = dvp;
-        p.view = {static_cast<const int32_t*>(dt), bs, kvd};
+        p.k_stage = dk.get();
+        p.v_stage = dv.get();
+        p.k_pool = dkp.get();
+        p.v_pool = dvp.get();
+        p.view = {dt.get(), bs, kvd};
         p.pos0 = pos0;
         p.n = n;
         p.heads = heads;
@@ -149,8 +140,8 @@ TEST(CudaKernels, KvRestoreAndCaptureMatchTheHostReference) {
         p.style = interleaved ? kc::RopeStyle::Interleaved : kc::RopeStyle::RotateHalf;
         ASSERT_EQ(kc::launch_kv_restore(p, nullptr), cudaSuccess);
         std::vector<float> gk(pool), gv(pool);
-        ASSERT_EQ(cudaMemcpy(gk.data(), dkp, pool * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(gv.data(), dvp, pool * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(gk.data(), dkp.get(), pool * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(gv.data(), dvp.get(), pool * 4, cudaMemcpyDeviceToHost), cudaSuccess);
         std::vector<char> written(pool, 0);
         int bad = 0;
         for (int64_t t = 0; t < n; ++t) {
@@ -177,26 +168,25 @@ TEST(CudaKernels, KvRestoreAndCaptureMatchTheHostReference) {
         // Capture: rows of a fused [n, 3 * kvd] buffer (K at column kvd, V at 2 * kvd).
         std::vector<float> fused(static_cast<size_t>(n * 3 * kvd));
         for (float& x : fused) x = u(rng);
-        void *df = nullptr, *dks = nullptr, *dvs = nullptr;
-        ASSERT_EQ(cudaMalloc(&df, fused.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMalloc(&dks, k.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMalloc(&dvs, v.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(df, fused.data(), fused.size() * 4, cudaMemcpyHostToDevice),
+        DeviceArray<float> df(fused.size()), dks(k.size()), dvs(v.size());
+        ASSERT_EQ(cudaMemcpy(df.get(), fused.data(), fused.size() * 4, cudaMemcpyHostToDevice),
                   cudaSuccess);
-        ASSERT_EQ(cudaMemset(dks, 0xff, k.size() * 4), cudaSuccess);
-        ASSERT_EQ(cudaMemset(dvs, 0xff, v.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dks.get(), 0xff, k.size() * 4), cudaSuccess);
+        ASSERT_EQ(cudaMemset(dvs.get(), 0xff, v.size() * 4), cudaSuccess);
         kc::KvCaptureParams c;
-        c.k_src = static_cast<const float*>(df) + kvd;
-        c.v_src = static_cast<const float*>(df) + 2 * kvd;
+        c.k_src = df.get() + kvd;
+        c.v_src = df.get() + 2 * kvd;
         c.src_stride = 3 * kvd;
-        c.k_stage = dks;
-        c.v_stage = dvs;
+        c.k_stage = dks.get();
+        c.v_stage = dvs.get();
         c.n = n;
         c.kv_dim = kvd;
         ASSERT_EQ(kc::launch_kv_capture(c, nullptr), cudaSuccess);
         std::vector<float> sk(k.size()), sv(v.size());
-        ASSERT_EQ(cudaMemcpy(sk.data(), dks, sk.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-        ASSERT_EQ(cudaMemcpy(sv.data(), dvs, sv.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(sk.data(), dks.get(), sk.size() * 4, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(sv.data(), dvs.get(), sv.size() * 4, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
         for (int64_t t = 0; t < n; ++t) {
           for (int64_t j = 0; j < kvd; ++j) {
             const size_t s = static_cast<size_t>(t * kvd + j);
@@ -204,7 +194,6 @@ TEST(CudaKernels, KvRestoreAndCaptureMatchTheHostReference) {
             ASSERT_EQ(sv[s], fused[static_cast<size_t>(t * 3 * kvd + 2 * kvd + j)]) << what;
           }
         }
-        for (void* ptr : {dk, dv, dkp, dvp, dt, df, dks, dvs}) cudaFree(ptr);
       }
     }
   }

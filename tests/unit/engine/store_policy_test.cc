@@ -23,18 +23,19 @@ TierKind tier_of(const AttentionStore& st, SessionId s) {
   return t;
 }
 
+/// Bytes one entry occupies, measured on a DRAM-only store (0 if the save failed).
+uint64_t measured_entry_bytes() {
+  StoreConfig c;
+  c.dram_bytes = 64 * kChunk;
+  c.chunk_bytes = kChunk;
+  AttentionStore probe(c);
+  EXPECT_TRUE(save_entry(probe, 100, 1, kShape, kPos));
+  return probe.used_bytes(TierKind::Dram);
+}
+
 TEST(StorePolicyTest, Figure9OnTheRealStore) {
   const std::string dir = fresh_dir("figure9");
-  // Bytes one entry occupies, measured on a DRAM-only store.
-  uint64_t entry_bytes = 0;
-  {
-    StoreConfig c;
-    c.dram_bytes = 64 * kChunk;
-    c.chunk_bytes = kChunk;
-    AttentionStore probe(c);
-    ASSERT_TRUE(save_entry(probe, 100, 1, kShape, kPos));
-    entry_bytes = probe.used_bytes(TierKind::Dram);
-  }
+  const uint64_t entry_bytes = measured_entry_bytes();
   ASSERT_GT(entry_bytes, 0u);
   const uint64_t cmem = 3 * entry_bytes, cdisk = 5 * entry_bytes;
   // Sessions 3, 5, 6, 7, 9 start on SSD: save them into an SSD-only store, then reopen.
@@ -99,15 +100,8 @@ TEST(StorePolicyTest, PrefetchNeverEvictsAnEntryNeededSooner) {
   for (bool fetched_ahead : {false, true}) {
     SCOPED_TRACE(fetched_ahead ? "queue 1, 3, 2" : "queue 1, 2, 3");
     const std::string dir = fresh_dir(fetched_ahead ? "prefetch-ahead" : "prefetch-behind");
-    uint64_t entry_bytes = 0;
-    {
-      StoreConfig c;
-      c.dram_bytes = 64 * kChunk;
-      c.chunk_bytes = kChunk;
-      AttentionStore probe(c);
-      ASSERT_TRUE(save_entry(probe, 100, 1, kShape, kPos));
-      entry_bytes = probe.used_bytes(TierKind::Dram);
-    }
+    const uint64_t entry_bytes = measured_entry_bytes();
+    ASSERT_GT(entry_bytes, 0u);
     {
       StoreConfig c;
       c.ssd_bytes = 4 * entry_bytes;

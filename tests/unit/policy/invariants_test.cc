@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 #include "lib/policy/placement.h"
@@ -17,6 +18,13 @@
 
 namespace cb::policy {
 namespace {
+
+/// Position of each session's first job in `queue` (its next use): the oracle's view.
+std::unordered_map<uint64_t, size_t> first_positions(const std::vector<uint64_t>& queue) {
+  std::unordered_map<uint64_t, size_t> pos;
+  for (size_t i = 0; i < queue.size(); ++i) pos.emplace(queue[i], i);  // keeps the first
+  return pos;
+}
 
 struct Case {
   Capacity cap;
@@ -143,7 +151,7 @@ TEST(InvariantsTest, PrefetchKeepsCapacitiesAndNeverDisplacesMoreUrgentJobs) {
     EXPECT_EQ(moves, plan_prefetch(shuffled, c.cap, c.ahead));
 
     const size_t window = window_lengths(c.cap, effective_skv(c.entries, c.ahead)).prefetch;
-    const auto pos = first_positions(c.ahead.queue, c.ahead.queue.size());
+    const auto pos = first_positions(c.ahead.queue);
     const std::set<uint64_t> pinned(c.ahead.pinned.begin(), c.ahead.pinned.end());
     const uint64_t head = c.ahead.queue.empty() ? ~uint64_t{0} : c.ahead.queue.front();
     std::vector<uint64_t> pending;  // evictions made for the next fetch
