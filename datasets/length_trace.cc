@@ -185,7 +185,8 @@ void write_length_trace(const Trace& t, const std::string& path, const json& gen
     const json source = {{"path", t.path},
                          {"kind", t.kind},
                          {"skipped_conversations", t.skipped_conversations},
-                         {"skipped_messages", t.skipped_messages}};
+                         {"skipped_messages", t.skipped_messages},
+                         {"joined_pieces", t.joined_pieces}};
     out += "  \"source\": " + dump(source) + ",\n";
   }
   out += "  \"sessions\": [";

@@ -54,6 +54,128 @@ struct Message {
   const std::string* text;
 };
 
+// FastChat's split_long_conversation (which wrote ShareGPT_V3_unfiltered_cleaned_split.json)
+// stores a long conversation as consecutive pieces "ID_K", K the index of the piece's first
+// message in the original conversation.
+struct SplitId {
+  std::string base;
+  int64_t start = -1;  ///< K; -1 when the id is not of that form
+};
+
+SplitId split_id(const std::string& name) {
+  const size_t us = name.rfind('_');
+  if (us == std::string::npos || us == 0 || us + 1 == name.size() || name.size() - us - 1 > 9) {
+    return {};
+  }
+  int64_t k = 0;
+  for (size_t c = us + 1; c < name.size(); ++c) {
+    if (name[c] < '0' || name[c] > '9') return {};
+    k = k * 10 + (name[c] - '0');
+  }
+  return {name.substr(0, us), k};
+}
+
+// A conversation being read: its first piece's position and id, and the messages kept so far
+// from all its pieces.
+struct Pending {
+  bool active = false;
+  std::string where;  ///< "PATH: conversation I (id X)" of the first piece
+  std::string name;   ///< the first piece's id
+  SplitId split;      ///< the last piece's split id
+  int64_t pieces = 1;
+  std::vector<Message> kept;
+  int64_t skipped = 0;
+  bool too_long = false;
+};
+
+// Pass 1 over one piece's messages: checks every message's types and length and keeps the
+// user and assistant messages with text; nothing is tokenized yet.
+void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
+             const TraceLoadOptions& opts) {
+  for (size_t k = 0; k < msgs.size(); ++k) {
+    const json& m = msgs[k];
+    const std::string mw = where + ", message " + std::to_string(k);
+    if (!m.is_object()) {
+      throw make_error(mw, std::string("is a JSON ") + m.type_name() + ", not an object", kShape);
+    }
+    const auto from = m.find("from");
+    const auto value = m.find("value");
+    if (from != m.end() && !from->is_string() && !from->is_null()) {
+      throw make_error(
+          mw, std::string("\"from\" is a JSON ") + from->type_name() + ", not a string", kShape);
+    }
+    if (value != m.end() && !value->is_string() && !value->is_null()) {
+      throw make_error(
+          mw, std::string("\"value\" is a JSON ") + value->type_name() + ", not a string", kShape);
+    }
+    const Role role =
+        (from == m.end() || from->is_null()) ? Role::kOther : role_of(from->get<std::string>());
+    if (role == Role::kOther || value == m.end() || value->is_null() ||
+        value->get_ref<const std::string&>().empty()) {
+      ++cur.skipped;
+      continue;
+    }
+    const std::string& text = value->get_ref<const std::string&>();
+    if (static_cast<int64_t>(text.size()) > opts.max_message_chars) {
+      cur.too_long = true;
+      add_note(t, where + ": message " + std::to_string(k) + " has " + std::to_string(text.size()) +
+                      " characters, over the limit of " + std::to_string(opts.max_message_chars) +
+                      "; conversation skipped");
+      return;
+    }
+    cur.kept.push_back({role, &text});
+  }
+}
+
+// Pass 2: pairs each question with the answer that follows it, tokenizes, and adds the
+// session to `t` (or counts the conversation as skipped); `cur` is then inactive.
+void finish(Trace& t, Pending& cur, const TokenizeFn& tokenize) {
+  if (!cur.active) return;
+  cur.active = false;
+  if (cur.too_long) {
+    ++t.skipped_conversations;
+    return;
+  }
+  int64_t skipped = cur.skipped;
+  std::vector<std::pair<const std::string*, const std::string*>> pairs;
+  const std::string* question = nullptr;
+  for (const Message& m : cur.kept) {
+    if (m.role == Role::kUser) {
+      if (question != nullptr) ++skipped;  // an earlier question never answered
+      question = m.text;
+    } else if (question != nullptr) {
+      pairs.emplace_back(question, m.text);
+      question = nullptr;
+    } else {
+      ++skipped;  // an answer with no question before it
+    }
+  }
+  if (question != nullptr) ++skipped;
+
+  TraceSession s;
+  s.id = t.sessions.size();
+  s.name = cur.name;
+  for (const auto& [q, a] : pairs) {
+    TraceTurn turn;
+    turn.input_ids = tokenize(*q);
+    if (turn.input_ids.empty()) {
+      skipped += 2;
+      continue;
+    }
+    turn.input_tokens = static_cast<int64_t>(turn.input_ids.size());
+    turn.output_tokens = std::max<int64_t>(1, static_cast<int64_t>(tokenize(*a).size()));
+    s.turns.push_back(std::move(turn));
+  }
+  if (s.turns.empty()) {
+    ++t.skipped_conversations;
+    add_note(t, cur.where + ": no complete user/assistant turn; conversation skipped");
+    return;
+  }
+  t.skipped_messages += skipped;
+  t.joined_pieces += cur.pieces - 1;
+  t.sessions.push_back(std::move(s));
+}
+
 }  // namespace
 
 Trace load_sharegpt(const std::string& path, const TokenizeFn& tokenize,
@@ -78,8 +200,8 @@ Trace parse_sharegpt(std::string_view bytes, const std::string& path, const Toke
   Trace t;
   t.path = path;
   t.kind = "sharegpt";
+  Pending cur;
   for (size_t i = 0; i < j.size(); ++i) {
-    if (opts.limit > 0 && static_cast<int64_t>(t.sessions.size()) >= opts.limit) break;
     const json& conv = j[i];
     std::string where = path + ": conversation " + std::to_string(i);
     if (!conv.is_object()) {
@@ -98,88 +220,23 @@ Trace parse_sharegpt(std::string_view bytes, const std::string& path, const Toke
           where, std::string("\"conversations\" is a JSON ") + msgs->type_name() + ", not an array",
           kShape);
     }
-
-    // Pass 1: check every message's types and length; nothing is tokenized yet.
-    std::vector<Message> kept;
-    int64_t skipped = 0;
-    bool too_long = false;
-    for (size_t k = 0; k < msgs->size() && !too_long; ++k) {
-      const json& m = (*msgs)[k];
-      const std::string mw = where + ", message " + std::to_string(k);
-      if (!m.is_object()) {
-        throw make_error(mw, std::string("is a JSON ") + m.type_name() + ", not an object", kShape);
-      }
-      const auto from = m.find("from");
-      const auto value = m.find("value");
-      if (from != m.end() && !from->is_string() && !from->is_null()) {
-        throw make_error(
-            mw, std::string("\"from\" is a JSON ") + from->type_name() + ", not a string", kShape);
-      }
-      if (value != m.end() && !value->is_string() && !value->is_null()) {
-        throw make_error(
-            mw, std::string("\"value\" is a JSON ") + value->type_name() + ", not a string",
-            kShape);
-      }
-      const Role role =
-          (from == m.end() || from->is_null()) ? Role::kOther : role_of(from->get<std::string>());
-      if (role == Role::kOther || value == m.end() || value->is_null() ||
-          value->get_ref<const std::string&>().empty()) {
-        ++skipped;
-        continue;
-      }
-      const std::string& text = value->get_ref<const std::string&>();
-      if (static_cast<int64_t>(text.size()) > opts.max_message_chars) {
-        too_long = true;
-        add_note(t, where + ": message " + std::to_string(k) + " has " +
-                        std::to_string(text.size()) + " characters, over the limit of " +
-                        std::to_string(opts.max_message_chars) + "; conversation skipped");
-        break;
-      }
-      kept.push_back({role, &text});
+    const SplitId sid = split_id(name);
+    const bool continues = opts.join_split && cur.active && cur.split.start >= 0 &&
+                           sid.start > cur.split.start && sid.base == cur.split.base;
+    if (continues) {
+      ++cur.pieces;
+    } else {
+      finish(t, cur, tokenize);
+      if (opts.limit > 0 && static_cast<int64_t>(t.sessions.size()) >= opts.limit) break;
+      cur = Pending{};
+      cur.active = true;
+      cur.where = where;
+      cur.name = name;
     }
-    if (too_long) {
-      ++t.skipped_conversations;
-      continue;
-    }
-
-    // Pass 2: pair each question with the answer that follows it.
-    std::vector<std::pair<const std::string*, const std::string*>> pairs;
-    const std::string* question = nullptr;
-    for (const Message& m : kept) {
-      if (m.role == Role::kUser) {
-        if (question != nullptr) ++skipped;  // an earlier question never answered
-        question = m.text;
-      } else if (question != nullptr) {
-        pairs.emplace_back(question, m.text);
-        question = nullptr;
-      } else {
-        ++skipped;  // an answer with no question before it
-      }
-    }
-    if (question != nullptr) ++skipped;
-
-    TraceSession s;
-    s.id = t.sessions.size();
-    s.name = name;
-    for (const auto& [q, a] : pairs) {
-      TraceTurn turn;
-      turn.input_ids = tokenize(*q);
-      if (turn.input_ids.empty()) {
-        skipped += 2;
-        continue;
-      }
-      turn.input_tokens = static_cast<int64_t>(turn.input_ids.size());
-      turn.output_tokens = std::max<int64_t>(1, static_cast<int64_t>(tokenize(*a).size()));
-      s.turns.push_back(std::move(turn));
-    }
-    if (s.turns.empty()) {
-      ++t.skipped_conversations;
-      add_note(t, where + ": no complete user/assistant turn; conversation skipped");
-      continue;
-    }
-    t.skipped_messages += skipped;
-    t.sessions.push_back(std::move(s));
+    cur.split = sid;
+    if (!cur.too_long) collect(t, cur, *msgs, where, opts);
   }
+  finish(t, cur, tokenize);
   if (t.sessions.empty()) {
     std::string what = "no complete user/assistant turn in " + path + " (" +
                        std::to_string(j.size()) + " conversations read";

@@ -20,6 +20,10 @@ namespace cb::datasets {
 /// opts.max_message_chars (never tokenized), is skipped and counted in
 /// skipped_conversations with a note. input_ids = tokenize(question), output_tokens =
 /// max(1, tokenize(answer).size()); a question that tokenizes to nothing drops its turn.
+/// With opts.join_split, consecutive entries "BASE_K1", "BASE_K2", ... (K increasing: the
+/// pieces FastChat's splitter writes for a long conversation, as in
+/// ShareGPT_V3_unfiltered_cleaned_split.json) are read as one conversation named by its first
+/// piece's id; Trace::joined_pieces counts the pieces appended.
 /// Throws cb::Error naming the file (and the conversation or message index) for a missing
 /// file, invalid JSON, a top level that is not an array, an entry that is not an object or
 /// has no `conversations`/`items` array, a message that is not an object, `from`/`value` of

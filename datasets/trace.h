@@ -32,7 +32,8 @@ struct Trace {
   std::vector<TraceSession> sessions;
   int64_t skipped_conversations = 0;  ///< conversations left out (no complete turn, too long, ...)
   int64_t skipped_messages = 0;       ///< messages left out (other roles, unpaired)
-  std::vector<std::string> notes;     ///< the first few skip reasons, for the log
+  int64_t joined_pieces = 0;  ///< ShareGPT: split pieces appended to the conversation before them
+  std::vector<std::string> notes;  ///< the first few skip reasons, for the log
 
   /// Total number of turns.
   int64_t turns() const;
@@ -47,6 +48,9 @@ using TokenizeFn = std::function<std::vector<int32_t>(const std::string&)>;
 struct TraceLoadOptions {
   int64_t limit = 0;                    ///< keep at most this many sessions (0 = all)
   int64_t max_message_chars = 1 << 20;  ///< a longer message skips its conversation (counted)
+  /// ShareGPT: join the pieces FastChat's splitter wrote for one long conversation
+  /// ("ID_0", "ID_11", ... one after another) back into one conversation.
+  bool join_split = true;
 };
 
 /// Reads a trace file of either kind (plain or gzipped), told apart by the first non-space

@@ -26,6 +26,7 @@ struct AblateArgs {
   int gpus = 0;
   std::string trace, out;
   int64_t sessions = 0;
+  bool no_join_split = false;
   std::string think = "0";
   bool no_plot = false, quiet = false;
   eval::AblateOptions o;
@@ -97,6 +98,7 @@ int run_ablate(AblateArgs& a) {
       }
       datasets::TraceLoadOptions lo;
       lo.limit = a.sessions;
+      lo.join_split = !a.no_join_split;
       trace = datasets::load_trace(a.trace, tokenize, lo);
     } else {
       datasets::SynthOptions so;
@@ -165,6 +167,8 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--sessions", a->sessions,
                   "conversations of the synthetic trace, or the first N of --trace (default: "
                   "9000 in sim, 24 in real mode)");
+  sub->add_flag("--no-join-split", a->no_join_split,
+                "read a ShareGPT file's split pieces (ID_0, ID_8, ...) as separate conversations");
   sub->add_option("--seed", a->o.seed, "trace synthesis, arrivals, token ids")
       ->capture_default_str();
   sub->add_option("--batch", a->o.batch, "micro studies: requests per batch")

@@ -37,6 +37,7 @@ struct ReplayArgs {
   std::vector<std::string> slow_read, slow_write;
   bool no_preload = false, sync_save = false, quiet = false;
   int64_t limit = 0;
+  bool no_join_split = false;
   std::string out, csv;
   eval::ReplayOptions o;
 };
@@ -131,6 +132,7 @@ int run_replay_cmd(ReplayArgs& a) {
   const model::ModelConfig& mc = lm.source->config();
   datasets::TraceLoadOptions lo;
   lo.limit = a.limit;
+  lo.join_split = !a.no_join_split;
   datasets::TokenizeFn tokenize;
   if (lm.tok) {
     tokenizer::Tokenizer* tk = lm.tok.get();
@@ -142,6 +144,10 @@ int run_replay_cmd(ReplayArgs& a) {
                  a.trace.c_str(), static_cast<long long>(trace.skipped_conversations),
                  static_cast<long long>(trace.skipped_messages));
     for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", n.c_str());
+  }
+  if (trace.joined_pieces > 0) {
+    std::fprintf(stderr, "cachebench: %s: joined %lld split pieces into their conversations\n",
+                 a.trace.c_str(), static_cast<long long>(trace.joined_pieces));
   }
   const auto sessions =
       a.sim ? eval::sim_sessions(trace, o.max_output_tokens)
@@ -205,7 +211,8 @@ int run_replay_cmd(ReplayArgs& a) {
                   {"sha256", datasets::sha256_file_hex(a.trace)},
                   {"sessions", sessions.size()},
                   {"turns", trace.turns()},
-                  {"skipped_conversations", trace.skipped_conversations}};
+                  {"skipped_conversations", trace.skipped_conversations},
+                  {"joined_pieces", trace.joined_pieces}};
     j["config"] = eval::replay_config_json(o);
     j["mode"] = engine::mode_name(runs.back().mode);
     j["summary"] = runs.back().summary;
@@ -280,6 +287,8 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--seed", a->o.seed, "arrivals, think times and random token ids")
       ->capture_default_str();
   sub->add_option("--limit", a->limit, "replay only the first N sessions");
+  sub->add_flag("--no-join-split", a->no_join_split,
+                "read a ShareGPT file's split pieces (ID_0, ID_8, ...) as separate conversations");
   sub->add_option("--max-output-tokens", a->o.max_output_tokens,
                   "cap every answer at N tokens (0: as in the trace)");
   sub->add_option("--warmup-turns", e.warmup_turns, "first N turns warm the store, unmeasured")

@@ -32,6 +32,7 @@ struct StatsArgs {
   std::string tokenizer;
   std::string model;
   int64_t limit = 0;
+  bool no_join_split = false;
   int64_t max_message_chars = datasets::TraceLoadOptions{}.max_message_chars;
   int64_t long_threshold = 4096;
   std::string out;
@@ -52,6 +53,10 @@ void print_stats(const std::string& label, const datasets::Trace& t, const datas
     std::printf("skipped %lld conversations and %lld messages while reading\n",
                 static_cast<long long>(t.skipped_conversations),
                 static_cast<long long>(t.skipped_messages));
+  }
+  if (t.joined_pieces > 0) {
+    std::printf("joined %lld split pieces into their conversations\n",
+                static_cast<long long>(t.joined_pieces));
   }
   const bool at_4k = threshold == 4096;
   std::printf("\n| statistic | this trace | ShareGPT (CachedAttention §2) |\n|---|---|---|\n");
@@ -78,6 +83,7 @@ nlohmann::json stats_json(const datasets::Trace& t, const datasets::TraceStats& 
           {"mean_output_tokens", s.mean_output_tokens},
           {"skipped_conversations", t.skipped_conversations},
           {"skipped_messages", t.skipped_messages},
+          {"joined_pieces", t.joined_pieces},
           {"targets",
            {{"source", "CachedAttention (ATC'24) section 2, ShareGPT"},
             {"multi_turn_fraction", kTargetMultiTurn},
@@ -105,6 +111,7 @@ int run_stats(const StatsArgs& a) {
   datasets::TraceLoadOptions lo;
   lo.limit = a.limit;
   lo.max_message_chars = a.max_message_chars;
+  lo.join_split = !a.no_join_split;
   const datasets::Trace t = datasets::load_trace(a.trace, tokenize, lo);
   for (const std::string& note : t.notes) std::fprintf(stderr, "trace stats: %s\n", note.c_str());
   const datasets::TraceStats s = datasets::trace_stats(t, a.long_threshold);
@@ -178,6 +185,9 @@ void register_trace(CLI::App& app) {
   stats->add_option("--limit", a->limit, "read only the first N sessions (0: all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  stats->add_flag(
+      "--no-join-split", a->no_join_split,
+      "read a ShareGPT file's split pieces (ID_0, ID_8, ...) as separate conversations");
   stats
       ->add_option("--max-message-chars", a->max_message_chars,
                    "skip ShareGPT conversations with a longer message")

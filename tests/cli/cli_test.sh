@@ -120,7 +120,9 @@ expect_error trace_missing "/no/such/trace.json" "" "$CB" trace stats /no/such/t
 SHAREGPT="$DATA/data/sharegpt/sharegpt_v3_multiturn_8conv.json"
 if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
   expect_error trace_needs_tokenizer "$SHAREGPT" "needs a tokenizer" "$CB" trace stats "$SHAREGPT"
-  expect_out trace_sharegpt "8 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" --tokenizer "$LLAMA_TOK"
+  expect_out trace_sharegpt "3 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" --tokenizer "$LLAMA_TOK"
+  expect_out trace_sharegpt_pieces "8 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" \
+    --tokenizer "$LLAMA_TOK" --no-join-split
 fi
 
 echo "cli: $pass passed, $fail failed$( [ $skip -eq 1 ] && echo ', 1 skipped')"

@@ -29,7 +29,8 @@ check_json() {  # name, python expression over j (the parsed file), file
   fi
 }
 
-# 1. CA against RE on the ShareGPT sample: every field, every later turn a hit.
+# 1. CA against RE on the ShareGPT sample (28 turns of 3 conversations once its split pieces
+# are joined): every field, every later turn a hit.
 "$CB" replay "$SHAREGPT" --model "$MODEL" --mode ca --compare re --rate 0 --max-batch 4 \
   --max-output-tokens 16 --quiet --out "$TMP/ca.json" --csv "$TMP/ca" >"$TMP/out" 2>"$TMP/err" \
   && ok || bad "replay ca --compare re: $(head -c 600 "$TMP/err")"
@@ -45,7 +46,7 @@ for f in git backend mode model config trace execution comparison baseline; do
   check_json "result records $f" "'$f' in j" "$TMP/ca.json"
 done
 check_json "every later turn is a CA hit" "j['summary']['hit_rate']['overall'] == 1.0 and \
-  j['summary']['turns_with_history'] == 20 and j['summary']['recomputed_tokens'] == 0" "$TMP/ca.json"
+  j['summary']['turns_with_history'] == 28 - 3 and j['summary']['recomputed_tokens'] == 0" "$TMP/ca.json"
 check_json "RE reuses nothing" "j['baseline']['hit_rate']['overall'] == 0 and j['baseline']['reused_tokens'] == 0" "$TMP/ca.json"
 if grep -qF "TTFT reduction" "$TMP/out"; then ok; else bad "no comparison line: $(cat "$TMP/out")"; fi
 for m in ca re; do
@@ -59,11 +60,14 @@ done
 # (idle gaps are skipped, not slept), so each turn's TTFT is its own prefill rather than
 # queueing behind others; the statistic is the mean TTFT
 # of the turns that have a history, the median of five interleaved repetitions (the machine
-# may be shared with other tests).
+# may be shared with other tests). The sample's 8 split pieces run as separate conversations
+# (--no-join-split): joined, its 19-turn conversation overflows on nearly every turn once it
+# reaches the window, so OF recomputes almost as much as RE and the margin checked here shrinks
+# to a few percent.
 for rep in 1 2 3 4 5; do
   for m in ca of re; do
     "$CB" replay "$SHAREGPT" --model "$MODEL" --mode $m --ctx 384 --truncate-ratio 0.25 --rate 0.5 \
-      --max-output-tokens 8 --quiet --out "$TMP/ovf_${m}_$rep.json" --csv "$TMP/ovf_${m}_$rep.csv" \
+      --no-join-split --max-output-tokens 8 --quiet --out "$TMP/ovf_${m}_$rep.json" --csv "$TMP/ovf_${m}_$rep.csv" \
       >/dev/null 2>"$TMP/err" || bad "replay --mode $m --ctx 384: $(head -c 600 "$TMP/err")"
   done
 done

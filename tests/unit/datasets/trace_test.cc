@@ -420,9 +420,11 @@ TEST(TraceStats, HandCounted) {
   EXPECT_EQ(trace_stats(Trace{}).mean_turns, 0.0);
 }
 
-TEST(ShareGpt, RealMultiturnFile) {
+TEST(ShareGpt, RealMultiturnFileAsSplitPieces) {
   CB_REQUIRE_DATA(p, "data/sharegpt/sharegpt_v3_multiturn_8conv.json");
-  const Trace t = load_trace(p, SpaceTokenizer{}, {});
+  TraceLoadOptions pieces;
+  pieces.join_split = false;
+  const Trace t = load_trace(p, SpaceTokenizer{}, pieces);
   EXPECT_EQ(t.kind, "sharegpt");
   ASSERT_EQ(t.sessions.size(), 8u);
   // Counted with Python: the conversations strictly alternate human/gpt.
@@ -445,6 +447,93 @@ TEST(ShareGpt, RealMultiturnFile) {
   EXPECT_EQ(t.sessions[0].turns[0].output_tokens, 67);
   EXPECT_EQ(t.skipped_conversations, 0);
   EXPECT_EQ(t.skipped_messages, 0);
+  EXPECT_EQ(t.joined_pieces, 0);
+}
+
+// The file holds three conversations cut by FastChat's splitter: each piece's suffix is the
+// index of its first message in the whole conversation, which the pieces before it confirm.
+TEST(ShareGpt, RealSplitPiecesJoinIntoConversations) {
+  CB_REQUIRE_DATA(p, "data/sharegpt/sharegpt_v3_multiturn_8conv.json");
+  TraceLoadOptions pieces;
+  pieces.join_split = false;
+  const Trace split = load_trace(p, SpaceTokenizer{}, pieces);
+  ASSERT_EQ(split.sessions.size(), 8u);
+  std::vector<std::vector<const TraceSession*>> groups;
+  std::string base;
+  size_t messages = 0;
+  for (const TraceSession& s : split.sessions) {
+    const size_t us = s.name.rfind('_');
+    ASSERT_NE(us, std::string::npos) << s.name;
+    const size_t k = std::stoul(s.name.substr(us + 1));
+    if (s.name.substr(0, us) != base) {
+      base = s.name.substr(0, us);
+      messages = 0;
+      groups.emplace_back();
+    }
+    EXPECT_EQ(k, messages) << s.name << " does not start where the pieces before it end";
+    messages += 2 * s.turns.size();
+    groups.back().push_back(&s);
+  }
+  ASSERT_EQ(groups.size(), 3u);
+
+  const Trace t = load_trace(p, SpaceTokenizer{}, {});  // join_split is the default
+  ASSERT_EQ(t.sessions.size(), groups.size());
+  EXPECT_EQ(t.joined_pieces, 5);
+  EXPECT_EQ(t.turns(), split.turns());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const TraceSession& s = t.sessions[g];
+    EXPECT_EQ(s.id, g);
+    EXPECT_EQ(s.name, groups[g].front()->name);
+    std::vector<TraceTurn> want;
+    for (const TraceSession* piece : groups[g]) {
+      want.insert(want.end(), piece->turns.begin(), piece->turns.end());
+    }
+    ASSERT_EQ(s.turns.size(), want.size()) << s.name;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(s.turns[i].input_ids, want[i].input_ids) << s.name << " turn " << i;
+      EXPECT_EQ(s.turns[i].output_tokens, want[i].output_tokens) << s.name << " turn " << i;
+    }
+  }
+  TraceLoadOptions first;
+  first.limit = 1;
+  const Trace one = load_trace(p, SpaceTokenizer{}, first);
+  ASSERT_EQ(one.sessions.size(), 1u);
+  EXPECT_EQ(one.sessions[0].turns.size(), 19u);
+}
+
+TEST(ShareGpt, SplitJoinRules) {
+  const std::string p = test::write_tmp("sg_split.json", R"([
+    {"id": "a_0", "conversations": [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"}]},
+    {"id": "a_2", "conversations": [{"from": "gpt", "value": "stray"}, {"from": "human", "value": "q2 x"}]},
+    {"id": "a_3", "conversations": [{"from": "gpt", "value": "a2"}]},
+    {"id": "a_1", "conversations": [{"from": "human", "value": "back"}, {"from": "gpt", "value": "b"}]},
+    {"id": "b_0", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "c_0", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "b_2", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "d", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "d_1", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "e_x", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "e_y", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "_0", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "_1", "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]},
+    {"id": "f_0", "conversations": [{"from": "human", "value": "q"}]},
+    {"id": "f_1", "conversations": [{"from": "gpt", "value": "joined answer"}]}
+  ])");
+  const Trace t = load_trace(p, SpaceTokenizer{}, {});
+  std::vector<std::string> names;
+  for (const TraceSession& s : t.sessions) names.push_back(s.name);
+  // a_1 does not continue a_3 (its start is lower); b_2 does not follow b_0 directly; "d" has
+  // no suffix; "e_x" is not a split id; "_0" has no base; f's question and answer pair across
+  // the pieces.
+  EXPECT_EQ(names, (std::vector<std::string>{"a_0", "a_1", "b_0", "c_0", "b_2", "d", "d_1", "e_x",
+                                             "e_y", "_0", "_1", "f_0"}));
+  ASSERT_EQ(t.sessions[0].turns.size(), 2u);
+  EXPECT_EQ(t.sessions[0].turns[1].input_tokens, 2);  // "q2 x", answered in the next piece
+  EXPECT_EQ(t.sessions[0].turns[1].output_tokens, 1);
+  EXPECT_EQ(t.skipped_messages, 1);  // the stray answer at the start of a_2
+  EXPECT_EQ(t.joined_pieces, 3);
+  ASSERT_EQ(t.sessions.back().turns.size(), 1u);
+  EXPECT_EQ(t.sessions.back().turns[0].output_tokens, 2);
 }
 
 }  // namespace
