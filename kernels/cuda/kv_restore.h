@@ -4,7 +4,8 @@
 /// positions and scatters both into a sequence's paged blocks in one pass (the contract of
 /// model::Model::restore_kv). Capture copies the pre-RoPE K and V rows of new tokens (which
 /// may be strided, e.g. inside a fused QKV output) into a contiguous staging buffer for the
-/// store. Host-callable from plain C++.
+/// store. Append writes the new tokens' K (already rotated) and V rows, which may be strided
+/// too, into the sequence's paged blocks for attention. Host-callable from plain C++.
 
 #include <cuda_runtime_api.h>
 
@@ -41,10 +42,25 @@ struct KvCaptureParams {
   Storage storage = Storage::F32;
 };
 
+struct KvAppendParams {
+  const void* k_src = nullptr;  ///< row t at k_src + t * src_stride (elements), post-RoPE
+  const void* v_src = nullptr;  ///< row t at v_src + t * src_stride
+  int64_t src_stride = 0;       ///< elements between rows (>= view.kv_dim)
+  void* k_pool = nullptr;       ///< one layer: [num_blocks, block_size, kv_dim]
+  void* v_pool = nullptr;
+  PagedView view;    ///< the sequence's block table (device memory), sizes
+  int64_t pos0 = 0;  ///< row t goes to slot pos0 + t
+  int64_t n = 0;     ///< rows
+  Storage storage = Storage::F32;
+};
+
 /// One thread per (token, head, pair); n == 0 is a no-op; bad shapes or null pointers give
 /// cudaErrorInvalidValue. head_dim and rope_dims must be even, rope_dims <= head_dim.
 cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream);
 /// One thread per element of K and of V.
 cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream);
+/// One thread per element of K and of V; n == 0 is a no-op, bad shapes or null pointers give
+/// cudaErrorInvalidValue.
+cudaError_t launch_kv_append(const KvAppendParams& p, cudaStream_t stream);
 
 }  // namespace cb::kernels::cuda

@@ -199,6 +199,59 @@ TEST(CudaKernels, KvRestoreAndCaptureMatchTheHostReference) {
   }
 }
 
+// Append: rows of a fused QKV output (K at column q_dim, V after it) into the paged blocks of
+// a sequence at slots pos0.. (fp32: the kernel only moves elements, so the storage type does
+// not change what it does); compared with lib/kv KvCache's slots,
+// every other pool element left poisoned.
+TEST(CudaKernels, KvAppendWritesExactlyTheSequenceSlots) {
+  SKIP_WITHOUT_GPU();
+  for (int bs : {1, 16, 32}) {
+    for (int64_t n : {int64_t{1}, int64_t{45}}) {
+      const int heads = 2, head_dim = 64;
+      const int64_t kvd = heads * head_dim, q_dim = 4 * kvd, stride = q_dim + 2 * kvd;
+      const int64_t pos0 = 19;
+      const std::string what = "block " + std::to_string(bs) + " n " + std::to_string(n);
+      cb::kv::KvCache cache = scattered_cache(heads, head_dim, bs, pos0 + n);
+      std::mt19937 rng(static_cast<unsigned>(bs * 100 + n));
+      std::uniform_real_distribution<float> u(-2, 2);
+      std::vector<float> qkv(static_cast<size_t>(n * stride));
+      for (float& x : qkv) x = u(rng);
+      const size_t pool = static_cast<size_t>(cache.config().num_blocks) * bs * kvd;
+      const auto& table = cache.block_table(7);
+      DeviceArray<float> dsrc(qkv), dkp(pool), dvp(pool);
+      DeviceArray<int32_t> dt(table);
+      dkp.poison();
+      dvp.poison();
+      kc::KvAppendParams p;
+      p.k_src = dsrc.get() + q_dim;
+      p.v_src = dsrc.get() + q_dim + kvd;
+      p.src_stride = stride;
+      p.k_pool = dkp.get();
+      p.v_pool = dvp.get();
+      p.view = {dt.get(), bs, kvd};
+      p.pos0 = pos0;
+      p.n = n;
+      ASSERT_EQ(kc::launch_kv_append(p, nullptr), cudaSuccess) << what;
+      const std::vector<float> gk = dkp.download(), gv = dvp.download();
+      std::vector<char> written(pool, 0);
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t off = cache.k_slot(0, 7, pos0 + t) - cache.k_pool(0);
+        for (int64_t j = 0; j < kvd; ++j) {
+          const size_t o = static_cast<size_t>(off + j);
+          written[o] = 1;
+          ASSERT_EQ(gk[o], qkv[static_cast<size_t>(t * stride + q_dim + j)]) << what;
+          ASSERT_EQ(gv[o], qkv[static_cast<size_t>(t * stride + q_dim + kvd + j)]) << what;
+        }
+      }
+      for (size_t o = 0; o < pool; ++o) {
+        if (!written[o]) {
+          ASSERT_TRUE(std::isnan(gk[o]) && std::isnan(gv[o])) << what << ": stray write at " << o;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   kc::KvRestoreParams p;
   EXPECT_EQ(kc::launch_kv_restore(p, nullptr), cudaSuccess);  // n == 0
@@ -209,6 +262,10 @@ TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   c.kv_dim = 8;
   c.src_stride = 4;  // shorter than a row
   EXPECT_EQ(kc::launch_kv_capture(c, nullptr), cudaErrorInvalidValue);
+  kc::KvAppendParams a;
+  EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaSuccess);  // n == 0
+  a.n = 1;
+  EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);  // null pointers
 }
 
 }  // namespace
