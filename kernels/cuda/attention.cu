@@ -1,0 +1,234 @@
+// Paged attention (see attention.h): a tiled online-softmax kernel and the split combiner.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_math.cuh"
+
+namespace cb::kernels::cuda {
+namespace {
+
+using detail::from_f;
+using detail::to_f;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeys = 32;                                  // key slots per shared-memory tile
+constexpr int kRowsPerWarp = kAttentionTileRows / kWarps;  // 4
+constexpr int kDimsPerLane = kAttentionMaxHeadDim / 32;    // 4: lane owns dims lane + 32 i
+constexpr int kPad = kAttentionMaxHeadDim + 1;             // K rows padded: no bank conflicts
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ int64_t imin(int64_t a, int64_t b) {
+  return a < b ? a : b;
+}
+__device__ __forceinline__ int64_t imax(int64_t a, int64_t b) {
+  return a > b ? a : b;
+}
+
+// The keys row `pos` may see, clipped to [0, n_ctx): [lo, hi], empty when lo > hi.
+__device__ __forceinline__ void key_range(int64_t pos, int64_t n_ctx, int64_t window, int64_t* lo,
+                                          int64_t* hi) {
+  *hi = imin(pos, n_ctx - 1);
+  *lo = window > 0 ? imax(0, pos - window + 1) : 0;
+}
+
+// grid (tiles, heads, splits), kThreads threads.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    paged_attention_kernel(const T* __restrict__ q, T* __restrict__ out,
+                           const int32_t* __restrict__ q_pos, const int32_t* __restrict__ q_seq,
+                           int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                           const T* __restrict__ k_pool, const T* __restrict__ v_pool,
+                           const int32_t* __restrict__ block_tables, int64_t table_stride,
+                           const int32_t* __restrict__ n_ctx_of, int64_t block_size,
+                           int64_t window, float scale, const int32_t* __restrict__ tiles,
+                           int64_t splits, float* __restrict__ workspace) {
+  __shared__ float qs[kAttentionTileRows][kAttentionMaxHeadDim];
+  __shared__ float ks[kKeys][kPad];
+  __shared__ float vs[kKeys][kAttentionMaxHeadDim];
+
+  const int64_t row0 = tiles[2 * blockIdx.x];
+  const int64_t nrows = tiles[2 * blockIdx.x + 1];
+  const int64_t h = blockIdx.y;
+  const int64_t split = blockIdx.z;
+  const int64_t kvh = h / (n_heads / n_kv_heads);
+  const int64_t seq = q_seq[row0];
+  const int64_t n_ctx = n_ctx_of[seq];
+  const int32_t* table = block_tables + seq * table_stride;
+  const int64_t kv_row = n_kv_heads * head_dim;  // elements per slot
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  // The tile's key range: the union of its rows' ranges.
+  int64_t lo = INT64_MAX, hi = -1;
+  for (int64_t r = 0; r < nrows; ++r) {
+    int64_t a, b;
+    key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
+    if (a <= b) {
+      lo = imin(lo, a);
+      hi = imax(hi, b);
+    }
+  }
+  // This split's share, in whole tiles of kKeys.
+  if (hi >= lo) {
+    const int64_t tiles_total = (hi - lo + kKeys) / kKeys;
+    const int64_t per = (tiles_total + splits - 1) / splits;
+    const int64_t first = lo + split * per * kKeys;
+    const int64_t last = imin(hi, first + per * kKeys - 1);
+    lo = first;
+    hi = last;
+  }
+
+  for (int64_t i = threadIdx.x; i < kAttentionTileRows * head_dim; i += kThreads) {
+    const int64_t r = i / head_dim, d = i % head_dim;
+    qs[r][d] = r < nrows ? to_f(q[((row0 + r) * n_heads + h) * head_dim + d]) * scale : 0.0f;
+  }
+
+  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
+  int64_t rlo[kRowsPerWarp], rhi[kRowsPerWarp];
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    m[i] = -INFINITY;
+    l[i] = 0.0f;
+    for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] = 0.0f;
+    const int64_t r = warp + kWarps * i;
+    rlo[i] = 1;
+    rhi[i] = 0;
+    if (r < nrows) key_range(q_pos[row0 + r], n_ctx, window, &rlo[i], &rhi[i]);
+  }
+
+  for (int64_t base = lo; base <= hi; base += kKeys) {
+    __syncthreads();  // the previous tile is no longer read (and qs is written, first time)
+    for (int64_t i = threadIdx.x; i < kKeys * head_dim; i += kThreads) {
+      const int64_t j = i / head_dim, d = i % head_dim;
+      const int64_t slot = base + j;
+      float kv = 0.0f, vv = 0.0f;
+      if (slot <= hi) {
+        const int64_t off = (static_cast<int64_t>(table[slot / block_size]) * block_size +
+                             slot % block_size) * kv_row + kvh * head_dim + d;
+        kv = to_f(k_pool[off]);
+        vv = to_f(v_pool[off]);
+      }
+      ks[j][d] = kv;
+      vs[j][d] = vv;
+    }
+    __syncthreads();
+    const int64_t slot = base + lane;
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      const int64_t r = warp + kWarps * i;
+      if (r >= nrows) break;
+      const bool ok = slot >= rlo[i] && slot <= rhi[i];
+      float s = -INFINITY;
+      if (ok) {
+        float dot = 0.0f;
+        for (int64_t d = 0; d < head_dim; ++d) dot += qs[r][d] * ks[lane][d];
+        s = dot;
+      }
+      const float m_new = fmaxf(m[i], warp_max(s));
+      if (m_new == -INFINITY) continue;  // no allowed key for this row in this tile yet
+      const float p = ok ? expf(s - m_new) : 0.0f;
+      const float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - m_new);
+      l[i] = l[i] * corr + warp_sum(p);
+      for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] *= corr;
+      for (int j = 0; j < kKeys; ++j) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+        if (pj == 0.0f) continue;  // uniform across the warp: pj is broadcast
+        for (int c = 0; c < kDimsPerLane; ++c) {
+          const int64_t d = lane + 32 * c;
+          if (d < head_dim) acc[i][c] += pj * vs[j][d];
+        }
+      }
+      m[i] = m_new;
+    }
+  }
+
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int64_t r = warp + kWarps * i;
+    if (r >= nrows) break;
+    const int64_t row = row0 + r;
+    if (splits == 1) {
+      const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+      for (int c = 0; c < kDimsPerLane; ++c) {
+        const int64_t d = lane + 32 * c;
+        if (d < head_dim) out[(row * n_heads + h) * head_dim + d] = from_f<T>(acc[i][c] * inv);
+      }
+    } else {
+      float* w = workspace + ((row * n_heads + h) * splits + split) * (head_dim + 2);
+      if (lane == 0) {
+        w[0] = m[i];
+        w[1] = l[i];
+      }
+      for (int c = 0; c < kDimsPerLane; ++c) {
+        const int64_t d = lane + 32 * c;
+        if (d < head_dim) w[2 + d] = acc[i][c];
+      }
+    }
+  }
+}
+
+// grid (rows, heads), 32 threads: out = sum_s acc_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+template <typename T>
+__global__ void combine_splits_kernel(const float* __restrict__ workspace, T* __restrict__ out,
+                                      int64_t n_heads, int64_t head_dim, int64_t splits) {
+  const int64_t row = blockIdx.x, h = blockIdx.y;
+  const float* w = workspace + (row * n_heads + h) * splits * (head_dim + 2);
+  float mx = -INFINITY;
+  for (int64_t s = 0; s < splits; ++s) mx = fmaxf(mx, w[s * (head_dim + 2)]);
+  float denom = 0.0f;
+  for (int64_t s = 0; s < splits; ++s) {
+    const float ms = w[s * (head_dim + 2)];
+    if (ms != -INFINITY) denom += w[s * (head_dim + 2) + 1] * expf(ms - mx);
+  }
+  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+  for (int64_t d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float v = 0.0f;
+    for (int64_t s = 0; s < splits; ++s) {
+      const float ms = w[s * (head_dim + 2)];
+      if (ms != -INFINITY) v += w[s * (head_dim + 2) + 2 + d] * expf(ms - mx);
+    }
+    out[(row * n_heads + h) * head_dim + d] = from_f<T>(v * inv);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return cudaSuccess;
+  if (!p.q || !p.out || !p.q_pos || !p.q_seq || !p.k_pool || !p.v_pool || !p.block_tables ||
+      !p.n_ctx || !p.tiles || p.rows < 0 || p.n_tiles <= 0 || p.n_heads <= 0 ||
+      p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0 ||
+      p.head_dim > kAttentionMaxHeadDim || p.block_size <= 0 || p.table_stride <= 0 ||
+      p.splits < 1 || p.splits > 64 || (p.splits > 1 && !p.workspace) || p.window < 0 ||
+      p.n_tiles > 0x7fffffffLL || p.n_heads > 65535) {
+    return cudaErrorInvalidValue;
+  }
+  const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads),
+                  static_cast<unsigned>(p.splits));
+#define CB_LAUNCH(T)                                                                           \
+  paged_attention_kernel<T><<<grid, kThreads, 0, stream>>>(                                    \
+      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,         \
+      p.n_kv_heads, p.head_dim, static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool), \
+      p.block_tables, p.table_stride, p.n_ctx, p.block_size, p.window, p.scale, p.tiles,       \
+      p.splits, p.workspace)
+  CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_LAUNCH
+  if (p.splits == 1) return cudaGetLastError();
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return e;
+  const dim3 cgrid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.n_heads));
+#define CB_LAUNCH(T)                                                                 \
+  combine_splits_kernel<T><<<cgrid, 32, 0, stream>>>(p.workspace, static_cast<T*>(p.out), \
+                                                     p.n_heads, p.head_dim, p.splits)
+  CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_LAUNCH
+  return cudaGetLastError();
+}
+
+}  // namespace cb::kernels::cuda

@@ -1,0 +1,40 @@
+#include <algorithm>
+
+#include "kernels/cuda/attention.h"
+
+namespace cb::kernels::cuda {
+
+std::vector<int32_t> plan_attention_tiles(const std::vector<int32_t>& q_seq, int64_t max_rows) {
+  std::vector<int32_t> tiles;
+  max_rows = std::max<int64_t>(max_rows, 1);
+  size_t r = 0;
+  while (r < q_seq.size()) {
+    size_t end = r + 1;
+    while (end < q_seq.size() && q_seq[end] == q_seq[r] &&
+           static_cast<int64_t>(end - r) < max_rows) {
+      ++end;
+    }
+    tiles.push_back(static_cast<int32_t>(r));
+    tiles.push_back(static_cast<int32_t>(end - r));
+    r = end;
+  }
+  return tiles;
+}
+
+int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count) {
+  constexpr int64_t kMinKeysPerSplit = 256;
+  constexpr int64_t kMaxSplits = 32;
+  const int64_t blocks = n_tiles * n_heads;
+  const int64_t target = 2 * static_cast<int64_t>(std::max(sm_count, 1));
+  if (blocks <= 0 || blocks >= target || max_keys < 2 * kMinKeysPerSplit) return 1;
+  const int64_t by_fill = (target + blocks - 1) / blocks;
+  const int64_t by_keys = max_keys / kMinKeysPerSplit;
+  return std::max<int64_t>(1, std::min({by_fill, by_keys, kMaxSplits}));
+}
+
+int64_t attention_workspace_floats(int64_t rows, int64_t n_heads, int64_t head_dim,
+                                   int64_t splits) {
+  return splits <= 1 ? 0 : rows * n_heads * splits * (head_dim + 2);
+}
+
+}  // namespace cb::kernels::cuda

@@ -1,0 +1,332 @@
+// Paged attention (kernels/cuda attention): the host planning is tested here on any machine;
+// the kernels are compared on the GPU with kernels/cpu paged_attention (double accumulation)
+// over a sweep of head sizes, GQA ratios and MQA, block sizes, storage types, sliding windows,
+// prefill with a long paged prefix and batched decode with and without splitting the keys.
+// Outputs are poisoned (NaN) before each launch so an unwritten element fails.
+#include "kernels/cuda/attention.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "lib/core/dtype.h"
+#include "tests/unit/cuda/cuda_test_util.h"
+
+namespace {
+
+namespace kc = cb::kernels::cuda;
+using cb::cuda_test::DeviceArray;
+
+TEST(CudaAttentionPlan, TilesStayInsideOneSequenceAndTheRowCap) {
+  std::vector<int32_t> seq(20, 0);
+  seq.push_back(1);
+  seq.push_back(2);
+  seq.push_back(2);
+  EXPECT_EQ(kc::plan_attention_tiles(seq), (std::vector<int32_t>{0, 16, 16, 4, 20, 1, 21, 2}));
+  EXPECT_EQ(kc::plan_attention_tiles(seq, 3).size(), 2u * (7 + 1 + 1));
+  EXPECT_TRUE(kc::plan_attention_tiles({}).empty());
+  // Every row is covered exactly once, in order.
+  std::mt19937 rng(1);
+  std::vector<int32_t> many;
+  for (int32_t s = 0; s < 50; ++s) many.insert(many.end(), 1 + rng() % 40, s);
+  const std::vector<int32_t> t = kc::plan_attention_tiles(many);
+  int32_t next = 0;
+  for (size_t i = 0; i < t.size(); i += 2) {
+    EXPECT_EQ(t[i], next);
+    EXPECT_GE(t[i + 1], 1);
+    EXPECT_LE(t[i + 1], kc::kAttentionTileRows);
+    for (int32_t r = t[i]; r < t[i] + t[i + 1]; ++r) EXPECT_EQ(many[r], many[t[i]]);
+    next = t[i] + t[i + 1];
+  }
+  EXPECT_EQ(next, static_cast<int32_t>(many.size()));
+}
+
+TEST(CudaAttentionPlan, SplitsOnlyWhenTheGridIsSmallAndTheKeysMany) {
+  EXPECT_EQ(kc::plan_attention_splits(200, 32, 4096, 132), 1);  // prefill fills the device
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 300, 132), 1);     // few keys
+  EXPECT_EQ(kc::plan_attention_splits(8, 32, 4096, 132), 2);    // 256 blocks < 264
+  EXPECT_EQ(kc::plan_attention_splits(1, 8, 100000, 132), 32);  // capped
+  EXPECT_EQ(kc::plan_attention_splits(1, 8, 2048, 132), 8);     // 256 keys per split at least
+  EXPECT_EQ(kc::plan_attention_splits(0, 8, 2048, 132), 1);
+  EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 1), 0);
+  EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 4), 5 * 8 * 4 * 130);
+}
+
+TEST(CudaAttentionPlan, LaunchRejectsBadParametersBeforeTouchingTheGpu) {
+  kc::PagedAttentionParams p;
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess);  // rows == 0
+  p.rows = 1;
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);  // null pointers
+  int32_t dummy = 0;
+  p.q = p.k_pool = p.v_pool = &dummy;
+  p.out = &dummy;
+  p.q_pos = p.q_seq = p.block_tables = p.n_ctx = p.tiles = &dummy;
+  p.n_tiles = 1;
+  p.n_heads = 8;
+  p.n_kv_heads = 3;  // does not divide
+  p.head_dim = 64;
+  p.table_stride = 1;
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+  p.n_kv_heads = 2;
+  p.head_dim = kc::kAttentionMaxHeadDim + 1;
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+  p.head_dim = 64;
+  p.splits = 4;  // no workspace
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+}
+
+// Host value of x after a round trip through `s`.
+float stored(float x, kc::Storage s) {
+  switch (s) {
+    case kc::Storage::F16: return cb::fp16_to_fp32(cb::fp32_to_fp16(x));
+    case kc::Storage::BF16: return cb::bf16_to_fp32(cb::fp32_to_bf16(x));
+    default: return x;
+  }
+}
+
+// Host floats to the device in storage `s` (as raw 2- or 4-byte elements).
+std::vector<uint16_t> halves(const std::vector<float>& v, kc::Storage s) {
+  std::vector<uint16_t> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    h[i] = s == kc::Storage::F16 ? cb::fp32_to_fp16(v[i]) : cb::fp32_to_bf16(v[i]);
+  }
+  return h;
+}
+
+// Host floats into `d` as elements of storage `s`.
+void upload_as(DeviceArray<uint8_t>& d, const std::vector<float>& h, kc::Storage s) {
+  if (s == kc::Storage::F32) {
+    ASSERT_EQ(cudaMemcpy(d.get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  } else {
+    const std::vector<uint16_t> hv = halves(h, s);
+    ASSERT_EQ(cudaMemcpy(d.get(), hv.data(), hv.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+}
+
+struct Seq {
+  int64_t n_ctx;  // keys 0..n_ctx-1 (the new rows' included)
+  int64_t n_new;  // query rows: positions n_ctx - n_new .. n_ctx - 1
+  std::vector<int32_t> table;
+};
+
+struct Case {
+  int64_t head_dim, n_heads, n_kv_heads, block_size, window;
+  kc::Storage storage;
+  std::vector<Seq> seqs;
+  int64_t splits;
+  std::string what;
+};
+
+void run_case(Case c, std::mt19937& rng) {
+  const int64_t hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, bs = c.block_size;
+  // Scattered blocks: every sequence's blocks are a random subset of one shared pool.
+  int64_t blocks = 0;
+  for (Seq& s : c.seqs) blocks += (s.n_ctx + bs - 1) / bs;
+  std::vector<int32_t> perm(static_cast<size_t>(blocks + 3));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  int64_t stride = 1, used = 0;
+  for (Seq& s : c.seqs) {
+    const int64_t nb = (s.n_ctx + bs - 1) / bs;
+    s.table.assign(perm.begin() + used, perm.begin() + used + nb);
+    used += nb;
+    stride = std::max(stride, nb);
+  }
+  const int64_t num_blocks = static_cast<int64_t>(perm.size());
+  const int64_t slot_elems = nkv * hd;
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  std::vector<float> k(static_cast<size_t>(num_blocks * bs * slot_elems));
+  std::vector<float> v(k.size());
+  for (float& x : k) x = stored(u(rng), c.storage);
+  for (float& x : v) x = stored(u(rng), c.storage);
+
+  std::vector<int32_t> q_pos, q_seq, tables(c.seqs.size() * static_cast<size_t>(stride), 0), n_ctx;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    const Seq& sq = c.seqs[s];
+    for (int64_t t = 0; t < sq.n_new; ++t) {
+      q_pos.push_back(static_cast<int32_t>(sq.n_ctx - sq.n_new + t));
+      q_seq.push_back(static_cast<int32_t>(s));
+    }
+    std::copy(sq.table.begin(), sq.table.end(), tables.begin() + s * stride);
+    n_ctx.push_back(static_cast<int32_t>(sq.n_ctx));
+  }
+  const int64_t rows = static_cast<int64_t>(q_pos.size());
+  std::vector<float> q(static_cast<size_t>(rows * nh * hd));
+  for (float& x : q) x = stored(u(rng), c.storage);
+
+  // Reference: kernels/cpu per sequence.
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  std::vector<float> want(q.size());
+  int64_t row = 0;
+  for (size_t s = 0; s < c.seqs.size(); ++s) {
+    cb::kernels::cpu::PagedAttention a;
+    a.q = q.data() + row * nh * hd;
+    a.out = want.data() + row * nh * hd;
+    a.q_pos = q_pos.data() + row;
+    a.n_q = c.seqs[s].n_new;
+    a.n_heads = nh;
+    a.n_kv_heads = nkv;
+    a.head_dim = hd;
+    a.k_pool = k.data();
+    a.v_pool = v.data();
+    a.block_table = c.seqs[s].table.data();
+    a.block_size = bs;
+    a.n_ctx = c.seqs[s].n_ctx;
+    a.window = c.window;
+    a.scale = scale;
+    cb::kernels::cpu::paged_attention(a);
+    row += c.seqs[s].n_new;
+  }
+
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq);
+  DeviceArray<int32_t> d_pos(q_pos), d_seq(q_seq), d_tables(tables), d_ctx(n_ctx), d_tiles(tiles);
+  const size_t esz = kc::storage_bytes(c.storage);
+  DeviceArray<uint8_t> dq(q.size() * esz), dk(k.size() * esz), dv(v.size() * esz);
+  upload_as(dq, q, c.storage);
+  upload_as(dk, k, c.storage);
+  upload_as(dv, v, c.storage);
+  DeviceArray<uint8_t> dout(q.size() * esz);
+  dout.poison();
+  const int64_t ws = kc::attention_workspace_floats(rows, nh, hd, c.splits);
+  DeviceArray<float> dws(static_cast<size_t>(std::max<int64_t>(ws, 1)));
+  dws.poison();
+
+  kc::PagedAttentionParams p;
+  p.q = dq.get();
+  p.out = dout.get();
+  p.q_pos = d_pos.get();
+  p.q_seq = d_seq.get();
+  p.rows = rows;
+  p.n_heads = nh;
+  p.n_kv_heads = nkv;
+  p.head_dim = hd;
+  p.k_pool = dk.get();
+  p.v_pool = dv.get();
+  p.block_tables = d_tables.get();
+  p.table_stride = stride;
+  p.n_ctx = d_ctx.get();
+  p.block_size = bs;
+  p.window = c.window;
+  p.scale = scale;
+  p.storage = c.storage;
+  p.tiles = d_tiles.get();
+  p.n_tiles = static_cast<int64_t>(tiles.size() / 2);
+  p.splits = c.splits;
+  p.workspace = c.splits > 1 ? dws.get() : nullptr;
+  ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess) << c.what;
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.what;
+
+  std::vector<float> got(q.size());
+  if (c.storage == kc::Storage::F32) {
+    ASSERT_EQ(cudaMemcpy(got.data(), dout.get(), got.size() * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+  } else {
+    std::vector<uint16_t> h(got.size());
+    ASSERT_EQ(cudaMemcpy(h.data(), dout.get(), h.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < h.size(); ++i) {
+      got[i] = c.storage == kc::Storage::F16 ? cb::fp16_to_fp32(h[i]) : cb::bf16_to_fp32(h[i]);
+    }
+  }
+  const float tol = c.storage == kc::Storage::F32   ? 2e-5f
+                    : c.storage == kc::Storage::F16 ? 2e-3f
+                                                    : 1.6e-2f;
+  int bad = 0;
+  for (int64_t r = 0; r < rows && bad < 5; ++r) {
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* w = want.data() + (r * nh + h) * hd;
+      const float* g = got.data() + (r * nh + h) * hd;
+      float mag = 0;
+      for (int64_t d = 0; d < hd; ++d) mag = std::max(mag, std::fabs(w[d]));
+      for (int64_t d = 0; d < hd; ++d) {
+        if (!(std::fabs(g[d] - w[d]) <= tol * (mag + 1e-3f)) && bad++ < 5) {
+          ADD_FAILURE() << c.what << ": row " << r << " (pos " << q_pos[static_cast<size_t>(r)]
+                        << ") head " << h << " dim " << d << ": got " << g[d] << " want " << w[d];
+        }
+      }
+    }
+  }
+}
+
+const char* storage_name(kc::Storage s) {
+  return s == kc::Storage::F32 ? "f32" : s == kc::Storage::F16 ? "f16" : "bf16";
+}
+
+TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  const std::vector<std::pair<int64_t, int64_t>> heads = {{8, 8}, {8, 2}, {16, 2}, {8, 1}};
+  for (int64_t hd : {64, 128}) {
+    for (const auto& [nh, nkv] : heads) {
+      for (int64_t bs : {1, 16, 32}) {
+        for (kc::Storage st : {kc::Storage::F32, kc::Storage::F16, kc::Storage::BF16}) {
+          for (int64_t window : {0, 37}) {
+            const std::string base = "hd " + std::to_string(hd) + " heads " + std::to_string(nh) +
+                                     "/" + std::to_string(nkv) + " block " + std::to_string(bs) +
+                                     " " + storage_name(st) + " window " + std::to_string(window);
+            // Prefill: 45 new tokens after a 300-token paged prefix, and a fresh 17-token
+            // sequence, in one launch.
+            Case pre{
+                hd, nh, nkv, bs, window, st, {{345, 45, {}}, {17, 17, {}}}, 1, base + " prefill"};
+            run_case(pre, rng);
+            // Decode: one row per sequence, histories up to 3,000 tokens, keys split or not.
+            for (int64_t splits : {1, 4, 7}) {
+              Case dec{hd,
+                       nh,
+                       nkv,
+                       bs,
+                       window,
+                       st,
+                       {{1, 1, {}}, {33, 1, {}}, {700, 1, {}}, {3000, 1, {}}, {129, 1, {}}},
+                       splits,
+                       base + " decode splits " + std::to_string(splits)};
+              run_case(dec, rng);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row with no allowed key (position beyond the window of every key: impossible here, so a
+// negative position) gets zeros, as kernels/cpu defines.
+TEST(CudaKernels, PagedAttentionRowWithoutKeysIsZero) {
+  SKIP_WITHOUT_GPU();
+  const int64_t hd = 64, nh = 2;
+  std::vector<float> q(static_cast<size_t>(nh * hd), 1.0f), k(16 * hd * nh, 0.5f),
+      v(k.size(), 2.0f);
+  DeviceArray<float> dq(q), dk(k), dv(v), dout(q.size());
+  dout.poison();
+  DeviceArray<int32_t> pos(std::vector<int32_t>{-1}), seq(std::vector<int32_t>{0}),
+      table(std::vector<int32_t>{0}), ctx(std::vector<int32_t>{16}),
+      tiles(std::vector<int32_t>{0, 1});
+  kc::PagedAttentionParams p;
+  p.q = dq.get();
+  p.out = dout.get();
+  p.q_pos = pos.get();
+  p.q_seq = seq.get();
+  p.rows = 1;
+  p.n_heads = nh;
+  p.n_kv_heads = nh;
+  p.head_dim = hd;
+  p.k_pool = dk.get();
+  p.v_pool = dv.get();
+  p.block_tables = table.get();
+  p.table_stride = 1;
+  p.n_ctx = ctx.get();
+  p.block_size = 16;
+  p.tiles = tiles.get();
+  p.n_tiles = 1;
+  ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess);
+  for (float x : dout.download()) ASSERT_EQ(x, 0.0f);
+}
+
+}  // namespace
