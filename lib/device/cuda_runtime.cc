@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "lib/core/error.h"
@@ -130,6 +131,30 @@ float Event::elapsed_ms(const Event& start, const Event& end) {
   float ms = 0;
   CB_CUDA_CHECK(cudaEventElapsedTime(&ms, start.e_, end.e_));
   return ms;
+}
+
+CublasHandle::CublasHandle() {
+  const cublasStatus_t s = cublasCreate(&h_);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    h_ = nullptr;
+    (void)cudaGetLastError();
+    throw make_error("cuBLAS", std::string("cublasCreate failed: ") + cublasGetStatusName(s),
+                     "check that a CUDA GPU is visible, or run with --backend cpu");
+  }
+}
+
+CublasHandle::~CublasHandle() {
+  if (h_ != nullptr) (void)cublasDestroy(h_);
+}
+
+CublasHandle::CublasHandle(CublasHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+
+CublasHandle& CublasHandle::operator=(CublasHandle&& o) noexcept {
+  if (this != &o) {
+    if (h_ != nullptr) (void)cublasDestroy(h_);
+    h_ = std::exchange(o.h_, nullptr);
+  }
+  return *this;
 }
 
 }  // namespace cb::device

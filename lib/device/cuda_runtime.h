@@ -1,8 +1,10 @@
 #pragma once
 /// The CUDA runtime as the backend uses it: every call checked (CB_CUDA_CHECK throws cb::Error
-/// naming the call, file and line), device memory as a budgeted Arena, streams and events.
+/// naming the call, file and line), device memory as a budgeted Arena, streams, events and the
+/// cuBLAS handle.
 /// CUDA builds only (CB_HAVE_CUDA); page-locked host memory is lib/device/host_buffer.h.
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -79,6 +81,23 @@ class Event {
 
  private:
   cudaEvent_t e_ = nullptr;
+};
+
+/// An owned cuBLAS handle (move-only); kernels/cuda gemm_wt takes its get().
+class CublasHandle {
+ public:
+  /// Throws cb::Error naming the cuBLAS status when the handle cannot be created (no GPU).
+  CublasHandle();
+  ~CublasHandle();
+  CublasHandle(CublasHandle&& o) noexcept;
+  CublasHandle& operator=(CublasHandle&& o) noexcept;
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+
+  cublasHandle_t get() const { return h_; }
+
+ private:
+  cublasHandle_t h_ = nullptr;
 };
 
 }  // namespace cb::device

@@ -49,6 +49,25 @@ TEST(CudaRuntime, ArenaBeyondTheDeviceIsAClearError) {
   }
 }
 
+// With a GPU the handle is created; without one the failure is a one-line cb::Error.
+TEST(CudaRuntime, CublasHandleOrAClearError) {
+  int n = 0;
+  const bool gpu = cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  (void)cudaGetLastError();
+  const std::string e = error_of([] {
+    CublasHandle h;
+    CublasHandle moved = std::move(h);
+    EXPECT_EQ(h.get(), nullptr);
+    EXPECT_NE(moved.get(), nullptr);
+  });
+  if (gpu) {
+    EXPECT_EQ(e, "");
+  } else {
+    EXPECT_NE(e.find("cuBLAS: cublasCreate failed: CUBLAS_STATUS_"), std::string::npos) << e;
+    EXPECT_NE(e.find("--backend cpu"), std::string::npos) << e;
+  }
+}
+
 TEST(CudaRuntime, ArenaBlocksAreDeviceMemory) {
   SKIP_WITHOUT_GPU();
   Arena a = make_device_arena(64 << 20, "test");
