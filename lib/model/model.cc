@@ -54,6 +54,45 @@ void norm(const ModelConfig& c, const Weights& w, const std::string& base, const
 
 }  // namespace
 
+BatchRows batch_rows(const ModelConfig& c, const std::vector<SeqInput>& batch,
+                     const kv::KvCache& cache) {
+  BatchRows br;
+  br.row0.resize(batch.size());
+  br.len0.resize(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqInput& in = batch[i];
+    if (in.tokens.empty())
+      throw Error("forward: sequence " + std::to_string(in.seq) + " has no new tokens");
+    br.row0[i] = br.rows();
+    br.len0[i] = cache.length(in.seq);
+    const int64_t n = static_cast<int64_t>(in.tokens.size());
+    const int64_t cap =
+        static_cast<int64_t>(cache.block_table(in.seq).size()) * cache.config().block_size;
+    if (br.len0[i] + n > cap) {
+      throw Error("forward: sequence " + std::to_string(in.seq) + " needs " +
+                  std::to_string(br.len0[i] + n) + " KV slots but only " + std::to_string(cap) +
+                  " are reserved (call KvCache::reserve)");
+    }
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t id = in.tokens[static_cast<size_t>(t)];
+      if (id < 0 || id >= c.vocab_size) {
+        throw make_error("forward", "token id " + std::to_string(id) +
+                                        " is outside the vocabulary [0, " +
+                                        std::to_string(c.vocab_size) + ")");
+      }
+      br.ids.push_back(id);
+      br.pos.push_back(static_cast<int32_t>(br.len0[i] + t));
+      br.rope_pos.push_back(static_cast<int32_t>(br.len0[i] + t + in.rope_offset));
+    }
+    if (in.all_logits) {
+      for (int64_t t = 0; t < n; ++t) br.logit_rows.push_back(br.row0[i] + t);
+    } else {
+      br.logit_rows.push_back(br.row0[i] + n - 1);
+    }
+  }
+  return br;
+}
+
 Model::Model(ModelConfig cfg, std::unique_ptr<Weights> weights)
     : cfg_(std::move(cfg)), w_(std::move(weights)) {}
 
@@ -100,34 +139,12 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
                                   const LayerHooks& hooks) const {
   const ModelConfig& c = cfg_;
   const int64_t H = c.hidden, qd = c.q_dim(), kvd = c.kv_dim(), F = c.ffn_hidden;
-  // Rows of the batch: item i owns rows [row0[i], row0[i] + n_i).
-  std::vector<int64_t> row0(batch.size()), len0(batch.size());
-  std::vector<int32_t> ids, pos, rope_pos;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const SeqInput& in = batch[i];
-    if (in.tokens.empty())
-      throw Error("forward: sequence " + std::to_string(in.seq) + " has no new tokens");
-    row0[i] = static_cast<int64_t>(ids.size());
-    len0[i] = cache.length(in.seq);
-    const int64_t cap =
-        static_cast<int64_t>(cache.block_table(in.seq).size()) * cache.config().block_size;
-    if (len0[i] + static_cast<int64_t>(in.tokens.size()) > cap) {
-      throw Error("forward: sequence " + std::to_string(in.seq) + " needs " +
-                  std::to_string(len0[i] + static_cast<int64_t>(in.tokens.size())) +
-                  " KV slots but only " + std::to_string(cap) +
-                  " are reserved (call KvCache::reserve)");
-    }
-    for (size_t t = 0; t < in.tokens.size(); ++t) {
-      if (in.tokens[t] < 0 || in.tokens[t] >= c.vocab_size) {
-        throw make_error("forward", "token id " + std::to_string(in.tokens[t]) +
-                                        " is outside the vocabulary [0, " +
-                                        std::to_string(c.vocab_size) + ")");
-      }
-      ids.push_back(in.tokens[t]);
-      pos.push_back(static_cast<int32_t>(len0[i] + static_cast<int64_t>(t)));
-      rope_pos.push_back(static_cast<int32_t>(len0[i] + static_cast<int64_t>(t) + in.rope_offset));
-    }
-  }
+  const BatchRows br = batch_rows(c, batch, cache);
+  const std::vector<int64_t>& row0 = br.row0;
+  const std::vector<int64_t>& len0 = br.len0;
+  const std::vector<int32_t>& ids = br.ids;
+  const std::vector<int32_t>& pos = br.pos;
+  const std::vector<int32_t>& rope_pos = br.rope_pos;
   const int64_t N = static_cast<int64_t>(ids.size());
   const auto sz = [](int64_t a) { return static_cast<size_t>(a); };
 
@@ -221,15 +238,7 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
   }
 
   // Final norm and LM head only on the rows whose logits are wanted.
-  std::vector<int64_t> rows;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
-    if (batch[i].all_logits) {
-      for (int64_t t = 0; t < n; ++t) rows.push_back(row0[i] + t);
-    } else {
-      rows.push_back(row0[i] + n - 1);
-    }
-  }
+  const std::vector<int64_t>& rows = br.logit_rows;
   const int64_t R = static_cast<int64_t>(rows.size());
   std::vector<float> sel(sz(R * H)), normed(sz(R * H)), logits(sz(R * c.vocab_size));
   for (int64_t r = 0; r < R; ++r) {

@@ -39,6 +39,20 @@ struct LayerHooks {
       on_new_kv;
 };
 
+/// The rows of one forward call, shared by the CPU and CUDA backends: item i of the batch owns
+/// rows [row0[i], row0[i] + n_i); row r holds token ids[r] at slot pos[r] (RoPE position
+/// rope_pos[r]); logit_rows are the rows whose logits are returned, in order.
+struct BatchRows {
+  std::vector<int64_t> row0, len0;  ///< per item: first row, cache length before the call
+  std::vector<int32_t> ids, pos, rope_pos;
+  std::vector<int64_t> logit_rows;
+  int64_t rows() const { return static_cast<int64_t>(ids.size()); }
+};
+/// Builds and checks the rows: throws cb::Error for an item without tokens, a token id outside
+/// [0, vocab) or more tokens than the sequence has KV slots reserved.
+BatchRows batch_rows(const ModelConfig& c, const std::vector<SeqInput>& batch,
+                     const kv::KvCache& cache);
+
 class Model {
  public:
   Model(ModelConfig cfg, std::unique_ptr<Weights> weights);

@@ -1,0 +1,547 @@
+#include "lib/cuda_model/cuda_model.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_restore.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "lib/core/error.h"
+#include "lib/device/cuda_runtime.h"
+#include "lib/device/host_buffer.h"
+#include "lib/model/tensor_specs.h"
+
+namespace cb::model {
+namespace {
+
+namespace kc = cb::kernels::cuda;
+using device::Arena;
+
+std::string layer_name(int l, const char* suffix) {
+  return "blk." + std::to_string(l) + "." + suffix;
+}
+
+// Q, K and V projections live on the device only as the fused "blk.L.qkv_fused".
+bool fused_away(const std::string& name) {
+  for (const char* s : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight"}) {
+    const std::string suffix = s;
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void check_cublas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    throw make_error("cuda forward", std::string(what) + " failed: " + cublasGetStatusName(s));
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c) {
+  const int64_t hd = c.head_dim, qd = c.q_dim(), kvd = c.kv_dim();
+  std::vector<int64_t> rows(static_cast<size_t>(qd + 2 * kvd));
+  if (c.arch == Arch::Falcon && c.qkv_layout == QkvLayout::Grouped) {
+    // Per KV group g: its `per` query heads, then its K head, then its V head.
+    const int64_t per = c.n_heads / c.n_kv_heads;
+    for (int64_t g = 0; g < c.n_kv_heads; ++g) {
+      const int64_t src = g * (per + 2) * hd;
+      for (int64_t e = 0; e < per * hd; ++e) rows[static_cast<size_t>(g * per * hd + e)] = src + e;
+      for (int64_t e = 0; e < hd; ++e) {
+        rows[static_cast<size_t>(qd + g * hd + e)] = src + per * hd + e;
+        rows[static_cast<size_t>(qd + kvd + g * hd + e)] = src + (per + 1) * hd + e;
+      }
+    }
+  } else {
+    for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int64_t>(r);
+  }
+  return rows;
+}
+
+struct CudaModel::Impl {
+  ModelConfig cfg;
+  kv::KvConfig kv;
+  kc::Storage st;
+  size_t esz;
+  device::Stream stream;
+  device::CublasHandle cublas;
+  Arena weights_arena;
+  Arena kv_arena;
+  std::map<std::string, Arena::Block> w;     // canonical names, plus "blk.L.qkv_fused"
+  std::vector<Arena::Block> k_pool, v_pool;  // per layer
+  // Per-call scratch, regrown when a call needs more.
+  Arena scratch{nullptr, 0, "forward scratch"};
+  uint64_t scratch_bytes = 0;
+
+  Impl(const ModelConfig& c, const kv::KvConfig& k, kc::Storage s)
+      : cfg(c),
+        kv(k),
+        st(s),
+        esz(kc::storage_bytes(s)),
+        weights_arena(device::make_device_arena(weight_budget(c, s), "weights")),
+        kv_arena(device::make_device_arena(kv_budget(c, k, s), "KV blocks")) {}
+
+  static uint64_t padded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  static uint64_t weight_budget(const ModelConfig& c, kc::Storage s) {
+    uint64_t total = 0;
+    for (const TensorSpec& t : expected_tensors(c)) {
+      if (!fused_away(t.name))
+        total += padded(static_cast<uint64_t>(t.numel()) * kc::storage_bytes(s));
+    }
+    // One fused QKV matrix per layer.
+    const uint64_t qkv = static_cast<uint64_t>(c.q_dim() + 2 * c.kv_dim()) * c.hidden;
+    return total + static_cast<uint64_t>(c.n_layers) * padded(qkv * kc::storage_bytes(s));
+  }
+
+  static uint64_t kv_budget(const ModelConfig& c, const kv::KvConfig& k, kc::Storage s) {
+    const uint64_t per_pool =
+        static_cast<uint64_t>(k.num_blocks) * k.block_size * c.kv_dim() * kc::storage_bytes(s);
+    return 2 * static_cast<uint64_t>(c.n_layers) * padded(per_pool);
+  }
+
+  // Host fp32 rows -> device block in the storage type, through pinned staging.
+  Arena::Block upload(const float* src, int64_t numel, const std::string& name) {
+    Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(numel) * esz, name);
+    const uint64_t bytes = static_cast<uint64_t>(numel) * 4;
+    device::HostBuffer pinned(bytes);
+    std::memcpy(pinned.data(), src, bytes);
+    if (st == kc::Storage::F32) {
+      CB_CUDA_CHECK(
+          cudaMemcpyAsync(b.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
+    } else {
+      Arena tmp = device::make_device_arena(bytes, "upload staging");
+      Arena::Block f = tmp.allocate(bytes, name);
+      CB_CUDA_CHECK(
+          cudaMemcpyAsync(f.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
+      kc::ConvertToHalfParams p;
+      p.src = static_cast<const float*>(f.data());
+      p.dst = static_cast<uint16_t*>(b.data());
+      p.n = static_cast<size_t>(numel);
+      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+      CB_CUDA_CHECK(kc::launch_convert_to_half(p, stream.get()));
+    }
+    stream.synchronize();  // the staging buffers go away here
+    return b;
+  }
+
+  void upload_all(const Weights& src) {
+    const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+    for (const TensorSpec& t : expected_tensors(cfg)) {
+      if (fused_away(t.name)) continue;
+      const float* p = src.find(t.name);
+      if (p == nullptr) {
+        throw make_error("cuda model", "tensor " + t.name + " is missing from the weights");
+      }
+      w.emplace(t.name, upload(p, t.numel(), t.name));
+    }
+    const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+    std::vector<float> fused(static_cast<size_t>((qd + 2 * kvd) * H));
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      if (cfg.arch == Arch::Falcon) {
+        const float* qkv = src.get(layer_name(l, "attn_qkv.weight"));
+        for (size_t r = 0; r < order.size(); ++r) {
+          std::memcpy(fused.data() + r * H, qkv + order[r] * H, static_cast<size_t>(H) * 4);
+        }
+      } else {
+        std::memcpy(fused.data(), src.get(layer_name(l, "attn_q.weight")),
+                    static_cast<size_t>(qd * H) * 4);
+        std::memcpy(fused.data() + qd * H, src.get(layer_name(l, "attn_k.weight")),
+                    static_cast<size_t>(kvd * H) * 4);
+        std::memcpy(fused.data() + (qd + kvd) * H, src.get(layer_name(l, "attn_v.weight")),
+                    static_cast<size_t>(kvd * H) * 4);
+      }
+      const std::string name = layer_name(l, "qkv_fused");
+      w.emplace(name, upload(fused.data(), (qd + 2 * kvd) * H, name));
+    }
+    const uint64_t pool = static_cast<uint64_t>(kv.num_blocks) * kv.block_size * kvd * esz;
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      k_pool.push_back(kv_arena.allocate(pool, layer_name(l, "k_pool")));
+      v_pool.push_back(kv_arena.allocate(pool, layer_name(l, "v_pool")));
+    }
+  }
+
+  void* wt(const std::string& name) const {
+    const auto it = w.find(name);
+    if (it == w.end()) throw make_error("cuda model", "no device tensor " + name);
+    return it->second.data();
+  }
+
+  void gemm(const void* x, const std::string& weight, void* y, int64_t n, int64_t in, int64_t out,
+            bool accumulate = false) {
+    kc::GemmWtParams p;
+    p.x = x;
+    p.w = wt(weight);
+    p.y = y;
+    p.n = n;
+    p.in = in;
+    p.out = out;
+    p.storage = st;
+    p.accumulate = accumulate;
+    check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
+  }
+
+  void norm(const std::string& base, const void* x, void* y, int64_t n) {
+    if (cfg.norm == NormType::RmsNorm) {
+      kc::RmsNormParams p;
+      p.x = x;
+      p.w = wt(base + ".weight");
+      p.y = y;
+      p.rows = n;
+      p.dim = cfg.hidden;
+      p.eps = cfg.norm_eps;
+      p.storage = st;
+      CB_CUDA_CHECK(kc::launch_rmsnorm(p, stream.get()));
+    } else {
+      kc::LayerNormParams p;
+      p.x = x;
+      p.w = wt(base + ".weight");
+      p.b = wt(base + ".bias");
+      p.y = y;
+      p.rows = n;
+      p.dim = cfg.hidden;
+      p.eps = cfg.norm_eps;
+      p.storage = st;
+      CB_CUDA_CHECK(kc::launch_layernorm(p, stream.get()));
+    }
+  }
+
+  void add(void* y, const void* x, int64_t n) {
+    kc::AddParams p;
+    p.y = y;
+    p.x = x;
+    p.n = n;
+    p.storage = st;
+    CB_CUDA_CHECK(kc::launch_add(p, stream.get()));
+  }
+
+  // Carves `sizes` (bytes) out of the scratch arena, regrowing it first when needed.
+  std::vector<Arena::Block> scratch_blocks(const std::vector<uint64_t>& sizes) {
+    uint64_t need = 0;
+    for (uint64_t s : sizes) need += padded(s == 0 ? 1 : s);
+    if (need > scratch_bytes) {
+      stream.synchronize();
+      scratch = Arena(nullptr, 0, "forward scratch");
+      scratch = device::make_device_arena(need * 5 / 4, "forward scratch");
+      scratch_bytes = scratch.budget();
+    }
+    std::vector<Arena::Block> out;
+    for (uint64_t s : sizes) out.push_back(scratch.allocate(s, "forward scratch"));
+    return out;
+  }
+
+  template <typename T>
+  void to_device(void* dst, const std::vector<T>& v) {
+    if (v.empty()) return;
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream.get()));
+  }
+
+  // Device rows in the storage type -> host fp32.
+  std::vector<float> to_host_f32(const void* src, int64_t n, void* f32_scratch) {
+    std::vector<float> h(static_cast<size_t>(n));
+    const void* from = src;
+    if (st != kc::Storage::F32) {
+      kc::ConvertToFloatParams p;
+      p.src = static_cast<const uint16_t*>(src);
+      p.dst = static_cast<float*>(f32_scratch);
+      p.n = static_cast<size_t>(n);
+      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+      CB_CUDA_CHECK(kc::launch_convert_to_float(p, stream.get()));
+      from = f32_scratch;
+    }
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(h.data(), from, h.size() * 4, cudaMemcpyDeviceToHost, stream.get()));
+    stream.synchronize();
+    return h;
+  }
+
+  std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                             const LayerHooks& hooks);
+};
+
+std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                                            const LayerHooks& hooks) {
+  const ModelConfig& c = cfg;
+  const int64_t H = c.hidden, qd = c.q_dim(), kvd = c.kv_dim(), F = c.ffn_hidden;
+  const int64_t QKV = qd + 2 * kvd, V = c.vocab_size;
+  if (cache.config().block_size != kv.block_size || cache.config().num_blocks != kv.num_blocks) {
+    throw make_error("cuda forward",
+                     "the KV cache's block size or count differs from the one "
+                     "the device pools were made for");
+  }
+  const BatchRows br = batch_rows(c, batch, cache);
+  const int64_t N = br.rows(), R = static_cast<int64_t>(br.logit_rows.size());
+  const int64_t items = static_cast<int64_t>(batch.size());
+
+  // Per-row and per-item index arrays for the kernels.
+  std::vector<int32_t> q_seq(static_cast<size_t>(N)), n_ctx(static_cast<size_t>(items));
+  int64_t stride = 1;
+  for (int64_t i = 0; i < items; ++i) {
+    const int64_t n = static_cast<int64_t>(batch[static_cast<size_t>(i)].tokens.size());
+    for (int64_t t = 0; t < n; ++t)
+      q_seq[static_cast<size_t>(br.row0[i] + t)] = static_cast<int32_t>(i);
+    n_ctx[static_cast<size_t>(i)] = static_cast<int32_t>(br.len0[static_cast<size_t>(i)] + n);
+    stride = std::max<int64_t>(
+        stride, static_cast<int64_t>(cache.block_table(batch[static_cast<size_t>(i)].seq).size()));
+  }
+  std::vector<int32_t> tables(static_cast<size_t>(items * stride), 0);
+  for (int64_t i = 0; i < items; ++i) {
+    const auto& t = cache.block_table(batch[static_cast<size_t>(i)].seq);
+    std::copy(t.begin(), t.end(), tables.begin() + i * stride);
+  }
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq);
+  std::vector<int32_t> sel(br.logit_rows.begin(), br.logit_rows.end());
+  int sms = 1;
+  CB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  int64_t max_ctx = 1;
+  for (int32_t n : n_ctx) max_ctx = std::max<int64_t>(max_ctx, n);
+  const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
+  const int64_t splits = kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
+  const int64_t ws = kc::attention_workspace_floats(N, c.n_heads, c.head_dim, splits);
+
+  const auto e = [&](int64_t n) { return static_cast<uint64_t>(n) * esz; };
+  const auto i32 = [](size_t n) { return static_cast<uint64_t>(n) * 4; };
+  std::vector<Arena::Block> b =
+      scratch_blocks({e(N * H),
+                      e(N * H),
+                      e(N * H),
+                      e(N * QKV),
+                      e(N * qd),
+                      e(N * qd),
+                      e(N * F),
+                      e(N * F),
+                      e(R * H),
+                      e(R * H),
+                      e(R * V),
+                      static_cast<uint64_t>(std::max<int64_t>(R * V, N * kvd)) * 4,
+                      e(N * kvd),
+                      e(N * kvd),
+                      static_cast<uint64_t>(ws) * 4,
+                      i32(br.ids.size()),
+                      i32(br.pos.size()),
+                      i32(br.rope_pos.size()),
+                      i32(q_seq.size()),
+                      i32(n_ctx.size()),
+                      i32(tables.size()),
+                      i32(tiles.size()),
+                      i32(sel.size()),
+                      4});
+  void *x = b[0].data(), *h = b[1].data(), *h2 = b[2].data(), *qkv = b[3].data(), *q = b[4].data(),
+       *attn = b[5].data(), *gate = b[6].data(), *up = b[7].data(), *xs = b[8].data(),
+       *xn = b[9].data(), *logits = b[10].data(), *f32 = b[11].data(), *kcap = b[12].data(),
+       *vcap = b[13].data();
+  float* workspace = ws > 0 ? static_cast<float*>(b[14].data()) : nullptr;
+  auto* d_ids = static_cast<int32_t*>(b[15].data());
+  auto* d_pos = static_cast<int32_t*>(b[16].data());
+  auto* d_rope = static_cast<int32_t*>(b[17].data());
+  auto* d_seq = static_cast<int32_t*>(b[18].data());
+  auto* d_ctx = static_cast<int32_t*>(b[19].data());
+  auto* d_tables = static_cast<int32_t*>(b[20].data());
+  auto* d_tiles = static_cast<int32_t*>(b[21].data());
+  auto* d_sel = static_cast<int32_t*>(b[22].data());
+  auto* d_bad = static_cast<int32_t*>(b[23].data());
+  to_device(d_ids, br.ids);
+  to_device(d_pos, br.pos);
+  to_device(d_rope, br.rope_pos);
+  to_device(d_seq, q_seq);
+  to_device(d_ctx, n_ctx);
+  to_device(d_tables, tables);
+  to_device(d_tiles, tiles);
+  to_device(d_sel, sel);
+  CB_CUDA_CHECK(cudaMemsetAsync(d_bad, 0, 4, stream.get()));
+  // Per-item block tables for the append kernel (device pointers into d_tables).
+
+  kc::EmbeddingParams emb;
+  emb.table = wt("token_embd.weight");
+  emb.ids = d_ids;
+  emb.out = x;
+  emb.n = N;
+  emb.rows = V;
+  emb.dim = H;
+  emb.bad_id = d_bad;
+  emb.storage = st;
+  CB_CUDA_CHECK(kc::launch_embedding(emb, stream.get()));
+  const kc::RopeStyle rope = c.rope_style == RopeStyle::Interleaved ? kc::RopeStyle::Interleaved
+                                                                    : kc::RopeStyle::RotateHalf;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  char* const qkv_bytes = static_cast<char*>(qkv);
+
+  for (int l = 0; l < c.n_layers; ++l) {
+    norm(layer_name(l, "attn_norm"), x, h, N);
+    gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
+    if (hooks.on_new_kv) {
+      kc::KvCaptureParams cp;
+      cp.k_src = qkv_bytes + e(qd);
+      cp.v_src = qkv_bytes + e(qd + kvd);
+      cp.src_stride = QKV;
+      cp.k_stage = kcap;
+      cp.v_stage = vcap;
+      cp.n = N;
+      cp.kv_dim = kvd;
+      cp.storage = st;
+      CB_CUDA_CHECK(kc::launch_kv_capture(cp, stream.get()));
+      const std::vector<float> hk = to_host_f32(kcap, N * kvd, f32);
+      const std::vector<float> hv = to_host_f32(vcap, N * kvd, f32);
+      for (int64_t i = 0; i < items; ++i) {
+        const SeqInput& in = batch[static_cast<size_t>(i)];
+        hooks.on_new_kv(l, in.seq, br.len0[static_cast<size_t>(i)],
+                        static_cast<int64_t>(in.tokens.size()), hk.data() + br.row0[i] * kvd,
+                        hv.data() + br.row0[i] * kvd);
+      }
+    }
+    for (const auto& [off, heads] : {std::pair<int64_t, int64_t>{0, c.n_heads},
+                                     std::pair<int64_t, int64_t>{qd, c.n_kv_heads}}) {
+      kc::RopeParams rp;
+      rp.x = qkv_bytes + e(off);
+      rp.positions = d_rope;
+      rp.n = N;
+      rp.heads = heads;
+      rp.head_dim = c.head_dim;
+      rp.rope_dims = c.rope_dims;
+      rp.token_stride = QKV;
+      rp.theta = c.rope_theta;
+      rp.style = rope;
+      rp.storage = st;
+      CB_CUDA_CHECK(kc::launch_rope(rp, stream.get()));
+    }
+    for (int64_t i = 0; i < items; ++i) {
+      kc::KvAppendParams ap;
+      ap.k_src = qkv_bytes + e(br.row0[i] * QKV + qd);
+      ap.v_src = qkv_bytes + e(br.row0[i] * QKV + qd + kvd);
+      ap.src_stride = QKV;
+      ap.k_pool = k_pool[static_cast<size_t>(l)].data();
+      ap.v_pool = v_pool[static_cast<size_t>(l)].data();
+      ap.view = {d_tables + i * stride, kv.block_size, kvd};
+      ap.pos0 = br.len0[static_cast<size_t>(i)];
+      ap.n = static_cast<int64_t>(batch[static_cast<size_t>(i)].tokens.size());
+      ap.storage = st;
+      CB_CUDA_CHECK(kc::launch_kv_append(ap, stream.get()));
+    }
+    // Q rows out of the fused output, contiguous for attention.
+    CB_CUDA_CHECK(cudaMemcpy2DAsync(q, e(qd), qkv, e(QKV), e(qd), static_cast<size_t>(N),
+                                    cudaMemcpyDeviceToDevice, stream.get()));
+    if (hooks.wait_ready) {
+      stream.synchronize();
+      hooks.wait_ready(l);
+    }
+    kc::PagedAttentionParams ap;
+    ap.q = q;
+    ap.out = attn;
+    ap.q_pos = d_pos;
+    ap.q_seq = d_seq;
+    ap.rows = N;
+    ap.n_heads = c.n_heads;
+    ap.n_kv_heads = c.n_kv_heads;
+    ap.head_dim = c.head_dim;
+    ap.k_pool = k_pool[static_cast<size_t>(l)].data();
+    ap.v_pool = v_pool[static_cast<size_t>(l)].data();
+    ap.block_tables = d_tables;
+    ap.table_stride = stride;
+    ap.n_ctx = d_ctx;
+    ap.block_size = kv.block_size;
+    ap.window = c.sliding_window;
+    ap.scale = scale;
+    ap.storage = st;
+    ap.tiles = d_tiles;
+    ap.n_tiles = n_tiles;
+    ap.splits = splits;
+    ap.workspace = workspace;
+    CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
+    if (c.arch == Arch::Falcon) {
+      // Parallel block: x += attn_out(attn) + mlp(norm(x)); both read the block input.
+      const void* mlp_in = h;
+      if (c.separate_mlp_norm) {
+        norm(layer_name(l, "attn_norm_2"), x, h2, N);
+        mlp_in = h2;
+      }
+      gemm(mlp_in, layer_name(l, "ffn_up.weight"), up, N, H, F);
+      kc::GeluParams gp;
+      gp.x = up;
+      gp.n = N * F;
+      gp.storage = st;
+      CB_CUDA_CHECK(kc::launch_gelu(gp, stream.get()));
+      gemm(attn, layer_name(l, "attn_output.weight"), x, N, qd, H, /*accumulate=*/true);
+      gemm(up, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
+    } else {
+      gemm(attn, layer_name(l, "attn_output.weight"), x, N, qd, H, /*accumulate=*/true);
+      norm(layer_name(l, "ffn_norm"), x, h, N);
+      gemm(h, layer_name(l, "ffn_gate.weight"), gate, N, H, F);
+      gemm(h, layer_name(l, "ffn_up.weight"), up, N, H, F);
+      kc::SwigluParams sp;
+      sp.gate = gate;
+      sp.up = up;
+      sp.out = gate;
+      sp.n = N * F;
+      sp.storage = st;
+      CB_CUDA_CHECK(kc::launch_swiglu(sp, stream.get()));
+      gemm(gate, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
+    }
+  }
+
+  // Final norm and LM head on the rows whose logits are wanted (gathered like embeddings).
+  kc::EmbeddingParams g;
+  g.table = x;
+  g.ids = d_sel;
+  g.out = xs;
+  g.n = R;
+  g.rows = N;
+  g.dim = H;
+  g.storage = st;
+  CB_CUDA_CHECK(kc::launch_embedding(g, stream.get()));
+  norm("output_norm", xs, xn, R);
+  gemm(xn, c.tied_embeddings ? "token_embd.weight" : "output.weight", logits, R, H, V);
+  std::vector<float> out = to_host_f32(logits, R * V, f32);
+  int32_t bad = 0;
+  CB_CUDA_CHECK(cudaMemcpy(&bad, d_bad, 4, cudaMemcpyDeviceToHost));
+  if (bad != 0) throw make_error("cuda forward", "a token id was outside the vocabulary");
+  for (size_t i = 0; i < batch.size(); ++i) {
+    cache.set_length(batch[i].seq, br.len0[i] + static_cast<int64_t>(batch[i].tokens.size()));
+  }
+  return out;
+}
+
+CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, const kv::KvConfig& kv,
+                     CudaModelOptions opts) {
+  CB_CUDA_CHECK(cudaSetDevice(opts.device));
+  impl_ = std::make_unique<Impl>(cfg, kv, opts.storage);
+  if (kv.n_layers != cfg.n_layers || kv.n_kv_heads != cfg.n_kv_heads ||
+      kv.head_dim != cfg.head_dim) {
+    throw make_error("cuda model", "the KV config does not match the model's layers and heads");
+  }
+  impl_->upload_all(w);
+}
+
+CudaModel::~CudaModel() = default;
+
+const ModelConfig& CudaModel::config() const {
+  return impl_->cfg;
+}
+uint64_t CudaModel::weight_bytes() const {
+  return impl_->weights_arena.used();
+}
+uint64_t CudaModel::kv_bytes() const {
+  return impl_->kv_arena.used();
+}
+
+std::vector<float> CudaModel::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                                      const LayerHooks& hooks) {
+  return impl_->forward(batch, cache, hooks);
+}
+
+}  // namespace cb::model

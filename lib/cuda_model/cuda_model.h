@@ -1,0 +1,59 @@
+#pragma once
+/// The forward pass of lib/model on an NVIDIA GPU: the same families, batch rows, hooks and
+/// paged KV layout, with weights and KV blocks in device memory (fp32, fp16 or bf16 storage,
+/// fp32 accumulation), cuBLAS GEMMs and kernels/cuda for everything else, on one compute
+/// stream. The host KvCache keeps the block tables and lengths (its host pools are unused);
+/// the device pools mirror its layout. CUDA builds only.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cuda/storage.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/config.h"
+#include "lib/model/model.h"
+#include "lib/model/weights.h"
+
+namespace cb::model {
+
+/// Row order of the fused QKV weight the GPU uses: output feature r of the fused weight is row
+/// source_row[r] of the checkpoint's tensor (Falcon: its fused attn_qkv, in either layout; the
+/// others: attn_q, attn_k, attn_v stacked, so source_row is the identity). The fused output
+/// row of a token is then [q heads | k heads | v heads] for every family.
+std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c);
+
+struct CudaModelOptions {
+  kernels::cuda::Storage storage = kernels::cuda::Storage::F16;
+  int device = 0;
+};
+
+class CudaModel {
+ public:
+  /// Uploads every tensor of `w` (host fp32, as lib/model holds them) to the device in
+  /// opts.storage and allocates KV pools for `kv` (the host cache's config: same block size
+  /// and block count). Throws cb::Error (with the budget and the device's free memory) when
+  /// the device cannot hold them.
+  CudaModel(const ModelConfig& cfg, const Weights& w, const kv::KvConfig& kv,
+            CudaModelOptions opts = {});
+  ~CudaModel();
+  CudaModel(const CudaModel&) = delete;
+  CudaModel& operator=(const CudaModel&) = delete;
+
+  const ModelConfig& config() const;
+  /// Bytes of device memory the weights and the KV pools take.
+  uint64_t weight_bytes() const;
+  uint64_t kv_bytes() const;
+
+  /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
+  /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32) and
+  /// hooks.wait_ready before each layer's attention, returns fp32 logits [rows, vocab].
+  std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                             const LayerHooks& hooks = {});
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cb::model
