@@ -12,7 +12,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void check_ctx(const model::Model& m, int n_ctx) {
+void check_ctx(const model::ForwardModel& m, int n_ctx) {
   if (n_ctx < 4) throw make_error("--ctx", "must be at least 4, got " + std::to_string(n_ctx));
   if (n_ctx > m.config().max_context) {
     throw make_error("--ctx",
@@ -45,7 +45,7 @@ struct NllSum {
 /// fresh sequence of one paged KV cache sized for opt.batch windows of up to max_len tokens,
 /// with the logits of every position. Window k's tokens are input(k); consume(k, logits
 /// [input(k).size(), vocab]) is called in window order. Returns the forward calls made.
-int64_t run_windows(const model::Model& m, int n, int max_len, const PerplexityOptions& opt,
+int64_t run_windows(const model::ForwardModel& m, int n, int max_len, const PerplexityOptions& opt,
                     const std::function<std::vector<int32_t>(int)>& input,
                     const std::function<void(int, const float*)>& consume) {
   const int batch = std::min(opt.batch, std::max(n, 1));
@@ -113,7 +113,8 @@ double token_nll(const float* logits, int64_t vocab, int32_t target) {
   return std::log(sum) + mx - static_cast<double>(logits[target]);
 }
 
-PerplexityResult perplexity_llamacpp(const model::Model& m, const std::vector<int32_t>& tokens,
+PerplexityResult perplexity_llamacpp(const model::ForwardModel& m,
+                                     const std::vector<int32_t>& tokens,
                                      const PerplexityOptions& opt,
                                      const PerplexityProgress& progress) {
   const int n_ctx = opt.n_ctx;
@@ -200,13 +201,13 @@ int64_t lmeval_count_words(std::string_view text) {
   return words;
 }
 
-PerplexityResult perplexity_lmeval(const model::Model& m, const std::vector<int32_t>& tokens,
+PerplexityResult perplexity_lmeval(const model::ForwardModel& m, const std::vector<int32_t>& tokens,
                                    const PerplexityOptions& opt,
                                    const PerplexityProgress& progress) {
   return perplexity_lmeval_documents(m, {{tokens, opt.text_words, opt.text_bytes}}, opt, progress);
 }
 
-PerplexityResult perplexity_lmeval_documents(const model::Model& m,
+PerplexityResult perplexity_lmeval_documents(const model::ForwardModel& m,
                                              const std::vector<LmEvalDocument>& docs,
                                              const PerplexityOptions& opt,
                                              const PerplexityProgress& progress) {
@@ -295,7 +296,7 @@ PerplexityResult perplexity_lmeval_documents(const model::Model& m,
 //     nlls.append(loss * seqlen)
 //   ppl = exp(sum(nlls) / (nsamples * seqlen))
 // i.e. exp of the mean over windows of each window's mean NLL.
-PerplexityResult perplexity_gptq(const model::Model& m, const std::vector<int32_t>& tokens,
+PerplexityResult perplexity_gptq(const model::ForwardModel& m, const std::vector<int32_t>& tokens,
                                  const PerplexityOptions& opt, const PerplexityProgress& progress) {
   const int seqlen = opt.n_ctx;
   check_ctx(m, seqlen);

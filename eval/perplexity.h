@@ -68,7 +68,8 @@ double token_nll(const float* logits, int64_t vocab, int32_t target);
 
 /// Throws cb::Error when the stream holds less than one full chunk of n_ctx tokens.
 /// `progress(chunk, chunks, running_ppl)` is called after each chunk.
-PerplexityResult perplexity_llamacpp(const model::Model& m, const std::vector<int32_t>& tokens,
+PerplexityResult perplexity_llamacpp(const model::ForwardModel& m,
+                                     const std::vector<int32_t>& tokens,
                                      const PerplexityOptions& opt,
                                      const PerplexityProgress& progress = {});
 
@@ -94,7 +95,7 @@ int64_t lmeval_count_words(std::string_view text);
 /// lm-eval convention over one document: `tokens` are the text's tokens without BOS;
 /// opt.bos_id is the prefix token, opt.n_ctx the max_length; opt.text_words/text_bytes feed
 /// word and byte perplexity (0: not reported). Throws cb::Error on an empty stream.
-PerplexityResult perplexity_lmeval(const model::Model& m, const std::vector<int32_t>& tokens,
+PerplexityResult perplexity_lmeval(const model::ForwardModel& m, const std::vector<int32_t>& tokens,
                                    const PerplexityOptions& opt,
                                    const PerplexityProgress& progress = {});
 
@@ -114,7 +115,7 @@ struct LmEvalDocument {
 /// bits_per_byte in lm_eval/api/metrics.py). Token perplexity is exp(sum NLL / tokens).
 /// opt.text_words/text_bytes are ignored. A document without tokens scores nothing but its
 /// words and bytes still count; throws cb::Error when no document has a token.
-PerplexityResult perplexity_lmeval_documents(const model::Model& m,
+PerplexityResult perplexity_lmeval_documents(const model::ForwardModel& m,
                                              const std::vector<LmEvalDocument>& docs,
                                              const PerplexityOptions& opt,
                                              const PerplexityProgress& progress = {});
@@ -124,7 +125,7 @@ PerplexityResult perplexity_lmeval_documents(const model::Model& m,
 /// (capped by max_chunks); window i scores tokens[i*n_ctx + 1 .. (i+1)*n_ctx - 1] from the
 /// logits before them; PPL = exp(sum_i(mean_nll_i * n_ctx) / (nsamples * n_ctx)).
 /// Throws cb::Error when the stream holds less than one window.
-PerplexityResult perplexity_gptq(const model::Model& m, const std::vector<int32_t>& tokens,
+PerplexityResult perplexity_gptq(const model::ForwardModel& m, const std::vector<int32_t>& tokens,
                                  const PerplexityOptions& opt,
                                  const PerplexityProgress& progress = {});
 

@@ -49,7 +49,7 @@ void register_forward(CLI::App& app) {
   auto a = std::make_shared<ForwardArgs>();
   CLI::App* sub = app.add_subcommand(
       "forward", "Run one prefill and report (or dump) the logits of every position");
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   auto* text =
       sub->add_option("--text", a->text, "input text (tokenized with the model's tokenizer)");
   auto* toks = sub->add_option("--tokens", a->tokens, "input token ids, comma-separated");
@@ -64,7 +64,7 @@ void register_forward(CLI::App& app) {
     if (a->text.empty() && a->tokens.empty())
       throw make_error("forward", "no input", "pass --text or --tokens");
     LoadedModel lm = load_model(a->m, !a->text.empty());
-    const auto& cfg = lm.model->config();
+    const auto& cfg = lm.config();
     std::vector<int32_t> ids =
         !a->tokens.empty() ? parse_token_list(a->tokens, cfg.vocab_size)
                            : lm.tok->encode(a->text, !a->no_bos && lm.tok->add_bos_default());
@@ -75,12 +75,12 @@ void register_forward(CLI::App& app) {
                                       std::to_string(cfg.max_context));
     }
     const int64_t n = static_cast<int64_t>(ids.size());
-    kv::KvCache cache(lm.model->kv_config(static_cast<int>((n + a->block_size - 1) / a->block_size),
-                                          a->block_size));
+    kv::KvCache cache(lm.runner().kv_config(
+        static_cast<int>((n + a->block_size - 1) / a->block_size), a->block_size));
     cache.add_sequence(0);
     cache.reserve(0, n);
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<float> logits = lm.model->forward({{0, ids, true}}, cache);
+    const std::vector<float> logits = lm.runner().forward({{0, ids, true}}, cache);
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t V = cfg.vocab_size;
@@ -107,7 +107,7 @@ void register_forward(CLI::App& app) {
                       [last](int32_t x, int32_t y) { return last[x] > last[y]; });
     std::printf("tokens      %lld\n", static_cast<long long>(n));
     std::printf("time        %.3f s (%.1f tokens/s, backend %s)\n", secs,
-                static_cast<double>(n) / secs, a->m.backend.c_str());
+                static_cast<double>(n) / secs, backend_label(a->m).c_str());
     std::printf("next token  (top 5 after the last position)\n");
     for (int r = 0; r < std::min<int64_t>(5, V); ++r) {
       const int32_t id = order[static_cast<size_t>(r)];

@@ -147,7 +147,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                         {"lockstep", opt.batched},
                         {"forward_calls", calls},
                         {"seconds", total_s},
-                        {"backend", a.m.backend},
+                        {"backend", backend_label(a.m)},
                         {"mode", "real"}};
     for (const auto& r : rs) {
       j["results"].push_back({{"method", eval::overflow_method_name(r.method)},
@@ -204,7 +204,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                    std::vector<int32_t> tokens) {
   const bool lmeval = a.convention == "lm-eval";
   const bool documents = lmeval_documents(a);
-  const int window = lm.model->config().max_context;
+  const int window = lm.config().max_context;
   eval::PerplexityOptions opt;
   opt.n_ctx = a.ctx_given ? a.ctx : lmeval ? window : 2048;
   opt.max_chunks = a.chunks;
@@ -251,8 +251,8 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
     if (c == n) std::fputc('\n', stderr);
   };
   const eval::PerplexityResult r =
-      lmeval ? eval::perplexity_lmeval_documents(*lm.model, docs, opt, progress)
-             : eval::perplexity_gptq(*lm.model, tokens, opt, progress);
+      lmeval ? eval::perplexity_lmeval_documents(lm.runner(), docs, opt, progress)
+             : eval::perplexity_gptq(lm.runner(), tokens, opt, progress);
   std::string description;
   if (documents) {
     description = "lm-eval wikitext: " + std::to_string(r.documents) +
@@ -300,7 +300,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"batch", r.batch},
                         {"forward_calls", r.forward_calls},
                         {"seconds", r.seconds},
-                        {"backend", a.m.backend},
+                        {"backend", backend_label(a.m)},
                         {"mode", "real"}};
     if (lmeval) {
       j["prefix_token"] = opt.bos_id;
@@ -332,7 +332,7 @@ void register_perplexity(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("perplexity",
                                      "Perplexity of a model on a text file, in the llama.cpp, "
                                      "lm-eval or gptq convention");
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--file,-f", a->file,
                   "the dataset file (e.g. wiki.test.raw, ptb.test.txt, c4 .jsonl[.gz])")
       ->required();
@@ -395,6 +395,12 @@ void register_perplexity(CLI::App& app) {
       throw make_error("--convention", "applies to --method full only",
                        "drop --convention or use --method full");
     }
+    if (a->method != "full" && a->m.backend == "cuda") {
+      throw make_error("--method " + a->method,
+                       "the overflow study runs on the CPU backend only (it restores KV "
+                       "through the CPU model)",
+                       "use --backend cpu, or --method full on the GPU");
+    }
     LoadedModel lm = load_model(a->m, true);
     const datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
     // lm-eval encodes documents without special tokens; its prefix token stands before them.
@@ -414,7 +420,7 @@ void register_perplexity(CLI::App& app) {
     std::fprintf(stderr, "perplexity: %zu tokens, %d-token chunks, convention llama.cpp\n",
                  tokens.size(), a->ctx);
     const eval::PerplexityResult r =
-        eval::perplexity_llamacpp(*lm.model, tokens, opt, [](int c, int n, double ppl) {
+        eval::perplexity_llamacpp(lm.runner(), tokens, opt, [](int c, int n, double ppl) {
           std::fprintf(stderr, "\r  chunk %d/%d  running PPL %.4f", c, n, ppl);
           if (c == n) std::fputc('\n', stderr);
         });
@@ -434,7 +440,7 @@ void register_perplexity(CLI::App& app) {
                           {"batch", r.batch},
                           {"forward_calls", r.forward_calls},
                           {"seconds", r.seconds},
-                          {"backend", a->m.backend},
+                          {"backend", backend_label(a->m)},
                           {"mode", "real"}};
       write_json(a->out, j);
     }

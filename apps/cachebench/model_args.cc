@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "apps/cachebench/cuda_backend.h"
 #include "lib/core/error.h"
 #include "lib/tokenizer/load.h"
 
@@ -17,17 +18,32 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
-void add_model_options(CLI::App* sub, ModelArgs* a) {
+void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
   sub->add_option("--model,-m", a->model,
                   "a .gguf file, a Hugging Face checkpoint directory, or preset:NAME")
       ->required();
   sub->add_option(
       "--tokenizer", a->tokenizer,
       "tokenizer file (tokenizer.model, tokenizer.json or .gguf); default: the model's own");
-  sub->add_option("--backend", a->backend,
-                  "compute backend (the CUDA backend is not wired to models yet)")
-      ->check(CLI::IsMember({"cpu"}))
-      ->capture_default_str();
+  if (cuda) {
+    sub->add_option("--backend", a->backend,
+                    "compute backend: cpu, or cuda (an NVIDIA GPU; not yet run on one, see "
+                    "docs/perf.md)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    sub->add_option("--gpu-storage", a->gpu_storage,
+                    "--backend cuda: storage of weights, activations and KV (fp32 accumulation)")
+        ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+        ->capture_default_str();
+    sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
+  } else {
+    sub->add_option("--backend", a->backend,
+                    "compute backend (this subcommand runs on the CPU backend only)")
+        ->check(CLI::IsMember({"cpu"}))
+        ->capture_default_str();
+  }
   sub->add_option("--weights-seed", a->seed, "seed of preset weights")->capture_default_str();
 }
 
@@ -53,7 +69,11 @@ LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weight
                          std::to_string(m.source->config().vocab_size),
                      "pass the tokenizer that belongs to this model");
   }
-  if (load_weights) m.model = model::Model::load(*m.source, a.seed);
+  if (load_weights && a.backend == "cuda") {
+    m.device_model = make_cuda_model(*m.source, a.seed, a.gpu_storage, a.gpu);
+  } else if (load_weights) {
+    m.model = model::Model::load(*m.source, a.seed);
+  }
   return m;
 }
 

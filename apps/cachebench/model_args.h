@@ -15,16 +15,31 @@ struct ModelArgs {
   std::string model;
   std::string tokenizer;
   std::string backend = "cpu";
-  uint64_t seed = 0;  ///< preset weights
+  std::string gpu_storage = "f16";  ///< --backend cuda: f32, f16 or bf16
+  int gpu = 0;                      ///< --backend cuda: device index
+  uint64_t seed = 0;                ///< preset weights
 };
 
-/// Adds --model (required), --tokenizer, --backend, --weights-seed to `sub`.
-void add_model_options(CLI::App* sub, ModelArgs* a);
+/// "cpu", or "cuda f16" (the backend and the GPU storage) for results and reports.
+inline std::string backend_label(const ModelArgs& a) {
+  return a.backend == "cuda" ? "cuda " + a.gpu_storage : a.backend;
+}
+
+/// Adds --model (required), --tokenizer, --backend, --weights-seed to `sub`; with `cuda`
+/// the subcommand runs on either backend (--backend cpu|cuda, --gpu-storage, --gpu).
+void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda = false);
 
 struct LoadedModel {
   std::unique_ptr<model::ModelSource> source;
-  std::unique_ptr<model::Model> model;
+  std::unique_ptr<model::Model> model;                ///< the CPU model (null with --backend cuda)
+  std::unique_ptr<model::ForwardModel> device_model;  ///< --backend cuda
   std::unique_ptr<tokenizer::Tokenizer> tok;  ///< null when none is available and none is needed
+
+  /// The model forward passes run on: the GPU's with --backend cuda, else the CPU's.
+  const model::ForwardModel& runner() const {
+    return device_model ? *device_model : static_cast<const model::ForwardModel&>(*model);
+  }
+  const model::ModelConfig& config() const { return source->config(); }
 };
 
 /// Opens the source, validates --backend, loads weights, and the tokenizer (required when

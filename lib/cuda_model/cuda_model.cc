@@ -20,6 +20,7 @@
 #include "kernels/cuda/rope.h"
 #include "lib/core/error.h"
 #include "lib/device/cuda_runtime.h"
+#include "lib/device/gpu_info.h"
 #include "lib/device/host_buffer.h"
 #include "lib/model/tensor_specs.h"
 
@@ -75,26 +76,25 @@ std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c) {
 
 struct CudaModel::Impl {
   ModelConfig cfg;
-  kv::KvConfig kv;
+  kv::KvConfig kv;                         // of the pools below
+  const kv::KvCache* pools_for = nullptr;  // the cache whose blocks the pools hold
   kc::Storage st;
   size_t esz;
   device::Stream stream;
   device::CublasHandle cublas;
   Arena weights_arena;
-  Arena kv_arena;
+  Arena kv_arena{nullptr, 0, "KV blocks"};
   std::map<std::string, Arena::Block> w;     // canonical names, plus "blk.L.qkv_fused"
   std::vector<Arena::Block> k_pool, v_pool;  // per layer
   // Per-call scratch, regrown when a call needs more.
   Arena scratch{nullptr, 0, "forward scratch"};
   uint64_t scratch_bytes = 0;
 
-  Impl(const ModelConfig& c, const kv::KvConfig& k, kc::Storage s)
+  Impl(const ModelConfig& c, kc::Storage s)
       : cfg(c),
-        kv(k),
         st(s),
         esz(kc::storage_bytes(s)),
-        weights_arena(device::make_device_arena(weight_budget(c, s), "weights")),
-        kv_arena(device::make_device_arena(kv_budget(c, k, s), "KV blocks")) {}
+        weights_arena(device::make_device_arena(weight_budget(c, s), "weights")) {}
 
   static uint64_t padded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -169,11 +169,39 @@ struct CudaModel::Impl {
       const std::string name = layer_name(l, "qkv_fused");
       w.emplace(name, upload(fused.data(), (qd + 2 * kvd) * H, name));
     }
-    const uint64_t pool = static_cast<uint64_t>(kv.num_blocks) * kv.block_size * kvd * esz;
+  }
+
+  // Device pools for `cache`: kept when it is the cache of the last call with the same
+  // config, else made anew, which is only valid when the batch starts every sequence afresh.
+  void ensure_pools(const kv::KvCache& cache, const BatchRows& br) {
+    const kv::KvConfig& c = cache.config();
+    if (&cache == pools_for && c.block_size == kv.block_size && c.num_blocks == kv.num_blocks) {
+      return;
+    }
+    if (c.n_layers != cfg.n_layers || c.n_kv_heads != cfg.n_kv_heads ||
+        c.head_dim != cfg.head_dim) {
+      throw make_error("cuda forward", "the KV cache's layers or heads differ from the model's");
+    }
+    for (int64_t len : br.len0) {
+      if (len != 0) {
+        throw make_error("cuda forward",
+                         "this KV cache holds history the device does not have (the CUDA "
+                         "backend keeps the blocks of one cache, the one last passed to forward)",
+                         "start its sequences afresh or keep using one cache");
+      }
+    }
+    stream.synchronize();
+    k_pool.clear();
+    v_pool.clear();
+    kv_arena = Arena(nullptr, 0, "KV blocks");
+    kv_arena = device::make_device_arena(kv_budget(cfg, c, st), "KV blocks");
+    const uint64_t pool = static_cast<uint64_t>(c.num_blocks) * c.block_size * cfg.kv_dim() * esz;
     for (int l = 0; l < cfg.n_layers; ++l) {
       k_pool.push_back(kv_arena.allocate(pool, layer_name(l, "k_pool")));
       v_pool.push_back(kv_arena.allocate(pool, layer_name(l, "v_pool")));
     }
+    kv = c;
+    pools_for = &cache;
   }
 
   void* wt(const std::string& name) const {
@@ -516,14 +544,18 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   return out;
 }
 
-CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, const kv::KvConfig& kv,
-                     CudaModelOptions opts) {
-  CB_CUDA_CHECK(cudaSetDevice(opts.device));
-  impl_ = std::make_unique<Impl>(cfg, kv, opts.storage);
-  if (kv.n_layers != cfg.n_layers || kv.n_kv_heads != cfg.n_kv_heads ||
-      kv.head_dim != cfg.head_dim) {
-    throw make_error("cuda model", "the KV config does not match the model's layers and heads");
+CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts) {
+  std::string why;
+  const std::vector<device::GpuInfo> gpus = device::list_gpus(&why);
+  if (opts.device < 0 || opts.device >= static_cast<int>(gpus.size())) {
+    throw make_error("--backend cuda",
+                     gpus.empty() ? "no CUDA GPU: " + why
+                                  : "GPU " + std::to_string(opts.device) + " does not exist (" +
+                                        std::to_string(gpus.size()) + " visible)",
+                     "run with --backend cpu");
   }
+  CB_CUDA_CHECK(cudaSetDevice(opts.device));
+  impl_ = std::make_unique<Impl>(cfg, opts.storage);
   impl_->upload_all(w);
 }
 
@@ -540,7 +572,7 @@ uint64_t CudaModel::kv_bytes() const {
 }
 
 std::vector<float> CudaModel::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
-                                      const LayerHooks& hooks) {
+                                      const LayerHooks& hooks) const {
   return impl_->forward(batch, cache, hooks);
 }
 

@@ -3,7 +3,9 @@
 /// paged KV layout, with weights and KV blocks in device memory (fp32, fp16 or bf16 storage,
 /// fp32 accumulation), cuBLAS GEMMs and kernels/cuda for everything else, on one compute
 /// stream. The host KvCache keeps the block tables and lengths (its host pools are unused);
-/// the device pools mirror its layout. CUDA builds only.
+/// the device keeps the KV blocks of the cache most recently passed to forward, in its layout
+/// (a different cache, or one with another block size or count, starts over: its sequences
+/// must then be empty). CUDA builds only.
 
 #include <cstdint>
 #include <memory>
@@ -28,28 +30,28 @@ struct CudaModelOptions {
   int device = 0;
 };
 
-class CudaModel {
+class CudaModel : public ForwardModel {
  public:
   /// Uploads every tensor of `w` (host fp32, as lib/model holds them) to the device in
-  /// opts.storage and allocates KV pools for `kv` (the host cache's config: same block size
-  /// and block count). Throws cb::Error (with the budget and the device's free memory) when
-  /// the device cannot hold them.
-  CudaModel(const ModelConfig& cfg, const Weights& w, const kv::KvConfig& kv,
-            CudaModelOptions opts = {});
+  /// opts.storage. Throws cb::Error (with the budget and the device's free memory) when the
+  /// device cannot hold them, or when there is no usable GPU.
+  CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;
 
-  const ModelConfig& config() const;
-  /// Bytes of device memory the weights and the KV pools take.
+  const ModelConfig& config() const override;
+  /// Bytes of device memory the weights and the current KV pools take.
   uint64_t weight_bytes() const;
   uint64_t kv_bytes() const;
 
   /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
   /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32) and
   /// hooks.wait_ready before each layer's attention, returns fp32 logits [rows, vocab].
+  /// Calls must not overlap (one stream, shared scratch).
+  using ForwardModel::forward;
   std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
-                             const LayerHooks& hooks = {});
+                             const LayerHooks& hooks) const override;
 
  private:
   struct Impl;

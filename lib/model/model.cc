@@ -100,11 +100,11 @@ std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed) {
   return std::make_unique<Model>(src.config(), Weights::load(src, seed));
 }
 
-kv::KvConfig Model::kv_config(int num_blocks, int block_size) const {
+kv::KvConfig ForwardModel::kv_config(int num_blocks, int block_size) const {
   kv::KvConfig kc;
-  kc.n_layers = cfg_.n_layers;
-  kc.n_kv_heads = cfg_.n_kv_heads;
-  kc.head_dim = cfg_.head_dim;
+  kc.n_layers = config().n_layers;
+  kc.n_kv_heads = config().n_kv_heads;
+  kc.head_dim = config().head_dim;
   kc.block_size = block_size;
   kc.num_blocks = num_blocks;
   return kc;

@@ -53,22 +53,36 @@ struct BatchRows {
 BatchRows batch_rows(const ModelConfig& c, const std::vector<SeqInput>& batch,
                      const kv::KvCache& cache);
 
-class Model {
+/// What evaluation needs of a model on any backend: its config and a batched forward over a
+/// paged KvCache. Model (CPU) and CudaModel (lib/cuda_model, GPU) implement it.
+class ForwardModel {
+ public:
+  virtual ~ForwardModel() = default;
+  virtual const ModelConfig& config() const = 0;
+  /// Runs the batch through all layers, appending each item's tokens to its sequence.
+  /// Capacity must have been reserved (cache.reserve) by the caller; token ids must be in
+  /// [0, vocab). Returns logits [rows, vocab]: per item in order, one row per new token if
+  /// all_logits, else one row for its last token.
+  virtual std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                                     const LayerHooks& hooks) const = 0;
+  std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache) const {
+    return forward(batch, cache, LayerHooks{});
+  }
+  /// A KvConfig matching this model for a pool of `num_blocks` blocks.
+  kv::KvConfig kv_config(int num_blocks, int block_size = 16) const;
+};
+
+class Model : public ForwardModel {
  public:
   Model(ModelConfig cfg, std::unique_ptr<Weights> weights);
   /// Loads weights from `src` (presets: generated with `seed`).
   static std::unique_ptr<Model> load(const ModelSource& src, uint64_t seed = 0);
 
-  const ModelConfig& config() const { return cfg_; }
-  /// A KvConfig matching this model for a pool of `num_blocks` blocks.
-  kv::KvConfig kv_config(int num_blocks, int block_size = 16) const;
+  const ModelConfig& config() const override { return cfg_; }
 
-  /// Runs the batch through all layers, appending each item's tokens to its sequence.
-  /// Capacity must have been reserved (cache.reserve) by the caller; token ids must be in
-  /// [0, vocab). Returns logits [rows, vocab]: per item in order, one row per new token if
-  /// all_logits, else one row for its last token.
+  using ForwardModel::forward;
   std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
-                             const LayerHooks& hooks = {}) const;
+                             const LayerHooks& hooks) const override;
 
   /// CachedAttention restore: writes n tokens of pre-RoPE K (rotated here to positions
   /// [pos0, pos0 + n)) and V into seq's slots [pos0, pos0 + n) of `layer`. Capacity must be

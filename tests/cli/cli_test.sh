@@ -96,6 +96,14 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   expect_out falcon_vocab "MQA" "$CB" inspect "$FALCON_VOCAB"
   expect_ok falcon_tokenize "$CB" tokenize --model "$FALCON_VOCAB" "Hello world"
   expect_error bad_ids "--decode" "not a token id" "$CB" tokenize --model "$STORIES" --decode "1 99999"
+  # --backend cuda: the GPU's logits where a GPU is usable; elsewhere one line naming the
+  # option and the way out (no CUDA in this build, or no GPU visible).
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+    expect_out forward_cuda "backend cuda f16" "$CB" forward -m "$STORIES" --tokens 1,403,407 --backend cuda
+  else
+    expect_error forward_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" forward -m "$STORIES" \
+      --tokens 1,403,407 --backend cuda
+  fi
 
   # Malformed files: one clear line each, exit 1.
   python3 "$(dirname "$0")/make_bad_inputs.py" "$TMP/bad" "$STORIES" >"$TMP/cases.tsv" || bad "fixture generation"

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/error.h"
 #include "lib/model/model_source.h"
 #include "tests/support/random_tokens.h"
 #include "tests/support/test_data.h"
@@ -73,7 +74,7 @@ void run_family(const std::string& arg, kc::Storage st, double tol) {
   const int64_t V = cfg.vocab_size;
   const auto kvc = cpu.kv_config(16, 16);
   KvCache cc(kvc), gc(kvc);
-  CudaModel gpu(cfg, *weights, kvc, {st, 0});
+  CudaModel gpu(cfg, *weights, {st, 0});
   for (KvCache* c : {&cc, &gc}) {
     c->add_sequence(1);
     c->add_sequence(2);
@@ -105,6 +106,23 @@ double tolerance(kc::Storage st) {
   return st == kc::Storage::F32 ? 1e-4 : st == kc::Storage::F16 ? 1e-2 : 2e-2;
 }
 
+// Without a GPU, making the model is a one-line error that says what to do.
+TEST(CudaModelHost, NoGpuIsAClearError) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) GTEST_SKIP() << "a GPU is present";
+  (void)cudaGetLastError();
+  auto src = ModelSource::open("preset:tiny-llama");
+  auto weights = cb::model::Weights::load(*src, 3);
+  try {
+    CudaModel gpu(src->config(), *weights);
+    ADD_FAILURE() << "no error without a GPU";
+  } catch (const cb::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("--backend cuda: no CUDA GPU"), std::string::npos) << m;
+    EXPECT_NE(m.find("run with --backend cpu"), std::string::npos) << m;
+  }
+}
+
 TEST(CudaModel, TinyPresetsMatchTheCpuForward) {
   SKIP_WITHOUT_GPU();
   for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b",
@@ -128,7 +146,7 @@ TEST(CudaModel, NewKvHookMatchesTheCpu) {
   Model cpu(cfg, cb::model::Weights::load(*src, 3));
   const auto kvc = cpu.kv_config(8, 16);
   KvCache cc(kvc), gc(kvc);
-  CudaModel gpu(cfg, *weights, kvc, {kc::Storage::F32, 0});
+  CudaModel gpu(cfg, *weights, {kc::Storage::F32, 0});
   std::map<int, std::vector<float>> ck, cv, gk, gv;
   auto record = [](std::map<int, std::vector<float>>* k, std::map<int, std::vector<float>>* v,
                    int64_t kvd) {
