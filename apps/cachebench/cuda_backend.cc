@@ -17,6 +17,9 @@ std::unique_ptr<model::ForwardModel> make_cuda_model(const model::ModelSource& s
               : storage == "bf16" ? kernels::cuda::Storage::BF16
                                   : kernels::cuda::Storage::F16;
   o.device = gpu;
+  if (src.kind() == model::SourceKind::Preset) {  // generated on the device: no host copy
+    return std::make_unique<model::CudaModel>(src.config(), model::PresetWeights{seed}, o);
+  }
   const std::unique_ptr<model::Weights> w = model::Weights::load(src, seed);
   return std::make_unique<model::CudaModel>(src.config(), *w, o);
 #else

@@ -17,11 +17,13 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/preset_fill.h"
 #include "kernels/cuda/rope.h"
 #include "lib/core/error.h"
 #include "lib/device/cuda_runtime.h"
 #include "lib/device/gpu_info.h"
 #include "lib/device/host_buffer.h"
+#include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
 
 namespace cb::model {
@@ -169,6 +171,62 @@ struct CudaModel::Impl {
       const std::string name = layer_name(l, "qkv_fused");
       w.emplace(name, upload(fused.data(), (qd + 2 * kvd) * H, name));
     }
+  }
+
+  void fill(void* out, const TensorSpec& spec, int64_t rows, uint64_t seed,
+            const int32_t* row_map) {
+    const PresetFill f = preset_fill_params(cfg, spec, seed);
+    kc::PresetFillParams p;
+    p.out = out;
+    p.rows = rows;
+    p.cols = spec.numel() / std::max<int64_t>(spec.shape.front(), 1);
+    if (spec.shape.size() == 1) {
+      p.rows = 1;
+      p.cols = spec.numel();
+    }
+    p.row_map = row_map;
+    p.constant = f.constant;
+    p.value = f.value;
+    p.key = f.key;
+    p.scale = f.scale;
+    p.storage = st;
+    CB_CUDA_CHECK(kc::launch_preset_fill(p, stream.get()));
+  }
+
+  void generate_all(uint64_t seed) {
+    const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+    std::map<std::string, TensorSpec> specs;
+    for (const TensorSpec& t : expected_tensors(cfg)) {
+      specs.emplace(t.name, t);
+      if (fused_away(t.name)) continue;
+      Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(t.numel()) * esz, t.name);
+      fill(b.data(), t, t.shape.size() == 1 ? 1 : t.shape.front(), seed, nullptr);
+      w.emplace(t.name, std::move(b));
+    }
+    const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+    const std::vector<int32_t> order32(order.begin(), order.end());
+    Arena map_arena = device::make_device_arena(order32.size() * 4, "QKV row map");
+    Arena::Block map = map_arena.allocate(order32.size() * 4, "QKV row map");
+    CB_CUDA_CHECK(cudaMemcpyAsync(map.data(), order32.data(), order32.size() * 4,
+                                  cudaMemcpyHostToDevice, stream.get()));
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      const std::string name = layer_name(l, "qkv_fused");
+      Arena::Block b =
+          weights_arena.allocate(static_cast<uint64_t>((qd + 2 * kvd) * H) * esz, name);
+      char* base = static_cast<char*>(b.data());
+      if (cfg.arch == Arch::Falcon) {
+        fill(base, specs.at(layer_name(l, "attn_qkv.weight")), qd + 2 * kvd, seed,
+             static_cast<const int32_t*>(map.data()));
+      } else {
+        fill(base, specs.at(layer_name(l, "attn_q.weight")), qd, seed, nullptr);
+        fill(base + static_cast<size_t>(qd * H) * esz, specs.at(layer_name(l, "attn_k.weight")),
+             kvd, seed, nullptr);
+        fill(base + static_cast<size_t>((qd + kvd) * H) * esz,
+             specs.at(layer_name(l, "attn_v.weight")), kvd, seed, nullptr);
+      }
+      w.emplace(name, std::move(b));
+    }
+    stream.synchronize();  // the row map goes away here
   }
 
   // Device pools for `cache`: kept when it is the cache of the last call with the same
@@ -544,19 +602,33 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   return out;
 }
 
-CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts) {
+namespace {
+
+void require_gpu(int device) {
   std::string why;
   const std::vector<device::GpuInfo> gpus = device::list_gpus(&why);
-  if (opts.device < 0 || opts.device >= static_cast<int>(gpus.size())) {
+  if (device < 0 || device >= static_cast<int>(gpus.size())) {
     throw make_error("--backend cuda",
                      gpus.empty() ? "no CUDA GPU: " + why
-                                  : "GPU " + std::to_string(opts.device) + " does not exist (" +
+                                  : "GPU " + std::to_string(device) + " does not exist (" +
                                         std::to_string(gpus.size()) + " visible)",
                      "run with --backend cpu");
   }
-  CB_CUDA_CHECK(cudaSetDevice(opts.device));
+  CB_CUDA_CHECK(cudaSetDevice(device));
+}
+
+}  // namespace
+
+CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts) {
+  require_gpu(opts.device);
   impl_ = std::make_unique<Impl>(cfg, opts.storage);
   impl_->upload_all(w);
+}
+
+CudaModel::CudaModel(const ModelConfig& cfg, PresetWeights preset, CudaModelOptions opts) {
+  require_gpu(opts.device);
+  impl_ = std::make_unique<Impl>(cfg, opts.storage);
+  impl_->generate_all(preset.seed);
 }
 
 CudaModel::~CudaModel() = default;

@@ -25,6 +25,11 @@ namespace cb::model {
 /// row of a token is then [q heads | k heads | v heads] for every family.
 std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c);
 
+/// Preset weights generated on the device (lib/model preset_fill's values, no host copy).
+struct PresetWeights {
+  uint64_t seed = 0;
+};
+
 struct CudaModelOptions {
   kernels::cuda::Storage storage = kernels::cuda::Storage::F16;
   int device = 0;
@@ -36,6 +41,9 @@ class CudaModel : public ForwardModel {
   /// opts.storage. Throws cb::Error (with the budget and the device's free memory) when the
   /// device cannot hold them, or when there is no usable GPU.
   CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts = {});
+  /// Generates a preset's weights on the device: the same values lib/model's Weights::load
+  /// makes on the host for this seed (rounded to opts.storage).
+  CudaModel(const ModelConfig& cfg, PresetWeights preset, CudaModelOptions opts = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;

@@ -137,12 +137,12 @@ ModelConfig preset_config(const std::string& name) {
   return it->second;
 }
 
-void preset_fill(const ModelConfig& cfg, const TensorSpec& spec, uint64_t seed, int64_t begin,
-                 int64_t count, float* out) {
+PresetFill preset_fill_params(const ModelConfig& cfg, const TensorSpec& spec, uint64_t seed) {
+  PresetFill f;
   if (spec.role == TensorRole::NormWeight || spec.role == TensorRole::NormBias) {
-    const float v = spec.role == TensorRole::NormWeight ? 1.0f : 0.0f;
-    for (int64_t i = 0; i < count; ++i) out[i] = v;
-    return;
+    f.constant = true;
+    f.value = spec.role == TensorRole::NormWeight ? 1.0f : 0.0f;
+    return f;
   }
   double stddev = 1.0;
   if (spec.role != TensorRole::Embedding)
@@ -150,13 +150,22 @@ void preset_fill(const ModelConfig& cfg, const TensorSpec& spec, uint64_t seed, 
   const bool residual_out = spec.name.find("attn_output") != std::string::npos ||
                             spec.name.find("ffn_down") != std::string::npos;
   if (residual_out) stddev /= std::sqrt(2.0 * cfg.n_layers);
-  const float scale =
-      static_cast<float>(stddev * std::sqrt(3.0));  // uniform(-a, a) has std a/sqrt(3)
-  const uint64_t key = splitmix64(seed ^ fnv1a(spec.name));
+  f.scale = static_cast<float>(stddev * std::sqrt(3.0));  // uniform(-a, a) has std a/sqrt(3)
+  f.key = splitmix64(seed ^ fnv1a(spec.name));
+  return f;
+}
+
+void preset_fill(const ModelConfig& cfg, const TensorSpec& spec, uint64_t seed, int64_t begin,
+                 int64_t count, float* out) {
+  const PresetFill f = preset_fill_params(cfg, spec, seed);
+  if (f.constant) {
+    for (int64_t i = 0; i < count; ++i) out[i] = f.value;
+    return;
+  }
   for (int64_t i = 0; i < count; ++i) {
-    const uint64_t r = splitmix64(key + static_cast<uint64_t>(begin + i));
+    const uint64_t r = splitmix64(f.key + static_cast<uint64_t>(begin + i));
     const float u = static_cast<float>(r >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
-    out[i] = (2.0f * u - 1.0f) * scale;
+    out[i] = (2.0f * u - 1.0f) * f.scale;
   }
 }
 

@@ -27,4 +27,14 @@ ModelConfig preset_config(const std::string& name);
 void preset_fill(const ModelConfig& cfg, const TensorSpec& spec, uint64_t seed, int64_t begin,
                  int64_t count, float* out);
 
+/// What preset_fill computes for a tensor, for generators elsewhere (the GPU's,
+/// kernels/cuda preset_fill): a constant, or element i = preset_element(key, scale, i).
+struct PresetFill {
+  bool constant = false;
+  float value = 0.0f;  ///< when constant
+  uint64_t key = 0;
+  float scale = 0.0f;
+};
+PresetFill preset_fill_params(const ModelConfig& cfg, const TensorSpec& spec, uint64_t seed);
+
 }  // namespace cb::model

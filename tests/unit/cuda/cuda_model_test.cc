@@ -13,8 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/preset_fill.h"
 #include "lib/core/error.h"
 #include "lib/model/model_source.h"
+#include "lib/model/presets.h"
+#include "lib/model/tensor_specs.h"
 #include "tests/support/random_tokens.h"
 #include "tests/support/test_data.h"
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -135,6 +138,63 @@ TEST(CudaModel, Stories260KMatchesTheCpuForward) {
   SKIP_WITHOUT_GPU();
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   for (kc::Storage st : kStorages) run_family(path, st, tolerance(st));
+}
+
+// The device's preset generator writes lib/model preset_fill's values bit for bit (fp32),
+// also through a row map; a model generated on the device computes the same logits as one
+// uploaded from the host's preset weights.
+TEST(CudaModel, PresetsGeneratedOnTheDeviceAreTheHostValues) {
+  SKIP_WITHOUT_GPU();
+  auto src = ModelSource::open("preset:tiny-falcon-40b");
+  const ModelConfig cfg = src->config();
+  for (const cb::model::TensorSpec& t : cb::model::expected_tensors(cfg)) {
+    std::vector<float> want(static_cast<size_t>(t.numel()));
+    cb::model::preset_fill(cfg, t, 7, 0, t.numel(), want.data());
+    const cb::model::PresetFill f = cb::model::preset_fill_params(cfg, t, 7);
+    const int64_t rows = t.shape.size() == 1 ? 1 : t.shape.front();
+    std::vector<int32_t> reversed(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      reversed[static_cast<size_t>(r)] = static_cast<int32_t>(rows - 1 - r);
+    cb::cuda_test::DeviceArray<float> out(want.size());
+    cb::cuda_test::DeviceArray<int32_t> map(reversed);
+    for (bool mapped : {false, true}) {
+      out.poison();
+      kc::PresetFillParams p;
+      p.out = out.get();
+      p.rows = rows;
+      p.cols = t.numel() / rows;
+      p.row_map = mapped ? map.get() : nullptr;
+      p.constant = f.constant;
+      p.value = f.value;
+      p.key = f.key;
+      p.scale = f.scale;
+      ASSERT_EQ(kc::launch_preset_fill(p, nullptr), cudaSuccess);
+      const std::vector<float> got = out.download();
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t src_row = mapped ? rows - 1 - r : r;
+        for (int64_t c = 0; c < p.cols; ++c) {
+          ASSERT_EQ(got[static_cast<size_t>(r * p.cols + c)],
+                    want[static_cast<size_t>(src_row * p.cols + c)])
+              << t.name << " row " << r << (mapped ? " (mapped)" : "");
+        }
+      }
+    }
+  }
+  for (const char* m : {"preset:tiny-llama", "preset:tiny-falcon-40b"}) {
+    auto s = ModelSource::open(m);
+    auto weights = cb::model::Weights::load(*s, 5);
+    CudaModel uploaded(s->config(), *weights, {kc::Storage::F32, 0});
+    CudaModel generated(s->config(), cb::model::PresetWeights{5}, {kc::Storage::F32, 0});
+    const auto kvc = uploaded.kv_config(4, 16);
+    KvCache a(kvc), b(kvc);
+    for (KvCache* c : {&a, &b}) {
+      c->add_sequence(0);
+      ASSERT_TRUE(c->reserve(0, 20));
+    }
+    const std::vector<SeqInput> in = {
+        {0, cb::test::random_tokens(20, s->config().vocab_size, 4), true}};
+    EXPECT_EQ(uploaded.forward(in, a), generated.forward(in, b)) << m;
+  }
 }
 
 // The hook hands the new tokens' K before RoPE and V to the caller, as the CPU forward does.
