@@ -106,6 +106,7 @@ void register_bench(CLI::App& app) {
     return 0;
   });
   register_bench_store(bench);
+  register_bench_gpu(bench);
 }
 
 }  // namespace cb::app

@@ -25,6 +25,8 @@ void register_mmlu(CLI::App& app);
 void register_piqa(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_bench_store(CLI::App* bench);
+/// `bench gpu` (CUDA builds only; a build without CUDA has no such subcommand).
+void register_bench_gpu(CLI::App* bench);
 void register_replay(CLI::App& app);
 void register_chat(CLI::App& app);
 void register_trace(CLI::App& app);

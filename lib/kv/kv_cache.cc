@@ -62,10 +62,21 @@ std::string seq_name(SeqId seq) {
 
 }  // namespace
 
+void KvCache::require_host_pools() const {
+  if (!cfg_.host_pools) {
+    throw make_error("kv cache",
+                     "this cache keeps block tables only (its blocks live on the GPU), so it has "
+                     "no host KV to read, write or copy",
+                     "use a cache with host pools for the CPU backend");
+  }
+}
+
 KvCache::KvCache(const KvConfig& cfg) : cfg_(validated(cfg)) {
   const size_t pool = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(layer_floats());
-  k_.assign(pool, 0.0f);
-  v_.assign(pool, 0.0f);
+  if (cfg_.host_pools) {
+    k_.assign(pool, 0.0f);
+    v_.assign(pool, 0.0f);
+  }
   refcount_.assign(static_cast<size_t>(cfg_.num_blocks), 0);
   free_list_.reserve(static_cast<size_t>(cfg_.num_blocks));
   // LIFO: block 0 on top, so a fresh cache hands out blocks in ascending order.
@@ -123,6 +134,7 @@ int64_t KvCache::check_pos(const Seq& s, SeqId seq, int64_t pos) const {
 }
 
 void KvCache::copy_block(int32_t from, int32_t to, int64_t n) {
+  require_host_pools();
   const int64_t bf = block_floats();
   const size_t bytes = static_cast<size_t>(n * slot_floats()) * sizeof(float);
   if (bytes == 0) return;
@@ -162,6 +174,7 @@ bool KvCache::reserve(SeqId seq, int64_t new_len) {
   const int64_t last = std::min(want, have);  // exclusive
   int64_t copies = 0;
   for (int64_t i = first; i < last; ++i) copies += refcount_[s.blocks[i]] > 1 ? 1 : 0;
+  if (copies > 0) require_host_pools();  // before anything changes
   if (grow + copies > static_cast<int64_t>(free_list_.size())) return false;
 
   for (int64_t i = first; i < last; ++i) {
@@ -231,6 +244,7 @@ bool KvCache::fork(SeqId src, SeqId dst, int64_t len) {
   const int64_t bs = cfg_.block_size;
   const int64_t full = len / bs;
   const int64_t tail = len % bs;
+  if (tail != 0) require_host_pools();  // before anything changes
   if (tail != 0 && free_list_.empty()) return false;
   Seq d;
   d.length = len;
@@ -258,26 +272,31 @@ bool KvCache::block_shared(SeqId seq, int64_t pos) const {
 }
 
 float* KvCache::k_pool(int layer) {
+  require_host_pools();
   check_layer(layer);
   return k_.data() + layer * layer_floats();
 }
 
 float* KvCache::v_pool(int layer) {
+  require_host_pools();
   check_layer(layer);
   return v_.data() + layer * layer_floats();
 }
 
 const float* KvCache::k_pool(int layer) const {
+  require_host_pools();
   check_layer(layer);
   return k_.data() + layer * layer_floats();
 }
 
 const float* KvCache::v_pool(int layer) const {
+  require_host_pools();
   check_layer(layer);
   return v_.data() + layer * layer_floats();
 }
 
 float* KvCache::writable_slot(std::vector<float>& pool, int layer, SeqId seq, int64_t pos) {
+  require_host_pools();
   check_layer(layer);
   const Seq& s = seq_ref(seq);
   const int32_t b = s.blocks[check_pos(s, seq, pos)];

@@ -33,6 +33,10 @@ struct KvConfig {
   int head_dim = 0;     ///< floats per head
   int block_size = 16;  ///< tokens per block
   int num_blocks = 0;  ///< blocks in the pool (shared by all layers: block b exists in every layer)
+  /// false: block tables and lengths only, the blocks live elsewhere (the GPU's pools in
+  /// lib/cuda_model); pool and slot accessors then throw cb::Error, and so does a reserve()
+  /// that would copy a shared block.
+  bool host_pools = true;
 };
 
 /// Exact accounting of the pool at one instant.
@@ -124,6 +128,8 @@ class KvCache {
   void copy_block(int32_t from, int32_t to, int64_t n);
   int64_t layer_floats() const;
   int64_t block_floats() const;
+
+  void require_host_pools() const;
 
   KvConfig cfg_;
   std::vector<float> k_, v_;        // [n_layers][num_blocks][block_size][slot]

@@ -104,6 +104,10 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     expect_error forward_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" forward -m "$STORIES" \
       --tokens 1,403,407 --backend cuda
   fi
+  # `bench gpu` exists in CUDA builds; without a GPU it stops with one line.
+  if "$CB" bench --help | grep -q "^  gpu " && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
+    expect_error bench_gpu_without_gpu "bench gpu" "no CUDA GPU" "$CB" bench gpu --reps 1
+  fi
 
   # Malformed files: one clear line each, exit 1.
   python3 "$(dirname "$0")/make_bad_inputs.py" "$TMP/bad" "$STORIES" >"$TMP/cases.tsv" || bad "fixture generation"

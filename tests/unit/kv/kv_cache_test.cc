@@ -261,6 +261,30 @@ TEST(KvCacheTest, SlotAddressingMatchesPoolLayout) {
   expect_error([&] { c.block_shared(1, 8); }, {"slot 8"});
 }
 
+// Block tables without host pools (the GPU holds the blocks): bookkeeping works, host KV
+// access and block copies are clear errors that change nothing.
+TEST(KvCacheTest, WithoutHostPoolsOnlyTheBookkeepingWorks) {
+  KvConfig cfg = small_config(4, 8);
+  cfg.host_pools = false;
+  KvCache c(cfg);
+  c.add_sequence(1);
+  ASSERT_TRUE(c.reserve(1, 10));
+  c.set_length(1, 10);
+  EXPECT_EQ(c.block_table(1).size(), 3u);
+  const std::vector<std::string> why = {"block tables only"};
+  expect_error([&] { c.k_pool(0); }, why);
+  expect_error([&] { c.v_slot(0, 1, 3); }, why);
+  EXPECT_TRUE(c.fork(1, 2, 8));  // block-aligned: shares blocks, copies nothing
+  const KvStats before = c.stats();
+  expect_error([&] { c.fork(1, 3, 9); }, why);  // would copy a partial block
+  EXPECT_FALSE(c.has_sequence(3));
+  c.truncate(2, 6);                             // slot 6 is in block 1, shared with 1
+  expect_error([&] { c.reserve(2, 8); }, why);  // writing it would copy the block
+  EXPECT_EQ(c.stats().free_blocks, before.free_blocks);
+  const std::vector<int32_t> shared(c.block_table(1).begin(), c.block_table(1).begin() + 2);
+  EXPECT_EQ(c.block_table(2), shared);  // unchanged
+}
+
 // ---- fork and copy-on-write ------------------------------------------------------------
 
 TEST(KvCacheTest, ForkSharesFullBlocksAndCopiesPartialBlock) {

@@ -1,0 +1,121 @@
+// cachebench bench gpu [--models preset:llama-2-7b,...] [--prompts 512,2048,4096] [--prefix 2048]
+//   [--batches 1,16,64] [--reps 5] [--gpu-storage f16] [--out F.json]   (CUDA builds)
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/cachebench/format.h"
+#include "apps/cachebench/subcommands.h"
+#include "cachebench_version.h"
+#include "lib/core/error.h"
+
+#ifdef CB_HAVE_CUDA
+#include "eval/bench_gpu.h"
+#endif
+
+namespace cb::app {
+
+#ifdef CB_HAVE_CUDA
+namespace {
+
+struct BenchGpuArgs {
+  eval::BenchGpuOptions o;
+  std::string out;
+};
+
+void print(const nlohmann::json& j) {
+  const auto& d = j["device"];
+  const auto& c = j["ceilings"];
+  std::printf("device          %s (cc %s, %.1f GiB), storage %s, median of %d\n",
+              d["name"].get<std::string>().c_str(),
+              d["compute_capability"].get<std::string>().c_str(),
+              d["memory_bytes"].get<double>() / (1 << 30), j["storage"].get<std::string>().c_str(),
+              j["reps"].get<int>());
+  std::printf(
+      "copy ceilings   D2D %.0f GB/s (read + write), H2D %.1f GB/s, D2H %.1f GB/s "
+      "(pinned)\n",
+      c["d2d_gbs_read_plus_write"].get<double>(), c["h2d_pinned_gbs"].get<double>(),
+      c["d2h_pinned_gbs"].get<double>());
+  std::printf(
+      "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio |\n"
+      "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& m : j["models"]) {
+    for (const auto& p : m["prefill"]) {
+      if (p.contains("skipped")) continue;
+      std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f |\n",
+                  m["model"].get<std::string>().c_str(), p["prompt"].get<long long>(),
+                  p["prefix"].get<long long>(), p["tok_s"].get<double>(), p["tflops"].get<double>(),
+                  p["gemm_ceiling_tflops"].get<double>(), p["ratio_to_gemm_ceiling"].get<double>());
+    }
+  }
+  std::printf(
+      "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling |\n"
+      "|---|---:|---:|---:|---:|---:|\n");
+  for (const auto& m : j["models"]) {
+    for (const auto& p : m["decode"]) {
+      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f |\n",
+                  m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
+                  p["context"].get<long long>(), p["tok_s"].get<double>(),
+                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>());
+    }
+  }
+  std::printf(
+      "\n| model | tokens | KV restore GB/s | / H2D | KV capture to host GB/s |\n"
+      "|---|---:|---:|---:|---:|\n");
+  for (const auto& k : j["kv"]) {
+    std::printf("| %s | %lld | %.1f | %.2f | %.1f |\n", k["model"].get<std::string>().c_str(),
+                k["tokens"].get<long long>(), k["restore_gbs"].get<double>(),
+                k["restore_ratio_to_h2d"].get<double>(), k["capture_to_host_gbs"].get<double>());
+  }
+}
+
+}  // namespace
+
+void register_bench_gpu(CLI::App* bench) {
+  auto a = std::make_shared<BenchGpuArgs>();
+  CLI::App* sub = bench->add_subcommand(
+      "gpu",
+      "CUDA backend: GEMM and copy ceilings of this GPU, prefill/decode throughput of preset "
+      "models against them, KV restore/capture bandwidth (docs/perf.md)");
+  sub->add_option("--models", a->o.models, "models (presets are generated on the device)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--prompts", a->o.prompts, "prompt lengths")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--prefix", a->o.prefix, "paged prefix before each prompt (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--batches", a->o.batches, "decode batch sizes")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  sub->add_option("--decode-context", a->o.decode_context, "history of every decoding sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--decode-steps", a->o.decode_steps, "timed decode steps per repetition")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  sub->add_option("--reps", a->o.reps, "timed repetitions (after one warm-up)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  sub->add_option("--gpu-storage", a->o.storage, "storage of weights, activations and KV")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  sub->add_option("--gpu", a->o.device, "device index")->capture_default_str();
+  sub->add_option("--out", a->out, "also write the result as JSON to this file");
+  set_action(sub, [a] {
+    nlohmann::json j = eval::bench_gpu(a->o);
+    j["bench"] = "gpu";
+    j["git"] = CB_GIT_REVISION;
+    j["mode"] = "real";
+    print(j);
+    if (!a->out.empty()) write_json(a->out, j);
+    return 0;
+  });
+}
+#else
+void register_bench_gpu(CLI::App*) {}  // no CUDA backend in this build: no `bench gpu`
+#endif
+
+}  // namespace cb::app

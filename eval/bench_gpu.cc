@@ -1,0 +1,374 @@
+#include "eval/bench_gpu.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "eval/bench_cpu.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_restore.h"
+#include "lib/core/error.h"
+#include "lib/cuda_model/cuda_model.h"
+#include "lib/device/cuda_runtime.h"
+#include "lib/device/gpu_info.h"
+#include "lib/device/host_buffer.h"
+#include "lib/kv/kv_cache.h"
+#include "lib/model/model_source.h"
+#include "lib/model/tensor_specs.h"
+
+namespace cb::eval {
+namespace {
+
+namespace kc = cb::kernels::cuda;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+kc::Storage storage_of(const std::string& s) {
+  if (s == "f32") return kc::Storage::F32;
+  if (s == "bf16") return kc::Storage::BF16;
+  if (s == "f16") return kc::Storage::F16;
+  throw make_error("--gpu-storage", "'" + s + "' is not f32, f16 or bf16");
+}
+
+// Median seconds of `fn` (enqueued on `s`) between two events, after one warm-up.
+template <typename Fn>
+double time_events(const device::Stream& s, int reps, Fn&& fn) {
+  device::Event a, b;
+  std::vector<double> t;
+  for (int r = 0; r <= reps; ++r) {
+    a.record(s);
+    fn();
+    b.record(s);
+    b.synchronize();
+    if (r > 0) t.push_back(device::Event::elapsed_ms(a, b) / 1e3);
+  }
+  return median(t);
+}
+
+json copy_ceilings(const BenchGpuOptions& o, const device::Stream& s, double* d2d, double* h2d) {
+  const uint64_t bytes = static_cast<uint64_t>(o.copy_mib) << 20;
+  device::Arena arena = device::make_device_arena(2 * bytes, "copy ceilings");
+  device::Arena::Block x = arena.allocate(bytes, "src");
+  device::Arena::Block y = arena.allocate(bytes, "dst");
+  device::HostBuffer host(bytes);
+  if (!host.pinned()) throw make_error("bench gpu", "host memory could not be pinned");
+  const double t_d2d = time_events(s, o.reps, [&] {
+    CB_CUDA_CHECK(cudaMemcpyAsync(y.data(), x.data(), bytes, cudaMemcpyDeviceToDevice, s.get()));
+  });
+  const double t_h2d = time_events(s, o.reps, [&] {
+    CB_CUDA_CHECK(cudaMemcpyAsync(x.data(), host.data(), bytes, cudaMemcpyHostToDevice, s.get()));
+  });
+  const double t_d2h = time_events(s, o.reps, [&] {
+    CB_CUDA_CHECK(cudaMemcpyAsync(host.data(), x.data(), bytes, cudaMemcpyDeviceToHost, s.get()));
+  });
+  *d2d = 2.0 * static_cast<double>(bytes) / t_d2d / 1e9;  // read + write
+  *h2d = static_cast<double>(bytes) / t_h2d / 1e9;
+  return {{"bytes", bytes},
+          {"d2d_gbs_read_plus_write", *d2d},
+          {"h2d_pinned_gbs", *h2d},
+          {"d2h_pinned_gbs", static_cast<double>(bytes) / t_d2h / 1e9}};
+}
+
+// cuBLAS on every GEMM shape of one prefill of n tokens, back to back: TFLOP/s.
+double gemm_ceiling(const model::ModelConfig& c, int64_t n, kc::Storage st, const device::Stream& s,
+                    const device::CublasHandle& h, int reps) {
+  const std::vector<std::vector<int64_t>> shapes = gemm_shapes(c, n);
+  uint64_t mx = 0, mw = 0, my = 0;
+  double flop = 0;
+  for (const auto& sh : shapes) {
+    mx = std::max<uint64_t>(mx, static_cast<uint64_t>(sh[0] * sh[1]));
+    mw = std::max<uint64_t>(mw, static_cast<uint64_t>(sh[1] * sh[2]));
+    my = std::max<uint64_t>(my, static_cast<uint64_t>(sh[0] * sh[2]));
+    flop +=
+        2.0 * static_cast<double>(sh[0]) * static_cast<double>(sh[1]) * static_cast<double>(sh[2]);
+  }
+  const uint64_t e = kc::storage_bytes(st);
+  device::Arena arena = device::make_device_arena((mx + mw + my) * e + 4096, "GEMM ceiling");
+  device::Arena::Block x = arena.allocate(mx * e, "x"), w = arena.allocate(mw * e, "w"),
+                       y = arena.allocate(my * e, "y");
+  CB_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, mx * e, s.get()));
+  CB_CUDA_CHECK(cudaMemsetAsync(w.data(), 0, mw * e, s.get()));
+  const double t = time_events(s, reps, [&] {
+    for (const auto& sh : shapes) {
+      kc::GemmWtParams p;
+      p.x = x.data();
+      p.w = w.data();
+      p.y = y.data();
+      p.n = sh[0];
+      p.in = sh[1];
+      p.out = sh[2];
+      p.storage = st;
+      const cublasStatus_t r = kc::gemm_wt(h.get(), p, s.get());
+      if (r != CUBLAS_STATUS_SUCCESS) {
+        throw make_error("bench gpu", std::string("cuBLAS GEMM failed: ") + cublasGetStatusName(r));
+      }
+    }
+  });
+  return flop / t / 1e12;
+}
+
+std::vector<int32_t> tokens(int64_t n, int vocab, uint64_t seed) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& v : t) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v = static_cast<int32_t>(x % static_cast<uint64_t>(vocab));
+  }
+  return t;
+}
+
+// FLOPs of one prefill of n tokens after `prefix` cached ones: GEMMs + attention (QK^T and PV
+// over the causal rows, 2 FLOPs per multiply-add).
+double prefill_flop(const model::ModelConfig& c, int64_t n, int64_t prefix) {
+  double f = 0;
+  for (const auto& sh : gemm_shapes(c, n)) {
+    f += 2.0 * static_cast<double>(sh[0]) * static_cast<double>(sh[1]) * static_cast<double>(sh[2]);
+  }
+  const double keys = static_cast<double>(n) * static_cast<double>(prefix) +
+                      static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
+  return f + 4.0 * c.n_layers * c.n_heads * c.head_dim * keys;
+}
+
+json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage st,
+                 const device::Stream& s, const device::CublasHandle& h, double d2d) {
+  auto src = model::ModelSource::open(name);
+  const model::ModelConfig& c = src->config();
+  std::fprintf(stderr, "bench gpu: %s: generating weights on the device...\n", name.c_str());
+  model::CudaModel m(c, model::PresetWeights{o.seed}, {st, o.device});
+  json prefill = json::array();
+  const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
+  const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int64_t bs = 16;
+  const int64_t decode_per_seq = o.decode_context + o.decode_steps * (o.reps + 1);
+  const int64_t blocks = std::max((o.prefix + max_prompt) / bs + 1,
+                                  std::max<int64_t>(max_batch, 1) * (decode_per_seq / bs + 1));
+  kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
+  kvc.host_pools = false;
+  kv::KvCache cache(kvc);
+  for (int64_t prompt : o.prompts) {
+    if (prompt > c.max_context) {
+      prefill.push_back({{"prompt", prompt}, {"skipped", "longer than the context window"}});
+      continue;
+    }
+    const double ceiling = gemm_ceiling(c, prompt, st, s, h, o.reps);
+    std::vector<int64_t> prefixes = {0};
+    if (o.prefix > 0) prefixes.push_back(o.prefix);
+    for (int64_t prefix : prefixes) {
+      if (prefix > 0 && prefix + prompt > c.max_context) {
+        prefill.push_back({{"prompt", prompt},
+                           {"prefix", prefix},
+                           {"skipped", "prefix + prompt longer than the context window"}});
+        continue;
+      }
+      const std::vector<int32_t> pre = tokens(std::max<int64_t>(prefix, 1), c.vocab_size, 3);
+      const std::vector<int32_t> toks = tokens(prompt, c.vocab_size, 4);
+      std::vector<double> times;
+      for (int r = 0; r <= o.reps; ++r) {  // r == 0 warms up
+        if (cache.has_sequence(0)) cache.free_sequence(0);
+        cache.add_sequence(0);
+        if (!cache.reserve(0, prefix + prompt)) throw Error("bench gpu: KV pool too small");
+        if (prefix > 0) {
+          m.forward({{0, std::vector<int32_t>(pre.begin(), pre.begin() + prefix), false}}, cache);
+        }
+        const auto t0 = Clock::now();
+        m.forward({{0, toks, false}}, cache);  // returns after the logits reach the host
+        if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+      const double tm = median(times);
+      const double tflops = prefill_flop(c, prompt, prefix) / tm / 1e12;
+      prefill.push_back({{"prompt", prompt},
+                         {"prefix", prefix},
+                         {"seconds", tm},
+                         {"tok_s", static_cast<double>(prompt) / tm},
+                         {"tflops", tflops},
+                         {"gemm_ceiling_tflops", ceiling},
+                         {"ratio_to_gemm_ceiling", tflops / ceiling}});
+      std::fprintf(stderr,
+                   "bench gpu: %s prefill %lld (+%lld prefix): %.0f tok/s, %.0f%% of GEMM\n",
+                   name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
+                   static_cast<double>(prompt) / tm, 100.0 * tflops / ceiling);
+    }
+  }
+  if (cache.has_sequence(0)) cache.free_sequence(0);
+  json decode = json::array();
+  const double weight_bytes = static_cast<double>(m.weight_bytes());
+  const double kv_token = static_cast<double>(c.kv_bytes_per_token()) *
+                          static_cast<double>(kc::storage_bytes(st)) / 2.0;
+  for (int64_t b : o.batches) {
+    for (int64_t i = 0; i < b; ++i) {
+      const kv::SeqId id = static_cast<kv::SeqId>(100 + i);
+      cache.add_sequence(id);
+      if (!cache.reserve(id, o.decode_context + o.decode_steps * (o.reps + 1))) {
+        throw Error("bench gpu: KV pool too small for decoding");
+      }
+      m.forward(
+          {{id, tokens(o.decode_context, c.vocab_size, 10 + static_cast<uint64_t>(i)), false}},
+          cache);
+    }
+    std::vector<double> step_t;
+    for (int r = 0; r <= o.reps; ++r) {
+      const auto t0 = Clock::now();
+      for (int64_t k = 0; k < o.decode_steps; ++k) {
+        std::vector<model::SeqInput> in;
+        for (int64_t i = 0; i < b; ++i) {
+          in.push_back({static_cast<kv::SeqId>(100 + i),
+                        {static_cast<int32_t>((k * 31 + i) % c.vocab_size)},
+                        false});
+        }
+        m.forward(in, cache);
+      }
+      if (r > 0) {
+        step_t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                         static_cast<double>(o.decode_steps));
+      }
+    }
+    const double t = median(step_t);
+    const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 1) / 2.0;
+    const double bytes = weight_bytes + static_cast<double>(b) * ctx * kv_token;
+    decode.push_back({{"batch", b},
+                      {"context", o.decode_context},
+                      {"seconds_per_step", t},
+                      {"tok_s", static_cast<double>(b) / t},
+                      {"hbm_gbs", bytes / t / 1e9},
+                      {"ratio_to_copy_ceiling", bytes / t / 1e9 / d2d}});
+    std::fprintf(stderr,
+                 "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
+                 name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
+                 bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
+    for (int64_t i = 0; i < b; ++i) cache.free_sequence(static_cast<kv::SeqId>(100 + i));
+  }
+  return {{"model", name},
+          {"layers", c.n_layers},
+          {"parameters", model::parameter_count(c)},
+          {"weight_bytes", m.weight_bytes()},
+          {"prefill", prefill},
+          {"decode", decode}};
+}
+
+// KV restore from pinned host staging into paged blocks, and KV capture to pinned host, for
+// `tokens` tokens of every layer of `c`.
+json bench_kv(const model::ModelConfig& c, int64_t n, kc::Storage st, const device::Stream& s,
+              int reps, double h2d) {
+  const int64_t kvd = c.kv_dim(), bs = 16;
+  const uint64_t e = kc::storage_bytes(st);
+  const uint64_t layer_bytes = static_cast<uint64_t>(n * kvd) * e;  // K or V of one layer
+  const int64_t blocks = (n + bs - 1) / bs;
+  device::HostBuffer host(2 * layer_bytes * static_cast<uint64_t>(c.n_layers));
+  const uint64_t pool = static_cast<uint64_t>(blocks * bs * kvd) * e;
+  device::Arena arena = device::make_device_arena(
+      2 * pool * static_cast<uint64_t>(c.n_layers) + 4 * layer_bytes + (1 << 20), "KV bench");
+  std::vector<device::Arena::Block> kp, vp;
+  for (int l = 0; l < c.n_layers; ++l) {
+    kp.push_back(arena.allocate(pool, "k"));
+    vp.push_back(arena.allocate(pool, "v"));
+  }
+  device::Arena::Block ks = arena.allocate(layer_bytes, "k staging");
+  device::Arena::Block vs = arena.allocate(layer_bytes, "v staging");
+  device::Arena::Block table = arena.allocate(static_cast<uint64_t>(blocks) * 4, "table");
+  std::vector<int32_t> t(static_cast<size_t>(blocks));
+  for (int64_t b = 0; b < blocks; ++b)
+    t[static_cast<size_t>(b)] = static_cast<int32_t>(blocks - 1 - b);
+  CB_CUDA_CHECK(
+      cudaMemcpyAsync(table.data(), t.data(), t.size() * 4, cudaMemcpyHostToDevice, s.get()));
+  std::memset(host.data(), 0, host.size());
+  char* hp = static_cast<char*>(host.data());
+  const double t_restore = time_events(s, reps, [&] {
+    for (int l = 0; l < c.n_layers; ++l) {
+      CB_CUDA_CHECK(cudaMemcpyAsync(ks.data(), hp + 2 * l * layer_bytes, layer_bytes,
+                                    cudaMemcpyHostToDevice, s.get()));
+      CB_CUDA_CHECK(cudaMemcpyAsync(vs.data(), hp + (2 * l + 1) * layer_bytes, layer_bytes,
+                                    cudaMemcpyHostToDevice, s.get()));
+      kc::KvRestoreParams p;
+      p.k_stage = ks.data();
+      p.v_stage = vs.data();
+      p.k_pool = kp[static_cast<size_t>(l)].data();
+      p.v_pool = vp[static_cast<size_t>(l)].data();
+      p.view = {static_cast<const int32_t*>(table.data()), bs, kvd};
+      p.n = n;
+      p.heads = c.n_kv_heads;
+      p.head_dim = c.head_dim;
+      p.rope_dims = c.rope_dims;
+      p.theta = c.rope_theta;
+      p.storage = st;
+      CB_CUDA_CHECK(kc::launch_kv_restore(p, s.get()));
+    }
+  });
+  const double t_capture = time_events(s, reps, [&] {
+    for (int l = 0; l < c.n_layers; ++l) {
+      kc::KvCaptureParams p;
+      p.k_src = kp[static_cast<size_t>(l)].data();
+      p.v_src = vp[static_cast<size_t>(l)].data();
+      p.src_stride = kvd;
+      p.k_stage = ks.data();
+      p.v_stage = vs.data();
+      p.n = n;
+      p.kv_dim = kvd;
+      p.storage = st;
+      CB_CUDA_CHECK(kc::launch_kv_capture(p, s.get()));
+      CB_CUDA_CHECK(cudaMemcpyAsync(hp + 2 * l * layer_bytes, ks.data(), layer_bytes,
+                                    cudaMemcpyDeviceToHost, s.get()));
+      CB_CUDA_CHECK(cudaMemcpyAsync(hp + (2 * l + 1) * layer_bytes, vs.data(), layer_bytes,
+                                    cudaMemcpyDeviceToHost, s.get()));
+    }
+  });
+  const double bytes = 2.0 * static_cast<double>(layer_bytes) * c.n_layers;
+  return {{"model", c.name},
+          {"tokens", n},
+          {"bytes", bytes},
+          {"restore_gbs", bytes / t_restore / 1e9},
+          {"restore_ratio_to_h2d", bytes / t_restore / 1e9 / h2d},
+          {"capture_to_host_gbs", bytes / t_capture / 1e9}};
+}
+
+}  // namespace
+
+json bench_gpu(const BenchGpuOptions& o) {
+  std::string why;
+  const std::vector<device::GpuInfo> gpus = device::list_gpus(&why);
+  if (o.device < 0 || o.device >= static_cast<int>(gpus.size())) {
+    throw make_error(
+        "bench gpu", gpus.empty() ? "no CUDA GPU: " + why : "no GPU " + std::to_string(o.device),
+        "run it on a machine with an NVIDIA GPU (`bench cpu` measures the CPU backend)");
+  }
+  CB_CUDA_CHECK(cudaSetDevice(o.device));
+  const device::GpuInfo& g = gpus[static_cast<size_t>(o.device)];
+  const kc::Storage st = storage_of(o.storage);
+  device::Stream s;
+  device::CublasHandle h;
+  double d2d = 0, h2d = 0;
+  std::fprintf(stderr, "bench gpu: %s, copy ceilings...\n", g.name.c_str());
+  json out;
+  out["device"] = {
+      {"name", g.name},
+      {"compute_capability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+      {"memory_bytes", g.total_bytes},
+      {"cuda_runtime", device::cuda_runtime_version()}};
+  out["storage"] = o.storage;
+  out["reps"] = o.reps;
+  out["ceilings"] = copy_ceilings(o, s, &d2d, &h2d);
+  json models = json::array();
+  json kv = json::array();
+  for (const std::string& name : o.models) {
+    models.push_back(bench_model(name, o, st, s, h, d2d));
+    auto src = model::ModelSource::open(name);
+    kv.push_back(bench_kv(src->config(), std::min<int64_t>(2048, src->config().max_context), st, s,
+                          o.reps, h2d));
+  }
+  out["models"] = models;
+  out["kv"] = kv;
+  return out;
+}
+
+}  // namespace cb::eval
