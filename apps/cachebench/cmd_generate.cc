@@ -47,7 +47,7 @@ int32_t pick(const float* logits, int64_t vocab, double temperature, std::mt1993
 void register_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* sub = app.add_subcommand("generate", "Generate text from a prompt (greedy by default)");
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--prompt,-p", a->prompt, "the prompt text")->required();
   sub->add_option("-n,--n-tokens", a->n, "tokens to generate")
       ->capture_default_str()
@@ -60,7 +60,7 @@ void register_generate(CLI::App& app) {
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to the prompt");
   set_action(sub, [a] {
     LoadedModel lm = load_model(a->m, true);
-    const auto& cfg = lm.model->config();
+    const auto& cfg = lm.config();
     std::vector<int32_t> prompt =
         lm.tok->encode(a->prompt, !a->no_bos && lm.tok->add_bos_default());
     if (prompt.empty())
@@ -73,12 +73,12 @@ void register_generate(CLI::App& app) {
                            std::to_string(cfg.max_context),
                        "generate fewer tokens");
     }
-    kv::KvCache cache(lm.model->kv_config(static_cast<int>((total + 15) / 16)));
+    kv::KvCache cache(lm.runner().kv_config(static_cast<int>((total + 15) / 16)));
     cache.add_sequence(0);
     cache.reserve(0, total);
     std::mt19937_64 rng(a->seed);
     const auto t0 = std::chrono::steady_clock::now();
-    std::vector<float> logits = lm.model->forward({{0, prompt, false}}, cache);
+    std::vector<float> logits = lm.runner().forward({{0, prompt, false}}, cache);
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<int32_t> all = prompt;
     const std::string prompt_text = lm.tok->decode(prompt);
@@ -96,7 +96,7 @@ void register_generate(CLI::App& app) {
         std::fflush(stdout);
         printed = text.size();
       }
-      if (i + 1 < a->n) logits = lm.model->forward({{0, {next}, false}}, cache);
+      if (i + 1 < a->n) logits = lm.runner().forward({{0, {next}, false}}, cache);
     }
     const auto t2 = std::chrono::steady_clock::now();
     std::fputs("\n", stdout);
@@ -105,9 +105,9 @@ void register_generate(CLI::App& app) {
     const double dec = std::chrono::duration<double>(t2 - t1).count();
     std::fprintf(stderr,
                  "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %d tokens in %.3f s (%.1f "
-                 "tokens/s)\n",
+                 "tokens/s); backend %s\n",
                  prompt.size(), pre, static_cast<double>(prompt.size()) / pre, generated, dec,
-                 dec > 0 ? generated / dec : 0.0);
+                 dec > 0 ? generated / dec : 0.0, backend_label(a->m).c_str());
     return 0;
   });
 }
