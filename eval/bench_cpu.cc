@@ -113,8 +113,9 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     gemm_t.push_back(tg);
     ratio_t.push_back(tg / tp);
     if (!steps.empty()) decode_t.push_back(median(steps));
-    std::fprintf(stderr, "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token\n", rep, opt.reps,
-                 tp, tg, steps.empty() ? 0.0 : 1e3 * median(steps));
+    std::fprintf(stderr,
+                 "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token\n", rep,
+                 opt.reps, tp, tg, steps.empty() ? 0.0 : 1e3 * median(steps));
   }
   r.prefill_s = median(prefill_t);
   r.prefill_tok_s = opt.prompt_tokens / r.prefill_s;

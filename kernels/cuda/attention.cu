@@ -49,9 +49,9 @@ __global__ void __launch_bounds__(kThreads)
                            int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
                            const T* __restrict__ k_pool, const T* __restrict__ v_pool,
                            const int32_t* __restrict__ block_tables, int64_t table_stride,
-                           const int32_t* __restrict__ n_ctx_of, int64_t block_size,
-                           int64_t window, float scale, const int32_t* __restrict__ tiles,
-                           int64_t splits, float* __restrict__ workspace) {
+                           const int32_t* __restrict__ n_ctx_of, int64_t block_size, int64_t window,
+                           float scale, const int32_t* __restrict__ tiles, int64_t splits,
+                           float* __restrict__ workspace) {
   __shared__ float qs[kAttentionTileRows][kAttentionMaxHeadDim];
   __shared__ float ks[kKeys][kPad];
   __shared__ float vs[kKeys][kAttentionMaxHeadDim];
@@ -111,8 +111,10 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t slot = base + j;
       float kv = 0.0f, vv = 0.0f;
       if (slot <= hi) {
-        const int64_t off = (static_cast<int64_t>(table[slot / block_size]) * block_size +
-                             slot % block_size) * kv_row + kvh * head_dim + d;
+        const int64_t off =
+            (static_cast<int64_t>(table[slot / block_size]) * block_size + slot % block_size) *
+                kv_row +
+            kvh * head_dim + d;
         kv = to_f(k_pool[off]);
         vv = to_f(v_pool[off]);
       }
@@ -202,28 +204,28 @@ __global__ void combine_splits_kernel(const float* __restrict__ workspace, T* __
 cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
   if (!p.q || !p.out || !p.q_pos || !p.q_seq || !p.k_pool || !p.v_pool || !p.block_tables ||
-      !p.n_ctx || !p.tiles || p.rows < 0 || p.n_tiles <= 0 || p.n_heads <= 0 ||
-      p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0 ||
-      p.head_dim > kAttentionMaxHeadDim || p.block_size <= 0 || p.table_stride <= 0 ||
-      p.splits < 1 || p.splits > 64 || (p.splits > 1 && !p.workspace) || p.window < 0 ||
-      p.n_tiles > 0x7fffffffLL || p.n_heads > 65535) {
+      !p.n_ctx || !p.tiles || p.rows < 0 || p.n_tiles <= 0 || p.n_heads <= 0 || p.n_kv_heads <= 0 ||
+      p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0 || p.head_dim > kAttentionMaxHeadDim ||
+      p.block_size <= 0 || p.table_stride <= 0 || p.splits < 1 || p.splits > 64 ||
+      (p.splits > 1 && !p.workspace) || p.window < 0 || p.n_tiles > 0x7fffffffLL ||
+      p.n_heads > 65535) {
     return cudaErrorInvalidValue;
   }
   const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.splits));
-#define CB_LAUNCH(T)                                                                           \
-  paged_attention_kernel<T><<<grid, kThreads, 0, stream>>>(                                    \
-      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,         \
-      p.n_kv_heads, p.head_dim, static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool), \
-      p.block_tables, p.table_stride, p.n_ctx, p.block_size, p.window, p.scale, p.tiles,       \
-      p.splits, p.workspace)
+#define CB_LAUNCH(T)                                                                               \
+  paged_attention_kernel<T><<<grid, kThreads, 0, stream>>>(                                        \
+      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,             \
+      p.n_kv_heads, p.head_dim, static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool),  \
+      p.block_tables, p.table_stride, p.n_ctx, p.block_size, p.window, p.scale, p.tiles, p.splits, \
+      p.workspace)
   CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
 #undef CB_LAUNCH
   if (p.splits == 1) return cudaGetLastError();
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   const dim3 cgrid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.n_heads));
-#define CB_LAUNCH(T)                                                                 \
+#define CB_LAUNCH(T)                                                                      \
   combine_splits_kernel<T><<<cgrid, 32, 0, stream>>>(p.workspace, static_cast<T*>(p.out), \
                                                      p.n_heads, p.head_dim, p.splits)
   CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);

@@ -1,5 +1,3 @@
-#include "lib/device/arena.h"
-
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -12,6 +10,7 @@
 #include <vector>
 
 #include "lib/core/error.h"
+#include "lib/device/arena.h"
 #include "lib/device/cuda_error.h"
 
 namespace cb::device {
