@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <cstring>
 
-#include "eval/bench_cpu.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_restore.h"
+#include "kernels/cuda/preset_fill.h"
 #include "lib/core/error.h"
 #include "lib/cuda_model/cuda_model.h"
 #include "lib/device/cuda_runtime.h"
@@ -79,10 +79,37 @@ json copy_ceilings(const BenchGpuOptions& o, const device::Stream& s, double* d2
           {"d2h_pinned_gbs", static_cast<double>(bytes) / t_d2h / 1e9}};
 }
 
+// The GEMMs of one CudaModel prefill of n tokens: fused QKV, output, MLP; LM head on one row.
+std::vector<std::vector<int64_t>> gpu_gemm_shapes(const model::ModelConfig& c, int64_t n) {
+  const int64_t H = c.hidden, q = c.q_dim(), kv = c.kv_dim(), F = c.ffn_hidden;
+  std::vector<std::vector<int64_t>> s;
+  for (int l = 0; l < c.n_layers; ++l) {
+    s.push_back({n, H, q + 2 * kv});
+    s.push_back({n, q, H});
+    s.push_back({n, H, F});
+    if (c.arch != model::Arch::Falcon) s.push_back({n, H, F});
+    s.push_back({n, F, H});
+  }
+  s.push_back({1, H, c.vocab_size});
+  return s;
+}
+
+// Random values (not zeros, which cuBLAS runs faster on) in `n` elements of storage `st`.
+void fill_random(void* p, uint64_t n, kc::Storage st, uint64_t key, const device::Stream& s) {
+  kc::PresetFillParams f;
+  f.out = p;
+  f.rows = 1;
+  f.cols = static_cast<int64_t>(n);
+  f.key = key;
+  f.scale = 1.0f;
+  f.storage = st;
+  CB_CUDA_CHECK(kc::launch_preset_fill(f, s.get()));
+}
+
 // cuBLAS on every GEMM shape of one prefill of n tokens, back to back: TFLOP/s.
 double gemm_ceiling(const model::ModelConfig& c, int64_t n, kc::Storage st, const device::Stream& s,
                     const device::CublasHandle& h, int reps) {
-  const std::vector<std::vector<int64_t>> shapes = gemm_shapes(c, n);
+  const std::vector<std::vector<int64_t>> shapes = gpu_gemm_shapes(c, n);
   uint64_t mx = 0, mw = 0, my = 0;
   double flop = 0;
   for (const auto& sh : shapes) {
@@ -96,8 +123,8 @@ double gemm_ceiling(const model::ModelConfig& c, int64_t n, kc::Storage st, cons
   device::Arena arena = device::make_device_arena((mx + mw + my) * e + 4096, "GEMM ceiling");
   device::Arena::Block x = arena.allocate(mx * e, "x"), w = arena.allocate(mw * e, "w"),
                        y = arena.allocate(my * e, "y");
-  CB_CUDA_CHECK(cudaMemsetAsync(x.data(), 0, mx * e, s.get()));
-  CB_CUDA_CHECK(cudaMemsetAsync(w.data(), 0, mw * e, s.get()));
+  fill_random(x.data(), mx, st, 1, s);
+  fill_random(w.data(), mw, st, 2, s);
   const double t = time_events(s, reps, [&] {
     for (const auto& sh : shapes) {
       kc::GemmWtParams p;
@@ -130,14 +157,18 @@ std::vector<int32_t> tokens(int64_t n, int vocab, uint64_t seed) {
 }
 
 // FLOPs of one prefill of n tokens after `prefix` cached ones: GEMMs + attention (QK^T and PV
-// over the causal rows, 2 FLOPs per multiply-add).
+// over the keys each row sees: causal, within the sliding window; 2 FLOPs per multiply-add).
 double prefill_flop(const model::ModelConfig& c, int64_t n, int64_t prefix) {
   double f = 0;
-  for (const auto& sh : gemm_shapes(c, n)) {
+  for (const auto& sh : gpu_gemm_shapes(c, n)) {
     f += 2.0 * static_cast<double>(sh[0]) * static_cast<double>(sh[1]) * static_cast<double>(sh[2]);
   }
-  const double keys = static_cast<double>(n) * static_cast<double>(prefix) +
-                      static_cast<double>(n) * static_cast<double>(n + 1) / 2.0;
+  double keys = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t seen = prefix + t + 1;
+    keys += static_cast<double>(c.sliding_window > 0 ? std::min<int64_t>(seen, c.sliding_window)
+                                                     : seen);
+  }
   return f + 4.0 * c.n_layers * c.n_heads * c.head_dim * keys;
 }
 
@@ -203,7 +234,12 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   }
   if (cache.has_sequence(0)) cache.free_sequence(0);
   json decode = json::array();
-  const double weight_bytes = static_cast<double>(m.weight_bytes());
+  // Bytes a decode step reads: every weight except an untied embedding table (gathered, a row
+  // per token), plus each sequence's KV.
+  const double embd = c.tied_embeddings ? 0.0
+                                        : static_cast<double>(c.vocab_size) * c.hidden *
+                                              static_cast<double>(kc::storage_bytes(st));
+  const double weight_bytes = static_cast<double>(m.weight_bytes()) - embd;
   const double kv_token = static_cast<double>(c.kv_bytes_per_token()) *
                           static_cast<double>(kc::storage_bytes(st)) / 2.0;
   for (int64_t b : o.batches) {

@@ -78,8 +78,10 @@ std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c) {
 
 struct CudaModel::Impl {
   ModelConfig cfg;
-  kv::KvConfig kv;                         // of the pools below
-  const kv::KvCache* pools_for = nullptr;  // the cache whose blocks the pools hold
+  kv::KvConfig kv;         // of the pools below
+  uint64_t pools_for = 0;  // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;             // device index
+  int sms = 1;             // its multiprocessors
   kc::Storage st;
   size_t esz;
   device::Stream stream;
@@ -92,11 +94,14 @@ struct CudaModel::Impl {
   Arena scratch{nullptr, 0, "forward scratch"};
   uint64_t scratch_bytes = 0;
 
-  Impl(const ModelConfig& c, kc::Storage s)
+  Impl(const ModelConfig& c, kc::Storage s, int dev)
       : cfg(c),
+        gpu(dev),
         st(s),
         esz(kc::storage_bytes(s)),
-        weights_arena(device::make_device_arena(weight_budget(c, s), "weights")) {}
+        weights_arena(device::make_device_arena(weight_budget(c, s), "weights")) {
+    CB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu));
+  }
 
   static uint64_t padded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -231,22 +236,23 @@ struct CudaModel::Impl {
 
   // Device pools for `cache`: kept when it is the cache of the last call with the same
   // config, else made anew, which is only valid when the batch starts every sequence afresh.
-  void ensure_pools(const kv::KvCache& cache, const BatchRows& br) {
+  void ensure_pools(const kv::KvCache& cache) {
     const kv::KvConfig& c = cache.config();
-    if (&cache == pools_for && c.block_size == kv.block_size && c.num_blocks == kv.num_blocks) {
-      return;
+    if (c.host_pools) {
+      throw make_error("cuda forward",
+                       "the KV cache has host pools, which the GPU backend would leave stale",
+                       "make the cache from the model's kv_config (block tables only)");
     }
+    if (cache.id() == pools_for) return;
     if (c.n_layers != cfg.n_layers || c.n_kv_heads != cfg.n_kv_heads ||
         c.head_dim != cfg.head_dim) {
       throw make_error("cuda forward", "the KV cache's layers or heads differ from the model's");
     }
-    for (int64_t len : br.len0) {
-      if (len != 0) {
-        throw make_error("cuda forward",
-                         "this KV cache holds history the device does not have (the CUDA "
-                         "backend keeps the blocks of one cache, the one last passed to forward)",
-                         "start its sequences afresh or keep using one cache");
-      }
+    if (cache.stats().tokens != 0) {
+      throw make_error("cuda forward",
+                       "this KV cache holds history the device does not have (the CUDA "
+                       "backend keeps the blocks of one cache, the one last passed to forward)",
+                       "start with an empty cache or keep using one cache");
     }
     stream.synchronize();
     k_pool.clear();
@@ -259,7 +265,7 @@ struct CudaModel::Impl {
       v_pool.push_back(kv_arena.allocate(pool, layer_name(l, "v_pool")));
     }
     kv = c;
-    pools_for = &cache;
+    pools_for = cache.id();
   }
 
   void* wt(const std::string& name) const {
@@ -366,12 +372,9 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   const ModelConfig& c = cfg;
   const int64_t H = c.hidden, qd = c.q_dim(), kvd = c.kv_dim(), F = c.ffn_hidden;
   const int64_t QKV = qd + 2 * kvd, V = c.vocab_size;
-  if (cache.config().block_size != kv.block_size || cache.config().num_blocks != kv.num_blocks) {
-    throw make_error("cuda forward",
-                     "the KV cache's block size or count differs from the one "
-                     "the device pools were made for");
-  }
+  CB_CUDA_CHECK(cudaSetDevice(gpu));
   const BatchRows br = batch_rows(c, batch, cache);
+  ensure_pools(cache);
   const int64_t N = br.rows(), R = static_cast<int64_t>(br.logit_rows.size());
   const int64_t items = static_cast<int64_t>(batch.size());
 
@@ -393,8 +396,6 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   }
   const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq);
   std::vector<int32_t> sel(br.logit_rows.begin(), br.logit_rows.end());
-  int sms = 1;
-  CB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   int64_t max_ctx = 1;
   for (int32_t n : n_ctx) max_ctx = std::max<int64_t>(max_ctx, n);
   const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
@@ -621,13 +622,13 @@ void require_gpu(int device) {
 
 CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts) {
   require_gpu(opts.device);
-  impl_ = std::make_unique<Impl>(cfg, opts.storage);
+  impl_ = std::make_unique<Impl>(cfg, opts.storage, opts.device);
   impl_->upload_all(w);
 }
 
 CudaModel::CudaModel(const ModelConfig& cfg, PresetWeights preset, CudaModelOptions opts) {
   require_gpu(opts.device);
-  impl_ = std::make_unique<Impl>(cfg, opts.storage);
+  impl_ = std::make_unique<Impl>(cfg, opts.storage, opts.device);
   impl_->generate_all(preset.seed);
 }
 

@@ -2,10 +2,10 @@
 /// The forward pass of lib/model on an NVIDIA GPU: the same families, batch rows, hooks and
 /// paged KV layout, with weights and KV blocks in device memory (fp32, fp16 or bf16 storage,
 /// fp32 accumulation), cuBLAS GEMMs and kernels/cuda for everything else, on one compute
-/// stream. The host KvCache keeps the block tables and lengths (its host pools are unused);
+/// stream. The host KvCache keeps the block tables and lengths and no host pools (kv_config
+/// makes such caches; forward rejects others, so a copy-on-write can never miss the device);
 /// the device keeps the KV blocks of the cache most recently passed to forward, in its layout
-/// (a different cache, or one with another block size or count, starts over: its sequences
-/// must then be empty). CUDA builds only.
+/// (a different cache starts over and must then be empty). CUDA builds only.
 
 #include <cstdint>
 #include <memory>
@@ -49,6 +49,7 @@ class CudaModel : public ForwardModel {
   CudaModel& operator=(const CudaModel&) = delete;
 
   const ModelConfig& config() const override;
+  bool host_kv() const override { return false; }
   /// Bytes of device memory the weights and the current KV pools take.
   uint64_t weight_bytes() const;
   uint64_t kv_bytes() const;

@@ -1,6 +1,7 @@
 #include "lib/kv/kv_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -72,6 +73,8 @@ void KvCache::require_host_pools() const {
 }
 
 KvCache::KvCache(const KvConfig& cfg) : cfg_(validated(cfg)) {
+  static std::atomic<uint64_t> next_id{1};
+  id_ = next_id.fetch_add(1);
   const size_t pool = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(layer_floats());
   if (cfg_.host_pools) {
     k_.assign(pool, 0.0f);

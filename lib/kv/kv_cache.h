@@ -59,6 +59,8 @@ class KvCache {
   explicit KvCache(const KvConfig& cfg);
 
   /// The configuration the cache was built with.
+  /// Unique to this object within the process (never reused, unlike its address).
+  uint64_t id() const { return id_; }
   const KvConfig& config() const { return cfg_; }
   /// Floats per slot (n_kv_heads * head_dim).
   int64_t slot_floats() const { return static_cast<int64_t>(cfg_.n_kv_heads) * cfg_.head_dim; }
@@ -132,6 +134,7 @@ class KvCache {
   void require_host_pools() const;
 
   KvConfig cfg_;
+  uint64_t id_ = 0;
   std::vector<float> k_, v_;        // [n_layers][num_blocks][block_size][slot]
   std::vector<int32_t> free_list_;  // LIFO of free block ids
   std::vector<int32_t> refcount_;

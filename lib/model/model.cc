@@ -107,6 +107,7 @@ kv::KvConfig ForwardModel::kv_config(int num_blocks, int block_size) const {
   kc.head_dim = config().head_dim;
   kc.block_size = block_size;
   kc.num_blocks = num_blocks;
+  kc.host_pools = host_kv();
   return kc;
 }
 

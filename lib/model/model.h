@@ -68,8 +68,11 @@ class ForwardModel {
   std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache) const {
     return forward(batch, cache, LayerHooks{});
   }
-  /// A KvConfig matching this model for a pool of `num_blocks` blocks.
+  /// A KvConfig matching this model for a pool of `num_blocks` blocks (with host pools only
+  /// when the backend keeps its KV in host memory).
   kv::KvConfig kv_config(int num_blocks, int block_size = 16) const;
+  /// True when forward reads and writes the cache's host pools (the CPU backend).
+  virtual bool host_kv() const { return true; }
 };
 
 class Model : public ForwardModel {

@@ -75,9 +75,8 @@ void run_family(const std::string& arg, kc::Storage st, double tol) {
   const ModelConfig cfg = src->config();
   Model cpu(cfg, cb::model::Weights::load(*src, 3));
   const int64_t V = cfg.vocab_size;
-  const auto kvc = cpu.kv_config(16, 16);
-  KvCache cc(kvc), gc(kvc);
   CudaModel gpu(cfg, *weights, {st, 0});
+  KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
   for (KvCache* c : {&cc, &gc}) {
     c->add_sequence(1);
     c->add_sequence(2);
@@ -197,6 +196,59 @@ TEST(CudaModel, PresetsGeneratedOnTheDeviceAreTheHostValues) {
   }
 }
 
+// Which caches the GPU model takes: only block-table caches (a host-pool cache would go stale),
+// one at a time (a new cache must be empty; going back to an older one with history fails).
+TEST(CudaModel, CacheRules) {
+  SKIP_WITHOUT_GPU();
+  auto src = ModelSource::open("preset:tiny-llama");
+  CudaModel gpu(src->config(), cb::model::PresetWeights{1}, {kc::Storage::F32, 0});
+  const int V = src->config().vocab_size;
+  cb::kv::KvConfig host = gpu.kv_config(4, 16);
+  EXPECT_FALSE(host.host_pools);
+  host.host_pools = true;
+  KvCache with_pools(host), a(gpu.kv_config(4, 16)), b(gpu.kv_config(6, 16));
+  for (KvCache* c : {&with_pools, &a, &b}) {
+    c->add_sequence(0);
+    ASSERT_TRUE(c->reserve(0, 30));
+  }
+  const std::vector<SeqInput> in = {{0, cb::test::random_tokens(10, V, 2), false}};
+  EXPECT_THROW(gpu.forward(in, with_pools), cb::Error);
+  const std::vector<float> first = gpu.forward(in, a);
+  EXPECT_EQ(gpu.forward(in, b), first);  // a fresh cache: same tokens, same logits
+  try {
+    gpu.forward({{0, {1}, false}}, a);  // a's history is no longer on the device
+    ADD_FAILURE() << "no error";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds history"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.length(0), 10);  // unchanged by the refused call
+}
+
+// Decoding up to stories260K's whole 512-token window: the last steps split the keys over
+// several blocks (flash-decoding), and the logits still match the CPU's.
+TEST(CudaModel, LongContextDecodeMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto src = ModelSource::open(path);
+  const ModelConfig cfg = src->config();
+  auto weights = cb::model::Weights::load(*src, 0);
+  Model cpu(cfg, cb::model::Weights::load(*src, 0));
+  CudaModel gpu(cfg, *weights, {kc::Storage::F32, 0});
+  const int64_t n = cfg.max_context;
+  KvCache cc(cpu.kv_config(static_cast<int>(n / 16 + 1), 16)),
+      gc(gpu.kv_config(static_cast<int>(n / 16 + 1), 16));
+  for (KvCache* c : {&cc, &gc}) {
+    c->add_sequence(3);
+    ASSERT_TRUE(c->reserve(3, n));
+  }
+  const std::vector<SeqInput> pre = {{3, cb::test::random_tokens(n - 8, cfg.vocab_size, 6), false}};
+  EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), 1e-4);
+  for (int step = 0; step < 8; ++step) {
+    const std::vector<SeqInput> dec = {{3, {static_cast<int32_t>(1 + step)}, false}};
+    EXPECT_LT(rel_err(gpu.forward(dec, gc), cpu.forward(dec, cc)), 1e-4) << "step " << step;
+  }
+}
+
 // The hook hands the new tokens' K before RoPE and V to the caller, as the CPU forward does.
 TEST(CudaModel, NewKvHookMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
@@ -204,9 +256,8 @@ TEST(CudaModel, NewKvHookMatchesTheCpu) {
   const ModelConfig cfg = src->config();
   auto weights = cb::model::Weights::load(*src, 3);
   Model cpu(cfg, cb::model::Weights::load(*src, 3));
-  const auto kvc = cpu.kv_config(8, 16);
-  KvCache cc(kvc), gc(kvc);
   CudaModel gpu(cfg, *weights, {kc::Storage::F32, 0});
+  KvCache cc(cpu.kv_config(8, 16)), gc(gpu.kv_config(8, 16));
   std::map<int, std::vector<float>> ck, cv, gk, gv;
   auto record = [](std::map<int, std::vector<float>>* k, std::map<int, std::vector<float>>* v,
                    int64_t kvd) {
