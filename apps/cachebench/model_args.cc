@@ -27,7 +27,7 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
       "tokenizer file (tokenizer.model, tokenizer.json or .gguf); default: the model's own");
   if (cuda) {
     sub->add_option("--backend", a->backend,
-                    "compute backend: cpu, or cuda (an NVIDIA GPU; not yet run on one, see "
+                    "compute backend: cpu, or cuda (an NVIDIA GPU; parity-tested, not yet fast: see "
                     "docs/perf.md)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
