@@ -26,9 +26,10 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
       "--tokenizer", a->tokenizer,
       "tokenizer file (tokenizer.model, tokenizer.json or .gguf); default: the model's own");
   if (cuda) {
-    sub->add_option("--backend", a->backend,
-                    "compute backend: cpu, or cuda (an NVIDIA GPU; parity-tested, not yet fast: see "
-                    "docs/perf.md)")
+    sub->add_option(
+           "--backend", a->backend,
+           "compute backend: cpu, or cuda (an NVIDIA GPU; parity-tested, not yet fast: see "
+           "docs/perf.md)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
     sub->add_option("--gpu-storage", a->gpu_storage,
