@@ -41,23 +41,85 @@ __device__ __forceinline__ void key_range(int64_t pos, int64_t n_ctx, int64_t wi
   *lo = window > 0 ? imax(0, pos - window + 1) : 0;
 }
 
-// grid (tiles, heads, splits), kThreads threads.
-template <typename T>
+// One key tile for the first NR rows of a warp (row i of the warp is tile row warp + 4 i):
+// scores (each ks[lane][d] read once for all rows), the online-softmax update, and P.V (each V
+// element read once for all rows; p of key j comes from lane j).
+template <int HD, int NR, int kDims>
+__device__ __forceinline__ void tile_step(
+    const float (&qs)[kAttentionTileRows][kAttentionMaxHeadDim], const float (&ks)[kKeys][kPad],
+    const float (&vs)[kKeys][kAttentionMaxHeadDim], int warp, int lane, int64_t slot, int head_dim,
+    const int64_t (&rlo)[kRowsPerWarp], const int64_t (&rhi)[kRowsPerWarp],
+    float (&m)[kRowsPerWarp], float (&l)[kRowsPerWarp], float (&acc)[kRowsPerWarp][kDims]) {
+  float dot[NR];
+#pragma unroll
+  for (int i = 0; i < NR; ++i) dot[i] = 0.0f;
+  if constexpr (HD > 0) {
+#pragma unroll 16
+    for (int d = 0; d < HD; ++d) {
+      const float kd = ks[lane][d];
+#pragma unroll
+      for (int i = 0; i < NR; ++i) dot[i] += qs[warp + kWarps * i][d] * kd;
+    }
+  } else {
+    for (int d = 0; d < head_dim; ++d) {
+      const float kd = ks[lane][d];
+#pragma unroll
+      for (int i = 0; i < NR; ++i) dot[i] += qs[warp + kWarps * i][d] * kd;
+    }
+  }
+  float p[NR];
+#pragma unroll
+  for (int i = 0; i < NR; ++i) {
+    const bool ok = slot >= rlo[i] && slot <= rhi[i];
+    const float s = ok ? dot[i] : -INFINITY;
+    const float m_new = fmaxf(m[i], warp_max(s));  // the same in every lane
+    p[i] = ok ? expf(s - m_new) : 0.0f;
+    if (m_new != -INFINITY) {
+      const float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - m_new);
+      l[i] = l[i] * corr + warp_sum(p[i]);
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) acc[i][c] *= corr;
+      m[i] = m_new;
+    }
+  }
+#pragma unroll 4
+  for (int j = 0; j < kKeys; ++j) {
+    float v[kDims];
+#pragma unroll
+    for (int c = 0; c < kDims; ++c) {
+      const int d = lane + 32 * c;
+      v[c] = (HD > 0 || d < head_dim) ? vs[j][d] : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < NR; ++i) {
+      const float pj = __shfl_sync(0xffffffffu, p[i], j);
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) acc[i][c] += pj * v[c];
+    }
+  }
+}
+
+// grid (tiles, heads, splits), kThreads threads. HD > 0: the head dimension at compile time
+// (64 and 128: unrolled loops, shifts); HD == 0: any head_dim up to kAttentionMaxHeadDim.
+template <typename T, int HD>
 __global__ void __launch_bounds__(kThreads)
     paged_attention_kernel(const T* __restrict__ q, T* __restrict__ out,
                            const int32_t* __restrict__ q_pos, const int32_t* __restrict__ q_seq,
-                           int64_t n_heads, int64_t n_kv_heads, int64_t head_dim,
+                           int64_t n_heads, int64_t n_kv_heads, int head_dim_rt,
                            const T* __restrict__ k_pool, const T* __restrict__ v_pool,
                            const int32_t* __restrict__ block_tables, int64_t table_stride,
                            const int32_t* __restrict__ n_ctx_of, int64_t block_size, int64_t window,
                            float scale, const int32_t* __restrict__ tiles, int64_t splits,
                            float* __restrict__ workspace) {
+  constexpr int kDims = HD > 0 ? HD / 32 : kDimsPerLane;  // dims per lane
+  const int head_dim = HD > 0 ? HD : head_dim_rt;
   __shared__ float qs[kAttentionTileRows][kAttentionMaxHeadDim];
   __shared__ float ks[kKeys][kPad];
   __shared__ float vs[kKeys][kAttentionMaxHeadDim];
+  __shared__ int64_t koff[kKeys];  // element offset of each tile slot's KV head row; -1: none
 
   const int64_t row0 = tiles[2 * blockIdx.x];
-  const int64_t nrows = tiles[2 * blockIdx.x + 1];
+  const int nrows = tiles[2 * blockIdx.x + 1];
   const int64_t h = blockIdx.y;
   const int64_t split = blockIdx.z;
   const int64_t kvh = h / (n_heads / n_kv_heads);
@@ -69,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
 
   // The tile's key range: the union of its rows' ranges.
   int64_t lo = INT64_MAX, hi = -1;
-  for (int64_t r = 0; r < nrows; ++r) {
+  for (int r = 0; r < nrows; ++r) {
     int64_t a, b;
     key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
     if (a <= b) {
@@ -87,18 +149,20 @@ __global__ void __launch_bounds__(kThreads)
     hi = last;
   }
 
-  for (int64_t i = threadIdx.x; i < kAttentionTileRows * head_dim; i += kThreads) {
-    const int64_t r = i / head_dim, d = i % head_dim;
+  for (int i = threadIdx.x; i < kAttentionTileRows * head_dim; i += kThreads) {
+    const int r = i / head_dim, d = i - r * head_dim;
     qs[r][d] = r < nrows ? to_f(q[((row0 + r) * n_heads + h) * head_dim + d]) * scale : 0.0f;
   }
 
-  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDimsPerLane];
+  float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDims];
   int64_t rlo[kRowsPerWarp], rhi[kRowsPerWarp];
+#pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     m[i] = -INFINITY;
     l[i] = 0.0f;
-    for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] = 0.0f;
-    const int64_t r = warp + kWarps * i;
+#pragma unroll
+    for (int c = 0; c < kDims; ++c) acc[i][c] = 0.0f;
+    const int r = warp + kWarps * i;
     rlo[i] = 1;
     rhi[i] = 0;
     if (r < nrows) key_range(q_pos[row0 + r], n_ctx, window, &rlo[i], &rhi[i]);
@@ -106,60 +170,47 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int64_t base = lo; base <= hi; base += kKeys) {
     __syncthreads();  // the previous tile is no longer read (and qs is written, first time)
-    for (int64_t i = threadIdx.x; i < kKeys * head_dim; i += kThreads) {
-      const int64_t j = i / head_dim, d = i % head_dim;
-      const int64_t slot = base + j;
-      float kv = 0.0f, vv = 0.0f;
-      if (slot <= hi) {
-        const int64_t off =
-            (static_cast<int64_t>(table[slot / block_size]) * block_size + slot % block_size) *
-                kv_row +
-            kvh * head_dim + d;
-        kv = to_f(k_pool[off]);
-        vv = to_f(v_pool[off]);
-      }
-      ks[j][d] = kv;
-      vs[j][d] = vv;
+    if (threadIdx.x < kKeys) {  // one paged lookup per slot, not per element
+      const int64_t slot = base + threadIdx.x;
+      koff[threadIdx.x] =
+          slot <= hi
+              ? (static_cast<int64_t>(table[slot / block_size]) * block_size + slot % block_size) *
+                        kv_row +
+                    kvh * head_dim
+              : -1;
     }
     __syncthreads();
-    const int64_t slot = base + lane;
-    for (int i = 0; i < kRowsPerWarp; ++i) {
-      const int64_t r = warp + kWarps * i;
-      if (r >= nrows) break;
-      const bool ok = slot >= rlo[i] && slot <= rhi[i];
-      float s = -INFINITY;
-      if (ok) {
-        float dot = 0.0f;
-        for (int64_t d = 0; d < head_dim; ++d) dot += qs[r][d] * ks[lane][d];
-        s = dot;
-      }
-      const float m_new = fmaxf(m[i], warp_max(s));
-      if (m_new == -INFINITY) continue;  // no allowed key for this row in this tile yet
-      const float p = ok ? expf(s - m_new) : 0.0f;
-      const float corr = m[i] == -INFINITY ? 0.0f : expf(m[i] - m_new);
-      l[i] = l[i] * corr + warp_sum(p);
-      for (int c = 0; c < kDimsPerLane; ++c) acc[i][c] *= corr;
-      for (int j = 0; j < kKeys; ++j) {
-        const float pj = __shfl_sync(0xffffffffu, p, j);
-        if (pj == 0.0f) continue;  // uniform across the warp: pj is broadcast
-        for (int c = 0; c < kDimsPerLane; ++c) {
-          const int64_t d = lane + 32 * c;
-          if (d < head_dim) acc[i][c] += pj * vs[j][d];
-        }
-      }
-      m[i] = m_new;
+    for (int i = threadIdx.x; i < kKeys * head_dim; i += kThreads) {
+      const int j = i / head_dim, d = i - j * head_dim;  // a shift when HD > 0
+      const int64_t off = koff[j];
+      ks[j][d] = off >= 0 ? to_f(k_pool[off + d]) : 0.0f;
+      vs[j][d] = off >= 0 ? to_f(v_pool[off + d]) : 0.0f;
+    }
+    __syncthreads();
+    // Rows of this warp in the tile: none (e.g. decode tiles of one row: warps 1-3 idle), one
+    // (decode) or up to four; the compute is specialised so absent rows cost nothing.
+    const int nr = nrows > warp ? min((nrows - warp + kWarps - 1) / kWarps, kRowsPerWarp) : 0;
+    if (nr == 1) {
+      tile_step<HD, 1, kDims>(qs, ks, vs, warp, lane, base + lane, head_dim, rlo, rhi, m, l, acc);
+    } else if (nr > 1) {
+      tile_step<HD, kRowsPerWarp, kDims>(qs, ks, vs, warp, lane, base + lane, head_dim, rlo, rhi, m,
+                                         l, acc);
     }
   }
 
+#pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int64_t r = warp + kWarps * i;
+    const int r = warp + kWarps * i;
     if (r >= nrows) break;
     const int64_t row = row0 + r;
     if (splits == 1) {
       const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
-      for (int c = 0; c < kDimsPerLane; ++c) {
-        const int64_t d = lane + 32 * c;
-        if (d < head_dim) out[(row * n_heads + h) * head_dim + d] = from_f<T>(acc[i][c] * inv);
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) {
+        const int d = lane + 32 * c;
+        if (HD > 0 || d < head_dim) {
+          out[(row * n_heads + h) * head_dim + d] = from_f<T>(acc[i][c] * inv);
+        }
       }
     } else {
       float* w = workspace + ((row * n_heads + h) * splits + split) * (head_dim + 2);
@@ -167,9 +218,10 @@ __global__ void __launch_bounds__(kThreads)
         w[0] = m[i];
         w[1] = l[i];
       }
-      for (int c = 0; c < kDimsPerLane; ++c) {
-        const int64_t d = lane + 32 * c;
-        if (d < head_dim) w[2 + d] = acc[i][c];
+#pragma unroll
+      for (int c = 0; c < kDims; ++c) {
+        const int d = lane + 32 * c;
+        if (HD > 0 || d < head_dim) w[2 + d] = acc[i][c];
       }
     }
   }
@@ -213,13 +265,22 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
   }
   const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.splits));
-#define CB_LAUNCH(T)                                                                               \
-  paged_attention_kernel<T><<<grid, kThreads, 0, stream>>>(                                        \
-      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,             \
-      p.n_kv_heads, p.head_dim, static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool),  \
-      p.block_tables, p.table_stride, p.n_ctx, p.block_size, p.window, p.scale, p.tiles, p.splits, \
-      p.workspace)
+#define CB_ATTN(T, HD)                                                                        \
+  paged_attention_kernel<T, HD><<<grid, kThreads, 0, stream>>>(                               \
+      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,        \
+      p.n_kv_heads, static_cast<int>(p.head_dim), static_cast<const T*>(p.k_pool),            \
+      static_cast<const T*>(p.v_pool), p.block_tables, p.table_stride, p.n_ctx, p.block_size, \
+      p.window, p.scale, p.tiles, p.splits, p.workspace)
+#define CB_LAUNCH(T)             \
+  if (p.head_dim == 128) {       \
+    CB_ATTN(T, 128);             \
+  } else if (p.head_dim == 64) { \
+    CB_ATTN(T, 64);              \
+  } else {                       \
+    CB_ATTN(T, 0);               \
+  }
   CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_ATTN
 #undef CB_LAUNCH
   if (p.splits == 1) return cudaGetLastError();
   const cudaError_t e = cudaGetLastError();

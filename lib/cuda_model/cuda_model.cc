@@ -88,7 +88,7 @@ struct CudaModel::Impl {
   device::CublasHandle cublas;
   Arena weights_arena;
   Arena kv_arena{nullptr, 0, "KV blocks"};
-  std::map<std::string, Arena::Block> w;     // canonical names, plus "blk.L.qkv_fused"
+  std::map<std::string, Arena::Block> w;     // canonical names; Q, K, V as "blk.L.qkv_fused"
   std::vector<Arena::Block> k_pool, v_pool;  // per layer
   // Per-call scratch, regrown when a call needs more.
   Arena scratch{nullptr, 0, "forward scratch"};
@@ -452,7 +452,6 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   to_device(d_tiles, tiles);
   to_device(d_sel, sel);
   CB_CUDA_CHECK(cudaMemsetAsync(d_bad, 0, 4, stream.get()));
-  // Per-item block tables for the append kernel (device pointers into d_tables).
 
   kc::EmbeddingParams emb;
   emb.table = wt("token_embd.weight");
