@@ -17,6 +17,7 @@
 #include "lib/device/gpu_info.h"
 #include "lib/device/host_buffer.h"
 #include "lib/kv/kv_cache.h"
+#include "lib/metrics/stats.h"
 #include "lib/model/model_source.h"
 #include "lib/model/tensor_specs.h"
 
@@ -26,12 +27,6 @@ namespace {
 namespace kc = cb::kernels::cuda;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 kc::Storage storage_of(const std::string& s) {
   if (s == "f32") return kc::Storage::F32;
@@ -52,7 +47,7 @@ double time_events(const device::Stream& s, int reps, Fn&& fn) {
     b.synchronize();
     if (r > 0) t.push_back(device::Event::elapsed_ms(a, b) / 1e3);
   }
-  return median(t);
+  return metrics::median(t);
 }
 
 json copy_ceilings(const BenchGpuOptions& o, const device::Stream& s, double* d2d, double* h2d) {
@@ -217,7 +212,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         m.forward({{0, toks, false}}, cache);  // returns after the logits reach the host
         if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
       }
-      const double tm = median(times);
+      const double tm = metrics::median(times);
       const double tflops = prefill_flop(c, prompt, prefix) / tm / 1e12;
       prefill.push_back({{"prompt", prompt},
                          {"prefix", prefix},
@@ -270,7 +265,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                          static_cast<double>(o.decode_steps));
       }
     }
-    const double t = median(step_t);
+    const double t = metrics::median(step_t);
     const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 1) / 2.0;
     const double bytes = weight_bytes + static_cast<double>(b) * ctx * kv_token;
     decode.push_back({{"batch", b},
@@ -371,15 +366,9 @@ json bench_kv(const model::ModelConfig& c, int64_t n, kc::Storage st, const devi
 }  // namespace
 
 json bench_gpu(const BenchGpuOptions& o) {
-  std::string why;
-  const std::vector<device::GpuInfo> gpus = device::list_gpus(&why);
-  if (o.device < 0 || o.device >= static_cast<int>(gpus.size())) {
-    throw make_error(
-        "bench gpu", gpus.empty() ? "no CUDA GPU: " + why : "no GPU " + std::to_string(o.device),
-        "run it on a machine with an NVIDIA GPU (`bench cpu` measures the CPU backend)");
-  }
-  CB_CUDA_CHECK(cudaSetDevice(o.device));
-  const device::GpuInfo& g = gpus[static_cast<size_t>(o.device)];
+  const device::GpuInfo g = device::use_gpu(
+      o.device, "bench gpu",
+      "run it on a machine with an NVIDIA GPU (`bench cpu` measures the CPU backend)");
   const kc::Storage st = storage_of(o.storage);
   device::Stream s;
   device::CublasHandle h;

@@ -21,7 +21,6 @@
 #include "kernels/cuda/rope.h"
 #include "lib/core/error.h"
 #include "lib/device/cuda_runtime.h"
-#include "lib/device/gpu_info.h"
 #include "lib/device/host_buffer.h"
 #include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
@@ -178,17 +177,14 @@ struct CudaModel::Impl {
     }
   }
 
+  // Generates `rows` rows of `spec` (1 for a vector) into `out`, through `row_map` if given.
   void fill(void* out, const TensorSpec& spec, int64_t rows, uint64_t seed,
             const int32_t* row_map) {
     const PresetFill f = preset_fill_params(cfg, spec, seed);
     kc::PresetFillParams p;
     p.out = out;
     p.rows = rows;
-    p.cols = spec.numel() / std::max<int64_t>(spec.shape.front(), 1);
-    if (spec.shape.size() == 1) {
-      p.rows = 1;
-      p.cols = spec.numel();
-    }
+    p.cols = spec.numel() / rows;
     p.row_map = row_map;
     p.constant = f.constant;
     p.value = f.value;
@@ -602,31 +598,14 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   return out;
 }
 
-namespace {
-
-void require_gpu(int device) {
-  std::string why;
-  const std::vector<device::GpuInfo> gpus = device::list_gpus(&why);
-  if (device < 0 || device >= static_cast<int>(gpus.size())) {
-    throw make_error("--backend cuda",
-                     gpus.empty() ? "no CUDA GPU: " + why
-                                  : "GPU " + std::to_string(device) + " does not exist (" +
-                                        std::to_string(gpus.size()) + " visible)",
-                     "run with --backend cpu");
-  }
-  CB_CUDA_CHECK(cudaSetDevice(device));
-}
-
-}  // namespace
-
 CudaModel::CudaModel(const ModelConfig& cfg, const Weights& w, CudaModelOptions opts) {
-  require_gpu(opts.device);
+  device::use_gpu(opts.device, "--backend cuda", "run with --backend cpu");
   impl_ = std::make_unique<Impl>(cfg, opts.storage, opts.device);
   impl_->upload_all(w);
 }
 
 CudaModel::CudaModel(const ModelConfig& cfg, PresetWeights preset, CudaModelOptions opts) {
-  require_gpu(opts.device);
+  device::use_gpu(opts.device, "--backend cuda", "run with --backend cpu");
   impl_ = std::make_unique<Impl>(cfg, opts.storage, opts.device);
   impl_->generate_all(preset.seed);
 }

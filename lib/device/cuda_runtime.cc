@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "lib/core/error.h"
 #include "lib/device/cuda_error.h"
@@ -21,6 +22,20 @@ void check_cuda(cudaError_t e, const char* call, const char* file, int line) {
   }
   throw Error(
       cuda_error_message(call, file, line, cudaGetErrorName(e), cudaGetErrorString(e), fix));
+}
+
+GpuInfo use_gpu(int index, const std::string& where, const std::string& fix) {
+  std::string why;
+  const std::vector<GpuInfo> gpus = list_gpus(&why);
+  if (index < 0 || index >= static_cast<int>(gpus.size())) {
+    throw make_error(where,
+                     gpus.empty() ? "no CUDA GPU: " + why
+                                  : "GPU " + std::to_string(index) + " does not exist (" +
+                                        std::to_string(gpus.size()) + " visible)",
+                     fix);
+  }
+  CB_CUDA_CHECK(cudaSetDevice(index));
+  return gpus[static_cast<size_t>(index)];
 }
 
 DeviceMemoryInfo device_memory_info() {

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "lib/device/arena.h"
+#include "lib/device/gpu_info.h"
 
 /// Runs a CUDA runtime call and throws cb::Error with the call's text, file and line when it
 /// does not return cudaSuccess.
@@ -21,6 +22,10 @@ namespace cb::device {
 /// Throws cb::Error (cuda_error_message) when `e` is not cudaSuccess; clears the runtime's
 /// last-error state first so that a later, unrelated check does not report it again.
 void check_cuda(cudaError_t e, const char* call, const char* file, int line);
+
+/// Makes GPU `index` current and describes it. Throws cb::Error "WHERE: no CUDA GPU: REASON;
+/// FIX" when none is usable, or names the index and the count when it does not exist.
+GpuInfo use_gpu(int index, const std::string& where, const std::string& fix);
 
 /// Free and total memory of the current device, in bytes.
 struct DeviceMemoryInfo {

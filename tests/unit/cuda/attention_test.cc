@@ -24,6 +24,9 @@ namespace {
 
 namespace kc = cb::kernels::cuda;
 using cb::cuda_test::DeviceArray;
+using cb::cuda_test::DeviceTensor;
+using cb::cuda_test::round_to;
+using cb::cuda_test::storage_name;
 
 TEST(CudaAttentionPlan, TilesStayInsideOneSequenceAndTheRowCap) {
   std::vector<int32_t> seq(20, 0);
@@ -83,34 +86,6 @@ TEST(CudaAttentionPlan, LaunchRejectsBadParametersBeforeTouchingTheGpu) {
   EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
-// Host value of x after a round trip through `s`.
-float stored(float x, kc::Storage s) {
-  switch (s) {
-    case kc::Storage::F16: return cb::fp16_to_fp32(cb::fp32_to_fp16(x));
-    case kc::Storage::BF16: return cb::bf16_to_fp32(cb::fp32_to_bf16(x));
-    default: return x;
-  }
-}
-
-// Host floats to the device in storage `s` (as raw 2- or 4-byte elements).
-std::vector<uint16_t> halves(const std::vector<float>& v, kc::Storage s) {
-  std::vector<uint16_t> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    h[i] = s == kc::Storage::F16 ? cb::fp32_to_fp16(v[i]) : cb::fp32_to_bf16(v[i]);
-  }
-  return h;
-}
-
-// Host floats into `d` as elements of storage `s`.
-void upload_as(DeviceArray<uint8_t>& d, const std::vector<float>& h, kc::Storage s) {
-  if (s == kc::Storage::F32) {
-    ASSERT_EQ(cudaMemcpy(d.get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-  } else {
-    const std::vector<uint16_t> hv = halves(h, s);
-    ASSERT_EQ(cudaMemcpy(d.get(), hv.data(), hv.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-}
-
 struct Seq {
   int64_t n_ctx;  // keys 0..n_ctx-1 (the new rows' included)
   int64_t n_new;  // query rows: positions n_ctx - n_new .. n_ctx - 1
@@ -145,8 +120,8 @@ void run_case(Case c, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1.5f, 1.5f);
   std::vector<float> k(static_cast<size_t>(num_blocks * bs * slot_elems));
   std::vector<float> v(k.size());
-  for (float& x : k) x = stored(u(rng), c.storage);
-  for (float& x : v) x = stored(u(rng), c.storage);
+  for (float& x : k) x = round_to(c.storage, u(rng));
+  for (float& x : v) x = round_to(c.storage, u(rng));
 
   std::vector<int32_t> q_pos, q_seq, tables(c.seqs.size() * static_cast<size_t>(stride), 0), n_ctx;
   for (size_t s = 0; s < c.seqs.size(); ++s) {
@@ -160,7 +135,7 @@ void run_case(Case c, std::mt19937& rng) {
   }
   const int64_t rows = static_cast<int64_t>(q_pos.size());
   std::vector<float> q(static_cast<size_t>(rows * nh * hd));
-  for (float& x : q) x = stored(u(rng), c.storage);
+  for (float& x : q) x = round_to(c.storage, u(rng));
 
   // Reference: kernels/cpu per sequence.
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -188,12 +163,7 @@ void run_case(Case c, std::mt19937& rng) {
 
   const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq);
   DeviceArray<int32_t> d_pos(q_pos), d_seq(q_seq), d_tables(tables), d_ctx(n_ctx), d_tiles(tiles);
-  const size_t esz = kc::storage_bytes(c.storage);
-  DeviceArray<uint8_t> dq(q.size() * esz), dk(k.size() * esz), dv(v.size() * esz);
-  upload_as(dq, q, c.storage);
-  upload_as(dk, k, c.storage);
-  upload_as(dv, v, c.storage);
-  DeviceArray<uint8_t> dout(q.size() * esz);
+  DeviceTensor dq(c.storage, q), dk(c.storage, k), dv(c.storage, v), dout(c.storage, q.size());
   dout.poison();
   const int64_t ws = kc::attention_workspace_floats(rows, nh, hd, c.splits);
   DeviceArray<float> dws(static_cast<size_t>(std::max<int64_t>(ws, 1)));
@@ -224,17 +194,7 @@ void run_case(Case c, std::mt19937& rng) {
   ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess) << c.what;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.what;
 
-  std::vector<float> got(q.size());
-  if (c.storage == kc::Storage::F32) {
-    ASSERT_EQ(cudaMemcpy(got.data(), dout.get(), got.size() * 4, cudaMemcpyDeviceToHost),
-              cudaSuccess);
-  } else {
-    std::vector<uint16_t> h(got.size());
-    ASSERT_EQ(cudaMemcpy(h.data(), dout.get(), h.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < h.size(); ++i) {
-      got[i] = c.storage == kc::Storage::F16 ? cb::fp16_to_fp32(h[i]) : cb::bf16_to_fp32(h[i]);
-    }
-  }
+  const std::vector<float> got = dout.download();
   const float tol = c.storage == kc::Storage::F32   ? 2e-5f
                     : c.storage == kc::Storage::F16 ? 2e-3f
                                                     : 1.6e-2f;
@@ -253,10 +213,6 @@ void run_case(Case c, std::mt19937& rng) {
       }
     }
   }
-}
-
-const char* storage_name(kc::Storage s) {
-  return s == kc::Storage::F32 ? "f32" : s == kc::Storage::F16 ? "f16" : "bf16";
 }
 
 TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {

@@ -1,12 +1,17 @@
 #pragma once
-/// Shared by the CUDA test files: the skip when no GPU is usable, and a typed device array.
+/// Shared by the CUDA test files: the skip when no GPU is usable, a typed device array, and a
+/// device tensor in a storage type (fp32, fp16, bf16) seen from the host as floats.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
+
+#include "kernels/cuda/storage.h"
+#include "lib/core/dtype.h"
 
 /// Skips the test, with the runtime's reason, when no CUDA GPU can be used.
 #define SKIP_WITHOUT_GPU()                                                        \
@@ -51,6 +56,68 @@ class DeviceArray {
  private:
   size_t n_;
   T* ptr_ = nullptr;
+};
+
+inline const char* storage_name(kernels::cuda::Storage s) {
+  using kernels::cuda::Storage;
+  return s == Storage::F32 ? "f32" : s == Storage::F16 ? "f16" : "bf16";
+}
+
+/// Rounds to the storage type and back, so the CPU reference sees what the GPU sees.
+inline float round_to(kernels::cuda::Storage s, float v) {
+  using kernels::cuda::Storage;
+  if (s == Storage::F16) return fp16_to_fp32(fp32_to_fp16(v));
+  if (s == Storage::BF16) return bf16_to_fp32(fp32_to_bf16(v));
+  return v;
+}
+
+/// A device tensor in a storage type, filled from and read back as floats.
+class DeviceTensor {
+ public:
+  using Storage = kernels::cuda::Storage;
+  DeviceTensor(Storage s, size_t n) : s_(s), n_(n) {
+    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * kernels::cuda::storage_bytes(s)),
+              cudaSuccess);
+  }
+  DeviceTensor(Storage s, const std::vector<float>& v) : DeviceTensor(s, v.size()) { upload(v); }
+  ~DeviceTensor() { cudaFree(ptr_); }
+  DeviceTensor(const DeviceTensor&) = delete;
+  DeviceTensor& operator=(const DeviceTensor&) = delete;
+
+  void upload(const std::vector<float>& v) {
+    if (s_ == Storage::F32) {
+      EXPECT_EQ(cudaMemcpy(ptr_, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
+      return;
+    }
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      h[i] = s_ == Storage::F16 ? fp32_to_fp16(v[i]) : fp32_to_bf16(v[i]);
+    }
+    EXPECT_EQ(cudaMemcpy(ptr_, h.data(), h.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<float> download() const {
+    std::vector<float> v(n_);
+    if (s_ == Storage::F32) {
+      EXPECT_EQ(cudaMemcpy(v.data(), ptr_, n_ * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      return v;
+    }
+    std::vector<uint16_t> h(n_);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr_, n_ * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (size_t i = 0; i < n_; ++i) {
+      v[i] = s_ == Storage::F16 ? fp16_to_fp32(h[i]) : bf16_to_fp32(h[i]);
+    }
+    return v;
+  }
+  /// All bits set: NaN in every storage type.
+  void poison() {
+    EXPECT_EQ(cudaMemset(ptr_, 0xff, n_ * kernels::cuda::storage_bytes(s_)), cudaSuccess);
+  }
+  void* get() { return ptr_; }
+
+ private:
+  Storage s_;
+  size_t n_;
+  void* ptr_ = nullptr;
 };
 
 }  // namespace cb::cuda_test

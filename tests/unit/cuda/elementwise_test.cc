@@ -25,22 +25,14 @@ namespace {
 
 namespace kc = cb::kernels::cuda;
 using cb::cuda_test::DeviceArray;
+using cb::cuda_test::DeviceTensor;
+using cb::cuda_test::round_to;
+using cb::cuda_test::storage_name;
 using kc::Storage;
-
-const char* name(Storage s) {
-  return s == Storage::F32 ? "f32" : s == Storage::F16 ? "f16" : "bf16";
-}
 
 /// Relative tolerance of one rounding to the storage type (plus fp32 evaluation order).
 float rel_tol(Storage s) {
   return s == Storage::F32 ? 2e-5f : s == Storage::F16 ? 2e-3f : 1.6e-2f;
-}
-
-/// Rounds to the storage type and back, so the CPU reference sees what the GPU sees.
-float round_to(Storage s, float v) {
-  if (s == Storage::F16) return cb::fp16_to_fp32(cb::fp32_to_fp16(v));
-  if (s == Storage::BF16) return cb::bf16_to_fp32(cb::fp32_to_bf16(v));
-  return v;
 }
 
 std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
@@ -50,51 +42,6 @@ std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, floa
   for (float& x : v) x = u(rng);
   return v;
 }
-
-/// A device tensor in a storage type, filled from and read back as floats.
-class DeviceTensor {
- public:
-  DeviceTensor(Storage s, size_t n) : s_(s), n_(n) {
-    EXPECT_EQ(cudaMalloc(&ptr_, std::max<size_t>(n, 1) * kc::storage_bytes(s)), cudaSuccess);
-  }
-  DeviceTensor(Storage s, const std::vector<float>& v) : DeviceTensor(s, v.size()) { upload(v); }
-  ~DeviceTensor() { cudaFree(ptr_); }
-  DeviceTensor(const DeviceTensor&) = delete;
-  DeviceTensor& operator=(const DeviceTensor&) = delete;
-
-  void upload(const std::vector<float>& v) {
-    if (s_ == Storage::F32) {
-      EXPECT_EQ(cudaMemcpy(ptr_, v.data(), v.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-      return;
-    }
-    std::vector<uint16_t> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      h[i] = s_ == Storage::F16 ? cb::fp32_to_fp16(v[i]) : cb::fp32_to_bf16(v[i]);
-    }
-    EXPECT_EQ(cudaMemcpy(ptr_, h.data(), h.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<float> download() const {
-    std::vector<float> v(n_);
-    if (s_ == Storage::F32) {
-      EXPECT_EQ(cudaMemcpy(v.data(), ptr_, n_ * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      return v;
-    }
-    std::vector<uint16_t> h(n_);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr_, n_ * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-    for (size_t i = 0; i < n_; ++i) {
-      v[i] = s_ == Storage::F16 ? cb::fp16_to_fp32(h[i]) : cb::bf16_to_fp32(h[i]);
-    }
-    return v;
-  }
-  /// All bits set: NaN in every storage type.
-  void poison() { EXPECT_EQ(cudaMemset(ptr_, 0xff, n_ * kc::storage_bytes(s_)), cudaSuccess); }
-  void* get() { return ptr_; }
-
- private:
-  Storage s_;
-  size_t n_;
-  void* ptr_ = nullptr;
-};
 
 std::vector<float> rounded(Storage s, std::vector<float> v) {
   for (float& x : v) x = round_to(s, x);
@@ -164,8 +111,8 @@ TEST(CudaKernels, RmsNormAndLayerNormMatchTheCpuReference) {
   for (Storage s : kStorages) {
     for (int64_t dim : {1, 7, 64, 127, 1000, 4096, 5121}) {
       for (int64_t rows : {1, 3, 17}) {
-        const std::string what =
-            std::string(name(s)) + " rows " + std::to_string(rows) + " dim " + std::to_string(dim);
+        const std::string what = std::string(storage_name(s)) + " rows " + std::to_string(rows) +
+                                 " dim " + std::to_string(dim);
         const size_t n = static_cast<size_t>(rows * dim);
         auto x = rounded(s, random_values(n, 1, -3.0f, 5.0f));  // a non-zero mean
         auto w = rounded(s, random_values(static_cast<size_t>(dim), 2));
@@ -206,7 +153,7 @@ TEST(CudaKernels, RopeMatchesTheCpuReferenceAtAnyPosition) {
         for (int64_t rope_dims : {head_dim, head_dim / 2}) {  // full and partial (Falcon/NeoX)
           const int64_t n = 13, heads = 8;
           const std::string what =
-              std::string(name(s)) +
+              std::string(storage_name(s)) +
               (style == kc::RopeStyle::Interleaved ? " interleaved" : " half") + " head_dim " +
               std::to_string(head_dim) + " rope_dims " + std::to_string(rope_dims);
           std::vector<int32_t> pos(n);
@@ -243,7 +190,7 @@ TEST(CudaKernels, ActivationsAndResidualAddMatchTheCpuReference) {
   SKIP_WITHOUT_GPU();
   for (Storage s : kStorages) {
     for (int64_t n : {1, 255, 257, 11008 * 3 + 1}) {
-      const std::string what = std::string(name(s)) + " n " + std::to_string(n);
+      const std::string what = std::string(storage_name(s)) + " n " + std::to_string(n);
       auto g = rounded(s, random_values(static_cast<size_t>(n), 5, -6.0f, 6.0f));
       auto u = rounded(s, random_values(static_cast<size_t>(n), 6));
       DeviceTensor dg(s, g), du(s, u), dout(s, static_cast<size_t>(n));
@@ -284,7 +231,7 @@ TEST(CudaKernels, EmbeddingGathersRowsAndFlagsOutOfRangeIds) {
     kc::EmbeddingParams p{dt.get(), dids.get(), dout.get(), n, rows, dim, dbad.get(), s};
     ASSERT_EQ(kc::launch_embedding(p, nullptr), cudaSuccess);
     EXPECT_EQ(dbad.download()[0], 0);
-    expect_close(dout.download(), want, 0.0f, 0.0f, std::string("embedding ") + name(s));
+    expect_close(dout.download(), want, 0.0f, 0.0f, std::string("embedding ") + storage_name(s));
     ids[4] = 512;  // out of range: a zero row and the flag
     dids.upload(ids);
     ASSERT_EQ(kc::launch_embedding(p, nullptr), cudaSuccess);

@@ -20,7 +20,9 @@
 namespace {
 
 namespace kc = cb::kernels::cuda;
-using cb::cuda_test::DeviceArray;
+using cb::cuda_test::DeviceTensor;
+using cb::cuda_test::round_to;
+using cb::cuda_test::storage_name;
 
 // C = op(A) . op(B), column-major, as cublasGemmEx computes it (alpha 1, beta 0).
 void colmajor_gemm(const kc::GemmShape& g, const float* a, const float* b, float* c) {
@@ -65,38 +67,6 @@ TEST(CudaGemmShape, RejectsBadParametersBeforeCallingCublas) {
   EXPECT_EQ(kc::gemm_wt(nullptr, p, nullptr), CUBLAS_STATUS_INVALID_VALUE);
 }
 
-float stored(float x, kc::Storage s) {
-  if (s == kc::Storage::F16) return cb::fp16_to_fp32(cb::fp32_to_fp16(x));
-  if (s == kc::Storage::BF16) return cb::bf16_to_fp32(cb::fp32_to_bf16(x));
-  return x;
-}
-
-void upload_as(DeviceArray<uint8_t>& d, const std::vector<float>& h, kc::Storage s) {
-  if (s == kc::Storage::F32) {
-    ASSERT_EQ(cudaMemcpy(d.get(), h.data(), h.size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
-    return;
-  }
-  std::vector<uint16_t> v(h.size());
-  for (size_t i = 0; i < h.size(); ++i) {
-    v[i] = s == kc::Storage::F16 ? cb::fp32_to_fp16(h[i]) : cb::fp32_to_bf16(h[i]);
-  }
-  ASSERT_EQ(cudaMemcpy(d.get(), v.data(), v.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-}
-
-std::vector<float> download_as(const DeviceArray<uint8_t>& d, size_t n, kc::Storage s) {
-  std::vector<float> out(n);
-  if (s == kc::Storage::F32) {
-    EXPECT_EQ(cudaMemcpy(out.data(), d.get(), n * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-    return out;
-  }
-  std::vector<uint16_t> v(n);
-  EXPECT_EQ(cudaMemcpy(v.data(), d.get(), n * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = s == kc::Storage::F16 ? cb::fp16_to_fp32(v[i]) : cb::bf16_to_fp32(v[i]);
-  }
-  return out;
-}
-
 TEST(CudaKernels, GemmMatchesMatmulWt) {
   SKIP_WITHOUT_GPU();
   cb::device::CublasHandle handle;
@@ -107,24 +77,20 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
              {1, 4096, 4096}, {33, 1024, 2816}, {256, 5120, 640}, {7, 129, 31}}) {
       for (bool acc : {false, true}) {
         const std::string what = std::to_string(n) + "x" + std::to_string(in) + "x" +
-                                 std::to_string(out) + " storage " +
-                                 std::to_string(static_cast<int>(st)) + (acc ? " +=" : "");
+                                 std::to_string(out) + " " + storage_name(st) + (acc ? " +=" : "");
         std::vector<float> x(static_cast<size_t>(n * in)), w(static_cast<size_t>(out * in));
         std::vector<float> y0(static_cast<size_t>(n * out));
-        for (float& v : x) v = stored(u(rng), st);
-        for (float& v : w) v = stored(u(rng), st);
-        for (float& v : y0) v = stored(u(rng), st);
+        for (float& v : x) v = round_to(st, u(rng));
+        for (float& v : w) v = round_to(st, u(rng));
+        for (float& v : y0) v = round_to(st, u(rng));
         std::vector<float> want(y0.size());
         cb::kernels::cpu::matmul_wt(x.data(), w.data(), want.data(), n, in, out);
         if (acc) {
           for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
         }
-        const size_t esz = kc::storage_bytes(st);
-        DeviceArray<uint8_t> dx(x.size() * esz), dw(w.size() * esz), dy(y0.size() * esz);
-        upload_as(dx, x, st);
-        upload_as(dw, w, st);
+        DeviceTensor dx(st, x), dw(st, w), dy(st, y0.size());
         if (acc) {
-          upload_as(dy, y0, st);
+          dy.upload(y0);
         } else {
           dy.poison();
         }
@@ -138,7 +104,7 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
         p.storage = st;
         p.accumulate = acc;
         ASSERT_EQ(kc::gemm_wt(handle.get(), p, nullptr), CUBLAS_STATUS_SUCCESS) << what;
-        const std::vector<float> got = download_as(dy, y0.size(), st);
+        const std::vector<float> got = dy.download();
         // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs).
         const float mag = std::sqrt(static_cast<float>(in)) + 1.0f;
         const float tol = st == kc::Storage::F32 ? 1e-4f : st == kc::Storage::F16 ? 2e-3f : 1.6e-2f;
