@@ -1,4 +1,4 @@
-// Ablation studies: each a grid of replays (real CPU backend or sim) summarized per point.
+// Ablation studies: each a grid of replays (real, on either backend, or sim) summarized per point.
 #include "eval/ablate.h"
 
 #include <algorithm>

@@ -32,12 +32,12 @@ bool ablation_runs_real(const std::string& study);
 struct AblateOptions {
   std::string study;
   bool sim = true;
-  const model::Model* model = nullptr;     ///< real mode
-  model::ModelConfig config;               ///< the model's shape (both modes)
-  sim::HardwareProfile profile;            ///< sim mode
-  int batch = 16;                          ///< micro studies: requests per batch
-  int reps = 3;                            ///< real mode: repetitions per point (median)
-  const datasets::Trace* trace = nullptr;  ///< trace studies
+  const model::ForwardModel* model = nullptr;  ///< real mode (either backend)
+  model::ModelConfig config;                   ///< the model's shape (both modes)
+  sim::HardwareProfile profile;                ///< sim mode
+  int batch = 16;                              ///< micro studies: requests per batch
+  int reps = 3;                                ///< real mode: repetitions per point (median)
+  const datasets::Trace* trace = nullptr;      ///< trace studies
   uint64_t seed = 0;
   int max_batch = 16;      ///< trace studies: sequences per step
   double rate = 1.0;       ///< trace studies: new sessions per second

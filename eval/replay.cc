@@ -118,9 +118,9 @@ struct ScratchDir {
 
 }  // namespace
 
-ReplayRun run_replay(const model::Model& model, const std::vector<engine::SessionInput>& sessions,
-                     engine::Mode mode, const ReplayOptions& opts,
-                     const engine::ProgressFn& progress) {
+ReplayRun run_replay(const model::ForwardModel& model,
+                     const std::vector<engine::SessionInput>& sessions, engine::Mode mode,
+                     const ReplayOptions& opts, const engine::ProgressFn& progress) {
   ReplayRun run;
   run.mode = mode;
   ScratchDir dir(mode == engine::Mode::RE ? std::string() : opts.store.store_dir, mode);

@@ -58,9 +58,9 @@ std::vector<engine::SessionInput> trace_sessions(const datasets::Trace& trace, i
                                                  uint64_t seed, int64_t max_output_tokens = 0);
 
 /// Runs `sessions` in `mode` on `model`. `progress` gets (done, total) after every step.
-ReplayRun run_replay(const model::Model& model, const std::vector<engine::SessionInput>& sessions,
-                     engine::Mode mode, const ReplayOptions& opts,
-                     const engine::ProgressFn& progress = {});
+ReplayRun run_replay(const model::ForwardModel& model,
+                     const std::vector<engine::SessionInput>& sessions, engine::Mode mode,
+                     const ReplayOptions& opts, const engine::ProgressFn& progress = {});
 
 /// The effective configuration as JSON (recorded in every result file).
 nlohmann::json replay_config_json(const ReplayOptions& opts);

@@ -76,8 +76,12 @@ int run_ablate(AblateArgs& a) {
     }
     a.m.model = "preset:llama-13b";
   }
+  if (o.sim && a.m.backend != "cpu") {
+    throw make_error("--backend", "sim mode runs no model (its cost model stands in for one)",
+                     "drop --backend, or use --mode real");
+  }
   LoadedModel lm = load_model(a.m, false, !o.sim);
-  o.model = lm.model.get();
+  if (!o.sim) o.model = &lm.runner();
   o.config = lm.source->config();
   if (o.sim) {
     o.profile = sim::load_profile(a.profile);
@@ -130,6 +134,7 @@ int run_ablate(AblateArgs& a) {
     j["tool"] = "cachebench ablate";
     j["git"] = CB_GIT_REVISION;
     j["model_source"] = a.m.model;
+    j["backend"] = o.sim ? "sim" : backend_label(a.m);
     if (o.sim) j["profile"] = o.profile.to_json();
     const std::string base = a.out + "/" + s;
     write_json(base + ".json", j);
@@ -154,11 +159,12 @@ void register_ablate(CLI::App& app) {
       "ablate", "The CachedAttention paper's ablation studies (Figures 18-25), real or sim");
   sub->add_option("study", a->study, "one of: " + names + ", or all")->required();
   sub->add_option("--mode", a->mode,
-                  "sim (cost model, any scale) or real (the CPU backend: recompute-vs-ca, "
+                  "sim (cost model, any scale) or real (the model on --backend: recompute-vs-ca, "
                   "preload, async-save, truncation)")
       ->capture_default_str();
   sub->add_option("--model,-m", a->m.model,
                   "model (.gguf, checkpoint dir, preset:NAME); sim default preset:llama-13b");
+  add_backend_options(sub, &a->m);
   sub->add_option("--profile", a->profile, "sim: a100-80gb, h100-80gb, h200 or a profile file")
       ->capture_default_str();
   sub->add_option("--gpus", a->gpus, "sim: tensor-parallel GPUs (0: the profile's)");

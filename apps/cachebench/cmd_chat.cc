@@ -59,10 +59,10 @@ int run_chat(const ChatArgs& a) {
   ec.ctx = a.ctx;
   ec.sched.rate = 0;
   ec.sched.max_batch = 1;
-  engine::Engine eng(*lm.model, st.get(), ec);
+  engine::Engine eng(lm.runner(), st.get(), ec);
   eng.set_stop_token(tok.eos_id());
   std::fprintf(stderr, "cachebench chat: %s, mode %s. Type a message; /stats, /reset, /quit.\n",
-               lm.model->config().name.c_str(), engine::mode_name(mode));
+               lm.config().name.c_str(), engine::mode_name(mode));
   std::string line;
   while (true) {
     std::fputs("> ", stdout);
@@ -115,7 +115,7 @@ void register_chat(CLI::App& app) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub =
       app.add_subcommand("chat", "Interactive multi-turn chat with CachedAttention underneath");
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--max-tokens", a->max_tokens, "tokens per answer at most (stops at EOS)")
       ->capture_default_str();
   sub->add_option("--dram", a->dram, "store DRAM budget")->capture_default_str();

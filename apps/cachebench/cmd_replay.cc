@@ -128,6 +128,10 @@ int run_replay_cmd(ReplayArgs& a) {
     if (c == modes[0]) throw make_error("--compare", "compare with a different mode");
     modes.insert(modes.begin(), c);  // the baseline first
   }
+  if (a.sim && a.m.backend != "cpu") {
+    throw make_error("--backend", "sim mode runs no model (its cost model stands in for one)",
+                     "drop --backend, or drop --sim to replay on the GPU");
+  }
   LoadedModel lm = load_model(a.m, false, !a.sim);
   const model::ModelConfig& mc = lm.source->config();
   datasets::TraceLoadOptions lo;
@@ -152,7 +156,7 @@ int run_replay_cmd(ReplayArgs& a) {
   const auto sessions =
       a.sim ? eval::sim_sessions(trace, o.max_output_tokens)
             : eval::trace_sessions(trace, mc.vocab_size, o.seed, o.max_output_tokens);
-  const std::string where = a.sim ? "sim, profile " + prof.name : std::string("cpu");
+  const std::string where = a.sim ? "sim, profile " + prof.name : backend_label(a.m);
   std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (%s)\n",
                sessions.size(), static_cast<long long>(trace.turns()), a.trace.c_str(),
                mc.name.c_str(), where.c_str());
@@ -164,7 +168,7 @@ int run_replay_cmd(ReplayArgs& a) {
     engine::ProgressFn fn;
     if (!a.quiet) fn = [&p](int64_t d, int64_t t) { p(d, t); };
     runs.push_back(a.sim ? eval::run_sim_replay(mc, sessions, m, o, so, fn)
-                         : eval::run_replay(*lm.model, sessions, m, o, fn));
+                         : eval::run_replay(lm.runner(), sessions, m, o, fn));
   }
   std::printf("## replay %s: %s, %zu sessions, %lld turns (%s)\n\n", a.trace.c_str(),
               mc.name.c_str(), sessions.size(), static_cast<long long>(trace.turns()),
@@ -203,7 +207,7 @@ int run_replay_cmd(ReplayArgs& a) {
     j["tool"] = "cachebench replay";
     j["git"] = CB_GIT_REVISION;
     j["execution"] = a.sim ? "sim" : "real";
-    j["backend"] = a.sim ? "sim" : "cpu";
+    j["backend"] = a.sim ? "sim" : backend_label(a.m);
     if (a.sim) j["profile"] = prof.to_json();
     j["model"] = {{"name", mc.name}, {"source", a.m.model}};
     j["trace"] = {{"path", a.trace},
@@ -230,7 +234,7 @@ void add(CLI::App& app, const char* name, const char* help) {
   auto a = std::make_shared<ReplayArgs>();
   CLI::App* sub = app.add_subcommand(name, help);
   sub->add_option("trace", a->trace, "ShareGPT JSON or a cachebench length trace")->required();
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   engine::EngineConfig& e = a->o.engine;
   sub->add_option("--mode", a->mode, "ca (CachedAttention), re (recompute), of (overflow)")
       ->capture_default_str();

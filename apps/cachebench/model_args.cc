@@ -18,6 +18,21 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
+void add_backend_options(CLI::App* sub, ModelArgs* a) {
+  sub->add_option("--backend", a->backend,
+                  "compute backend: cpu, or cuda (an NVIDIA GPU; parity-tested, not yet fast: see "
+                  "docs/perf.md)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  sub->add_option("--gpu-storage", a->gpu_storage,
+                  "--backend cuda: storage of weights, activations and KV (fp32 accumulation)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
   sub->add_option("--model,-m", a->model,
                   "a .gguf file, a Hugging Face checkpoint directory, or preset:NAME")
@@ -26,19 +41,7 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
       "--tokenizer", a->tokenizer,
       "tokenizer file (tokenizer.model, tokenizer.json or .gguf); default: the model's own");
   if (cuda) {
-    sub->add_option(
-           "--backend", a->backend,
-           "compute backend: cpu, or cuda (an NVIDIA GPU; parity-tested, not yet fast: see "
-           "docs/perf.md)")
-        ->check(CLI::IsMember({"cpu", "cuda"}))
-        ->capture_default_str();
-    sub->add_option("--gpu-storage", a->gpu_storage,
-                    "--backend cuda: storage of weights, activations and KV (fp32 accumulation)")
-        ->check(CLI::IsMember({"f32", "f16", "bf16"}))
-        ->capture_default_str();
-    sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
-        ->check(CLI::NonNegativeNumber)
-        ->capture_default_str();
+    add_backend_options(sub, a);
   } else {
     sub->add_option("--backend", a->backend,
                     "compute backend (this subcommand runs on the CPU backend only)")

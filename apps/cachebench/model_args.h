@@ -25,6 +25,9 @@ inline std::string backend_label(const ModelArgs& a) {
   return a.backend == "cuda" ? "cuda " + a.gpu_storage : a.backend;
 }
 
+/// Adds --backend cpu|cuda, --gpu-storage and --gpu to `sub`.
+void add_backend_options(CLI::App* sub, ModelArgs* a);
+
 /// Adds --model (required), --tokenizer, --backend, --weights-seed to `sub`; with `cuda`
 /// the subcommand runs on either backend (--backend cpu|cuda, --gpu-storage, --gpu).
 void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda = false);

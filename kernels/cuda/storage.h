@@ -15,6 +15,11 @@ constexpr size_t storage_bytes(Storage s) {
   return s == Storage::F32 ? 4 : 2;
 }
 
+/// "f32", "f16" or "bf16".
+constexpr const char* storage_name(Storage s) {
+  return s == Storage::F32 ? "f32" : s == Storage::F16 ? "f16" : "bf16";
+}
+
 struct LaunchDims {
   unsigned grid = 0;   ///< blocks (x dimension)
   unsigned block = 0;  ///< threads per block

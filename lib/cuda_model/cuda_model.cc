@@ -83,7 +83,10 @@ struct CudaModel::Impl {
   int sms = 1;             // its multiprocessors
   kc::Storage st;
   size_t esz;
-  device::Stream stream;
+  device::Stream stream;        // compute
+  device::Stream read_stream;   // KV restore: host to device, rotate, scatter
+  device::Stream write_stream;  // KV capture: device to host
+  device::Event captured{false};
   device::CublasHandle cublas;
   Arena weights_arena;
   Arena kv_arena{nullptr, 0, "KV blocks"};
@@ -92,6 +95,16 @@ struct CudaModel::Impl {
   // Per-call scratch, regrown when a call needs more.
   Arena scratch{nullptr, 0, "forward scratch"};
   uint64_t scratch_bytes = 0;
+  // Restore staging: pinned [k f32 | v f32 | block table] -> the same on the device, then
+  // K and V in the storage type.
+  device::HostBuffer restore_host;
+  Arena restore_dev{nullptr, 0, "restore staging"};
+  uint64_t restore_bytes = 0;
+  // Capture staging: every layer's new pre-RoPE K and V in fp32, [layer][k | v][rows, kv_dim],
+  // on the device and (after the write stream's copies) in pinned host memory.
+  device::HostBuffer capture_host;
+  Arena capture_dev{nullptr, 0, "capture staging"};
+  uint64_t capture_bytes = 0;
 
   Impl(const ModelConfig& c, kc::Storage s, int dev)
       : cfg(c),
@@ -233,6 +246,7 @@ struct CudaModel::Impl {
   // Device pools for `cache`: kept when it is the cache of the last call with the same
   // config, else made anew, which is only valid when the batch starts every sequence afresh.
   void ensure_pools(const kv::KvCache& cache) {
+    CB_CUDA_CHECK(cudaSetDevice(gpu));
     const kv::KvConfig& c = cache.config();
     if (c.host_pools) {
       throw make_error("cuda forward",
@@ -251,6 +265,7 @@ struct CudaModel::Impl {
                        "start with an empty cache or keep using one cache");
     }
     stream.synchronize();
+    read_stream.synchronize();
     k_pool.clear();
     v_pool.clear();
     kv_arena = Arena(nullptr, 0, "KV blocks");
@@ -359,6 +374,91 @@ struct CudaModel::Impl {
     return h;
   }
 
+  // Grows a pinned host buffer and a device arena to at least `bytes` each (both empty
+  // after growing); `wait` is the stream whose work may still use the old ones.
+  static void grow(device::HostBuffer* host, Arena* dev, uint64_t* have, uint64_t bytes,
+                   const device::Stream& wait, const char* name) {
+    if (bytes <= *have) return;
+    wait.synchronize();
+    *dev = Arena(nullptr, 0, name);
+    *host = device::HostBuffer();
+    const uint64_t want = bytes * 5 / 4;
+    *dev = device::make_device_arena(want, name);
+    *host = device::HostBuffer(want);
+    *have = want;
+  }
+
+  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                  const float* k, const float* v, int64_t rope_offset) {
+    if (n <= 0) return;
+    CB_CUDA_CHECK(cudaSetDevice(gpu));
+    if (cache.id() != pools_for) {
+      throw make_error("cuda restore_kv", "this KV cache is not the one bound to the device",
+                       "call bind_cache (or forward) with it first");
+    }
+    if (layer < 0 || layer >= cfg.n_layers) {
+      throw make_error("cuda restore_kv", "layer " + std::to_string(layer) + " is out of range");
+    }
+    const std::vector<int32_t>& table = cache.block_table(seq);
+    if (pos0 < 0 || pos0 + n > static_cast<int64_t>(table.size()) * kv.block_size) {
+      throw make_error("cuda restore_kv", "slots [" + std::to_string(pos0) + ", " +
+                                              std::to_string(pos0 + n) +
+                                              ") are beyond the sequence's reserved capacity");
+    }
+    const int64_t kvd = cfg.kv_dim();
+    const uint64_t f32 = static_cast<uint64_t>(n * kvd) * 4;
+    const uint64_t tb = table.size() * 4;
+    const uint64_t half = static_cast<uint64_t>(n * kvd) * esz;
+    const uint64_t host_bytes = 2 * f32 + tb;
+    grow(&restore_host, &restore_dev, &restore_bytes, host_bytes + 2 * half + 1024, read_stream,
+         "restore staging");
+    char* h = static_cast<char*>(restore_host.data());
+    std::memcpy(h, k, f32);
+    std::memcpy(h + f32, v, f32);
+    std::memcpy(h + 2 * f32, table.data(), tb);
+    Arena::Block staged = restore_dev.allocate(host_bytes, "restore staging");
+    char* d = static_cast<char*>(staged.data());
+    CB_CUDA_CHECK(cudaMemcpyAsync(d, h, host_bytes, cudaMemcpyHostToDevice, read_stream.get()));
+    const void* ks = d;
+    const void* vs = d + f32;
+    Arena::Block conv;
+    if (st != kc::Storage::F32) {
+      conv = restore_dev.allocate(2 * half, "restore staging");
+      kc::ConvertToHalfParams p;
+      p.src = reinterpret_cast<const float*>(d);
+      p.dst = static_cast<uint16_t*>(conv.data());
+      p.n = static_cast<size_t>(2 * n * kvd);
+      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+      CB_CUDA_CHECK(kc::launch_convert_to_half(p, read_stream.get()));
+      ks = conv.data();
+      vs = static_cast<const char*>(conv.data()) + half;
+    }
+    kc::KvRestoreParams rp;
+    rp.k_stage = ks;
+    rp.v_stage = vs;
+    rp.k_pool = k_pool[static_cast<size_t>(layer)].data();
+    rp.v_pool = v_pool[static_cast<size_t>(layer)].data();
+    rp.view = {reinterpret_cast<const int32_t*>(d + 2 * f32), kv.block_size, kvd};
+    rp.pos0 = pos0;
+    rp.n = n;
+    rp.heads = cfg.n_kv_heads;
+    rp.head_dim = cfg.head_dim;
+    rp.rope_dims = cfg.rope_dims;
+    rp.rope_offset = rope_offset;
+    rp.theta = cfg.rope_theta;
+    rp.style = rope_style();
+    rp.storage = st;
+    CB_CUDA_CHECK(kc::launch_kv_restore(rp, read_stream.get()));
+    // The staging is reused by the next call; the compute stream's later work is enqueued
+    // after this returns, so it sees the restored blocks.
+    read_stream.synchronize();
+  }
+
+  kc::RopeStyle rope_style() const {
+    return cfg.rope_style == RopeStyle::Interleaved ? kc::RopeStyle::Interleaved
+                                                    : kc::RopeStyle::RotateHalf;
+  }
+
   std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
                              const LayerHooks& hooks);
 };
@@ -459,33 +559,53 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   emb.bad_id = d_bad;
   emb.storage = st;
   CB_CUDA_CHECK(kc::launch_embedding(emb, stream.get()));
-  const kc::RopeStyle rope = c.rope_style == RopeStyle::Interleaved ? kc::RopeStyle::Interleaved
-                                                                    : kc::RopeStyle::RotateHalf;
+  const kc::RopeStyle rope = rope_style();
+  // New pre-RoPE K and V for hooks.on_new_kv: per layer, captured in fp32 on the compute
+  // stream and copied to pinned host memory on the write stream, handed over after the last
+  // layer (no host sync inside the layer loop).
+  const bool capture = static_cast<bool>(hooks.on_new_kv);
+  const uint64_t cap_layer = static_cast<uint64_t>(2 * N * kvd) * 4;  // k | v, fp32
+  float* cap_dev = nullptr;
+  Arena::Block cap_block;
+  if (capture) {
+    grow(&capture_host, &capture_dev, &capture_bytes, cap_layer * c.n_layers + 256, write_stream,
+         "capture staging");
+    cap_block = capture_dev.allocate(cap_layer * c.n_layers, "capture staging");
+    cap_dev = static_cast<float*>(cap_block.data());
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   char* const qkv_bytes = static_cast<char*>(qkv);
 
   for (int l = 0; l < c.n_layers; ++l) {
     norm(layer_name(l, "attn_norm"), x, h, N);
     gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
-    if (hooks.on_new_kv) {
+    if (capture) {
+      float* dk = cap_dev + static_cast<size_t>(l) * 2 * N * kvd;
+      float* dv = dk + N * kvd;
       kc::KvCaptureParams cp;
       cp.k_src = qkv_bytes + e(qd);
       cp.v_src = qkv_bytes + e(qd + kvd);
       cp.src_stride = QKV;
-      cp.k_stage = kcap;
-      cp.v_stage = vcap;
+      cp.k_stage = st == kc::Storage::F32 ? static_cast<void*>(dk) : kcap;
+      cp.v_stage = st == kc::Storage::F32 ? static_cast<void*>(dv) : vcap;
       cp.n = N;
       cp.kv_dim = kvd;
       cp.storage = st;
       CB_CUDA_CHECK(kc::launch_kv_capture(cp, stream.get()));
-      const std::vector<float> hk = to_host_f32(kcap, N * kvd, f32);
-      const std::vector<float> hv = to_host_f32(vcap, N * kvd, f32);
-      for (int64_t i = 0; i < items; ++i) {
-        const SeqInput& in = batch[static_cast<size_t>(i)];
-        hooks.on_new_kv(l, in.seq, br.len0[static_cast<size_t>(i)],
-                        static_cast<int64_t>(in.tokens.size()), hk.data() + br.row0[i] * kvd,
-                        hv.data() + br.row0[i] * kvd);
+      if (st != kc::Storage::F32) {
+        for (const auto& [from, to] : {std::pair<void*, float*>{kcap, dk}, {vcap, dv}}) {
+          kc::ConvertToFloatParams p;
+          p.src = static_cast<const uint16_t*>(from);
+          p.dst = to;
+          p.n = static_cast<size_t>(N * kvd);
+          p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+          CB_CUDA_CHECK(kc::launch_convert_to_float(p, stream.get()));
+        }
       }
+      captured.record(stream);
+      captured.wait_on(write_stream);
+      CB_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(capture_host.data()) + l * cap_layer, dk,
+                                    cap_layer, cudaMemcpyDeviceToHost, write_stream.get()));
     }
     for (const auto& [off, heads] : {std::pair<int64_t, int64_t>{0, c.n_heads},
                                      std::pair<int64_t, int64_t>{qd, c.n_kv_heads}}) {
@@ -518,10 +638,9 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     // Q rows out of the fused output, contiguous for attention.
     CB_CUDA_CHECK(cudaMemcpy2DAsync(q, e(qd), qkv, e(QKV), e(qd), static_cast<size_t>(N),
                                     cudaMemcpyDeviceToDevice, stream.get()));
-    if (hooks.wait_ready) {
-      stream.synchronize();
-      hooks.wait_ready(l);
-    }
+    // The layer's preloaded history: restore_kv runs on the read stream and returns when it
+    // is in place, while this stream goes on with the work already enqueued.
+    if (hooks.wait_ready) hooks.wait_ready(l);
     kc::PagedAttentionParams ap;
     ap.q = q;
     ap.out = attn;
@@ -595,6 +714,20 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   for (size_t i = 0; i < batch.size(); ++i) {
     cache.set_length(batch[i].seq, br.len0[i] + static_cast<int64_t>(batch[i].tokens.size()));
   }
+  if (capture) {
+    write_stream.synchronize();
+    const auto* host = static_cast<const float*>(capture_host.data());
+    for (int l = 0; l < c.n_layers; ++l) {
+      const float* hk = host + static_cast<size_t>(l) * 2 * N * kvd;
+      const float* hv = hk + N * kvd;
+      for (int64_t i = 0; i < items; ++i) {
+        const SeqInput& in = batch[static_cast<size_t>(i)];
+        hooks.on_new_kv(l, in.seq, br.len0[static_cast<size_t>(i)],
+                        static_cast<int64_t>(in.tokens.size()), hk + br.row0[i] * kvd,
+                        hv + br.row0[i] * kvd);
+      }
+    }
+  }
   return out;
 }
 
@@ -625,6 +758,19 @@ uint64_t CudaModel::kv_bytes() const {
 std::vector<float> CudaModel::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
                                       const LayerHooks& hooks) const {
   return impl_->forward(batch, cache, hooks);
+}
+
+void CudaModel::bind_cache(const kv::KvCache& cache) const {
+  impl_->ensure_pools(cache);
+}
+
+std::string CudaModel::kv_precision() const {
+  return kc::storage_name(impl_->st);
+}
+
+void CudaModel::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                           const float* k_pre_rope, const float* v, int64_t rope_offset) const {
+  impl_->restore_kv(cache, seq, layer, pos0, n, k_pre_rope, v, rope_offset);
 }
 
 }  // namespace cb::model

@@ -2,13 +2,15 @@
 /// The forward pass of lib/model on an NVIDIA GPU: the same families, batch rows, hooks and
 /// paged KV layout, with weights and KV blocks in device memory (fp32, fp16 or bf16 storage,
 /// fp32 accumulation), cuBLAS GEMMs and kernels/cuda for everything else, on one compute
-/// stream. The host KvCache keeps the block tables and lengths and no host pools (kv_config
+/// stream, with a read stream for KV restores and a write stream for KV captures. The host
+/// KvCache keeps the block tables and lengths and no host pools (kv_config
 /// makes such caches; forward rejects others, so a copy-on-write can never miss the device);
 /// the device keeps the KV blocks of the cache most recently passed to forward, in its layout
 /// (a different cache starts over and must then be empty). CUDA builds only.
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/storage.h"
@@ -50,6 +52,17 @@ class CudaModel : public ForwardModel {
 
   const ModelConfig& config() const override;
   bool host_kv() const override { return false; }
+  /// Allocates the device KV blocks for `cache` (empty, from kv_config) so that restore_kv may
+  /// come before the first forward.
+  void bind_cache(const kv::KvCache& cache) const override;
+  /// The storage type ("f32", "f16", "bf16").
+  std::string kv_precision() const override;
+  /// ForwardModel::restore_kv into the device blocks of the bound cache: the host rows go
+  /// through pinned staging to the device on the read stream, are converted to the storage
+  /// type, rotated and scattered in one kernel (kernels/cuda kv_restore); returns when they are
+  /// in place. Throws cb::Error for a cache that is not bound, a bad layer or unreserved slots.
+  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                  const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const override;
   /// Bytes of device memory the weights and the current KV pools take.
   uint64_t weight_bytes() const;
   uint64_t kv_bytes() const;

@@ -30,7 +30,7 @@ Mode parse_mode(const std::string& s) {
                    "use ca (CachedAttention), re (recompute) or of (overflow invalidation)");
 }
 
-Engine::Engine(const model::Model& model, store::AttentionStore* store, EngineConfig cfg)
+Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, EngineConfig cfg)
     : model_(model), store_(store), cfg_(std::move(cfg)) {
   const model::ModelConfig& mc = model_.config();
   ctx_ = cfg_.ctx > 0 ? cfg_.ctx : mc.max_context;
@@ -44,7 +44,8 @@ Engine::Engine(const model::Model& model, store::AttentionStore* store, EngineCo
   kv_dim_ = mc.kv_dim();
   fp_ = store::ModelFingerprint::from_description(
       mc.name + "/" + model::arch_name(mc.arch) + "/" + std::to_string(mc.n_layers) + "x" +
-      std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/f32");
+      std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/" +
+      model_.kv_precision());
   const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
   int blocks = cfg_.num_blocks;
   if (blocks <= 0) blocks = static_cast<int>(per_seq * std::max(cfg_.sched.max_batch, 1));
@@ -55,6 +56,7 @@ Engine::Engine(const model::Model& model, store::AttentionStore* store, EngineCo
                      "use at least " + std::to_string(per_seq));
   }
   cache_ = std::make_unique<kv::KvCache>(model_.kv_config(blocks, cfg_.block_size));
+  model_.bind_cache(*cache_);
 }
 
 Engine::~Engine() {

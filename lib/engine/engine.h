@@ -1,12 +1,11 @@
 #pragma once
 /// The serving engine: one loop of steps, schedule -> reserve -> preload -> forward ->
-/// save -> metrics, over a real model on the CPU backend. CachedAttention (CA) keeps each
-/// conversation's pre-RoPE KV in the AttentionStore between turns, preloads it layer by
-/// layer (a read buffer of `read_buffer_layers` layers may fill before the job starts;
-/// during the job, layer i+1 loads while layer i computes) and saves it asynchronously
-/// through a write buffer. Baselines: RE keeps nothing across turns and recomputes the
-/// history; OF (overflow) stores like CA but invalidates the entry when the context
-/// overflows and recomputes the truncated history.
+/// save -> metrics, over a real model on the CPU or the CUDA backend. CachedAttention (CA) keeps
+/// each conversation's pre-RoPE KV in the AttentionStore between turns, preloads it layer by layer
+/// (a read buffer of `read_buffer_layers` layers may fill before the job starts; during the job,
+/// layer i+1 loads while layer i computes) and saves it asynchronously through a write buffer.
+/// Baselines: RE keeps nothing across turns and recomputes the history; OF (overflow) stores like
+/// CA but invalidates the entry when the context overflows and recomputes the truncated history.
 ///
 /// Time is the wall clock, except that idle gaps between arrivals are skipped rather than
 /// slept (nothing runs then; background saves that would have finished in the gap are
@@ -80,7 +79,8 @@ using TokenFn = std::function<void(uint64_t session, int32_t token)>;
 class Engine {
  public:
   /// `store` may be null in RE mode (it is unused then) and must outlive the engine.
-  Engine(const model::Model& model, store::AttentionStore* store, EngineConfig cfg);
+  /// `model` runs on either backend (CPU Model or lib/cuda_model CudaModel).
+  Engine(const model::ForwardModel& model, store::AttentionStore* store, EngineConfig cfg);
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -120,7 +120,7 @@ class Engine {
   void poll_saves();
   int read_buffer_for(const Job& job) const;
 
-  const model::Model& model_;
+  const model::ForwardModel& model_;
   store::AttentionStore* store_;
   EngineConfig cfg_;
   int64_t ctx_ = 0;

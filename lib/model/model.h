@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lib/kv/kv_cache.h"
@@ -33,7 +34,9 @@ struct LayerHooks {
   /// history is in place. Default: no-op.
   std::function<void(int layer)> wait_ready;
   /// Called once per (layer, sequence) with the new tokens' K before RoPE and V, each
-  /// [n, n_kv_heads * head_dim] row-major, for positions [pos0, pos0 + n). Default: none.
+  /// [n, n_kv_heads * head_dim] row-major, for positions [pos0, pos0 + n), before forward
+  /// returns (the CPU backend calls it during the layer; the GPU backend copies on its write
+  /// stream and calls it after the last layer). Default: none.
   std::function<void(int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k_pre_rope,
                      const float* v)>
       on_new_kv;
@@ -73,6 +76,21 @@ class ForwardModel {
   kv::KvConfig kv_config(int num_blocks, int block_size = 16) const;
   /// True when forward reads and writes the cache's host pools (the CPU backend).
   virtual bool host_kv() const { return true; }
+  /// Binds a cache made from kv_config, still empty, to this model before its first use (the
+  /// GPU backend allocates the device blocks here, so restore_kv may precede forward). Default:
+  /// nothing to do.
+  virtual void bind_cache(const kv::KvCache& cache) const { (void)cache; }
+  /// The precision the KV is computed in ("f32", or the GPU storage "f16" / "bf16"): stored
+  /// entries are tagged with it, so entries made at one precision are not reused at another.
+  virtual std::string kv_precision() const { return "f32"; }
+  /// CachedAttention restore: writes n tokens of pre-RoPE K (rotated here to positions
+  /// [pos0, pos0 + n) + rope_offset) and V, each [n, n_kv_heads * head_dim] fp32 row-major,
+  /// into seq's slots [pos0, pos0 + n) of `layer`. Capacity must be reserved; the sequence
+  /// length is not changed (call cache.set_length when all layers are in). The KV is in place
+  /// for any forward call made after this returns.
+  virtual void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                          const float* k_pre_rope, const float* v,
+                          int64_t rope_offset = 0) const = 0;
 };
 
 class Model : public ForwardModel {
@@ -87,12 +105,10 @@ class Model : public ForwardModel {
   std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
                              const LayerHooks& hooks) const override;
 
-  /// CachedAttention restore: writes n tokens of pre-RoPE K (rotated here to positions
-  /// [pos0, pos0 + n)) and V into seq's slots [pos0, pos0 + n) of `layer`. Capacity must be
-  /// reserved; the sequence length is not changed (call cache.set_length when all layers are in).
-  /// Keys are rotated to positions pos0 + rope_offset + t (see SeqInput::rope_offset).
+  /// ForwardModel::restore_kv into the cache's host pools. Keys are rotated to positions
+  /// pos0 + rope_offset + t (see SeqInput::rope_offset).
   void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
-                  const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const;
+                  const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const override;
   /// Naive KV truncation baseline (NKVT): writes K exactly as given (keys that already carry
   /// the rotation of their old positions) into slots [pos0, pos0 + n).
   void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,

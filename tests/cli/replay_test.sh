@@ -148,5 +148,21 @@ else
   bad "chat: $(head -c 800 <<<"$out") $(head -c 300 "$TMP/err")"
 fi
 
+# 6. --backend cuda: where a GPU is usable, CA on the GPU (fp32) hits every later turn and the
+# result names the backend; elsewhere one line naming --backend. Sim mode runs no model, so
+# --backend cuda with --sim is refused.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  "$CB" replay "$SHAREGPT" --model "$MODEL" --backend cuda --gpu-storage f32 --mode ca --compare re \
+    --rate 0 --max-batch 4 --max-output-tokens 16 --quiet --out "$TMP/gpu.json" >/dev/null 2>"$TMP/err" \
+    && ok || bad "replay --backend cuda: $(head -c 600 "$TMP/err")"
+  check_json "GPU replay: every later turn a CA hit" "j['backend'] == 'cuda f32' and \
+    j['summary']['hit_rate']['overall'] == 1.0 and j['summary']['recomputed_tokens'] == 0" "$TMP/gpu.json"
+else
+  "$CB" replay "$SHAREGPT" --model "$MODEL" --backend cuda --quiet >/dev/null 2>"$TMP/err"
+  if [ $? -eq 1 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--backend cuda without a GPU: $(cat "$TMP/err")"; fi
+fi
+"$CB" replay "$SHAREGPT" --model "$MODEL" --sim --backend cuda --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--sim --backend cuda: $(cat "$TMP/err")"; fi
+
 echo "replay_test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,7 +1,8 @@
 // The GPU forward pass (lib/cuda_model) against lib/model's CPU forward on the same weights:
 // the tiny presets of every family and the real stories260K, prefill with all logits then
 // batched decode of two sequences, in fp32, fp16 and bf16 storage; the on_new_kv hook's
-// pre-RoPE K and V against the CPU's. The fused QKV row order is checked on the host.
+// pre-RoPE K and V and restore_kv (CachedAttention's reload) against the CPU's. The fused QKV row
+// order is checked on the host.
 #include "lib/cuda_model/cuda_model.h"
 
 #include <gtest/gtest.h>
@@ -25,6 +26,7 @@
 namespace {
 
 namespace kc = cb::kernels::cuda;
+using cb::cuda_test::storage_name;
 using cb::kv::KvCache;
 using cb::model::CudaModel;
 using cb::model::Model;
@@ -249,38 +251,113 @@ TEST(CudaModel, LongContextDecodeMatchesTheCpu) {
   }
 }
 
-// The hook hands the new tokens' K before RoPE and V to the caller, as the CPU forward does.
+using KvByLayer = std::map<int, std::map<uint64_t, std::vector<float>>>;  // layer -> seq -> rows
+
+cb::model::LayerHooks recorder(KvByLayer* k, KvByLayer* v, int64_t kvd) {
+  cb::model::LayerHooks h;
+  h.on_new_kv = [k, v, kvd](int layer, uint64_t seq, int64_t, int64_t n, const float* kp,
+                            const float* vp) {
+    auto& ks = (*k)[layer][seq];
+    auto& vs = (*v)[layer][seq];
+    ks.insert(ks.end(), kp, kp + n * kvd);
+    vs.insert(vs.end(), vp, vp + n * kvd);
+  };
+  return h;
+}
+
+// The hook hands every sequence's new K before RoPE and V to the caller, as the CPU forward
+// does: two sequences in one call (the GPU captures all layers and hands them over at the end).
 TEST(CudaModel, NewKvHookMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   auto src = ModelSource::open("preset:tiny-llama");
   const ModelConfig cfg = src->config();
-  auto weights = cb::model::Weights::load(*src, 3);
-  Model cpu(cfg, cb::model::Weights::load(*src, 3));
-  CudaModel gpu(cfg, *weights, {kc::Storage::F32, 0});
-  KvCache cc(cpu.kv_config(8, 16)), gc(gpu.kv_config(8, 16));
-  std::map<int, std::vector<float>> ck, cv, gk, gv;
-  auto record = [](std::map<int, std::vector<float>>* k, std::map<int, std::vector<float>>* v,
-                   int64_t kvd) {
-    cb::model::LayerHooks h;
-    h.on_new_kv = [k, v, kvd](int layer, uint64_t, int64_t, int64_t n, const float* kp,
-                              const float* vp) {
-      (*k)[layer].insert((*k)[layer].end(), kp, kp + n * kvd);
-      (*v)[layer].insert((*v)[layer].end(), vp, vp + n * kvd);
-    };
-    return h;
-  };
-  for (KvCache* c : {&cc, &gc}) {
-    c->add_sequence(4);
-    ASSERT_TRUE(c->reserve(4, 30));
+  for (kc::Storage st : kStorages) {
+    auto weights = cb::model::Weights::load(*src, 3);
+    Model cpu(cfg, cb::model::Weights::load(*src, 3));
+    CudaModel gpu(cfg, *weights, {st, 0});
+    KvCache cc(cpu.kv_config(8, 16)), gc(gpu.kv_config(8, 16));
+    KvByLayer ck, cv, gk, gv;
+    for (KvCache* c : {&cc, &gc}) {
+      for (cb::kv::SeqId s : {4, 5}) {
+        c->add_sequence(s);
+        ASSERT_TRUE(c->reserve(s, 30));
+      }
+    }
+    const std::vector<SeqInput> in = {{4, cb::test::random_tokens(30, cfg.vocab_size, 9), false},
+                                      {5, cb::test::random_tokens(11, cfg.vocab_size, 8), false}};
+    cpu.forward(in, cc, recorder(&ck, &cv, cfg.kv_dim()));
+    gpu.forward(in, gc, recorder(&gk, &gv, cfg.kv_dim()));
+    ASSERT_EQ(gk.size(), static_cast<size_t>(cfg.n_layers));
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      for (uint64_t s : {4, 5}) {
+        ASSERT_EQ(gk[l][s].size(), ck[l][s].size());
+        EXPECT_LT(rel_err(gk[l][s], ck[l][s]), tolerance(st)) << storage_name(st) << " K " << l;
+        EXPECT_LT(rel_err(gv[l][s], cv[l][s]), tolerance(st)) << storage_name(st) << " V " << l;
+      }
+    }
   }
-  const std::vector<SeqInput> in = {{4, cb::test::random_tokens(30, cfg.vocab_size, 9), false}};
-  cpu.forward(in, cc, record(&ck, &cv, cfg.kv_dim()));
-  gpu.forward(in, gc, record(&gk, &gv, cfg.kv_dim()));
-  ASSERT_EQ(gk.size(), static_cast<size_t>(cfg.n_layers));
-  for (int l = 0; l < cfg.n_layers; ++l) {
-    EXPECT_LT(rel_err(gk[l], ck[l]), 1e-4) << "layer " << l << " K";
-    EXPECT_LT(rel_err(gv[l], cv[l]), 1e-4) << "layer " << l << " V";
+}
+
+// CachedAttention's restore on the device: a history computed on the CPU, captured before RoPE,
+// restored into the GPU's blocks (before any GPU forward, at RoPE offsets 0 and 7), then
+// continued; the logits match the CPU continuing from the same restored history.
+TEST(CudaModel, RestoredHistoryContinuesAsOnTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const char* m : {"preset:tiny-llama", "preset:tiny-falcon-40b"}) {
+    auto src = ModelSource::open(m);
+    const ModelConfig cfg = src->config();
+    const int64_t kvd = cfg.kv_dim(), P = 37;
+    Model cpu(cfg, cb::model::Weights::load(*src, 3));
+    KvByLayer hk, hv;
+    {
+      KvCache first(cpu.kv_config(8, 16));
+      first.add_sequence(1);
+      ASSERT_TRUE(first.reserve(1, P));
+      cpu.forward({{1, cb::test::random_tokens(P, cfg.vocab_size, 4), false}}, first,
+                  recorder(&hk, &hv, kvd));
+    }
+    for (kc::Storage st : kStorages) {
+      for (int64_t offset : {0, 7}) {
+        auto weights = cb::model::Weights::load(*src, 3);
+        CudaModel gpu(cfg, *weights, {st, 0});
+        KvCache cc(cpu.kv_config(8, 16)), gc(gpu.kv_config(8, 16));
+        gpu.bind_cache(gc);
+        for (KvCache* c : {&cc, &gc}) {
+          c->add_sequence(9);
+          ASSERT_TRUE(c->reserve(9, P + 12));
+          c->set_length(9, P);
+        }
+        for (int l = 0; l < cfg.n_layers; ++l) {
+          cpu.restore_kv(cc, 9, l, 0, P, hk[l][1].data(), hv[l][1].data(), offset);
+          gpu.restore_kv(gc, 9, l, 0, P, hk[l][1].data(), hv[l][1].data(), offset);
+        }
+        SeqInput next{9, cb::test::random_tokens(12, cfg.vocab_size, 5), true};
+        next.rope_offset = offset;
+        const std::string what =
+            std::string(m) + " " + storage_name(st) + " offset " + std::to_string(offset);
+        EXPECT_LT(rel_err(gpu.forward({next}, gc), cpu.forward({next}, cc)), tolerance(st)) << what;
+      }
+    }
   }
+}
+
+// Restore's refusals: a cache that is not bound to the device, unreserved slots, a bad layer.
+TEST(CudaModel, RestoreRefusesWhatItCannotDo) {
+  SKIP_WITHOUT_GPU();
+  auto src = ModelSource::open("preset:tiny-llama");
+  const ModelConfig cfg = src->config();
+  CudaModel gpu(cfg, cb::model::PresetWeights{1}, {kc::Storage::F32, 0});
+  KvCache bound(gpu.kv_config(4, 16)), other(gpu.kv_config(4, 16));
+  gpu.bind_cache(bound);
+  for (KvCache* c : {&bound, &other}) {
+    c->add_sequence(0);
+    ASSERT_TRUE(c->reserve(0, 20));
+  }
+  const std::vector<float> rows(static_cast<size_t>(40 * cfg.kv_dim()), 0.5f);
+  EXPECT_THROW(gpu.restore_kv(other, 0, 0, 0, 10, rows.data(), rows.data()), cb::Error);
+  EXPECT_THROW(gpu.restore_kv(bound, 0, 0, 20, 20, rows.data(), rows.data()), cb::Error);
+  EXPECT_THROW(gpu.restore_kv(bound, 0, cfg.n_layers, 0, 10, rows.data(), rows.data()), cb::Error);
+  EXPECT_NO_THROW(gpu.restore_kv(bound, 0, 0, 0, 20, rows.data(), rows.data()));
 }
 
 }  // namespace

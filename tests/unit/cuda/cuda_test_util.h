@@ -58,10 +58,7 @@ class DeviceArray {
   T* ptr_ = nullptr;
 };
 
-inline const char* storage_name(kernels::cuda::Storage s) {
-  using kernels::cuda::Storage;
-  return s == Storage::F32 ? "f32" : s == Storage::F16 ? "f16" : "bf16";
-}
+using kernels::cuda::storage_name;
 
 /// Rounds to the storage type and back, so the CPU reference sees what the GPU sees.
 inline float round_to(kernels::cuda::Storage s, float v) {
