@@ -365,6 +365,20 @@ json bench_kv(const model::ModelConfig& c, int64_t n, kc::Storage st, const devi
 
 }  // namespace
 
+GpuCopyRates measure_copy_rates(int device, int64_t mib, int reps) {
+  const device::GpuInfo g = device::use_gpu(device, "--backend cuda", "use --backend cpu");
+  BenchGpuOptions o;
+  o.copy_mib = mib;
+  o.reps = reps;
+  device::Stream s;
+  GpuCopyRates r;
+  const json j = copy_ceilings(o, s, &r.d2d_gbps, &r.h2d_gbps);
+  r.d2h_gbps = j.at("d2h_pinned_gbs").get<double>();
+  r.device = g.name;
+  r.memory_bytes = static_cast<double>(g.total_bytes);
+  return r;
+}
+
 json bench_gpu(const BenchGpuOptions& o) {
   const device::GpuInfo g = device::use_gpu(
       o.device, "bench gpu",

@@ -31,6 +31,17 @@ struct BenchGpuOptions {
   uint64_t seed = 1;
 };
 
+/// A GPU's measured copy rates (the `bench gpu` ceilings), for `calibrate --backend cuda`.
+struct GpuCopyRates {
+  std::string device;  ///< the card's name
+  double h2d_gbps = 0, d2h_gbps = 0;
+  double d2d_gbps = 0;  ///< bytes read + written per second
+  double memory_bytes = 0;
+};
+/// Medians of `reps` copies of `mib` MiB: pinned host to device, device to pinned host, device
+/// to device. Throws cb::Error when no GPU is usable.
+GpuCopyRates measure_copy_rates(int device, int64_t mib, int reps);
+
 /// Runs everything; progress lines go to stderr. Throws cb::Error when no GPU is usable or a
 /// model does not fit the device.
 nlohmann::json bench_gpu(const BenchGpuOptions& o);

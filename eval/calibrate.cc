@@ -108,13 +108,19 @@ struct Shape {
 
 }  // namespace
 
-Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opts,
-                          const std::function<void(const std::string&)>& log) {
+Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& opts,
+                      const std::function<void(const std::string&)>& log) {
   const model::ModelConfig& mc = model.config();
   Calibration cal;
   sim::HardwareProfile& p = cal.profile;
-  p.name = "cpu-" + mc.name;
-  p.description = "calibrated on this machine (CPU backend) with " + mc.name;
+  const bool gpu = opts.links.has_value();
+  std::string tag = opts.backend;
+  for (char& ch : tag) ch = ch == ' ' ? '-' : ch;
+  p.name = tag + "-" + mc.name;
+  p.description = "calibrated on this machine (" + opts.backend + " backend" +
+                  (gpu ? ", " + opts.links->device : std::string()) + ") with " + mc.name;
+  // The engine's store entries are fp32 on either backend (the GPU converts at capture and
+  // restore), so sim entries of this profile are too.
   p.kv_bytes_per_element = 4;
   p.gpus = 1;
   const int64_t win = std::max<int64_t>(mc.max_context, 64);
@@ -135,6 +141,7 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
   const int bs = 16;
   const int blocks = static_cast<int>(16 * ((win + bs - 1) / bs + 1));
   kv::KvCache cache(model.kv_config(blocks, bs));
+  model.bind_cache(cache);  // the GPU's blocks exist before any context length is set
   const sim::CostModel flops_model(sim::ModelShape::from_config(mc), p);
   std::vector<double> ts, gs, as, ds, ns;  // time, GEMM, attention (prefill, decode), sequences
   std::mt19937 rng(1);
@@ -193,7 +200,7 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
   p.attn_tflops = x[2] > 0 ? 1e-12 / x[2] : p.gemm_tflops;
   p.decode_attn_tflops = x[3] > 0 ? 1e-12 / x[3] : p.attn_tflops;
   p.seq_overhead_s = x[4];
-  p.hbm_gbps = 0;  // the fit already holds the memory traffic of the CPU kernels
+  p.hbm_gbps = 0;  // the fit already holds the memory traffic of the kernels
   std::vector<double> errs;
   const sim::CostModel fitted(sim::ModelShape::from_config(mc), p);
   for (CalibrationPoint& pt : cal.points) {
@@ -274,14 +281,24 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
     *read_gbps = metrics::median(rs);
     *write_gbps = metrics::median(wsv);
   };
-  probe(false, &p.h2d_gbps, &p.d2h_gbps);
-  p.d2d_gbps = p.h2d_gbps;
   const std::string what = "measured: the real store saving/loading a " + std::to_string(ntok) +
                            "-token entry of " + mc.name + " (median of " +
                            std::to_string(opts.reps) + ")";
-  p.sources["h2d_gbps"] = "DRAM tier load, " + what;
-  p.sources["d2h_gbps"] = "DRAM tier save, " + what;
-  p.sources["d2d_gbps"] = "the HBM tier of the CPU backend is host memory: as h2d_gbps";
+  if (gpu) {
+    const DeviceLinks& l = *opts.links;
+    p.h2d_gbps = l.h2d_gbps;
+    p.d2h_gbps = l.d2h_gbps;
+    p.d2d_gbps = l.d2d_gbps;
+    p.hbm_bytes = l.hbm_bytes;
+    for (const char* f : {"h2d_gbps", "d2h_gbps", "d2d_gbps"}) p.sources[f] = l.how;
+    p.sources["hbm_bytes"] = "the device's memory (cudaMemGetInfo total)";
+  } else {
+    probe(false, &p.h2d_gbps, &p.d2h_gbps);
+    p.d2d_gbps = p.h2d_gbps;
+    p.sources["h2d_gbps"] = "DRAM tier load, " + what;
+    p.sources["d2h_gbps"] = "DRAM tier save, " + what;
+    p.sources["d2d_gbps"] = "the HBM tier of the CPU backend is host memory: as h2d_gbps";
+  }
   if (!opts.ssd_dir.empty()) {
     probe(true, &p.ssd_read_gbps, &p.ssd_write_gbps);
     p.sources["ssd_read_gbps"] = "SSD tier load in " + opts.ssd_dir + ", " + what;
@@ -291,7 +308,9 @@ Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opt
     p.ssd_read_gbps = p.ssd_write_gbps = 1;
     p.sources["ssd_read_gbps"] = p.sources["ssd_write_gbps"] = "not measured (no --ssd-dir)";
   }
-  p.sources["kv_bytes_per_element"] = "the CPU backend keeps KV in fp32";
+  p.sources["kv_bytes_per_element"] =
+      "the engine stores KV entries in fp32 on either backend (this run's KV blocks: " +
+      model.kv_precision() + ")";
   p.validate(p.name);
   return cal;
 }

@@ -6,9 +6,11 @@
 /// t = step_overhead + sequences * seq_overhead + GEMM FLOPs / gemm_rate + attention FLOPs /
 /// attn_rate (prefill and decode apart; the cost model's terms, lib/sim/cost_model.h); the store's
 /// DRAM tier is timed saving and loading a model-shaped entry (the links of the CPU
-/// backend), and its SSD tier likewise in a scratch directory.
+/// backend; on the GPU the caller measures the pinned host<->device and device copies and
+/// passes them as `links`), and its SSD tier likewise in a scratch directory.
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,10 +19,21 @@
 
 namespace cb::eval {
 
+/// An accelerator's links, measured by the caller (CUDA builds: pinned cudaMemcpyAsync).
+struct DeviceLinks {
+  std::string device;  ///< the card's name
+  double h2d_gbps = 0, d2h_gbps = 0;
+  double d2d_gbps = 0;   ///< device copy, bytes read + written per second
+  double hbm_bytes = 0;  ///< the card's memory
+  std::string how;       ///< how they were measured (the profile's source text)
+};
+
 struct CalibrateOptions {
-  std::string ssd_dir = "/tmp";  ///< scratch directory for the SSD measurement ("" = skip)
-  int reps = 5;                  ///< timed passes over the grid (median per shape)
-  int64_t entry_tokens = 0;      ///< tokens of the store probe entry (0: the model's window)
+  std::string ssd_dir = "/tmp";      ///< scratch directory for the SSD measurement ("" = skip)
+  int reps = 5;                      ///< timed passes over the grid (median per shape)
+  int64_t entry_tokens = 0;          ///< tokens of the store probe entry (0: the model's window)
+  std::string backend = "cpu";       ///< the model's backend, as named in the profile ("cuda f16")
+  std::optional<DeviceLinks> links;  ///< a GPU's links; absent: the store's DRAM tier (CPU)
 };
 
 /// One timed shape and how well the fit predicts it.
@@ -36,8 +49,9 @@ struct Calibration {
   double median_abs_error = 0;  ///< median |predicted / measured - 1| over the grid
 };
 
-/// Calibrates `model` (CPU backend). `log` receives progress lines.
-Calibration calibrate_cpu(const model::Model& model, const CalibrateOptions& opts,
-                          const std::function<void(const std::string&)>& log = {});
+/// Calibrates `model` on its backend (CPU Model or CUDA CudaModel). `log` receives progress
+/// lines.
+Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& opts,
+                      const std::function<void(const std::string&)>& log = {});
 
 }  // namespace cb::eval

@@ -1,5 +1,6 @@
-// cachebench calibrate --model M --out profile.json [--ssd-dir DIR] [--reps N]
+// cachebench calibrate --model M --out profile.json [--backend cpu|cuda] [--ssd-dir DIR] [--reps N]
 // cachebench calibrate --print-profile NAME: a built-in profile as JSON.
+#include <algorithm>
 #include <cstdio>
 
 #include "apps/cachebench/format.h"
@@ -8,12 +9,15 @@
 #include "eval/calibrate.h"
 #include "lib/core/error.h"
 
+#ifdef CB_HAVE_CUDA
+#include "eval/bench_gpu.h"
+#endif
+
 namespace cb::app {
 namespace {
 
 struct CalibrateArgs {
   ModelArgs m;
-  std::string backend = "cpu";
   std::string out, print;
   eval::CalibrateOptions o;
 };
@@ -25,20 +29,29 @@ int run_calibrate(CalibrateArgs& a) {
   }
   if (a.m.model.empty())
     throw make_error("--model", "calibrate needs --model (or --print-profile)");
-  if (a.backend == "cuda") {
-    throw make_error("--backend", "cuda: the CUDA model backend is not built yet (issue #5)",
-                     "calibrate the CPU backend, or use a built-in GPU profile (a100-80gb, "
-                     "h100-80gb, h200)");
-  }
   if (a.out.empty()) throw make_error("--out", "name the profile file to write");
   LoadedModel lm = load_model(a.m, false);
-  const eval::Calibration c = eval::calibrate_cpu(*lm.model, a.o, [](const std::string& s) {
+  a.o.backend = backend_label(a.m);
+  if (a.m.backend == "cuda") {
+#ifdef CB_HAVE_CUDA
+    const eval::GpuCopyRates r = eval::measure_copy_rates(a.m.gpu, 256, std::max(a.o.reps, 3));
+    eval::DeviceLinks l;
+    l.device = r.device;
+    l.h2d_gbps = r.h2d_gbps;
+    l.d2h_gbps = r.d2h_gbps;
+    l.d2d_gbps = r.d2d_gbps;
+    l.hbm_bytes = r.memory_bytes;
+    l.how = "measured: pinned cudaMemcpyAsync of 256 MiB on " + r.device + " (median)";
+    a.o.links = l;
+#endif  // without CUDA, load_model has already refused --backend cuda
+  }
+  const eval::Calibration c = eval::calibrate(lm.runner(), a.o, [](const std::string& s) {
     std::fprintf(stderr, "calibrate: %s\n", s.c_str());
   });
   std::printf(
-      "## calibrate %s (cpu)\n\n| batch | new tokens | context | measured (ms) | model (ms) |\n"
+      "## calibrate %s (%s)\n\n| batch | new tokens | context | measured (ms) | model (ms) |\n"
       "|---:|---:|---:|---:|---:|\n",
-      lm.model->config().name.c_str());
+      lm.config().name.c_str(), a.o.backend.c_str());
   for (const auto& p : c.points) {
     std::printf("| %d | %lld | %lld | %.3f | %.3f |\n", p.batch,
                 static_cast<long long>(p.new_tokens), static_cast<long long>(p.context),
@@ -47,7 +60,8 @@ int run_calibrate(CalibrateArgs& a) {
   const sim::HardwareProfile& p = c.profile;
   std::printf(
       "\nGEMM %.2f GFLOP/s, attention %.2f GFLOP/s, step overhead %.3f ms; median |error| "
-      "%.1f%%\nstore DRAM load %.2f GB/s, save %.2f GB/s; SSD load %.2f GB/s, save %.2f GB/s\n",
+      "%.1f%%\nhost to device %.2f GB/s, device to host %.2f GB/s; SSD load %.2f GB/s, save "
+      "%.2f GB/s\n",
       p.gemm_tflops * 1e3, p.attn_tflops * 1e3, p.step_overhead_s * 1e3, 100 * c.median_abs_error,
       p.h2d_gbps, p.d2h_gbps, p.ssd_read_gbps, p.ssd_write_gbps);
   nlohmann::json j = p.to_json();
@@ -65,9 +79,7 @@ void register_calibrate(CLI::App& app) {
       "calibrate", "Measure a hardware profile for sim mode (the real kernels and store)");
   sub->add_option("--model,-m", a->m.model, "a .gguf file, a checkpoint directory, or preset:NAME");
   sub->add_option("--weights-seed", a->m.seed, "seed of preset weights")->capture_default_str();
-  sub->add_option("--backend", a->backend, "cpu (cuda needs the CUDA backend, issue #5)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
-      ->capture_default_str();
+  add_backend_options(sub, &a->m);
   sub->add_option("--out,-o", a->out, "profile JSON to write");
   sub->add_option("--ssd-dir", a->o.ssd_dir, "scratch directory for the SSD measurement")
       ->capture_default_str();

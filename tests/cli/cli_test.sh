@@ -100,9 +100,13 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   # option and the way out (no CUDA in this build, or no GPU visible).
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     expect_out forward_cuda "backend cuda f16" "$CB" forward -m "$STORIES" --tokens 1,403,407 --backend cuda
+    expect_out calibrate_cuda "(cuda f16)" "$CB" calibrate -m "$STORIES" --backend cuda --reps 2 \
+      --ssd-dir "" --out "$TMP/gpu_profile.json"
   else
     expect_error forward_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" forward -m "$STORIES" \
       --tokens 1,403,407 --backend cuda
+    expect_error calibrate_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" calibrate -m "$STORIES" \
+      --backend cuda --out "$TMP/gpu_profile.json"
   fi
   # `bench gpu` exists in CUDA builds; without a GPU it stops with one line.
   if "$CB" bench --help | grep -q "^  gpu " && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then

@@ -53,9 +53,9 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   std::string rounds;
   for (int round = 0; round < 5; ++round) {
     SimOptions before, after;
-    before.profile = calibrate_cpu(*m, co).profile;
+    before.profile = calibrate(*m, co).profile;
     const ReplayRun real = run_replay(*m, real_sessions, engine::Mode::CA, o);
-    after.profile = calibrate_cpu(*m, co).profile;
+    after.profile = calibrate(*m, co).profile;
     const ReplayRun sa =
         run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, before);
     const ReplayRun s =
