@@ -197,7 +197,10 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--out,-o", a->out, "directory for STUDY.json, STUDY.svg and the plot script");
   sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
-  set_action(sub, [a] { return run_ablate(*a); });
+  set_action(sub, [a] {
+    resolve_backend(&a->m, a->mode == "real");
+    return run_ablate(*a);
+  });
 }
 
 }  // namespace cb::app

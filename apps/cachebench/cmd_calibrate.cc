@@ -88,7 +88,10 @@ void register_calibrate(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--print-profile", a->print,
                   "print a built-in profile (a100-80gb, h100-80gb, h200) or a profile file");
-  set_action(sub, [a] { return run_calibrate(*a); });
+  set_action(sub, [a] {
+    resolve_backend(&a->m);
+    return run_calibrate(*a);
+  });
 }
 
 }  // namespace cb::app

@@ -122,7 +122,10 @@ void register_chat(CLI::App& app) {
   sub->add_option("--mode", a->mode, "ca (reuse KV across turns) or re (recompute)")
       ->capture_default_str();
   sub->add_option("--ctx", a->ctx, "context window (0: the model's)")->capture_default_str();
-  set_action(sub, [a] { return run_chat(*a); });
+  set_action(sub, [a] {
+    resolve_backend(&a->m);
+    return run_chat(*a);
+  });
 }
 
 }  // namespace cb::app

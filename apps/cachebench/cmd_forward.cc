@@ -63,6 +63,7 @@ void register_forward(CLI::App& app) {
   set_action(sub, [a] {
     if (a->text.empty() && a->tokens.empty())
       throw make_error("forward", "no input", "pass --text or --tokens");
+    resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, !a->text.empty());
     const auto& cfg = lm.config();
     std::vector<int32_t> ids =

@@ -59,6 +59,7 @@ void register_generate(CLI::App& app) {
   sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after the end-of-sequence token");
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to the prompt");
   set_action(sub, [a] {
+    resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, true);
     const auto& cfg = lm.config();
     std::vector<int32_t> prompt =

@@ -395,6 +395,7 @@ void register_perplexity(CLI::App& app) {
       throw make_error("--convention", "applies to --method full only",
                        "drop --convention or use --method full");
     }
+    resolve_backend(&a->m, a->method == "full");  // auto: the overflow study stays on the CPU
     if (a->method != "full" && a->m.backend == "cuda") {
       throw make_error("--method " + a->method,
                        "the overflow study runs on the CPU backend only (it restores KV "

@@ -311,6 +311,7 @@ void add(CLI::App& app, const char* name, const char* help) {
   set_action(sub, [a, think] {
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;
+    resolve_backend(&a->m, !a->sim);
     return run_replay_cmd(*a);
   });
 }

@@ -4,6 +4,7 @@
 
 #include "apps/cachebench/cuda_backend.h"
 #include "lib/core/error.h"
+#include "lib/device/gpu_info.h"
 #include "lib/tokenizer/load.h"
 
 namespace cb::app {
@@ -20,9 +21,9 @@ bool file_exists(const std::string& p) {
 
 void add_backend_options(CLI::App* sub, ModelArgs* a) {
   sub->add_option("--backend", a->backend,
-                  "compute backend: cpu, or cuda (an NVIDIA GPU; parity-tested, not yet fast: see "
-                  "docs/perf.md)")
-      ->check(CLI::IsMember({"cpu", "cuda"}))
+                  "compute backend: cpu; cuda (an NVIDIA GPU; parity-tested, not yet at the "
+                  "hardware's limits: docs/perf.md); auto: cuda when a GPU is usable, else cpu")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
   sub->add_option("--gpu-storage", a->gpu_storage,
                   "--backend cuda: storage of weights, activations and KV (fp32 accumulation)")
@@ -31,6 +32,12 @@ void add_backend_options(CLI::App* sub, ModelArgs* a) {
   sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+void resolve_backend(ModelArgs* a, bool cuda_ok) {
+  if (a->backend != "auto") return;
+  std::string why;
+  a->backend = cuda_ok && !device::list_gpus(&why).empty() ? "cuda" : "cpu";
 }
 
 void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
@@ -43,6 +50,7 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
   if (cuda) {
     add_backend_options(sub, a);
   } else {
+    a->backend = "cpu";
     sub->add_option("--backend", a->backend,
                     "compute backend (this subcommand runs on the CPU backend only)")
         ->check(CLI::IsMember({"cpu"}))
@@ -72,6 +80,9 @@ LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weight
                          " tokens but the model's vocabulary is " +
                          std::to_string(m.source->config().vocab_size),
                      "pass the tokenizer that belongs to this model");
+  }
+  if (a.backend == "auto") {
+    throw make_error("--backend", "auto was not resolved (internal error)");
   }
   if (load_weights && a.backend == "cuda") {
     m.device_model = make_cuda_model(*m.source, a.seed, a.gpu_storage, a.gpu);

@@ -14,7 +14,7 @@ namespace cb::app {
 struct ModelArgs {
   std::string model;
   std::string tokenizer;
-  std::string backend = "cpu";
+  std::string backend = "auto";     ///< cpu, cuda, or auto (resolve_backend picks one)
   std::string gpu_storage = "f16";  ///< --backend cuda: f32, f16 or bf16
   int gpu = 0;                      ///< --backend cuda: device index
   uint64_t seed = 0;                ///< preset weights
@@ -25,8 +25,13 @@ inline std::string backend_label(const ModelArgs& a) {
   return a.backend == "cuda" ? "cuda " + a.gpu_storage : a.backend;
 }
 
-/// Adds --backend cpu|cuda, --gpu-storage and --gpu to `sub`.
+/// Adds --backend auto|cpu|cuda, --gpu-storage and --gpu to `sub`.
 void add_backend_options(CLI::App* sub, ModelArgs* a);
+
+/// Replaces --backend auto by what runs: cuda when `cuda_ok` (the subcommand, in the mode
+/// asked for, runs on the GPU), this build has the CUDA backend and a GPU is usable; else cpu.
+/// An explicit cpu or cuda is kept (load_model reports a cuda that cannot run).
+void resolve_backend(ModelArgs* a, bool cuda_ok = true);
 
 /// Adds --model (required), --tokenizer, --backend, --weights-seed to `sub`; with `cuda`
 /// the subcommand runs on either backend (--backend cpu|cuda, --gpu-storage, --gpu).
