@@ -52,12 +52,20 @@ __global__ void kv_capture_kernel(const T* __restrict__ k_src, const T* __restri
 template <typename T>
 __global__ void kv_append_kernel(const T* __restrict__ k_src, const T* __restrict__ v_src,
                                  int64_t src_stride, T* __restrict__ k_pool, T* __restrict__ v_pool,
-                                 PagedView view, int64_t pos0, int64_t n) {
+                                 PagedView view, int64_t pos0, int64_t n,
+                                 const int32_t* __restrict__ row_seq,
+                                 const int32_t* __restrict__ row_slot, int64_t table_stride) {
   const int64_t total = n * view.kv_dim;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t t = k / view.kv_dim, j = k % view.kv_dim;
-    const int64_t dst = paged_offset(view, pos0 + t, j);
+    PagedView v = view;
+    int64_t slot = pos0 + t;
+    if (row_seq != nullptr) {  // batched: this row's sequence and slot
+      v.block_table = view.block_table + row_seq[t] * table_stride;
+      slot = row_slot[t];
+    }
+    const int64_t dst = paged_offset(v, slot, j);
     k_pool[dst] = k_src[t * src_stride + j];
     v_pool[dst] = v_src[t * src_stride + j];
   }
@@ -104,14 +112,17 @@ cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream) {
 cudaError_t launch_kv_append(const KvAppendParams& p, cudaStream_t stream) {
   if (p.n == 0) return cudaSuccess;
   if (!p.k_src || !p.v_src || !p.k_pool || !p.v_pool || !p.view.block_table || p.n < 0 ||
-      p.pos0 < 0 || p.view.block_size <= 0 || p.view.kv_dim <= 0 || p.src_stride < p.view.kv_dim) {
+      p.pos0 < 0 || p.view.block_size <= 0 || p.view.kv_dim <= 0 || p.src_stride < p.view.kv_dim ||
+      (p.row_seq == nullptr) != (p.row_slot == nullptr) ||
+      (p.row_seq != nullptr && p.table_stride <= 0)) {
     return cudaErrorInvalidValue;
   }
   const LaunchDims d = elementwise_dims(static_cast<size_t>(p.n * p.view.kv_dim));
-#define CB_LAUNCH(T)                                                                \
-  kv_append_kernel<T><<<d.grid, d.block, 0, stream>>>(                              \
-      static_cast<const T*>(p.k_src), static_cast<const T*>(p.v_src), p.src_stride, \
-      static_cast<T*>(p.k_pool), static_cast<T*>(p.v_pool), p.view, p.pos0, p.n)
+#define CB_LAUNCH(T)                                                                        \
+  kv_append_kernel<T><<<d.grid, d.block, 0, stream>>>(                                      \
+      static_cast<const T*>(p.k_src), static_cast<const T*>(p.v_src), p.src_stride,         \
+      static_cast<T*>(p.k_pool), static_cast<T*>(p.v_pool), p.view, p.pos0, p.n, p.row_seq, \
+      p.row_slot, p.table_stride)
   CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
 #undef CB_LAUNCH
   return cudaGetLastError();

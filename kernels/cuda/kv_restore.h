@@ -52,6 +52,12 @@ struct KvAppendParams {
   int64_t pos0 = 0;  ///< row t goes to slot pos0 + t
   int64_t n = 0;     ///< rows
   Storage storage = Storage::F32;
+  /// Batched: rows of several sequences in one launch. When set (device memory, [n] each), row t
+  /// belongs to the sequence whose block table is view.block_table + row_seq[t] * table_stride
+  /// and goes to its slot row_slot[t]; pos0 is then unused.
+  const int32_t* row_seq = nullptr;
+  const int32_t* row_slot = nullptr;
+  int64_t table_stride = 0;
 };
 
 /// One thread per (token, head, pair); n == 0 is a no-op; bad shapes or null pointers give
@@ -60,7 +66,7 @@ cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream);
 /// One thread per element of K and of V.
 cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream);
 /// One thread per element of K and of V; n == 0 is a no-op, bad shapes or null pointers give
-/// cudaErrorInvalidValue.
+/// cudaErrorInvalidValue (batched: row_seq and row_slot both set, table_stride > 0).
 cudaError_t launch_kv_append(const KvAppendParams& p, cudaStream_t stream);
 
 }  // namespace cb::kernels::cuda

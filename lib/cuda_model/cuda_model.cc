@@ -622,16 +622,18 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       rp.storage = st;
       CB_CUDA_CHECK(kc::launch_rope(rp, stream.get()));
     }
-    for (int64_t i = 0; i < items; ++i) {
+    {  // every item's new K (rotated) and V into its blocks: one launch for the batch
       kc::KvAppendParams ap;
-      ap.k_src = qkv_bytes + e(br.row0[i] * QKV + qd);
-      ap.v_src = qkv_bytes + e(br.row0[i] * QKV + qd + kvd);
+      ap.k_src = qkv_bytes + e(qd);
+      ap.v_src = qkv_bytes + e(qd + kvd);
       ap.src_stride = QKV;
       ap.k_pool = k_pool[static_cast<size_t>(l)].data();
       ap.v_pool = v_pool[static_cast<size_t>(l)].data();
-      ap.view = {d_tables + i * stride, kv.block_size, kvd};
-      ap.pos0 = br.len0[static_cast<size_t>(i)];
-      ap.n = static_cast<int64_t>(batch[static_cast<size_t>(i)].tokens.size());
+      ap.view = {d_tables, kv.block_size, kvd};
+      ap.n = N;
+      ap.row_seq = d_seq;
+      ap.row_slot = d_pos;
+      ap.table_stride = stride;
       ap.storage = st;
       CB_CUDA_CHECK(kc::launch_kv_append(ap, stream.get()));
     }

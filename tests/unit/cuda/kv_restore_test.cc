@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -252,6 +253,66 @@ TEST(CudaKernels, KvAppendWritesExactlyTheSequenceSlots) {
   }
 }
 
+// Batched append: rows of three sequences in one launch, each row to its own sequence's slot
+// through row_seq / row_slot and a [sequences, stride] table; every other element stays poisoned.
+TEST(CudaKernels, KvAppendBatchedWritesEachRowToItsSequenceSlot) {
+  SKIP_WITHOUT_GPU();
+  for (int bs : {1, 16}) {
+    const int heads = 2, head_dim = 64;
+    const int64_t kvd = heads * head_dim, stride_qkv = 3 * kvd;
+    cb::kv::KvCache cache = scattered_cache(heads, head_dim, bs, 60);
+    const std::vector<cb::kv::SeqId> seqs = {1, 7, 2};
+    size_t stride = 0;
+    for (auto q : seqs) stride = std::max(stride, cache.block_table(q).size());
+    std::vector<int32_t> tables(seqs.size() * stride, 0);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const auto& t = cache.block_table(seqs[i]);
+      std::copy(t.begin(), t.end(), tables.begin() + static_cast<int64_t>(i * stride));
+    }
+    const std::vector<int32_t> row_seq = {0, 0, 0, 0, 0, 1, 1, 1, 2};
+    const std::vector<int32_t> row_slot = {10, 11, 12, 13, 14, 40, 41, 42, 19};
+    const int64_t n = static_cast<int64_t>(row_seq.size());
+    std::mt19937 rng(static_cast<unsigned>(bs));
+    std::uniform_real_distribution<float> u(-2, 2);
+    std::vector<float> qkv(static_cast<size_t>(n * stride_qkv));
+    for (float& x : qkv) x = u(rng);
+    const size_t pool = static_cast<size_t>(cache.config().num_blocks) * bs * kvd;
+    DeviceArray<float> dsrc(qkv), dkp(pool), dvp(pool);
+    DeviceArray<int32_t> dt(tables), dseq(row_seq), dslot(row_slot);
+    dkp.poison();
+    dvp.poison();
+    kc::KvAppendParams p;
+    p.k_src = dsrc.get() + kvd;
+    p.v_src = dsrc.get() + 2 * kvd;
+    p.src_stride = stride_qkv;
+    p.k_pool = dkp.get();
+    p.v_pool = dvp.get();
+    p.view = {dt.get(), bs, kvd};
+    p.n = n;
+    p.row_seq = dseq.get();
+    p.row_slot = dslot.get();
+    p.table_stride = static_cast<int64_t>(stride);
+    ASSERT_EQ(kc::launch_kv_append(p, nullptr), cudaSuccess);
+    const std::vector<float> gk = dkp.download(), gv = dvp.download();
+    std::vector<char> written(pool, 0);
+    for (int64_t t = 0; t < n; ++t) {
+      const cb::kv::SeqId q = seqs[static_cast<size_t>(row_seq[static_cast<size_t>(t)])];
+      const int64_t off = cache.k_slot(0, q, row_slot[static_cast<size_t>(t)]) - cache.k_pool(0);
+      for (int64_t j = 0; j < kvd; ++j) {
+        const size_t o = static_cast<size_t>(off + j);
+        written[o] = 1;
+        ASSERT_EQ(gk[o], qkv[static_cast<size_t>(t * stride_qkv + kvd + j)]) << "block " << bs;
+        ASSERT_EQ(gv[o], qkv[static_cast<size_t>(t * stride_qkv + 2 * kvd + j)]) << "block " << bs;
+      }
+    }
+    for (size_t o = 0; o < pool; ++o) {
+      if (!written[o]) {
+        ASSERT_TRUE(std::isnan(gk[o]) && std::isnan(gv[o])) << "stray write " << o;
+      }
+    }
+  }
+}
+
 TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   kc::KvRestoreParams p;
   EXPECT_EQ(kc::launch_kv_restore(p, nullptr), cudaSuccess);  // n == 0
@@ -266,6 +327,16 @@ TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaSuccess);  // n == 0
   a.n = 1;
   EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);  // null pointers
+  int32_t dummy[4] = {};
+  float buf[8] = {};
+  a.k_src = a.v_src = buf;
+  a.k_pool = a.v_pool = buf;
+  a.src_stride = 2;
+  a.view = {dummy, 1, 2};
+  a.row_seq = dummy;  // batched without row_slot
+  EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);
+  a.row_slot = dummy;  // batched without a table stride
+  EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);
 }
 
 }  // namespace
