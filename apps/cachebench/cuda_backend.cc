@@ -1,7 +1,6 @@
 #include "apps/cachebench/cuda_backend.h"
 
 #include "lib/core/error.h"
-#include "lib/model/weights.h"
 
 #ifdef CB_HAVE_CUDA
 #include "lib/cuda_model/cuda_model.h"
@@ -17,11 +16,8 @@ std::unique_ptr<model::ForwardModel> make_cuda_model(const model::ModelSource& s
               : storage == "bf16" ? kernels::cuda::Storage::BF16
                                   : kernels::cuda::Storage::F16;
   o.device = gpu;
-  if (src.kind() == model::SourceKind::Preset) {  // generated on the device: no host copy
-    return std::make_unique<model::CudaModel>(src.config(), model::PresetWeights{seed}, o);
-  }
-  const std::unique_ptr<model::Weights> w = model::Weights::load(src, seed);
-  return std::make_unique<model::CudaModel>(src.config(), *w, o);
+  // Presets are generated on the device, files uploaded tensor by tensor: no host copy.
+  return std::make_unique<model::CudaModel>(src, seed, o);
 #else
   (void)src;
   (void)seed;

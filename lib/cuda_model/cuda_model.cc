@@ -22,6 +22,8 @@
 #include "lib/core/error.h"
 #include "lib/device/cuda_runtime.h"
 #include "lib/device/host_buffer.h"
+#include "lib/formats/tensor_ref.h"
+#include "lib/model/model_source.h"
 #include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
 
@@ -188,6 +190,90 @@ struct CudaModel::Impl {
       const std::string name = layer_name(l, "qkv_fused");
       w.emplace(name, upload(fused.data(), (qd + 2 * kvd) * H, name));
     }
+  }
+
+  // Direct upload from a model file, one tensor at a time through one reusable pinned buffer
+  // (no host copy of the whole model): rows of `t` (row r of the result is row order[r] of the
+  // file's tensor; all rows in order when `order` is null) into `dst` in the storage type.
+  // A file tensor already in the storage type is copied raw; any other goes through fp32
+  // (F16/BF16 exactly, quantized types dequantized), then is converted on the device.
+  device::HostBuffer upload_host;
+  Arena upload_dev{nullptr, 0, "upload staging"};
+  uint64_t upload_bytes = 0;
+
+  void upload_ref(const formats::TensorRef& t, const std::vector<int64_t>* order, void* dst) {
+    const int64_t rows = t.shape.size() <= 1 ? 1 : t.shape.front();
+    const int64_t cols = t.numel() / rows;
+    const int64_t out_rows = order ? static_cast<int64_t>(order->size()) : rows;
+    const bool raw = (t.dtype == DType::F32 && st == kc::Storage::F32) ||
+                     (t.dtype == DType::F16 && st == kc::Storage::F16) ||
+                     (t.dtype == DType::BF16 && st == kc::Storage::BF16);
+    const size_t row_bytes = static_cast<size_t>(cols) * (raw ? esz : 4);
+    const uint64_t bytes = static_cast<uint64_t>(out_rows) * row_bytes;
+    grow(&upload_host, &upload_dev, &upload_bytes, bytes + 256, stream, "upload staging");
+    const uint8_t* src = t.data;
+    std::vector<float> f32;
+    if (!raw) {
+      f32.resize(static_cast<size_t>(t.numel()));
+      formats::to_f32(t, f32.data());
+      src = reinterpret_cast<const uint8_t*>(f32.data());
+    }
+    auto* h = static_cast<uint8_t*>(upload_host.data());
+    for (int64_t r = 0; r < out_rows; ++r) {
+      const int64_t from = order ? (*order)[static_cast<size_t>(r)] : r;
+      std::memcpy(h + r * row_bytes, src + from * row_bytes, row_bytes);
+    }
+    if (raw) {
+      CB_CUDA_CHECK(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, stream.get()));
+    } else {
+      Arena::Block f = upload_dev.allocate(bytes, "upload staging");
+      CB_CUDA_CHECK(cudaMemcpyAsync(st == kc::Storage::F32 ? dst : f.data(), h, bytes,
+                                    cudaMemcpyHostToDevice, stream.get()));
+      if (st != kc::Storage::F32) {
+        kc::ConvertToHalfParams p;
+        p.src = static_cast<const float*>(f.data());
+        p.dst = static_cast<uint16_t*>(dst);
+        p.n = static_cast<size_t>(out_rows * cols);
+        p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+        CB_CUDA_CHECK(kc::launch_convert_to_half(p, stream.get()));
+      }
+    }
+    stream.synchronize();  // the staging is reused by the next tensor
+  }
+
+  void upload_file(const ModelSource& src) {
+    const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+    const auto ref = [&](const std::string& name) -> const formats::TensorRef& {
+      const formats::TensorRef* t = src.tensor(name);
+      if (t == nullptr) throw make_error(src.location(), "missing tensor '" + name + "'");
+      return *t;
+    };
+    for (const TensorSpec& t : expected_tensors(cfg)) {
+      if (fused_away(t.name)) continue;
+      Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(t.numel()) * esz, t.name);
+      upload_ref(ref(t.name), nullptr, b.data());
+      w.emplace(t.name, std::move(b));
+    }
+    const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      const std::string name = layer_name(l, "qkv_fused");
+      Arena::Block b =
+          weights_arena.allocate(static_cast<uint64_t>((qd + 2 * kvd) * H) * esz, name);
+      char* base = static_cast<char*>(b.data());
+      if (cfg.arch == Arch::Falcon) {
+        upload_ref(ref(layer_name(l, "attn_qkv.weight")), &order, base);
+      } else {
+        upload_ref(ref(layer_name(l, "attn_q.weight")), nullptr, base);
+        upload_ref(ref(layer_name(l, "attn_k.weight")), nullptr,
+                   base + static_cast<size_t>(qd * H) * esz);
+        upload_ref(ref(layer_name(l, "attn_v.weight")), nullptr,
+                   base + static_cast<size_t>((qd + kvd) * H) * esz);
+      }
+      w.emplace(name, std::move(b));
+    }
+    upload_dev = Arena(nullptr, 0, "upload staging");  // only needed while loading
+    upload_host = device::HostBuffer();
+    upload_bytes = 0;
   }
 
   // Generates `rows` rows of `spec` (1 for a vector) into `out`, through `row_map` if given.
@@ -743,6 +829,20 @@ CudaModel::CudaModel(const ModelConfig& cfg, PresetWeights preset, CudaModelOpti
   device::use_gpu(opts.device, "--backend cuda", "run with --backend cpu");
   impl_ = std::make_unique<Impl>(cfg, opts.storage, opts.device);
   impl_->generate_all(preset.seed);
+}
+
+CudaModel::CudaModel(const ModelSource& src, uint64_t seed, CudaModelOptions opts) {
+  if (src.vocab_only()) {
+    throw make_error(src.location(), "the file holds a vocabulary but no weights",
+                     "pass a model file with tensors");
+  }
+  device::use_gpu(opts.device, "--backend cuda", "run with --backend cpu");
+  impl_ = std::make_unique<Impl>(src.config(), opts.storage, opts.device);
+  if (src.kind() == SourceKind::Preset) {
+    impl_->generate_all(seed);
+  } else {
+    impl_->upload_file(src);
+  }
 }
 
 CudaModel::~CudaModel() = default;

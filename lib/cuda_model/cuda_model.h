@@ -17,6 +17,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/model/config.h"
 #include "lib/model/model.h"
+#include "lib/model/model_source.h"
 #include "lib/model/weights.h"
 
 namespace cb::model {
@@ -46,6 +47,11 @@ class CudaModel : public ForwardModel {
   /// Generates a preset's weights on the device: the same values lib/model's Weights::load
   /// makes on the host for this seed (rounded to opts.storage).
   CudaModel(const ModelConfig& cfg, PresetWeights preset, CudaModelOptions opts = {});
+  /// Loads `src` straight to the device: a preset is generated there (with `seed`); a GGUF
+  /// file or checkpoint is uploaded one tensor at a time through pinned staging, raw when the
+  /// file's dtype is opts.storage, else through fp32, so the host never holds the whole model.
+  /// The device values are those of the Weights constructor above for the same source.
+  CudaModel(const ModelSource& src, uint64_t seed, CudaModelOptions opts = {});
   ~CudaModel();
   CudaModel(const CudaModel&) = delete;
   CudaModel& operator=(const CudaModel&) = delete;

@@ -19,6 +19,7 @@
 #include "lib/model/model_source.h"
 #include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
+#include "tests/support/hf_checkpoint.h"
 #include "tests/support/random_tokens.h"
 #include "tests/support/test_data.h"
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -336,6 +337,60 @@ TEST(CudaModel, RestoredHistoryContinuesAsOnTheCpu) {
         const std::string what =
             std::string(m) + " " + storage_name(st) + " offset " + std::to_string(offset);
         EXPECT_LT(rel_err(gpu.forward({next}, gc), cpu.forward({next}, cc)), tolerance(st)) << what;
+      }
+    }
+  }
+}
+
+// Files go to the device tensor by tensor (raw when the file's dtype is the storage type, else
+// through fp32), without a host copy of the model: the device then holds exactly what uploading
+// lib/model's fp32 Weights gives, so the logits are identical, for every file dtype and storage,
+// for LLaMA (Q, K, V stacked) and Falcon-40B (grouped fused QKV, rows reordered).
+TEST(CudaModel, DirectUploadEqualsUploadingHostWeights) {
+  SKIP_WITHOUT_GPU();
+  const nlohmann::json llama = {{"architectures", {"LlamaForCausalLM"}},
+                                {"hidden_size", 32},
+                                {"intermediate_size", 48},
+                                {"num_hidden_layers", 2},
+                                {"num_attention_heads", 4},
+                                {"num_key_value_heads", 2},
+                                {"vocab_size", 40},
+                                {"max_position_embeddings", 128},
+                                {"rms_norm_eps", 1e-6},
+                                {"rope_theta", 10000.0}};
+  const nlohmann::json falcon40 = {{"architectures", {"RWForCausalLM"}},
+                                   {"n_embed", 32},
+                                   {"n_layer", 2},
+                                   {"n_head", 4},
+                                   {"n_head_kv", 2},
+                                   {"vocab_size", 40},
+                                   {"new_decoder_architecture", true},
+                                   {"bias", false}};
+  const std::vector<std::pair<std::string, nlohmann::json>> models = {{"llama", llama},
+                                                                      {"falcon40", falcon40}};
+  for (const auto& [arch, cfg_json] : models) {
+    const cb::test::HfSpecs specs = arch == "llama"
+                                        ? cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40)
+                                        : cb::test::falcon_hf_tensors(true, 2, 32, 4, 2, 128, 40);
+    for (const char* dtype : {"F32", "F16", "BF16"}) {
+      const std::string dir = cb::test::write_checkpoint(
+          "cuda_direct_" + arch + "_" + dtype, cfg_json, cb::test::random_filled(specs, dtype, 11));
+      auto src = ModelSource::open(dir);
+      const ModelConfig cfg = src->config();
+      const auto weights = cb::model::Weights::load(*src, 0);
+      for (kc::Storage st : kStorages) {
+        CudaModel direct(*src, 0, {st, 0});
+        CudaModel via_host(cfg, *weights, {st, 0});
+        KvCache a(direct.kv_config(4, 16)), b(via_host.kv_config(4, 16));
+        for (KvCache* c : {&a, &b}) {
+          c->add_sequence(0);
+          ASSERT_TRUE(c->reserve(0, 20));
+        }
+        const std::vector<SeqInput> in = {
+            {0, cb::test::random_tokens(20, cfg.vocab_size, 3), true}};
+        const std::vector<float> got = direct.forward(in, a);
+        EXPECT_EQ(got, via_host.forward(in, b)) << arch << " " << dtype << " " << storage_name(st);
+        EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
       }
     }
   }

@@ -5,6 +5,7 @@
 #include "lib/core/error.h"
 #include "lib/model/hf_config.h"
 #include "lib/model/presets.h"
+#include "tests/support/hf_checkpoint.h"
 #include "tests/support/safetensors_writer.h"
 #include "tests/support/test_data.h"
 
@@ -66,30 +67,6 @@ TEST(ModelSourceTest, MissingPathSaysWhatModelIs) {
 
 // ---- tiny Hugging Face checkpoints --------------------------------------------------
 
-// HF tensor names written out by hand from the transformers modeling files.
-std::vector<std::pair<std::string, std::vector<int64_t>>> llama_hf_tensors(int layers, int h, int q,
-                                                                           int kv, int f,
-                                                                           int vocab) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> v = {
-      {"model.embed_tokens.weight", {vocab, h}},
-      {"model.norm.weight", {h}},
-      {"lm_head.weight", {vocab, h}}};
-  for (int l = 0; l < layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    v.push_back({p + "input_layernorm.weight", {h}});
-    v.push_back({p + "post_attention_layernorm.weight", {h}});
-    v.push_back({p + "self_attn.q_proj.weight", {q, h}});
-    v.push_back({p + "self_attn.k_proj.weight", {kv, h}});
-    v.push_back({p + "self_attn.v_proj.weight", {kv, h}});
-    v.push_back({p + "self_attn.o_proj.weight", {h, q}});
-    v.push_back({p + "mlp.gate_proj.weight", {f, h}});
-    v.push_back({p + "mlp.up_proj.weight", {f, h}});
-    v.push_back({p + "mlp.down_proj.weight", {h, f}});
-    v.push_back({p + "self_attn.rotary_emb.inv_freq", {q / 8}});  // ignored buffer
-  }
-  return v;
-}
-
 std::vector<cb::test::StTensor> filled(
     const std::vector<std::pair<std::string, std::vector<int64_t>>>& specs,
     const std::string& dtype) {
@@ -113,32 +90,10 @@ json llama_config(const std::string& arch) {
           {"torch_dtype", "bfloat16"}, {"sliding_window", 16}};
 }
 
-std::string write_checkpoint(const std::string& name, const json& cfg,
-                             const std::vector<cb::test::StTensor>& tensors, int shards = 1) {
-  const std::string dir = cb::test::make_dir(cb::test::tmp_dir() + "/" + name);
-  cb::test::write_bytes(dir + "/config.json", cfg.dump());
-  if (shards == 1) {
-    cb::test::write_bytes(dir + "/model.safetensors", cb::test::safetensors_bytes(tensors));
-    return dir;
-  }
-  json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", json::object()}};
-  for (int s = 0; s < shards; ++s) {
-    std::vector<cb::test::StTensor> part;
-    for (size_t i = static_cast<size_t>(s); i < tensors.size(); i += static_cast<size_t>(shards))
-      part.push_back(tensors[i]);
-    const std::string fname =
-        "model-0000" + std::to_string(s + 1) + "-of-0000" + std::to_string(shards) + ".safetensors";
-    cb::test::write_bytes(dir + "/" + fname, cb::test::safetensors_bytes(part));
-    for (const auto& t : part) index["weight_map"][t.name] = fname;
-  }
-  cb::test::write_bytes(dir + "/model.safetensors.index.json", index.dump());
-  return dir;
-}
-
 TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
-  const auto tensors = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "BF16");
-  auto src =
-      ModelSource::open(write_checkpoint("hf_llama", llama_config("LlamaForCausalLM"), tensors));
+  const auto tensors = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "BF16");
+  auto src = ModelSource::open(
+      cb::test::write_checkpoint("hf_llama", llama_config("LlamaForCausalLM"), tensors));
   const auto& c = src->config();
   EXPECT_EQ(c.arch, cb::model::Arch::Llama);
   EXPECT_EQ(c.n_kv_heads, 2);
@@ -151,7 +106,7 @@ TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
   EXPECT_EQ(src->tensor("blk.1.attn_k.weight")->name, "model.layers.1.self_attn.k_proj.weight");
 
   auto m = ModelSource::open(
-      write_checkpoint("hf_mistral", llama_config("MistralForCausalLM"), tensors, 3));
+      cb::test::write_checkpoint("hf_mistral", llama_config("MistralForCausalLM"), tensors, 3));
   EXPECT_EQ(m->config().arch, cb::model::Arch::Mistral);
   EXPECT_EQ(m->config().sliding_window, 16);
   EXPECT_EQ(m->tensors().size(), src->tensors().size());
@@ -159,24 +114,7 @@ TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
 
 TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
   auto falcon = [](bool new_arch) {
-    std::vector<std::pair<std::string, std::vector<int64_t>>> v = {
-        {"transformer.word_embeddings.weight", {40, 32}},
-        {"transformer.ln_f.weight", {32}},
-        {"transformer.ln_f.bias", {32}}};
-    const int kv = new_arch ? 2 : 1;
-    for (int l = 0; l < 2; ++l) {
-      const std::string p = "transformer.h." + std::to_string(l) + ".";
-      for (const std::string& ln : new_arch ? std::vector<std::string>{"ln_attn", "ln_mlp"}
-                                            : std::vector<std::string>{"input_layernorm"}) {
-        v.push_back({p + ln + ".weight", {32}});
-        v.push_back({p + ln + ".bias", {32}});
-      }
-      v.push_back({p + "self_attention.query_key_value.weight", {32 + 2 * kv * 8, 32}});
-      v.push_back({p + "self_attention.dense.weight", {32, 32}});
-      v.push_back({p + "mlp.dense_h_to_4h.weight", {128, 32}});
-      v.push_back({p + "mlp.dense_4h_to_h.weight", {32, 128}});
-    }
-    return v;
+    return cb::test::falcon_hf_tensors(new_arch, 2, 32, 4, new_arch ? 2 : 1, 128, 40);
   };
   json c7 = {{"architectures", {"FalconForCausalLM"}},
              {"hidden_size", 32},
@@ -188,7 +126,8 @@ TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
              {"bias", false},
              {"alibi", false},
              {"new_decoder_architecture", false}};
-  auto s7 = ModelSource::open(write_checkpoint("hf_falcon7", c7, filled(falcon(false), "F16")));
+  auto s7 =
+      ModelSource::open(cb::test::write_checkpoint("hf_falcon7", c7, filled(falcon(false), "F16")));
   EXPECT_EQ(s7->config().n_kv_heads, 1);
   EXPECT_FALSE(s7->config().separate_mlp_norm);
   EXPECT_TRUE(s7->config().tied_embeddings);
@@ -203,7 +142,8 @@ TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
               {"vocab_size", 40},
               {"new_decoder_architecture", true},
               {"bias", false}};
-  auto s40 = ModelSource::open(write_checkpoint("hf_falcon40", c40, filled(falcon(true), "F32")));
+  auto s40 = ModelSource::open(
+      cb::test::write_checkpoint("hf_falcon40", c40, filled(falcon(true), "F32")));
   EXPECT_EQ(s40->config().n_kv_heads, 2);
   EXPECT_TRUE(s40->config().separate_mlp_norm);
   EXPECT_EQ(s40->config().qkv_layout, cb::model::QkvLayout::Grouped);
@@ -211,38 +151,38 @@ TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
 }
 
 TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
-  auto tensors = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  auto tensors = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
   // Wrong shape: k_proj as if MHA.
   for (auto& t : tensors)
     if (t.name == "model.layers.0.self_attn.k_proj.weight") {
       t.shape = {32, 32};
       t.values.resize(32 * 32);
     }
-  std::string e =
-      error_of(write_checkpoint("hf_badshape", llama_config("LlamaForCausalLM"), tensors));
+  std::string e = error_of(
+      cb::test::write_checkpoint("hf_badshape", llama_config("LlamaForCausalLM"), tensors));
   EXPECT_NE(e.find("model.layers.0.self_attn.k_proj.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("[32, 32]"), std::string::npos) << e;
   EXPECT_NE(e.find("expected [16, 32]"), std::string::npos) << e;
   EXPECT_NE(e.find("model.safetensors"), std::string::npos) << e;
 
   // Missing tensor.
-  auto missing = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  auto missing = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
   missing.erase(missing.begin() + 5);
-  e = error_of(write_checkpoint("hf_missing", llama_config("LlamaForCausalLM"), missing));
+  e = error_of(cb::test::write_checkpoint("hf_missing", llama_config("LlamaForCausalLM"), missing));
   EXPECT_NE(e.find("missing tensor 'blk.0."), std::string::npos) << e;
 
   // Config problems.
-  const auto ok = filled(llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  const auto ok = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
   json c = llama_config("LlamaForCausalLM");
   c.erase("hidden_size");
-  e = error_of(write_checkpoint("hf_nohidden", c, ok));
+  e = error_of(cb::test::write_checkpoint("hf_nohidden", c, ok));
   EXPECT_NE(e.find("config.json: missing field 'hidden_size'"), std::string::npos) << e;
   c = llama_config("GPTNeoXForCausalLM");
-  e = error_of(write_checkpoint("hf_arch", c, ok));
+  e = error_of(cb::test::write_checkpoint("hf_arch", c, ok));
   EXPECT_NE(e.find("unsupported architecture 'GPTNeoXForCausalLM'"), std::string::npos) << e;
   c = llama_config("LlamaForCausalLM");
   c["num_attention_heads"] = "four";
-  e = error_of(write_checkpoint("hf_type", c, ok));
+  e = error_of(cb::test::write_checkpoint("hf_type", c, ok));
   EXPECT_NE(e.find("'num_attention_heads' must be a non-negative integer"), std::string::npos) << e;
   const std::string dir = cb::test::make_dir(cb::test::tmp_dir() + "/hf_badjson");
   cb::test::write_bytes(dir + "/config.json", "{\"hidden_size\": 32,");
@@ -257,7 +197,7 @@ TEST(HfConfigTest, NameMappingCoversEveryExpectedTensor) {
   // Every canonical tensor of a LLaMA config has exactly one HF name mapping to it.
   const auto cfg = cb::model::preset_config("tiny-llama");
   std::map<std::string, int> hits;
-  for (const auto& [name, shape] : llama_hf_tensors(cfg.n_layers, 64, 64, 32, 160, 512)) {
+  for (const auto& [name, shape] : cb::test::llama_hf_tensors(cfg.n_layers, 64, 64, 32, 160, 512)) {
     const std::string c = cb::model::hf_to_canonical(name, cfg);
     if (!c.empty()) ++hits[c];
   }
