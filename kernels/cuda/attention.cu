@@ -6,6 +6,9 @@
 #include "kernels/cuda/device_math.cuh"
 
 namespace cb::kernels::cuda {
+namespace detail {
+cudaError_t launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream);
+}  // namespace detail
 namespace {
 
 using detail::from_f;
@@ -34,12 +37,7 @@ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) {
   return a > b ? a : b;
 }
 
-// The keys row `pos` may see, clipped to [0, n_ctx): [lo, hi], empty when lo > hi.
-__device__ __forceinline__ void key_range(int64_t pos, int64_t n_ctx, int64_t window, int64_t* lo,
-                                          int64_t* hi) {
-  *hi = imin(pos, n_ctx - 1);
-  *lo = window > 0 ? imax(0, pos - window + 1) : 0;
-}
+using detail::attention_key_range;
 
 // One key tile for the first NR rows of a warp (row i of the warp is tile row warp + 4 i):
 // scores (each ks[lane][d] read once for all rows), the online-softmax update, and P.V (each V
@@ -133,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
   int64_t lo = INT64_MAX, hi = -1;
   for (int r = 0; r < nrows; ++r) {
     int64_t a, b;
-    key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
+    attention_key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
     if (a <= b) {
       lo = imin(lo, a);
       hi = imax(hi, b);
@@ -165,7 +163,7 @@ __global__ void __launch_bounds__(kThreads)
     const int r = warp + kWarps * i;
     rlo[i] = 1;
     rhi[i] = 0;
-    if (r < nrows) key_range(q_pos[row0 + r], n_ctx, window, &rlo[i], &rhi[i]);
+    if (r < nrows) attention_key_range(q_pos[row0 + r], n_ctx, window, &rlo[i], &rhi[i]);
   }
 
   for (int64_t base = lo; base <= hi; base += kKeys) {
@@ -260,9 +258,11 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
       p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0 || p.head_dim > kAttentionMaxHeadDim ||
       p.block_size <= 0 || p.table_stride <= 0 || p.splits < 1 || p.splits > 64 ||
       (p.splits > 1 && !p.workspace) || p.window < 0 || p.n_tiles > 0x7fffffffLL ||
-      p.n_heads > 65535) {
+      p.n_heads > 65535 ||
+      (p.tile_rows != kAttentionTileRows && p.tile_rows != kAttentionMmaTileRows)) {
     return cudaErrorInvalidValue;
   }
+  if (p.tile_rows == kAttentionMmaTileRows) return detail::launch_paged_attention_mma(p, stream);
   const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.splits));
 #define CB_ATTN(T, HD)                                                                        \

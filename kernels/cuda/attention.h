@@ -12,9 +12,15 @@
 /// range of each (tile, head) is split over `splits` blocks, which write partial results
 /// (max, sum, unnormalized output) to a workspace that a second kernel combines.
 ///
-/// Host planning (tiles, split count, workspace size) is plain C++, unit-tested without a GPU.
-/// Each block reads its KV head's keys for one query head: a GQA group reads them once per
-/// head (from L2 after the first); CUDA cores, not tensor cores, compute the dot products.
+/// Prefill-sized work in fp16/bf16 with head_dim 64 or 128 runs a tensor-core variant instead
+/// (attention_mma.cu): tiles of kAttentionMmaTileRows rows, one warp per 16 rows, Q.K^T and
+/// P.V on wmma 16x16x16 fragments with fp32 accumulation, the online softmax in fp32 with P
+/// rounded to the storage type for P.V (as FlashAttention does); the output stays in fp32
+/// registers until the end.
+///
+/// Host planning (tiles, split count, workspace size, kernel choice) is plain C++, unit-tested
+/// without a GPU. Each block reads its KV head's keys for one query head: a GQA group reads them
+/// once per head (from L2 after the first).
 
 #include <cuda_runtime_api.h>
 
@@ -28,6 +34,13 @@ namespace cb::kernels::cuda {
 /// Rows per tile (4 warps, 4 rows each) and the largest head_dim the kernel supports.
 constexpr int64_t kAttentionTileRows = 16;
 constexpr int64_t kAttentionMaxHeadDim = 128;
+/// Rows per tile of the tensor-core kernel (4 warps, 16 rows each).
+constexpr int64_t kAttentionMmaTileRows = 64;
+
+/// True when the tensor-core kernel should run: fp16 or bf16 storage, head_dim 64 or 128, and
+/// prefill-sized work (at least 64 rows, 16 or more per sequence on average). Otherwise
+/// (decode, fp32, other head sizes) the CUDA-core kernel runs, with key splitting.
+bool attention_uses_mma(Storage storage, int64_t head_dim, int64_t rows, int64_t n_seqs);
 
 /// Tiles for query rows whose sequences are `q_seq` (rows of a sequence consecutive, as the
 /// engine packs them): flat pairs (first row, row count), each within one sequence and at most
@@ -63,11 +76,15 @@ struct PagedAttentionParams {
   int64_t n_tiles = 0;
   int64_t splits = 1;
   float* workspace = nullptr;  ///< attention_workspace_floats(...) floats when splits > 1
+  /// kAttentionTileRows: the CUDA-core kernel; kAttentionMmaTileRows: the tensor-core kernel
+  /// (fp16/bf16, head_dim 64 or 128, splits 1), with tiles planned for that many rows.
+  int64_t tile_rows = kAttentionTileRows;
 };
 
 /// rows == 0 is a no-op. cudaErrorInvalidValue for null pointers, head_dim outside
 /// 1..kAttentionMaxHeadDim, n_kv_heads not dividing n_heads, block_size <= 0, splits outside
-/// 1..64 or a missing workspace. A row with no allowed key gets an all-zero output row.
+/// 1..64 or a missing workspace, and for a tile_rows the chosen kernel cannot run. A row with no
+/// allowed key gets an all-zero output row.
 cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
 
 }  // namespace cb::kernels::cuda

@@ -32,6 +32,11 @@ int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys
   return std::max<int64_t>(1, std::min({by_fill, by_keys, kMaxSplits}));
 }
 
+bool attention_uses_mma(Storage storage, int64_t head_dim, int64_t rows, int64_t n_seqs) {
+  return storage != Storage::F32 && (head_dim == 64 || head_dim == 128) &&
+         rows >= kAttentionMmaTileRows && n_seqs > 0 && rows >= 16 * n_seqs;
+}
+
 int64_t attention_workspace_floats(int64_t rows, int64_t n_heads, int64_t head_dim,
                                    int64_t splits) {
   return splits <= 1 ? 0 : rows * n_heads * splits * (head_dim + 2);

@@ -47,6 +47,14 @@ __device__ __forceinline__ void rope_rotate(double& x0, double& x1, double pos, 
   x0 = r0;
 }
 
+/// The keys a query at slot `pos` may see, clipped to [0, n_ctx) (causal, and within `window`
+/// when > 0): [lo, hi], empty when lo > hi.
+__device__ __forceinline__ void attention_key_range(int64_t pos, int64_t n_ctx, int64_t window,
+                                                    int64_t* lo, int64_t* hi) {
+  *hi = pos < n_ctx - 1 ? pos : n_ctx - 1;
+  *lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+}
+
 /// Sum over the block, returned to every thread. blockDim.x is a multiple of 32 and at most
 /// 1024; every thread of the block must call it (it synchronizes, so a row may be rewritten
 /// in place after it).

@@ -576,12 +576,16 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     const auto& t = cache.block_table(batch[static_cast<size_t>(i)].seq);
     std::copy(t.begin(), t.end(), tables.begin() + i * stride);
   }
-  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq);
+  // Prefill-sized batches in fp16/bf16 run the tensor-core attention (64-row tiles, no key
+  // splitting); decode and fp32 the CUDA-core one.
+  const bool mma = kc::attention_uses_mma(st, c.head_dim, N, items);
+  const int64_t tile_rows = mma ? kc::kAttentionMmaTileRows : kc::kAttentionTileRows;
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq, tile_rows);
   std::vector<int32_t> sel(br.logit_rows.begin(), br.logit_rows.end());
   int64_t max_ctx = 1;
   for (int32_t n : n_ctx) max_ctx = std::max<int64_t>(max_ctx, n);
   const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
-  const int64_t splits = kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
+  const int64_t splits = mma ? 1 : kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
   const int64_t ws = kc::attention_workspace_floats(N, c.n_heads, c.head_dim, splits);
 
   const auto e = [&](int64_t n) { return static_cast<uint64_t>(n) * esz; };
@@ -751,6 +755,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     ap.n_tiles = n_tiles;
     ap.splits = splits;
     ap.workspace = workspace;
+    ap.tile_rows = tile_rows;
     CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
     if (c.arch == Arch::Falcon) {
       // Parallel block: x += attn_out(attn) + mlp(norm(x)); both read the block input.

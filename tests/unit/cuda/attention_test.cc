@@ -84,6 +84,25 @@ TEST(CudaAttentionPlan, LaunchRejectsBadParametersBeforeTouchingTheGpu) {
   p.head_dim = 64;
   p.splits = 4;  // no workspace
   EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+  p.splits = 1;
+  p.tile_rows = 32;  // neither kernel's tile
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+  p.tile_rows = kc::kAttentionMmaTileRows;  // the tensor-core kernel: not for fp32
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+  p.storage = kc::Storage::F16;
+  p.head_dim = 96;  // nor for head sizes other than 64 and 128
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(CudaAttentionPlan, TensorCoresForPrefillSizedHalfPrecisionWork) {
+  using kc::Storage;
+  EXPECT_TRUE(kc::attention_uses_mma(Storage::F16, 128, 2048, 1));
+  EXPECT_TRUE(kc::attention_uses_mma(Storage::BF16, 64, 64, 4));
+  EXPECT_FALSE(kc::attention_uses_mma(Storage::F32, 128, 2048, 1));  // no fp32 fragments
+  EXPECT_FALSE(kc::attention_uses_mma(Storage::F16, 96, 2048, 1));   // head size
+  EXPECT_FALSE(kc::attention_uses_mma(Storage::F16, 128, 63, 1));    // less than one tile
+  EXPECT_FALSE(kc::attention_uses_mma(Storage::F16, 128, 64, 64));   // decode batch
+  EXPECT_FALSE(kc::attention_uses_mma(Storage::F16, 128, 100, 0));
 }
 
 struct Seq {
@@ -98,6 +117,7 @@ struct Case {
   std::vector<Seq> seqs;
   int64_t splits;
   std::string what;
+  int64_t tile_rows = kc::kAttentionTileRows;  // kAttentionMmaTileRows: the tensor-core kernel
 };
 
 void run_case(Case c, std::mt19937& rng) {
@@ -161,7 +181,7 @@ void run_case(Case c, std::mt19937& rng) {
     row += c.seqs[s].n_new;
   }
 
-  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq);
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq, c.tile_rows);
   DeviceArray<int32_t> d_pos(q_pos), d_seq(q_seq), d_tables(tables), d_ctx(n_ctx), d_tiles(tiles);
   DeviceTensor dq(c.storage, q), dk(c.storage, k), dv(c.storage, v), dout(c.storage, q.size());
   dout.poison();
@@ -191,6 +211,7 @@ void run_case(Case c, std::mt19937& rng) {
   p.n_tiles = static_cast<int64_t>(tiles.size() / 2);
   p.splits = c.splits;
   p.workspace = c.splits > 1 ? dws.get() : nullptr;
+  p.tile_rows = c.tile_rows;
   ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess) << c.what;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.what;
 
@@ -245,6 +266,51 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
                        base + " decode splits " + std::to_string(splits)};
               run_case(dec, rng);
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tensor-core kernel (fp16/bf16, head_dim 64 and 128) over the same sweep of heads, block
+// sizes and windows: prefill of 200 tokens after a 1,000-token paged prefix beside a fresh
+// 130-token sequence (full and partial 64-row tiles), and 45 rows after 300 beside 17 fresh.
+TEST(CudaKernels, PagedAttentionOnTensorCoresMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  const std::vector<std::pair<int64_t, int64_t>> heads = {{8, 8}, {8, 2}, {16, 2}, {8, 1}};
+  for (int64_t hd : {64, 128}) {
+    for (const auto& [nh, nkv] : heads) {
+      for (int64_t bs : {1, 16, 32}) {
+        for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+          for (int64_t window : {0, 37}) {
+            const std::string base = "mma hd " + std::to_string(hd) + " heads " +
+                                     std::to_string(nh) + "/" + std::to_string(nkv) + " block " +
+                                     std::to_string(bs) + " " + storage_name(st) + " window " +
+                                     std::to_string(window);
+            Case big{hd,
+                     nh,
+                     nkv,
+                     bs,
+                     window,
+                     st,
+                     {{1200, 200, {}}, {130, 130, {}}},
+                     1,
+                     base + " long prefix",
+                     kc::kAttentionMmaTileRows};
+            run_case(big, rng);
+            Case small{hd,
+                       nh,
+                       nkv,
+                       bs,
+                       window,
+                       st,
+                       {{345, 45, {}}, {17, 17, {}}},
+                       1,
+                       base + " short",
+                       kc::kAttentionMmaTileRows};
+            run_case(small, rng);
           }
         }
       }

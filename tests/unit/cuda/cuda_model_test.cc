@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/preset_fill.h"
 #include "lib/core/error.h"
 #include "lib/model/model_source.h"
@@ -393,6 +394,36 @@ TEST(CudaModel, DirectUploadEqualsUploadingHostWeights) {
         EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float x) { return std::isfinite(x); }));
       }
     }
+  }
+}
+
+// The tensor-core attention inside a whole model: one layer of mistral-7b (head_dim 128, GQA 4,
+// bf16) and of falcon-7b (head_dim 64, MQA, f16), a batch of two prefills large enough for the
+// 64-row tiles, then a second chunk over a paged prefix; logits against the CPU forward.
+TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [name, st] :
+       {std::pair<const char*, kc::Storage>{"preset:mistral-7b", kc::Storage::BF16},
+        {"preset:falcon-7b", kc::Storage::F16}}) {
+    auto src = ModelSource::open(name);
+    ModelConfig cfg = src->config();
+    cfg.n_layers = 1;
+    auto weights = cb::model::Weights::load(*src, cfg, 2);
+    CudaModel gpu(cfg, *weights, {st, 0});
+    Model cpu(cfg, std::move(weights));
+    KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
+    for (KvCache* c : {&cc, &gc}) {
+      c->add_sequence(0);
+      c->add_sequence(1);
+      ASSERT_TRUE(c->reserve(0, 164));
+      ASSERT_TRUE(c->reserve(1, 40));
+    }
+    ASSERT_TRUE(kc::attention_uses_mma(st, cfg.head_dim, 140, 2));
+    const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(100, cfg.vocab_size, 1), true},
+                                       {1, cb::test::random_tokens(40, cfg.vocab_size, 2), true}};
+    EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), tolerance(st)) << name;
+    const std::vector<SeqInput> more = {{0, cb::test::random_tokens(64, cfg.vocab_size, 3), true}};
+    EXPECT_LT(rel_err(gpu.forward(more, gc), cpu.forward(more, cc)), tolerance(st)) << name;
   }
 }
 
