@@ -376,6 +376,7 @@ GpuCopyRates measure_copy_rates(int device, int64_t mib, int reps) {
   r.d2h_gbps = j.at("d2h_pinned_gbs").get<double>();
   r.device = g.name;
   r.memory_bytes = static_cast<double>(g.total_bytes);
+  r.free_bytes = static_cast<double>(device::device_memory_info().free);
   return r;
 }
 

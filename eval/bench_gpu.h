@@ -37,6 +37,7 @@ struct GpuCopyRates {
   double h2d_gbps = 0, d2h_gbps = 0;
   double d2d_gbps = 0;  ///< bytes read + written per second
   double memory_bytes = 0;
+  double free_bytes = 0;  ///< free device memory after the measurement
 };
 /// Medians of `reps` copies of `mib` MiB: pinned host to device, device to pinned host, device
 /// to device. Throws cb::Error when no GPU is usable.

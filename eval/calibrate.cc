@@ -123,7 +123,18 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   // restore), so sim entries of this profile are too.
   p.kv_bytes_per_element = 4;
   p.gpus = 1;
-  const int64_t win = std::max<int64_t>(mc.max_context, 64);
+  int64_t win = std::max<int64_t>(
+      opts.ctx > 0 ? std::min<int64_t>(opts.ctx, mc.max_context) : mc.max_context, 64);
+  const uint64_t kv_token_bytes = 2ull * static_cast<uint64_t>(mc.n_layers) * mc.kv_dim() *
+                                  (model.kv_precision() == "f32" ? 4 : 2);
+  const auto pool_bytes = [&](int64_t w) {
+    return 16ull * static_cast<uint64_t>(w / 16 + 2) * 16 * kv_token_bytes;
+  };
+  while (opts.kv_budget_bytes > 0 && win > 64 && pool_bytes(win) > opts.kv_budget_bytes) win /= 2;
+  if (opts.kv_budget_bytes > 0 && pool_bytes(win) > opts.kv_budget_bytes) {
+    throw make_error("calibrate", "the KV pool of the grid does not fit the device's free memory",
+                     "calibrate a smaller model");
+  }
   // The grid: prefill chunks after several contexts, decode batches over several contexts.
   std::vector<Shape> grid;
   for (int64_t n : {int64_t{16}, int64_t{64}, int64_t{128}, win / 2}) {
@@ -212,10 +223,10 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   cal.median_abs_error = metrics::median(errs);
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "non-negative least-squares fit of %zu timed forward calls of %s (median of %d "
-                "passes), median "
-                "|error| %.1f%%",
-                grid.size(), mc.name.c_str(), opts.reps, 100 * cal.median_abs_error);
+                "non-negative least-squares fit of %zu timed forward calls of %s (window %lld, "
+                "median of %d passes), median |error| %.1f%%",
+                grid.size(), mc.name.c_str(), static_cast<long long>(win), opts.reps,
+                100 * cal.median_abs_error);
   for (const char* f :
        {"gemm_tflops", "attn_tflops", "decode_attn_tflops", "step_overhead_s", "seq_overhead_s"}) {
     p.sources[f] = buf;
@@ -289,9 +300,11 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
     p.h2d_gbps = l.h2d_gbps;
     p.d2h_gbps = l.d2h_gbps;
     p.d2d_gbps = l.d2d_gbps;
-    p.hbm_bytes = l.hbm_bytes;
     for (const char* f : {"h2d_gbps", "d2h_gbps", "d2d_gbps"}) p.sources[f] = l.how;
-    p.sources["hbm_bytes"] = "the device's memory (cudaMemGetInfo total)";
+    // As in the real engine, whose pool is --kv-blocks (or max-batch full windows), not the
+    // device's free memory.
+    p.hbm_bytes = 0;
+    p.sources["hbm_bytes"] = "0: the KV pool is sized by the engine, as in a real replay";
   } else {
     probe(false, &p.h2d_gbps, &p.d2h_gbps);
     p.d2d_gbps = p.h2d_gbps;

@@ -23,15 +23,18 @@ namespace cb::eval {
 struct DeviceLinks {
   std::string device;  ///< the card's name
   double h2d_gbps = 0, d2h_gbps = 0;
-  double d2d_gbps = 0;   ///< device copy, bytes read + written per second
-  double hbm_bytes = 0;  ///< the card's memory
-  std::string how;       ///< how they were measured (the profile's source text)
+  double d2d_gbps = 0;  ///< device-to-device copy, bytes copied per second (half the traffic)
+  std::string how;      ///< how they were measured (the profile's source text)
 };
 
 struct CalibrateOptions {
-  std::string ssd_dir = "/tmp";      ///< scratch directory for the SSD measurement ("" = skip)
-  int reps = 5;                      ///< timed passes over the grid (median per shape)
-  int64_t entry_tokens = 0;          ///< tokens of the store probe entry (0: the model's window)
+  std::string ssd_dir = "/tmp";  ///< scratch directory for the SSD measurement ("" = skip)
+  int reps = 5;                  ///< timed passes over the grid (median per shape)
+  int64_t entry_tokens = 0;      ///< tokens of the store probe entry (0: the grid's window)
+  int64_t ctx = 0;               ///< the grid's window (0: the model's)
+  /// Bytes the grid's KV pool may take (0: no limit): the window is halved until 16 full
+  /// windows fit (the GPU's pool is allocated whole, next to the weights).
+  uint64_t kv_budget_bytes = 0;
   std::string backend = "cpu";       ///< the model's backend, as named in the profile ("cuda f16")
   std::optional<DeviceLinks> links;  ///< a GPU's links; absent: the store's DRAM tier (CPU)
 };

@@ -39,10 +39,11 @@ int run_calibrate(CalibrateArgs& a) {
     l.device = r.device;
     l.h2d_gbps = r.h2d_gbps;
     l.d2h_gbps = r.d2h_gbps;
-    l.d2d_gbps = r.d2d_gbps;
-    l.hbm_bytes = r.memory_bytes;
+    l.d2d_gbps = r.d2d_gbps / 2;  // payload: the copy reads and writes every byte
     l.how = "measured: pinned cudaMemcpyAsync of 256 MiB on " + r.device + " (median)";
     a.o.links = l;
+    // The grid's KV pool is allocated whole next to the weights: at most 60% of what is free.
+    a.o.kv_budget_bytes = static_cast<uint64_t>(0.6 * r.free_bytes);
 #endif  // without CUDA, load_model has already refused --backend cuda
   }
   const eval::Calibration c = eval::calibrate(lm.runner(), a.o, [](const std::string& s) {
@@ -83,6 +84,10 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--out,-o", a->out, "profile JSON to write");
   sub->add_option("--ssd-dir", a->o.ssd_dir, "scratch directory for the SSD measurement")
       ->capture_default_str();
+  sub->add_option("--ctx", a->o.ctx,
+                  "the grid's window in tokens (0: the model's; on a GPU, halved until the KV "
+                  "pool fits)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--reps", a->o.reps, "repetitions per timed shape (median)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

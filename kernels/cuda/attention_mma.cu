@@ -237,7 +237,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 template <typename T, int HD>
 cudaError_t launch_mma(const PagedAttentionParams& p, cudaStream_t stream) {
   constexpr size_t bytes = MmaSmem<HD>::bytes;
-  static const cudaError_t attr =
+  // Per launch (cheap), so every device the process uses gets it.
+  const cudaError_t attr =
       cudaFuncSetAttribute(paged_attention_mma_kernel<T, HD>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;

@@ -89,6 +89,9 @@ struct CudaModel::Impl {
   device::Stream read_stream;   // KV restore: host to device, rotate, scatter
   device::Stream write_stream;  // KV capture: device to host
   device::Event captured{false};
+  static constexpr int kCaptureSlots = 4;  // layers of captured KV in flight
+  device::Event copied[kCaptureSlots] = {device::Event(false), device::Event(false),
+                                         device::Event(false), device::Event(false)};
   device::CublasHandle cublas;
   Arena weights_arena;
   Arena kv_arena{nullptr, 0, "KV blocks"};
@@ -102,8 +105,9 @@ struct CudaModel::Impl {
   device::HostBuffer restore_host;
   Arena restore_dev{nullptr, 0, "restore staging"};
   uint64_t restore_bytes = 0;
-  // Capture staging: every layer's new pre-RoPE K and V in fp32, [layer][k | v][rows, kv_dim],
-  // on the device and (after the write stream's copies) in pinned host memory.
+  // Capture staging: a ring of kCaptureSlots layers' new pre-RoPE K and V in fp32,
+  // [slot][k | v][rows, kv_dim], on the device and (after the write stream's copies) in pinned
+  // host memory.
   device::HostBuffer capture_host;
   Arena capture_dev{nullptr, 0, "capture staging"};
   uint64_t capture_bytes = 0;
@@ -466,6 +470,7 @@ struct CudaModel::Impl {
                    const device::Stream& wait, const char* name) {
     if (bytes <= *have) return;
     wait.synchronize();
+    *have = 0;  // stays 0 if the allocation below throws
     *dev = Arena(nullptr, 0, name);
     *host = device::HostBuffer();
     const uint64_t want = bytes * 5 / 4;
@@ -651,18 +656,30 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   CB_CUDA_CHECK(kc::launch_embedding(emb, stream.get()));
   const kc::RopeStyle rope = rope_style();
   // New pre-RoPE K and V for hooks.on_new_kv: per layer, captured in fp32 on the compute
-  // stream and copied to pinned host memory on the write stream, handed over after the last
-  // layer (no host sync inside the layer loop).
+  // stream into a ring slot and copied to pinned host memory on the write stream; a layer's
+  // hooks run when its slot comes round again (its copy long finished) or after the last
+  // layer, so the loop rarely waits.
   const bool capture = static_cast<bool>(hooks.on_new_kv);
   const uint64_t cap_layer = static_cast<uint64_t>(2 * N * kvd) * 4;  // k | v, fp32
   float* cap_dev = nullptr;
   Arena::Block cap_block;
   if (capture) {
-    grow(&capture_host, &capture_dev, &capture_bytes, cap_layer * c.n_layers + 256, write_stream,
+    grow(&capture_host, &capture_dev, &capture_bytes, cap_layer * kCaptureSlots + 256, write_stream,
          "capture staging");
-    cap_block = capture_dev.allocate(cap_layer * c.n_layers, "capture staging");
+    cap_block = capture_dev.allocate(cap_layer * kCaptureSlots, "capture staging");
     cap_dev = static_cast<float*>(cap_block.data());
   }
+  const auto hand_over = [&](int layer) {  // its slot's copy has finished
+    const float* hk = static_cast<const float*>(capture_host.data()) +
+                      static_cast<size_t>(layer % kCaptureSlots) * 2 * N * kvd;
+    const float* hv = hk + N * kvd;
+    for (int64_t i = 0; i < items; ++i) {
+      const SeqInput& in = batch[static_cast<size_t>(i)];
+      hooks.on_new_kv(layer, in.seq, br.len0[static_cast<size_t>(i)],
+                      static_cast<int64_t>(in.tokens.size()), hk + br.row0[i] * kvd,
+                      hv + br.row0[i] * kvd);
+    }
+  };
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   char* const qkv_bytes = static_cast<char*>(qkv);
 
@@ -670,7 +687,12 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     norm(layer_name(l, "attn_norm"), x, h, N);
     gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
     if (capture) {
-      float* dk = cap_dev + static_cast<size_t>(l) * 2 * N * kvd;
+      const int slot = l % kCaptureSlots;
+      if (l >= kCaptureSlots) {  // the slot's previous layer: copied, then handed over
+        copied[slot].synchronize();
+        hand_over(l - kCaptureSlots);
+      }
+      float* dk = cap_dev + static_cast<size_t>(slot) * 2 * N * kvd;
       float* dv = dk + N * kvd;
       kc::KvCaptureParams cp;
       cp.k_src = qkv_bytes + e(qd);
@@ -694,8 +716,9 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       }
       captured.record(stream);
       captured.wait_on(write_stream);
-      CB_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(capture_host.data()) + l * cap_layer, dk,
+      CB_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(capture_host.data()) + slot * cap_layer, dk,
                                     cap_layer, cudaMemcpyDeviceToHost, write_stream.get()));
+      copied[slot].record(write_stream);
     }
     for (const auto& [off, heads] : {std::pair<int64_t, int64_t>{0, c.n_heads},
                                      std::pair<int64_t, int64_t>{qd, c.n_kv_heads}}) {
@@ -809,17 +832,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   }
   if (capture) {
     write_stream.synchronize();
-    const auto* host = static_cast<const float*>(capture_host.data());
-    for (int l = 0; l < c.n_layers; ++l) {
-      const float* hk = host + static_cast<size_t>(l) * 2 * N * kvd;
-      const float* hv = hk + N * kvd;
-      for (int64_t i = 0; i < items; ++i) {
-        const SeqInput& in = batch[static_cast<size_t>(i)];
-        hooks.on_new_kv(l, in.seq, br.len0[static_cast<size_t>(i)],
-                        static_cast<int64_t>(in.tokens.size()), hk + br.row0[i] * kvd,
-                        hv + br.row0[i] * kvd);
-      }
-    }
+    for (int l = std::max(0, c.n_layers - kCaptureSlots); l < c.n_layers; ++l) hand_over(l);
   }
   return out;
 }
