@@ -65,7 +65,7 @@ LoglikResult score_rows(const float* logits, int64_t vocab, const std::vector<in
 // ---------------------------------------------------------------------------------------------
 // LoglikScorer
 
-LoglikScorer::LoglikScorer(const model::Model& m, const tokenizer::Tokenizer& tok,
+LoglikScorer::LoglikScorer(const model::ForwardModel& m, const tokenizer::Tokenizer& tok,
                            const LoglikOptions& opt)
     : m_(&m), tok_(&tok), opt_(opt) {
   const int window = m.config().max_context;

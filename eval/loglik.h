@@ -85,7 +85,9 @@ struct LoglikOptions {
 class LoglikScorer : public ContextScorer {
  public:
   /// Throws cb::Error when max_length exceeds the model's window or is below 2.
-  LoglikScorer(const model::Model& m, const tokenizer::Tokenizer& tok, const LoglikOptions& opt);
+  /// `m` runs on either backend (forward, kv_config and the cache's forks are all it needs).
+  LoglikScorer(const model::ForwardModel& m, const tokenizer::Tokenizer& tok,
+               const LoglikOptions& opt);
 
   std::vector<LoglikResult> score(const std::string& prefix, const std::string& rest,
                                   const std::vector<std::string>& continuations) override;
@@ -109,7 +111,7 @@ class LoglikScorer : public ContextScorer {
                    std::vector<LoglikResult*>& out);
   void ensure_pool(int64_t blocks);
 
-  const model::Model* m_;
+  const model::ForwardModel* m_;
   const tokenizer::Tokenizer* tok_;
   LoglikOptions opt_;
   int max_length_ = 0;

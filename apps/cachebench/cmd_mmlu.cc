@@ -58,7 +58,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
     eval::LoglikOptions lo;
     lo.add_bos = add_bos;
     lo.max_length = a.ctx;
-    scorers.push_back(std::make_unique<eval::LoglikScorer>(*lm.model, *lm.tok, lo));
+    scorers.push_back(std::make_unique<eval::LoglikScorer>(lm.runner(), *lm.tok, lo));
   } else {
     if (a.history_file.empty() || a.ctx == 0) {
       throw make_error("--method " + a.method, "the overflow study needs --history-file and --ctx",
@@ -148,7 +148,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
                         {"model", a.m.model},    {"data", a.data},
                         {"files_sha256", files}, {"shots", a.shots},
                         {"limit", a.limit},      {"add_bos", a.method == "none" ? add_bos : true},
-                        {"method", a.method},    {"backend", a.m.backend},
+                        {"method", a.method},    {"backend", backend_label(a.m)},
                         {"mode", "real"}};
     if (a.method != "none") {
       j["history_file"] = a.history_file;
@@ -158,7 +158,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
       j["truncate_ratio"] = a.truncate_ratio;
       j["sink"] = a.sink;
     } else {
-      j["n_ctx"] = a.ctx > 0 ? a.ctx : lm.model->config().max_context;
+      j["n_ctx"] = a.ctx > 0 ? a.ctx : lm.config().max_context;
     }
     for (const auto& r : rs) {
       nlohmann::json per = nlohmann::json::array();
@@ -193,7 +193,7 @@ void register_mmlu(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "mmlu",
       "MMLU accuracy (lm-evaluation-harness conventions), optionally after an overflowed history");
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--data", a->data, "MMLU directory with test/ and dev/ CSV files")->required();
   sub->add_option("--shots", a->shots, "few-shot examples from dev (first k in file order)")
       ->capture_default_str()
@@ -228,7 +228,16 @@ void register_mmlu(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "yes", "no"}))
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file");
-  set_action(sub, [a] { return run_mmlu_cmd(*a); });
+  set_action(sub, [a] {
+    resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
+    if (a->method != "none" && a->m.backend == "cuda") {
+      throw make_error("--method " + a->method,
+                       "the overflow study runs on the CPU backend only (it restores and "
+                       "re-rotates KV through the CPU model)",
+                       "use --backend cpu, or --method none on the GPU");
+    }
+    return run_mmlu_cmd(*a);
+  });
 }
 
 }  // namespace cb::app

@@ -37,7 +37,7 @@ int run_piqa_cmd(const PiqaArgs& a) {
   eval::LoglikOptions lo;
   lo.add_bos = a.bos == "auto" ? lm.tok->add_bos_default() : a.bos == "yes";
   lo.max_length = a.ctx;
-  eval::LoglikScorer scorer(*lm.model, *lm.tok, lo);
+  eval::LoglikScorer scorer(lm.runner(), *lm.tok, lo);
   Progress p("piqa", "questions");
   const eval::PiqaResult r = eval::run_piqa(examples, a.limit, scorer, std::ref(p));
 
@@ -74,7 +74,7 @@ int run_piqa_cmd(const PiqaArgs& a) {
         {"tokens_processed", r.stats.tokens_processed},
         {"tokens_reused", r.stats.tokens_reused},
         {"seconds", r.seconds},
-        {"backend", a.m.backend},
+        {"backend", backend_label(a.m)},
         {"mode", "real"}};
     write_json(a.out, j);
   }
@@ -87,7 +87,7 @@ void register_piqa(CLI::App& app) {
   auto a = std::make_shared<PiqaArgs>();
   CLI::App* sub = app.add_subcommand(
       "piqa", "PIQA accuracy (lm-evaluation-harness conventions: acc and acc_norm)");
-  add_model_options(sub, &a->m);
+  add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--data", a->data, "PIQA directory with <split>.jsonl and <split>-labels.lst")
       ->required();
   sub->add_option("--split", a->split, "which split's files to read")->capture_default_str();
@@ -103,7 +103,10 @@ void register_piqa(CLI::App& app) {
       ->check(CLI::IsMember({"auto", "yes", "no"}))
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file");
-  set_action(sub, [a] { return run_piqa_cmd(*a); });
+  set_action(sub, [a] {
+    resolve_backend(&a->m);
+    return run_piqa_cmd(*a);
+  });
 }
 
 }  // namespace cb::app

@@ -490,6 +490,7 @@ struct CudaModel::Impl {
     if (layer < 0 || layer >= cfg.n_layers) {
       throw make_error("cuda restore_kv", "layer " + std::to_string(layer) + " is out of range");
     }
+    apply_block_copies(cache, read_stream);
     const std::vector<int32_t>& table = cache.block_table(seq);
     if (pos0 < 0 || pos0 + n > static_cast<int64_t>(table.size()) * kv.block_size) {
       throw make_error("cuda restore_kv", "slots [" + std::to_string(pos0) + ", " +
@@ -545,6 +546,25 @@ struct CudaModel::Impl {
     read_stream.synchronize();
   }
 
+  // The cache's copy-on-write and fork copies since the last call, applied in order to the
+  // device blocks on `s` (before anything reads or writes them there).
+  void apply_block_copies(kv::KvCache& cache, const device::Stream& s) {
+    const std::vector<kv::BlockCopy> copies = cache.take_block_copies();
+    if (copies.empty()) return;
+    const uint64_t block = static_cast<uint64_t>(kv.block_size) * cfg.kv_dim() * esz;
+    const uint64_t slot = static_cast<uint64_t>(cfg.kv_dim()) * esz;
+    for (const kv::BlockCopy& bc : copies) {
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        for (const auto* pool : {&k_pool, &v_pool}) {
+          char* base = static_cast<char*>((*pool)[static_cast<size_t>(l)].data());
+          CB_CUDA_CHECK(cudaMemcpyAsync(base + bc.to * block, base + bc.from * block,
+                                        static_cast<uint64_t>(bc.n) * slot,
+                                        cudaMemcpyDeviceToDevice, s.get()));
+        }
+      }
+    }
+  }
+
   kc::RopeStyle rope_style() const {
     return cfg.rope_style == RopeStyle::Interleaved ? kc::RopeStyle::Interleaved
                                                     : kc::RopeStyle::RotateHalf;
@@ -562,6 +582,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   CB_CUDA_CHECK(cudaSetDevice(gpu));
   const BatchRows br = batch_rows(c, batch, cache);
   ensure_pools(cache);
+  apply_block_copies(cache, stream);
   const int64_t N = br.rows(), R = static_cast<int64_t>(br.logit_rows.size());
   const int64_t items = static_cast<int64_t>(batch.size());
 

@@ -3,8 +3,9 @@
 /// paged KV layout, with weights and KV blocks in device memory (fp32, fp16 or bf16 storage,
 /// fp32 accumulation), cuBLAS GEMMs and kernels/cuda for everything else, on one compute
 /// stream, with a read stream for KV restores and a write stream for KV captures. The host
-/// KvCache keeps the block tables and lengths and no host pools (kv_config
-/// makes such caches; forward rejects others, so a copy-on-write can never miss the device);
+/// KvCache keeps the block tables and lengths and no host pools (kv_config makes such caches;
+/// forward rejects others); its fork and copy-on-write block copies are recorded there and
+/// applied to the device blocks before the next forward or restore_kv;
 /// the device keeps the KV blocks of the cache most recently passed to forward, in its layout
 /// (a different cache starts over and must then be empty). CUDA builds only.
 

@@ -137,10 +137,13 @@ int64_t KvCache::check_pos(const Seq& s, SeqId seq, int64_t pos) const {
 }
 
 void KvCache::copy_block(int32_t from, int32_t to, int64_t n) {
-  require_host_pools();
+  if (n <= 0) return;
+  if (!cfg_.host_pools) {  // the blocks' owner applies it (take_block_copies)
+    copies_.push_back({from, to, n});
+    return;
+  }
   const int64_t bf = block_floats();
   const size_t bytes = static_cast<size_t>(n * slot_floats()) * sizeof(float);
-  if (bytes == 0) return;
   for (int l = 0; l < cfg_.n_layers; ++l) {
     const int64_t base = l * layer_floats();
     std::memcpy(&k_[static_cast<size_t>(base + to * bf)],
@@ -177,7 +180,6 @@ bool KvCache::reserve(SeqId seq, int64_t new_len) {
   const int64_t last = std::min(want, have);  // exclusive
   int64_t copies = 0;
   for (int64_t i = first; i < last; ++i) copies += refcount_[s.blocks[i]] > 1 ? 1 : 0;
-  if (copies > 0) require_host_pools();  // before anything changes
   if (grow + copies > static_cast<int64_t>(free_list_.size())) return false;
 
   for (int64_t i = first; i < last; ++i) {
@@ -247,7 +249,6 @@ bool KvCache::fork(SeqId src, SeqId dst, int64_t len) {
   const int64_t bs = cfg_.block_size;
   const int64_t full = len / bs;
   const int64_t tail = len % bs;
-  if (tail != 0) require_host_pools();  // before anything changes
   if (tail != 0 && free_list_.empty()) return false;
   Seq d;
   d.length = len;
@@ -267,6 +268,12 @@ bool KvCache::fork(SeqId src, SeqId dst, int64_t len) {
 
 const std::vector<int32_t>& KvCache::block_table(SeqId seq) const {
   return seq_ref(seq).blocks;
+}
+
+std::vector<BlockCopy> KvCache::take_block_copies() {
+  std::vector<BlockCopy> out;
+  out.swap(copies_);
+  return out;
 }
 
 bool KvCache::block_shared(SeqId seq, int64_t pos) const {

@@ -34,8 +34,8 @@ struct KvConfig {
   int block_size = 16;  ///< tokens per block
   int num_blocks = 0;  ///< blocks in the pool (shared by all layers: block b exists in every layer)
   /// false: block tables and lengths only, the blocks live elsewhere (the GPU's pools in
-  /// lib/cuda_model); pool and slot accessors then throw cb::Error, and so does a reserve()
-  /// that would copy a shared block.
+  /// lib/cuda_model); pool and slot accessors then throw cb::Error, and the block copies of
+  /// copy-on-write and fork are recorded for the blocks' owner (take_block_copies).
   bool host_pools = true;
 };
 
@@ -47,6 +47,13 @@ struct KvStats {
   int64_t tokens = 0;            ///< sum of sequence lengths
   int64_t shared_blocks = 0;     ///< blocks with refcount > 1
   uint64_t bytes_per_block = 0;  ///< K + V, all layers
+};
+
+/// A block copy made by a cache without host pools (copy-on-write or a fork's partial block):
+/// slots [0, n) of block `from` into block `to`, every layer, K and V.
+struct BlockCopy {
+  int32_t from = 0, to = 0;
+  int64_t n = 0;
 };
 
 /// Block pool plus per-sequence block tables; see the copy-on-write contract above.
@@ -111,6 +118,11 @@ class KvCache {
   /// See k_slot.
   float* v_slot(int layer, SeqId seq, int64_t pos);
 
+  /// The block copies recorded since the last call, in order, and forgets them (always empty
+  /// with host pools, which copy at once). The blocks' owner must apply them, in this order,
+  /// before it next reads or writes the blocks.
+  std::vector<BlockCopy> take_block_copies();
+
   /// Current accounting (O(num_blocks + sequences)).
   KvStats stats() const;
 
@@ -137,6 +149,7 @@ class KvCache {
   uint64_t id_ = 0;
   std::vector<float> k_, v_;        // [n_layers][num_blocks][block_size][slot]
   std::vector<int32_t> free_list_;  // LIFO of free block ids
+  std::vector<BlockCopy> copies_;   // without host pools: not yet applied by the owner
   std::vector<int32_t> refcount_;
   std::map<SeqId, Seq> seqs_;
 };

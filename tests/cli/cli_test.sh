@@ -108,6 +108,28 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     expect_error calibrate_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" calibrate -m "$STORIES" \
       --backend cuda --out "$TMP/gpu_profile.json"
   fi
+  # PIQA on either backend: fp32 on the GPU picks the CPU's answers; the overflow study of
+  # mmlu stays on the CPU (an explicit --backend cuda is refused).
+  PIQA="$DATA/data/piqa"
+  if [ -f "$PIQA/valid.jsonl" ]; then
+    expect_out piqa_cpu "| 20 |" "$CB" piqa -m "$STORIES" --data "$PIQA" --limit 20 --backend cpu \
+      --out "$TMP/piqa_cpu.json"
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+      expect_out piqa_cuda "| 20 |" "$CB" piqa -m "$STORIES" --data "$PIQA" --limit 20 --backend cuda \
+        --gpu-storage f32 --out "$TMP/piqa_gpu.json"
+      if python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); \
+sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "$TMP/piqa_cpu.json" "$TMP/piqa_gpu.json"; then
+        ok
+      else
+        bad "piqa: GPU f32 accuracy differs from the CPU's"
+      fi
+    else
+      expect_error piqa_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" piqa -m "$STORIES" \
+        --data "$PIQA" --limit 20 --backend cuda
+    fi
+  fi
+  expect_error mmlu_overflow_cuda "--method ca" "CPU backend only" "$CB" mmlu -m "$STORIES" \
+    --data "$DATA/data/mmlu" --method ca --backend cuda
   # `bench gpu` exists in CUDA builds; without a GPU it stops with one line.
   if "$CB" bench --help | grep -q "^  gpu " && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
     expect_error bench_gpu_without_gpu "bench gpu" "no CUDA GPU" "$CB" bench gpu --reps 1

@@ -427,6 +427,39 @@ TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
   }
 }
 
+// Forks and copy-on-write (what lm-eval scoring does: many continuations of one context): the
+// cache records its block copies and the device applies them. Continuations after a fork with
+// a partial block, a block-aligned fork, and a truncate-then-reserve copy-on-write give the
+// CPU's logits.
+TEST(CudaModel, ForksAndCopyOnWriteReachTheDevice) {
+  SKIP_WITHOUT_GPU();
+  auto src = ModelSource::open("preset:tiny-llama");
+  const ModelConfig cfg = src->config();
+  auto weights = cb::model::Weights::load(*src, 4);
+  CudaModel gpu(cfg, *weights, {kc::Storage::F32, 0});
+  Model cpu(cfg, std::move(weights));
+  KvCache cc(cpu.kv_config(32, 16)), gc(gpu.kv_config(32, 16));
+  const std::vector<int32_t> ctx = cb::test::random_tokens(37, cfg.vocab_size, 5);
+  for (KvCache* c : {&cc, &gc}) {
+    c->add_sequence(0);
+    ASSERT_TRUE(c->reserve(0, 37));
+  }
+  EXPECT_LT(rel_err(gpu.forward({{0, ctx, false}}, gc), cpu.forward({{0, ctx, false}}, cc)), 1e-4);
+  for (KvCache* c : {&cc, &gc}) {
+    ASSERT_TRUE(c->fork(0, 1, 37));  // partial last block: copied
+    ASSERT_TRUE(c->fork(0, 2, 32));  // block-aligned: shared
+    c->truncate(2, 30);              // then writing slot 30 copies the shared block
+    ASSERT_TRUE(c->reserve(1, 45));
+    ASSERT_TRUE(c->reserve(2, 40));
+    ASSERT_TRUE(c->reserve(0, 41));
+  }
+  const std::vector<SeqInput> next = {{1, cb::test::random_tokens(8, cfg.vocab_size, 6), true},
+                                      {2, cb::test::random_tokens(10, cfg.vocab_size, 7), true},
+                                      {0, cb::test::random_tokens(4, cfg.vocab_size, 8), true}};
+  EXPECT_LT(rel_err(gpu.forward(next, gc), cpu.forward(next, cc)), 1e-4);
+  EXPECT_TRUE(gc.take_block_copies().empty());  // applied by forward
+}
+
 // Restore's refusals: a cache that is not bound to the device, unreserved slots, a bad layer.
 TEST(CudaModel, RestoreRefusesWhatItCannotDo) {
   SKIP_WITHOUT_GPU();

@@ -262,8 +262,8 @@ TEST(KvCacheTest, SlotAddressingMatchesPoolLayout) {
 }
 
 // Block tables without host pools (the GPU holds the blocks): bookkeeping works, host KV
-// access and block copies are clear errors that change nothing.
-TEST(KvCacheTest, WithoutHostPoolsOnlyTheBookkeepingWorks) {
+// access is a clear error, and block copies are recorded for the blocks' owner.
+TEST(KvCacheTest, WithoutHostPoolsBlockCopiesAreRecordedForTheOwner) {
   KvConfig cfg = small_config(4, 8);
   cfg.host_pools = false;
   KvCache c(cfg);
@@ -275,14 +275,26 @@ TEST(KvCacheTest, WithoutHostPoolsOnlyTheBookkeepingWorks) {
   expect_error([&] { c.k_pool(0); }, why);
   expect_error([&] { c.v_slot(0, 1, 3); }, why);
   EXPECT_TRUE(c.fork(1, 2, 8));  // block-aligned: shares blocks, copies nothing
-  const KvStats before = c.stats();
-  expect_error([&] { c.fork(1, 3, 9); }, why);  // would copy a partial block
-  EXPECT_FALSE(c.has_sequence(3));
-  c.truncate(2, 6);                             // slot 6 is in block 1, shared with 1
-  expect_error([&] { c.reserve(2, 8); }, why);  // writing it would copy the block
-  EXPECT_EQ(c.stats().free_blocks, before.free_blocks);
-  const std::vector<int32_t> shared(c.block_table(1).begin(), c.block_table(1).begin() + 2);
-  EXPECT_EQ(c.block_table(2), shared);  // unchanged
+  EXPECT_TRUE(c.take_block_copies().empty());
+  // A fork's partial block and a copy-on-write are recorded for the blocks' owner, in order.
+  ASSERT_TRUE(c.fork(1, 3, 9));
+  const int32_t tail_src = c.block_table(1)[2], tail_dst = c.block_table(3)[2];
+  EXPECT_NE(tail_src, tail_dst);
+  c.truncate(2, 6);  // slot 6 is in block 1, shared with sequences 1 and 3
+  const int32_t shared = c.block_table(2)[1];
+  ASSERT_TRUE(c.reserve(2, 8));  // writing slot 6 copies the block's valid slots 4 and 5
+  const int32_t own = c.block_table(2)[1];
+  EXPECT_NE(own, shared);
+  EXPECT_FALSE(c.block_shared(2, 6));
+  const std::vector<cb::kv::BlockCopy> copies = c.take_block_copies();
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].from, tail_src);
+  EXPECT_EQ(copies[0].to, tail_dst);
+  EXPECT_EQ(copies[0].n, 1);
+  EXPECT_EQ(copies[1].from, shared);
+  EXPECT_EQ(copies[1].to, own);
+  EXPECT_EQ(copies[1].n, 2);
+  EXPECT_TRUE(c.take_block_copies().empty());  // taken once
 }
 
 // ---- fork and copy-on-write ------------------------------------------------------------
