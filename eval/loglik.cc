@@ -233,7 +233,7 @@ std::vector<LoglikResult> LoglikScorer::score(const std::string& prefix, const s
 // ---------------------------------------------------------------------------------------------
 // OverflowScorer
 
-OverflowScorer::OverflowScorer(const model::Model& m, const tokenizer::Tokenizer& tok,
+OverflowScorer::OverflowScorer(const model::ForwardModel& m, const tokenizer::Tokenizer& tok,
                                OverflowMethod method, const std::vector<int32_t>& history,
                                const OverflowScorerOptions& opt)
     : m_(&m), tok_(&tok), method_(method), history_(m, method, opt.stream) {

@@ -138,8 +138,9 @@ struct OverflowScorerOptions {
 class OverflowScorer : public ContextScorer {
  public:
   /// Feeds the history; throws cb::Error for invalid options or an empty history.
-  OverflowScorer(const model::Model& m, const tokenizer::Tokenizer& tok, OverflowMethod method,
-                 const std::vector<int32_t>& history, const OverflowScorerOptions& opt);
+  OverflowScorer(const model::ForwardModel& m, const tokenizer::Tokenizer& tok,
+                 OverflowMethod method, const std::vector<int32_t>& history,
+                 const OverflowScorerOptions& opt);
 
   std::vector<LoglikResult> score(const std::string& prefix, const std::string& rest,
                                   const std::vector<std::string>& continuations) override;
@@ -150,7 +151,7 @@ class OverflowScorer : public ContextScorer {
   const OverflowStream& history_stream() const { return history_; }
 
  private:
-  const model::Model* m_;
+  const model::ForwardModel* m_;
   const tokenizer::Tokenizer* tok_;
   OverflowMethod method_;
   OverflowStream history_;

@@ -30,7 +30,8 @@ int64_t dropped_tokens(const OverflowOptions& opt) {
   return static_cast<int64_t>(std::floor(opt.truncate_ratio * static_cast<double>(opt.n_ctx)));
 }
 
-kv::KvConfig group_kv_config(const model::Model& m, const OverflowOptions& opt, size_t members) {
+kv::KvConfig group_kv_config(const model::ForwardModel& m, const OverflowOptions& opt,
+                             size_t members) {
   const int64_t N = opt.n_ctx;
   if (N < 4 || N > m.config().max_context) {
     throw make_error("--ctx", std::to_string(N) + " must be in 4.." +
@@ -48,8 +49,8 @@ kv::KvConfig group_kv_config(const model::Model& m, const OverflowOptions& opt, 
 
 }  // namespace
 
-OverflowGroup::OverflowGroup(const model::Model& m, const std::vector<OverflowMethod>& methods,
-                             const OverflowOptions& opt)
+OverflowGroup::OverflowGroup(const model::ForwardModel& m,
+                             const std::vector<OverflowMethod>& methods, const OverflowOptions& opt)
     : m_(&m),
       opt_(opt),
       drop_(dropped_tokens(opt)),
@@ -205,18 +206,14 @@ void OverflowGroup::truncate(Member& mb, const std::vector<int32_t>& kept) {
         m_->restore_kv(cache_, next, l, 0, nk, pk.data(), pv.data());
       }
     } else {
-      // NKVT: the cached (post-RoPE) keys and values of the kept tokens, as they are.
+      // NKVT: the cached (post-RoPE) keys and values of the kept tokens, as they are: the
+      // sink slots [0, sink) and the tail [sink + drop, N).
       std::vector<float> kbuf(static_cast<size_t>(nk * kvd)), vbuf(kbuf.size());
+      const int64_t tail = N - opt_.sink - drop_;
       for (int l = 0; l < L; ++l) {
-        int64_t dst = 0;
-        for (int64_t s = 0; s < N; ++s) {
-          if (s >= opt_.sink && s < opt_.sink + drop_) continue;
-          std::memcpy(kbuf.data() + dst * kvd, cache_.k_slot(l, mb.seq, s),
-                      static_cast<size_t>(kvd) * sizeof(float));
-          std::memcpy(vbuf.data() + dst * kvd, cache_.v_slot(l, mb.seq, s),
-                      static_cast<size_t>(kvd) * sizeof(float));
-          ++dst;
-        }
+        m_->read_kv(cache_, mb.seq, l, 0, opt_.sink, kbuf.data(), vbuf.data());
+        m_->read_kv(cache_, mb.seq, l, opt_.sink + drop_, tail, kbuf.data() + opt_.sink * kvd,
+                    vbuf.data() + opt_.sink * kvd);
         m_->restore_kv_raw(cache_, next, l, 0, nk, kbuf.data(), vbuf.data());
       }
     }
@@ -226,7 +223,7 @@ void OverflowGroup::truncate(Member& mb, const std::vector<int32_t>& kept) {
   mb.seq = next;
 }
 
-OverflowStream::OverflowStream(const model::Model& m, OverflowMethod method,
+OverflowStream::OverflowStream(const model::ForwardModel& m, OverflowMethod method,
                                const OverflowOptions& opt)
     : g_(m, {method}, opt) {}
 
@@ -234,7 +231,7 @@ std::vector<float> OverflowStream::feed(const std::vector<int32_t>& tokens) {
   return std::move(g_.feed(tokens)[0]);
 }
 
-std::vector<OverflowResult> run_overflow_group(const model::Model& m,
+std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
                                                const std::vector<int32_t>& all_tokens,
                                                const std::vector<OverflowMethod>& methods,
                                                const OverflowOptions& opt,
@@ -294,7 +291,7 @@ std::vector<OverflowResult> run_overflow_group(const model::Model& m,
   return rs;
 }
 
-OverflowResult run_overflow(const model::Model& m, const std::vector<int32_t>& tokens,
+OverflowResult run_overflow(const model::ForwardModel& m, const std::vector<int32_t>& tokens,
                             OverflowMethod method, const OverflowOptions& opt,
                             const OverflowProgress& progress) {
   return std::move(run_overflow_group(m, tokens, {method}, opt, progress)[0]);

@@ -64,7 +64,7 @@ struct OverflowResult {
 class OverflowGroup {
  public:
   /// Throws cb::Error when the options are invalid for this model or `methods` is empty.
-  OverflowGroup(const model::Model& m, const std::vector<OverflowMethod>& methods,
+  OverflowGroup(const model::ForwardModel& m, const std::vector<OverflowMethod>& methods,
                 const OverflowOptions& opt);
 
   /// Appends `tokens`; element i is member i's logits [tokens.size(), vocab] (row t predicts
@@ -99,7 +99,7 @@ class OverflowGroup {
   void truncate(Member& mb, const std::vector<int32_t>& kept);
   model::LayerHooks hooks();
 
-  const model::Model* m_;
+  const model::ForwardModel* m_;
   OverflowOptions opt_;
   int64_t drop_ = 0;
   kv::KvCache cache_;
@@ -116,7 +116,7 @@ class OverflowGroup {
 class OverflowStream {
  public:
   /// Throws cb::Error when the options are invalid for this model.
-  OverflowStream(const model::Model& m, OverflowMethod method, const OverflowOptions& opt);
+  OverflowStream(const model::ForwardModel& m, OverflowMethod method, const OverflowOptions& opt);
 
   /// Appends `tokens`; returns their logits [tokens.size(), vocab] (row t predicts the
   /// token after tokens[t]). The window is truncated before it would exceed n_ctx.
@@ -138,14 +138,14 @@ using OverflowProgress = std::function<void(int64_t, int64_t)>;
 
 /// Runs one method over `tokens` (with opt.batched, TT's recompute joins the next prefill).
 /// Throws cb::Error when the options are invalid or the stream never overflows.
-OverflowResult run_overflow(const model::Model& m, const std::vector<int32_t>& tokens,
+OverflowResult run_overflow(const model::ForwardModel& m, const std::vector<int32_t>& tokens,
                             OverflowMethod method, const OverflowOptions& opt,
                             const OverflowProgress& progress = {});
 
 /// Runs `methods` over the same `tokens` in one OverflowGroup (lockstep; with opt.batched one
 /// Model::forward per step for all of them); one result per method, in order. Errors as
 /// run_overflow.
-std::vector<OverflowResult> run_overflow_group(const model::Model& m,
+std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
                                                const std::vector<int32_t>& tokens,
                                                const std::vector<OverflowMethod>& methods,
                                                const OverflowOptions& opt,

@@ -88,7 +88,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
       std::fprintf(stderr, "mmlu: feeding %lld history tokens through a %d-token window (%s)\n",
                    static_cast<long long>(history_tokens), a.ctx, name.c_str());
       scorers.push_back(
-          std::make_unique<eval::OverflowScorer>(*lm.model, *lm.tok, meth, history, so));
+          std::make_unique<eval::OverflowScorer>(lm.runner(), *lm.tok, meth, history, so));
     }
   }
 
@@ -229,13 +229,7 @@ void register_mmlu(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file");
   set_action(sub, [a] {
-    resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
-    if (a->method != "none" && a->m.backend == "cuda") {
-      throw make_error("--method " + a->method,
-                       "the overflow study runs on the CPU backend only (it restores and "
-                       "re-rotates KV through the CPU model)",
-                       "use --backend cpu, or --method none on the GPU");
-    }
+    resolve_backend(&a->m);
     return run_mmlu_cmd(*a);
   });
 }

@@ -97,10 +97,10 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
     std::string names;
     for (auto method : methods)
       names += (names.empty() ? "" : "+") + std::string(eval::overflow_method_name(method));
-    rs = eval::run_overflow_group(*lm.model, tokens, methods, opt, progress(names));
+    rs = eval::run_overflow_group(lm.runner(), tokens, methods, opt, progress(names));
   } else {
     for (auto method : methods) {
-      rs.push_back(eval::run_overflow(*lm.model, tokens, method, opt,
+      rs.push_back(eval::run_overflow(lm.runner(), tokens, method, opt,
                                       progress(eval::overflow_method_name(method))));
     }
   }
@@ -395,13 +395,7 @@ void register_perplexity(CLI::App& app) {
       throw make_error("--convention", "applies to --method full only",
                        "drop --convention or use --method full");
     }
-    resolve_backend(&a->m, a->method == "full");  // auto: the overflow study stays on the CPU
-    if (a->method != "full" && a->m.backend == "cuda") {
-      throw make_error("--method " + a->method,
-                       "the overflow study runs on the CPU backend only (it restores KV "
-                       "through the CPU model)",
-                       "use --backend cpu, or --method full on the GPU");
-    }
+    resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, true);
     const datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
     // lm-eval encodes documents without special tokens; its prefix token stands before them.

@@ -71,7 +71,37 @@ __global__ void kv_append_kernel(const T* __restrict__ k_src, const T* __restric
   }
 }
 
+template <typename T>
+__global__ void kv_gather_kernel(const T* __restrict__ k_pool, const T* __restrict__ v_pool,
+                                 PagedView view, int64_t pos0, int64_t n, T* __restrict__ k_out,
+                                 T* __restrict__ v_out) {
+  const int64_t total = n * view.kv_dim;
+  for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
+       k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = k / view.kv_dim, j = k % view.kv_dim;
+    const int64_t src = paged_offset(view, pos0 + t, j);
+    k_out[k] = k_pool[src];
+    v_out[k] = v_pool[src];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_kv_gather(const KvGatherParams& p, cudaStream_t stream) {
+  if (p.n == 0) return cudaSuccess;
+  if (!p.k_pool || !p.v_pool || !p.k_out || !p.v_out || !p.view.block_table || p.n < 0 ||
+      p.pos0 < 0 || p.view.block_size <= 0 || p.view.kv_dim <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  const LaunchDims d = elementwise_dims(static_cast<size_t>(p.n * p.view.kv_dim));
+#define CB_LAUNCH(T)                                                                         \
+  kv_gather_kernel<T><<<d.grid, d.block, 0, stream>>>(                                       \
+      static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool), p.view, p.pos0, p.n, \
+      static_cast<T*>(p.k_out), static_cast<T*>(p.v_out))
+  CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+#undef CB_LAUNCH
+  return cudaGetLastError();
+}
 
 cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream) {
   if (p.n == 0) return cudaSuccess;

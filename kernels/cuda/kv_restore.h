@@ -60,6 +60,18 @@ struct KvAppendParams {
   int64_t table_stride = 0;
 };
 
+/// The inverse of append: slots [pos0, pos0 + n) of a sequence's paged blocks (K as cached,
+/// i.e. rotated) into contiguous rows [n, kv_dim] (for NKVT, which keeps rotated keys).
+struct KvGatherParams {
+  const void* k_pool = nullptr;  ///< one layer: [num_blocks, block_size, kv_dim]
+  const void* v_pool = nullptr;
+  PagedView view;  ///< the sequence's block table (device memory), sizes
+  int64_t pos0 = 0, n = 0;
+  void* k_out = nullptr;  ///< [n, kv_dim]
+  void* v_out = nullptr;
+  Storage storage = Storage::F32;
+};
+
 /// One thread per (token, head, pair); n == 0 is a no-op; bad shapes or null pointers give
 /// cudaErrorInvalidValue. head_dim and rope_dims must be even, rope_dims <= head_dim.
 cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream);
@@ -68,5 +80,8 @@ cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream);
 /// One thread per element of K and of V; n == 0 is a no-op, bad shapes or null pointers give
 /// cudaErrorInvalidValue (batched: row_seq and row_slot both set, table_stride > 0).
 cudaError_t launch_kv_append(const KvAppendParams& p, cudaStream_t stream);
+/// One thread per element of K and of V; n == 0 is a no-op, bad shapes or null pointers give
+/// cudaErrorInvalidValue.
+cudaError_t launch_kv_gather(const KvGatherParams& p, cudaStream_t stream);
 
 }  // namespace cb::kernels::cuda

@@ -479,24 +479,34 @@ struct CudaModel::Impl {
     *have = want;
   }
 
-  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
-                  const float* k, const float* v, int64_t rope_offset) {
-    if (n <= 0) return;
+  // Checks that `cache` is the bound one, `layer` exists and slots [pos0, pos0 + n) lie below
+  // `limit`; applies the cache's pending block copies; returns the sequence's block table.
+  const std::vector<int32_t>& prepare_kv_access(kv::KvCache& cache, kv::SeqId seq, int layer,
+                                                int64_t pos0, int64_t n, int64_t limit,
+                                                const char* what, const char* below) {
     CB_CUDA_CHECK(cudaSetDevice(gpu));
     if (cache.id() != pools_for) {
-      throw make_error("cuda restore_kv", "this KV cache is not the one bound to the device",
+      throw make_error(what, "this KV cache is not the one bound to the device",
                        "call bind_cache (or forward) with it first");
     }
     if (layer < 0 || layer >= cfg.n_layers) {
-      throw make_error("cuda restore_kv", "layer " + std::to_string(layer) + " is out of range");
+      throw make_error(what, "layer " + std::to_string(layer) + " is out of range");
+    }
+    if (pos0 < 0 || pos0 + n > limit) {
+      throw make_error(what, "slots [" + std::to_string(pos0) + ", " + std::to_string(pos0 + n) +
+                                 ") are beyond the sequence's " + below);
     }
     apply_block_copies(cache, read_stream);
-    const std::vector<int32_t>& table = cache.block_table(seq);
-    if (pos0 < 0 || pos0 + n > static_cast<int64_t>(table.size()) * kv.block_size) {
-      throw make_error("cuda restore_kv", "slots [" + std::to_string(pos0) + ", " +
-                                              std::to_string(pos0 + n) +
-                                              ") are beyond the sequence's reserved capacity");
-    }
+    return cache.block_table(seq);
+  }
+
+  // restore_kv (rotate: pre-RoPE keys rotated to their positions) or restore_kv_raw (keys as
+  // given), through pinned staging on the read stream.
+  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                  const float* k, const float* v, int64_t rope_offset, bool rotate = true) {
+    if (n <= 0) return;
+    const std::vector<int32_t>& table = prepare_kv_access(
+        cache, seq, layer, pos0, n, cache.capacity(seq), "cuda restore_kv", "reserved capacity");
     const int64_t kvd = cfg.kv_dim();
     const uint64_t f32 = static_cast<uint64_t>(n * kvd) * 4;
     const uint64_t tb = table.size() * 4;
@@ -540,10 +550,71 @@ struct CudaModel::Impl {
     rp.theta = cfg.rope_theta;
     rp.style = rope_style();
     rp.storage = st;
-    CB_CUDA_CHECK(kc::launch_kv_restore(rp, read_stream.get()));
+    if (rotate) {
+      CB_CUDA_CHECK(kc::launch_kv_restore(rp, read_stream.get()));
+    } else {
+      kc::KvAppendParams ap;
+      ap.k_src = ks;
+      ap.v_src = vs;
+      ap.src_stride = kvd;
+      ap.k_pool = rp.k_pool;
+      ap.v_pool = rp.v_pool;
+      ap.view = rp.view;
+      ap.pos0 = pos0;
+      ap.n = n;
+      ap.storage = st;
+      CB_CUDA_CHECK(kc::launch_kv_append(ap, read_stream.get()));
+    }
     // The staging is reused by the next call; the compute stream's later work is enqueued
     // after this returns, so it sees the restored blocks.
     read_stream.synchronize();
+  }
+
+  // Slots [pos0, pos0 + n) of `seq` in `layer` as cached, to host fp32 rows.
+  void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n, float* k,
+               float* v) {
+    if (n <= 0) return;
+    const std::vector<int32_t>& table =
+        prepare_kv_access(cache, seq, layer, pos0, n, cache.length(seq), "cuda read_kv", "length");
+    const int64_t kvd = cfg.kv_dim();
+    const uint64_t f32 = static_cast<uint64_t>(n * kvd) * 4;
+    const uint64_t tb = table.size() * 4;
+    const uint64_t half = static_cast<uint64_t>(n * kvd) * esz;
+    grow(&restore_host, &restore_dev, &restore_bytes, 2 * f32 + tb + 2 * half + 1024, read_stream,
+         "restore staging");
+    auto* h = static_cast<char*>(restore_host.data());
+    std::memcpy(h, table.data(), tb);
+    Arena::Block dt = restore_dev.allocate(tb, "restore staging");
+    Arena::Block rows = restore_dev.allocate(2 * half, "restore staging");
+    CB_CUDA_CHECK(cudaMemcpyAsync(dt.data(), h, tb, cudaMemcpyHostToDevice, read_stream.get()));
+    kc::KvGatherParams gp;
+    gp.k_pool = k_pool[static_cast<size_t>(layer)].data();
+    gp.v_pool = v_pool[static_cast<size_t>(layer)].data();
+    gp.view = {static_cast<const int32_t*>(dt.data()), kv.block_size, kvd};
+    gp.pos0 = pos0;
+    gp.n = n;
+    gp.k_out = rows.data();
+    gp.v_out = static_cast<char*>(rows.data()) + half;
+    gp.storage = st;
+    CB_CUDA_CHECK(kc::launch_kv_gather(gp, read_stream.get()));
+    const void* from = rows.data();
+    Arena::Block wide;
+    if (st != kc::Storage::F32) {
+      wide = restore_dev.allocate(2 * f32, "restore staging");
+      kc::ConvertToFloatParams p;
+      p.src = static_cast<const uint16_t*>(rows.data());
+      p.dst = static_cast<float*>(wide.data());
+      p.n = static_cast<size_t>(2 * n * kvd);
+      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+      CB_CUDA_CHECK(kc::launch_convert_to_float(p, read_stream.get()));
+      from = wide.data();
+    }
+    // The pinned buffer's table bytes were consumed by the H2D above (ordered on this stream).
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(h + tb, from, 2 * f32, cudaMemcpyDeviceToHost, read_stream.get()));
+    read_stream.synchronize();
+    std::memcpy(k, h + tb, f32);
+    std::memcpy(v, h + tb + f32, f32);
   }
 
   // The cache's copy-on-write and fork copies since the last call, applied in order to the
@@ -912,6 +983,16 @@ std::string CudaModel::kv_precision() const {
 void CudaModel::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                            const float* k_pre_rope, const float* v, int64_t rope_offset) const {
   impl_->restore_kv(cache, seq, layer, pos0, n, k_pre_rope, v, rope_offset);
+}
+
+void CudaModel::restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
+                               int64_t n, const float* k, const float* v) const {
+  impl_->restore_kv(cache, seq, layer, pos0, n, k, v, 0, /*rotate=*/false);
+}
+
+void CudaModel::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                        float* k, float* v) const {
+  impl_->read_kv(cache, seq, layer, pos0, n, k, v);
 }
 
 }  // namespace cb::model

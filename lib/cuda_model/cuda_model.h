@@ -70,6 +70,13 @@ class CudaModel : public ForwardModel {
   /// in place. Throws cb::Error for a cache that is not bound, a bad layer or unreserved slots.
   void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                   const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const override;
+  /// As restore_kv, with the keys written as given (kernels/cuda kv_append).
+  void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                      const float* k, const float* v) const override;
+  /// Gathers the slots on the device (kernels/cuda kv_gather), converts them to fp32 and copies
+  /// them to the host on the read stream; returns when they are there.
+  void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n, float* k,
+               float* v) const override;
   /// Bytes of device memory the weights and the current KV pools take.
   uint64_t weight_bytes() const;
   uint64_t kv_bytes() const;

@@ -129,6 +129,23 @@ void Model::restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t
   }
 }
 
+void Model::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                    float* kk, float* v) const {
+  const int64_t kvd = cfg_.kv_dim(), bs = cache.config().block_size;
+  if (pos0 < 0 || n < 0 || pos0 + n > cache.length(seq)) {
+    throw make_error("read_kv", "slots [" + std::to_string(pos0) + ", " + std::to_string(pos0 + n) +
+                                    ") are not all below the sequence's length");
+  }
+  const std::vector<int32_t>& table = cache.block_table(seq);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t s = pos0 + t;
+    const int64_t off =
+        (static_cast<int64_t>(table[static_cast<size_t>(s / bs)]) * bs + s % bs) * kvd;
+    std::memcpy(kk + t * kvd, cache.k_pool(layer) + off, static_cast<size_t>(kvd) * sizeof(float));
+    std::memcpy(v + t * kvd, cache.v_pool(layer) + off, static_cast<size_t>(kvd) * sizeof(float));
+  }
+}
+
 void Model::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                        const float* k_pre_rope, const float* v, int64_t rope_offset) const {
   std::vector<float> rotated(k_pre_rope, k_pre_rope + n * cfg_.kv_dim());

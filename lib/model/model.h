@@ -91,6 +91,14 @@ class ForwardModel {
   virtual void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                           const float* k_pre_rope, const float* v,
                           int64_t rope_offset = 0) const = 0;
+  /// Naive KV truncation baseline (NKVT): writes K exactly as given (keys that already carry
+  /// the rotation of their old positions) and V into slots [pos0, pos0 + n) of `layer`.
+  virtual void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                              const float* k, const float* v) const = 0;
+  /// Reads the cached (post-RoPE) K and V of slots [pos0, pos0 + n) of `seq` in `layer` into
+  /// k and v ([n, n_kv_heads * head_dim] fp32 each); the slots must be below its length.
+  virtual void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                       float* k, float* v) const = 0;
 };
 
 class Model : public ForwardModel {
@@ -109,10 +117,12 @@ class Model : public ForwardModel {
   /// pos0 + rope_offset + t (see SeqInput::rope_offset).
   void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                   const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const override;
-  /// Naive KV truncation baseline (NKVT): writes K exactly as given (keys that already carry
-  /// the rotation of their old positions) into slots [pos0, pos0 + n).
+  /// ForwardModel::restore_kv_raw into the cache's host pools.
   void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
-                      const float* k, const float* v) const;
+                      const float* k, const float* v) const override;
+  /// ForwardModel::read_kv from the cache's host pools.
+  void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n, float* k,
+               float* v) const override;
   /// Applies this model's RoPE to k [n, n_kv_heads * head_dim] in place at positions
   /// [pos0, pos0 + n) (used to produce post-RoPE keys for the NKVT baseline).
   void rotate_keys(float* k, int64_t pos0, int64_t n) const;

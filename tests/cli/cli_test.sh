@@ -128,8 +128,27 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
         --data "$PIQA" --limit 20 --backend cuda
     fi
   fi
-  expect_error mmlu_overflow_cuda "--method ca" "CPU backend only" "$CB" mmlu -m "$STORIES" \
-    --data "$DATA/data/mmlu" --method ca --backend cuda
+  # The overflow study (TT, CA, NKVT in lockstep) on either backend: fp32 on the GPU gives the
+  # CPU's perplexities (NKVT reads and rewrites the rotated KV on the device).
+  TS="$DATA/data/tinystories/tinystories_val_part1.txt"
+  if [ -f "$TS" ]; then
+    expect_out overflow_cpu "| NKVT |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
+      --method all --ctx 64 --max-tokens 300 --backend cpu --out "$TMP/ov_cpu.json"
+    if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+      expect_out overflow_cuda "| NKVT |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
+        --method all --ctx 64 --max-tokens 300 --backend cuda --gpu-storage f32 --out "$TMP/ov_gpu.json"
+      if python3 -c "import json,sys; a=json.load(open(sys.argv[1]))['results']; b=json.load(open(sys.argv[2]))['results']; \
+sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a, b)) and len(a) == 3 == len(b) else 1)" \
+        "$TMP/ov_cpu.json" "$TMP/ov_gpu.json"; then
+        ok
+      else
+        bad "overflow study: GPU f32 perplexities differ from the CPU's"
+      fi
+    else
+      expect_error overflow_cuda_without_gpu "--backend cuda" "--backend cpu" "$CB" perplexity \
+        -m "$STORIES" --dataset text --file "$TS" --method all --ctx 64 --backend cuda
+    fi
+  fi
   # `bench gpu` exists in CUDA builds; without a GPU it stops with one line.
   if "$CB" bench --help | grep -q "^  gpu " && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
     expect_error bench_gpu_without_gpu "bench gpu" "no CUDA GPU" "$CB" bench gpu --reps 1

@@ -460,6 +460,49 @@ TEST(CudaModel, ForksAndCopyOnWriteReachTheDevice) {
   EXPECT_TRUE(gc.take_block_copies().empty());  // applied by forward
 }
 
+// What NKVT needs of the device: read_kv (cached, rotated K and V of chosen slots, to the host)
+// and restore_kv_raw (rows written as given) give what the CPU gives, and a sequence built from
+// them continues with the CPU's logits.
+TEST(CudaModel, ReadKvAndRawRestoreMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  auto src = ModelSource::open("preset:tiny-mistral");
+  const ModelConfig cfg = src->config();
+  const int64_t kvd = cfg.kv_dim();
+  for (kc::Storage st : kStorages) {
+    auto weights = cb::model::Weights::load(*src, 5);
+    CudaModel gpu(cfg, *weights, {st, 0});
+    Model cpu(cfg, std::move(weights));
+    KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
+    for (KvCache* c : {&cc, &gc}) {
+      c->add_sequence(0);
+      ASSERT_TRUE(c->reserve(0, 37));
+    }
+    const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(37, cfg.vocab_size, 9), false}};
+    gpu.forward(pre, gc);
+    cpu.forward(pre, cc);
+    for (KvCache* c : {&cc, &gc}) {
+      c->add_sequence(1);
+      ASSERT_TRUE(c->reserve(1, 30));
+      c->set_length(1, 25);
+    }
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      std::vector<float> ck(static_cast<size_t>(25 * kvd)), cv(ck.size()), gk(ck.size()),
+          gv(ck.size());
+      cpu.read_kv(cc, 0, l, 5, 25, ck.data(), cv.data());
+      gpu.read_kv(gc, 0, l, 5, 25, gk.data(), gv.data());
+      EXPECT_LT(rel_err(gk, ck), tolerance(st)) << storage_name(st) << " K layer " << l;
+      EXPECT_LT(rel_err(gv, cv), tolerance(st)) << storage_name(st) << " V layer " << l;
+      cpu.restore_kv_raw(cc, 1, l, 0, 25, ck.data(), cv.data());
+      gpu.restore_kv_raw(gc, 1, l, 0, 25, ck.data(), cv.data());
+    }
+    const std::vector<SeqInput> next = {{1, cb::test::random_tokens(5, cfg.vocab_size, 10), true}};
+    EXPECT_LT(rel_err(gpu.forward(next, gc), cpu.forward(next, cc)), tolerance(st))
+        << storage_name(st);
+    std::vector<float> k(static_cast<size_t>(kvd)), v(k.size());
+    EXPECT_THROW(gpu.read_kv(gc, 0, 0, 40, 1, k.data(), v.data()), cb::Error);  // past length
+  }
+}
+
 // Restore's refusals: a cache that is not bound to the device, unreserved slots, a bad layer.
 TEST(CudaModel, RestoreRefusesWhatItCannotDo) {
   SKIP_WITHOUT_GPU();

@@ -337,6 +337,10 @@ TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);
   a.row_slot = dummy;  // batched without a table stride
   EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);
+  kc::KvGatherParams g;
+  EXPECT_EQ(kc::launch_kv_gather(g, nullptr), cudaSuccess);  // n == 0
+  g.n = 1;
+  EXPECT_EQ(kc::launch_kv_gather(g, nullptr), cudaErrorInvalidValue);  // null pointers
 }
 
 }  // namespace
