@@ -171,11 +171,8 @@ __global__ void __launch_bounds__(kThreads)
     if (threadIdx.x < kKeys) {  // one paged lookup per slot, not per element
       const int64_t slot = base + threadIdx.x;
       koff[threadIdx.x] =
-          slot <= hi
-              ? (static_cast<int64_t>(table[slot / block_size]) * block_size + slot % block_size) *
-                        kv_row +
-                    kvh * head_dim
-              : -1;
+          slot <= hi ? detail::paged_head_offset(table, slot, block_size, kv_row, kvh, head_dim)
+                     : -1;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < kKeys * head_dim; i += kThreads) {

@@ -122,11 +122,7 @@ __global__ void __launch_bounds__(kMmaThreads)
     if (threadIdx.x < kMmaKeys) {  // one paged lookup per slot
       const int64_t slot = base + threadIdx.x;
       koff[threadIdx.x] =
-          slot <= hi
-              ? (static_cast<int64_t>(table[slot / block_size]) * block_size + slot % block_size) *
-                        kv_row +
-                    kvh * HD
-              : -1;
+          slot <= hi ? paged_head_offset(table, slot, block_size, kv_row, kvh, HD) : -1;
     }
     __syncthreads();
     for (int i = threadIdx.x; i < kMmaKeys * kVec; i += kMmaThreads) {

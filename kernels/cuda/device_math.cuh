@@ -55,6 +55,16 @@ __device__ __forceinline__ void attention_key_range(int64_t pos, int64_t n_ctx, 
   *lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
+/// Element offset of KV head `kvh`'s row of slot `slot` in a paged pool of `kv_row` elements
+/// per slot (the sequence's block table `table`).
+__device__ __forceinline__ int64_t paged_head_offset(const int32_t* table, int64_t slot,
+                                                     int64_t block_size, int64_t kv_row,
+                                                     int64_t kvh, int64_t head_dim) {
+  return (static_cast<int64_t>(table[slot / block_size]) * block_size + slot % block_size) *
+             kv_row +
+         kvh * head_dim;
+}
+
 /// Sum over the block, returned to every thread. blockDim.x is a multiple of 32 and at most
 /// 1024; every thread of the block must call it (it synchronizes, so a row may be rewritten
 /// in place after it).

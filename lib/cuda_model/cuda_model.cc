@@ -245,36 +245,46 @@ struct CudaModel::Impl {
     stream.synchronize();  // the staging is reused by the next tensor
   }
 
-  void upload_file(const ModelSource& src) {
+  // Allocates every device tensor and has it filled: fill_plain(spec, dst) for each tensor
+  // kept as it is, then fill_fused(layer, q, k, v) for each layer's fused QKV matrix, with the
+  // Q, K and V row blocks' destinations (Falcon's fused tensor fills all three from q).
+  template <typename Plain, typename Fused>
+  void make_tensors(Plain&& fill_plain, Fused&& fill_fused) {
     const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
-    const auto ref = [&](const std::string& name) -> const formats::TensorRef& {
-      const formats::TensorRef* t = src.tensor(name);
-      if (t == nullptr) throw make_error(src.location(), "missing tensor '" + name + "'");
-      return *t;
-    };
     for (const TensorSpec& t : expected_tensors(cfg)) {
       if (fused_away(t.name)) continue;
       Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(t.numel()) * esz, t.name);
-      upload_ref(ref(t.name), nullptr, b.data());
+      fill_plain(t, b.data());
       w.emplace(t.name, std::move(b));
     }
-    const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
     for (int l = 0; l < cfg.n_layers; ++l) {
       const std::string name = layer_name(l, "qkv_fused");
       Arena::Block b =
           weights_arena.allocate(static_cast<uint64_t>((qd + 2 * kvd) * H) * esz, name);
       char* base = static_cast<char*>(b.data());
-      if (cfg.arch == Arch::Falcon) {
-        upload_ref(ref(layer_name(l, "attn_qkv.weight")), &order, base);
-      } else {
-        upload_ref(ref(layer_name(l, "attn_q.weight")), nullptr, base);
-        upload_ref(ref(layer_name(l, "attn_k.weight")), nullptr,
-                   base + static_cast<size_t>(qd * H) * esz);
-        upload_ref(ref(layer_name(l, "attn_v.weight")), nullptr,
-                   base + static_cast<size_t>((qd + kvd) * H) * esz);
-      }
+      fill_fused(l, base, base + static_cast<size_t>(qd * H) * esz,
+                 base + static_cast<size_t>((qd + kvd) * H) * esz);
       w.emplace(name, std::move(b));
     }
+  }
+
+  void upload_file(const ModelSource& src) {
+    const auto ref = [&](const std::string& name) -> const formats::TensorRef& {
+      const formats::TensorRef* t = src.tensor(name);
+      if (t == nullptr) throw make_error(src.location(), "missing tensor '" + name + "'");
+      return *t;
+    };
+    const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+    make_tensors([&](const TensorSpec& t, void* dst) { upload_ref(ref(t.name), nullptr, dst); },
+                 [&](int l, char* q, char* k, char* v) {
+                   if (cfg.arch == Arch::Falcon) {
+                     upload_ref(ref(layer_name(l, "attn_qkv.weight")), &order, q);
+                   } else {
+                     upload_ref(ref(layer_name(l, "attn_q.weight")), nullptr, q);
+                     upload_ref(ref(layer_name(l, "attn_k.weight")), nullptr, k);
+                     upload_ref(ref(layer_name(l, "attn_v.weight")), nullptr, v);
+                   }
+                 });
     upload_dev = Arena(nullptr, 0, "upload staging");  // only needed while loading
     upload_host = device::HostBuffer();
     upload_bytes = 0;
@@ -298,38 +308,29 @@ struct CudaModel::Impl {
   }
 
   void generate_all(uint64_t seed) {
-    const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+    const int64_t qd = cfg.q_dim(), kvd = cfg.kv_dim();
     std::map<std::string, TensorSpec> specs;
-    for (const TensorSpec& t : expected_tensors(cfg)) {
-      specs.emplace(t.name, t);
-      if (fused_away(t.name)) continue;
-      Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(t.numel()) * esz, t.name);
-      fill(b.data(), t, t.shape.size() == 1 ? 1 : t.shape.front(), seed, nullptr);
-      w.emplace(t.name, std::move(b));
-    }
+    for (const TensorSpec& t : expected_tensors(cfg)) specs.emplace(t.name, t);
     const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
     const std::vector<int32_t> order32(order.begin(), order.end());
     Arena map_arena = device::make_device_arena(order32.size() * 4, "QKV row map");
     Arena::Block map = map_arena.allocate(order32.size() * 4, "QKV row map");
     CB_CUDA_CHECK(cudaMemcpyAsync(map.data(), order32.data(), order32.size() * 4,
                                   cudaMemcpyHostToDevice, stream.get()));
-    for (int l = 0; l < cfg.n_layers; ++l) {
-      const std::string name = layer_name(l, "qkv_fused");
-      Arena::Block b =
-          weights_arena.allocate(static_cast<uint64_t>((qd + 2 * kvd) * H) * esz, name);
-      char* base = static_cast<char*>(b.data());
-      if (cfg.arch == Arch::Falcon) {
-        fill(base, specs.at(layer_name(l, "attn_qkv.weight")), qd + 2 * kvd, seed,
-             static_cast<const int32_t*>(map.data()));
-      } else {
-        fill(base, specs.at(layer_name(l, "attn_q.weight")), qd, seed, nullptr);
-        fill(base + static_cast<size_t>(qd * H) * esz, specs.at(layer_name(l, "attn_k.weight")),
-             kvd, seed, nullptr);
-        fill(base + static_cast<size_t>((qd + kvd) * H) * esz,
-             specs.at(layer_name(l, "attn_v.weight")), kvd, seed, nullptr);
-      }
-      w.emplace(name, std::move(b));
-    }
+    make_tensors(
+        [&](const TensorSpec& t, void* dst) {
+          fill(dst, t, t.shape.size() == 1 ? 1 : t.shape.front(), seed, nullptr);
+        },
+        [&](int l, char* q, char* k, char* v) {
+          if (cfg.arch == Arch::Falcon) {
+            fill(q, specs.at(layer_name(l, "attn_qkv.weight")), qd + 2 * kvd, seed,
+                 static_cast<const int32_t*>(map.data()));
+          } else {
+            fill(q, specs.at(layer_name(l, "attn_q.weight")), qd, seed, nullptr);
+            fill(k, specs.at(layer_name(l, "attn_k.weight")), kvd, seed, nullptr);
+            fill(v, specs.at(layer_name(l, "attn_v.weight")), kvd, seed, nullptr);
+          }
+        });
     stream.synchronize();  // the row map goes away here
   }
 
