@@ -1,0 +1,274 @@
+#pragma once
+/// Internal to lib/cuda_model: CudaModel's state and the helpers its three source files share:
+/// cuda_model.cc (the forward pass), cuda_model_load.cc (weights to the device: file upload,
+/// host weights, presets generated on the device) and cuda_model_kv.cc (the KV pools, restore,
+/// read-back and the cache's block copies). CUDA builds only.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/convert.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/kv_restore.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/preset_fill.h"
+#include "kernels/cuda/rope.h"
+#include "lib/core/error.h"
+#include "lib/cuda_model/cuda_model.h"
+#include "lib/device/cuda_runtime.h"
+#include "lib/device/host_buffer.h"
+#include "lib/formats/tensor_ref.h"
+#include "lib/model/model_source.h"
+#include "lib/model/presets.h"
+#include "lib/model/tensor_specs.h"
+
+namespace cb::model::cuda_detail {
+
+std::string layer_name(int l, const char* suffix);
+/// Q, K and V projections live on the device only as the fused "blk.L.qkv_fused".
+bool fused_away(const std::string& name);
+/// Throws cb::Error naming `what` when a cuBLAS call failed.
+void check_cublas(cublasStatus_t s, const char* what);
+
+}  // namespace cb::model::cuda_detail
+
+namespace cb::model {
+
+namespace kc = cb::kernels::cuda;
+
+struct CudaModel::Impl {
+  using Arena = device::Arena;
+  ModelConfig cfg;
+  kv::KvConfig kv;         // of the pools below
+  uint64_t pools_for = 0;  // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;             // device index
+  int sms = 1;             // its multiprocessors
+  kc::Storage st;
+  size_t esz;
+  device::Stream stream;        // compute
+  device::Stream read_stream;   // KV restore: host to device, rotate, scatter
+  device::Stream write_stream;  // KV capture: device to host
+  device::Event captured{false};
+  static constexpr int kCaptureSlots = 4;  // layers of captured KV in flight
+  device::Event copied[kCaptureSlots] = {device::Event(false), device::Event(false),
+                                         device::Event(false), device::Event(false)};
+  device::CublasHandle cublas;
+  Arena weights_arena;
+  Arena kv_arena{nullptr, 0, "KV blocks"};
+  std::map<std::string, Arena::Block> w;     // canonical names; Q, K, V as "blk.L.qkv_fused"
+  std::vector<Arena::Block> k_pool, v_pool;  // per layer
+  // Per-call scratch, regrown when a call needs more.
+  Arena scratch{nullptr, 0, "forward scratch"};
+  uint64_t scratch_bytes = 0;
+  // Restore staging: pinned [k f32 | v f32 | block table] -> the same on the device, then
+  // K and V in the storage type.
+  device::HostBuffer restore_host;
+  Arena restore_dev{nullptr, 0, "restore staging"};
+  uint64_t restore_bytes = 0;
+  // Capture staging: a ring of kCaptureSlots layers' new pre-RoPE K and V in fp32,
+  // [slot][k | v][rows, kv_dim], on the device and (after the write stream's copies) in pinned
+  // host memory.
+  device::HostBuffer capture_host;
+  Arena capture_dev{nullptr, 0, "capture staging"};
+  uint64_t capture_bytes = 0;
+
+  Impl(const ModelConfig& c, kc::Storage s, int dev)
+      : cfg(c),
+        gpu(dev),
+        st(s),
+        esz(kc::storage_bytes(s)),
+        weights_arena(device::make_device_arena(weight_budget(c, s), "weights")) {
+    CB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu));
+  }
+
+  static uint64_t padded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+  static uint64_t weight_budget(const ModelConfig& c, kc::Storage s) {
+    uint64_t total = 0;
+    for (const TensorSpec& t : expected_tensors(c)) {
+      if (!cuda_detail::fused_away(t.name))
+        total += padded(static_cast<uint64_t>(t.numel()) * kc::storage_bytes(s));
+    }
+    // One fused QKV matrix per layer.
+    const uint64_t qkv = static_cast<uint64_t>(c.q_dim() + 2 * c.kv_dim()) * c.hidden;
+    return total + static_cast<uint64_t>(c.n_layers) * padded(qkv * kc::storage_bytes(s));
+  }
+
+  static uint64_t kv_budget(const ModelConfig& c, const kv::KvConfig& k, kc::Storage s) {
+    const uint64_t per_pool =
+        static_cast<uint64_t>(k.num_blocks) * k.block_size * c.kv_dim() * kc::storage_bytes(s);
+    return 2 * static_cast<uint64_t>(c.n_layers) * padded(per_pool);
+  }
+
+  // Host fp32 rows -> device block in the storage type, through pinned staging.
+  Arena::Block upload(const float* src, int64_t numel, const std::string& name);
+
+  void upload_all(const Weights& src);
+
+  // Direct upload from a model file, one tensor at a time through one reusable pinned buffer
+  // (no host copy of the whole model): rows of `t` (row r of the result is row order[r] of the
+  // file's tensor; all rows in order when `order` is null) into `dst` in the storage type.
+  // A file tensor already in the storage type is copied raw; any other goes through fp32
+  // (F16/BF16 exactly, quantized types dequantized), then is converted on the device.
+  device::HostBuffer upload_host;
+  Arena upload_dev{nullptr, 0, "upload staging"};
+  uint64_t upload_bytes = 0;
+
+  void upload_ref(const formats::TensorRef& t, const std::vector<int64_t>* order, void* dst);
+
+  // Allocates every device tensor and has it filled: fill_plain(spec, dst) for each tensor
+  // kept as it is, then fill_fused(layer, q, k, v) for each layer's fused QKV matrix, with the
+  // Q, K and V row blocks' destinations (Falcon's fused tensor fills all three from q).
+  template <typename Plain, typename Fused>
+  void make_tensors(Plain&& fill_plain, Fused&& fill_fused);
+
+  void upload_file(const ModelSource& src);
+
+  // Generates `rows` rows of `spec` (1 for a vector) into `out`, through `row_map` if given.
+  void fill(void* out, const TensorSpec& spec, int64_t rows, uint64_t seed, const int32_t* row_map);
+
+  void generate_all(uint64_t seed);
+
+  // Device pools for `cache`: kept when it is the cache of the last call with the same
+  // config, else made anew, which is only valid when the batch starts every sequence afresh.
+  void ensure_pools(const kv::KvCache& cache);
+
+  void* wt(const std::string& name) const {
+    const auto it = w.find(name);
+    if (it == w.end()) throw make_error("cuda model", "no device tensor " + name);
+    return it->second.data();
+  }
+
+  void gemm(const void* x, const std::string& weight, void* y, int64_t n, int64_t in, int64_t out,
+            bool accumulate = false) {
+    kc::GemmWtParams p;
+    p.x = x;
+    p.w = wt(weight);
+    p.y = y;
+    p.n = n;
+    p.in = in;
+    p.out = out;
+    p.storage = st;
+    p.accumulate = accumulate;
+    cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
+  }
+
+  void norm(const std::string& base, const void* x, void* y, int64_t n) {
+    if (cfg.norm == NormType::RmsNorm) {
+      kc::RmsNormParams p;
+      p.x = x;
+      p.w = wt(base + ".weight");
+      p.y = y;
+      p.rows = n;
+      p.dim = cfg.hidden;
+      p.eps = cfg.norm_eps;
+      p.storage = st;
+      CB_CUDA_CHECK(kc::launch_rmsnorm(p, stream.get()));
+    } else {
+      kc::LayerNormParams p;
+      p.x = x;
+      p.w = wt(base + ".weight");
+      p.b = wt(base + ".bias");
+      p.y = y;
+      p.rows = n;
+      p.dim = cfg.hidden;
+      p.eps = cfg.norm_eps;
+      p.storage = st;
+      CB_CUDA_CHECK(kc::launch_layernorm(p, stream.get()));
+    }
+  }
+
+  void add(void* y, const void* x, int64_t n) {
+    kc::AddParams p;
+    p.y = y;
+    p.x = x;
+    p.n = n;
+    p.storage = st;
+    CB_CUDA_CHECK(kc::launch_add(p, stream.get()));
+  }
+
+  // Carves `sizes` (bytes) out of the scratch arena, regrowing it first when needed.
+  std::vector<Arena::Block> scratch_blocks(const std::vector<uint64_t>& sizes) {
+    uint64_t need = 0;
+    for (uint64_t s : sizes) need += padded(s == 0 ? 1 : s);
+    if (need > scratch_bytes) {
+      stream.synchronize();
+      scratch = Arena(nullptr, 0, "forward scratch");
+      scratch = device::make_device_arena(need * 5 / 4, "forward scratch");
+      scratch_bytes = scratch.budget();
+    }
+    std::vector<Arena::Block> out;
+    for (uint64_t s : sizes) out.push_back(scratch.allocate(s, "forward scratch"));
+    return out;
+  }
+
+  template <typename T>
+  void to_device(void* dst, const std::vector<T>& v) {
+    if (v.empty()) return;
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice, stream.get()));
+  }
+
+  // Device rows in the storage type -> host fp32.
+  std::vector<float> to_host_f32(const void* src, int64_t n, void* f32_scratch) {
+    std::vector<float> h(static_cast<size_t>(n));
+    const void* from = src;
+    if (st != kc::Storage::F32) {
+      kc::ConvertToFloatParams p;
+      p.src = static_cast<const uint16_t*>(src);
+      p.dst = static_cast<float*>(f32_scratch);
+      p.n = static_cast<size_t>(n);
+      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+      CB_CUDA_CHECK(kc::launch_convert_to_float(p, stream.get()));
+      from = f32_scratch;
+    }
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(h.data(), from, h.size() * 4, cudaMemcpyDeviceToHost, stream.get()));
+    stream.synchronize();
+    return h;
+  }
+
+  // Grows a pinned host buffer and a device arena to at least `bytes` each (both empty
+  // after growing); `wait` is the stream whose work may still use the old ones.
+  static void grow(device::HostBuffer* host, Arena* dev, uint64_t* have, uint64_t bytes,
+                   const device::Stream& wait, const char* name);
+
+  // Checks that `cache` is the bound one, `layer` exists and slots [pos0, pos0 + n) lie below
+  // `limit`; applies the cache's pending block copies; returns the sequence's block table.
+  const std::vector<int32_t>& prepare_kv_access(kv::KvCache& cache, kv::SeqId seq, int layer,
+                                                int64_t pos0, int64_t n, int64_t limit,
+                                                const char* what, const char* below);
+
+  // restore_kv (rotate: pre-RoPE keys rotated to their positions) or restore_kv_raw (keys as
+  // given), through pinned staging on the read stream.
+  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                  const float* k, const float* v, int64_t rope_offset, bool rotate = true);
+
+  // Slots [pos0, pos0 + n) of `seq` in `layer` as cached, to host fp32 rows.
+  void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n, float* k,
+               float* v);
+
+  // The cache's copy-on-write and fork copies since the last call, applied in order to the
+  // device blocks on `s` (before anything reads or writes them there).
+  void apply_block_copies(kv::KvCache& cache, const device::Stream& s);
+
+  kc::RopeStyle rope_style() const {
+    return cfg.rope_style == RopeStyle::Interleaved ? kc::RopeStyle::Interleaved
+                                                    : kc::RopeStyle::RotateHalf;
+  }
+
+  std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
+                             const LayerHooks& hooks);
+};
+
+}  // namespace cb::model

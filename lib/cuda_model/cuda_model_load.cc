@@ -1,0 +1,191 @@
+// CudaModel's weights on the device: files uploaded tensor by tensor, host weights uploaded,
+// presets generated on the device.
+#include "lib/cuda_model/cuda_model_impl.h"
+
+namespace cb::model {
+
+using cuda_detail::fused_away;
+using cuda_detail::layer_name;
+using device::Arena;
+
+Arena::Block CudaModel::Impl::upload(const float* src, int64_t numel, const std::string& name) {
+  Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(numel) * esz, name);
+  const uint64_t bytes = static_cast<uint64_t>(numel) * 4;
+  device::HostBuffer pinned(bytes);
+  std::memcpy(pinned.data(), src, bytes);
+  if (st == kc::Storage::F32) {
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(b.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
+  } else {
+    Arena tmp = device::make_device_arena(bytes, "upload staging");
+    Arena::Block f = tmp.allocate(bytes, name);
+    CB_CUDA_CHECK(
+        cudaMemcpyAsync(f.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
+    kc::ConvertToHalfParams p;
+    p.src = static_cast<const float*>(f.data());
+    p.dst = static_cast<uint16_t*>(b.data());
+    p.n = static_cast<size_t>(numel);
+    p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+    CB_CUDA_CHECK(kc::launch_convert_to_half(p, stream.get()));
+  }
+  stream.synchronize();  // the staging buffers go away here
+  return b;
+}
+
+void CudaModel::Impl::upload_all(const Weights& src) {
+  const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+  for (const TensorSpec& t : expected_tensors(cfg)) {
+    if (fused_away(t.name)) continue;
+    const float* p = src.find(t.name);
+    if (p == nullptr) {
+      throw make_error("cuda model", "tensor " + t.name + " is missing from the weights");
+    }
+    w.emplace(t.name, upload(p, t.numel(), t.name));
+  }
+  const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+  std::vector<float> fused(static_cast<size_t>((qd + 2 * kvd) * H));
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    if (cfg.arch == Arch::Falcon) {
+      const float* qkv = src.get(layer_name(l, "attn_qkv.weight"));
+      for (size_t r = 0; r < order.size(); ++r) {
+        std::memcpy(fused.data() + r * H, qkv + order[r] * H, static_cast<size_t>(H) * 4);
+      }
+    } else {
+      std::memcpy(fused.data(), src.get(layer_name(l, "attn_q.weight")),
+                  static_cast<size_t>(qd * H) * 4);
+      std::memcpy(fused.data() + qd * H, src.get(layer_name(l, "attn_k.weight")),
+                  static_cast<size_t>(kvd * H) * 4);
+      std::memcpy(fused.data() + (qd + kvd) * H, src.get(layer_name(l, "attn_v.weight")),
+                  static_cast<size_t>(kvd * H) * 4);
+    }
+    const std::string name = layer_name(l, "qkv_fused");
+    w.emplace(name, upload(fused.data(), (qd + 2 * kvd) * H, name));
+  }
+}
+
+void CudaModel::Impl::upload_ref(const formats::TensorRef& t, const std::vector<int64_t>* order,
+                                 void* dst) {
+  const int64_t rows = t.shape.size() <= 1 ? 1 : t.shape.front();
+  const int64_t cols = t.numel() / rows;
+  const int64_t out_rows = order ? static_cast<int64_t>(order->size()) : rows;
+  const bool raw = (t.dtype == DType::F32 && st == kc::Storage::F32) ||
+                   (t.dtype == DType::F16 && st == kc::Storage::F16) ||
+                   (t.dtype == DType::BF16 && st == kc::Storage::BF16);
+  const size_t row_bytes = static_cast<size_t>(cols) * (raw ? esz : 4);
+  const uint64_t bytes = static_cast<uint64_t>(out_rows) * row_bytes;
+  grow(&upload_host, &upload_dev, &upload_bytes, bytes + 256, stream, "upload staging");
+  const uint8_t* src = t.data;
+  std::vector<float> f32;
+  if (!raw) {
+    f32.resize(static_cast<size_t>(t.numel()));
+    formats::to_f32(t, f32.data());
+    src = reinterpret_cast<const uint8_t*>(f32.data());
+  }
+  auto* h = static_cast<uint8_t*>(upload_host.data());
+  for (int64_t r = 0; r < out_rows; ++r) {
+    const int64_t from = order ? (*order)[static_cast<size_t>(r)] : r;
+    std::memcpy(h + r * row_bytes, src + from * row_bytes, row_bytes);
+  }
+  if (raw) {
+    CB_CUDA_CHECK(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, stream.get()));
+  } else {
+    Arena::Block f = upload_dev.allocate(bytes, "upload staging");
+    CB_CUDA_CHECK(cudaMemcpyAsync(st == kc::Storage::F32 ? dst : f.data(), h, bytes,
+                                  cudaMemcpyHostToDevice, stream.get()));
+    if (st != kc::Storage::F32) {
+      kc::ConvertToHalfParams p;
+      p.src = static_cast<const float*>(f.data());
+      p.dst = static_cast<uint16_t*>(dst);
+      p.n = static_cast<size_t>(out_rows * cols);
+      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+      CB_CUDA_CHECK(kc::launch_convert_to_half(p, stream.get()));
+    }
+  }
+  stream.synchronize();  // the staging is reused by the next tensor
+}
+
+template <typename Plain, typename Fused>
+void CudaModel::Impl::make_tensors(Plain&& fill_plain, Fused&& fill_fused) {
+  const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+  for (const TensorSpec& t : expected_tensors(cfg)) {
+    if (fused_away(t.name)) continue;
+    Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(t.numel()) * esz, t.name);
+    fill_plain(t, b.data());
+    w.emplace(t.name, std::move(b));
+  }
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const std::string name = layer_name(l, "qkv_fused");
+    Arena::Block b = weights_arena.allocate(static_cast<uint64_t>((qd + 2 * kvd) * H) * esz, name);
+    char* base = static_cast<char*>(b.data());
+    fill_fused(l, base, base + static_cast<size_t>(qd * H) * esz,
+               base + static_cast<size_t>((qd + kvd) * H) * esz);
+    w.emplace(name, std::move(b));
+  }
+}
+
+void CudaModel::Impl::upload_file(const ModelSource& src) {
+  const auto ref = [&](const std::string& name) -> const formats::TensorRef& {
+    const formats::TensorRef* t = src.tensor(name);
+    if (t == nullptr) throw make_error(src.location(), "missing tensor '" + name + "'");
+    return *t;
+  };
+  const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+  make_tensors([&](const TensorSpec& t, void* dst) { upload_ref(ref(t.name), nullptr, dst); },
+               [&](int l, char* q, char* k, char* v) {
+                 if (cfg.arch == Arch::Falcon) {
+                   upload_ref(ref(layer_name(l, "attn_qkv.weight")), &order, q);
+                 } else {
+                   upload_ref(ref(layer_name(l, "attn_q.weight")), nullptr, q);
+                   upload_ref(ref(layer_name(l, "attn_k.weight")), nullptr, k);
+                   upload_ref(ref(layer_name(l, "attn_v.weight")), nullptr, v);
+                 }
+               });
+  upload_dev = Arena(nullptr, 0, "upload staging");  // only needed while loading
+  upload_host = device::HostBuffer();
+  upload_bytes = 0;
+}
+
+void CudaModel::Impl::fill(void* out, const TensorSpec& spec, int64_t rows, uint64_t seed,
+                           const int32_t* row_map) {
+  const PresetFill f = preset_fill_params(cfg, spec, seed);
+  kc::PresetFillParams p;
+  p.out = out;
+  p.rows = rows;
+  p.cols = spec.numel() / rows;
+  p.row_map = row_map;
+  p.constant = f.constant;
+  p.value = f.value;
+  p.key = f.key;
+  p.scale = f.scale;
+  p.storage = st;
+  CB_CUDA_CHECK(kc::launch_preset_fill(p, stream.get()));
+}
+
+void CudaModel::Impl::generate_all(uint64_t seed) {
+  const int64_t qd = cfg.q_dim(), kvd = cfg.kv_dim();
+  std::map<std::string, TensorSpec> specs;
+  for (const TensorSpec& t : expected_tensors(cfg)) specs.emplace(t.name, t);
+  const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
+  const std::vector<int32_t> order32(order.begin(), order.end());
+  Arena map_arena = device::make_device_arena(order32.size() * 4, "QKV row map");
+  Arena::Block map = map_arena.allocate(order32.size() * 4, "QKV row map");
+  CB_CUDA_CHECK(cudaMemcpyAsync(map.data(), order32.data(), order32.size() * 4,
+                                cudaMemcpyHostToDevice, stream.get()));
+  make_tensors(
+      [&](const TensorSpec& t, void* dst) {
+        fill(dst, t, t.shape.size() == 1 ? 1 : t.shape.front(), seed, nullptr);
+      },
+      [&](int l, char* q, char* k, char* v) {
+        if (cfg.arch == Arch::Falcon) {
+          fill(q, specs.at(layer_name(l, "attn_qkv.weight")), qd + 2 * kvd, seed,
+               static_cast<const int32_t*>(map.data()));
+        } else {
+          fill(q, specs.at(layer_name(l, "attn_q.weight")), qd, seed, nullptr);
+          fill(k, specs.at(layer_name(l, "attn_k.weight")), kvd, seed, nullptr);
+          fill(v, specs.at(layer_name(l, "attn_v.weight")), kvd, seed, nullptr);
+        }
+      });
+  stream.synchronize();  // the row map goes away here
+}
+
+}  // namespace cb::model
