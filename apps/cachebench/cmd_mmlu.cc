@@ -229,7 +229,15 @@ void register_mmlu(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file");
   set_action(sub, [a] {
-    resolve_backend(&a->m);
+    resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
+    if (a->method != "none" && a->m.backend == "cuda") {
+      // Its scorers copy whole overflow streams (caches included) per question, which device
+      // blocks bound to one cache cannot follow.
+      throw make_error("--method " + a->method,
+                       "mmlu's overflow study runs on the CPU backend only (it copies whole KV "
+                       "caches per question)",
+                       "use --backend cpu, or --method none on the GPU");
+    }
     return run_mmlu_cmd(*a);
   });
 }

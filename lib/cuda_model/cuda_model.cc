@@ -61,7 +61,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   CB_CUDA_CHECK(cudaSetDevice(gpu));
   const BatchRows br = batch_rows(c, batch, cache);
   ensure_pools(cache);
-  apply_block_copies(cache, stream);
+  if (apply_block_copies(cache, stream)) {  // restores on the read stream come after them
+    copies_done.record(stream);
+    copies_done.wait_on(read_stream);
+  }
   const int64_t N = br.rows(), R = static_cast<int64_t>(br.logit_rows.size());
   const int64_t items = static_cast<int64_t>(batch.size());
 

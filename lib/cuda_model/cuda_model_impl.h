@@ -59,6 +59,7 @@ struct CudaModel::Impl {
   device::Stream read_stream;   // KV restore: host to device, rotate, scatter
   device::Stream write_stream;  // KV capture: device to host
   device::Event captured{false};
+  device::Event copies_done{false};  // block copies on the compute stream, for the read stream
   static constexpr int kCaptureSlots = 4;  // layers of captured KV in flight
   device::Event copied[kCaptureSlots] = {device::Event(false), device::Event(false),
                                          device::Event(false), device::Event(false)};
@@ -259,8 +260,8 @@ struct CudaModel::Impl {
                float* v);
 
   // The cache's copy-on-write and fork copies since the last call, applied in order to the
-  // device blocks on `s` (before anything reads or writes them there).
-  void apply_block_copies(kv::KvCache& cache, const device::Stream& s);
+  // device blocks on `s` (before anything reads or writes them there); true when there were any.
+  bool apply_block_copies(kv::KvCache& cache, const device::Stream& s);
 
   kc::RopeStyle rope_style() const {
     return cfg.rope_style == RopeStyle::Interleaved ? kc::RopeStyle::Interleaved

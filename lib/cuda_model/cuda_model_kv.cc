@@ -66,7 +66,7 @@ const std::vector<int32_t>& CudaModel::Impl::prepare_kv_access(kv::KvCache& cach
   if (layer < 0 || layer >= cfg.n_layers) {
     throw make_error(what, "layer " + std::to_string(layer) + " is out of range");
   }
-  if (pos0 < 0 || pos0 + n > limit) {
+  if (pos0 < 0 || n < 0 || pos0 + n > limit) {
     throw make_error(what, "slots [" + std::to_string(pos0) + ", " + std::to_string(pos0 + n) +
                                ") are beyond the sequence's " + below);
   }
@@ -77,7 +77,7 @@ const std::vector<int32_t>& CudaModel::Impl::prepare_kv_access(kv::KvCache& cach
 void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
                                  int64_t n, const float* k, const float* v, int64_t rope_offset,
                                  bool rotate) {
-  if (n <= 0) return;
+  if (n == 0) return;
   const std::vector<int32_t>& table = prepare_kv_access(
       cache, seq, layer, pos0, n, cache.capacity(seq), "cuda restore_kv", "reserved capacity");
   const int64_t kvd = cfg.kv_dim();
@@ -145,7 +145,7 @@ void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, i
 
 void CudaModel::Impl::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                               float* k, float* v) {
-  if (n <= 0) return;
+  if (n == 0) return;
   const std::vector<int32_t>& table =
       prepare_kv_access(cache, seq, layer, pos0, n, cache.length(seq), "cuda read_kv", "length");
   const int64_t kvd = cfg.kv_dim();
@@ -188,9 +188,9 @@ void CudaModel::Impl::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int6
   std::memcpy(v, h + tb + f32, f32);
 }
 
-void CudaModel::Impl::apply_block_copies(kv::KvCache& cache, const device::Stream& s) {
+bool CudaModel::Impl::apply_block_copies(kv::KvCache& cache, const device::Stream& s) {
   const std::vector<kv::BlockCopy> copies = cache.take_block_copies();
-  if (copies.empty()) return;
+  if (copies.empty()) return false;
   const uint64_t block = static_cast<uint64_t>(kv.block_size) * cfg.kv_dim() * esz;
   const uint64_t slot = static_cast<uint64_t>(cfg.kv_dim()) * esz;
   for (const kv::BlockCopy& bc : copies) {
@@ -203,6 +203,7 @@ void CudaModel::Impl::apply_block_copies(kv::KvCache& cache, const device::Strea
       }
     }
   }
+  return true;
 }
 
 }  // namespace cb::model

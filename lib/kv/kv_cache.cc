@@ -72,9 +72,12 @@ void KvCache::require_host_pools() const {
   }
 }
 
-KvCache::KvCache(const KvConfig& cfg) : cfg_(validated(cfg)) {
+KvCache::ObjectId::ObjectId() {
   static std::atomic<uint64_t> next_id{1};
-  id_ = next_id.fetch_add(1);
+  value = next_id.fetch_add(1);
+}
+
+KvCache::KvCache(const KvConfig& cfg) : cfg_(validated(cfg)) {
   const size_t pool = static_cast<size_t>(cfg_.n_layers) * static_cast<size_t>(layer_floats());
   if (cfg_.host_pools) {
     k_.assign(pool, 0.0f);

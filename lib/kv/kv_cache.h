@@ -65,9 +65,11 @@ class KvCache {
   /// Throws cb::Error if the config is invalid (non-positive field, size overflow, > 64 GiB).
   explicit KvCache(const KvConfig& cfg);
 
+  /// Unique to this object within the process (never reused, unlike its address). A copy (or a
+  /// moved-to cache) gets a new id: the GPU backend binds its device blocks to one id, and a copy
+  /// of the block tables cannot share them.
+  uint64_t id() const { return id_.value; }
   /// The configuration the cache was built with.
-  /// Unique to this object within the process (never reused, unlike its address).
-  uint64_t id() const { return id_; }
   const KvConfig& config() const { return cfg_; }
   /// Floats per slot (n_kv_heads * head_dim).
   int64_t slot_floats() const { return static_cast<int64_t>(cfg_.n_kv_heads) * cfg_.head_dim; }
@@ -146,7 +148,17 @@ class KvCache {
   void require_host_pools() const;
 
   KvConfig cfg_;
-  uint64_t id_ = 0;
+  /// A process-unique number that copying and moving do not carry over.
+  struct ObjectId {
+    uint64_t value;
+    ObjectId();
+    ObjectId(const ObjectId&) : ObjectId() {}
+    ObjectId& operator=(const ObjectId&) {
+      value = ObjectId().value;
+      return *this;
+    }
+  };
+  ObjectId id_;
   std::vector<float> k_, v_;        // [n_layers][num_blocks][block_size][slot]
   std::vector<int32_t> free_list_;  // LIFO of free block ids
   std::vector<BlockCopy> copies_;   // without host pools: not yet applied by the owner

@@ -128,6 +128,8 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
         --data "$PIQA" --limit 20 --backend cuda
     fi
   fi
+  expect_error mmlu_overflow_cuda "--method ca" "CPU backend only" "$CB" mmlu -m "$STORIES" \
+    --data "$DATA/data/mmlu" --method ca --backend cuda
   # The overflow study (TT, CA, NKVT in lockstep) on either backend: fp32 on the GPU gives the
   # CPU's perplexities (NKVT reads and rewrites the rotated KV on the device).
   TS="$DATA/data/tinystories/tinystories_val_part1.txt"

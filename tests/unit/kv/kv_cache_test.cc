@@ -297,6 +297,25 @@ TEST(KvCacheTest, WithoutHostPoolsBlockCopiesAreRecordedForTheOwner) {
   EXPECT_TRUE(c.take_block_copies().empty());  // taken once
 }
 
+// A copy keeps the tables and KV but gets its own id (the GPU binds device blocks to one id,
+// which a copy of the tables cannot share); so does assignment.
+TEST(KvCacheTest, ACopyIsANewObject) {
+  KvCache a(small_config(4, 8));
+  a.add_sequence(1);
+  ASSERT_TRUE(a.reserve(1, 6));
+  a.set_length(1, 6);
+  KvCache b(a);
+  EXPECT_NE(b.id(), a.id());
+  EXPECT_EQ(b.block_table(1), a.block_table(1));
+  EXPECT_EQ(b.length(1), 6);
+  KvCache c(small_config(4, 8));
+  const uint64_t before = c.id();
+  c = a;
+  EXPECT_NE(c.id(), before);
+  EXPECT_NE(c.id(), a.id());
+  EXPECT_EQ(c.length(1), 6);
+}
+
 // ---- fork and copy-on-write ------------------------------------------------------------
 
 TEST(KvCacheTest, ForkSharesFullBlocksAndCopiesPartialBlock) {
