@@ -167,7 +167,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   float* cap_dev = nullptr;
   Arena::Block cap_block;
   if (capture) {
-    grow(&capture_host, &capture_dev, &capture_bytes, cap_layer * kCaptureSlots + 256, write_stream,
+    grow(&capture_host, &capture_dev, cap_layer * kCaptureSlots + 256, write_stream,
          "capture staging");
     cap_block = capture_dev.allocate(cap_layer * kCaptureSlots, "capture staging");
     cap_dev = static_cast<float*>(cap_block.data());
@@ -209,12 +209,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       CB_CUDA_CHECK(kc::launch_kv_capture(cp, stream.get()));
       if (st != kc::Storage::F32) {
         for (const auto& [from, to] : {std::pair<void*, float*>{kcap, dk}, {vcap, dv}}) {
-          kc::ConvertToFloatParams p;
-          p.src = static_cast<const uint16_t*>(from);
-          p.dst = to;
-          p.n = static_cast<size_t>(N * kvd);
-          p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
-          CB_CUDA_CHECK(kc::launch_convert_to_float(p, stream.get()));
+          f32_from_half(from, to, static_cast<size_t>(N * kvd), stream);
         }
       }
       captured.record(stream);

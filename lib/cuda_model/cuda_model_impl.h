@@ -70,18 +70,15 @@ struct CudaModel::Impl {
   std::vector<Arena::Block> k_pool, v_pool;  // per layer
   // Per-call scratch, regrown when a call needs more.
   Arena scratch{nullptr, 0, "forward scratch"};
-  uint64_t scratch_bytes = 0;
   // Restore staging: pinned [k f32 | v f32 | block table] -> the same on the device, then
   // K and V in the storage type.
   device::HostBuffer restore_host;
   Arena restore_dev{nullptr, 0, "restore staging"};
-  uint64_t restore_bytes = 0;
   // Capture staging: a ring of kCaptureSlots layers' new pre-RoPE K and V in fp32,
   // [slot][k | v][rows, kv_dim], on the device and (after the write stream's copies) in pinned
   // host memory.
   device::HostBuffer capture_host;
   Arena capture_dev{nullptr, 0, "capture staging"};
-  uint64_t capture_bytes = 0;
 
   Impl(const ModelConfig& c, kc::Storage s, int dev)
       : cfg(c),
@@ -111,21 +108,21 @@ struct CudaModel::Impl {
     return 2 * static_cast<uint64_t>(c.n_layers) * padded(per_pool);
   }
 
-  // Host fp32 rows -> device block in the storage type, through pinned staging.
-  Arena::Block upload(const float* src, int64_t numel, const std::string& name);
-
-  void upload_all(const Weights& src);
-
-  // Direct upload from a model file, one tensor at a time through one reusable pinned buffer
-  // (no host copy of the whole model): rows of `t` (row r of the result is row order[r] of the
-  // file's tensor; all rows in order when `order` is null) into `dst` in the storage type.
-  // A file tensor already in the storage type is copied raw; any other goes through fp32
-  // (F16/BF16 exactly, quantized types dequantized), then is converted on the device.
+  // Upload, one tensor at a time through one reusable pinned buffer (no host copy of the whole
+  // model): rows of `t` (row r of the result is row order[r] of the tensor; all rows in order
+  // when `order` is null) into `dst` in the storage type. A tensor already in the storage type
+  // is copied raw; any other goes through fp32 (F32 as it is, F16/BF16 exactly, quantized types
+  // dequantized), then is converted on the device.
   device::HostBuffer upload_host;
   Arena upload_dev{nullptr, 0, "upload staging"};
-  uint64_t upload_bytes = 0;
 
   void upload_ref(const formats::TensorRef& t, const std::vector<int64_t>* order, void* dst);
+
+  // Uploads every tensor, `ref(name)` giving each canonical tensor (a file's, or lib/model's
+  // fp32 Weights seen as F32 tensors), then frees the staging.
+  template <typename Ref>
+  void upload_tensors(Ref&& ref);
+  void upload_all(const Weights& src);
 
   // Allocates every device tensor and has it filled: fill_plain(spec, dst) for each tensor
   // kept as it is, then fill_fused(layer, q, k, v) for each layer's fused QKV matrix, with the
@@ -134,6 +131,24 @@ struct CudaModel::Impl {
   void make_tensors(Plain&& fill_plain, Fused&& fill_fused);
 
   void upload_file(const ModelSource& src);
+
+  // fp32 -> the (half) storage type and back, n elements on `s`.
+  void half_from_f32(const float* src, void* dst, size_t n, const device::Stream& s) {
+    kc::ConvertToHalfParams p;
+    p.src = src;
+    p.dst = static_cast<uint16_t*>(dst);
+    p.n = n;
+    p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+    CB_CUDA_CHECK(kc::launch_convert_to_half(p, s.get()));
+  }
+  void f32_from_half(const void* src, float* dst, size_t n, const device::Stream& s) {
+    kc::ConvertToFloatParams p;
+    p.src = static_cast<const uint16_t*>(src);
+    p.dst = dst;
+    p.n = n;
+    p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
+    CB_CUDA_CHECK(kc::launch_convert_to_float(p, s.get()));
+  }
 
   // Generates `rows` rows of `spec` (1 for a vector) into `out`, through `row_map` if given.
   void fill(void* out, const TensorSpec& spec, int64_t rows, uint64_t seed, const int32_t* row_map);
@@ -202,11 +217,10 @@ struct CudaModel::Impl {
   std::vector<Arena::Block> scratch_blocks(const std::vector<uint64_t>& sizes) {
     uint64_t need = 0;
     for (uint64_t s : sizes) need += padded(s == 0 ? 1 : s);
-    if (need > scratch_bytes) {
+    if (need > scratch.budget()) {
       stream.synchronize();
       scratch = Arena(nullptr, 0, "forward scratch");
       scratch = device::make_device_arena(need * 5 / 4, "forward scratch");
-      scratch_bytes = scratch.budget();
     }
     std::vector<Arena::Block> out;
     for (uint64_t s : sizes) out.push_back(scratch.allocate(s, "forward scratch"));
@@ -225,12 +239,7 @@ struct CudaModel::Impl {
     std::vector<float> h(static_cast<size_t>(n));
     const void* from = src;
     if (st != kc::Storage::F32) {
-      kc::ConvertToFloatParams p;
-      p.src = static_cast<const uint16_t*>(src);
-      p.dst = static_cast<float*>(f32_scratch);
-      p.n = static_cast<size_t>(n);
-      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
-      CB_CUDA_CHECK(kc::launch_convert_to_float(p, stream.get()));
+      f32_from_half(src, static_cast<float*>(f32_scratch), static_cast<size_t>(n), stream);
       from = f32_scratch;
     }
     CB_CUDA_CHECK(
@@ -241,8 +250,8 @@ struct CudaModel::Impl {
 
   // Grows a pinned host buffer and a device arena to at least `bytes` each (both empty
   // after growing); `wait` is the stream whose work may still use the old ones.
-  static void grow(device::HostBuffer* host, Arena* dev, uint64_t* have, uint64_t bytes,
-                   const device::Stream& wait, const char* name);
+  static void grow(device::HostBuffer* host, Arena* dev, uint64_t bytes, const device::Stream& wait,
+                   const char* name);
 
   // Checks that `cache` is the bound one, `layer` exists and slots [pos0, pos0 + n) lie below
   // `limit`; applies the cache's pending block copies; returns the sequence's block table.

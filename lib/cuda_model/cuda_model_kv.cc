@@ -8,17 +8,15 @@ using cuda_detail::fused_away;
 using cuda_detail::layer_name;
 using device::Arena;
 
-void CudaModel::Impl::grow(device::HostBuffer* host, Arena* dev, uint64_t* have, uint64_t bytes,
+void CudaModel::Impl::grow(device::HostBuffer* host, Arena* dev, uint64_t bytes,
                            const device::Stream& wait, const char* name) {
-  if (bytes <= *have) return;
+  if (dev->budget() >= bytes && host->size() >= bytes) return;
   wait.synchronize();
-  *have = 0;  // stays 0 if the allocation below throws
   *dev = Arena(nullptr, 0, name);
   *host = device::HostBuffer();
   const uint64_t want = bytes * 5 / 4;
   *dev = device::make_device_arena(want, name);
   *host = device::HostBuffer(want);
-  *have = want;
 }
 
 void CudaModel::Impl::ensure_pools(const kv::KvCache& cache) {
@@ -85,8 +83,7 @@ void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, i
   const uint64_t tb = table.size() * 4;
   const uint64_t half = static_cast<uint64_t>(n * kvd) * esz;
   const uint64_t host_bytes = 2 * f32 + tb;
-  grow(&restore_host, &restore_dev, &restore_bytes, host_bytes + 2 * half + 1024, read_stream,
-       "restore staging");
+  grow(&restore_host, &restore_dev, host_bytes + 2 * half + 1024, read_stream, "restore staging");
   char* h = static_cast<char*>(restore_host.data());
   std::memcpy(h, k, f32);
   std::memcpy(h + f32, v, f32);
@@ -99,12 +96,8 @@ void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, i
   Arena::Block conv;
   if (st != kc::Storage::F32) {
     conv = restore_dev.allocate(2 * half, "restore staging");
-    kc::ConvertToHalfParams p;
-    p.src = reinterpret_cast<const float*>(d);
-    p.dst = static_cast<uint16_t*>(conv.data());
-    p.n = static_cast<size_t>(2 * n * kvd);
-    p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
-    CB_CUDA_CHECK(kc::launch_convert_to_half(p, read_stream.get()));
+    half_from_f32(reinterpret_cast<const float*>(d), conv.data(), static_cast<size_t>(2 * n * kvd),
+                  read_stream);
     ks = conv.data();
     vs = static_cast<const char*>(conv.data()) + half;
   }
@@ -152,8 +145,7 @@ void CudaModel::Impl::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int6
   const uint64_t f32 = static_cast<uint64_t>(n * kvd) * 4;
   const uint64_t tb = table.size() * 4;
   const uint64_t half = static_cast<uint64_t>(n * kvd) * esz;
-  grow(&restore_host, &restore_dev, &restore_bytes, 2 * f32 + tb + 2 * half + 1024, read_stream,
-       "restore staging");
+  grow(&restore_host, &restore_dev, 2 * f32 + tb + 2 * half + 1024, read_stream, "restore staging");
   auto* h = static_cast<char*>(restore_host.data());
   std::memcpy(h, table.data(), tb);
   Arena::Block dt = restore_dev.allocate(tb, "restore staging");
@@ -173,12 +165,8 @@ void CudaModel::Impl::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int6
   Arena::Block wide;
   if (st != kc::Storage::F32) {
     wide = restore_dev.allocate(2 * f32, "restore staging");
-    kc::ConvertToFloatParams p;
-    p.src = static_cast<const uint16_t*>(rows.data());
-    p.dst = static_cast<float*>(wide.data());
-    p.n = static_cast<size_t>(2 * n * kvd);
-    p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
-    CB_CUDA_CHECK(kc::launch_convert_to_float(p, read_stream.get()));
+    f32_from_half(rows.data(), static_cast<float*>(wide.data()), static_cast<size_t>(2 * n * kvd),
+                  read_stream);
     from = wide.data();
   }
   // The pinned buffer's table bytes were consumed by the H2D above (ordered on this stream).

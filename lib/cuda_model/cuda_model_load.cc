@@ -8,102 +8,6 @@ using cuda_detail::fused_away;
 using cuda_detail::layer_name;
 using device::Arena;
 
-Arena::Block CudaModel::Impl::upload(const float* src, int64_t numel, const std::string& name) {
-  Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(numel) * esz, name);
-  const uint64_t bytes = static_cast<uint64_t>(numel) * 4;
-  device::HostBuffer pinned(bytes);
-  std::memcpy(pinned.data(), src, bytes);
-  if (st == kc::Storage::F32) {
-    CB_CUDA_CHECK(
-        cudaMemcpyAsync(b.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
-  } else {
-    Arena tmp = device::make_device_arena(bytes, "upload staging");
-    Arena::Block f = tmp.allocate(bytes, name);
-    CB_CUDA_CHECK(
-        cudaMemcpyAsync(f.data(), pinned.data(), bytes, cudaMemcpyHostToDevice, stream.get()));
-    kc::ConvertToHalfParams p;
-    p.src = static_cast<const float*>(f.data());
-    p.dst = static_cast<uint16_t*>(b.data());
-    p.n = static_cast<size_t>(numel);
-    p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
-    CB_CUDA_CHECK(kc::launch_convert_to_half(p, stream.get()));
-  }
-  stream.synchronize();  // the staging buffers go away here
-  return b;
-}
-
-void CudaModel::Impl::upload_all(const Weights& src) {
-  const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
-  for (const TensorSpec& t : expected_tensors(cfg)) {
-    if (fused_away(t.name)) continue;
-    const float* p = src.find(t.name);
-    if (p == nullptr) {
-      throw make_error("cuda model", "tensor " + t.name + " is missing from the weights");
-    }
-    w.emplace(t.name, upload(p, t.numel(), t.name));
-  }
-  const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
-  std::vector<float> fused(static_cast<size_t>((qd + 2 * kvd) * H));
-  for (int l = 0; l < cfg.n_layers; ++l) {
-    if (cfg.arch == Arch::Falcon) {
-      const float* qkv = src.get(layer_name(l, "attn_qkv.weight"));
-      for (size_t r = 0; r < order.size(); ++r) {
-        std::memcpy(fused.data() + r * H, qkv + order[r] * H, static_cast<size_t>(H) * 4);
-      }
-    } else {
-      std::memcpy(fused.data(), src.get(layer_name(l, "attn_q.weight")),
-                  static_cast<size_t>(qd * H) * 4);
-      std::memcpy(fused.data() + qd * H, src.get(layer_name(l, "attn_k.weight")),
-                  static_cast<size_t>(kvd * H) * 4);
-      std::memcpy(fused.data() + (qd + kvd) * H, src.get(layer_name(l, "attn_v.weight")),
-                  static_cast<size_t>(kvd * H) * 4);
-    }
-    const std::string name = layer_name(l, "qkv_fused");
-    w.emplace(name, upload(fused.data(), (qd + 2 * kvd) * H, name));
-  }
-}
-
-void CudaModel::Impl::upload_ref(const formats::TensorRef& t, const std::vector<int64_t>* order,
-                                 void* dst) {
-  const int64_t rows = t.shape.size() <= 1 ? 1 : t.shape.front();
-  const int64_t cols = t.numel() / rows;
-  const int64_t out_rows = order ? static_cast<int64_t>(order->size()) : rows;
-  const bool raw = (t.dtype == DType::F32 && st == kc::Storage::F32) ||
-                   (t.dtype == DType::F16 && st == kc::Storage::F16) ||
-                   (t.dtype == DType::BF16 && st == kc::Storage::BF16);
-  const size_t row_bytes = static_cast<size_t>(cols) * (raw ? esz : 4);
-  const uint64_t bytes = static_cast<uint64_t>(out_rows) * row_bytes;
-  grow(&upload_host, &upload_dev, &upload_bytes, bytes + 256, stream, "upload staging");
-  const uint8_t* src = t.data;
-  std::vector<float> f32;
-  if (!raw) {
-    f32.resize(static_cast<size_t>(t.numel()));
-    formats::to_f32(t, f32.data());
-    src = reinterpret_cast<const uint8_t*>(f32.data());
-  }
-  auto* h = static_cast<uint8_t*>(upload_host.data());
-  for (int64_t r = 0; r < out_rows; ++r) {
-    const int64_t from = order ? (*order)[static_cast<size_t>(r)] : r;
-    std::memcpy(h + r * row_bytes, src + from * row_bytes, row_bytes);
-  }
-  if (raw) {
-    CB_CUDA_CHECK(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, stream.get()));
-  } else {
-    Arena::Block f = upload_dev.allocate(bytes, "upload staging");
-    CB_CUDA_CHECK(cudaMemcpyAsync(st == kc::Storage::F32 ? dst : f.data(), h, bytes,
-                                  cudaMemcpyHostToDevice, stream.get()));
-    if (st != kc::Storage::F32) {
-      kc::ConvertToHalfParams p;
-      p.src = static_cast<const float*>(f.data());
-      p.dst = static_cast<uint16_t*>(dst);
-      p.n = static_cast<size_t>(out_rows * cols);
-      p.kind = st == kc::Storage::F16 ? kc::HalfKind::F16 : kc::HalfKind::BF16;
-      CB_CUDA_CHECK(kc::launch_convert_to_half(p, stream.get()));
-    }
-  }
-  stream.synchronize();  // the staging is reused by the next tensor
-}
-
 template <typename Plain, typename Fused>
 void CudaModel::Impl::make_tensors(Plain&& fill_plain, Fused&& fill_fused) {
   const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
@@ -123,12 +27,42 @@ void CudaModel::Impl::make_tensors(Plain&& fill_plain, Fused&& fill_fused) {
   }
 }
 
-void CudaModel::Impl::upload_file(const ModelSource& src) {
-  const auto ref = [&](const std::string& name) -> const formats::TensorRef& {
-    const formats::TensorRef* t = src.tensor(name);
-    if (t == nullptr) throw make_error(src.location(), "missing tensor '" + name + "'");
-    return *t;
-  };
+void CudaModel::Impl::upload_ref(const formats::TensorRef& t, const std::vector<int64_t>* order,
+                                 void* dst) {
+  const int64_t rows = t.shape.size() <= 1 ? 1 : t.shape.front();
+  const int64_t cols = t.numel() / rows;
+  const int64_t out_rows = order ? static_cast<int64_t>(order->size()) : rows;
+  const bool raw = (t.dtype == DType::F32 && st == kc::Storage::F32) ||
+                   (t.dtype == DType::F16 && st == kc::Storage::F16) ||
+                   (t.dtype == DType::BF16 && st == kc::Storage::BF16);
+  const size_t row_bytes = static_cast<size_t>(cols) * (raw ? esz : 4);
+  const uint64_t bytes = static_cast<uint64_t>(out_rows) * row_bytes;
+  grow(&upload_host, &upload_dev, bytes + 256, stream, "upload staging");
+  const uint8_t* src = t.data;  // raw, or already fp32
+  std::vector<float> f32;
+  if (!raw && t.dtype != DType::F32) {
+    f32.resize(static_cast<size_t>(t.numel()));
+    formats::to_f32(t, f32.data());
+    src = reinterpret_cast<const uint8_t*>(f32.data());
+  }
+  auto* h = static_cast<uint8_t*>(upload_host.data());
+  for (int64_t r = 0; r < out_rows; ++r) {
+    const int64_t from = order ? (*order)[static_cast<size_t>(r)] : r;
+    std::memcpy(h + r * row_bytes, src + from * row_bytes, row_bytes);
+  }
+  if (raw || st == kc::Storage::F32) {  // already the storage type
+    CB_CUDA_CHECK(cudaMemcpyAsync(dst, h, bytes, cudaMemcpyHostToDevice, stream.get()));
+  } else {  // fp32 rows, converted on the device
+    Arena::Block f = upload_dev.allocate(bytes, "upload staging");
+    CB_CUDA_CHECK(cudaMemcpyAsync(f.data(), h, bytes, cudaMemcpyHostToDevice, stream.get()));
+    half_from_f32(static_cast<const float*>(f.data()), dst, static_cast<size_t>(out_rows * cols),
+                  stream);
+  }
+  stream.synchronize();  // the staging is reused by the next tensor
+}
+
+template <typename Ref>
+void CudaModel::Impl::upload_tensors(Ref&& ref) {
   const std::vector<int64_t> order = fused_qkv_source_rows(cfg);
   make_tensors([&](const TensorSpec& t, void* dst) { upload_ref(ref(t.name), nullptr, dst); },
                [&](int l, char* q, char* k, char* v) {
@@ -142,7 +76,33 @@ void CudaModel::Impl::upload_file(const ModelSource& src) {
                });
   upload_dev = Arena(nullptr, 0, "upload staging");  // only needed while loading
   upload_host = device::HostBuffer();
-  upload_bytes = 0;
+}
+
+void CudaModel::Impl::upload_all(const Weights& src) {
+  std::map<std::string, formats::TensorRef> refs;  // the fp32 weights as F32 tensors
+  for (const TensorSpec& t : expected_tensors(cfg)) {
+    const float* p = src.find(t.name);
+    if (p == nullptr) {
+      throw make_error("cuda model", "tensor " + t.name + " is missing from the weights");
+    }
+    formats::TensorRef r;
+    r.name = t.name;
+    r.dtype = DType::F32;
+    r.shape = t.shape;
+    r.data = reinterpret_cast<const uint8_t*>(p);
+    r.nbytes = static_cast<size_t>(t.numel()) * sizeof(float);
+    refs.emplace(t.name, std::move(r));
+  }
+  upload_tensors(
+      [&](const std::string& name) -> const formats::TensorRef& { return refs.at(name); });
+}
+
+void CudaModel::Impl::upload_file(const ModelSource& src) {
+  upload_tensors([&](const std::string& name) -> const formats::TensorRef& {
+    const formats::TensorRef* t = src.tensor(name);
+    if (t == nullptr) throw make_error(src.location(), "missing tensor '" + name + "'");
+    return *t;
+  });
 }
 
 void CudaModel::Impl::fill(void* out, const TensorSpec& spec, int64_t rows, uint64_t seed,
