@@ -64,20 +64,28 @@ done
 # (--no-join-split): joined, its 19-turn conversation overflows on nearly every turn once it
 # reaches the window, so OF recomputes almost as much as RE and the margin checked here shrinks
 # to a few percent.
-for rep in 1 2 3 4 5; do
+# In the sanitizer build (CB_SANITIZED, Debug and instrumented) only the deterministic token
+# counts are checked: the relative costs of recompute and store work differ there, and OF's
+# TTFT margin over RE vanished once in CI.
+reps=5
+if [ -n "${CB_SANITIZED:-}" ]; then reps=1; fi
+for rep in $(seq 1 $reps); do
   for m in ca of re; do
     "$CB" replay "$SHAREGPT" --model "$MODEL" --mode $m --ctx 384 --truncate-ratio 0.25 --rate 0.5 \
       --no-join-split --max-output-tokens 8 --quiet --out "$TMP/ovf_${m}_$rep.json" --csv "$TMP/ovf_${m}_$rep.csv" \
       >/dev/null 2>"$TMP/err" || bad "replay --mode $m --ctx 384: $(head -c 600 "$TMP/err")"
   done
 done
-if python3 - "$TMP" <<'PY'
+if python3 - "$TMP" "$reps" <<'PY'
 import csv, json, statistics, sys
 d = sys.argv[1]
 s = {m: json.load(open(f"{d}/ovf_{m}_1.json"))["summary"] for m in ("ca", "of", "re")}
 assert s["ca"]["truncated_tokens"] > 0, "no overflow happened"
 assert s["ca"]["hit_rate"]["overall"] == 1.0, s["ca"]["hit_rate"]
 assert s["ca"]["recomputed_tokens"] < s["of"]["recomputed_tokens"] < s["re"]["recomputed_tokens"]
+if sys.argv[2] == "1":
+    print("sanitized build: TTFT ordering not checked (checked in the optimized build)")
+    sys.exit(0)
 def later_turn_ttft(path):
     rows = [r for r in csv.DictReader(open(path)) if int(r["turn"]) > 0]
     return statistics.mean(float(r["ttft_ms"]) for r in rows)
