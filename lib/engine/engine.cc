@@ -142,7 +142,6 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   j.req = r;
   j.session = r.session;
   Session& s = sessions_[j.session];
-  wait_save(j.session, &j.rec.save_stall_s);
   if (s.pending >= 0) j.new_ids.push_back(s.pending);
   j.new_ids.insert(j.new_ids.end(), in.ids.begin(), in.ids.end());
   if (j.new_ids.empty()) throw make_error("Engine", "a turn has no input tokens");
@@ -160,6 +159,7 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   if (over > 0) {
     const int64_t drop = std::min(
         hist, std::max(over, static_cast<int64_t>(std::floor(cfg_.truncate_ratio * hist))));
+    wait_save(j.session, &j.rec.save_stall_s);  // the store truncates committed entries only
     if (cfg_.mode == Mode::CA) {
       store::TruncateSpec spec;
       spec.drop_tokens = drop;

@@ -15,7 +15,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -130,7 +129,6 @@ class Engine {
   std::map<uint64_t, Session> sessions_;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  // by request id: prepared and running
   std::vector<std::unique_ptr<Saving>> saving_;
-  std::set<uint64_t> saved_;           // sessions saved since their last turn was prepared
   sched::Scheduler* sched_ = nullptr;  // during run()
   double t0_ = 0, skipped_ = 0;
   int32_t stop_token_ = -1;

@@ -120,6 +120,9 @@ void Engine::finish(Job& j, RunResult* res) {
   s.context = fed;
   s.pending = j.outputs.back();
   if (cfg_.mode != Mode::RE) {
+    // The previous turn's save has had this whole turn to land; a newer save must not race
+    // it (the store would drop the older one anyway).
+    wait_save(j.session, &j.rec.save_stall_s);
     const int layers = model_.config().n_layers;
     store::SaveRequest req;
     req.session = j.session;
@@ -138,7 +141,6 @@ void Engine::finish(Job& j, RunResult* res) {
     req.created = store_->inserted_at(j.session);
     store_->erase(j.session);
     sv->handle = store_->begin_save(req);
-    saved_.insert(j.session);
     if (!sv->handle.ok()) {
       ++res->save_failures;
     } else {
@@ -198,13 +200,10 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     for (const sched::Request& r : sched.waiting()) {
       if (ahead++ >= std::max(cfg_.preload_jobs, 1)) break;
       if (jobs_.count(r.id)) continue;
-      // A session whose previous turn is still being saved is prepared only at the head of
-      // the queue (waiting for the save then): its save gets the time the requests before
-      // it take, and the schedule does not depend on when the save happens to finish.
-      const sched::Request sr = store_id(r);
-      if (saved_.count(sr.session) && &r != &sched.waiting().front()) continue;
-      saved_.erase(sr.session);
-      jobs_[r.id] = prepare(sr, input_of(r), &res);
+      // A session whose last turn is still being saved is prepared like any other: the
+      // store serves a save in flight (its load waits, layer by layer, for the writes), so
+      // neither the schedule nor this loop depends on when the save finishes.
+      jobs_[r.id] = prepare(store_id(r), input_of(r), &res);
     }
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);

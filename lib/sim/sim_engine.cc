@@ -101,7 +101,6 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   j.req = r;
   j.session = r.session;
   Session& s = sessions_[j.session];
-  if (store_) wait_save(j.session, &j.rec.save_stall_s);
   j.new_tokens = message_tokens + (s.pending ? 1 : 0);
   if (j.new_tokens <= 0) throw make_error("SimEngine", "a turn has no input tokens");
   j.output_target = std::max<int64_t>(output_tokens, 1);
@@ -115,6 +114,7 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   if (over > 0) {
     const int64_t drop = std::min(
         hist, std::max(over, static_cast<int64_t>(std::floor(cfg_.truncate_ratio * hist))));
+    if (store_) wait_save(j.session, &j.rec.save_stall_s);
     if (cfg_.mode == Mode::CA) {
       if (drop == hist) {
         store_->erase(j.session);
@@ -241,8 +241,8 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
   s.pending = true;
   if (cfg_.mode != Mode::RE) {
     if (j.hit) store_->unpin(j.session);  // the load's pin lasts the turn, as in lib/store
+    wait_save(j.session, &j.rec.save_stall_s);  // as lib/engine: the previous turn's save
     const double commit = store_->save(j.session, s.context, now_);
-    saved_.insert(j.session);
     if (commit < 0) {
       ++res->save_failures;
     } else {
@@ -291,8 +291,6 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       if (jobs_.count(r.id)) continue;
       sched::Request sr = r;
       sr.session = sessions[r.session].id;
-      if (saved_.count(sr.session) && &r != &sched.waiting().front()) continue;
-      saved_.erase(sr.session);
       const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
       jobs_[r.id] = prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res);
     }

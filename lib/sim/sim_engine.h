@@ -9,7 +9,6 @@
 
 #include <map>
 #include <memory>
-#include <set>
 #include <vector>
 
 #include "lib/engine/engine.h"
@@ -62,7 +61,6 @@ class SimEngine {
   std::map<uint64_t, Session> sessions_;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;
   std::vector<Saving> saving_;
-  std::set<uint64_t> saved_;
   sched::Scheduler* sched_ = nullptr;
 };
 

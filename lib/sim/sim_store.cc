@@ -57,11 +57,25 @@ Link& SimStore::read_link(TierKind t) {
 
 SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double now) {
   Hit h;
+  auto p = pending_.find(session);
+  if (p != pending_.end()) {  // in flight: lib/store's load waits for the writes
+    Entry& e = p->second;
+    if (e.tokens > history) return h;
+    ++e.pins;
+    ++e.accesses;
+    e.last_access = now;
+    ++hits_[static_cast<int>(e.tier)];
+    h.hit = true;
+    h.tier = e.tier;
+    h.tokens = e.tokens;
+    h.ready_at = std::max(now, e.commit_at);
+    return h;
+  }
   auto it = index_.find(session);
   if (it == index_.end()) return h;
   Entry& e = it->second;
   if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
-    erase(session);
+    erase_committed(session);
     return h;
   }
   if (e.tokens > history) return h;  // cannot happen for the engine's histories
@@ -77,6 +91,11 @@ SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double
 }
 
 void SimStore::unpin(store::SessionId session) {
+  auto p = pending_.find(session);
+  if (p != pending_.end() && p->second.pins > 0) {
+    --p->second.pins;
+    return;
+  }
   auto it = index_.find(session);
   if (it != index_.end() && it->second.pins > 0) --it->second.pins;
 }
@@ -99,6 +118,15 @@ double SimStore::layer_seconds(TierKind tier, int64_t tokens) const {
 }
 
 void SimStore::erase(store::SessionId session) {
+  auto p = pending_.find(session);
+  if (p != pending_.end()) {  // lib/store drops a save in flight (its commit fails)
+    free_[static_cast<int>(p->second.tier)] += p->second.chunks;
+    pending_.erase(p);
+  }
+  erase_committed(session);
+}
+
+void SimStore::erase_committed(store::SessionId session) {
   auto it = index_.find(session);
   if (it == index_.end()) return;
   free_[static_cast<int>(it->second.tier)] += it->second.chunks;
@@ -107,12 +135,13 @@ void SimStore::erase(store::SessionId session) {
 }
 
 void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
+  if (pending_.count(session)) return;  // lib/store: not before the commit lands
   auto it = index_.find(session);
   if (it == index_.end() || drop <= 0) return;
   Entry& e = it->second;
   const int64_t n = e.tokens;
   if (drop >= n) {
-    erase(session);
+    erase_committed(session);
     return;
   }
   const int64_t tpc = static_cast<int64_t>(tpc_);
@@ -128,7 +157,7 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   const TierKind t = e.tier;
   const double created = e.created;
   const double read_done = load_layer(t, n * layers_, now);
-  erase(session);
+  erase_committed(session);
   const double c = save(session, n - drop, read_done, created);
   if (c >= 0) commit(session);
 }
@@ -138,13 +167,17 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
     auto old = index_.find(session);
     created = old != index_.end() ? old->second.created : now;
   }
-  // As in lib/store, the replaced entry stays (visible, and a candidate for eviction) until
-  // the new one commits: both hold space meanwhile.
-  pending_.erase(session);
+  // As in lib/store, the replaced entry stays (a candidate for eviction) until the new one
+  // commits: both hold space meanwhile. A save still in flight is superseded (dropped).
+  auto prev = pending_.find(session);
+  if (prev != pending_.end()) {
+    free_[static_cast<int>(prev->second.tier)] += prev->second.chunks;
+    pending_.erase(prev);
+  }
   const uint64_t n = chunks_for(tokens);
   for (int t = 0; t < 3; ++t) {
     const auto tk = static_cast<TierKind>(t);
-    if (!present(tk) || !reserve(tk, n, false, now)) continue;
+    if (!present(tk) || !reserve(tk, n, false, now, true)) continue;
     Entry e;
     e.session = session;
     e.tier = tk;
@@ -164,6 +197,7 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
       write_s_[t] += cfg_.ssd_write.busy_s() - before;
     }
     bytes_written_[t] += bytes;
+    pending_[session].commit_at = done;
     return done;
   }
   return -1;
@@ -178,13 +212,13 @@ void SimStore::set_tier(Entry& e, TierKind t) {
 void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
-  erase(session);  // the replaced entry, wherever it is now
+  erase_committed(session);  // the replaced entry, wherever it is now
   in_tier_[static_cast<int>(it->second.tier)].insert(session);
   index_[session] = it->second;
   pending_.erase(it);
 }
 
-bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now) {
+bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, bool settle) {
   const int ti = static_cast<int>(t);
   if (!present(t)) return false;
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
@@ -193,6 +227,14 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now) {
     if (free_[ti] >= n + keep) {
       free_[ti] -= n;
       return true;
+    }
+    if (settle && !pending_.empty()) {
+      std::vector<store::SessionId> ids;
+      for (const auto& [id, e] : pending_) ids.push_back(id);
+      std::sort(ids.begin(), ids.end());  // map order must not decide anything
+      for (store::SessionId id : ids) commit(id);
+      settle = false;
+      continue;
     }
     const uint64_t needed = (n + keep - free_[ti]) * cfg_.chunk_bytes;
     std::vector<store::EntryInfo> cands;
@@ -238,7 +280,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     set_tier(m, lower);
     return;
   }
-  erase(s);
+  erase_committed(s);
 }
 
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {

@@ -57,15 +57,17 @@ class SimStore {
     double ready_at = 0;  ///< the entry's bytes are in place (a prefetch may be in flight)
   };
   /// Looks `session` up for a history of `history` tokens; a hit pins the entry until unpin().
+  /// A save in flight counts (lib/store's SaveHandle::commit): `ready_at` is its commit time.
   Hit lookup(store::SessionId session, int64_t history, double now);
   void unpin(store::SessionId session);
   /// Layer transfer of `tokens` tokens from `tier` issued at `at`: completion time.
   double load_layer(store::TierKind tier, int64_t tokens, double at);
   /// Seconds one layer of `tokens` tokens takes from `tier` on an idle link.
   double layer_seconds(store::TierKind tier, int64_t tokens) const;
-  /// Drops the entry (no-op when absent).
+  /// Drops the entry and a save in flight (no-op when absent).
   void erase(store::SessionId session);
-  /// Drops the oldest `drop` tokens (lib/store's rules: whole chunks in place, else a rewrite).
+  /// Drops the oldest `drop` tokens (lib/store's rules: whole chunks in place, else a rewrite;
+  /// nothing while a save of the session is in flight).
   void truncate(store::SessionId session, int64_t drop, double now);
   /// Saves `tokens` tokens issued at `now`, replacing the session's entry; returns the commit
   /// time, or a negative value when no tier had room. Until commit() the new entry's space is
@@ -96,14 +98,18 @@ class SimStore {
     uint64_t accesses = 0;
     int pins = 0;
     double moving_until = -1;  ///< a move (prefetch) in flight until then
+    double commit_at = 0;      ///< a save in flight: when its commit lands
   };
   uint64_t chunks_for(int64_t tokens) const;
   double payload_bytes(int64_t tokens) const;  ///< K and V of every layer, unpadded
   store::EntryInfo info(const Entry& e) const;
   bool present(store::TierKind t) const { return cap_[static_cast<int>(t)] > 0; }
-  bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now);
+  /// `settle`: lib/store's begin_save lets the saves in flight land before it chooses victims
+  /// (here they commit at once: the wait itself is not modelled).
+  bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now, bool settle = false);
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
+  void erase_committed(store::SessionId session);  ///< the visible entry only
   bool movable(const Entry& e) const { return e.pins == 0 && e.moving_until < 0; }
 
   SimStoreConfig cfg_;

@@ -203,12 +203,23 @@ LookupStatus AttentionStore::classify(const StoreEntry& e, const LookupKey& key,
   return *matched > 0 ? LookupStatus::Hit : LookupStatus::HistoryMismatch;
 }
 
+AttentionStore::EntryPtr AttentionStore::visible_locked(SessionId session,
+                                                        std::shared_ptr<SaveState>* save) const {
+  auto fl = in_flight_.find(session);
+  if (fl != in_flight_.end()) {
+    if (save) *save = fl->second;
+    return fl->second->entry;
+  }
+  auto it = index_.find(session);
+  return it == index_.end() ? nullptr : it->second;
+}
+
 LookupResult AttentionStore::lookup(const LookupKey& key) {
   std::lock_guard<std::mutex> g(mu_);
   LookupResult r;
-  auto it = index_.find(key.session);
-  if (it == index_.end()) return r;
-  const StoreEntry& e = *it->second;
+  const EntryPtr ep = visible_locked(key.session, nullptr);
+  if (!ep) return r;
+  const StoreEntry& e = *ep;
   r.status = classify(e, key, &r.matched_tokens);
   r.tier = e.tier;
   r.entry_tokens = e.meta.n_tokens();
@@ -226,6 +237,13 @@ void AttentionStore::release_locked(const EntryPtr& e, TierKind t, std::vector<u
 }
 
 void AttentionStore::unlink_locked(const EntryPtr& e) {
+  if (e->in_flight) {  // its save owns the slots: the commit sees `doomed` and frees them
+    auto fl = in_flight_.find(e->meta.session);
+    if (fl != in_flight_.end() && fl->second->entry == e) in_flight_.erase(fl);
+    e->doomed = true;
+    e->in_flight = false;
+    return;
+  }
   auto it = index_.find(e->meta.session);
   if (it != index_.end() && it->second == e) index_.erase(it);
   e->doomed = true;
@@ -269,10 +287,18 @@ bool AttentionStore::journal_commit(EntryMeta* m) {
 
 bool AttentionStore::erase(SessionId session) {
   std::lock_guard<std::mutex> g(mu_);
+  bool found = false;
+  auto fl = in_flight_.find(session);
+  if (fl != in_flight_.end()) {
+    unlink_locked(EntryPtr(fl->second->entry));
+    found = true;
+  }
   auto it = index_.find(session);
-  if (it == index_.end()) return false;
-  EntryPtr e = it->second;
-  unlink_locked(e);
+  if (it != index_.end()) {
+    unlink_locked(EntryPtr(it->second));
+    found = true;
+  }
+  if (!found) return false;
   stats_.add(Counter::Erases);
   move_cv_.notify_all();
   return true;

@@ -111,6 +111,10 @@ class SaveHandle {
   std::shared_future<bool> write_layer(int layer, LayerSource src);
   /// Completes asynchronously: waits for all layers, makes the entry durable (SSD) and
   /// visible, replacing any older entry of the session. False when the save was dropped.
+  /// Once every layer has been queued, commit() makes the entry *in flight*: lookups and
+  /// loads of the session see it at once (a load waits, layer by layer, for that layer's
+  /// write), so a session's next turn need not wait for its last save. An erase or a newer
+  /// save of the session while the entry is in flight drops it (its commit yields false).
   std::shared_future<bool> commit();
   /// Abandons the save and frees its space (also done by the destructor).
   void abort();
@@ -169,6 +173,7 @@ class AttentionStore {
   AttentionStore& operator=(const AttentionStore&) = delete;
 
   /// Whether `key` would hit, and how much of its history; counts nothing, moves nothing.
+  /// An entry in flight (SaveHandle::commit) counts as the session's entry.
   LookupResult lookup(const LookupKey& key);
   /// Starts loading up to `max_tokens` (-1 = all) of the matched prefix into `targets`
   /// (one per layer). Only layers [0, start_layers) start now (-1 = all): the rest wait for
@@ -181,9 +186,10 @@ class AttentionStore {
   SaveHandle begin_save(const SaveRequest& req);
   /// Drops tokens per `spec`; true when the entry now holds the truncated history (false:
   /// missing, invalid spec, or the rewrite failed and the entry was dropped). Aligned to
-  /// chunks it only edits metadata; otherwise it rewrites the entry.
+  /// chunks it only edits metadata; otherwise it rewrites the entry. A session whose save is
+  /// in flight (see SaveHandle::commit) is not truncated (false): wait for the commit first.
   bool truncate(SessionId session, const TruncateSpec& spec);
-  /// Removes an entry; true when it existed.
+  /// Removes an entry, and drops a save of the session in flight; true when either existed.
   bool erase(SessionId session);
   /// Removes every entry idle longer than its TTL; returns how many.
   size_t expire();
@@ -232,7 +238,11 @@ class AttentionStore {
   LookupStatus classify(const StoreEntry& e, const LookupKey& key, int64_t* matched) const;
 
   // placement (store_placement.cc)
-  bool reserve(TierKind t, uint64_t n, bool use_reserve, std::vector<uint64_t>* slots);
+  /// `settle`: before choosing victims, wait for the saves in flight to land, so the
+  /// candidates are every visible entry whatever the I/O timing (only on a caller's thread:
+  /// a pool thread waiting for commits queued behind it could deadlock).
+  bool reserve(TierKind t, uint64_t n, bool use_reserve, std::vector<uint64_t>* slots,
+               bool settle = false);
   bool lower_tier(TierKind t, TierKind* lower) const;
   enum class MoveResult { Ok, Gone, NoRoom, SourceBad, DestFailed };
   void evict(const EntryPtr& e, bool drop);
@@ -252,6 +262,10 @@ class AttentionStore {
   // save / load internals (store_save.cc, store_load.cc)
   bool write_layer_now(SaveState& st, int layer, LayerSource src);
   bool finish_save(const std::shared_ptr<SaveState>& st);
+  void publish_in_flight(const std::shared_ptr<SaveState>& st);
+  /// The session's entry as lookups see it: the save in flight, else the committed entry
+  /// (null when neither); `save` receives the save in flight, if that is what was found.
+  EntryPtr visible_locked(SessionId session, std::shared_ptr<SaveState>* save) const;
   void abort_save(SaveState& st);
   void load_layer(const std::shared_ptr<LoadState>& st, int layer);
   void start_layers(const std::shared_ptr<LoadState>& st, int n);
@@ -266,6 +280,8 @@ class AttentionStore {
   mutable std::mutex mu_;
   std::condition_variable move_cv_;
   std::unordered_map<SessionId, EntryPtr> index_;
+  /// Saves whose commit() was called and has not landed, by session (the newest only).
+  std::unordered_map<SessionId, std::shared_ptr<SaveState>> in_flight_;
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
   StoreStats stats_;

@@ -19,6 +19,7 @@ struct StoreEntry {
   int pins = 0;         ///< loads and moves in flight (slots must not be freed)
   bool moving = false;  ///< a demotion or promotion is copying it
   bool doomed = false;  ///< erased while pinned: gone from the index
+  bool in_flight = false;  ///< a save's entry, visible to loads before its commit lands
   uint64_t accesses = 0;
   /// Slots no longer referenced by `meta`, freed when the last pin goes.
   std::vector<std::pair<TierKind, std::vector<uint64_t>>> retired;
@@ -33,6 +34,9 @@ struct SaveState {
   bool finished = false;  ///< committed or aborted (guarded by the store mutex)
   std::atomic<bool> failed{false};
   std::vector<std::shared_future<bool>> layers;  ///< one per layer once posted
+  /// The index entry this save becomes, made at begin_save (before any write, so its meta
+  /// has no checksums yet): loads of the save in flight pin it, and the pins carry over.
+  std::shared_ptr<StoreEntry> entry;
 };
 
 /// A load in progress.
@@ -40,6 +44,10 @@ struct LoadState {
   AttentionStore* store = nullptr;
   std::shared_ptr<StoreEntry> entry;
   EntryMeta meta;  ///< snapshot taken at pin time
+  /// Loading a save in flight: the save (its checksums, filled in as layers are written)
+  /// and its per-layer write futures (copies: each thread waits on its own).
+  std::shared_ptr<SaveState> save;
+  std::vector<std::shared_future<bool>> writes;
   TierKind tier = TierKind::Dram;
   int64_t tokens = 0;
   std::vector<LayerTarget> targets;

@@ -92,14 +92,14 @@ LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTar
   {
     std::lock_guard<std::mutex> g(mu_);
     stats_.add(Counter::Lookups);
-    auto it = index_.find(key.session);
+    std::shared_ptr<SaveState> save;
+    EntryPtr e = visible_locked(key.session, &save);
     LookupResult& r = h.result_;
-    if (it == index_.end()) {
+    if (!e) {
       stats_.add(Counter::Misses);
       stats_.add(Counter::MissNotFound);
       return h;
     }
-    EntryPtr e = it->second;
     r.status = classify(*e, key, &r.matched_tokens);
     r.tier = e->tier;
     r.entry_tokens = e->meta.n_tokens();
@@ -133,6 +133,10 @@ LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTar
     st->meta = e->meta;
     st->tier = e->tier;
     st->tokens = tokens;
+    if (save) {
+      st->save = save;
+      st->writes = save->layers;
+    }
     st->targets = targets;
     st->promises.resize(targets.size());
     for (auto& p : st->promises) st->done.push_back(p.get_future().share());
@@ -153,6 +157,9 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
   std::vector<ChunkIo> ops;
   std::vector<uint64_t> idx;
   bool ok = !st->failed.load();
+  // A save in flight: this layer's bytes and checksums are there once its write is done.
+  if (ok && st->save) ok = st->writes[static_cast<size_t>(layer)].get();
+  const std::vector<uint64_t>& sums = st->save ? st->save->meta.checksums : m.checksums;
   for (int kv = 0; kv < 2 && ok; ++kv) {
     char* base = static_cast<char*>(kv == 0 ? st->targets[layer].k : st->targets[layer].v);
     for (uint64_t c = 0; c < nc; ++c) {
@@ -169,7 +176,7 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
   }
   if (ok && !ops.empty()) ok = timed_io(st->tier, false, ops.data(), ops.size());
   for (size_t i = 0; ok && i < ops.size(); ++i) {
-    if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[idx[i]]) {
+    if (checksum(ops[i].buf, ops[i].len, seed) != sums[idx[i]]) {
       stats_.add(Counter::ChecksumFailures);
       ok = false;
     }

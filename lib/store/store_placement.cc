@@ -51,7 +51,7 @@ bool AttentionStore::lower_tier(TierKind t, TierKind* lower) const {
 }
 
 bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve,
-                             std::vector<uint64_t>* slots) {
+                             std::vector<uint64_t>* slots, bool settle) {
   Tier* T = tier(t);
   if (T == nullptr) return false;
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
@@ -59,8 +59,12 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve,
   for (int round = 0; round < 8; ++round) {
     std::vector<std::pair<EntryPtr, bool>> victims;
     {
-      std::lock_guard<std::mutex> g(mu_);
+      std::unique_lock<std::mutex> g(mu_);
       if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+      if (settle && !in_flight_.empty()) {
+        move_cv_.wait(g, [&] { return in_flight_.empty(); });
+        if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+      }
       const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
       std::vector<EntryInfo> cands;
       for (const auto& [id, e] : index_) {

@@ -70,6 +70,7 @@ std::shared_future<bool> SaveHandle::commit() {
   auto p = std::make_shared<std::promise<bool>>();
   commit_ = p->get_future().share();
   std::shared_ptr<SaveState> st = st_;
+  st->store->publish_in_flight(st);
   st->store->pool_->post([st, p] {
     bool ok = true;
     for (auto& f : st->layers) ok = f.valid() && f.get() && ok;  // every layer must be written
@@ -126,13 +127,22 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   for (int t = 0; t < kNumTiers && !st->admitted; ++t) {
     if (!tiers_[t]) continue;
     std::vector<uint64_t> slots;
-    if (reserve(static_cast<TierKind>(t), m.n_chunks(), false, &slots)) {
+    // Settled: an entry whose save is in flight is a candidate victim once it lands, so
+    // which entry goes does not depend on how far the writes have got.
+    if (reserve(static_cast<TierKind>(t), m.n_chunks(), false, &slots, true)) {
       m.slots = std::move(slots);
       st->tier = static_cast<TierKind>(t);
       st->admitted = true;
     }
   }
-  if (!st->admitted) stats_.add(Counter::SaveFailures);
+  if (st->admitted) {
+    st->entry = std::make_shared<StoreEntry>();
+    st->entry->meta = m;
+    st->entry->tier = st->tier;
+    st->entry->in_flight = true;
+  } else {
+    stats_.add(Counter::SaveFailures);
+  }
   SaveHandle h;
   h.st_ = st;
   return h;
@@ -164,6 +174,20 @@ void AttentionStore::abort_save(SaveState& st) {
   tier(st.tier)->allocator().release(st.meta.slots);
 }
 
+void AttentionStore::publish_in_flight(const std::shared_ptr<SaveState>& st) {
+  for (const auto& f : st->layers) {
+    if (!f.valid()) return;  // a layer was never queued: the commit will fail
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (st->finished) return;
+  auto it = in_flight_.find(st->meta.session);
+  if (it != in_flight_.end()) {  // superseded: its commit will drop it
+    it->second->entry->doomed = true;
+    it->second->entry->in_flight = false;
+  }
+  in_flight_[st->meta.session] = st;
+}
+
 bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   bool ok = !st->failed.load();
   if (ok && st->tier == TierKind::Ssd && !tier(TierKind::Ssd)->sync(st->meta.slots)) {
@@ -173,19 +197,28 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   std::lock_guard<std::mutex> g(mu_);
   if (st->finished) return false;
   st->finished = true;
+  auto fl = in_flight_.find(st->meta.session);
+  if (fl != in_flight_.end() && fl->second == st) in_flight_.erase(fl);
+  const EntryPtr e = st->entry;
+  ok = ok && !e->doomed;  // erased, superseded or dropped by a failed load while in flight
   auto old = index_.find(st->meta.session);
   if (ok && old != index_.end()) unlink_locked(EntryPtr(old->second));  // erase record first
   if (ok && st->tier == TierKind::Ssd && !journal_commit(&st->meta)) {
     stats_.add(Counter::IoErrors);
     ok = false;
   }
+  e->in_flight = false;
+  move_cv_.notify_all();  // reserve() may be waiting for the saves in flight to land
   if (!ok) {
-    tier(st->tier)->allocator().release(st->meta.slots);
+    e->doomed = true;
+    e->meta.slots.clear();
+    release_locked(e, st->tier, st->meta.slots);  // after the last load of it, if pinned
     stats_.add(Counter::SaveFailures);
     return false;
   }
-  auto e = std::make_shared<StoreEntry>();
+  const double last_access = e->meta.last_access;  // loads while in flight touched it
   e->meta = st->meta;
+  e->meta.last_access = std::max(last_access, e->meta.last_access);
   e->tier = st->tier;
   index_[e->meta.session] = e;
   stats_.add(Counter::Saves);
@@ -224,6 +257,7 @@ bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char
 
 bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
   std::unique_lock<std::mutex> g(mu_);
+  if (in_flight_.count(session)) return false;  // its commit has not landed
   EntryPtr e;
   for (;;) {
     auto it = index_.find(session);

@@ -159,21 +159,50 @@ TEST(SimStore, ResaveKeepsFirstInsertionSoFifoAndLruDiffer) {
 
 // As in lib/store: a re-save's new entry becomes visible at commit, and the entry it replaces
 // stays visible, evictable and holding its space until then.
-TEST(SimStore, ReplacedEntryStaysUntilTheResaveCommits) {
+// lib/store's saves in flight: from commit() on, lookups see the new entry (a load waits for
+// its writes); the entry it replaces holds its space until the commit lands, and a save that
+// must evict lets the saves in flight land first (so the candidates do not depend on timing).
+TEST(SimStore, ASaveInFlightAnswersAndLandsBeforeAnEviction) {
   SimStore s(small(3, 0, "lru"), 2, 128);  // three entries, no SSD
   ASSERT_GE(s.save(1, 32, 1), 0);
   s.commit(1);
   ASSERT_GE(s.save(2, 32, 2), 0);
   s.commit(2);
-  ASSERT_GE(s.save(1, 32, 3), 0);       // session 1's re-save, in flight
-  EXPECT_TRUE(s.lookup(1, 32, 4).hit);  // the replaced entry still answers
+  const double c1 = s.save(1, 32, 3);  // session 1's re-save, in flight: old 1, 2, new 1
+  ASSERT_GT(c1, 3);
+  const SimStore::Hit h = s.lookup(1, 32, 4);
+  EXPECT_TRUE(h.hit);  // the save in flight answers, once its commit lands
+  EXPECT_EQ(h.ready_at, std::max(4.0, c1));
   s.unpin(1);
-  ASSERT_GE(s.save(3, 32, 5), 0);  // full: old 1, 2, new 1 -> 2, idle longest, is dropped
-  EXPECT_FALSE(s.lookup(2, 32, 6).hit);
-  s.commit(1);
+  EXPECT_EQ(s.entries(), 2);  // old 1 and 2 are committed
+  // Full: the new 1 lands first and frees the old one's space, so nothing is evicted.
+  ASSERT_GE(s.save(3, 32, 5), 0);
+  s.commit(1);  // already landed: nothing to do
+  s.commit(3);
+  EXPECT_EQ(s.entries(), 3);
+  for (store::SessionId id : {1, 2, 3}) {
+    EXPECT_TRUE(s.lookup(id, 32, 7).hit) << id;
+    s.unpin(id);
+  }
+  // Full again: a fourth session evicts the least recently used of them.
+  ASSERT_GE(s.save(4, 32, 8), 0);
+  s.commit(4);
+  EXPECT_EQ(s.entries(), 3);
+}
+
+TEST(SimStore, EraseOrANewerSaveDropsASaveInFlight) {
+  SimStore s(small(2, 0, "lru"), 2, 128);  // two entries
+  ASSERT_GE(s.save(1, 32, 1), 0);
+  s.erase(1);
+  EXPECT_FALSE(s.lookup(1, 32, 2).hit);
+  s.commit(1);  // nothing left to commit
+  EXPECT_EQ(s.entries(), 0);
+  ASSERT_GE(s.save(2, 32, 3), 0);
+  ASSERT_GE(s.save(2, 32, 4), 0);  // supersedes the first: its space is freed
+  ASSERT_GE(s.save(3, 32, 5), 0);  // so this fits without evicting anything
+  s.commit(2);
   s.commit(3);
   EXPECT_EQ(s.entries(), 2);
-  EXPECT_TRUE(s.lookup(1, 32, 7).hit);
 }
 
 // lib/store's prefetch rule (tests/unit/engine/store_policy_test.cc has the same case on the

@@ -6,9 +6,16 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <cstring>
+#include <mutex>
+
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
+#include "lib/store/faulty_io.h"
 #include "tests/unit/store/store_test_util.h"
 
 namespace cb::store {
@@ -414,6 +421,216 @@ TEST(Store, StartupErrorsAreClear) {
       ok.begin_save(SaveRequest{1, testing::test_fp(), KeyEncoding::PreRope, {4, 1 << 20}, {1}}),
       Error);
   std::filesystem::remove_all(dir);
+}
+
+// ---- saves in flight: visible to loads from commit() until the commit lands ----------------
+
+/// Holds every write back while closed, so a save stays in flight as long as a test needs.
+class GatedIo final : public IoBackend {
+ public:
+  explicit GatedIo(std::shared_ptr<IoBackend> inner) : inner_(std::move(inner)) {}
+  void close() {
+    std::lock_guard<std::mutex> g(mu_);
+    open_ = false;
+  }
+  void open() {
+    std::lock_guard<std::mutex> g(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void submit(IoOp* ops, size_t n) override {
+    bool writes = false;
+    for (size_t i = 0; i < n; ++i) writes = writes || ops[i].write;
+    if (writes) {
+      std::unique_lock<std::mutex> g(mu_);
+      cv_.wait(g, [&] { return open_; });
+    }
+    inner_->submit(ops, n);
+  }
+  int sync(int fd) override { return inner_->sync(fd); }
+  std::string name() const override { return "gated(" + inner_->name() + ")"; }
+
+ private:
+  std::shared_ptr<IoBackend> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true;
+};
+
+struct GatedStore {
+  std::string dir;
+  std::shared_ptr<FaultyIo> faults;
+  std::shared_ptr<GatedIo> gate;
+  std::unique_ptr<AttentionStore> st;
+  explicit GatedStore(const std::string& name) {
+    dir = testing::fresh_dir(name);
+    faults = std::make_shared<FaultyIo>(make_pread_backend());
+    gate = std::make_shared<GatedIo>(faults);
+    StoreConfig c;
+    c.store_dir = dir;
+    c.ssd_bytes = 128 * kChunk;
+    c.chunk_bytes = kChunk;
+    c.io_threads = 2;
+    c.io_backend = gate;
+    st = std::make_unique<AttentionStore>(c);
+  }
+  ~GatedStore() {
+    gate->open();
+    st.reset();
+    std::filesystem::remove_all(dir);
+  }
+};
+
+/// Opens the gate when it goes out of scope (before the handles declared ahead of it).
+struct OpenOnExit {
+  GatedIo* gate;
+  ~OpenOnExit() { gate->open(); }
+};
+
+/// A save of layer_bytes(seed, ...) whose layers are queued and whose commit() was called.
+struct InFlight {
+  std::vector<std::vector<char>> bufs;
+  SaveHandle h;
+  std::shared_future<bool> commit;
+};
+
+std::unique_ptr<InFlight> save_in_flight(AttentionStore& st, SessionId s, uint64_t seed,
+                                         const std::vector<int64_t>& pos) {
+  auto f = std::make_unique<InFlight>();
+  f->h = st.begin_save(SaveRequest{s, testing::test_fp(), KeyEncoding::PreRope, kShape,
+                                   testing::tokens_for(seed, pos)});
+  if (!f->h.ok()) return nullptr;
+  for (int l = 0; l < kShape.n_layers; ++l) {
+    f->bufs.push_back(testing::layer_bytes(seed, kShape, l, 0, pos));
+    f->bufs.push_back(testing::layer_bytes(seed, kShape, l, 1, pos));
+  }
+  for (int l = 0; l < kShape.n_layers; ++l) {
+    f->h.write_layer(l, LayerSource{f->bufs[2 * l].data(), f->bufs[2 * l + 1].data()});
+  }
+  f->commit = f->h.commit();
+  return f;
+}
+
+bool pending(const std::shared_future<bool>& f) {
+  return f.wait_for(std::chrono::seconds(0)) != std::future_status::ready;
+}
+
+TEST(Store, LoadOfASaveInFlightWaitsForItsWrites) {
+  GatedStore g("in_flight_load");
+  const auto pos = iota_positions(150);
+  g.gate->close();
+  auto f = save_in_flight(*g.st, 1, 7, pos);
+  ASSERT_TRUE(f);
+  EXPECT_TRUE(g.st->lookup(testing::key_for(1, 7, pos)).hit());
+  EXPECT_FALSE(g.st->where(1, nullptr));  // not committed
+  std::vector<std::vector<char>> bufs(8, std::vector<char>(150 * 256, 0x5a));
+  std::vector<LayerTarget> tg;
+  for (int l = 0; l < 4; ++l) tg.push_back({bufs[2 * l].data(), bufs[2 * l + 1].data()});
+  LoadHandle h = g.st->load(testing::key_for(1, 7, pos), tg);
+  const OpenOnExit guard{g.gate.get()};  // a failed assertion must not leave `h` waiting
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.tokens(), 150);
+  EXPECT_TRUE(pending(f->commit));  // nothing has been written: the load must wait
+  g.gate->open();
+  EXPECT_TRUE(h.wait_all());
+  for (int l = 0; l < 4; ++l) {
+    EXPECT_EQ(bufs[2 * l], testing::layer_bytes(7, kShape, l, 0, pos)) << l;
+    EXPECT_EQ(bufs[2 * l + 1], testing::layer_bytes(7, kShape, l, 1, pos)) << l;
+  }
+  EXPECT_TRUE(f->commit.get());
+  TierKind t;
+  ASSERT_TRUE(g.st->where(1, &t));
+  EXPECT_EQ(t, TierKind::Ssd);
+  EXPECT_EQ(g.st->stats().get(TierKind::Ssd, TierCounter::Hits), 1u);
+  h = LoadHandle();
+  EXPECT_EQ(testing::load_check(*g.st, 1, 7, kShape, pos), 150);
+  EXPECT_TRUE(g.st->erase(1));
+  EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 0u);
+  EXPECT_EQ(g.st->accounting_errors(), 0u);
+}
+
+TEST(Store, EraseOrANewerSaveDropsASaveInFlight) {
+  GatedStore g("in_flight_drop");
+  const auto pos = iota_positions(150);
+  g.gate->close();
+  auto a = save_in_flight(*g.st, 1, 7, pos);
+  ASSERT_TRUE(a);
+  TruncateSpec spec;
+  spec.drop_tokens = 64;
+  EXPECT_FALSE(g.st->truncate(1, spec));  // not before its commit lands
+  EXPECT_TRUE(g.st->erase(1));
+  EXPECT_FALSE(g.st->lookup(testing::key_for(1, 7, pos)).hit());
+  auto b = save_in_flight(*g.st, 2, 8, pos);
+  auto c = save_in_flight(*g.st, 2, 9, pos);
+  ASSERT_TRUE(b && c);
+  EXPECT_FALSE(g.st->lookup(testing::key_for(2, 8, pos)).hit());
+  EXPECT_TRUE(g.st->lookup(testing::key_for(2, 9, pos)).hit());
+  g.gate->open();
+  EXPECT_FALSE(a->commit.get());
+  EXPECT_FALSE(b->commit.get());
+  EXPECT_TRUE(c->commit.get());
+  EXPECT_FALSE(g.st->where(1, nullptr));
+  EXPECT_EQ(testing::load_check(*g.st, 2, 9, kShape, pos), 150);
+  EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 2u * 4u * 3u * kChunk);  // c's entry only
+  EXPECT_EQ(g.st->accounting_errors(), 0u);
+}
+
+TEST(Store, AFailedWriteFailsTheLoadOfASaveInFlight) {
+  GatedStore g("in_flight_fail");
+  const auto pos = iota_positions(150);
+  g.gate->close();
+  g.faults->fail_writes(1, EIO);
+  auto f = save_in_flight(*g.st, 1, 7, pos);
+  ASSERT_TRUE(f);
+  std::vector<std::vector<char>> bufs(8, std::vector<char>(150 * 256));
+  std::vector<LayerTarget> tg;
+  for (int l = 0; l < 4; ++l) tg.push_back({bufs[2 * l].data(), bufs[2 * l + 1].data()});
+  LoadHandle h = g.st->load(testing::key_for(1, 7, pos), tg);
+  const OpenOnExit guard{g.gate.get()};  // a failed assertion must not leave `h` waiting
+  ASSERT_TRUE(h.ok());
+  g.gate->open();
+  EXPECT_FALSE(h.wait_all());
+  EXPECT_FALSE(f->commit.get());
+  EXPECT_FALSE(g.st->lookup(testing::key_for(1, 7, pos)).hit());
+  h = LoadHandle();  // the last pin: the failed save's slots go now
+  EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 0u);
+  EXPECT_GE(g.st->stats().get(Counter::LoadFailures), 1u);
+  EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_TRUE(save_entry(*g.st, 1, 7, kShape, pos));  // the session saves again afterwards
+  EXPECT_EQ(testing::load_check(*g.st, 1, 7, kShape, pos), 150);
+}
+
+TEST(Store, ASaveThatMustEvictLetsTheSavesInFlightLandFirst) {
+  GatedStore g("in_flight_settle");  // 128 chunks: five entries of 24 chunks fit, not six
+  const auto pos = iota_positions(150);
+  for (SessionId id = 1; id <= 4; ++id) ASSERT_TRUE(save_entry(*g.st, id, id, kShape, pos));
+  g.gate->close();
+  auto f = save_in_flight(*g.st, 5, 5, pos);  // fits without evicting
+  ASSERT_TRUE(f);
+  // The sixth must evict: it waits until session 5 has landed, whatever the writes' speed.
+  auto sixth = std::async(std::launch::async, [&] {
+    std::vector<std::vector<char>> bufs;
+    for (int l = 0; l < kShape.n_layers; ++l) {
+      bufs.push_back(testing::layer_bytes(6, kShape, l, 0, pos));
+      bufs.push_back(testing::layer_bytes(6, kShape, l, 1, pos));
+    }
+    SaveHandle h = g.st->begin_save(SaveRequest{6, testing::test_fp(), KeyEncoding::PreRope,
+                                                kShape, testing::tokens_for(6, pos)});
+    if (!h.ok()) return false;
+    for (int l = 0; l < kShape.n_layers; ++l) {
+      h.write_layer(l, LayerSource{bufs[2 * l].data(), bufs[2 * l + 1].data()});
+    }
+    return h.commit().get();
+  });
+  const OpenOnExit guard{g.gate.get()};  // `sixth` must not wait forever on a failure
+  EXPECT_EQ(sixth.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout);
+  EXPECT_TRUE(pending(f->commit));
+  g.gate->open();
+  EXPECT_TRUE(f->commit.get());
+  EXPECT_TRUE(sixth.get());
+  EXPECT_FALSE(g.st->where(1, nullptr));  // LRU's victim: the oldest
+  for (SessionId id = 2; id <= 6; ++id) EXPECT_TRUE(g.st->where(id, nullptr)) << id;
+  EXPECT_EQ(g.st->accounting_errors(), 0u);
 }
 
 }  // namespace
