@@ -240,7 +240,7 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
   s.context = j.hist + j.new_tokens + j.outputs - 1;
   s.pending = true;
   if (cfg_.mode != Mode::RE) {
-    if (j.hit) store_->unpin(j.session);  // the load's pin lasts the turn, as in lib/store
+    if (j.hit) store_->unpin(j.session);        // the load's pin lasts the turn, as in lib/store
     wait_save(j.session, &j.rec.save_stall_s);  // as lib/engine: the previous turn's save
     const double commit = store_->save(j.session, s.context, now_);
     if (commit < 0) {

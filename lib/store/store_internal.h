@@ -16,9 +16,9 @@ namespace cb::store {
 struct StoreEntry {
   EntryMeta meta;
   TierKind tier = TierKind::Dram;
-  int pins = 0;         ///< loads and moves in flight (slots must not be freed)
-  bool moving = false;  ///< a demotion or promotion is copying it
-  bool doomed = false;  ///< erased while pinned: gone from the index
+  int pins = 0;            ///< loads and moves in flight (slots must not be freed)
+  bool moving = false;     ///< a demotion or promotion is copying it
+  bool doomed = false;     ///< erased while pinned: gone from the index
   bool in_flight = false;  ///< a save's entry, visible to loads before its commit lands
   uint64_t accesses = 0;
   /// Slots no longer referenced by `meta`, freed when the last pin goes.

@@ -50,8 +50,8 @@ bool AttentionStore::lower_tier(TierKind t, TierKind* lower) const {
   return false;
 }
 
-bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve,
-                             std::vector<uint64_t>* slots, bool settle) {
+bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vector<uint64_t>* slots,
+                             bool settle) {
   Tier* T = tier(t);
   if (T == nullptr) return false;
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;

@@ -3,14 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <nlohmann/json.hpp>
-
 #include <chrono>
 #include <condition_variable>
-#include <future>
 #include <cstring>
+#include <filesystem>
+#include <future>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
@@ -614,8 +613,8 @@ TEST(Store, ASaveThatMustEvictLetsTheSavesInFlightLandFirst) {
       bufs.push_back(testing::layer_bytes(6, kShape, l, 0, pos));
       bufs.push_back(testing::layer_bytes(6, kShape, l, 1, pos));
     }
-    SaveHandle h = g.st->begin_save(SaveRequest{6, testing::test_fp(), KeyEncoding::PreRope,
-                                                kShape, testing::tokens_for(6, pos)});
+    SaveHandle h = g.st->begin_save(SaveRequest{6, testing::test_fp(), KeyEncoding::PreRope, kShape,
+                                                testing::tokens_for(6, pos)});
     if (!h.ok()) return false;
     for (int l = 0; l < kShape.n_layers; ++l) {
       h.write_layer(l, LayerSource{bufs[2 * l].data(), bufs[2 * l + 1].data()});
