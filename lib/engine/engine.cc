@@ -222,8 +222,7 @@ bool Engine::admit(Job& j, double* stall) {
   cache_->set_length(seq, j.reused);
   const int layers = model_.config().n_layers;
   if (j.load.started_layers() == 0) j.load_start = steady_s();  // nothing preloaded
-  if (cfg_.preload) {
-    j.load.start_layers(layers);
+  if (cfg_.preload) {  // the rest of its layers start with the batch's (start_batch_loads)
     j.restore_pending = true;
     return true;
   }
@@ -242,6 +241,16 @@ bool Engine::admit(Job& j, double* stall) {
                       j.v.data() + l * j.cap * kv_dim_);
   }
   return true;
+}
+
+void Engine::start_batch_loads(const std::vector<Job*>& jobs) {
+  // Layer-major across the jobs admitted together: every job's layer l is queued before any
+  // job's layer l+1, so the step's layer-l compute (which waits for all of them) starts after
+  // l+1 layers' worth of loads rather than after whole entries of the jobs ahead.
+  const int layers = model_.config().n_layers;
+  for (int l = 1; l <= layers; ++l) {
+    for (Job* j : jobs) j->load.start_layers(l);
+  }
 }
 
 void Engine::restore_layer(Job& j, int layer) {

@@ -112,6 +112,8 @@ class Engine {
   /// false when the pool is full. `stall` receives the time spent loading synchronously.
   bool admit(Job& job, double* stall);
   void restore_layer(Job& job, int layer);
+  /// Starts the loads of the jobs just admitted, layer-major across them.
+  void start_batch_loads(const std::vector<Job*>& jobs);
   void run_step(const std::vector<sched::StepItem>& items, RunResult* res, const TokenFn& on_token);
   void finish(Job& job, RunResult* res);
   void recompute_instead(Job& job, RunResult* res);

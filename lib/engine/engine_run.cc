@@ -205,11 +205,13 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
       // neither the schedule nor this loop depends on when the save finishes.
       jobs_[r.id] = prepare(store_id(r), input_of(r), &res);
     }
+    std::vector<Job*> admitted;  // whose loads start together, layer by layer
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
       double stall = 0;
       if (it == jobs_.end() || !admit(*it->second, &stall)) break;
       Job& j = *it->second;
+      if (j.restore_pending) admitted.push_back(&j);
       if (!j.rec.warmup) {  // a synchronous load holds the accelerator like a stalled step
         res.totals.gpu_time_s += stall;
         res.totals.prefill_time_s += stall;
@@ -218,6 +220,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
       if (j.load_failed) recompute_instead(j, &res);
       sched.admit_head(static_cast<int64_t>(j.prefill_ids.size()), j.output_target);
     }
+    start_batch_loads(admitted);
     const std::vector<sched::StepItem> items = sched.plan_step();
     if (items.empty()) {
       if (!sched.waiting().empty() && jobs_.count(sched.waiting().front().id)) {

@@ -165,11 +165,11 @@ bool SimEngine::admit(Job& j, double* stall) {
   j.kv_len = j.reused;
   if (j.reused == 0) return true;
   if (j.started == 0) j.load_start = now_;
-  start_layers(j, layers_);
-  if (cfg_.preload) {
+  if (cfg_.preload) {  // the rest of its layers start with the batch's (start_batch_loads)
     j.restore_pending = true;
     return true;
   }
+  start_layers(j, layers_);
   const double done = j.ready.back();
   if (done > now_) {
     *stall = done - now_;
@@ -178,6 +178,12 @@ bool SimEngine::admit(Job& j, double* stall) {
   j.rec.preload_stall_s += *stall;
   j.rec.load_s = now_ - j.load_start;
   return true;
+}
+
+void SimEngine::start_batch_loads(const std::vector<Job*>& jobs) {
+  for (int l = 1; l <= layers_; ++l) {  // layer-major, as lib/engine's start_batch_loads
+    for (Job* j : jobs) start_layers(*j, l);
+  }
 }
 
 void SimEngine::run_step(const std::vector<sched::StepItem>& items, engine::RunResult* res) {
@@ -294,11 +300,13 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
       jobs_[r.id] = prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res);
     }
+    std::vector<Job*> admitted;  // whose loads start together, layer by layer
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
       double stall = 0;
       if (it == jobs_.end() || !admit(*it->second, &stall)) break;
       Job& j = *it->second;
+      if (j.restore_pending) admitted.push_back(&j);
       if (!j.rec.warmup) {
         res.totals.gpu_time_s += stall;
         res.totals.prefill_time_s += stall;
@@ -306,6 +314,7 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       j.rec.start_s = now_;
       sched.admit_head(j.hist - j.reused + j.new_tokens, j.output_target);
     }
+    start_batch_loads(admitted);
     const std::vector<sched::StepItem> items = sched.plan_step();
     if (items.empty()) {
       if (!sched.waiting().empty() && jobs_.count(sched.waiting().front().id)) {

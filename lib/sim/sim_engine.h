@@ -50,6 +50,7 @@ class SimEngine {
   void wait_save(uint64_t session, double* stall);
   void poll_saves();
   void start_layers(Job& j, int n);
+  void start_batch_loads(const std::vector<Job*>& jobs);
   int read_buffer_for(const Job& j) const;
 
   const CostModel& cost_;
