@@ -55,39 +55,34 @@ Link& SimStore::read_link(TierKind t) {
   return t == TierKind::Hbm ? cfg_.d2d : t == TierKind::Dram ? cfg_.h2d : cfg_.ssd_read;
 }
 
-SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double now) {
-  Hit h;
-  auto p = pending_.find(session);
-  if (p != pending_.end()) {  // in flight: lib/store's load waits for the writes
-    Entry& e = p->second;
-    if (e.tokens > history) return h;
-    ++e.pins;
-    ++e.accesses;
-    e.last_access = now;
-    ++hits_[static_cast<int>(e.tier)];
-    h.hit = true;
-    h.tier = e.tier;
-    h.tokens = e.tokens;
-    h.ready_at = std::max(now, e.commit_at);
-    return h;
-  }
-  auto it = index_.find(session);
-  if (it == index_.end()) return h;
-  Entry& e = it->second;
-  if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
-    erase_committed(session);
-    return h;
-  }
-  if (e.tokens > history) return h;  // cannot happen for the engine's histories
+SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at) {
   ++e.pins;
   ++e.accesses;
   e.last_access = now;
   ++hits_[static_cast<int>(e.tier)];
+  Hit h;
   h.hit = true;
   h.tier = e.tier;
   h.tokens = e.tokens;
-  h.ready_at = std::max(now, e.moving_until);
+  h.ready_at = std::max(now, ready_at);
   return h;
+}
+
+SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double now) {
+  auto p = pending_.find(session);
+  if (p != pending_.end()) {  // in flight: lib/store's load waits for the writes
+    if (p->second.tokens > history) return Hit{};
+    return pin_hit(p->second, now, p->second.commit_at);
+  }
+  auto it = index_.find(session);
+  if (it == index_.end()) return Hit{};
+  Entry& e = it->second;
+  if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
+    erase_committed(session);
+    return Hit{};
+  }
+  if (e.tokens > history) return Hit{};  // cannot happen for the engine's histories
+  return pin_hit(e, now, e.moving_until);
 }
 
 void SimStore::unpin(store::SessionId session) {
