@@ -109,7 +109,7 @@ class SimStore {
   bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now, bool settle = false);
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
-  void erase_committed(store::SessionId session);  ///< the visible entry only
+  void erase_committed(store::SessionId session);      ///< the visible entry only
   Hit pin_hit(Entry& e, double now, double ready_at);  ///< pins and counts a hit on `e`
   bool movable(const Entry& e) const { return e.pins == 0 && e.moving_until < 0; }
 
