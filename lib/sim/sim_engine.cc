@@ -248,7 +248,11 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
   if (cfg_.mode != Mode::RE) {
     if (j.hit) store_->unpin(j.session);        // the load's pin lasts the turn, as in lib/store
     wait_save(j.session, &j.rec.save_stall_s);  // as lib/engine: the previous turn's save
-    const double commit = store_->save(j.session, s.context, now_);
+    // As lib/engine: the new entry supersedes the old one now (erased before the save
+    // reserves), keeping the session's first insertion time (FIFO's order).
+    const double created = store_->inserted_at(j.session);
+    store_->erase(j.session);
+    const double commit = store_->save(j.session, s.context, now_, created);
     if (commit < 0) {
       ++res->save_failures;
     } else {

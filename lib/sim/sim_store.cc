@@ -71,8 +71,13 @@ SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at) {
 SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double now) {
   auto p = pending_.find(session);
   if (p != pending_.end()) {  // in flight: lib/store's load waits for the writes
-    if (p->second.tokens > history) return Hit{};
-    return pin_hit(p->second, now, p->second.commit_at);
+    const Entry& e = p->second;
+    if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
+      erase(session);  // lib/store dooms an expired save in flight
+      return Hit{};
+    }
+    if (e.tokens > history) return Hit{};
+    return pin_hit(p->second, now, e.commit_at);
   }
   auto it = index_.find(session);
   if (it == index_.end()) return Hit{};
@@ -204,6 +209,11 @@ void SimStore::set_tier(Entry& e, TierKind t) {
   in_tier_[static_cast<int>(t)].insert(e.session);
 }
 
+double SimStore::inserted_at(store::SessionId session) const {
+  auto it = index_.find(session);
+  return it == index_.end() ? -1 : it->second.created;
+}
+
 void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
@@ -218,18 +228,16 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
   if (!present(t)) return false;
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
   if (n + keep > cap_[ti]) return false;
+  if (settle && free_[ti] < n + keep && !pending_.empty()) {
+    std::vector<store::SessionId> ids;
+    for (const auto& [id, e] : pending_) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());  // map order must not decide anything
+    for (store::SessionId id : ids) commit(id);
+  }
   for (int round = 0; round < 8; ++round) {
     if (free_[ti] >= n + keep) {
       free_[ti] -= n;
       return true;
-    }
-    if (settle && !pending_.empty()) {
-      std::vector<store::SessionId> ids;
-      for (const auto& [id, e] : pending_) ids.push_back(id);
-      std::sort(ids.begin(), ids.end());  // map order must not decide anything
-      for (store::SessionId id : ids) commit(id);
-      settle = false;
-      continue;
     }
     const uint64_t needed = (n + keep - free_[ti]) * cfg_.chunk_bytes;
     std::vector<store::EntryInfo> cands;
@@ -343,7 +351,10 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     set_tier(e, TierKind::Dram);
     moving_.push_back(s);
   }
-  for (store::SessionId s : held) unpin(s);
+  for (store::SessionId s : held) {  // the committed entries pinned above, not a save in flight
+    auto it = index_.find(s);
+    if (it != index_.end() && it->second.pins > 0) --it->second.pins;
+  }
 }
 
 void SimStore::advance(double now) {

@@ -75,6 +75,8 @@ class SimStore {
   /// is when the session's entry first entered the store (FIFO's order); < 0: the replaced entry's,
   /// or `now` when there is none (lib/store's SaveRequest).
   double save(store::SessionId session, int64_t tokens, double now, double created = -1);
+  /// When the session's committed entry first entered the store, or -1 (lib/store's).
+  double inserted_at(store::SessionId session) const;
   /// Makes a saved entry visible (its commit time has passed).
   void commit(store::SessionId session);
   /// The scheduler's look-ahead changed: plan and start prefetches (SSD -> DRAM).

@@ -242,6 +242,7 @@ void AttentionStore::unlink_locked(const EntryPtr& e) {
     if (fl != in_flight_.end() && fl->second->entry == e) in_flight_.erase(fl);
     e->doomed = true;
     e->in_flight = false;
+    e->meta.slots.clear();  // still the save's (finish_save frees them): never released here
     return;
   }
   auto it = index_.find(e->meta.session);

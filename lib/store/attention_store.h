@@ -190,6 +190,7 @@ class AttentionStore {
   /// in flight (see SaveHandle::commit) is not truncated (false): wait for the commit first.
   bool truncate(SessionId session, const TruncateSpec& spec);
   /// Removes an entry, and drops a save of the session in flight; true when either existed.
+  /// A dropped save's space is freed when its writes finish, not at once.
   bool erase(SessionId session);
   /// Removes every entry idle longer than its TTL; returns how many.
   size_t expire();

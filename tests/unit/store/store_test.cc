@@ -606,6 +606,11 @@ TEST(Store, ASaveThatMustEvictLetsTheSavesInFlightLandFirst) {
   g.gate->close();
   auto f = save_in_flight(*g.st, 5, 5, pos);  // fits without evicting
   ASSERT_TRUE(f);
+  // Touch 1-4 (reads pass the gate): once 5 has landed it is the least recently used entry,
+  // and only a save that waits for it to land can choose it.
+  for (SessionId id = 1; id <= 4; ++id) {
+    ASSERT_EQ(testing::load_check(*g.st, id, id, kShape, pos), 150) << id;
+  }
   // The sixth must evict: it waits until session 5 has landed, whatever the writes' speed.
   auto sixth = std::async(std::launch::async, [&] {
     std::vector<std::vector<char>> bufs;
@@ -627,8 +632,8 @@ TEST(Store, ASaveThatMustEvictLetsTheSavesInFlightLandFirst) {
   g.gate->open();
   EXPECT_TRUE(f->commit.get());
   EXPECT_TRUE(sixth.get());
-  EXPECT_FALSE(g.st->where(1, nullptr));  // LRU's victim: the oldest
-  for (SessionId id = 2; id <= 6; ++id) EXPECT_TRUE(g.st->where(id, nullptr)) << id;
+  EXPECT_FALSE(g.st->where(5, nullptr));  // LRU's victim: the save that had to land first
+  for (SessionId id : {1, 2, 3, 4, 6}) EXPECT_TRUE(g.st->where(id, nullptr)) << id;
   EXPECT_EQ(g.st->accounting_errors(), 0u);
 }
 
