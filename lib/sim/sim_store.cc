@@ -1,6 +1,7 @@
 #include "lib/sim/sim_store.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "lib/core/error.h"
 #include "lib/engine/policy_advisor.h"
@@ -55,10 +56,15 @@ Link& SimStore::read_link(TierKind t) {
   return t == TierKind::Hbm ? cfg_.d2d : t == TierKind::Dram ? cfg_.h2d : cfg_.ssd_read;
 }
 
+double SimStore::stamp(double now) {
+  last_stamp_ = std::max(now, last_stamp_ + 1e-6);  // policies compare microsecond ticks
+  return last_stamp_;
+}
+
 SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at) {
   ++e.pins;
   ++e.accesses;
-  e.last_access = now;
+  e.last_access = stamp(now);
   ++hits_[static_cast<int>(e.tier)];
   Hit h;
   h.hit = true;
@@ -163,9 +169,10 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
 }
 
 double SimStore::save(store::SessionId session, int64_t tokens, double now, double created) {
+  const double t_access = stamp(now);
   if (created < 0) {  // a re-save replacing the session's entry keeps its first insertion
     auto old = index_.find(session);
-    created = old != index_.end() ? old->second.created : now;
+    created = old != index_.end() ? old->second.created : t_access;
   }
   // As in lib/store, the replaced entry stays (a candidate for eviction) until the new one
   // commits: both hold space meanwhile. A save still in flight is superseded (dropped).
@@ -184,7 +191,7 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
     e.tokens = tokens;
     e.chunks = n;
     e.created = created;
-    e.last_access = now;
+    e.last_access = t_access;
     pending_[session] = e;
     const double bytes = payload_bytes(tokens);
     Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;

@@ -6,6 +6,7 @@
 /// Mirrors lib/store's decisions so that a real and a simulated replay of the same trace
 /// see the same hits and misses (docs/sim.md).
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -112,7 +113,11 @@ class SimStore {
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
   void erase_committed(store::SessionId session);      ///< the visible entry only
-  Hit pin_hit(Entry& e, double now, double ready_at);  ///< pins and counts a hit on `e`
+  Hit pin_hit(Entry& e, double now, double ready_at);
+  /// An access time for now, at least a microsecond (the policies' tick) after every earlier
+  /// one: on the virtual clock several operations share a time, while lib/store's clock
+  /// orders them as they happen (LRU and FIFO ties).
+  double stamp(double now);  ///< pins and counts a hit on `e`
   bool movable(const Entry& e) const { return e.pins == 0 && e.moving_until < 0; }
 
   SimStoreConfig cfg_;
@@ -124,6 +129,7 @@ class SimStore {
   std::unordered_map<store::SessionId, Entry> pending_;  // saved, not yet committed
   std::unordered_set<store::SessionId> in_tier_[3];      // so a tier's decision scans only it
   std::vector<store::SessionId> lookahead_, moving_;
+  double last_stamp_ = -HUGE_VAL;
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};

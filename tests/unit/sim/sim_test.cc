@@ -190,6 +190,20 @@ TEST(SimStore, ASaveInFlightAnswersAndLandsBeforeAnEviction) {
   EXPECT_EQ(s.entries(), 3);
 }
 
+// lib/store's clock orders operations as they happen; on the virtual clock several share a
+// time, and LRU must still see them in that order (not fall back to session ids).
+TEST(SimStore, OperationsAtTheSameTimeKeepTheirOrderForLru) {
+  SimStore s(small(2, 0, "lru"), 2, 128);
+  ASSERT_GE(s.save(2, 32, 1), 0);
+  s.commit(2);
+  ASSERT_GE(s.save(1, 32, 1), 0);  // the same virtual time, but after session 2's save
+  s.commit(1);
+  ASSERT_GE(s.save(3, 32, 1), 0);  // full: the least recently used is session 2
+  s.commit(3);
+  EXPECT_TRUE(s.lookup(1, 32, 2).hit);
+  EXPECT_FALSE(s.lookup(2, 32, 2).hit);
+}
+
 TEST(SimStore, EraseOrANewerSaveDropsASaveInFlight) {
   SimStore s(small(2, 0, "lru"), 2, 128);  // two entries
   ASSERT_GE(s.save(1, 32, 1), 0);
