@@ -124,12 +124,15 @@ double SimStore::layer_seconds(TierKind tier, int64_t tokens) const {
 }
 
 void SimStore::erase(store::SessionId session) {
-  auto p = pending_.find(session);
-  if (p != pending_.end()) {  // lib/store drops a save in flight (its commit fails)
-    free_[static_cast<int>(p->second.tier)] += p->second.chunks;
-    pending_.erase(p);
-  }
+  drop_pending(session);  // lib/store drops a save in flight (its commit fails)
   erase_committed(session);
+}
+
+void SimStore::drop_pending(store::SessionId session) {
+  auto p = pending_.find(session);
+  if (p == pending_.end()) return;
+  free_[static_cast<int>(p->second.tier)] += p->second.chunks;
+  pending_.erase(p);
 }
 
 void SimStore::erase_committed(store::SessionId session) {
@@ -176,11 +179,7 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
   }
   // As in lib/store, the replaced entry stays (a candidate for eviction) until the new one
   // commits: both hold space meanwhile. A save still in flight is superseded (dropped).
-  auto prev = pending_.find(session);
-  if (prev != pending_.end()) {
-    free_[static_cast<int>(prev->second.tier)] += prev->second.chunks;
-    pending_.erase(prev);
-  }
+  drop_pending(session);
   const uint64_t n = chunks_for(tokens);
   for (int t = 0; t < 3; ++t) {
     const auto tk = static_cast<TierKind>(t);

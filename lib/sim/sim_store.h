@@ -112,7 +112,9 @@ class SimStore {
   bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now, bool settle = false);
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
-  void erase_committed(store::SessionId session);  ///< the visible entry only
+  void erase_committed(store::SessionId session);
+  void drop_pending(store::SessionId session);  ///< a save in flight, its space freed  ///< the
+                                                ///< visible entry only
   Hit pin_hit(Entry& e, double now, double ready_at);
   /// An access time for now, at least a microsecond (the policies' tick) after every earlier
   /// one: on the virtual clock several operations share a time, while lib/store's clock

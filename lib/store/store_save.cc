@@ -181,10 +181,7 @@ void AttentionStore::publish_in_flight(const std::shared_ptr<SaveState>& st) {
   std::lock_guard<std::mutex> g(mu_);
   if (st->finished) return;
   auto it = in_flight_.find(st->meta.session);
-  if (it != in_flight_.end()) {  // superseded: its commit will drop it
-    it->second->entry->doomed = true;
-    it->second->entry->in_flight = false;
-  }
+  if (it != in_flight_.end()) unlink_locked(EntryPtr(it->second->entry));  // superseded
   in_flight_[st->meta.session] = st;
 }
 

@@ -27,6 +27,32 @@
 namespace cb::eval {
 namespace {
 
+// The validation trace: 16 synthetic conversations (74 turns).
+datasets::Trace validation_trace() {
+  datasets::SynthOptions so;
+  so.sessions = 16;
+  so.seed = 3;
+  return datasets::synth_trace(so);
+}
+
+// Closed-loop arrivals (each next turn right after its answer), LRU over `dram_bytes`.
+ReplayOptions closed_loop_lru(uint64_t dram_bytes) {
+  ReplayOptions o;
+  o.engine.sched.rate = 0;
+  o.store.dram_bytes = dram_bytes;
+  o.store.policy = "lru";
+  return o;
+}
+
+using Tiers = std::map<std::pair<uint64_t, int>, std::string>;
+
+// Each turn's tier ("dram", "miss", ...) by (session, turn).
+Tiers tiers_by_turn(const ReplayRun& r) {
+  Tiers t;
+  for (const auto& rec : r.result.records) t[{rec.session, rec.turn}] = rec.tier;
+  return t;
+}
+
 TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
 #ifdef CB_SANITIZED
   GTEST_SKIP() << "timing agreement is checked in the optimized build (sanitizers distort it)";
@@ -37,14 +63,8 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   CalibrateOptions co;
   co.ssd_dir = "";
   co.reps = 3;
-  datasets::SynthOptions so;
-  so.sessions = 16;
-  so.seed = 3;
-  const datasets::Trace trace = datasets::synth_trace(so);
-  ReplayOptions o;
-  o.engine.sched.rate = 0;
-  o.store.dram_bytes = 256ull << 20;  // every entry fits: no eviction
-  o.store.policy = "lru";
+  const datasets::Trace trace = validation_trace();
+  const ReplayOptions o = closed_loop_lru(256ull << 20);  // every entry fits: no eviction
   const auto real_sessions = trace_sessions(trace, m->config().vocab_size, 0, 48);
   // This machine's speed drifts by tens of percent from one minute to the next (shared CPUs,
   // frequency scaling), so one calibration compares two moments as much as two executors.
@@ -62,8 +82,7 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
     const ReplayRun s =
         run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, after);
     EXPECT_EQ(s.summary["execution"], "sim");
-    std::map<std::pair<uint64_t, int>, std::string> tiers;
-    for (const auto& r : real.result.records) tiers[{r.session, r.turn}] = r.tier;
+    const Tiers tiers = tiers_by_turn(real);
     ASSERT_EQ(s.result.records.size(), real.result.records.size());
     int hits = 0;
     for (const auto& r : s.result.records) {
@@ -103,30 +122,19 @@ TEST(SimValidation, UnderEvictionPressureRealAndSimAgreeOnEveryTurn) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto src = model::ModelSource::open(path);
   auto m = model::Model::load(*src);
-  datasets::SynthOptions so;
-  so.sessions = 16;
-  so.seed = 3;
-  const datasets::Trace trace = datasets::synth_trace(so);
-  ReplayOptions o;
-  o.engine.sched.rate = 0;
+  const datasets::Trace trace = validation_trace();
+  ReplayOptions o = closed_loop_lru(1ull << 20);
   o.engine.ctx = 512;
-  o.store.dram_bytes = 1ull << 20;
   o.store.chunk_bytes = 16ull << 10;
-  o.store.policy = "lru";
   SimOptions so_sim;
   so_sim.profile = sim::builtin_profile("a100-80gb");  // its timing is irrelevant here,
-  so_sim.profile.hbm_bytes = 0;            // but the KV pool is the engine's, as in real mode,
+  so_sim.profile.hbm_bytes = 0;             // but the KV pool is the engine's, as in real mode,
   so_sim.profile.kv_bytes_per_element = 4;  // and entries are fp32, as the CPU backend saves
-  const auto tiers = [](const ReplayRun& r) {
-    std::map<std::pair<uint64_t, int>, std::string> t;
-    for (const auto& rec : r.result.records) t[{rec.session, rec.turn}] = rec.tier;
-    return t;
-  };
   const auto real_sessions = trace_sessions(trace, m->config().vocab_size, 0, 48);
-  const auto real1 = tiers(run_replay(*m, real_sessions, engine::Mode::CA, o));
-  const auto real2 = tiers(run_replay(*m, real_sessions, engine::Mode::CA, o));
-  const auto sim =
-      tiers(run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, so_sim));
+  const Tiers real1 = tiers_by_turn(run_replay(*m, real_sessions, engine::Mode::CA, o));
+  const Tiers real2 = tiers_by_turn(run_replay(*m, real_sessions, engine::Mode::CA, o));
+  const Tiers sim = tiers_by_turn(
+      run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, so_sim));
   ASSERT_EQ(real1.size(), sim.size());
   int hits = 0, misses = 0;
   for (const auto& [key, tier] : real1) {
