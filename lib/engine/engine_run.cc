@@ -134,12 +134,12 @@ void Engine::finish(Job& j, RunResult* res) {
     sv->session = j.session;
     sv->k = std::move(j.k);
     sv->v = std::move(j.v);
-    // The new entry supersedes the old one now, not when its commit lands, so space
-    // accounting (and so every eviction decision) is the same whatever the I/O timing.
     j.load = store::LoadHandle();  // unpins the entry this turn loaded
-    // The session's entry keeps its first insertion time (FIFO's order) across turns.
-    req.created = store_->inserted_at(j.session);
-    store_->erase(j.session);
+    // The new entry appends to the session's entry (its history is a prefix of `fed`) when
+    // that is in the fastest tier; otherwise the old entry is dropped now, not when the
+    // commit lands, so space accounting (and so every eviction decision) is the same
+    // whatever the I/O timing. The entry keeps its first insertion time (FIFO's order).
+    req.replace_now = true;
     sv->handle = store_->begin_save(req);
     if (!sv->handle.ok()) {
       ++res->save_failures;
@@ -149,8 +149,9 @@ void Engine::finish(Job& j, RunResult* res) {
             l, {sv->k.data() + l * j.cap * kv_dim_, sv->v.data() + l * j.cap * kv_dim_});
       }
       sv->commit = sv->handle.commit();
-      j.rec.bytes_saved = static_cast<uint64_t>(fed.size()) * 2u * req.shape.token_bytes *
-                          static_cast<uint64_t>(layers);
+      const auto written =
+          static_cast<uint64_t>(static_cast<int64_t>(fed.size()) - sv->handle.shared_tokens());
+      j.rec.bytes_saved = written * 2u * req.shape.token_bytes * static_cast<uint64_t>(layers);
       if (cfg_.async_save) {
         saving_.push_back(std::move(sv));
       } else {

@@ -248,15 +248,13 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
   if (cfg_.mode != Mode::RE) {
     if (j.hit) store_->unpin(j.session);        // the load's pin lasts the turn, as in lib/store
     wait_save(j.session, &j.rec.save_stall_s);  // as lib/engine: the previous turn's save
-    // As lib/engine: the new entry supersedes the old one now (erased before the save
-    // reserves), keeping the session's first insertion time (FIFO's order).
-    const double created = store_->inserted_at(j.session);
-    store_->erase(j.session);
-    const double commit = store_->save(j.session, s.context, now_, created);
+    // As lib/engine: the new entry appends to the old one, or supersedes it now (erased
+    // before the save reserves), keeping the session's first insertion time (FIFO's order).
+    const double commit = store_->save(j.session, s.context, now_, -1, true);
     if (commit < 0) {
       ++res->save_failures;
     } else {
-      j.rec.bytes_saved = static_cast<uint64_t>(s.context) * 2u *
+      j.rec.bytes_saved = static_cast<uint64_t>(s.context - store_->shared_tokens(j.session)) * 2u *
                           static_cast<uint64_t>(layers_ * cost_.shape().kv_dim) *
                           static_cast<uint64_t>(cost_.profile().kv_bytes_per_element);
       if (cfg_.async_save) {

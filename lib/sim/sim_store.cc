@@ -131,7 +131,11 @@ void SimStore::erase(store::SessionId session) {
 void SimStore::drop_pending(store::SessionId session) {
   auto p = pending_.find(session);
   if (p == pending_.end()) return;
-  free_[static_cast<int>(p->second.tier)] += p->second.chunks;
+  free_[static_cast<int>(p->second.tier)] += p->second.chunks - p->second.shared;
+  if (p->second.shared > 0) {  // the base's chunks stay the base's; its save pin goes
+    auto b = index_.find(session);
+    if (b != index_.end() && b->second.pins > 0) --b->second.pins;
+  }
   pending_.erase(p);
 }
 
@@ -171,15 +175,80 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   if (c >= 0) commit(session);
 }
 
-double SimStore::save(store::SessionId session, int64_t tokens, double now, double created) {
+double SimStore::write(TierKind tk, double bytes, double now) {
+  const int t = static_cast<int>(tk);
+  Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;
+  double before = l.busy_s();
+  double done = l.transfer(now, bytes);
+  write_s_[t] += l.busy_s() - before;
+  if (tk == TierKind::Ssd) {
+    before = cfg_.ssd_write.busy_s();
+    done = cfg_.ssd_write.transfer(done, bytes);
+    write_s_[t] += cfg_.ssd_write.busy_s() - before;
+  }
+  bytes_written_[t] += bytes;
+  return done;
+}
+
+double SimStore::try_append(store::SessionId session, int64_t tokens, double now, double t_access,
+                            double created) {
+  auto it = index_.find(session);
+  if (it == index_.end()) return -1;
+  Entry& b = it->second;
+  int fastest = 0;
+  while (!present(static_cast<TierKind>(fastest))) ++fastest;
+  if (b.moving_until >= 0 || static_cast<int>(b.tier) != fastest || b.tokens > tokens) return -1;
+  if (cfg_.ttl > 0 && now - b.last_access > cfg_.ttl) return -1;  // expired: a miss anyway
+  const uint64_t c0 = static_cast<uint64_t>(b.tokens) / tpc_;
+  if (c0 == 0) return -1;
+  const uint64_t shared = 2ull * static_cast<uint64_t>(layers_) * c0;
+  const uint64_t n = chunks_for(tokens);
+  ++b.pins;  // neither evicted nor moved while the save shares its chunks
+  const TierKind tk = b.tier;
+  if (!reserve(tk, n - shared, false, now, true)) {
+    --index_.at(session).pins;
+    return -1;
+  }
+  Entry e;
+  e.session = session;
+  e.tier = tk;
+  e.tokens = tokens;
+  e.chunks = n;
+  e.shared = shared;
+  e.created = created;
+  e.last_access = t_access;
+  const int64_t from = static_cast<int64_t>(c0 * tpc_);
+  e.commit_at = write(tk, payload_bytes(tokens - from), now);
+  pending_[session] = e;
+  return e.commit_at;
+}
+
+int64_t SimStore::shared_tokens(store::SessionId session) const {
+  auto p = pending_.find(session);
+  if (p == pending_.end()) return 0;
+  return static_cast<int64_t>(p->second.shared / (2ull * static_cast<uint64_t>(layers_)) * tpc_);
+}
+
+double SimStore::save(store::SessionId session, int64_t tokens, double now, double created,
+                      bool replace_now) {
   const double t_access = stamp(now);
   if (created < 0) {  // a re-save replacing the session's entry keeps its first insertion
     auto old = index_.find(session);
     created = old != index_.end() ? old->second.created : t_access;
   }
+  // lib/store appends only to a committed entry (no save of the session in flight).
+  if (!pending_.count(session)) {
+    const double done = try_append(session, tokens, now, t_access, created);
+    if (done >= 0) return done;
+  }
   // As in lib/store, the replaced entry stays (a candidate for eviction) until the new one
-  // commits: both hold space meanwhile. A save still in flight is superseded (dropped).
-  drop_pending(session);
+  // commits (unless `replace_now`): both hold space meanwhile. A save still in flight is
+  // superseded (dropped).
+  if (replace_now) {
+    erase(session);
+  } else {
+    drop_pending(session);
+  }
   const uint64_t n = chunks_for(tokens);
   for (int t = 0; t < 3; ++t) {
     const auto tk = static_cast<TierKind>(t);
@@ -191,20 +260,9 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
     e.chunks = n;
     e.created = created;
     e.last_access = t_access;
+    e.commit_at = write(tk, payload_bytes(tokens), now);
     pending_[session] = e;
-    const double bytes = payload_bytes(tokens);
-    Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;
-    double before = l.busy_s();
-    double done = l.transfer(now, bytes);
-    write_s_[t] += l.busy_s() - before;
-    if (tk == TierKind::Ssd) {
-      before = cfg_.ssd_write.busy_s();
-      done = cfg_.ssd_write.transfer(done, bytes);
-      write_s_[t] += cfg_.ssd_write.busy_s() - before;
-    }
-    bytes_written_[t] += bytes;
-    pending_[session].commit_at = done;
-    return done;
+    return e.commit_at;
   }
   return -1;
 }
@@ -223,6 +281,10 @@ double SimStore::inserted_at(store::SessionId session) const {
 void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
+  auto b = index_.find(session);
+  if (it->second.shared > 0 && b != index_.end()) {
+    b->second.chunks -= it->second.shared;  // the shared chunks pass to the new entry
+  }
   erase_committed(session);  // the replaced entry, wherever it is now
   in_tier_[static_cast<int>(it->second.tier)].insert(session);
   index_[session] = it->second;

@@ -74,8 +74,14 @@ class SimStore {
   /// time, or a negative value when no tier had room. Until commit() the new entry's space is
   /// reserved but the entry is invisible, and the replaced one stays (lib/store's rule). `created`
   /// is when the session's entry first entered the store (FIFO's order); < 0: the replaced entry's,
-  /// or `now` when there is none (lib/store's SaveRequest).
-  double save(store::SessionId session, int64_t tokens, double now, double created = -1);
+  /// or `now` when there is none (lib/store's SaveRequest). As lib/store's SaveRequest::append,
+  /// a save that extends the session's committed entry in the fastest tier reserves and writes
+  /// only the chunks from the entry's last partial one on (the engines' histories always extend
+  /// the entry); `replace_now` drops the entry first when the save does not append to it.
+  double save(store::SessionId session, int64_t tokens, double now, double created = -1,
+              bool replace_now = false);
+  /// Tokens the session's save in flight did not write (an append's shared whole chunks).
+  int64_t shared_tokens(store::SessionId session) const;
   /// When the session's committed entry first entered the store, or -1 (lib/store's).
   double inserted_at(store::SessionId session) const;
   /// Makes a saved entry visible (its commit time has passed).
@@ -102,7 +108,13 @@ class SimStore {
     int pins = 0;
     double moving_until = -1;  ///< a move (prefetch) in flight until then
     double commit_at = 0;      ///< a save in flight: when its commit lands
+    uint64_t shared = 0;       ///< a save in flight: chunks it shares with the entry it extends
   };
+  /// save()'s append attempt (lib/store's try_append): the commit time, or < 0.
+  double try_append(store::SessionId session, int64_t tokens, double now, double t_access,
+                    double created);
+  /// Reserves the write of `bytes` to tier `t` issued at `now`; returns its completion time.
+  double write(store::TierKind t, double bytes, double now);
   uint64_t chunks_for(int64_t tokens) const;
   double payload_bytes(int64_t tokens) const;  ///< K and V of every layer, unpadded
   store::EntryInfo info(const Entry& e) const;

@@ -232,6 +232,15 @@ void AttentionStore::release_locked(const EntryPtr& e, TierKind t, std::vector<u
   if (e->pins > 0) {
     e->retired.emplace_back(t, std::move(slots));
   } else {
+    free_slots_locked(&e->lender, t, std::move(slots));
+  }
+}
+
+void AttentionStore::free_slots_locked(EntryPtr* lender, TierKind t, std::vector<uint64_t> slots) {
+  while (*lender && (*lender)->pins == 0) *lender = (*lender)->lender;  // prune idle lenders
+  if (*lender) {
+    (*lender)->retired.emplace_back(t, std::move(slots));
+  } else {
     tier(t)->allocator().release(slots);
   }
 }
@@ -255,9 +264,14 @@ void AttentionStore::unlink_locked(const EntryPtr& e) {
 
 void AttentionStore::unpin(const EntryPtr& e) {
   std::lock_guard<std::mutex> g(mu_);
+  unpin_locked(e);
+}
+
+void AttentionStore::unpin_locked(const EntryPtr& e) {
   if (--e->pins == 0) {
-    for (auto& [t, slots] : e->retired) tier(t)->allocator().release(slots);
+    auto retired = std::move(e->retired);
     e->retired.clear();
+    for (auto& [t, slots] : retired) free_slots_locked(&e->lender, t, std::move(slots));
   }
   move_cv_.notify_all();
 }

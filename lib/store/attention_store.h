@@ -88,6 +88,16 @@ struct SaveRequest {
   /// created time of the session's entry this save replaces, or now when it has none. A
   /// caller that erases the old entry before saving passes inserted_at() from before the erase.
   double created = -1;
+  /// Append to the session's entry when it is a prefix of `tokens` (same fingerprint,
+  /// encoding and shape), committed, and in the fastest tier: only the token chunks from
+  /// the entry's last partial one on are reserved and written; its whole chunks are shared
+  /// (the caller's buffers must still hold K and V for every token). When the tier has no
+  /// room for the new chunks, the save falls back to a full one.
+  bool append = true;
+  /// Drop the session's entry at once unless this save appends to it, so the replaced
+  /// entry's space is free for the save's reservation (a serving engine's choice: the old
+  /// entry is stale once the turn is done). Otherwise it stays until the commit lands.
+  bool replace_now = false;
 };
 
 class AttentionStore;
@@ -106,6 +116,9 @@ class SaveHandle {
   bool ok() const;
   /// Tier the entry is being written to (meaningful when ok()).
   TierKind tier() const;
+  /// Leading tokens an append save shares with the entry it extends and does not write
+  /// (0 for a full save); see SaveRequest::append.
+  int64_t shared_tokens() const;
   /// Queues layer `layer`'s K and V (each tokens * token_bytes bytes). The buffers must
   /// stay valid until the returned future is ready; it yields false on an I/O error.
   std::shared_future<bool> write_layer(int layer, LayerSource src);
@@ -257,6 +270,16 @@ class AttentionStore {
   void unlink_locked(const EntryPtr& e);
   void release_locked(const EntryPtr& e, TierKind t, std::vector<uint64_t> slots);
   void unpin(const EntryPtr& e);
+  void unpin_locked(const EntryPtr& e);
+  void unpin_load(const LoadState& st);  ///< a load's pins (its entry, and an append's base)
+  /// Frees `slots`, unless a load of `lender` (or of a lender further up its chain) may still
+  /// read them: then they join the nearest pinned lender's retired slots.
+  void free_slots_locked(EntryPtr* lender, TierKind t, std::vector<uint64_t> slots);
+  /// begin_save's append attempt: true when `st` was admitted as an append to the session's
+  /// entry (see SaveRequest::append).
+  bool try_append(SaveState* st);
+  /// Ends an append save's hold on its base (caller holds mu_).
+  void release_base_locked(SaveState* st);
   void drop_corrupt(const EntryPtr& e);
   bool journal_commit(EntryMeta* m);
 

@@ -14,6 +14,7 @@ const char* counter_name(Counter c) {
                                             "miss_corrupt",
                                             "saves",
                                             "save_failures",
+                                            "append_saves",
                                             "loads",
                                             "load_failures",
                                             "prefetches",

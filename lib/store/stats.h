@@ -21,6 +21,7 @@ enum class Counter : int {
   MissCorrupt,
   Saves,
   SaveFailures,
+  AppendSaves,
   Loads,
   LoadFailures,
   Prefetches,

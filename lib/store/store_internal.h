@@ -23,6 +23,10 @@ struct StoreEntry {
   uint64_t accesses = 0;
   /// Slots no longer referenced by `meta`, freed when the last pin goes.
   std::vector<std::pair<TierKind, std::vector<uint64_t>>> retired;
+  /// An append save's base, whose shared chunks this entry took over (it is doomed): loads
+  /// of it may still read them, so slots this entry lets go wait for those loads too (the
+  /// chain is followed to the nearest pinned lender, see AttentionStore::free_slots_locked).
+  std::shared_ptr<StoreEntry> lender;
 };
 
 /// A save in progress.
@@ -37,6 +41,13 @@ struct SaveState {
   /// The index entry this save becomes, made at begin_save (before any write, so its meta
   /// has no checksums yet): loads of the save in flight pin it, and the pins carry over.
   std::shared_ptr<StoreEntry> entry;
+  /// An append save: the session's committed entry it extends, pinned until the save ends.
+  /// Token chunks [0, first_chunk) of every layer are the base's chunks (slots and
+  /// checksums shared, never written); the rest are `own`, reserved for this save.
+  std::shared_ptr<StoreEntry> base;
+  uint64_t first_chunk = 0;
+  std::vector<uint64_t> base_slots;  ///< the base's slots at begin_save (changed = lost)
+  std::vector<uint64_t> own;         ///< the slots this save reserved (freed if it fails)
 };
 
 /// A load in progress.
@@ -48,6 +59,8 @@ struct LoadState {
   /// and its per-layer write futures (copies: each thread waits on its own).
   std::shared_ptr<SaveState> save;
   std::vector<std::shared_future<bool>> writes;
+  /// The save's append base, pinned too: until the commit lands the shared chunks are its.
+  std::shared_ptr<StoreEntry> base;
   TierKind tier = TierKind::Dram;
   int64_t tokens = 0;
   std::vector<LayerTarget> targets;

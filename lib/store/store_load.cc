@@ -28,7 +28,7 @@ LoadHandle::~LoadHandle() {
   if (st_) {
     cancel_unstarted();
     wait_all();
-    st_->store->unpin(st_->entry);
+    st_->store->unpin_load(*st_);
   }
 }
 
@@ -37,13 +37,19 @@ LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
     if (st_) {
       cancel_unstarted();
       wait_all();
-      st_->store->unpin(st_->entry);
+      st_->store->unpin_load(*st_);
     }
     st_ = std::move(o.st_);
     result_ = o.result_;
     tokens_ = o.tokens_;
   }
   return *this;
+}
+
+void AttentionStore::unpin_load(const LoadState& st) {
+  std::lock_guard<std::mutex> g(mu_);
+  unpin_locked(st.entry);
+  if (st.base) unpin_locked(st.base);
 }
 
 bool LoadHandle::wait_layer(int layer) {
@@ -136,6 +142,10 @@ LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTar
     if (save) {
       st->save = save;
       st->writes = save->layers;
+      if (save->base) {  // the save's shared chunks are the base's until the commit lands
+        st->base = save->base;
+        ++st->base->pins;
+      }
     }
     st->targets = targets;
     st->promises.resize(targets.size());

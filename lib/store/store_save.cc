@@ -45,6 +45,10 @@ TierKind SaveHandle::tier() const {
   return st_ ? st_->tier : TierKind::Dram;
 }
 
+int64_t SaveHandle::shared_tokens() const {
+  return st_ ? static_cast<int64_t>(st_->first_chunk * st_->meta.tokens_per_chunk) : 0;
+}
+
 std::shared_future<bool> SaveHandle::write_layer(int layer, LayerSource src) {
   if (!st_ || !st_->admitted || commit_.valid() || layer < 0 || layer >= st_->meta.shape.n_layers ||
       st_->layers[layer].valid()) {
@@ -124,13 +128,16 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   m.ttl = req.ttl < 0 ? cfg_.default_ttl : req.ttl;
   m.checksums.assign(m.n_chunks(), 0);
   st->layers.resize(static_cast<size_t>(m.shape.n_layers));
+  st->admitted = req.append && try_append(st.get());
+  if (!st->admitted && req.replace_now) erase(req.session);
   for (int t = 0; t < kNumTiers && !st->admitted; ++t) {
     if (!tiers_[t]) continue;
     std::vector<uint64_t> slots;
     // Settled: an entry whose save is in flight is a candidate victim once it lands, so
     // which entry goes does not depend on how far the writes have got.
     if (reserve(static_cast<TierKind>(t), m.n_chunks(), false, &slots, true)) {
-      m.slots = std::move(slots);
+      m.slots = slots;
+      st->own = std::move(slots);
       st->tier = static_cast<TierKind>(t);
       st->admitted = true;
     }
@@ -148,16 +155,82 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   return h;
 }
 
+bool AttentionStore::try_append(SaveState* st) {
+  EntryMeta& m = st->meta;
+  EntryPtr base;
+  TierKind t = TierKind::Dram;
+  uint64_t base_nt = 0, c0 = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (in_flight_.count(m.session)) return false;  // the committed entry is on its way out
+    auto it = index_.find(m.session);
+    if (it == index_.end()) return false;
+    base = it->second;
+    const EntryMeta& b = base->meta;
+    int fastest = 0;
+    while (!tiers_[fastest]) ++fastest;
+    if (base->moving || base->doomed || static_cast<int>(base->tier) != fastest) return false;
+    if (b.fingerprint != m.fingerprint || b.encoding != m.encoding || !(b.shape == m.shape) ||
+        b.tokens_per_chunk != m.tokens_per_chunk || b.n_tokens() > m.n_tokens() ||
+        !std::equal(b.tokens.begin(), b.tokens.end(), m.tokens.begin())) {
+      return false;
+    }
+    if (b.ttl > 0 && now() - b.last_access > b.ttl) return false;  // expired: a miss anyway
+    c0 = static_cast<uint64_t>(b.n_tokens()) / m.tokens_per_chunk;
+    if (c0 == 0) return false;  // nothing whole to share
+    ++base->pins;               // neither evicted nor moved while the save shares its chunks
+    st->base = base;
+    st->base_slots = b.slots;
+    t = base->tier;
+    base_nt = b.n_token_chunks();
+    for (uint64_t i = 0; i < m.checksums.size(); ++i) {
+      const uint64_t c = i % m.n_token_chunks();
+      if (c < c0) m.checksums[i] = b.checksums[i / m.n_token_chunks() * base_nt + c];
+    }
+  }
+  const uint64_t nt = m.n_token_chunks();
+  std::vector<uint64_t> own;
+  const bool room = reserve(t, m.n_chunks() - 2ull * m.shape.n_layers * c0, false, &own, true);
+  std::lock_guard<std::mutex> g(mu_);
+  if (room && (base->doomed || base->meta.slots != st->base_slots)) {  // changed meanwhile
+    tier(t)->allocator().release(own);
+    release_base_locked(st);
+    return false;
+  }
+  if (!room) {
+    release_base_locked(st);
+    return false;
+  }
+  m.slots.resize(m.n_chunks());
+  size_t next = 0;
+  for (uint64_t i = 0; i < m.slots.size(); ++i) {
+    const uint64_t c = i % nt;
+    m.slots[i] = c < c0 ? st->base_slots[i / nt * base_nt + c] : own[next++];
+  }
+  st->own = std::move(own);
+  st->tier = t;
+  st->first_chunk = c0;  // only now: a full save writes every chunk
+  return true;
+}
+
+void AttentionStore::release_base_locked(SaveState* st) {
+  if (!st->base) return;
+  unpin_locked(st->base);
+  st->base.reset();
+}
+
 bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) {
   const EntryMeta& m = st.meta;
   const uint64_t nt = m.n_token_chunks();
   const uint64_t seed = chunk_seed(m.session);
-  std::vector<ChunkIo> ops(2 * nt);
+  std::vector<ChunkIo> ops;
+  ops.reserve(2 * nt);
   for (int kv = 0; kv < 2; ++kv) {
     const char* base = static_cast<const char*>(kv == 0 ? src.k : src.v);
-    for (uint64_t c = 0; c < nt; ++c) {
+    for (uint64_t c = st.first_chunk; c < nt; ++c) {  // an append's first chunks are the base's
       const uint64_t idx = m.chunk_index(layer, kv, c);
-      ChunkIo& op = ops[static_cast<size_t>(kv) * nt + c];
+      ops.emplace_back();
+      ChunkIo& op = ops.back();
       op.slot = m.slots[idx];
       op.buf = const_cast<char*>(base + c * m.tokens_per_chunk * m.shape.token_bytes);
       op.len = m.chunk_len(c);
@@ -171,7 +244,8 @@ void AttentionStore::abort_save(SaveState& st) {
   std::lock_guard<std::mutex> g(mu_);
   if (st.finished || !st.admitted) return;
   st.finished = true;
-  tier(st.tier)->allocator().release(st.meta.slots);
+  tier(st.tier)->allocator().release(st.own);
+  release_base_locked(&st);
 }
 
 void AttentionStore::publish_in_flight(const std::shared_ptr<SaveState>& st) {
@@ -187,7 +261,7 @@ void AttentionStore::publish_in_flight(const std::shared_ptr<SaveState>& st) {
 
 bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   bool ok = !st->failed.load();
-  if (ok && st->tier == TierKind::Ssd && !tier(TierKind::Ssd)->sync(st->meta.slots)) {
+  if (ok && st->tier == TierKind::Ssd && !tier(TierKind::Ssd)->sync(st->own)) {
     stats_.add(Counter::IoErrors);
     ok = false;
   }
@@ -198,21 +272,43 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   if (fl != in_flight_.end() && fl->second == st) in_flight_.erase(fl);
   const EntryPtr e = st->entry;
   ok = ok && !e->doomed;  // erased, superseded or dropped by a failed load while in flight
+  const EntryPtr base = st->base;
+  if (ok && base) {  // the appended-to entry must be as it was: erased, truncated = lost
+    auto b = index_.find(st->meta.session);
+    ok = !base->doomed && b != index_.end() && b->second == base && base->tier == st->tier &&
+         base->meta.slots == st->base_slots;
+  }
+  bool owns_all = !base;       // once the base is unlinked, its shared chunks are this save's
+  if (base) e->lender = base;  // loads of the base may still read the shared chunks
   auto old = index_.find(st->meta.session);
-  if (ok && old != index_.end()) unlink_locked(EntryPtr(old->second));  // erase record first
+  if (ok && old != index_.end()) {
+    if (base) {  // keep the shared chunks out of the base's release
+      const uint64_t bnt = base->meta.n_token_chunks();
+      std::vector<uint64_t> rest;
+      for (uint64_t i = 0; i < base->meta.slots.size(); ++i) {
+        if (i % bnt >= st->first_chunk) rest.push_back(base->meta.slots[i]);
+      }
+      base->meta.slots = std::move(rest);
+      owns_all = true;
+    }
+    unlink_locked(EntryPtr(old->second));  // erase record first
+  }
   if (ok && st->tier == TierKind::Ssd && !journal_commit(&st->meta)) {
     stats_.add(Counter::IoErrors);
     ok = false;
   }
   e->in_flight = false;
+  release_base_locked(st.get());
   move_cv_.notify_all();  // reserve() may be waiting for the saves in flight to land
   if (!ok) {
     e->doomed = true;
     e->meta.slots.clear();
-    release_locked(e, st->tier, st->meta.slots);  // after the last load of it, if pinned
+    // After the last load of it, if pinned.
+    release_locked(e, st->tier, owns_all ? st->meta.slots : st->own);
     stats_.add(Counter::SaveFailures);
     return false;
   }
+  if (base) stats_.add(Counter::AppendSaves);
   const double last_access = e->meta.last_access;  // loads while in flight touched it
   e->meta = st->meta;
   e->meta.last_access = std::max(last_access, e->meta.last_access);

@@ -106,8 +106,42 @@ TEST(Engine, CachedAttentionServesTheSameTokensAsRecompute) {
   EXPECT_EQ(ca.load_failures + ca.save_failures, 0);
 }
 
-// Every turn replaces its session's entry (erase, then save); the entry keeps the time its
-// first turn's save entered the store (FIFO's order), while its last access moves on.
+// Small chunks (32 tokens): every returning turn's save appends to its session's entry and
+// writes only the tokens from the entry's last partial chunk on. What is served is unchanged,
+// and what the turns report as saved is what the store wrote.
+TEST(Engine, ReturningTurnsAppendToTheirEntries) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const auto in = sessions(3, 3, 40, 12);
+  store::StoreConfig c;
+  c.dram_bytes = 64 << 20;
+  c.chunk_bytes = 4096;  // 32 tokens of stories260K's 128-byte K rows
+  c.io_threads = 2;
+  store::AttentionStore st(c);
+  Tokens ca_tokens, re_tokens;
+  const RunResult ca = serve(*m, &st, config(Mode::CA), in, &ca_tokens);
+  serve(*m, nullptr, config(Mode::RE), in, &re_tokens);
+  EXPECT_EQ(ca_tokens, re_tokens);
+  EXPECT_EQ(ca.load_failures + ca.save_failures, 0);
+  st.wait_idle();
+  EXPECT_EQ(st.stats().get(store::Counter::AppendSaves), 6u);  // turns 1 and 2 of 3 sessions
+  uint64_t saved = 0;
+  for (const auto& r : ca.records) {
+    saved += r.bytes_saved;
+    const uint64_t whole =
+        static_cast<uint64_t>(r.history_tokens + r.new_tokens + r.output_tokens - 1) * 2 * 128 * 5;
+    if (r.turn == 0) {
+      EXPECT_EQ(r.bytes_saved, whole);
+    } else {
+      EXPECT_LT(r.bytes_saved, whole) << "session " << r.session << " turn " << r.turn;
+    }
+  }
+  EXPECT_EQ(st.stats().get(store::TierKind::Dram, store::TierCounter::BytesWritten), saved);
+}
+
+// Every turn replaces its session's entry (appends to it or saves it anew); the entry keeps
+// the time its first turn's save entered the store (FIFO's order), while its last access
+// moves on.
 TEST(Engine, ASessionsEntryKeepsItsFirstSaveTimeAcrossTurns) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);

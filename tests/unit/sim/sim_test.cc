@@ -168,9 +168,11 @@ TEST(SimStore, ASaveInFlightAnswersAndLandsBeforeAnEviction) {
   s.commit(1);
   ASSERT_GE(s.save(2, 32, 2), 0);
   s.commit(2);
-  const double c1 = s.save(1, 32, 3);  // session 1's re-save, in flight: old 1, 2, new 1
+  // Session 1's re-save of another history (shorter: not an append), in flight: old 1, 2, new 1.
+  const double c1 = s.save(1, 31, 3);
   ASSERT_GT(c1, 3);
-  const SimStore::Hit h = s.lookup(1, 32, 4);
+  EXPECT_EQ(s.shared_tokens(1), 0);
+  const SimStore::Hit h = s.lookup(1, 31, 4);
   EXPECT_TRUE(h.hit);  // the save in flight answers, once its commit lands
   EXPECT_EQ(h.ready_at, std::max(4.0, c1));
   s.unpin(1);
@@ -188,6 +190,30 @@ TEST(SimStore, ASaveInFlightAnswersAndLandsBeforeAnEviction) {
   ASSERT_GE(s.save(4, 32, 8), 0);
   s.commit(4);
   EXPECT_EQ(s.entries(), 3);
+}
+
+// As lib/store's append saves: a save that extends the session's entry reserves and writes only
+// the chunks from the entry's last partial one on, so here it fits without an eviction.
+TEST(SimStore, AnAppendSharesTheWholeChunksOfTheEntryItExtends) {
+  SimStore s(small(3, 0, "lru"), 2, 128);  // 12 chunks; 32 tokens per chunk
+  ASSERT_GE(s.save(1, 32, 1), 0);
+  s.commit(1);
+  ASSERT_GE(s.save(2, 32, 2), 0);
+  s.commit(2);
+  const double c = s.save(1, 64, 3);  // 8 chunks, 4 of them session 1's: 4 new ones fit
+  EXPECT_EQ(s.shared_tokens(1), 32);
+  EXPECT_NEAR(c - 3, 32 * 2 * 128 * 2 / 1e9, 1e-12);  // tokens 32..63 of 2 layers, K and V
+  s.commit(1);
+  for (store::SessionId id : {1, 2}) {
+    EXPECT_TRUE(s.lookup(id, 64, 4).hit) << id;
+    s.unpin(id);
+  }
+  // (A full save, the old entry kept until its commit, needs 4 + 4 + 8 > 12 chunks: an
+  // eviction.) The store is full now, so 4 more chunks evict the least recently used (1).
+  ASSERT_GE(s.save(3, 32, 5), 0);
+  s.commit(3);
+  EXPECT_FALSE(s.lookup(1, 64, 6).hit);
+  EXPECT_TRUE(s.lookup(2, 64, 6).hit);
 }
 
 // lib/store's clock orders operations as they happen; on the virtual clock several share a
