@@ -48,6 +48,12 @@ struct SaveState {
   uint64_t first_chunk = 0;
   std::vector<uint64_t> base_slots;  ///< the base's slots at begin_save (changed = lost)
   std::vector<uint64_t> own;         ///< the slots this save reserved (freed if it fails)
+  /// Pins that loads of the save in flight hold on the base (guarded by the store mutex).
+  /// A successful commit drops them at once, since the shared chunks are then the new
+  /// entry's, which those loads pin: so when the base's leftover slots are freed does not
+  /// depend on whether a load started before or after the commit landed.
+  int base_load_pins = 0;
+  bool base_loads_released = false;
 };
 
 /// A load in progress.

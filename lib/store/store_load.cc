@@ -49,7 +49,7 @@ LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
 void AttentionStore::unpin_load(const LoadState& st) {
   std::lock_guard<std::mutex> g(mu_);
   unpin_locked(st.entry);
-  if (st.base) unpin_locked(st.base);
+  if (st.base && !st.save->base_loads_released) unpin_locked(st.base);
 }
 
 bool LoadHandle::wait_layer(int layer) {
@@ -145,6 +145,7 @@ LoadHandle AttentionStore::load(const LookupKey& key, const std::vector<LayerTar
       if (save->base) {  // the save's shared chunks are the base's until the commit lands
         st->base = save->base;
         ++st->base->pins;
+        ++save->base_load_pins;
       }
     }
     st->targets = targets;

@@ -298,6 +298,10 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
     ok = false;
   }
   e->in_flight = false;
+  if (ok && base) {  // the loads of the save in flight pin the new entry, which owns the chunks
+    for (; st->base_load_pins > 0; --st->base_load_pins) unpin_locked(base);
+    st->base_loads_released = true;
+  }
   release_base_locked(st.get());
   move_cv_.notify_all();  // reserve() may be waiting for the saves in flight to land
   if (!ok) {

@@ -131,10 +131,12 @@ TEST(SimValidation, UnderEvictionPressureRealAndSimAgreeOnEveryTurn) {
   so_sim.profile.hbm_bytes = 0;             // but the KV pool is the engine's, as in real mode,
   so_sim.profile.kv_bytes_per_element = 4;  // and entries are fp32, as the CPU backend saves
   const auto real_sessions = trace_sessions(trace, m->config().vocab_size, 0, 48);
-  const Tiers real1 = tiers_by_turn(run_replay(*m, real_sessions, engine::Mode::CA, o));
+  const ReplayRun real_run = run_replay(*m, real_sessions, engine::Mode::CA, o);
+  const ReplayRun sim_run =
+      run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, so_sim);
+  const Tiers real1 = tiers_by_turn(real_run);
   const Tiers real2 = tiers_by_turn(run_replay(*m, real_sessions, engine::Mode::CA, o));
-  const Tiers sim = tiers_by_turn(
-      run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, so_sim));
+  const Tiers sim = tiers_by_turn(sim_run);
   ASSERT_EQ(real1.size(), sim.size());
   int hits = 0, misses = 0;
   for (const auto& [key, tier] : real1) {
@@ -145,6 +147,18 @@ TEST(SimValidation, UnderEvictionPressureRealAndSimAgreeOnEveryTurn) {
   }
   EXPECT_GT(hits, 0);
   EXPECT_GT(misses, 0) << "the store is small enough to evict";
+  // Both append the same turns' saves (128 tokens per chunk): the bytes each turn wrote agree.
+  std::map<std::pair<uint64_t, int>, uint64_t> sim_saved;
+  for (const auto& rec : sim_run.result.records)
+    sim_saved[{rec.session, rec.turn}] = rec.bytes_saved;
+  int appended = 0;
+  for (const auto& rec : real_run.result.records) {
+    EXPECT_EQ(sim_saved.at({rec.session, rec.turn}), rec.bytes_saved)
+        << "session " << rec.session << " turn " << rec.turn;
+    const int64_t context = rec.history_tokens + rec.new_tokens + rec.output_tokens - 1;
+    appended += rec.bytes_saved < static_cast<uint64_t>(context) * 2 * 128 * 5;
+  }
+  EXPECT_GT(appended, 0) << "no turn's save appended to its entry";
 }
 
 }  // namespace
