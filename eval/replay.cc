@@ -65,6 +65,7 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
   j["preload"] = e.preload;
   j["preload_jobs"] = e.preload_jobs;
   j["async_save"] = e.async_save;
+  j["append_saves"] = e.append_saves;
   j["block_size"] = e.block_size;
   j["kv_blocks"] = e.num_blocks;
   j["warmup_turns"] = e.warmup_turns;

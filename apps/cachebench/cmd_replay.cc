@@ -35,7 +35,7 @@ struct ReplayArgs {
   std::string profile = "a100-80gb";
   std::string read_buffer = "auto";
   std::vector<std::string> slow_read, slow_write;
-  bool no_preload = false, sync_save = false, quiet = false;
+  bool no_preload = false, sync_save = false, full_saves = false, quiet = false;
   int64_t limit = 0;
   bool no_join_split = false;
   std::string out, csv;
@@ -122,6 +122,7 @@ int run_replay_cmd(ReplayArgs& a) {
   }
   o.engine.preload = !a.no_preload;
   o.engine.async_save = !a.sync_save;
+  o.engine.append_saves = !a.full_saves;
   std::vector<engine::Mode> modes = {engine::parse_mode(a.mode)};
   if (!a.compare.empty()) {
     const engine::Mode c = engine::parse_mode(a.compare);
@@ -272,6 +273,9 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   sub->add_flag("--sync-save", a->sync_save, "wait for each save before the next step");
+  sub->add_flag("--full-saves", a->full_saves,
+                "re-save each turn's whole history instead of appending its new tokens to the "
+                "session's entry (the append ablation)");
   sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")->capture_default_str();
   sub->add_option("--max-batch-tokens", e.sched.max_batch_tokens, "tokens per step")
       ->capture_default_str();

@@ -41,6 +41,7 @@ struct EngineConfig {
   int read_buffer_layers = 0;   ///< layers preloaded before a job starts; -1: auto (paper's rule)
   bool preload = true;          ///< false: load the whole entry before computing (no overlap)
   bool async_save = true;       ///< false: a turn ends only when its entry is committed
+  bool append_saves = true;     ///< false: every turn re-saves its whole history (no appends)
   int preload_jobs = 4;         ///< waiting requests prepared (and preloading) ahead of admission
   int block_size = 16;          ///< paged KV block size
   int num_blocks = 0;           ///< KV pool (0: enough for max_batch full windows)

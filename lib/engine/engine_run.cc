@@ -140,6 +140,7 @@ void Engine::finish(Job& j, RunResult* res) {
     // commit lands, so space accounting (and so every eviction decision) is the same
     // whatever the I/O timing. The entry keeps its first insertion time (FIFO's order).
     req.replace_now = true;
+    req.append = cfg_.append_saves;
     sv->handle = store_->begin_save(req);
     if (!sv->handle.ok()) {
       ++res->save_failures;

@@ -250,7 +250,7 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
     wait_save(j.session, &j.rec.save_stall_s);  // as lib/engine: the previous turn's save
     // As lib/engine: the new entry appends to the old one, or supersedes it now (erased
     // before the save reserves), keeping the session's first insertion time (FIFO's order).
-    const double commit = store_->save(j.session, s.context, now_, -1, true);
+    const double commit = store_->save(j.session, s.context, now_, -1, true, cfg_.append_saves);
     if (commit < 0) {
       ++res->save_failures;
     } else {

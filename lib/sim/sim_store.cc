@@ -230,14 +230,14 @@ int64_t SimStore::shared_tokens(store::SessionId session) const {
 }
 
 double SimStore::save(store::SessionId session, int64_t tokens, double now, double created,
-                      bool replace_now) {
+                      bool replace_now, bool append) {
   const double t_access = stamp(now);
   if (created < 0) {  // a re-save replacing the session's entry keeps its first insertion
     auto old = index_.find(session);
     created = old != index_.end() ? old->second.created : t_access;
   }
   // lib/store appends only to a committed entry (no save of the session in flight).
-  if (!pending_.count(session)) {
+  if (append && !pending_.count(session)) {
     const double done = try_append(session, tokens, now, t_access, created);
     if (done >= 0) return done;
   }

@@ -79,7 +79,7 @@ class SimStore {
   /// only the chunks from the entry's last partial one on (the engines' histories always extend
   /// the entry); `replace_now` drops the entry first when the save does not append to it.
   double save(store::SessionId session, int64_t tokens, double now, double created = -1,
-              bool replace_now = false);
+              bool replace_now = false, bool append = true);
   /// Tokens the session's save in flight did not write (an append's shared whole chunks).
   int64_t shared_tokens(store::SessionId session) const;
   /// When the session's committed entry first entered the store, or -1 (lib/store's).

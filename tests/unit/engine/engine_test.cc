@@ -137,6 +137,20 @@ TEST(Engine, ReturningTurnsAppendToTheirEntries) {
     }
   }
   EXPECT_EQ(st.stats().get(store::TierKind::Dram, store::TierCounter::BytesWritten), saved);
+  // --full-saves: every turn writes its whole history again, and serves the same tokens.
+  store::AttentionStore full(c);
+  EngineConfig fc = config(Mode::CA);
+  fc.append_saves = false;
+  Tokens full_tokens;
+  const RunResult f = serve(*m, &full, fc, in, &full_tokens);
+  EXPECT_EQ(full_tokens, re_tokens);
+  full.wait_idle();
+  EXPECT_EQ(full.stats().get(store::Counter::AppendSaves), 0u);
+  for (const auto& r : f.records) {
+    EXPECT_EQ(
+        r.bytes_saved,
+        static_cast<uint64_t>(r.history_tokens + r.new_tokens + r.output_tokens - 1) * 2 * 128 * 5);
+  }
 }
 
 // Every turn replaces its session's entry (appends to it or saves it anew); the entry keeps

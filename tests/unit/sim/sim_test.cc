@@ -214,6 +214,11 @@ TEST(SimStore, AnAppendSharesTheWholeChunksOfTheEntryItExtends) {
   s.commit(3);
   EXPECT_FALSE(s.lookup(1, 64, 6).hit);
   EXPECT_TRUE(s.lookup(2, 64, 6).hit);
+  s.unpin(2);
+  // append = false (--full-saves): the whole history is written again.
+  const double full = s.save(2, 64, 7, -1, true, false);
+  EXPECT_EQ(s.shared_tokens(2), 0);
+  EXPECT_NEAR(full - 7, 64 * 2 * 128 * 2 / 1e9, 1e-12);
 }
 
 // lib/store's clock orders operations as they happen; on the virtual clock several share a
