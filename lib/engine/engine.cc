@@ -166,7 +166,9 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
       if (drop == hist) {
         store_->erase(j.session);
       } else {
+        const double t = steady_s();  // an unaligned truncation rewrites the entry here
         store_->truncate(j.session, spec);
+        j.rec.save_stall_s += steady_s() - t;
       }
     } else if (cfg_.mode == Mode::OF) {
       store_->erase(j.session);

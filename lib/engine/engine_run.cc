@@ -141,7 +141,9 @@ void Engine::finish(Job& j, RunResult* res) {
     // whatever the I/O timing. The entry keeps its first insertion time (FIFO's order).
     req.replace_now = true;
     req.append = cfg_.append_saves;
+    const double t_begin = steady_s();  // evictions and settling run on this thread
     sv->handle = store_->begin_save(req);
+    j.rec.save_stall_s += steady_s() - t_begin;
     if (!sv->handle.ok()) {
       ++res->save_failures;
     } else {

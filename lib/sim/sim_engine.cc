@@ -49,6 +49,14 @@ SimEngine::SimEngine(const CostModel& cost, SimStore* store, engine::EngineConfi
 
 SimEngine::~SimEngine() = default;
 
+void SimEngine::block_on_store(double* stall) {
+  const double back = store_->caller_blocked_until();
+  if (back > now_) {
+    *stall += back - now_;
+    now_ = back;
+  }
+}
+
 void SimEngine::wait_save(uint64_t session, double* stall) {
   for (auto it = saving_.begin(); it != saving_.end();) {
     if (it->session != session) {
@@ -120,6 +128,7 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
         store_->erase(j.session);
       } else {
         store_->truncate(j.session, drop, now_);
+        block_on_store(&j.rec.save_stall_s);
       }
     } else if (cfg_.mode == Mode::OF) {
       store_->erase(j.session);
@@ -251,6 +260,7 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
     // As lib/engine: the new entry appends to the old one, or supersedes it now (erased
     // before the save reserves), keeping the session's first insertion time (FIFO's order).
     const double commit = store_->save(j.session, s.context, now_, -1, true, cfg_.append_saves);
+    block_on_store(&j.rec.save_stall_s);
     if (commit < 0) {
       ++res->save_failures;
     } else {

@@ -48,6 +48,9 @@ class SimEngine {
   void run_step(const std::vector<sched::StepItem>& items, engine::RunResult* res);
   void finish(Job& j, engine::RunResult* res);
   void wait_save(uint64_t session, double* stall);
+  /// Advances the clock to when the store call just made gives the thread back (evictions
+  /// and settling in lib/store run on the caller's thread), adding the wait to `stall`.
+  void block_on_store(double* stall);
   void poll_saves();
   void start_layers(Job& j, int n);
   void start_batch_loads(const std::vector<Job*>& jobs);

@@ -151,6 +151,7 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   if (pending_.count(session)) return;  // lib/store: not before the commit lands
   auto it = index_.find(session);
   if (it == index_.end() || drop <= 0) return;
+  blocked_until_ = now;
   Entry& e = it->second;
   const int64_t n = e.tokens;
   if (drop >= n) {
@@ -171,7 +172,10 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   const double created = e.created;
   const double read_done = load_layer(t, n * layers_, now);
   erase_committed(session);
+  blocking_ = true;  // lib/store's rewrite reads, saves and waits for the commit in the call
   const double c = save(session, n - drop, read_done, created);
+  blocking_ = false;
+  blocked_until_ = std::max(blocked_until_, c);
   if (c >= 0) commit(session);
 }
 
@@ -218,7 +222,7 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
   e.created = created;
   e.last_access = t_access;
   const int64_t from = static_cast<int64_t>(c0 * tpc_);
-  e.commit_at = write(tk, payload_bytes(tokens - from), now);
+  e.commit_at = write(tk, payload_bytes(tokens - from), blocked_until_);
   pending_[session] = e;
   return e.commit_at;
 }
@@ -231,6 +235,19 @@ int64_t SimStore::shared_tokens(store::SessionId session) const {
 
 double SimStore::save(store::SessionId session, int64_t tokens, double now, double created,
                       bool replace_now, bool append) {
+  // The caller's thread runs lib/store's begin_save: it is back when the settling and the
+  // evictions are done, and the save's writes start then (blocked_until_).
+  const bool outer = !blocking_;
+  blocking_ = true;
+  blocked_until_ = outer ? now : std::max(blocked_until_, now);
+  const double done = save_blocking(session, tokens, created, replace_now, append);
+  if (outer) blocking_ = false;
+  return done;
+}
+
+double SimStore::save_blocking(store::SessionId session, int64_t tokens, double created,
+                               bool replace_now, bool append) {
+  const double now = blocked_until_;
   const double t_access = stamp(now);
   if (created < 0) {  // a re-save replacing the session's entry keeps its first insertion
     auto old = index_.find(session);
@@ -260,7 +277,7 @@ double SimStore::save(store::SessionId session, int64_t tokens, double now, doub
     e.chunks = n;
     e.created = created;
     e.last_access = t_access;
-    e.commit_at = write(tk, payload_bytes(tokens), now);
+    e.commit_at = write(tk, payload_bytes(tokens), blocked_until_);
     pending_[session] = e;
     return e.commit_at;
   }
@@ -300,7 +317,10 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
     std::vector<store::SessionId> ids;
     for (const auto& [id, e] : pending_) ids.push_back(id);
     std::sort(ids.begin(), ids.end());  // map order must not decide anything
-    for (store::SessionId id : ids) commit(id);
+    for (store::SessionId id : ids) {
+      if (blocking_) blocked_until_ = std::max(blocked_until_, pending_.at(id).commit_at);
+      commit(id);
+    }
   }
   for (int round = 0; round < 8; ++round) {
     if (free_[ti] >= n + keep) {
@@ -344,7 +364,9 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     const double bytes = payload_bytes(m.tokens);
     Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
     const double before = l.busy_s();
-    l.transfer(now, bytes);
+    // lib/store copies a victim on the thread that needs the room: a save's caller waits.
+    const double done = l.transfer(blocking_ ? std::max(now, blocked_until_) : now, bytes);
+    if (blocking_) blocked_until_ = done;
     write_s_[static_cast<int>(lower)] += l.busy_s() - before;
     bytes_written_[static_cast<int>(lower)] += bytes;
     free_[static_cast<int>(src)] += m.chunks;

@@ -80,6 +80,11 @@ class SimStore {
   /// the entry); `replace_now` drops the entry first when the save does not append to it.
   double save(store::SessionId session, int64_t tokens, double now, double created = -1,
               bool replace_now = false, bool append = true);
+  /// When the caller of the last save() or truncate() gets its thread back: lib/store's
+  /// begin_save lets the saves in flight land before it evicts and copies its victims to the
+  /// lower tier on the caller's thread, and an unaligned truncate rewrites the entry and waits
+  /// for its commit. The engines count the wait as save stall.
+  double caller_blocked_until() const { return blocked_until_; }
   /// Tokens the session's save in flight did not write (an append's shared whole chunks).
   int64_t shared_tokens(store::SessionId session) const;
   /// When the session's committed entry first entered the store, or -1 (lib/store's).
@@ -110,6 +115,9 @@ class SimStore {
     double commit_at = 0;      ///< a save in flight: when its commit lands
     uint64_t shared = 0;       ///< a save in flight: chunks it shares with the entry it extends
   };
+  /// save() once the caller is blocked (from blocked_until_).
+  double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,
+                       bool append);
   /// save()'s append attempt (lib/store's try_append): the commit time, or < 0.
   double try_append(store::SessionId session, int64_t tokens, double now, double t_access,
                     double created);
@@ -144,6 +152,8 @@ class SimStore {
   std::unordered_set<store::SessionId> in_tier_[3];      // so a tier's decision scans only it
   std::vector<store::SessionId> lookahead_, moving_;
   double last_stamp_ = -HUGE_VAL;
+  bool blocking_ = false;     ///< inside a save() or truncate() call: evictions block it
+  double blocked_until_ = 0;  ///< see caller_blocked_until()
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};

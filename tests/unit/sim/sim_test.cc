@@ -221,6 +221,23 @@ TEST(SimStore, AnAppendSharesTheWholeChunksOfTheEntryItExtends) {
   EXPECT_NEAR(full - 7, 64 * 2 * 128 * 2 / 1e9, 1e-12);
 }
 
+// lib/store's begin_save runs on the caller's thread: it waits for the saves in flight when it
+// must evict, then copies its victims to the lower tier; the save's writes start after that.
+TEST(SimStore, ASaveThatEvictsBlocksItsCallerForTheSettlingAndTheCopy) {
+  SimStore s(small(1, 2, "lru"), 2, 128);  // one entry in DRAM, two on SSD (0.1 GB/s)
+  const double c1 = s.save(1, 32, 1);      // in flight until c1
+  EXPECT_EQ(s.caller_blocked_until(), 1);  // room: no wait
+  const double bytes = 32 * 2 * 128 * 2;   // a 32-token entry, 2 layers, K and V
+  EXPECT_NEAR(c1 - 1, bytes / 1e9, 1e-12);
+  const double c2 = s.save(2, 32, 1);  // full: session 1 lands, then is copied to SSD
+  const double back = c1 + bytes / 0.1e9;
+  EXPECT_NEAR(s.caller_blocked_until(), back, 1e-12);
+  EXPECT_NEAR(c2, back + bytes / 1e9, 1e-12);
+  s.commit(2);
+  EXPECT_TRUE(s.lookup(1, 32, 2).hit);
+  EXPECT_EQ(s.lookup(1, 32, 2).tier, store::TierKind::Ssd);
+}
+
 // lib/store's clock orders operations as they happen; on the virtual clock several share a
 // time, and LRU must still see them in that order (not fall back to session ids).
 TEST(SimStore, OperationsAtTheSameTimeKeepTheirOrderForLru) {
