@@ -128,7 +128,7 @@ class SimStore {
   store::EntryInfo info(const Entry& e) const;
   bool present(store::TierKind t) const { return cap_[static_cast<int>(t)] > 0; }
   /// `settle`: lib/store's begin_save lets the saves in flight land before it chooses victims
-  /// (here they commit at once: the wait itself is not modelled).
+  /// (here they commit at once; a save's caller waits until the last of them lands).
   bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now, bool settle = false);
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
