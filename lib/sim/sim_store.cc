@@ -204,8 +204,11 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
   if (b.moving_until >= 0 || static_cast<int>(b.tier) != fastest || b.tokens > tokens) return -1;
   if (cfg_.ttl > 0 && now - b.last_access > cfg_.ttl) return -1;  // expired: a miss anyway
   const uint64_t c0 = static_cast<uint64_t>(b.tokens) / tpc_;
-  if (c0 == 0) return -1;
-  const uint64_t shared = 2ull * static_cast<uint64_t>(layers_) * c0;
+  // lib/store extends a memory tier's last partial chunk in place (the engines never run two
+  // appends of one session at once, which lib/store would not do in place).
+  const bool in_place = b.tokens % static_cast<int64_t>(tpc_) != 0 && b.tier != TierKind::Ssd;
+  if (c0 == 0 && !in_place) return -1;
+  const uint64_t shared = 2ull * static_cast<uint64_t>(layers_) * (c0 + (in_place ? 1 : 0));
   const uint64_t n = chunks_for(tokens);
   ++b.pins;  // neither evicted nor moved while the save shares its chunks
   const TierKind tk = b.tier;
@@ -219,10 +222,10 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
   e.tokens = tokens;
   e.chunks = n;
   e.shared = shared;
+  e.shared_tokens = in_place ? b.tokens : static_cast<int64_t>(c0 * tpc_);
   e.created = created;
   e.last_access = t_access;
-  const int64_t from = static_cast<int64_t>(c0 * tpc_);
-  e.commit_at = write(tk, payload_bytes(tokens - from), blocked_until_);
+  e.commit_at = write(tk, payload_bytes(tokens - e.shared_tokens), blocked_until_);
   pending_[session] = e;
   return e.commit_at;
 }
@@ -230,7 +233,7 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
 int64_t SimStore::shared_tokens(store::SessionId session) const {
   auto p = pending_.find(session);
   if (p == pending_.end()) return 0;
-  return static_cast<int64_t>(p->second.shared / (2ull * static_cast<uint64_t>(layers_)) * tpc_);
+  return p->second.shared_tokens;
 }
 
 double SimStore::save(store::SessionId session, int64_t tokens, double now, double created,

@@ -111,9 +111,10 @@ class SimStore {
     double last_access = 0;  ///< last save or lookup
     uint64_t accesses = 0;
     int pins = 0;
-    double moving_until = -1;  ///< a move (prefetch) in flight until then
-    double commit_at = 0;      ///< a save in flight: when its commit lands
-    uint64_t shared = 0;       ///< a save in flight: chunks it shares with the entry it extends
+    double moving_until = -1;   ///< a move (prefetch) in flight until then
+    double commit_at = 0;       ///< a save in flight: when its commit lands
+    uint64_t shared = 0;        ///< a save in flight: chunks it shares with the entry it extends
+    int64_t shared_tokens = 0;  ///< a save in flight: leading tokens it did not write
   };
   /// save() once the caller is blocked (from blocked_until_).
   double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,

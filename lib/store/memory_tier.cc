@@ -16,7 +16,7 @@ void* MemoryTier::slot_ptr(uint64_t slot) const {
 
 bool MemoryTier::write(ChunkIo* ops, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(slot_ptr(ops[i].slot), ops[i].buf, ops[i].len);
+    std::memcpy(static_cast<char*>(slot_ptr(ops[i].slot)) + ops[i].offset, ops[i].buf, ops[i].len);
     ops[i].error = 0;
   }
   return true;
@@ -24,7 +24,7 @@ bool MemoryTier::write(ChunkIo* ops, size_t n) {
 
 bool MemoryTier::read(ChunkIo* ops, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(ops[i].buf, slot_ptr(ops[i].slot), ops[i].len);
+    std::memcpy(ops[i].buf, static_cast<char*>(slot_ptr(ops[i].slot)) + ops[i].offset, ops[i].len);
     ops[i].error = 0;
   }
   return true;

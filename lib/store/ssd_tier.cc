@@ -94,6 +94,12 @@ SsdTier::~SsdTier() {
 }
 
 bool SsdTier::transfer(ChunkIo* ops, size_t n, bool write) {
+  for (size_t i = 0; i < n; ++i) {
+    if (ops[i].offset != 0) {  // whole chunks only (O_DIRECT alignment): a caller's bug
+      for (size_t j = 0; j < n; ++j) ops[j].error = EINVAL;
+      return false;
+    }
+  }
   std::vector<IoOp> io(n);
   std::vector<size_t> bounce_off(n, SIZE_MAX);
   size_t bounce_bytes = 0;

@@ -20,6 +20,7 @@ struct StoreEntry {
   bool moving = false;     ///< a demotion or promotion is copying it
   bool doomed = false;     ///< erased while pinned: gone from the index
   bool in_flight = false;  ///< a save's entry, visible to loads before its commit lands
+  bool appending = false;  ///< an append save is extending its last partial chunk in place
   uint64_t accesses = 0;
   /// Slots no longer referenced by `meta`, freed when the last pin goes.
   std::vector<std::pair<TierKind, std::vector<uint64_t>>> retired;
@@ -45,7 +46,12 @@ struct SaveState {
   /// Token chunks [0, first_chunk) of every layer are the base's chunks (slots and
   /// checksums shared, never written); the rest are `own`, reserved for this save.
   std::shared_ptr<StoreEntry> base;
-  uint64_t first_chunk = 0;
+  uint64_t first_chunk = 0;    ///< the first token chunk written (per layer, K and V)
+  uint64_t shared_chunks = 0;  ///< token chunks [0, shared_chunks) are the base's slots
+  /// In a memory tier the base's last partial chunk is extended in place (one append at a
+  /// time per base, StoreEntry::appending): chunk first_chunk is written from this byte on.
+  uint32_t tail_offset = 0;
+  int64_t shared_tokens = 0;         ///< leading tokens not written (SaveHandle::shared_tokens)
   std::vector<uint64_t> base_slots;  ///< the base's slots at begin_save (changed = lost)
   std::vector<uint64_t> own;         ///< the slots this save reserved (freed if it fails)
   /// Pins that loads of the save in flight hold on the base (guarded by the store mutex).

@@ -46,7 +46,7 @@ TierKind SaveHandle::tier() const {
 }
 
 int64_t SaveHandle::shared_tokens() const {
-  return st_ ? static_cast<int64_t>(st_->first_chunk * st_->meta.tokens_per_chunk) : 0;
+  return st_ ? st_->shared_tokens : 0;
 }
 
 std::shared_future<bool> SaveHandle::write_layer(int layer, LayerSource src) {
@@ -129,6 +129,12 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   m.checksums.assign(m.n_chunks(), 0);
   st->layers.resize(static_cast<size_t>(m.shape.n_layers));
   st->admitted = req.append && try_append(st.get());
+  if (!st->admitted) {  // a full save: whatever the append attempt set up does not apply
+    st->first_chunk = st->shared_chunks = 0;
+    st->tail_offset = 0;
+    st->shared_tokens = 0;
+    st->base_slots.clear();
+  }
   if (!st->admitted && req.replace_now) erase(req.session);
   for (int t = 0; t < kNumTiers && !st->admitted; ++t) {
     if (!tiers_[t]) continue;
@@ -159,7 +165,7 @@ bool AttentionStore::try_append(SaveState* st) {
   EntryMeta& m = st->meta;
   EntryPtr base;
   TierKind t = TierKind::Dram;
-  uint64_t base_nt = 0, c0 = 0;
+  uint64_t base_nt = 0, c0 = 0, shared = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (in_flight_.count(m.session)) return false;  // the committed entry is on its way out
@@ -176,21 +182,31 @@ bool AttentionStore::try_append(SaveState* st) {
       return false;
     }
     if (b.ttl > 0 && now() - b.last_access > b.ttl) return false;  // expired: a miss anyway
-    c0 = static_cast<uint64_t>(b.n_tokens()) / m.tokens_per_chunk;
-    if (c0 == 0) return false;  // nothing whole to share
-    ++base->pins;               // neither evicted nor moved while the save shares its chunks
+    const uint64_t tpc = m.tokens_per_chunk, nb = static_cast<uint64_t>(b.n_tokens());
+    c0 = nb / tpc;
+    t = base->tier;
+    // In memory, the base's last partial chunk grows in place: the bytes the base covers are
+    // never written, so its readers are undisturbed. On SSD (whole aligned chunks) it is
+    // written anew, and so is it while another append extends it.
+    const bool in_place = nb % tpc != 0 && t != TierKind::Ssd && !base->appending;
+    shared = c0 + (in_place ? 1 : 0);
+    if (shared == 0) return false;  // nothing to share
+    ++base->pins;                   // neither evicted nor moved while the save shares its chunks
+    base->appending = base->appending || in_place;
     st->base = base;
     st->base_slots = b.slots;
-    t = base->tier;
+    st->shared_chunks = shared;
+    st->tail_offset = in_place ? static_cast<uint32_t>((nb % tpc) * m.shape.token_bytes) : 0;
+    st->shared_tokens = static_cast<int64_t>(in_place ? nb : c0 * tpc);
     base_nt = b.n_token_chunks();
-    for (uint64_t i = 0; i < m.checksums.size(); ++i) {
+    for (uint64_t i = 0; i < m.checksums.size(); ++i) {  // an in-place chunk's: once written
       const uint64_t c = i % m.n_token_chunks();
       if (c < c0) m.checksums[i] = b.checksums[i / m.n_token_chunks() * base_nt + c];
     }
   }
   const uint64_t nt = m.n_token_chunks();
   std::vector<uint64_t> own;
-  const bool room = reserve(t, m.n_chunks() - 2ull * m.shape.n_layers * c0, false, &own, true);
+  const bool room = reserve(t, m.n_chunks() - 2ull * m.shape.n_layers * shared, false, &own, true);
   std::lock_guard<std::mutex> g(mu_);
   if (room && (base->doomed || base->meta.slots != st->base_slots)) {  // changed meanwhile
     tier(t)->allocator().release(own);
@@ -205,7 +221,7 @@ bool AttentionStore::try_append(SaveState* st) {
   size_t next = 0;
   for (uint64_t i = 0; i < m.slots.size(); ++i) {
     const uint64_t c = i % nt;
-    m.slots[i] = c < c0 ? st->base_slots[i / nt * base_nt + c] : own[next++];
+    m.slots[i] = c < shared ? st->base_slots[i / nt * base_nt + c] : own[next++];
   }
   st->own = std::move(own);
   st->tier = t;
@@ -215,6 +231,7 @@ bool AttentionStore::try_append(SaveState* st) {
 
 void AttentionStore::release_base_locked(SaveState* st) {
   if (!st->base) return;
+  if (st->tail_offset > 0) st->base->appending = false;
   unpin_locked(st->base);
   st->base.reset();
 }
@@ -229,15 +246,28 @@ bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) 
     const char* base = static_cast<const char*>(kv == 0 ? src.k : src.v);
     for (uint64_t c = st.first_chunk; c < nt; ++c) {  // an append's first chunks are the base's
       const uint64_t idx = m.chunk_index(layer, kv, c);
+      const uint32_t off = c == st.first_chunk ? st.tail_offset : 0;  // extended in place
+      if (m.chunk_len(c) == off) continue;                            // nothing new in it
       ops.emplace_back();
       ChunkIo& op = ops.back();
       op.slot = m.slots[idx];
-      op.buf = const_cast<char*>(base + c * m.tokens_per_chunk * m.shape.token_bytes);
-      op.len = m.chunk_len(c);
-      st.meta.checksums[idx] = checksum(op.buf, op.len, seed);
+      op.buf = const_cast<char*>(base + c * m.tokens_per_chunk * m.shape.token_bytes + off);
+      op.len = m.chunk_len(c) - off;
+      op.offset = off;
+      if (off == 0) st.meta.checksums[idx] = checksum(op.buf, op.len, seed);
     }
   }
-  return timed_io(st.tier, true, ops.data(), ops.size());
+  if (!timed_io(st.tier, true, ops.data(), ops.size())) return false;
+  if (st.tail_offset == 0) return true;
+  // The chunk extended in place: its checksum covers the base's bytes there too, as stored.
+  const uint64_t c = st.first_chunk;
+  std::vector<char> whole(m.chunk_len(c));
+  for (int kv = 0; kv < 2; ++kv) {
+    ChunkIo op{m.slots[m.chunk_index(layer, kv, c)], whole.data(), m.chunk_len(c), 0};
+    if (!tier(st.tier)->read(&op, 1)) return false;
+    st.meta.checksums[m.chunk_index(layer, kv, c)] = checksum(whole.data(), op.len, seed);
+  }
+  return true;
 }
 
 void AttentionStore::abort_save(SaveState& st) {
@@ -286,7 +316,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
       const uint64_t bnt = base->meta.n_token_chunks();
       std::vector<uint64_t> rest;
       for (uint64_t i = 0; i < base->meta.slots.size(); ++i) {
-        if (i % bnt >= st->first_chunk) rest.push_back(base->meta.slots[i]);
+        if (i % bnt >= st->shared_chunks) rest.push_back(base->meta.slots[i]);
       }
       base->meta.slots = std::move(rest);
       owns_all = true;

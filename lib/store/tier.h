@@ -19,6 +19,8 @@ struct ChunkIo {
   void* buf = nullptr;
   uint32_t len = 0;
   int error = 0;
+  /// Byte offset into the slot (memory tiers only; an SSD tier refuses a non-zero offset).
+  uint32_t offset = 0;
 };
 
 /// A tier of the store (HBM, DRAM or SSD).

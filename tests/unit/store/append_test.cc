@@ -142,6 +142,49 @@ TEST(Append, ALoadOfTheBaseOutlivesTheNewEntrysSharedChunks) {
   std::filesystem::remove_all(dir);
 }
 
+std::unique_ptr<SaveHandle> begin_written(AttentionStore& st, SessionId s, uint64_t seed,
+                                          const std::vector<int64_t>& pos,
+                                          std::vector<std::vector<char>>* bufs) {
+  auto h = std::make_unique<SaveHandle>(st.begin_save(request(s, seed, pos)));
+  if (!h->ok()) return h;
+  *bufs = layer_bufs(seed, pos);
+  for (int l = 0; l < kShape.n_layers; ++l) {
+    h->write_layer(l, LayerSource{(*bufs)[2 * l].data(), (*bufs)[2 * l + 1].data()});
+  }
+  return h;
+}
+
+// In memory the entry's last partial chunk grows in place: exactly the new tokens are written.
+// Two appends of one entry at once: only the first extends it in place, the other rewrites
+// that chunk, and only the first can commit.
+TEST(Append, InMemoryTheLastPartialChunkGrowsInPlace) {
+  StoreConfig c;
+  c.dram_bytes = 96 * kChunk;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 2;
+  AttentionStore st(c);
+  ASSERT_TRUE(save_entry(st, 1, 5, kShape, iota_positions(150)));
+  const uint64_t before = written(st, TierKind::Dram);
+  ASSERT_TRUE(save_entry(st, 1, 5, kShape, iota_positions(300)));
+  EXPECT_EQ(written(st, TierKind::Dram) - before, (300 - 150) * kTokenBytes * 2 * 4);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * 4 * 5 * kChunk);
+  EXPECT_EQ(load_check(st, 1, 5, kShape, iota_positions(300)), 300);
+  std::vector<std::vector<char>> ba, bb;
+  auto a = begin_written(st, 1, 5, iota_positions(350), &ba);
+  auto b = begin_written(st, 1, 5, iota_positions(360), &bb);
+  ASSERT_TRUE(a->ok() && b->ok());
+  EXPECT_EQ(a->shared_tokens(), 300);  // chunk 4 (tokens 256..299) extended in place
+  EXPECT_EQ(b->shared_tokens(), 256);  // chunk 4 written anew
+  EXPECT_TRUE(a->commit().get());
+  EXPECT_FALSE(b->commit().get());  // its base is gone
+  st.wait_idle();
+  EXPECT_EQ(load_check(st, 1, 5, kShape, iota_positions(360)), 350);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * 4 * 6 * kChunk);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  uint64_t chunks = 0;
+  EXPECT_EQ(st.verify_all(&chunks), 0u);
+}
+
 // Only the fastest tier is appended to: an entry demoted to SSD is rewritten whole in DRAM.
 TEST(Append, AnEntryBelowTheFastestTierIsSavedWhole) {
   const std::string dir = testing::fresh_dir("append_tier");
