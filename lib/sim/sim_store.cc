@@ -216,16 +216,23 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
     --index_.at(session).pins;
     return -1;
   }
+  const int64_t from = in_place ? b.tokens : static_cast<int64_t>(c0 * tpc_);
+  return start_pending(session, tk, tokens, shared, from, created, t_access);
+}
+
+double SimStore::start_pending(store::SessionId session, TierKind tk, int64_t tokens,
+                               uint64_t shared, int64_t shared_tokens, double created,
+                               double t_access) {
   Entry e;
   e.session = session;
   e.tier = tk;
   e.tokens = tokens;
-  e.chunks = n;
+  e.chunks = chunks_for(tokens);
   e.shared = shared;
-  e.shared_tokens = in_place ? b.tokens : static_cast<int64_t>(c0 * tpc_);
+  e.shared_tokens = shared_tokens;
   e.created = created;
   e.last_access = t_access;
-  e.commit_at = write(tk, payload_bytes(tokens - e.shared_tokens), blocked_until_);
+  e.commit_at = write(tk, payload_bytes(tokens - shared_tokens), blocked_until_);
   pending_[session] = e;
   return e.commit_at;
 }
@@ -273,16 +280,7 @@ double SimStore::save_blocking(store::SessionId session, int64_t tokens, double 
   for (int t = 0; t < 3; ++t) {
     const auto tk = static_cast<TierKind>(t);
     if (!present(tk) || !reserve(tk, n, false, now, true)) continue;
-    Entry e;
-    e.session = session;
-    e.tier = tk;
-    e.tokens = tokens;
-    e.chunks = n;
-    e.created = created;
-    e.last_access = t_access;
-    e.commit_at = write(tk, payload_bytes(tokens), blocked_until_);
-    pending_[session] = e;
-    return e.commit_at;
+    return start_pending(session, tk, tokens, 0, 0, created, t_access);
   }
   return -1;
 }

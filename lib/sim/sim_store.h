@@ -122,6 +122,10 @@ class SimStore {
   /// save()'s append attempt (lib/store's try_append): the commit time, or < 0.
   double try_append(store::SessionId session, int64_t tokens, double now, double t_access,
                     double created);
+  /// A save in flight whose space is reserved: its write of the tokens past `shared_tokens`
+  /// starts when the caller is back (blocked_until_); returns its commit time.
+  double start_pending(store::SessionId session, store::TierKind tk, int64_t tokens,
+                       uint64_t shared, int64_t shared_tokens, double created, double t_access);
   /// Reserves the write of `bytes` to tier `t` issued at `now`; returns its completion time.
   double write(store::TierKind t, double bytes, double now);
   uint64_t chunks_for(int64_t tokens) const;
