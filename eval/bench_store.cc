@@ -106,6 +106,7 @@ double save_all(store::AttentionStore& st, const Entry& e, store::SessionId firs
   for (int i = 0; i < n; ++i) {
     const store::SessionId s = first + static_cast<uint64_t>(i);
     store::SaveRequest req{s, e.fp, store::KeyEncoding::PreRope, e.shape, e.history(s), -1};
+    req.append = false;  // whole entries: the bandwidth of a full save
     store::SaveHandle h = st.begin_save(req);
     if (!h.ok()) {
       throw make_error("bench store", "the store refused a save of " +

@@ -268,6 +268,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
         req.fingerprint = fp;
         req.shape = {mc.n_layers, token_bytes};
         req.tokens = toks;
+        req.append = false;  // a full save's bandwidth (the entry is erased first anyway)
         st.erase(1);
         const auto t0 = std::chrono::steady_clock::now();
         store::SaveHandle h = st.begin_save(req);
