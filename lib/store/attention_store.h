@@ -89,10 +89,11 @@ struct SaveRequest {
   /// caller that erases the old entry before saving passes inserted_at() from before the erase.
   double created = -1;
   /// Append to the session's entry when it is a prefix of `tokens` (same fingerprint,
-  /// encoding and shape), committed, and in the fastest tier: only the token chunks from
-  /// the entry's last partial one on are reserved and written; its whole chunks are shared
-  /// (the caller's buffers must still hold K and V for every token). When the tier has no
-  /// room for the new chunks, the save falls back to a full one.
+  /// encoding and shape), committed, and in the fastest tier: its whole chunks are shared,
+  /// and in a memory tier its last partial chunk too, extended in place (one append at a time
+  /// per entry), so only the tokens past the shared ones are reserved and written (the
+  /// caller's buffers must still hold K and V for every token). When the tier has no room
+  /// for the new chunks, the save falls back to a full one.
   bool append = true;
   /// Drop the session's entry at once unless this save appends to it, so the replaced
   /// entry's space is free for the save's reservation (a serving engine's choice: the old
