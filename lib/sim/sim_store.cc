@@ -131,8 +131,9 @@ void SimStore::erase(store::SessionId session) {
 void SimStore::drop_pending(store::SessionId session) {
   auto p = pending_.find(session);
   if (p == pending_.end()) return;
-  free_[static_cast<int>(p->second.tier)] += p->second.chunks - p->second.shared;
-  if (p->second.shared > 0) {  // the base's chunks stay the base's; its save pin goes
+  const uint64_t shared = chunks_for(p->second.shared_tokens);
+  free_[static_cast<int>(p->second.tier)] += p->second.chunks - shared;
+  if (shared > 0) {  // the base's chunks stay the base's; its save pin goes
     auto b = index_.find(session);
     if (b != index_.end() && b->second.pins > 0) --b->second.pins;
   }
@@ -207,28 +208,25 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
   // lib/store extends a memory tier's last partial chunk in place (the engines never run two
   // appends of one session at once, which lib/store would not do in place).
   const bool in_place = b.tokens % static_cast<int64_t>(tpc_) != 0 && b.tier != TierKind::Ssd;
-  if (c0 == 0 && !in_place) return -1;
-  const uint64_t shared = 2ull * static_cast<uint64_t>(layers_) * (c0 + (in_place ? 1 : 0));
-  const uint64_t n = chunks_for(tokens);
+  const int64_t from = in_place ? b.tokens : static_cast<int64_t>(c0 * tpc_);
+  if (from == 0) return -1;  // nothing to share
+  const uint64_t n = chunks_for(tokens), shared = chunks_for(from);
   ++b.pins;  // neither evicted nor moved while the save shares its chunks
   const TierKind tk = b.tier;
   if (!reserve(tk, n - shared, false, now, true)) {
     --index_.at(session).pins;
     return -1;
   }
-  const int64_t from = in_place ? b.tokens : static_cast<int64_t>(c0 * tpc_);
-  return start_pending(session, tk, tokens, shared, from, created, t_access);
+  return start_pending(session, tk, tokens, from, created, t_access);
 }
 
 double SimStore::start_pending(store::SessionId session, TierKind tk, int64_t tokens,
-                               uint64_t shared, int64_t shared_tokens, double created,
-                               double t_access) {
+                               int64_t shared_tokens, double created, double t_access) {
   Entry e;
   e.session = session;
   e.tier = tk;
   e.tokens = tokens;
   e.chunks = chunks_for(tokens);
-  e.shared = shared;
   e.shared_tokens = shared_tokens;
   e.created = created;
   e.last_access = t_access;
@@ -280,7 +278,7 @@ double SimStore::save_blocking(store::SessionId session, int64_t tokens, double 
   for (int t = 0; t < 3; ++t) {
     const auto tk = static_cast<TierKind>(t);
     if (!present(tk) || !reserve(tk, n, false, now, true)) continue;
-    return start_pending(session, tk, tokens, 0, 0, created, t_access);
+    return start_pending(session, tk, tokens, 0, created, t_access);
   }
   return -1;
 }
@@ -300,8 +298,9 @@ void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
   auto b = index_.find(session);
-  if (it->second.shared > 0 && b != index_.end()) {
-    b->second.chunks -= it->second.shared;  // the shared chunks pass to the new entry
+  if (it->second.shared_tokens > 0 && b != index_.end()) {
+    b->second.chunks -=
+        chunks_for(it->second.shared_tokens);  // the shared chunks pass to the new entry
   }
   erase_committed(session);  // the replaced entry, wherever it is now
   in_tier_[static_cast<int>(it->second.tier)].insert(session);

@@ -85,7 +85,7 @@ class SimStore {
   /// lower tier on the caller's thread, and an unaligned truncate rewrites the entry and waits
   /// for its commit. The engines count the wait as save stall.
   double caller_blocked_until() const { return blocked_until_; }
-  /// Tokens the session's save in flight did not write (an append's shared whole chunks).
+  /// Tokens the session's save in flight did not write (what an append shares).
   int64_t shared_tokens(store::SessionId session) const;
   /// When the session's committed entry first entered the store, or -1 (lib/store's).
   double inserted_at(store::SessionId session) const;
@@ -111,10 +111,11 @@ class SimStore {
     double last_access = 0;  ///< last save or lookup
     uint64_t accesses = 0;
     int pins = 0;
-    double moving_until = -1;   ///< a move (prefetch) in flight until then
-    double commit_at = 0;       ///< a save in flight: when its commit lands
-    uint64_t shared = 0;        ///< a save in flight: chunks it shares with the entry it extends
-    int64_t shared_tokens = 0;  ///< a save in flight: leading tokens it did not write
+    double moving_until = -1;  ///< a move (prefetch) in flight until then
+    double commit_at = 0;      ///< a save in flight: when its commit lands
+    /// A save in flight: leading tokens it shares with the entry it extends (it takes over
+    /// that entry's chunks_for(shared_tokens) chunks) and does not write.
+    int64_t shared_tokens = 0;
   };
   /// save() once the caller is blocked (from blocked_until_).
   double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,
@@ -125,7 +126,7 @@ class SimStore {
   /// A save in flight whose space is reserved: its write of the tokens past `shared_tokens`
   /// starts when the caller is back (blocked_until_); returns its commit time.
   double start_pending(store::SessionId session, store::TierKind tk, int64_t tokens,
-                       uint64_t shared, int64_t shared_tokens, double created, double t_access);
+                       int64_t shared_tokens, double created, double t_access);
   /// Reserves the write of `bytes` to tier `t` issued at `now`; returns its completion time.
   double write(store::TierKind t, double bytes, double now);
   uint64_t chunks_for(int64_t tokens) const;

@@ -46,12 +46,10 @@ struct SaveState {
   /// Token chunks [0, first_chunk) of every layer are the base's chunks (slots and
   /// checksums shared, never written); the rest are `own`, reserved for this save.
   std::shared_ptr<StoreEntry> base;
-  uint64_t first_chunk = 0;    ///< the first token chunk written (per layer, K and V)
-  uint64_t shared_chunks = 0;  ///< token chunks [0, shared_chunks) are the base's slots
+  uint64_t first_chunk = 0;  ///< the first token chunk written (per layer, K and V)
   /// In a memory tier the base's last partial chunk is extended in place (one append at a
   /// time per base, StoreEntry::appending): chunk first_chunk is written from this byte on.
   uint32_t tail_offset = 0;
-  int64_t shared_tokens = 0;         ///< leading tokens not written (SaveHandle::shared_tokens)
   std::vector<uint64_t> base_slots;  ///< the base's slots at begin_save (changed = lost)
   std::vector<uint64_t> own;         ///< the slots this save reserved (freed if it fails)
   /// Pins that loads of the save in flight hold on the base (guarded by the store mutex).
@@ -60,6 +58,14 @@ struct SaveState {
   /// depend on whether a load started before or after the commit landed.
   int base_load_pins = 0;
   bool base_loads_released = false;
+
+  /// Token chunks [0, shared_chunks()) of every layer are the base's slots.
+  uint64_t shared_chunks() const { return first_chunk + (tail_offset > 0 ? 1 : 0); }
+  /// Leading tokens not written (SaveHandle::shared_tokens).
+  int64_t shared_tokens() const {
+    return static_cast<int64_t>(first_chunk * meta.tokens_per_chunk +
+                                tail_offset / meta.shape.token_bytes);
+  }
 };
 
 /// A load in progress.

@@ -46,7 +46,7 @@ TierKind SaveHandle::tier() const {
 }
 
 int64_t SaveHandle::shared_tokens() const {
-  return st_ ? st_->shared_tokens : 0;
+  return st_ ? st_->shared_tokens() : 0;
 }
 
 std::shared_future<bool> SaveHandle::write_layer(int layer, LayerSource src) {
@@ -130,9 +130,8 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   st->layers.resize(static_cast<size_t>(m.shape.n_layers));
   st->admitted = req.append && try_append(st.get());
   if (!st->admitted) {  // a full save: whatever the append attempt set up does not apply
-    st->first_chunk = st->shared_chunks = 0;
+    st->first_chunk = 0;
     st->tail_offset = 0;
-    st->shared_tokens = 0;
     st->base_slots.clear();
   }
   if (!st->admitted && req.replace_now) erase(req.session);
@@ -195,9 +194,7 @@ bool AttentionStore::try_append(SaveState* st) {
     base->appending = base->appending || in_place;
     st->base = base;
     st->base_slots = b.slots;
-    st->shared_chunks = shared;
     st->tail_offset = in_place ? static_cast<uint32_t>((nb % tpc) * m.shape.token_bytes) : 0;
-    st->shared_tokens = static_cast<int64_t>(in_place ? nb : c0 * tpc);
     base_nt = b.n_token_chunks();
     for (uint64_t i = 0; i < m.checksums.size(); ++i) {  // an in-place chunk's: once written
       const uint64_t c = i % m.n_token_chunks();
@@ -208,12 +205,9 @@ bool AttentionStore::try_append(SaveState* st) {
   std::vector<uint64_t> own;
   const bool room = reserve(t, m.n_chunks() - 2ull * m.shape.n_layers * shared, false, &own, true);
   std::lock_guard<std::mutex> g(mu_);
-  if (room && (base->doomed || base->meta.slots != st->base_slots)) {  // changed meanwhile
-    tier(t)->allocator().release(own);
-    release_base_locked(st);
-    return false;
-  }
-  if (!room) {
+  const bool changed = base->doomed || base->meta.slots != st->base_slots;  // meanwhile
+  if (!room || changed) {
+    if (room) tier(t)->allocator().release(own);
     release_base_locked(st);
     return false;
   }
@@ -316,7 +310,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
       const uint64_t bnt = base->meta.n_token_chunks();
       std::vector<uint64_t> rest;
       for (uint64_t i = 0; i < base->meta.slots.size(); ++i) {
-        if (i % bnt >= st->shared_chunks) rest.push_back(base->meta.slots[i]);
+        if (i % bnt >= st->shared_chunks()) rest.push_back(base->meta.slots[i]);
       }
       base->meta.slots = std::move(rest);
       owns_all = true;
