@@ -289,11 +289,6 @@ void SimStore::set_tier(Entry& e, TierKind t) {
   in_tier_[static_cast<int>(t)].insert(e.session);
 }
 
-double SimStore::inserted_at(store::SessionId session) const {
-  auto it = index_.find(session);
-  return it == index_.end() ? -1 : it->second.created;
-}
-
 void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;

@@ -87,8 +87,6 @@ class SimStore {
   double caller_blocked_until() const { return blocked_until_; }
   /// Tokens the session's save in flight did not write (what an append shares).
   int64_t shared_tokens(store::SessionId session) const;
-  /// When the session's committed entry first entered the store, or -1 (lib/store's).
-  double inserted_at(store::SessionId session) const;
   /// Makes a saved entry visible (its commit time has passed).
   void commit(store::SessionId session);
   /// The scheduler's look-ahead changed: plan and start prefetches (SSD -> DRAM).
