@@ -1,5 +1,6 @@
 #include "eval/bench_gpu.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -249,6 +250,8 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
           cache);
     }
     std::vector<double> step_t;
+    // A profiler started with --profile-from-start off (ncu, nsys) sees the decode steps only.
+    (void)cudaProfilerStart();
     for (int r = 0; r <= o.reps; ++r) {
       const auto t0 = Clock::now();
       for (int64_t k = 0; k < o.decode_steps; ++k) {
@@ -265,6 +268,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                          static_cast<double>(o.decode_steps));
       }
     }
+    (void)cudaProfilerStop();
     const double t = metrics::median(step_t);
     const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 1) / 2.0;
     const double bytes = weight_bytes + static_cast<double>(b) * ctx * kv_token;

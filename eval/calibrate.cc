@@ -203,7 +203,12 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   }
   std::vector<double> x = fit(ts, {gs, as, ds, ns});
   if (!(x[1] > 0)) {
-    throw make_error("calibrate", "timings do not grow with work; rerun on an idle machine");
+    throw make_error("calibrate",
+                     "the step times do not grow with the work: either the machine was busy, or "
+                     "the model is so small that fixed per-step costs (kernel launches, "
+                     "synchronization) hide its compute",
+                     "rerun on an idle machine, or calibrate a larger model (e.g. "
+                     "preset:llama-2-7b on a GPU)");
   }
   p.step_overhead_s = x[0];
   p.gemm_tflops = 1e-12 / x[1];

@@ -39,6 +39,17 @@ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) {
 
 using detail::attention_key_range;
 
+// kVec consecutive elements (16 bytes, 16-byte aligned) of a pool, as floats: one load
+// instruction instead of kVec.
+template <typename T, int kVec>
+__device__ __forceinline__ void load16(const T* __restrict__ src, float (&dst)[kVec]) {
+  static_assert(kVec * sizeof(T) == 16, "16 bytes");
+  alignas(16) T tmp[kVec];
+  *reinterpret_cast<uint4*>(tmp) = __ldg(reinterpret_cast<const uint4*>(src));
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) dst[e] = to_f(tmp[e]);
+}
+
 // One key tile for the first NR rows of a warp (row i of the warp is tile row warp + 4 i):
 // scores (each ks[lane][d] read once for all rows), the online-softmax update, and P.V (each V
 // element read once for all rows; p of key j comes from lane j).
@@ -175,11 +186,33 @@ __global__ void __launch_bounds__(kThreads)
                      : -1;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < kKeys * head_dim; i += kThreads) {
-      const int j = i / head_dim, d = i - j * head_dim;  // a shift when HD > 0
-      const int64_t off = koff[j];
-      ks[j][d] = off >= 0 ? to_f(k_pool[off + d]) : 0.0f;
-      vs[j][d] = off >= 0 ? to_f(v_pool[off + d]) : 0.0f;
+    if constexpr (HD > 0) {  // 16-byte loads: head rows are HD elements, pools aligned
+      constexpr int kVec = 16 / sizeof(T);
+      constexpr int kPerRow = HD / kVec;
+      for (int i = threadIdx.x; i < kKeys * kPerRow; i += kThreads) {
+        const int j = i / kPerRow, d = (i - j * kPerRow) * kVec;
+        const int64_t off = koff[j];
+        float kf[kVec], vf[kVec];
+        if (off >= 0) {
+          load16<T, kVec>(k_pool + off + d, kf);
+          load16<T, kVec>(v_pool + off + d, vf);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) kf[e] = vf[e] = 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          ks[j][d + e] = kf[e];
+          vs[j][d + e] = vf[e];
+        }
+      }
+    } else {
+      for (int i = threadIdx.x; i < kKeys * head_dim; i += kThreads) {
+        const int j = i / head_dim, d = i - j * head_dim;
+        const int64_t off = koff[j];
+        ks[j][d] = off >= 0 ? to_f(k_pool[off + d]) : 0.0f;
+        vs[j][d] = off >= 0 ? to_f(v_pool[off + d]) : 0.0f;
+      }
     }
     __syncthreads();
     // Rows of this warp in the tile: none (e.g. decode tiles of one row: warps 1-3 idle), one
@@ -268,13 +301,16 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
       p.n_kv_heads, static_cast<int>(p.head_dim), static_cast<const T*>(p.k_pool),            \
       static_cast<const T*>(p.v_pool), p.block_tables, p.table_stride, p.n_ctx, p.block_size, \
       p.window, p.scale, p.tiles, p.splits, p.workspace)
-#define CB_LAUNCH(T)             \
-  if (p.head_dim == 128) {       \
-    CB_ATTN(T, 128);             \
-  } else if (p.head_dim == 64) { \
-    CB_ATTN(T, 64);              \
-  } else {                       \
-    CB_ATTN(T, 0);               \
+  // The compiled head sizes load whole 16-byte vectors: pools must be 16-byte aligned.
+  const bool aligned = reinterpret_cast<uintptr_t>(p.k_pool) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.v_pool) % 16 == 0;
+#define CB_LAUNCH(T)                        \
+  if (aligned && p.head_dim == 128) {       \
+    CB_ATTN(T, 128);                        \
+  } else if (aligned && p.head_dim == 64) { \
+    CB_ATTN(T, 64);                         \
+  } else {                                  \
+    CB_ATTN(T, 0);                          \
   }
   CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
 #undef CB_ATTN

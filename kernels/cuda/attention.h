@@ -50,7 +50,7 @@ std::vector<int32_t> plan_attention_tiles(const std::vector<int32_t>& q_seq,
 
 /// How many blocks should share each (tile, head)'s keys: 1 when tiles x heads already fill
 /// the device (2 blocks per SM) or the keys are few; otherwise enough to fill it, with at least
-/// 256 keys per split and at most 32 splits.
+/// 64 keys per split and at most 32 splits.
 int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count);
 
 /// Floats of workspace a launch with `splits` > 1 needs: (head_dim + 2) per row, head, split.

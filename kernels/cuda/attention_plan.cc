@@ -22,7 +22,10 @@ std::vector<int32_t> plan_attention_tiles(const std::vector<int32_t>& q_seq, int
 }
 
 int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count) {
-  constexpr int64_t kMinKeysPerSplit = 256;
+  // Two key tiles of the CUDA-core kernel. Measured on an H100 (llama-2-7b decode, 512-token
+  // histories, batch 1): 256 keys per split gave 32 heads x 2 splits = 64 blocks on 132 SMs,
+  // and attention took 166 us of a layer's ~385 us.
+  constexpr int64_t kMinKeysPerSplit = 64;
   constexpr int64_t kMaxSplits = 32;
   const int64_t blocks = n_tiles * n_heads;
   const int64_t target = 2 * static_cast<int64_t>(std::max(sm_count, 1));

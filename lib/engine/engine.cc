@@ -96,6 +96,7 @@ void Engine::wait_save(uint64_t session, double* stall) {
     const double t = steady_s();
     (*it)->commit.get();
     if (stall) *stall += steady_s() - t;
+    retire(**it);
     it = saving_.erase(it);
   }
 }
@@ -103,6 +104,7 @@ void Engine::wait_save(uint64_t session, double* stall) {
 void Engine::poll_saves() {
   for (auto it = saving_.begin(); it != saving_.end();) {
     if ((*it)->commit.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      retire(**it);
       it = saving_.erase(it);
     } else {
       ++it;
@@ -111,8 +113,41 @@ void Engine::poll_saves() {
 }
 
 void Engine::drain_saves() {
-  for (auto& s : saving_) s->commit.get();
+  for (auto& s : saving_) {
+    s->commit.get();
+    retire(*s);
+  }
   saving_.clear();
+}
+
+std::vector<float> Engine::take_buffer(size_t n) {
+  auto best = spare_.end();
+  for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+    if (it->capacity() >= n && (best == spare_.end() || it->capacity() < best->capacity())) {
+      best = it;
+    }
+  }
+  if (best == spare_.end()) return std::vector<float>(n);
+  std::vector<float> b = std::move(*best);
+  spare_.erase(best);
+  b.resize(n);  // within its capacity: no reallocation
+  return b;
+}
+
+void Engine::recycle(std::vector<float>&& b) {
+  if (b.capacity() == 0) return;
+  spare_.push_back(std::move(b));
+  if (spare_.size() > kSpareBuffers) {  // drop the smallest
+    auto smallest =
+        std::min_element(spare_.begin(), spare_.end(),
+                         [](const auto& x, const auto& y) { return x.capacity() < y.capacity(); });
+    spare_.erase(smallest);
+  }
+}
+
+void Engine::retire(Saving& s) {
+  recycle(std::move(s.k));
+  recycle(std::move(s.v));
 }
 
 int Engine::read_buffer_for(const Job& job) const {
@@ -180,8 +215,9 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   const int layers = model_.config().n_layers;
   j.cap = static_cast<int64_t>(j.context.size() + j.new_ids.size()) + j.output_target;
   if (cfg_.mode != Mode::RE) {
-    j.k.assign(static_cast<size_t>(layers * j.cap * kv_dim_), 0.0f);
-    j.v.assign(j.k.size(), 0.0f);
+    // Every row a save reads is written first: loaded, or captured as the tokens are fed.
+    j.k = take_buffer(static_cast<size_t>(layers * j.cap * kv_dim_));
+    j.v = take_buffer(j.k.size());
   }
   j.rec.session = j.session;
   j.rec.turn = r.turn;

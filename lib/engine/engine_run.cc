@@ -146,6 +146,7 @@ void Engine::finish(Job& j, RunResult* res) {
     j.rec.save_stall_s += steady_s() - t_begin;
     if (!sv->handle.ok()) {
       ++res->save_failures;
+      retire(*sv);
     } else {
       for (int l = 0; l < layers; ++l) {
         sv->handle.write_layer(
@@ -161,6 +162,7 @@ void Engine::finish(Job& j, RunResult* res) {
         const double t = steady_s();
         if (!sv->commit.get()) ++res->save_failures;
         j.rec.save_stall_s += steady_s() - t;
+        retire(*sv);
       }
     }
   }

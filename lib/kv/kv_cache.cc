@@ -47,7 +47,9 @@ KvConfig validated(const KvConfig& cfg) {
     floats = checked_mul(floats, static_cast<uint64_t>(f), cfg);
   }
   const uint64_t bytes = checked_mul(floats, sizeof(float), cfg);
-  if (bytes > kMaxPoolBytes) {
+  // A cache of block tables only (its blocks live on the GPU) allocates nothing here: the
+  // device's allocator is the judge of its size.
+  if (cfg.host_pools && bytes > kMaxPoolBytes) {
     throw make_error(
         "KvConfig.num_blocks",
         "the K+V pool would take " + std::to_string(bytes >> 20) +

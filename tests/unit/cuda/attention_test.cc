@@ -54,10 +54,11 @@ TEST(CudaAttentionPlan, TilesStayInsideOneSequenceAndTheRowCap) {
 
 TEST(CudaAttentionPlan, SplitsOnlyWhenTheGridIsSmallAndTheKeysMany) {
   EXPECT_EQ(kc::plan_attention_splits(200, 32, 4096, 132), 1);  // prefill fills the device
-  EXPECT_EQ(kc::plan_attention_splits(1, 32, 300, 132), 1);     // few keys
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 100, 132), 1);     // few keys
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 512, 132), 8);     // decode: 64 keys per split
   EXPECT_EQ(kc::plan_attention_splits(8, 32, 4096, 132), 2);    // 256 blocks < 264
   EXPECT_EQ(kc::plan_attention_splits(1, 8, 100000, 132), 32);  // capped
-  EXPECT_EQ(kc::plan_attention_splits(1, 8, 2048, 132), 8);     // 256 keys per split at least
+  EXPECT_EQ(kc::plan_attention_splits(1, 8, 1024, 132), 16);    // 64 keys per split at least
   EXPECT_EQ(kc::plan_attention_splits(0, 8, 2048, 132), 1);
   EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 1), 0);
   EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 4), 5 * 8 * 4 * 130);

@@ -105,6 +105,14 @@ TEST(KvCacheConfigTest, RejectsOverflowAndHugePools) {
   big.block_size = 16;
   big.num_blocks = 6554;  // just over 64 GiB
   expect_error([&] { KvCache cache(big); }, {"KvConfig.num_blocks", "64 GiB"});
+
+  // A cache of block tables only allocates no host pool, so the host limit does not apply
+  // (the GPU's allocator judges the device pool); overflow is still refused.
+  big.host_pools = false;
+  KvCache tables_only(big);
+  EXPECT_EQ(tables_only.stats().num_blocks, 6554);
+  c.host_pools = false;
+  expect_error([&] { KvCache cache(c); }, {"KvConfig", "overflow"});
 }
 
 TEST(KvCacheConfigTest, FreshStatsAndPoolLayout) {

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# tools/gpu_check.sh BUILD OUT [STAGES]: the GPU checks of one lent machine, in one go.
+#
+# BUILD is a build tree configured with the CUDA backend (e.g. -DCMAKE_CUDA_ARCHITECTURES=90
+# for an H100/H200); OUT is a directory for logs and JSON. STAGES (default "tests cli bench
+# calibrate") picks what runs:
+#   tests      test_cuda (parity of every kernel against kernels/cpu, whole-model logits)
+#   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
+#   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture)
+#   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
+#   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1
+#   simval     sim against real on the GPU (tools/compare_turns.py on their per-turn CSVs)
+# Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
+# 300; rc 124 when it ran out); the last lines are a summary.
+# Data files are looked up under CACHEBENCH_DATA, as in `make test`.
+set -u
+BUILD="${1:?usage: tools/gpu_check.sh BUILD OUT [STAGES]}"
+OUT="${2:?usage: tools/gpu_check.sh BUILD OUT [STAGES]}"
+STAGES="${3:-tests cli bench calibrate}"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+CB="$BUILD/apps/cachebench/cachebench"
+mkdir -p "$OUT"
+SUMMARY=()
+
+stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
+  local name="$1"; shift
+  local t0=$SECONDS
+  timeout "${STAGE_TIMEOUT:-300}" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  SUMMARY+=("$(printf '%-10s rc=%d  %4ds' "$name" "$rc" $((SECONDS - t0)))")
+  tail -n 15 "$OUT/$name.log"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm \
+  --format=csv 2>&1 | tee "$OUT/gpu.txt"
+"$CB" --version | tee -a "$OUT/gpu.txt"
+
+for s in $STAGES; do
+  case "$s" in
+    tests)
+      CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_cuda "$BUILD/tests/unit/cuda/test_cuda" ;;
+    cli)
+      stage cli bash "$ROOT/tests/cli/cli_test.sh" "$CB" "$(mktemp -d)"
+      stage replay bash "$ROOT/tests/cli/replay_test.sh" "$CB" "$(mktemp -d)" ;;
+    bench)
+      stage bench "$CB" bench gpu --reps 3 --out "$OUT/bench-gpu.json" ;;
+    calibrate)
+      stage calibrate "$CB" calibrate -m preset:llama-2-7b --backend cuda --reps 3 \
+        --ssd-dir "$(mktemp -d)" --out "$OUT/profile-calibrated.json" ;;
+    profile)
+      stage profile ncu --profile-from-start off --metrics gpu__time_duration.sum \
+        --print-summary per-kernel "$CB" bench gpu --models preset:llama-2-7b --prompts 512 \
+        --batches 1 --reps 1 --decode-steps 4 ;;
+    simval)
+      stage simval bash "$ROOT/tools/gpu_simval.sh" "$CB" "$OUT" ;;
+    *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval)"; exit 2 ;;
+  esac
+done
+
+echo "== summary"
+printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
