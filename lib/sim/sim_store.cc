@@ -140,9 +140,37 @@ void SimStore::drop_pending(store::SessionId session) {
   pending_.erase(p);
 }
 
+void SimStore::drop_copy(Entry& e) {
+  if (e.copy_chunks == 0) return;
+  free_[2] += e.copy_chunks;
+  e.copy_chunks = e.copy_valid = 0;
+  with_copy_.erase(e.session);
+}
+
+uint64_t SimStore::ssd_copy_chunks() const {
+  uint64_t n = 0;
+  for (store::SessionId id : with_copy_) n += index_.at(id).copy_chunks;
+  return n;
+}
+
+void SimStore::drop_copies_for(uint64_t n) {
+  if (free_[2] >= n || with_copy_.empty()) return;
+  std::vector<Entry*> owners;
+  for (store::SessionId id : with_copy_) owners.push_back(&index_.at(id));
+  std::sort(owners.begin(), owners.end(), [](const Entry* a, const Entry* b) {
+    return a->last_access != b->last_access ? a->last_access < b->last_access
+                                            : a->session < b->session;
+  });
+  for (Entry* e : owners) {
+    if (free_[2] >= n) break;
+    drop_copy(*e);
+  }
+}
+
 void SimStore::erase_committed(store::SessionId session) {
   auto it = index_.find(session);
   if (it == index_.end()) return;
+  drop_copy(it->second);
   free_[static_cast<int>(it->second.tier)] += it->second.chunks;
   in_tier_[static_cast<int>(it->second.tier)].erase(session);
   index_.erase(it);
@@ -154,6 +182,7 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   if (it == index_.end() || drop <= 0) return;
   blocked_until_ = now;
   Entry& e = it->second;
+  drop_copy(e);  // the oldest tokens go: no chunk keeps its bytes (lib/store: copy_valid 0)
   const int64_t n = e.tokens;
   if (drop >= n) {
     erase_committed(session);
@@ -296,6 +325,18 @@ void SimStore::commit(store::SessionId session) {
   if (it->second.shared_tokens > 0 && b != index_.end()) {
     b->second.chunks -=
         chunks_for(it->second.shared_tokens);  // the shared chunks pass to the new entry
+    Entry& base = b->second;
+    if (base.copy_chunks > 0) {  // and the base's SSD copy of the whole ones unchanged
+      const uint64_t whole = static_cast<uint64_t>(it->second.shared_tokens) / tpc_;
+      it->second.copy_chunks = base.copy_chunks;
+      it->second.copy_valid = std::min(base.copy_valid, whole);
+      base.copy_chunks = base.copy_valid = 0;
+      if (it->second.copy_valid == 0) {
+        free_[2] += it->second.copy_chunks;
+        it->second.copy_chunks = 0;
+        with_copy_.erase(session);
+      }
+    }
   }
   erase_committed(session);  // the replaced entry, wherever it is now
   in_tier_[static_cast<int>(it->second.tier)].insert(session);
@@ -321,6 +362,13 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
     if (free_[ti] >= n + keep) {
       free_[ti] -= n;
       return true;
+    }
+    if (t == TierKind::Ssd) {  // redundant copies of prefetched entries go first
+      drop_copies_for(n + keep);
+      if (free_[ti] >= n + keep) {
+        free_[ti] -= n;
+        return true;
+      }
     }
     const uint64_t needed = (n + keep - free_[ti]) * cfg_.chunk_bytes;
     std::vector<store::EntryInfo> cands;
@@ -354,9 +402,22 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
       break;
     }
   }
-  if (!drop && lower != src && reserve(lower, e.chunks, false, now)) {
+  // A demotion to the SSD takes the entry's copy: its valid chunks are not written again.
+  uint64_t copy_chunks = 0, copy_valid = 0, reuse = 0;
+  const uint64_t lanes = 2ull * static_cast<uint64_t>(layers_);
+  if (lower == TierKind::Ssd && e.copy_chunks > 0) {
+    copy_chunks = e.copy_chunks;
+    copy_valid = e.copy_valid;
+    reuse = std::min(copy_valid, e.chunks / lanes);
+    e.copy_chunks = e.copy_valid = 0;
+    with_copy_.erase(s);
+  }
+  if (!drop && lower != src && reserve(lower, e.chunks - reuse * lanes, false, now)) {
     Entry& m = index_.at(s);  // reserve may have rehashed nothing, but look it up again
-    const double bytes = payload_bytes(m.tokens);
+    free_[2] += copy_chunks - reuse * lanes;  // the copy's stale chunks
+    if (reuse > 0) copy_reused_chunks_ += reuse * lanes;
+    const double bytes =
+        payload_bytes(m.tokens - std::min<int64_t>(m.tokens, static_cast<int64_t>(reuse * tpc_)));
     Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
     const double before = l.busy_s();
     // lib/store copies a victim on the thread that needs the room: a save's caller waits.
@@ -367,6 +428,12 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     free_[static_cast<int>(src)] += m.chunks;
     set_tier(m, lower);
     return;
+  }
+  if (copy_chunks > 0) {  // back to the entry, which the erase below frees with it
+    Entry& m = index_.at(s);
+    m.copy_chunks = copy_chunks;
+    m.copy_valid = copy_valid;
+    with_copy_.insert(s);
   }
   erase_committed(s);
 }
@@ -432,7 +499,10 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     read_s_[2] += cfg_.ssd_read.busy_s() - before;
     bytes_read_[2] += bytes;
     bytes_written_[1] += bytes;
-    free_[2] += e.chunks;
+    // The SSD chunks stay as the entry's copy (lib/store's inclusive tiers).
+    e.copy_chunks = e.chunks;
+    e.copy_valid = e.chunks / (2ull * static_cast<uint64_t>(layers_));
+    with_copy_.insert(s);
     set_tier(e, TierKind::Dram);
     moving_.push_back(s);
   }

@@ -98,6 +98,10 @@ class SimStore {
   std::vector<metrics::TierTotals> tier_totals() const;
   uint64_t entry_bytes(int64_t tokens) const { return chunks_for(tokens) * cfg_.chunk_bytes; }
   int64_t entries() const { return static_cast<int64_t>(index_.size()); }
+  /// SSD chunks held by prefetched entries' copies, and chunks demotions did not rewrite
+  /// because a copy held them (lib/store's ssd_copy_bytes and ssd_copy_chunks_reused).
+  uint64_t ssd_copy_chunks() const;
+  uint64_t copy_reused_chunks() const { return copy_reused_chunks_; }
 
  private:
   struct Entry {
@@ -114,6 +118,9 @@ class SimStore {
     /// A save in flight: leading tokens it shares with the entry it extends (it takes over
     /// that entry's chunks_for(shared_tokens) chunks) and does not write.
     int64_t shared_tokens = 0;
+    /// lib/store's StoreEntry::ssd_copy: a prefetched entry keeps `copy_chunks` SSD chunks,
+    /// of which token chunks [0, copy_valid) (of every layer, K and V) still hold its bytes.
+    uint64_t copy_chunks = 0, copy_valid = 0;
   };
   /// save() once the caller is blocked (from blocked_until_).
   double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,
@@ -145,6 +152,12 @@ class SimStore {
   /// orders them as they happen (LRU and FIFO ties).
   double stamp(double now);  ///< pins and counts a hit on `e`
   bool movable(const Entry& e) const { return e.pins == 0 && e.moving_until < 0; }
+  /// Frees `e`'s SSD copy (lib/store's drop_copy_locked).
+  void drop_copy(Entry& e);
+  /// lib/store's drop_copies_for_locked: copies, least recently used first, until `n` SSD
+  /// chunks are free. (lib/store defers a pinned entry's copy until its loads end; here it
+  /// goes at once.)
+  void drop_copies_for(uint64_t n);
 
   SimStoreConfig cfg_;
   int layers_;
@@ -154,12 +167,14 @@ class SimStore {
   std::unordered_map<store::SessionId, Entry> index_;
   std::unordered_map<store::SessionId, Entry> pending_;  // saved, not yet committed
   std::unordered_set<store::SessionId> in_tier_[3];      // so a tier's decision scans only it
+  std::unordered_set<store::SessionId> with_copy_;       // entries holding an SSD copy
   std::vector<store::SessionId> lookahead_, moving_;
   double last_stamp_ = -HUGE_VAL;
   bool blocking_ = false;     ///< inside a save() or truncate() call: evictions block it
   double blocked_until_ = 0;  ///< see caller_blocked_until()
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
+  uint64_t copy_reused_chunks_ = 0;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };
 

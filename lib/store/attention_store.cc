@@ -245,7 +245,32 @@ void AttentionStore::free_slots_locked(EntryPtr* lender, TierKind t, std::vector
   }
 }
 
+void AttentionStore::drop_copy_locked(const EntryPtr& e) {
+  if (e->ssd_copy.empty()) return;
+  release_locked(e, TierKind::Ssd, std::move(e->ssd_copy));
+  e->ssd_copy.clear();
+  e->copy_nt = e->copy_valid = 0;
+}
+
+void AttentionStore::drop_copies_for_locked(uint64_t n) {
+  Tier* ssd = tier(TierKind::Ssd);
+  if (ssd == nullptr || ssd->allocator().free() >= n) return;
+  std::vector<EntryPtr> owners;
+  for (const auto& [id, e] : index_) {
+    if (!e->ssd_copy.empty()) owners.push_back(e);
+  }
+  std::sort(owners.begin(), owners.end(), [](const EntryPtr& a, const EntryPtr& b) {
+    return a->meta.last_access != b->meta.last_access ? a->meta.last_access < b->meta.last_access
+                                                      : a->meta.session < b->meta.session;
+  });
+  for (const EntryPtr& e : owners) {
+    if (ssd->allocator().free() >= n) break;
+    drop_copy_locked(e);
+  }
+}
+
 void AttentionStore::unlink_locked(const EntryPtr& e) {
+  drop_copy_locked(e);
   if (e->in_flight) {  // its save owns the slots: the commit sees `doomed` and frees them
     auto fl = in_flight_.find(e->meta.session);
     if (fl != in_flight_.end() && fl->second->entry == e) in_flight_.erase(fl);
@@ -356,6 +381,13 @@ bool AttentionStore::has_tier(TierKind t) const {
 uint64_t AttentionStore::used_bytes(TierKind t) const {
   std::lock_guard<std::mutex> g(mu_);
   return tier(t) ? tier(t)->allocator().used() * tier(t)->slot_bytes() : 0;
+}
+
+uint64_t AttentionStore::ssd_copy_bytes() const {
+  std::lock_guard<std::mutex> g(mu_);
+  uint64_t chunks = 0;
+  for (const auto& [id, e] : index_) chunks += e->ssd_copy.size();
+  return chunks * cfg_.chunk_bytes;
 }
 
 uint64_t AttentionStore::capacity_bytes(TierKind t) const {

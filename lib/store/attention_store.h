@@ -220,6 +220,10 @@ class AttentionStore {
   bool has_tier(TierKind t) const;
   /// Bytes in use in tier `t` (slots * chunk size).
   uint64_t used_bytes(TierKind t) const;
+  /// SSD bytes held by the copies that prefetched entries keep of their SSD chunks (so that
+  /// demoting them again writes only what changed); part of used_bytes(TierKind::Ssd), and
+  /// the first thing given up when the SSD needs room.
+  uint64_t ssd_copy_bytes() const;
   /// Budget of tier `t`.
   uint64_t capacity_bytes(TierKind t) const;
   /// Where `session` is, if stored.
@@ -262,14 +266,21 @@ class AttentionStore {
   enum class MoveResult { Ok, Gone, NoRoom, SourceBad, DestFailed };
   void evict(const EntryPtr& e, bool drop);
   MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve);
+  /// Copies `m`'s chunks to `dst_slots` (indexed as m.slots), except token chunks
+  /// [0, skip_chunks) of every layer and K/V, which the destination already holds.
   MoveResult copy_chunks(TierKind src, TierKind dst, const EntryMeta& m,
-                         const std::vector<uint64_t>& dst_slots);
+                         const std::vector<uint64_t>& dst_slots, uint64_t skip_chunks = 0);
   MoveResult promote(const EntryPtr& e);
   void restore_reserve();
 
   // entry life cycle (attention_store.cc); callers hold mu_
   void unlink_locked(const EntryPtr& e);
   void release_locked(const EntryPtr& e, TierKind t, std::vector<uint64_t> slots);
+  /// Releases `e`'s SSD copy (StoreEntry::ssd_copy), if any.
+  void drop_copy_locked(const EntryPtr& e);
+  /// Releases SSD copies, least recently used entries first, until `n` SSD slots are free
+  /// (or none is left): they are redundant, so they go before any entry is evicted.
+  void drop_copies_for_locked(uint64_t n);
   void unpin(const EntryPtr& e);
   void unpin_locked(const EntryPtr& e);
   void unpin_load(const LoadState& st);  ///< a load's pins (its entry, and an append's base)

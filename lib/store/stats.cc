@@ -15,6 +15,7 @@ const char* counter_name(Counter c) {
                                             "saves",
                                             "save_failures",
                                             "append_saves",
+                                            "ssd_copy_chunks_reused",
                                             "loads",
                                             "load_failures",
                                             "prefetches",

@@ -22,6 +22,7 @@ enum class Counter : int {
   Saves,
   SaveFailures,
   AppendSaves,
+  SsdCopyChunksReused,
   Loads,
   LoadFailures,
   Prefetches,

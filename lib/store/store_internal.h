@@ -28,6 +28,14 @@ struct StoreEntry {
   /// of it may still read them, so slots this entry lets go wait for those loads too (the
   /// chain is followed to the nearest pinned lender, see AttentionStore::free_slots_locked).
   std::shared_ptr<StoreEntry> lender;
+  /// Inclusive tiers: a prefetched entry keeps the SSD slots it had before promotion, laid
+  /// out as its slots were then (`copy_nt` token chunks per layer and K/V). Token chunks
+  /// [0, copy_valid) of them still hold exactly this entry's bytes (same checksums), so
+  /// demoting the entry again writes only the others. Not journaled: a restart forgets it.
+  /// Dropped when the entry changes those chunks or leaves the index, and first of anything
+  /// when the SSD needs room (AttentionStore::drop_copy_locked).
+  std::vector<uint64_t> ssd_copy;
+  uint64_t copy_nt = 0, copy_valid = 0;
 };
 
 /// A save in progress.

@@ -1,4 +1,5 @@
 // Placement: making room through the advisor, demotion, promotion (prefetch), drops.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -65,6 +66,10 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         move_cv_.wait(g, [&] { return in_flight_.empty(); });
         if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
       }
+      if (t == TierKind::Ssd) {  // redundant copies of prefetched entries go first
+        drop_copies_for_locked(n + keep);
+        if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+      }
       const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
       std::vector<EntryInfo> cands;
       for (const auto& [id, e] : index_) {
@@ -112,9 +117,16 @@ void AttentionStore::evict(const EntryPtr& e, bool drop) {
 
 AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind dst,
                                                        const EntryMeta& m,
-                                                       const std::vector<uint64_t>& dst_slots) {
+                                                       const std::vector<uint64_t>& dst_slots,
+                                                       uint64_t skip_chunks) {
   const uint64_t sb = cfg_.chunk_bytes;
-  const uint64_t total = m.n_chunks();
+  const uint64_t nt = m.n_token_chunks();
+  std::vector<uint64_t> todo;  // chunk indices to copy: token chunks >= skip_chunks
+  for (uint64_t idx = 0; idx < m.n_chunks(); ++idx) {
+    if (idx % nt >= skip_chunks) todo.push_back(idx);
+  }
+  const uint64_t total = todo.size();
+  if (total == 0) return MoveResult::Ok;
   const uint64_t batch = std::min<uint64_t>(kCopyBatch, total);
   std::unique_ptr<void, FreeDeleter> buf(std::aligned_alloc(4096, batch * sb));
   char* b = static_cast<char*>(buf.get());
@@ -124,18 +136,19 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
     const uint64_t cnt = std::min(batch, total - first);
     ops.assign(cnt, ChunkIo{});
     for (uint64_t i = 0; i < cnt; ++i) {
-      const uint64_t idx = first + i;
+      const uint64_t idx = todo[first + i];
       ops[i].slot = m.slots[idx];
       ops[i].buf = b + i * sb;
-      ops[i].len = m.chunk_len(idx % m.n_token_chunks());
+      ops[i].len = m.chunk_len(idx % nt);
     }
     if (!timed_io(src, false, ops.data(), cnt)) return MoveResult::SourceBad;
     for (uint64_t i = 0; i < cnt; ++i) {
-      if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[first + i]) {
+      const uint64_t idx = todo[first + i];
+      if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[idx]) {
         stats_.add(Counter::ChecksumFailures);
         return MoveResult::SourceBad;
       }
-      ops[i].slot = dst_slots[first + i];
+      ops[i].slot = dst_slots[idx];
     }
     if (!timed_io(dst, true, ops.data(), cnt)) return MoveResult::DestFailed;
   }
@@ -146,16 +159,51 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
                                                       bool use_reserve) {
   EntryMeta m;
   TierKind src;
+  // A demotion to the SSD takes the entry's SSD copy: its valid chunks stay where they are.
+  std::vector<uint64_t> copy;
+  uint64_t copy_nt = 0, copy_valid = 0, reuse = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (e->doomed) return MoveResult::Gone;  // erased after it was chosen
     m = e->meta;
     src = e->tier;
+    if (dst == TierKind::Ssd && !e->ssd_copy.empty()) {
+      copy = std::move(e->ssd_copy);
+      copy_nt = e->copy_nt;
+      copy_valid = e->copy_valid;
+      reuse = std::min(copy_valid, m.n_token_chunks());
+      e->ssd_copy.clear();
+      e->copy_nt = e->copy_valid = 0;
+    }
   }
-  std::vector<uint64_t> slots;
-  if (!reserve(dst, m.n_chunks(), use_reserve, &slots)) return MoveResult::NoRoom;
-  MoveResult r = copy_chunks(src, dst, m, slots);
-  if (r == MoveResult::Ok && dst == TierKind::Ssd && !tier(dst)->sync(slots)) {
+  const uint64_t nt = m.n_token_chunks();
+  const uint64_t lanes = 2ull * static_cast<uint64_t>(m.shape.n_layers);  // layer x K/V
+  const auto give_copy_back = [&] {  // the entry is unchanged, so is its copy (mu_ held)
+    if (copy.empty()) return;
+    if (e->doomed) {
+      release_locked(e, TierKind::Ssd, std::move(copy));
+    } else {
+      e->ssd_copy = std::move(copy);
+      e->copy_nt = copy_nt;
+      e->copy_valid = copy_valid;
+    }
+  };
+  std::vector<uint64_t> fresh;
+  if (!reserve(dst, m.n_chunks() - reuse * lanes, use_reserve, &fresh)) {
+    std::lock_guard<std::mutex> g(mu_);
+    give_copy_back();
+    return MoveResult::NoRoom;
+  }
+  std::vector<uint64_t> slots(m.n_chunks()), stale;
+  for (uint64_t idx = 0, f = 0; idx < slots.size(); ++idx) {
+    const uint64_t c = idx % nt;
+    slots[idx] = c < reuse ? copy[idx / nt * copy_nt + c] : fresh[f++];
+  }
+  for (uint64_t idx = 0; idx < copy.size(); ++idx) {
+    if (idx % copy_nt >= reuse) stale.push_back(copy[idx]);
+  }
+  MoveResult r = copy_chunks(src, dst, m, slots, reuse);
+  if (r == MoveResult::Ok && dst == TierKind::Ssd && !tier(dst)->sync(fresh)) {
     stats_.add(Counter::IoErrors);
     r = MoveResult::DestFailed;
   }
@@ -163,7 +211,8 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   if (r == MoveResult::Ok && e->doomed) {
     // Erased (or replaced by a newer save) while it moved: the copy is garbage and must not
     // reach the journal, where it would outrank the newer entry.
-    tier(dst)->allocator().release(slots);
+    tier(dst)->allocator().release(fresh);
+    give_copy_back();
     e->moving = false;
     return MoveResult::Ok;
   }
@@ -175,15 +224,25 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
     }
   }
   if (r != MoveResult::Ok) {
-    tier(dst)->allocator().release(slots);
+    tier(dst)->allocator().release(fresh);
+    give_copy_back();
     return r;
   }
   std::vector<uint64_t> old = std::move(e->meta.slots);
   e->meta.slots = std::move(slots);
   e->meta.generation = m.generation;
   e->tier = dst;
-  if (src == TierKind::Ssd) journal_->erase(m.session, next_generation_++, false);
-  release_locked(e, src, std::move(old));
+  if (reuse > 0) stats_.add(Counter::SsdCopyChunksReused, reuse * lanes);
+  release_locked(e, TierKind::Ssd, std::move(stale));
+  if (src == TierKind::Ssd) {
+    // Promoted: the SSD slots stay as the entry's copy (not journaled: the record goes).
+    journal_->erase(m.session, next_generation_++, false);
+    drop_copy_locked(e);
+    e->ssd_copy = std::move(old);
+    e->copy_nt = e->copy_valid = nt;
+  } else {
+    release_locked(e, src, std::move(old));
+  }
   e->moving = false;
   move_cv_.notify_all();
   return MoveResult::Ok;

@@ -314,6 +314,16 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
       }
       base->meta.slots = std::move(rest);
       owns_all = true;
+      // The base's SSD copy still holds the whole chunks shared unchanged (a chunk extended
+      // in place is not): it goes to the new entry.
+      if (!base->ssd_copy.empty()) {
+        e->ssd_copy = std::move(base->ssd_copy);
+        e->copy_nt = base->copy_nt;
+        e->copy_valid = std::min(base->copy_valid, st->first_chunk);
+        base->ssd_copy.clear();
+        base->copy_nt = base->copy_valid = 0;
+        if (e->copy_valid == 0) drop_copy_locked(e);
+      }
     }
     unlink_locked(EntryPtr(old->second));  // erase record first
   }
@@ -329,6 +339,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   release_base_locked(st.get());
   move_cv_.notify_all();  // reserve() may be waiting for the saves in flight to land
   if (!ok) {
+    drop_copy_locked(e);
     e->doomed = true;
     e->meta.slots.clear();
     // After the last load of it, if pinned.
@@ -433,6 +444,8 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
     }
     e->meta = std::move(m);
     release_locked(e, e->tier, std::move(removed));
+    e->copy_valid = std::min(e->copy_valid, c0);  // chunks below the cut kept their bytes
+    if (e->copy_valid == 0) drop_copy_locked(e);
     return true;
   }
   // Unaligned: read, cut, rewrite as a new entry of the session.

@@ -221,6 +221,74 @@ TEST(SimStore, AnAppendSharesTheWholeChunksOfTheEntryItExtends) {
   EXPECT_NEAR(full - 7, 64 * 2 * 128 * 2 / 1e9, 1e-12);
 }
 
+// lib/store's inclusive tiers (tests/unit/store/ssd_copy_test.cc): a prefetched entry keeps
+// its SSD chunks as a copy; demoting it again writes only what changed; copies go first when
+// the SSD needs room. Sessions 1, 2, 3 of 32 tokens (4 chunks each) in a 2-entry DRAM: 3's
+// save sends 1 to the SSD, the prefetch of 1 sends 2 there.
+void prefetch_one(SimStore& s) {
+  for (store::SessionId id = 1; id <= 3; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.prefetch({1}, 4);
+  s.advance(100);
+  s.prefetch({}, 100);  // 1 leaves the look-ahead window
+  EXPECT_EQ(s.ssd_copy_chunks(), 4u);
+  for (store::SessionId id : {1, 2}) {
+    EXPECT_EQ(s.lookup(id, 32, 101).tier, id == 1 ? store::TierKind::Dram : store::TierKind::Ssd);
+    s.unpin(id);
+  }
+}
+
+double ssd_written(const SimStore& s) {
+  return static_cast<double>(s.tier_totals()[2].bytes_written);
+}
+
+TEST(SimStore, ADemotionOfAPrefetchedEntryReusesItsSsdCopy) {
+  SimStore s(small(2, 4, "scheduler-aware"), 2, 128);
+  prefetch_one(s);
+  ASSERT_TRUE(s.lookup(3, 32, 102).hit);  // 1 is the least recently used
+  s.unpin(3);
+  const double before = ssd_written(s);
+  ASSERT_GE(s.save(4, 32, 103), 0);
+  s.commit(4);
+  EXPECT_EQ(s.lookup(1, 32, 104).tier, store::TierKind::Ssd);
+  s.unpin(1);
+  EXPECT_EQ(ssd_written(s), before);
+  EXPECT_EQ(s.copy_reused_chunks(), 4u);
+  EXPECT_EQ(s.ssd_copy_chunks(), 0u);
+}
+
+TEST(SimStore, AnAppendKeepsTheSsdCopyOfItsWholeSharedChunks) {
+  SimStore s(small(2, 4, "scheduler-aware"), 2, 128);
+  prefetch_one(s);
+  ASSERT_GE(s.save(1, 64, 102), 0);  // 32 tokens shared (chunk 0), 32 appended
+  s.commit(1);
+  EXPECT_EQ(s.ssd_copy_chunks(), 4u);
+  const double before = ssd_written(s);
+  ASSERT_GE(s.save(4, 32, 110), 0);  // DRAM holds 1 alone (8 chunks): 1 goes down
+  s.commit(4);
+  EXPECT_EQ(s.lookup(1, 64, 111).tier, store::TierKind::Ssd);
+  s.unpin(1);
+  EXPECT_EQ(ssd_written(s) - before, 32 * 2 * 128 * 2);  // tokens 32..63 only
+  EXPECT_EQ(s.copy_reused_chunks(), 4u);
+}
+
+TEST(SimStore, SsdCopiesGoBeforeAnyEntryWhenTheSsdIsFull) {
+  SimStore s(small(2, 2, "scheduler-aware"), 2, 128);  // 2 and 1's copy fill it
+  prefetch_one(s);
+  ASSERT_TRUE(s.lookup(1, 32, 102).hit);  // 3 is the least recently used
+  s.unpin(1);
+  ASSERT_GE(s.save(4, 32, 103), 0);
+  s.commit(4);
+  EXPECT_EQ(s.ssd_copy_chunks(), 0u);
+  for (store::SessionId id : {2, 3}) {
+    EXPECT_EQ(s.lookup(id, 32, 104).tier, store::TierKind::Ssd) << id;
+    s.unpin(id);
+  }
+  EXPECT_EQ(s.entries(), 4);
+}
+
 // lib/store's begin_save runs on the caller's thread: it waits for the saves in flight when it
 // must evict, then copies its victims to the lower tier; the save's writes start after that.
 TEST(SimStore, ASaveThatEvictsBlocksItsCallerForTheSettlingAndTheCopy) {

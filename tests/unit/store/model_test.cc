@@ -39,7 +39,8 @@ StoreConfig cfg(const std::string& dir) {
   return c;
 }
 
-// Exact accounting: every tier's used bytes equal the chunks of the entries it holds.
+// Exact accounting: every tier's used bytes equal the chunks of the entries it holds (on the
+// SSD, plus the copies that prefetched entries keep).
 void check_accounting(AttentionStore& st) {
   st.wait_idle();
   uint64_t chunks[kNumTiers] = {};
@@ -49,6 +50,7 @@ void check_accounting(AttentionStore& st) {
     if (!st.entry_meta(s, &m) || !st.where(s, &t)) continue;
     chunks[static_cast<int>(t)] += m.n_chunks();
   }
+  chunks[static_cast<int>(TierKind::Ssd)] += st.ssd_copy_bytes() / kChunk;
   for (int t = 0; t < kNumTiers; ++t) {
     const auto kind = static_cast<TierKind>(t);
     EXPECT_EQ(st.used_bytes(kind), chunks[t] * kChunk) << tier_name(kind);
