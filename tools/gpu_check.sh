@@ -10,6 +10,8 @@
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
 #   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1
 #   simval     sim against real on the GPU (tools/compare_turns.py on their per-turn CSVs)
+#   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real, llama-7b
+#              (not yet run on a GPU)
 # Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
 # 300; rc 124 when it ran out); the last lines are a summary.
 # Data files are looked up under CACHEBENCH_DATA, as in `make test`.
@@ -53,7 +55,10 @@ for s in $STAGES; do
         --batches 1 --reps 1 --decode-steps 4 ;;
     simval)
       stage simval bash "$ROOT/tools/gpu_simval.sh" "$CB" "$OUT" ;;
-    *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval)"; exit 2 ;;
+    ablate)
+      stage ablate "$CB" ablate recompute-vs-ca --mode real --backend cuda -m preset:llama-7b \
+        --reps 3 --out "$OUT/ablate" ;;
+    *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval, ablate)"; exit 2 ;;
   esac
 done
 
