@@ -331,11 +331,7 @@ void SimStore::commit(store::SessionId session) {
       it->second.copy_chunks = base.copy_chunks;
       it->second.copy_valid = std::min(base.copy_valid, whole);
       base.copy_chunks = base.copy_valid = 0;
-      if (it->second.copy_valid == 0) {
-        free_[2] += it->second.copy_chunks;
-        it->second.copy_chunks = 0;
-        with_copy_.erase(session);
-      }
+      if (it->second.copy_valid == 0) drop_copy(it->second);
     }
   }
   erase_committed(session);  // the replaced entry, wherever it is now
@@ -403,12 +399,11 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     }
   }
   // A demotion to the SSD takes the entry's copy: its valid chunks are not written again.
-  uint64_t copy_chunks = 0, copy_valid = 0, reuse = 0;
+  uint64_t copy_chunks = 0, reuse = 0;
   const uint64_t lanes = 2ull * static_cast<uint64_t>(layers_);
   if (lower == TierKind::Ssd && e.copy_chunks > 0) {
     copy_chunks = e.copy_chunks;
-    copy_valid = e.copy_valid;
-    reuse = std::min(copy_valid, e.chunks / lanes);
+    reuse = std::min(e.copy_valid, e.chunks / lanes);
     e.copy_chunks = e.copy_valid = 0;
     with_copy_.erase(s);
   }
@@ -429,12 +424,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     set_tier(m, lower);
     return;
   }
-  if (copy_chunks > 0) {  // back to the entry, which the erase below frees with it
-    Entry& m = index_.at(s);
-    m.copy_chunks = copy_chunks;
-    m.copy_valid = copy_valid;
-    with_copy_.insert(s);
-  }
+  free_[2] += copy_chunks;  // dropped with the entry
   erase_committed(s);
 }
 

@@ -121,11 +121,11 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
                                                        uint64_t skip_chunks) {
   const uint64_t sb = cfg_.chunk_bytes;
   const uint64_t nt = m.n_token_chunks();
-  std::vector<uint64_t> todo;  // chunk indices to copy: token chunks >= skip_chunks
+  std::vector<uint64_t> copied;  // chunk indices to copy: token chunks >= skip_chunks
   for (uint64_t idx = 0; idx < m.n_chunks(); ++idx) {
-    if (idx % nt >= skip_chunks) todo.push_back(idx);
+    if (idx % nt >= skip_chunks) copied.push_back(idx);
   }
-  const uint64_t total = todo.size();
+  const uint64_t total = copied.size();
   if (total == 0) return MoveResult::Ok;
   const uint64_t batch = std::min<uint64_t>(kCopyBatch, total);
   std::unique_ptr<void, FreeDeleter> buf(std::aligned_alloc(4096, batch * sb));
@@ -136,14 +136,14 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
     const uint64_t cnt = std::min(batch, total - first);
     ops.assign(cnt, ChunkIo{});
     for (uint64_t i = 0; i < cnt; ++i) {
-      const uint64_t idx = todo[first + i];
+      const uint64_t idx = copied[first + i];
       ops[i].slot = m.slots[idx];
       ops[i].buf = b + i * sb;
       ops[i].len = m.chunk_len(idx % nt);
     }
     if (!timed_io(src, false, ops.data(), cnt)) return MoveResult::SourceBad;
     for (uint64_t i = 0; i < cnt; ++i) {
-      const uint64_t idx = todo[first + i];
+      const uint64_t idx = copied[first + i];
       if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[idx]) {
         stats_.add(Counter::ChecksumFailures);
         return MoveResult::SourceBad;
@@ -237,7 +237,6 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   if (src == TierKind::Ssd) {
     // Promoted: the SSD slots stay as the entry's copy (not journaled: the record goes).
     journal_->erase(m.session, next_generation_++, false);
-    drop_copy_locked(e);
     e->ssd_copy = std::move(old);
     e->copy_nt = e->copy_valid = nt;
   } else {
