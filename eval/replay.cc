@@ -55,6 +55,11 @@ std::vector<engine::SessionInput> trace_sessions(const datasets::Trace& trace, i
   return out;
 }
 
+uint64_t clean_ahead_bytes(const ReplayStoreOptions& o) {
+  if (o.clean_ahead_bytes >= 0) return static_cast<uint64_t>(o.clean_ahead_bytes);
+  return o.ssd_bytes > 0 && o.dram_bytes > 0 ? o.dram_bytes / 16 : 0;
+}
+
 nlohmann::json replay_config_json(const ReplayOptions& o) {
   const engine::EngineConfig& e = o.engine;
   nlohmann::json j;
@@ -84,6 +89,7 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
       {"policy", policy_name(o.store.policy)},
       {"chunk_bytes", o.store.chunk_bytes},
       {"io_threads", o.store.io_threads},
+      {"clean_ahead_bytes", clean_ahead_bytes(o.store)},
       {"read_gbps", {o.store.read_gbps[0], o.store.read_gbps[1], o.store.read_gbps[2]}},
       {"write_gbps", {o.store.write_gbps[0], o.store.write_gbps[1], o.store.write_gbps[2]}}};
   j["prices"] = {{"gpu_usd_per_hour", o.prices.gpu_usd_per_hour},
@@ -135,6 +141,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.io_threads = opts.store.io_threads;
     sc.default_ttl = opts.store.ttl;
+    sc.clean_ahead_bytes = sc.ssd_bytes > 0 ? clean_ahead_bytes(opts.store) : 0;
     for (int t = 0; t < 3; ++t) {
       sc.read_gbps[t] = opts.store.read_gbps[t];
       sc.write_gbps[t] = opts.store.write_gbps[t];

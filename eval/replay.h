@@ -26,7 +26,9 @@ struct ReplayStoreOptions {
   std::string policy = "sched";    ///< sched | lru | fifo | optimal
   uint64_t chunk_bytes = 1 << 20;  ///< store allocation unit
   size_t io_threads = 4;
-  double ttl = 0;                   ///< entries expire after this many seconds unused (0: never)
+  double ttl = 0;  ///< entries expire after this many seconds unused (0: never)
+  /// StoreConfig::clean_ahead_bytes (0: off); < 0: auto, see clean_ahead_bytes().
+  int64_t clean_ahead_bytes = -1;
   double read_gbps[3] = {0, 0, 0};  ///< emulated bandwidth per tier (0 = hardware)
   double write_gbps[3] = {0, 0, 0};
 };
@@ -61,6 +63,10 @@ std::vector<engine::SessionInput> trace_sessions(const datasets::Trace& trace, i
 ReplayRun run_replay(const model::ForwardModel& model,
                      const std::vector<engine::SessionInput>& sessions, engine::Mode mode,
                      const ReplayOptions& opts, const engine::ProgressFn& progress = {});
+
+/// The write-back window a replay's store gets: clean_ahead_bytes when set, else (auto) a
+/// sixteenth of the DRAM tier when there is an SSD tier below it, else 0.
+uint64_t clean_ahead_bytes(const ReplayStoreOptions& o);
 
 /// The effective configuration as JSON (recorded in every result file).
 nlohmann::json replay_config_json(const ReplayOptions& opts);

@@ -67,6 +67,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     sc.ssd_bytes = opts.store.ssd_bytes;
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.ttl = opts.store.ttl;
+    sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);
     const auto bw = [](double profile_gbps, double slowed) {
       return slowed > 0 ? std::min(profile_gbps, slowed) : profile_gbps;
     };
@@ -104,7 +105,12 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
   run.summary["clipped_turns"] = run.result.clipped_turns;
   run.summary["save_failures"] = run.result.save_failures;
   run.summary["steps"] = run.result.steps;
-  if (st) run.summary["store_entries"] = st->entries();
+  if (st) {
+    run.summary["store_entries"] = st->entries();
+    // lib/store's counters of the same names (its stats JSON, under "store" in real mode).
+    run.summary["store"] = {{"ssd_chunks_cleaned", st->cleaned_chunks()},
+                            {"ssd_copy_chunks_reused", st->copy_reused_chunks()}};
+  }
   return run;
 }
 

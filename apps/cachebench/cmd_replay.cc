@@ -30,7 +30,7 @@ struct ReplayArgs {
   std::string mode = "ca";
   std::string compare;
   std::string policy = "sched";
-  std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB";
+  std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB", clean_ahead = "auto";
   bool sim = false;
   std::string profile = "a100-80gb";
   std::string read_buffer = "auto";
@@ -101,6 +101,10 @@ int run_replay_cmd(ReplayArgs& a) {
                                                       : (1ull << 30);
   o.store.ssd_bytes = store::parse_size(a.ssd, "--ssd");
   o.store.chunk_bytes = store::parse_size(a.chunk, "--chunk-size");
+  o.store.clean_ahead_bytes =
+      a.clean_ahead == "auto"
+          ? -1
+          : static_cast<int64_t>(store::parse_size(a.clean_ahead, "--clean-ahead"));
   o.store.store_dir = a.store_dir;
   o.store.policy = a.policy;
   eval::policy_name(a.policy);  // validates
@@ -256,6 +260,11 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str();
   sub->add_option("--store-dir", a->store_dir, "directory for the SSD tier's files");
   sub->add_option("--chunk-size", a->chunk, "store chunk size")->capture_default_str();
+  sub->add_option("--clean-ahead", a->clean_ahead,
+                  "write SSD copies of the DRAM entries the policy would evict first, for this "
+                  "many bytes, in the background, so their eviction writes little (0: off; "
+                  "auto: a sixteenth of --dram when there is an SSD tier)")
+      ->capture_default_str();
   sub->add_option("--io-threads", a->o.store.io_threads, "store I/O threads")
       ->capture_default_str();
   sub->add_option("--slow-read", a->slow_read, "emulate a slower tier: TIER=GBPS (repeatable)");

@@ -167,6 +167,44 @@ void SimStore::drop_copies_for(uint64_t n) {
   }
 }
 
+void SimStore::clean_ahead(double now) {
+  if (cfg_.clean_ahead_bytes == 0 || !present(TierKind::Dram) || !present(TierKind::Ssd)) return;
+  std::vector<store::EntryInfo> cands;
+  for (store::SessionId id : in_tier_[1]) {
+    const Entry& e = index_.at(id);
+    if (movable(e)) cands.push_back(info(e));
+  }
+  if (cands.empty()) return;
+  const uint64_t lanes = 2ull * static_cast<uint64_t>(layers_);
+  const std::vector<store::Victim> order =
+      cfg_.advisor->choose_victims(TierKind::Dram, cfg_.clean_ahead_bytes, cands, lookahead_, now);
+  for (const store::Victim& v : order) {
+    if (v.drop) continue;  // dropped, not demoted: nothing to write ahead
+    auto it = index_.find(v.session);
+    if (it == index_.end()) continue;
+    Entry& e = it->second;
+    // A clean in flight is not repeated (lib/store: the entry is pinned while it runs).
+    if (e.tier != TierKind::Dram || !movable(e) || e.clean_until > now) continue;
+    const uint64_t nt = e.chunks / lanes;  // the last partial chunk too: an append that
+    const uint64_t reuse = std::min(e.copy_valid, nt);  // grows it in place invalidates it
+    if (reuse == nt) continue;
+    const uint64_t fresh = (nt - reuse) * lanes;
+    if (free_[2] < fresh) break;  // free SSD space only: cleaning never evicts
+    free_[2] -= fresh;
+    free_[2] += e.copy_chunks - reuse * lanes;  // the old copy's stale chunks
+    e.copy_chunks = nt * lanes;
+    e.copy_valid = nt;
+    with_copy_.insert(e.session);
+    const double bytes =
+        payload_bytes(e.tokens - std::min<int64_t>(e.tokens, static_cast<int64_t>(reuse * tpc_)));
+    const double before = cfg_.ssd_write.busy_s();
+    e.clean_until = cfg_.ssd_write.transfer(now, bytes);
+    write_s_[2] += cfg_.ssd_write.busy_s() - before;
+    bytes_written_[2] += bytes;
+    cleaned_chunks_ += fresh;
+  }
+}
+
 void SimStore::erase_committed(store::SessionId session) {
   auto it = index_.find(session);
   if (it == index_.end()) return;
@@ -330,6 +368,7 @@ void SimStore::commit(store::SessionId session) {
       const uint64_t whole = static_cast<uint64_t>(it->second.shared_tokens) / tpc_;
       it->second.copy_chunks = base.copy_chunks;
       it->second.copy_valid = std::min(base.copy_valid, whole);
+      it->second.clean_until = base.clean_until;
       base.copy_chunks = base.copy_valid = 0;
       if (it->second.copy_valid == 0) drop_copy(it->second);
     }
@@ -416,7 +455,9 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
     const double before = l.busy_s();
     // lib/store copies a victim on the thread that needs the room: a save's caller waits.
-    const double done = l.transfer(blocking_ ? std::max(now, blocked_until_) : now, bytes);
+    // A copy written ahead of eviction that has not landed: lib/store's demotion waits for it.
+    const double done =
+        std::max(l.transfer(blocking_ ? std::max(now, blocked_until_) : now, bytes), m.clean_until);
     if (blocking_) blocked_until_ = done;
     write_s_[static_cast<int>(lower)] += l.busy_s() - before;
     bytes_written_[static_cast<int>(lower)] += bytes;
@@ -431,6 +472,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
   lookahead_ = lookahead;
   if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
+  clean_ahead(now);
   auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
   // Skv from the running sums; the advisor looks only at the prefetch window's sessions.
   const uint64_t n_ssd = in_tier_[2].size();

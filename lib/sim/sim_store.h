@@ -42,6 +42,10 @@ struct SimStoreConfig {
   uint64_t hbm_bytes = 0, dram_bytes = 0, dram_reserve_bytes = 0, ssd_bytes = 0;
   uint64_t chunk_bytes = 1ull << 20;
   double ttl = 0;  ///< seconds since last access (0: never expire)
+  /// lib/store's StoreConfig::clean_ahead_bytes: at each prefetch() the DRAM entries the
+  /// advisor would evict first, for this many bytes, get whole SSD copies written in the
+  /// background, so that their demotion writes only their last partial chunk (0: off).
+  uint64_t clean_ahead_bytes = 0;
   std::shared_ptr<store::PlacementAdvisor> advisor;
   Link d2d, h2d, d2h, ssd_read, ssd_write;  ///< hbm, dram reads, saves, ssd reads, ssd writes
 };
@@ -102,6 +106,8 @@ class SimStore {
   /// because a copy held them (lib/store's ssd_copy_bytes and ssd_copy_chunks_reused).
   uint64_t ssd_copy_chunks() const;
   uint64_t copy_reused_chunks() const { return copy_reused_chunks_; }
+  /// SSD chunks written ahead of eviction (lib/store's ssd_chunks_cleaned).
+  uint64_t cleaned_chunks() const { return cleaned_chunks_; }
 
  private:
   struct Entry {
@@ -121,6 +127,7 @@ class SimStore {
     /// lib/store's StoreEntry::ssd_copy: a prefetched entry keeps `copy_chunks` SSD chunks,
     /// of which token chunks [0, copy_valid) (of every layer, K and V) still hold its bytes.
     uint64_t copy_chunks = 0, copy_valid = 0;
+    double clean_until = -1;  ///< a copy written ahead of eviction lands then
   };
   /// save() once the caller is blocked (from blocked_until_).
   double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,
@@ -158,6 +165,9 @@ class SimStore {
   /// chunks are free. (lib/store defers a pinned entry's copy until its loads end; here it
   /// goes at once.)
   void drop_copies_for(uint64_t n);
+  /// lib/store's clean_ahead_locked: writes whole SSD copies of the DRAM entries the advisor
+  /// would evict first, for clean_ahead_bytes, into free SSD space (never evicting for it).
+  void clean_ahead(double now);
 
   SimStoreConfig cfg_;
   int layers_;
@@ -174,7 +184,7 @@ class SimStore {
   double blocked_until_ = 0;  ///< see caller_blocked_until()
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
-  uint64_t copy_reused_chunks_ = 0;
+  uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };
 

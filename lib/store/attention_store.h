@@ -43,6 +43,13 @@ struct StoreConfig {
   IoMode io_mode = IoMode::Auto;      ///< io_uring, pread, or io_uring with pread fallback
   bool direct_io = true;              ///< O_DIRECT on data files (falls back if refused)
   double default_ttl = 0;             ///< seconds since last access; 0 = never expire
+  /// Write-back ahead of eviction: at each prefetch() (once per scheduler step), the DRAM
+  /// entries the advisor would evict first, for this many bytes, get SSD copies of their
+  /// whole chunks written on the write pool, into free SSD space only (like a prefetched
+  /// entry's copy: not journaled, given up first when the SSD needs room). Demoting such an
+  /// entry then writes only its last partial chunk, so a save that must make room waits for
+  /// little. 0 = off.
+  uint64_t clean_ahead_bytes = 0;
   uint64_t journal_compact_bytes = 64ull << 20;  ///< journal growth that triggers compaction
   Clock clock;                                   ///< seconds; default: steady clock
   std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
@@ -271,7 +278,21 @@ class AttentionStore {
   MoveResult copy_chunks(TierKind src, TierKind dst, const EntryMeta& m,
                          const std::vector<uint64_t>& dst_slots, uint64_t skip_chunks = 0);
   MoveResult promote(const EntryPtr& e);
+  /// May `e` be chosen for eviction (no pins but a running write-back's, not moving)?
+  static bool evictable(const StoreEntry& e);
+
+  // write-back ahead of eviction (store_clean.cc)
+  /// The DRAM entries the advisor would evict first, for clean_ahead_bytes, that lack a
+  /// whole SSD copy; marks them queued.
+  std::vector<EntryPtr> plan_cleaning_locked();
+  /// Writes SSD copies of `entries`, in order, into free SSD slots (stops at the first that
+  /// does not fit); runs on the write pool.
+  void clean(const std::vector<EntryPtr>& entries);
+  /// One entry's copy: false when the SSD had no free room for it.
+  bool clean_one(const EntryPtr& e);
   void restore_reserve();
+  /// prefetch()'s fetches, planned against `lookahead`.
+  size_t start_fetches(const std::vector<SessionId>& lookahead);
 
   // entry life cycle (attention_store.cc); callers hold mu_
   void unlink_locked(const EntryPtr& e);
@@ -320,6 +341,7 @@ class AttentionStore {
   std::unordered_map<SessionId, std::shared_ptr<SaveState>> in_flight_;
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
+  int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
   StoreStats stats_;
   std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
   std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")

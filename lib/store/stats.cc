@@ -16,6 +16,7 @@ const char* counter_name(Counter c) {
                                             "save_failures",
                                             "append_saves",
                                             "ssd_copy_chunks_reused",
+                                            "ssd_chunks_cleaned",
                                             "loads",
                                             "load_failures",
                                             "prefetches",

@@ -23,6 +23,7 @@ enum class Counter : int {
   SaveFailures,
   AppendSaves,
   SsdCopyChunksReused,
+  SsdChunksCleaned,
   Loads,
   LoadFailures,
   Prefetches,

@@ -16,11 +16,13 @@ namespace cb::store {
 struct StoreEntry {
   EntryMeta meta;
   TierKind tier = TierKind::Dram;
-  int pins = 0;            ///< loads and moves in flight (slots must not be freed)
-  bool moving = false;     ///< a demotion or promotion is copying it
-  bool doomed = false;     ///< erased while pinned: gone from the index
-  bool in_flight = false;  ///< a save's entry, visible to loads before its commit lands
-  bool appending = false;  ///< an append save is extending its last partial chunk in place
+  int pins = 0;               ///< loads and moves in flight (slots must not be freed)
+  bool moving = false;        ///< a demotion or promotion is copying it
+  bool doomed = false;        ///< erased while pinned: gone from the index
+  bool in_flight = false;     ///< a save's entry, visible to loads before its commit lands
+  bool appending = false;     ///< an append save is extending its last partial chunk in place
+  bool clean_queued = false;  ///< a write-back ahead of eviction is queued for it
+  bool cleaning = false;      ///< ... and running: it holds one pin, which eviction ignores
   uint64_t accesses = 0;
   /// Slots no longer referenced by `meta`, freed when the last pin goes.
   std::vector<std::pair<TierKind, std::vector<uint64_t>>> retired;
@@ -33,7 +35,8 @@ struct StoreEntry {
   /// [0, copy_valid) of them still hold exactly this entry's bytes (same checksums), so
   /// demoting the entry again writes only the others. Not journaled: a restart forgets it.
   /// Dropped when the entry changes those chunks or leaves the index, and first of anything
-  /// when the SSD needs room (AttentionStore::drop_copy_locked).
+  /// when the SSD needs room (AttentionStore::drop_copy_locked). A DRAM entry gets one from
+  /// the write-back ahead of eviction (StoreConfig::clean_ahead_bytes).
   std::vector<uint64_t> ssd_copy;
   uint64_t copy_nt = 0, copy_valid = 0;
 };

@@ -66,14 +66,19 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         move_cv_.wait(g, [&] { return in_flight_.empty(); });
         if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
       }
-      if (t == TierKind::Ssd) {  // redundant copies of prefetched entries go first
+      if (t == TierKind::Ssd) {  // redundant copies go first
         drop_copies_for_locked(n + keep);
         if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+        if (cleaning_ > 0) {  // write-backs hold slots that are about to be copies
+          move_cv_.wait(g, [&] { return cleaning_ == 0; });
+          drop_copies_for_locked(n + keep);
+          if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+        }
       }
       const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
       std::vector<EntryInfo> cands;
       for (const auto& [id, e] : index_) {
-        if (e->tier != t || e->pins > 0 || e->moving) continue;
+        if (e->tier != t || !evictable(*e)) continue;
         cands.push_back(EntryInfo{id, t, e->meta.n_chunks() * T->slot_bytes(), e->meta.n_tokens(),
                                   e->meta.created, e->meta.last_access, e->accesses});
       }
@@ -82,7 +87,7 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         auto it = index_.find(v.session);
         if (it == index_.end()) continue;
         const EntryPtr& e = it->second;
-        if (e->tier != t || e->pins > 0 || e->moving) continue;
+        if (e->tier != t || !evictable(*e)) continue;
         e->moving = true;
         ++e->pins;
         victims.emplace_back(e, v.drop);
@@ -163,7 +168,9 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   std::vector<uint64_t> copy;
   uint64_t copy_nt = 0, copy_valid = 0, reuse = 0;
   {
-    std::lock_guard<std::mutex> g(mu_);
+    std::unique_lock<std::mutex> g(mu_);
+    // A write-back of it that is running ends soon (it waits for nothing) and leaves a copy.
+    move_cv_.wait(g, [&] { return !e->cleaning; });
     if (e->doomed) return MoveResult::Gone;  // erased after it was chosen
     m = e->meta;
     src = e->tier;
@@ -275,10 +282,20 @@ size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
   // (lib/policy plan_prefetch's rule, mirrored by sim::SimStore), and after a fetch that finds
   // no room the later ones are skipped. Without that, a fetch could evict a nearer job's entry
   // that the next plan fetches back.
-  std::vector<EntryPtr> fetches, held;
+  std::vector<EntryPtr> cleans;
   {
     std::lock_guard<std::mutex> g(mu_);
     lookahead_ = lookahead;
+    cleans = plan_cleaning_locked();
+  }
+  if (!cleans.empty()) pool_->post([this, cleans] { clean(cleans); });
+  return start_fetches(lookahead);
+}
+
+size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
+  std::vector<EntryPtr> fetches, held;
+  {
+    std::lock_guard<std::mutex> g(mu_);
     Tier* dram = tier(TierKind::Dram);
     if (dram == nullptr || tier(TierKind::Ssd) == nullptr) return 0;
     std::vector<EntryInfo> on_ssd;

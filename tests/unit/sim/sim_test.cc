@@ -289,6 +289,53 @@ TEST(SimStore, SsdCopiesGoBeforeAnyEntryWhenTheSsdIsFull) {
   EXPECT_EQ(s.entries(), 4);
 }
 
+// lib/store's write-back ahead of eviction (StoreConfig::clean_ahead_bytes): at prefetch() the
+// entries the advisor would evict first get SSD copies on the SSD's write link; a demotion
+// onto a whole copy writes nothing, but waits for the copy to land.
+TEST(SimStore, AWriteBackMakesTheNextDemotionWriteNothing) {
+  SimStoreConfig c = small(2, 4, "lru");
+  c.clean_ahead_bytes = 4 * 4096;  // one entry
+  SimStore s(c, 2, 128);
+  for (store::SessionId id = 1; id <= 2; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  const double bytes = 32 * 2 * 128 * 2;  // a 32-token entry, 2 layers, K and V
+  s.prefetch({}, 3);                      // 1, the LRU entry, is written back
+  EXPECT_EQ(s.cleaned_chunks(), 4u);
+  EXPECT_EQ(s.ssd_copy_chunks(), 4u);
+  EXPECT_EQ(ssd_written(s), bytes);
+  const double landed = 3 + bytes / 0.1e9;
+  s.prefetch({}, 3);  // still in flight: not written twice
+  EXPECT_EQ(ssd_written(s), bytes);
+  ASSERT_GE(s.save(3, 32, 3), 0);  // evicts 1 onto its copy, which has not landed yet
+  EXPECT_NEAR(s.caller_blocked_until(), landed, 1e-12);
+  EXPECT_EQ(ssd_written(s), bytes);
+  EXPECT_EQ(s.copy_reused_chunks(), 4u);
+  s.commit(3);
+  EXPECT_EQ(s.lookup(1, 32, 4).tier, store::TierKind::Ssd);
+  s.unpin(1);
+  ASSERT_GE(s.save(4, 32, 10), 0);  // evicts 2, never written back: the whole entry
+  EXPECT_NEAR(s.caller_blocked_until(), 10 + bytes / 0.1e9, 1e-12);
+  EXPECT_EQ(ssd_written(s), 2 * bytes);
+}
+
+TEST(SimStore, AWriteBackUsesFreeSsdSpaceOnly) {
+  SimStoreConfig c = small(2, 1, "lru");
+  c.clean_ahead_bytes = 4 * 4096;
+  SimStore s(c, 2, 128);
+  for (store::SessionId id = 1; id <= 3; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  const double before = ssd_written(s);  // 1 fills the SSD
+  s.prefetch({}, 4);
+  EXPECT_EQ(s.cleaned_chunks(), 0u);
+  EXPECT_EQ(ssd_written(s), before);
+  EXPECT_EQ(s.lookup(1, 32, 5).tier, store::TierKind::Ssd);
+  s.unpin(1);
+}
+
 // lib/store's begin_save runs on the caller's thread: it waits for the saves in flight when it
 // must evict, then copies its victims to the lower tier; the save's writes start after that.
 TEST(SimStore, ASaveThatEvictsBlocksItsCallerForTheSettlingAndTheCopy) {

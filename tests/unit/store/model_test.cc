@@ -27,8 +27,10 @@ struct ModelEntry {
   std::vector<int64_t> positions;
 };
 
-StoreConfig cfg(const std::string& dir) {
+// `clean_ahead`: StoreConfig::clean_ahead_bytes (write-backs run alongside everything).
+StoreConfig cfg(const std::string& dir, uint64_t clean_ahead = 0) {
   StoreConfig c;
+  c.clean_ahead_bytes = clean_ahead;
   c.hbm_bytes = 12 * kChunk;
   c.dram_bytes = 48 * kChunk;
   c.dram_reserve_bytes = 6 * kChunk;
@@ -59,13 +61,13 @@ void check_accounting(AttentionStore& st) {
   EXPECT_EQ(st.accounting_errors(), 0u);
 }
 
-TEST(Model, RandomSequencesMatchTheModel) {
+void run_model(uint64_t clean_ahead) {
   const std::string dir = testing::fresh_dir("model");
   std::map<SessionId, ModelEntry> model;
   std::mt19937_64 rng(12345);
   std::map<SessionId, TierKind> on_close;
   {
-    AttentionStore st(cfg(dir));
+    AttentionStore st(cfg(dir, clean_ahead));
     for (int step = 0; step < 400; ++step) {
       const SessionId s = 1 + rng() % 14;
       const int op = static_cast<int>(rng() % 10);
@@ -124,6 +126,9 @@ TEST(Model, RandomSequencesMatchTheModel) {
                 static_cast<int64_t>(model[x].positions.size()));
     }
     EXPECT_GT(st.stats().get(TierKind::Dram, TierCounter::Evictions), 0u);
+    if (clean_ahead > 0) {
+      EXPECT_GT(st.stats().get(Counter::SsdChunksCleaned), 0u);
+    }
   }
   // After a restart exactly the SSD entries come back, with the same contents.
   StoreConfig c = cfg(dir);
@@ -142,9 +147,17 @@ TEST(Model, RandomSequencesMatchTheModel) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(Concurrency, ThreadsSaveLoadEvictTruncateErase) {
+TEST(Model, RandomSequencesMatchTheModel) {
+  run_model(0);
+}
+
+TEST(Model, RandomSequencesMatchTheModelWithWriteBacks) {
+  run_model(16 * kChunk);
+}
+
+void run_concurrency(uint64_t clean_ahead) {
   const std::string dir = testing::fresh_dir("conc");
-  auto owner = std::make_unique<AttentionStore>(cfg(dir));
+  auto owner = std::make_unique<AttentionStore>(cfg(dir, clean_ahead));
   AttentionStore& st = *owner;
   std::atomic<int> wrong{0}, failed{0}, hits{0};
   auto worker = [&](int id) {
@@ -198,6 +211,14 @@ TEST(Concurrency, ThreadsSaveLoadEvictTruncateErase) {
   }
   EXPECT_EQ(again.verify_all(&chunks), 0u);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Concurrency, ThreadsSaveLoadEvictTruncateErase) {
+  run_concurrency(0);
+}
+
+TEST(Concurrency, ThreadsSaveLoadEvictTruncateEraseWithWriteBacks) {
+  run_concurrency(16 * kChunk);
 }
 
 }  // namespace

@@ -1,0 +1,114 @@
+// Write-back ahead of eviction (StoreConfig::clean_ahead_bytes): SSD copies of the DRAM
+// entries the advisor would evict next, written while nothing waits for them, so that their
+// demotion writes little and a save that must make room waits for little.
+#include <algorithm>
+
+#include "lib/store/attention_store.h"
+#include "lib/store/store_internal.h"
+#include "lib/store/tier.h"
+
+namespace cb::store {
+
+bool AttentionStore::evictable(const StoreEntry& e) {
+  return e.pins == (e.cleaning ? 1 : 0) && !e.moving;
+}
+
+std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
+  std::vector<EntryPtr> out;
+  Tier* dram = tier(TierKind::Dram);
+  if (cfg_.clean_ahead_bytes == 0 || dram == nullptr || tier(TierKind::Ssd) == nullptr) return out;
+  std::vector<EntryInfo> cands;
+  for (const auto& [id, e] : index_) {
+    if (e->tier != TierKind::Dram || !evictable(*e)) continue;
+    cands.push_back(EntryInfo{id, TierKind::Dram, e->meta.n_chunks() * dram->slot_bytes(),
+                              e->meta.n_tokens(), e->meta.created, e->meta.last_access,
+                              e->accesses});
+  }
+  if (cands.empty()) return out;
+  for (const Victim& v : cfg_.advisor->choose_victims(TierKind::Dram, cfg_.clean_ahead_bytes, cands,
+                                                      lookahead_, now())) {
+    if (v.drop) continue;  // dropped, not demoted: nothing to write ahead
+    auto it = index_.find(v.session);
+    if (it == index_.end()) continue;
+    const EntryPtr& e = it->second;
+    if (e->tier != TierKind::Dram || !evictable(*e) || e->cleaning || e->clean_queued) continue;
+    if (std::min(e->copy_valid, e->meta.n_token_chunks()) == e->meta.n_token_chunks()) continue;
+    e->clean_queued = true;
+    out.push_back(e);
+  }
+  return out;
+}
+
+void AttentionStore::clean(const std::vector<EntryPtr>& entries) {
+  bool room = true;
+  for (const EntryPtr& e : entries) {
+    if (room) {
+      room = clean_one(e);
+    } else {
+      std::lock_guard<std::mutex> g(mu_);
+      e->clean_queued = false;
+    }
+  }
+}
+
+bool AttentionStore::clean_one(const EntryPtr& e) {
+  Tier* ssd = tier(TierKind::Ssd);
+  EntryMeta m;
+  std::vector<uint64_t> old_copy, fresh;
+  uint64_t old_nt = 0, old_valid = 0, reuse = 0;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    e->clean_queued = false;
+    // Demoted, erased, replaced or being moved since it was planned: nothing to do.
+    if (e->doomed || e->tier != TierKind::Dram || e->moving) return true;
+    m = e->meta;
+    const uint64_t nt = m.n_token_chunks();
+    // Every token chunk, the last partial one too: an append that grows it in place leaves
+    // the copy's chunks below it valid (finish_save).
+    reuse = std::min(e->copy_valid, nt);
+    if (reuse == nt) return true;
+    const uint64_t need = (nt - reuse) * 2ull * static_cast<uint64_t>(m.shape.n_layers);
+    // Free slots only: a write-back never evicts, and gives up when the SSD is full.
+    if (ssd->allocator().free() < need || !ssd->allocator().allocate(need, &fresh)) return false;
+    old_copy = e->ssd_copy;
+    old_nt = e->copy_nt;
+    old_valid = e->copy_valid;
+    e->cleaning = true;
+    ++e->pins;  // its DRAM slots stay readable; eviction ignores this pin (evictable())
+    ++cleaning_;
+  }
+  const uint64_t nt = m.n_token_chunks();
+  std::vector<uint64_t> slots(m.n_chunks()), stale;
+  for (uint64_t idx = 0, f = 0; idx < slots.size(); ++idx) {
+    const uint64_t c = idx % nt;
+    slots[idx] = c < reuse ? old_copy[idx / nt * old_nt + c] : fresh[f++];
+  }
+  for (uint64_t idx = 0; idx < old_copy.size(); ++idx) {
+    if (idx % old_nt >= reuse) stale.push_back(old_copy[idx]);
+  }
+  bool ok = copy_chunks(TierKind::Dram, TierKind::Ssd, m, slots, reuse) == MoveResult::Ok;
+  if (ok && !ssd->sync(fresh)) {  // a demotion journals these slots as they are
+    stats_.add(Counter::IoErrors);
+    ok = false;
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  --cleaning_;
+  e->cleaning = false;
+  // Installed only if the entry and its copy are as they were: a truncation, an append's
+  // commit, an erase or a dropped copy meanwhile makes this copy stale.
+  if (ok && !e->doomed && e->tier == TierKind::Dram && e->meta.slots == m.slots &&
+      e->ssd_copy == old_copy && e->copy_valid == old_valid) {
+    e->ssd_copy = std::move(slots);
+    e->copy_nt = nt;
+    e->copy_valid = nt;
+    release_locked(e, TierKind::Ssd, std::move(stale));  // after this pin goes
+    stats_.add(Counter::SsdChunksCleaned, fresh.size());
+  } else {
+    ssd->allocator().release(fresh);
+  }
+  unpin_locked(e);
+  move_cv_.notify_all();  // a demotion of it, or an SSD reservation, may be waiting
+  return true;
+}
+
+}  // namespace cb::store

@@ -1,0 +1,144 @@
+// Write-back ahead of eviction (StoreConfig::clean_ahead_bytes): the DRAM entries the advisor
+// would evict next get SSD copies, so that their demotion writes only what changed since.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace cb::store {
+namespace {
+
+using testing::iota_positions;
+using testing::load_check;
+using testing::save_entry;
+
+constexpr uint64_t kChunk = 16 << 10;
+const EntryShape kShape{2, 512};  // 32 tokens per chunk; 64 tokens = 8 chunks (2 x K/V x 2)
+constexpr uint64_t kEntryChunks = 8;
+
+StoreConfig cfg(const std::string& dir, uint64_t dram_entries, uint64_t ssd_chunks) {
+  StoreConfig c;
+  c.dram_bytes = dram_entries * kEntryChunks * kChunk;
+  c.ssd_bytes = ssd_chunks * kChunk;
+  c.store_dir = dir;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 2;
+  c.clean_ahead_bytes = kEntryChunks * kChunk;  // the LRU entry
+  return c;
+}
+
+uint64_t ssd_written(const AttentionStore& st) {
+  return st.stats().get(TierKind::Ssd, TierCounter::BytesWritten);
+}
+
+TierKind where(const AttentionStore& st, SessionId s) {
+  TierKind t = TierKind::Hbm;
+  EXPECT_TRUE(st.where(s, &t)) << s;
+  return t;
+}
+
+TEST(CleanAhead, TheNextVictimsDemotionWritesNothingAndSurvivesARestart) {
+  const std::string dir = testing::fresh_dir("clean_reuse");
+  {
+    AttentionStore st(cfg(dir, 3, 64));
+    for (SessionId s = 1; s <= 3; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    EXPECT_EQ(ssd_written(st), 0u);
+    EXPECT_EQ(st.prefetch({}), 0u);  // nothing to fetch; 1, the LRU entry, is written back
+    st.wait_idle();
+    EXPECT_EQ(where(st, 1), TierKind::Dram);
+    EXPECT_EQ(st.stats().get(Counter::SsdChunksCleaned), kEntryChunks);
+    EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+    EXPECT_EQ(ssd_written(st), kEntryChunks * kChunk);
+    EXPECT_EQ(st.prefetch({}), 0u);  // already clean: not written again
+    st.wait_idle();
+    EXPECT_EQ(st.stats().get(Counter::SsdChunksCleaned), kEntryChunks);
+    // Session 4's save evicts 1, whose copy is whole: nothing more is written.
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
+    ASSERT_EQ(where(st, 1), TierKind::Ssd);
+    EXPECT_EQ(ssd_written(st), kEntryChunks * kChunk);
+    EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), kEntryChunks);
+    EXPECT_EQ(st.ssd_copy_bytes(), 0u);
+    EXPECT_EQ(st.used_bytes(TierKind::Ssd), kEntryChunks * kChunk);
+    EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+  AttentionStore again(cfg(dir, 3, 64));  // the demotion journaled the written-back chunks
+  EXPECT_EQ(again.sessions(), std::vector<SessionId>{1});
+  EXPECT_EQ(load_check(again, 1, 1, kShape, iota_positions(64)), 64);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CleanAhead, AnAppendInPlaceInvalidatesOnlyTheGrownChunk) {
+  const std::string dir = testing::fresh_dir("clean_append");
+  AttentionStore st(cfg(dir, 4, 64));
+  // 50 tokens: chunk 0 whole (32 tokens), chunk 1 partial (18), of each layer's K and V.
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(50)));
+  st.prefetch({});
+  st.wait_idle();
+  EXPECT_EQ(ssd_written(st), 2 * 2 * 50 * 512u);  // 1's chunks, the partial one too
+  // 1 grows to 70 tokens in place: chunk 0 shared, chunk 1 grown (32), chunk 2 new (6).
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(70)));
+  EXPECT_EQ(st.stats().get(Counter::AppendSaves), 1u);
+  EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(50)), 50);  // 1 becomes the LRU
+  EXPECT_EQ(load_check(st, 3, 3, kShape, iota_positions(50)), 50);
+  const uint64_t before = ssd_written(st);
+  ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));  // evicts 1
+  ASSERT_EQ(where(st, 1), TierKind::Ssd);
+  EXPECT_EQ(ssd_written(st) - before, 2 * 2 * (32 + 6) * 512u);  // not chunk 0
+  EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), 4u);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(70)), 70);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CleanAhead, AWriteBackUsesFreeSsdSpaceOnlyAndCopiesGoFirst) {
+  const std::string dir = testing::fresh_dir("clean_full");
+  AttentionStore st(cfg(dir, 3, kEntryChunks));  // room for one entry on the SSD
+  for (SessionId s = 1; s <= 4; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  ASSERT_EQ(where(st, 1), TierKind::Ssd);  // the SSD is full
+  const uint64_t before = ssd_written(st);
+  st.prefetch({});
+  st.wait_idle();
+  EXPECT_EQ(st.stats().get(Counter::SsdChunksCleaned), 0u);  // 2 is not written back
+  EXPECT_EQ(ssd_written(st), before);
+  EXPECT_EQ(where(st, 1), TierKind::Ssd);
+  ASSERT_TRUE(st.erase(1));
+  st.prefetch({});  // now there is room: 2 gets a copy
+  st.wait_idle();
+  EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+  // 5's save evicts 2 onto its own copy: the SSD, full of that copy, needs no room.
+  ASSERT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
+  EXPECT_EQ(where(st, 2), TierKind::Ssd);
+  EXPECT_EQ(st.ssd_copy_bytes(), 0u);
+  for (SessionId s = 2; s <= 5; ++s)
+    EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CleanAhead, TruncationAndEraseDropTheCopy) {
+  const std::string dir = testing::fresh_dir("clean_drop");
+  AttentionStore st(cfg(dir, 3, 64));
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  st.prefetch({});
+  st.wait_idle();
+  ASSERT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+  ASSERT_TRUE(st.truncate(1, TruncateSpec{32, 0, 0}));  // the first chunk goes: no chunk keeps
+  EXPECT_EQ(st.ssd_copy_bytes(), 0u);                   // its place in the copy's layout
+  // 1 (32 tokens, 4 chunks) is still the LRU entry; the window's other 4 chunks take 2.
+  st.prefetch({});
+  st.wait_idle();
+  EXPECT_EQ(st.ssd_copy_bytes(), (kEntryChunks / 2 + kEntryChunks) * kChunk);
+  ASSERT_TRUE(st.erase(1));
+  EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+  EXPECT_EQ(st.used_bytes(TierKind::Ssd), kEntryChunks * kChunk);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store
