@@ -455,9 +455,11 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
     const double before = l.busy_s();
     // lib/store copies a victim on the thread that needs the room: a save's caller waits.
-    // A copy written ahead of eviction that has not landed: lib/store's demotion waits for it.
-    const double done =
-        std::max(l.transfer(blocking_ ? std::max(now, blocked_until_) : now, bytes), m.clean_until);
+    // With nothing to write (its copy is whole) the demotion is a journal record and queues
+    // behind no transfer; but a copy written ahead of eviction that has not landed yet is
+    // waited for, as lib/store's demotion waits for a running write-back.
+    const double start = blocking_ ? std::max(now, blocked_until_) : now;
+    const double done = std::max(bytes > 0 ? l.transfer(start, bytes) : start, m.clean_until);
     if (blocking_) blocked_until_ = done;
     write_s_[static_cast<int>(lower)] += l.busy_s() - before;
     bytes_written_[static_cast<int>(lower)] += bytes;

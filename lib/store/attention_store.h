@@ -215,8 +215,9 @@ class AttentionStore {
   bool erase(SessionId session);
   /// Removes every entry idle longer than its TTL; returns how many.
   size_t expire();
-  /// Records the scheduler's look-ahead window and starts fetching SSD entries of upcoming
-  /// sessions into DRAM as the advisor decides; returns the number of fetches started.
+  /// Records the scheduler's look-ahead window, starts the write-backs ahead of eviction
+  /// (StoreConfig::clean_ahead_bytes) and fetching SSD entries of upcoming sessions into
+  /// DRAM as the advisor decides; returns the number of fetches started.
   size_t prefetch(const std::vector<SessionId>& lookahead);
   /// Blocks until background work (prefetches, commits, loads) is done.
   void wait_idle();

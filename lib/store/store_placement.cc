@@ -277,11 +277,7 @@ void AttentionStore::restore_reserve() {
 }
 
 size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
-  // Fetches run in queue order on one pool task. A fetch may evict only entries needed after
-  // it: every look-ahead session's entry up to the last fetch is pinned until the task ends
-  // (lib/policy plan_prefetch's rule, mirrored by sim::SimStore), and after a fetch that finds
-  // no room the later ones are skipped. Without that, a fetch could evict a nearer job's entry
-  // that the next plan fetches back.
+  // Write-backs ahead of eviction go on the write pool first (store_clean.cc).
   std::vector<EntryPtr> cleans;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -293,6 +289,11 @@ size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
 }
 
 size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
+  // Fetches run in queue order on one pool task. A fetch may evict only entries needed after
+  // it: every look-ahead session's entry up to the last fetch is pinned until the task ends
+  // (lib/policy plan_prefetch's rule, mirrored by sim::SimStore), and after a fetch that finds
+  // no room the later ones are skipped. Without that, a fetch could evict a nearer job's entry
+  // that the next plan fetches back.
   std::vector<EntryPtr> fetches, held;
   {
     std::lock_guard<std::mutex> g(mu_);
