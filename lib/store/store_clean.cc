@@ -79,13 +79,7 @@ bool AttentionStore::clean_one(const EntryPtr& e) {
   }
   const uint64_t nt = m.n_token_chunks();
   std::vector<uint64_t> slots(m.n_chunks()), stale;
-  for (uint64_t idx = 0, f = 0; idx < slots.size(); ++idx) {
-    const uint64_t c = idx % nt;
-    slots[idx] = c < reuse ? old_copy[idx / nt * old_nt + c] : fresh[f++];
-  }
-  for (uint64_t idx = 0; idx < old_copy.size(); ++idx) {
-    if (idx % old_nt >= reuse) stale.push_back(old_copy[idx]);
-  }
+  splice_copy(nt, reuse, old_copy, old_nt, fresh, &slots, &stale);
   bool ok = copy_chunks(TierKind::Dram, TierKind::Ssd, m, slots, reuse) == MoveResult::Ok;
   if (ok && !ssd->sync(fresh)) {  // a demotion journals these slots as they are
     stats_.add(Counter::IoErrors);

@@ -101,4 +101,11 @@ struct LoadState {
   int started = 0;      ///< layers [0, started) have been posted to the I/O pool
 };
 
+/// Slots of an entry with `nt` token chunks per layer and K/V that lives on its SSD copy
+/// (`copy`, `copy_nt` per layer and K/V) for token chunks [0, reuse) and on `fresh` for the
+/// rest; `stale` receives the copy's other slots.
+void splice_copy(uint64_t nt, uint64_t reuse, const std::vector<uint64_t>& copy, uint64_t copy_nt,
+                 const std::vector<uint64_t>& fresh, std::vector<uint64_t>* slots,
+                 std::vector<uint64_t>* stale);
+
 }  // namespace cb::store

@@ -41,6 +41,18 @@ bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
   return ok;
 }
 
+void splice_copy(uint64_t nt, uint64_t reuse, const std::vector<uint64_t>& copy, uint64_t copy_nt,
+                 const std::vector<uint64_t>& fresh, std::vector<uint64_t>* slots,
+                 std::vector<uint64_t>* stale) {
+  for (uint64_t idx = 0, f = 0; idx < slots->size(); ++idx) {
+    const uint64_t c = idx % nt;
+    (*slots)[idx] = c < reuse ? copy[idx / nt * copy_nt + c] : fresh[f++];
+  }
+  for (uint64_t idx = 0; idx < copy.size(); ++idx) {
+    if (idx % copy_nt >= reuse) stale->push_back(copy[idx]);
+  }
+}
+
 bool AttentionStore::lower_tier(TierKind t, TierKind* lower) const {
   for (int i = static_cast<int>(t) + 1; i < kNumTiers; ++i) {
     if (tiers_[i]) {
@@ -202,13 +214,7 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
     return MoveResult::NoRoom;
   }
   std::vector<uint64_t> slots(m.n_chunks()), stale;
-  for (uint64_t idx = 0, f = 0; idx < slots.size(); ++idx) {
-    const uint64_t c = idx % nt;
-    slots[idx] = c < reuse ? copy[idx / nt * copy_nt + c] : fresh[f++];
-  }
-  for (uint64_t idx = 0; idx < copy.size(); ++idx) {
-    if (idx % copy_nt >= reuse) stale.push_back(copy[idx]);
-  }
+  splice_copy(nt, reuse, copy, copy_nt, fresh, &slots, &stale);
   MoveResult r = copy_chunks(src, dst, m, slots, reuse);
   if (r == MoveResult::Ok && dst == TierKind::Ssd && !tier(dst)->sync(fresh)) {
     stats_.add(Counter::IoErrors);

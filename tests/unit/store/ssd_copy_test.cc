@@ -14,6 +14,8 @@ namespace {
 using testing::iota_positions;
 using testing::load_check;
 using testing::save_entry;
+using testing::ssd_written;
+using testing::where;
 
 constexpr uint64_t kChunk = 16 << 10;
 const EntryShape kShape{2, 512};  // 32 tokens per chunk; 64 tokens = 8 chunks (2 x K/V x 2)
@@ -28,16 +30,6 @@ StoreConfig cfg(const std::string& dir, uint64_t ssd_chunks) {
   c.chunk_bytes = kChunk;
   c.io_threads = 2;
   return c;
-}
-
-uint64_t ssd_written(const AttentionStore& st) {
-  return st.stats().get(TierKind::Ssd, TierCounter::BytesWritten);
-}
-
-TierKind where(const AttentionStore& st, SessionId s) {
-  TierKind t = TierKind::Hbm;
-  EXPECT_TRUE(st.where(s, &t)) << s;
-  return t;
 }
 
 // Sessions 1, 2, 3 of 64 tokens saved in that order (1 demoted to the SSD by 3's save), then

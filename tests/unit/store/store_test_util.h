@@ -1,6 +1,7 @@
 #pragma once
 // Helpers for the store tests: deterministic KV contents, save/load round trips, scratch dirs.
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,18 @@
 #include "lib/store/attention_store.h"
 
 namespace cb::store::testing {
+
+/// Bytes written to the SSD tier so far.
+inline uint64_t ssd_written(const AttentionStore& st) {
+  return st.stats().get(TierKind::Ssd, TierCounter::BytesWritten);
+}
+
+/// The tier holding `s` (Hbm, with a failed expectation, when it is not stored).
+inline TierKind where(const AttentionStore& st, SessionId s) {
+  TierKind t = TierKind::Hbm;
+  EXPECT_TRUE(st.where(s, &t)) << s;
+  return t;
+}
 
 inline uint64_t mix(uint64_t x) {
   x ^= x >> 33;
