@@ -144,6 +144,7 @@ void SimStore::drop_copy(Entry& e) {
   if (e.copy_chunks == 0) return;
   free_[2] += e.copy_chunks;
   e.copy_chunks = e.copy_valid = 0;
+  e.clean_until = -1;  // nothing left to wait for
   with_copy_.erase(e.session);
 }
 

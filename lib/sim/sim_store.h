@@ -43,8 +43,9 @@ struct SimStoreConfig {
   uint64_t chunk_bytes = 1ull << 20;
   double ttl = 0;  ///< seconds since last access (0: never expire)
   /// lib/store's StoreConfig::clean_ahead_bytes: at each prefetch() the DRAM entries the
-  /// advisor would evict first, for this many bytes, get whole SSD copies written in the
-  /// background, so that their demotion writes only their last partial chunk (0: off).
+  /// advisor would evict first, for this many bytes, get SSD copies of all their chunks
+  /// written in the background, so that their demotion writes only what was appended since
+  /// (0: off).
   uint64_t clean_ahead_bytes = 0;
   std::shared_ptr<store::PlacementAdvisor> advisor;
   Link d2d, h2d, d2h, ssd_read, ssd_write;  ///< hbm, dram reads, saves, ssd reads, ssd writes
@@ -165,8 +166,9 @@ class SimStore {
   /// chunks are free. (lib/store defers a pinned entry's copy until its loads end; here it
   /// goes at once.)
   void drop_copies_for(uint64_t n);
-  /// lib/store's clean_ahead_locked: writes whole SSD copies of the DRAM entries the advisor
-  /// would evict first, for clean_ahead_bytes, into free SSD space (never evicting for it).
+  /// lib/store's plan_cleaning_locked and clean_one: copies of the DRAM entries the advisor
+  /// would evict first, for clean_ahead_bytes, into free SSD space (never evicting for it),
+  /// issued now on the SSD write link.
   void clean_ahead(double now);
 
   SimStoreConfig cfg_;

@@ -44,11 +44,11 @@ struct StoreConfig {
   bool direct_io = true;              ///< O_DIRECT on data files (falls back if refused)
   double default_ttl = 0;             ///< seconds since last access; 0 = never expire
   /// Write-back ahead of eviction: at each prefetch() (once per scheduler step), the DRAM
-  /// entries the advisor would evict first, for this many bytes, get SSD copies of their
-  /// whole chunks written on the write pool, into free SSD space only (like a prefetched
-  /// entry's copy: not journaled, given up first when the SSD needs room). Demoting such an
-  /// entry then writes only its last partial chunk, so a save that must make room waits for
-  /// little. 0 = off.
+  /// entries the advisor would evict first, for this many bytes, get SSD copies of all their
+  /// chunks written on the write pool, into free SSD space only (like a prefetched entry's
+  /// copy: not journaled, given up first when the SSD needs room). Demoting such an entry
+  /// then writes only what its session appended since (often nothing), so a save that must
+  /// make room waits for little. 0 = off.
   uint64_t clean_ahead_bytes = 0;
   uint64_t journal_compact_bytes = 64ull << 20;  ///< journal growth that triggers compaction
   Clock clock;                                   ///< seconds; default: steady clock
