@@ -132,6 +132,21 @@ if [ $? -eq 1 ] && grep -qF -- "--mode" "$TMP/err"; then ok; else bad "bad --mod
 "$CB" replay "$SHAREGPT" --model "$MODEL" --ssd 1GiB --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ssd without --store-dir: $(cat "$TMP/err")"; fi
 
+# Write-back ahead of eviction: on by default with an SSD tier (a sixteenth of --dram), off
+# with --clean-ahead 0; a bad size names the option.
+for c in auto 0; do
+  "$CB" replay "$TMP/synth.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
+    --store-dir "$TMP" --chunk-size 4KiB --rate 0 --max-batch 4 --max-output-tokens 8 \
+    --clean-ahead $c --quiet --out "$TMP/wb_$c.json" >/dev/null 2>"$TMP/err" \
+    || bad "replay --clean-ahead $c: $(head -c 600 "$TMP/err")"
+done
+check_json "write-back by default" "j['config']['store']['clean_ahead_bytes'] == (2 << 20) // 16 \
+  and j['summary']['store']['ssd_chunks_cleaned'] > 0" "$TMP/wb_auto.json"
+check_json "--clean-ahead 0" "j['config']['store']['clean_ahead_bytes'] == 0 \
+  and j['summary']['store']['ssd_chunks_cleaned'] == 0" "$TMP/wb_0.json"
+"$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 12XB --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "--clean-ahead" "$TMP/err"; then ok; else bad "bad --clean-ahead: $(cat "$TMP/err")"; fi
+
 # 5. chat: the second turn reuses the first turn's KV from DRAM; /stats, /reset, /quit.
 out=$(printf 'Once upon a time\nThe cat\n/stats\n/reset\nLily\n/quit\n' |
   "$CB" chat --model "$MODEL" --max-tokens 12 2>"$TMP/err")
