@@ -200,6 +200,9 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
         last_lookahead = std::move(la);
       }
     }
+    // Write-backs ahead of eviction for the entries saved or demoted since the last plan
+    // (the store returns at once when there are none).
+    if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back();
     // Prepare the requests that may start soon: overflow handling, lookup, and preloading
     // into their read buffers while the running batch computes.
     int ahead = 0;

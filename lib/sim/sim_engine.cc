@@ -303,6 +303,8 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
         last_lookahead = std::move(la);
       }
     }
+    // As lib/engine: write-backs for the entries saved or demoted since the last plan.
+    if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back(now_);
     int ahead = 0;
     for (const sched::Request& r : sched.waiting()) {
       if (ahead++ >= std::max(cfg_.preload_jobs, 1)) break;

@@ -168,7 +168,12 @@ void SimStore::drop_copies_for(uint64_t n) {
   }
 }
 
+void SimStore::write_back(double now) {
+  if (write_back_due_) clean_ahead(now);
+}
+
 void SimStore::clean_ahead(double now) {
+  write_back_due_ = false;
   if (cfg_.clean_ahead_bytes == 0 || !present(TierKind::Dram) || !present(TierKind::Ssd)) return;
   std::vector<store::EntryInfo> cands;
   for (store::SessionId id : in_tier_[1]) {
@@ -375,6 +380,7 @@ void SimStore::commit(store::SessionId session) {
     }
   }
   erase_committed(session);  // the replaced entry, wherever it is now
+  write_back_due_ = true;    // a new entry may be among the first to evict
   in_tier_[static_cast<int>(it->second.tier)].insert(session);
   index_[session] = it->second;
   pending_.erase(it);
@@ -466,6 +472,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     bytes_written_[static_cast<int>(lower)] += bytes;
     free_[static_cast<int>(src)] += m.chunks;
     set_tier(m, lower);
+    write_back_due_ = true;  // the next entries in line may have no copy
     return;
   }
   free_[2] += copy_chunks;  // dropped with the entry

@@ -96,6 +96,9 @@ class SimStore {
   void commit(store::SessionId session);
   /// The scheduler's look-ahead changed: plan and start prefetches (SSD -> DRAM).
   void prefetch(const std::vector<store::SessionId>& lookahead, double now);
+  /// lib/store's write_back(): plans write-backs ahead of eviction when an entry was saved or
+  /// demoted since the last plan (prefetch() plans too).
+  void write_back(double now);
   /// Retires in-flight moves finished by `now`.
   void advance(double now);
 
@@ -182,8 +185,9 @@ class SimStore {
   std::unordered_set<store::SessionId> with_copy_;       // entries holding an SSD copy
   std::vector<store::SessionId> lookahead_, moving_;
   double last_stamp_ = -HUGE_VAL;
-  bool blocking_ = false;     ///< inside a save() or truncate() call: evictions block it
-  double blocked_until_ = 0;  ///< see caller_blocked_until()
+  bool blocking_ = false;        ///< inside a save() or truncate() call: evictions block it
+  bool write_back_due_ = false;  ///< see write_back()
+  double blocked_until_ = 0;     ///< see caller_blocked_until()
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0;

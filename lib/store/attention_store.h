@@ -219,6 +219,10 @@ class AttentionStore {
   /// (StoreConfig::clean_ahead_bytes) and fetching SSD entries of upcoming sessions into
   /// DRAM as the advisor decides; returns the number of fetches started.
   size_t prefetch(const std::vector<SessionId>& lookahead);
+  /// Plans and starts write-backs ahead of eviction (StoreConfig::clean_ahead_bytes) when an
+  /// entry was saved or demoted, or the look-ahead changed, since the last plan (prefetch()
+  /// plans too); returns how many were queued. Cheap otherwise: engines call it every step.
+  size_t write_back();
   /// Blocks until background work (prefetches, commits, loads) is done.
   void wait_idle();
 
@@ -343,6 +347,7 @@ class AttentionStore {
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
   int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
+  bool write_back_due_ = false;  ///< see write_back()
   StoreStats stats_;
   std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
   std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")

@@ -5,6 +5,7 @@
 
 #include "lib/store/attention_store.h"
 #include "lib/store/store_internal.h"
+#include "lib/store/thread_pool.h"
 #include "lib/store/tier.h"
 
 namespace cb::store {
@@ -37,6 +38,18 @@ std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
     out.push_back(e);
   }
   return out;
+}
+
+size_t AttentionStore::write_back() {
+  std::vector<EntryPtr> cleans;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!write_back_due_) return 0;
+    write_back_due_ = false;
+    cleans = plan_cleaning_locked();
+  }
+  if (!cleans.empty()) pool_->post([this, cleans] { clean(cleans); });
+  return cleans.size();
 }
 
 void AttentionStore::clean(const std::vector<EntryPtr>& entries) {

@@ -118,6 +118,8 @@ void AttentionStore::evict(const EntryPtr& e, bool drop) {
   if (!drop && lower_tier(src, &lower)) r = move_entry(e, lower, false);
   if (r == MoveResult::Ok) {
     stats_.add(src, TierCounter::Evictions);
+    std::lock_guard<std::mutex> g(mu_);
+    write_back_due_ = true;  // the next entries in line may have no copy
   } else if (r == MoveResult::Gone) {
     std::lock_guard<std::mutex> g(mu_);
     e->moving = false;
@@ -283,14 +285,12 @@ void AttentionStore::restore_reserve() {
 }
 
 size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
-  // Write-backs ahead of eviction go on the write pool first (store_clean.cc).
-  std::vector<EntryPtr> cleans;
   {
     std::lock_guard<std::mutex> g(mu_);
     lookahead_ = lookahead;
-    cleans = plan_cleaning_locked();
+    write_back_due_ = true;
   }
-  if (!cleans.empty()) pool_->post([this, cleans] { clean(cleans); });
+  write_back();  // on the write pool before the fetches (store_clean.cc)
   return start_fetches(lookahead);
 }
 

@@ -353,6 +353,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   e->meta.last_access = std::max(last_access, e->meta.last_access);
   e->tier = st->tier;
   index_[e->meta.session] = e;
+  write_back_due_ = true;  // a new entry may be among the first to evict
   stats_.add(Counter::Saves);
   return true;
 }
