@@ -320,6 +320,26 @@ TEST(SimStore, AWriteBackMakesTheNextDemotionWriteNothing) {
   EXPECT_EQ(ssd_written(s), 2 * bytes);
 }
 
+TEST(SimStore, AWriteBackIsPlannedAfterASaveOrADemotion) {
+  SimStoreConfig c = small(2, 4, "lru");
+  c.clean_ahead_bytes = 4 * 4096;
+  SimStore s(c, 2, 128);
+  s.write_back(0);  // nothing saved yet
+  EXPECT_EQ(s.cleaned_chunks(), 0u);
+  for (store::SessionId id = 1; id <= 2; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.write_back(3);  // the saves landed: 1 is written back
+  EXPECT_EQ(s.cleaned_chunks(), 4u);
+  ASSERT_GE(s.save(3, 32, 10), 0);  // demotes 1 onto its copy
+  s.commit(3);
+  s.write_back(10);  // 2 is first in line now
+  EXPECT_EQ(s.cleaned_chunks(), 8u);
+  s.write_back(11);  // nothing changed since
+  EXPECT_EQ(s.cleaned_chunks(), 8u);
+}
+
 TEST(SimStore, AWriteBackUsesFreeSsdSpaceOnly) {
   SimStoreConfig c = small(2, 1, "lru");
   c.clean_ahead_bytes = 4 * 4096;

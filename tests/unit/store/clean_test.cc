@@ -64,6 +64,24 @@ TEST(CleanAhead, TheNextVictimsDemotionWritesNothingAndSurvivesARestart) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CleanAhead, ASaveOrADemotionMakesTheNextPlanDue) {
+  const std::string dir = testing::fresh_dir("clean_due");
+  AttentionStore st(cfg(dir, 3, 64));
+  EXPECT_EQ(st.write_back(), 0u);  // nothing saved yet
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  EXPECT_EQ(st.write_back(), 1u);  // saves landed: 1, the LRU entry
+  EXPECT_EQ(st.write_back(), 0u);  // nothing changed since
+  st.wait_idle();
+  EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+  ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));  // demotes 1 onto its copy
+  EXPECT_EQ(st.write_back(), 1u);                                 // now 2 is first in line
+  st.wait_idle();
+  EXPECT_EQ(st.stats().get(Counter::SsdChunksCleaned), 2 * kEntryChunks);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CleanAhead, AnAppendInPlaceInvalidatesOnlyTheGrownChunk) {
   const std::string dir = testing::fresh_dir("clean_append");
   AttentionStore st(cfg(dir, 4, 64));
