@@ -42,9 +42,9 @@ struct SimStoreConfig {
   uint64_t hbm_bytes = 0, dram_bytes = 0, dram_reserve_bytes = 0, ssd_bytes = 0;
   uint64_t chunk_bytes = 1ull << 20;
   double ttl = 0;  ///< seconds since last access (0: never expire)
-  /// lib/store's StoreConfig::clean_ahead_bytes: at each prefetch() the DRAM entries the
-  /// advisor would evict first, for this many bytes, get SSD copies of all their chunks
-  /// written in the background, so that their demotion writes only what was appended since
+  /// lib/store's StoreConfig::clean_ahead_bytes: when write_back() or prefetch() plans, the
+  /// DRAM entries the advisor would evict first, for this many bytes, get SSD copies of all their
+  /// chunks written in the background, so that their demotion writes only what was appended since
   /// (0: off).
   uint64_t clean_ahead_bytes = 0;
   std::shared_ptr<store::PlacementAdvisor> advisor;

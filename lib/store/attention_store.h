@@ -43,7 +43,8 @@ struct StoreConfig {
   IoMode io_mode = IoMode::Auto;      ///< io_uring, pread, or io_uring with pread fallback
   bool direct_io = true;              ///< O_DIRECT on data files (falls back if refused)
   double default_ttl = 0;             ///< seconds since last access; 0 = never expire
-  /// Write-back ahead of eviction: at each prefetch() (once per scheduler step), the DRAM
+  /// Write-back ahead of eviction: at each write_back() or prefetch() after an entry was
+  /// saved or demoted or the look-ahead changed (the engines ask every step), the DRAM
   /// entries the advisor would evict first, for this many bytes, get SSD copies of all their
   /// chunks written on the write pool, into free SSD space only (like a prefetched entry's
   /// copy: not journaled, given up first when the SSD needs room). Demoting such an entry
