@@ -141,7 +141,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.io_threads = opts.store.io_threads;
     sc.default_ttl = opts.store.ttl;
-    sc.clean_ahead_bytes = sc.ssd_bytes > 0 ? clean_ahead_bytes(opts.store) : 0;
+    sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);  // the store ignores it without an SSD
     for (int t = 0; t < 3; ++t) {
       sc.read_gbps[t] = opts.store.read_gbps[t];
       sc.write_gbps[t] = opts.store.write_gbps[t];

@@ -46,6 +46,10 @@ double SimStore::payload_bytes(int64_t tokens) const {
          static_cast<double>(layers_);
 }
 
+double SimStore::payload_past(int64_t tokens, uint64_t chunks) const {
+  return payload_bytes(tokens - std::min<int64_t>(tokens, static_cast<int64_t>(chunks * tpc_)));
+}
+
 store::EntryInfo SimStore::info(const Entry& e) const {
   return store::EntryInfo{e.session, e.tier,    e.chunks * cfg_.chunk_bytes,
                           e.tokens,  e.created, e.last_access,
@@ -189,7 +193,8 @@ void SimStore::clean_ahead(double now) {
     auto it = index_.find(v.session);
     if (it == index_.end()) continue;
     Entry& e = it->second;
-    // A clean in flight is not repeated (lib/store: the entry is pinned while it runs).
+    // Only candidates (the advisor's contract ignores other ids); a clean in flight is not
+    // repeated (lib/store: the entry is pinned while it runs).
     if (e.tier != TierKind::Dram || !movable(e) || e.clean_until > now) continue;
     const uint64_t nt = e.chunks / lanes;  // the last partial chunk too: an append that
     const uint64_t reuse = std::min(e.copy_valid, nt);  // grows it in place invalidates it
@@ -201,8 +206,7 @@ void SimStore::clean_ahead(double now) {
     e.copy_chunks = nt * lanes;
     e.copy_valid = nt;
     with_copy_.insert(e.session);
-    const double bytes =
-        payload_bytes(e.tokens - std::min<int64_t>(e.tokens, static_cast<int64_t>(reuse * tpc_)));
+    const double bytes = payload_past(e.tokens, reuse);
     const double before = cfg_.ssd_write.busy_s();
     e.clean_until = cfg_.ssd_write.transfer(now, bytes);
     write_s_[2] += cfg_.ssd_write.busy_s() - before;
@@ -457,8 +461,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     Entry& m = index_.at(s);  // reserve may have rehashed nothing, but look it up again
     free_[2] += copy_chunks - reuse * lanes;  // the copy's stale chunks
     if (reuse > 0) copy_reused_chunks_ += reuse * lanes;
-    const double bytes =
-        payload_bytes(m.tokens - std::min<int64_t>(m.tokens, static_cast<int64_t>(reuse * tpc_)));
+    const double bytes = payload_past(m.tokens, reuse);
     Link& l = lower == TierKind::Ssd ? cfg_.ssd_write : cfg_.d2h;
     const double before = l.busy_s();
     // lib/store copies a victim on the thread that needs the room: a save's caller waits.

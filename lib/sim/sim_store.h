@@ -147,6 +147,8 @@ class SimStore {
   double write(store::TierKind t, double bytes, double now);
   uint64_t chunks_for(int64_t tokens) const;
   double payload_bytes(int64_t tokens) const;  ///< K and V of every layer, unpadded
+  /// payload_bytes of the tokens past the first `chunks` token chunks (what a copy lacks).
+  double payload_past(int64_t tokens, uint64_t chunks) const;
   store::EntryInfo info(const Entry& e) const;
   bool present(store::TierKind t) const { return cap_[static_cast<int>(t)] > 0; }
   /// `settle`: lib/store's begin_save lets the saves in flight land before it chooses victims

@@ -32,8 +32,8 @@ std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
     auto it = index_.find(v.session);
     if (it == index_.end()) continue;
     const EntryPtr& e = it->second;
-    if (e->tier != TierKind::Dram || !evictable(*e) || e->cleaning || e->clean_queued) continue;
-    if (std::min(e->copy_valid, e->meta.n_token_chunks()) == e->meta.n_token_chunks()) continue;
+    if (e->tier != TierKind::Dram || !evictable(*e)) continue;  // not a candidate: ignored
+    if (e->cleaning || e->clean_queued || e->copy_valid >= e->meta.n_token_chunks()) continue;
     e->clean_queued = true;
     out.push_back(e);
   }
