@@ -60,11 +60,18 @@ uint64_t clean_ahead_bytes(const ReplayStoreOptions& o) {
   return o.ssd_bytes > 0 && o.dram_bytes > 0 ? o.dram_bytes / 16 : 0;
 }
 
+int64_t truncate_align(const ReplayOptions& o, uint64_t token_bytes) {
+  if (o.engine.truncate_align >= 0) return o.engine.truncate_align;
+  return token_bytes == 0 ? 1 : static_cast<int64_t>(o.store.chunk_bytes / token_bytes);
+}
+
 nlohmann::json replay_config_json(const ReplayOptions& o) {
   const engine::EngineConfig& e = o.engine;
   nlohmann::json j;
   j["ctx_tokens"] = e.ctx;
   j["truncate_ratio"] = e.truncate_ratio;
+  j["truncate_align"] =
+      e.truncate_align < 0 ? nlohmann::json("auto") : nlohmann::json(e.truncate_align);
   j["read_buffer_layers"] =
       e.read_buffer_layers < 0 ? nlohmann::json("auto") : nlohmann::json(e.read_buffer_layers);
   j["preload"] = e.preload;
@@ -155,6 +162,9 @@ ReplayRun run_replay(const model::ForwardModel& model,
   }
   engine::EngineConfig ec = opts.engine;
   ec.mode = mode;
+  // The real engine's entries hold fp32 K and V (lib/engine/engine_run.cc).
+  ec.truncate_align =
+      truncate_align(opts, static_cast<uint64_t>(model.config().kv_dim()) * sizeof(float));
   engine::Engine eng(model, st.get(), ec);
   run.result = eng.run(sessions, progress);
   run.result.totals.gpus = opts.gpus;
@@ -164,6 +174,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
   run.summary["load_failures"] = run.result.load_failures;
   run.summary["save_failures"] = run.result.save_failures;
   run.summary["steps"] = run.result.steps;
+  run.summary["truncate_align_tokens"] = ec.truncate_align;
   if (st) {
     eng.drain_saves();
     st->wait_idle();

@@ -68,6 +68,12 @@ ReplayRun run_replay(const model::ForwardModel& model,
 /// sixteenth of the DRAM tier when there is an SSD tier below it, else 0.
 uint64_t clean_ahead_bytes(const ReplayStoreOptions& o);
 
+/// The truncation granularity a replay's engine gets (EngineConfig::truncate_align): as set
+/// when >= 0, else (auto) the store's tokens per chunk, `chunk_bytes / token_bytes` for
+/// `token_bytes` bytes of one layer's K per token, in every mode (RE too: the modes compared
+/// must see the same contexts).
+int64_t truncate_align(const ReplayOptions& o, uint64_t token_bytes);
+
 /// The effective configuration as JSON (recorded in every result file).
 nlohmann::json replay_config_json(const ReplayOptions& opts);
 

@@ -89,6 +89,8 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
   }
   engine::EngineConfig ec = opts.engine;
   ec.mode = mode;
+  ec.truncate_align = truncate_align(
+      opts, static_cast<uint64_t>(mc.kv_dim()) * static_cast<uint64_t>(p.kv_bytes_per_element));
   if (ec.num_blocks <= 0) {
     ec.num_blocks = static_cast<int>(
         std::min<int64_t>(sim_kv_blocks(mc, p, ec.block_size, opts.store.hbm_bytes), 1 << 30));
@@ -105,6 +107,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
   run.summary["clipped_turns"] = run.result.clipped_turns;
   run.summary["save_failures"] = run.result.save_failures;
   run.summary["steps"] = run.result.steps;
+  run.summary["truncate_align_tokens"] = ec.truncate_align;
   if (st) {
     run.summary["store_entries"] = st->entries();
     // lib/store's counters of the same names (its stats JSON, under "store" in real mode).

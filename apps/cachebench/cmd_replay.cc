@@ -33,7 +33,7 @@ struct ReplayArgs {
   std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB", clean_ahead = "auto";
   bool sim = false;
   std::string profile = "a100-80gb";
-  std::string read_buffer = "auto";
+  std::string read_buffer = "auto", truncate_align = "auto";
   std::vector<std::string> slow_read, slow_write;
   bool no_preload = false, sync_save = false, full_saves = false, quiet = false;
   int64_t limit = 0;
@@ -123,6 +123,18 @@ int run_replay_cmd(ReplayArgs& a) {
                        "expected a layer count or 'auto', got '" + a.read_buffer + "'");
     }
     o.engine.read_buffer_layers = static_cast<int>(v);
+  }
+  if (a.truncate_align == "auto") {
+    o.engine.truncate_align = -1;
+  } else {
+    char* end = nullptr;
+    const long long v = std::strtoll(a.truncate_align.c_str(), &end, 10);
+    if (end == a.truncate_align.c_str() || *end != '\0' || v < 1) {
+      throw make_error("--truncate-align",
+                       "expected a token count >= 1 or 'auto', got '" + a.truncate_align + "'",
+                       "use 1 for exact truncation");
+    }
+    o.engine.truncate_align = v;
   }
   o.engine.preload = !a.no_preload;
   o.engine.async_save = !a.sync_save;
@@ -272,6 +284,11 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--ctx", e.ctx, "context window in tokens (0: the model's)")
       ->capture_default_str();
   sub->add_option("--truncate-ratio", e.truncate_ratio, "history share dropped on overflow")
+      ->capture_default_str();
+  sub->add_option("--truncate-align", a->truncate_align,
+                  "round the tokens dropped on overflow up to a multiple of this, when some "
+                  "history is left, in every mode (1: exact; auto: the store's tokens per chunk, "
+                  "so a stored entry is cut in place and keeps its SSD copy)")
       ->capture_default_str();
   sub->add_option("--read-buffer-layers", a->read_buffer,
                   "layers preloaded before a job starts (a number, or auto)")

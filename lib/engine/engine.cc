@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <deque>
 
 #include "lib/core/error.h"
 #include "lib/engine/engine_internal.h"
@@ -20,6 +21,32 @@ const char* mode_name(Mode m) {
     case Mode::OF: return "of";
   }
   return "?";
+}
+
+int64_t overflow_drop(int64_t hist, int64_t over, double ratio, int64_t align) {
+  const int64_t drop = std::min(
+      hist, std::max(over, static_cast<int64_t>(std::floor(ratio * static_cast<double>(hist)))));
+  if (align <= 1 || drop % align == 0) return drop;
+  const int64_t up = (drop / align + 1) * align;
+  return up < hist ? up : drop;
+}
+
+TurnFit fit_turn(int64_t new_tokens, int64_t output_tokens, int64_t ctx) {
+  TurnFit f;
+  f.new_tokens = new_tokens;
+  f.output_target = std::max<int64_t>(output_tokens, 1);
+  if (f.new_tokens + f.output_target > ctx) {
+    f.output_target = std::min(f.output_target, std::max<int64_t>(ctx / 2, 1));
+    f.new_tokens = std::min(f.new_tokens, ctx - f.output_target);
+    f.clipped = true;
+  }
+  return f;
+}
+
+bool cuts_on_arrival(Mode mode, int64_t drop, int64_t hist, int64_t align) {
+  if (drop <= 0) return false;
+  if (mode != Mode::CA || drop == hist) return true;
+  return align > 1 && drop % align == 0;
 }
 
 Mode parse_mode(const std::string& s) {
@@ -150,6 +177,58 @@ void Engine::retire(Saving& s) {
   recycle(std::move(s.v));
 }
 
+void Engine::cut(uint64_t session, int64_t drop, double* stall) {
+  Session& s = sessions_[session];
+  wait_save(session, stall);  // the store truncates committed entries only
+  if (cfg_.mode == Mode::CA) {
+    store::TruncateSpec spec;
+    spec.drop_tokens = drop;
+    if (drop == static_cast<int64_t>(s.context.size())) {
+      store_->erase(session);
+    } else {
+      const double t = steady_s();  // an unaligned truncation rewrites the entry here
+      store_->truncate(session, spec);
+      *stall += steady_s() - t;
+    }
+  } else if (cfg_.mode == Mode::OF) {
+    store_->erase(session);
+  }
+  s.context.erase(s.context.begin(), s.context.begin() + drop);
+}
+
+void Engine::cut_on_arrival(const std::vector<SessionInput>& sessions) {
+  const std::deque<sched::Request>& w = sched_->waiting();
+  size_t first = w.size();  // request ids grow in arrival order: the new ones are at the back
+  while (first > 0 && static_cast<int64_t>(w[first - 1].id) > seen_) --first;
+  for (size_t i = first; i < w.size(); ++i) {
+    const sched::Request& r = w[i];
+    seen_ = static_cast<int64_t>(r.id);
+    const uint64_t id = sessions[r.session].id;
+    const Session& s = sessions_[id];
+    const TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
+    const int64_t n = static_cast<int64_t>(in.ids.size()) + (s.pending >= 0 ? 1 : 0);
+    const TurnFit f = fit_turn(n, in.output_tokens, ctx_);
+    const int64_t hist = static_cast<int64_t>(s.context.size());
+    const int64_t over = hist + f.new_tokens + f.output_target - ctx_;
+    if (over <= 0) continue;
+    const int64_t drop = overflow_drop(hist, over, cfg_.truncate_ratio, cfg_.truncate_align);
+    if (cuts_on_arrival(cfg_.mode, drop, hist, cfg_.truncate_align))
+      cuts_due_.emplace_back(id, drop);
+  }
+  for (auto it = cuts_due_.begin(); it != cuts_due_.end();) {
+    const uint64_t id = it->first;
+    if (std::any_of(saving_.begin(), saving_.end(),
+                    [id](const auto& sv) { return sv->session == id; })) {
+      ++it;  // its save has not committed (poll_saves): the store truncates committed entries only
+      continue;
+    }
+    Session& s = sessions_[id];
+    cut(id, it->second, &s.cut_stall);
+    s.cut = it->second;
+    it = cuts_due_.erase(it);
+  }
+}
+
 int Engine::read_buffer_for(const Job& job) const {
   const int layers = model_.config().n_layers;
   if (!cfg_.preload) return 0;
@@ -180,36 +259,29 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   if (s.pending >= 0) j.new_ids.push_back(s.pending);
   j.new_ids.insert(j.new_ids.end(), in.ids.begin(), in.ids.end());
   if (j.new_ids.empty()) throw make_error("Engine", "a turn has no input tokens");
-  j.output_target = std::max<int64_t>(in.output_tokens, 1);
-  if (static_cast<int64_t>(j.new_ids.size()) + j.output_target > ctx_) {
-    j.output_target = std::min(j.output_target, std::max<int64_t>(ctx_ / 2, 1));
-    const int64_t keep = ctx_ - j.output_target;
-    if (static_cast<int64_t>(j.new_ids.size()) > keep) {
-      j.new_ids.erase(j.new_ids.begin(), j.new_ids.end() - keep);
-    }
+  const TurnFit f = fit_turn(static_cast<int64_t>(j.new_ids.size()), in.output_tokens, ctx_);
+  j.output_target = f.output_target;
+  if (f.clipped) {
+    j.new_ids.erase(j.new_ids.begin(), j.new_ids.end() - f.new_tokens);
     ++res->clipped_turns;
+  }
+  // A cut made when the turn arrived (cut_on_arrival), and one still due: made here.
+  j.rec.truncated_tokens = s.cut;
+  j.rec.save_stall_s = s.cut_stall;
+  s.cut = 0;
+  s.cut_stall = 0;
+  for (auto it = cuts_due_.begin(); it != cuts_due_.end(); ++it) {
+    if (it->first == j.session) {
+      cuts_due_.erase(it);
+      break;
+    }
   }
   const int64_t hist = static_cast<int64_t>(s.context.size());
   const int64_t over = hist + static_cast<int64_t>(j.new_ids.size()) + j.output_target - ctx_;
   if (over > 0) {
-    const int64_t drop = std::min(
-        hist, std::max(over, static_cast<int64_t>(std::floor(cfg_.truncate_ratio * hist))));
-    wait_save(j.session, &j.rec.save_stall_s);  // the store truncates committed entries only
-    if (cfg_.mode == Mode::CA) {
-      store::TruncateSpec spec;
-      spec.drop_tokens = drop;
-      if (drop == hist) {
-        store_->erase(j.session);
-      } else {
-        const double t = steady_s();  // an unaligned truncation rewrites the entry here
-        store_->truncate(j.session, spec);
-        j.rec.save_stall_s += steady_s() - t;
-      }
-    } else if (cfg_.mode == Mode::OF) {
-      store_->erase(j.session);
-    }
-    s.context.erase(s.context.begin(), s.context.begin() + drop);
-    j.rec.truncated_tokens = drop;
+    const int64_t drop = overflow_drop(hist, over, cfg_.truncate_ratio, cfg_.truncate_align);
+    cut(j.session, drop, &j.rec.save_stall_s);
+    j.rec.truncated_tokens += drop;
   }
   j.context = s.context;
   const int layers = model_.config().n_layers;

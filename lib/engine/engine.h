@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/kv/kv_cache.h"
@@ -33,18 +34,45 @@ const char* mode_name(Mode m);
 /// Parses "ca" / "re" / "of"; throws cb::Error naming `--mode` otherwise.
 Mode parse_mode(const std::string& s);
 
+/// Tokens the oldest part of a `hist`-token history loses when a turn needs `over` tokens more
+/// than the window: at least `over` and a `ratio` share of the history, rounded up to a multiple
+/// of `align` (> 1) when that leaves some history, never more than `hist`.
+int64_t overflow_drop(int64_t hist, int64_t over, double ratio, int64_t align);
+
+/// A turn fitted to a `ctx`-token window: when its message and answer do not fit, the answer is
+/// capped at half the window and the message keeps its last tokens that fit beside it.
+struct TurnFit {
+  int64_t new_tokens = 0;
+  int64_t output_target = 1;
+  bool clipped = false;
+};
+TurnFit fit_turn(int64_t new_tokens, int64_t output_tokens, int64_t ctx);
+
+/// Whether a turn's overflow (`drop` of `hist` history tokens) is applied when the turn
+/// arrives, once its session's last save has committed, instead of when the turn is prepared:
+/// when the store's part is an edit in place (OF's erase, a CA drop of the whole history, or of
+/// whole chunks: a multiple of `align` > 1), so that prefetches read only what is kept. Every
+/// mode cuts the session's context at the same point.
+bool cuts_on_arrival(Mode mode, int64_t drop, int64_t hist, int64_t align);
+
 /// Engine knobs (CLI defaults live here).
 struct EngineConfig {
   Mode mode = Mode::CA;
   int64_t ctx = 0;              ///< context window in tokens (0: the model's)
   double truncate_ratio = 0.5;  ///< share of the history dropped on overflow
-  int read_buffer_layers = 0;   ///< layers preloaded before a job starts; -1: auto (paper's rule)
-  bool preload = true;          ///< false: load the whole entry before computing (no overlap)
-  bool async_save = true;       ///< false: a turn ends only when its entry is committed
-  bool append_saves = true;     ///< false: every turn re-saves its whole history (no appends)
-  int preload_jobs = 4;         ///< waiting requests prepared (and preloading) ahead of admission
-  int block_size = 16;          ///< paged KV block size
-  int num_blocks = 0;           ///< KV pool (0: enough for max_batch full windows)
+  /// The drop on overflow is rounded up to a multiple of this many tokens when the history is
+  /// longer than the rounded drop (overflow_drop): the replay drivers set the store's tokens per
+  /// chunk, so that truncating a stored entry is a metadata edit that keeps its SSD copy. The
+  /// same in every mode, so RE and CA see the same contexts. <= 1: exact; < 0 (auto) is
+  /// resolved by the replay drivers (eval::truncate_align) and exact elsewhere.
+  int64_t truncate_align = -1;
+  int read_buffer_layers = 0;  ///< layers preloaded before a job starts; -1: auto (paper's rule)
+  bool preload = true;         ///< false: load the whole entry before computing (no overlap)
+  bool async_save = true;      ///< false: a turn ends only when its entry is committed
+  bool append_saves = true;    ///< false: every turn re-saves its whole history (no appends)
+  int preload_jobs = 4;        ///< waiting requests prepared (and preloading) ahead of admission
+  int block_size = 16;         ///< paged KV block size
+  int num_blocks = 0;          ///< KV pool (0: enough for max_batch full windows)
   sched::SchedConfig sched;
   int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
 };
@@ -104,6 +132,8 @@ class Engine {
   struct Session {
     std::vector<int32_t> context;  ///< tokens whose KV the store entry covers (positions 0..)
     int32_t pending = -1;          ///< the last output token, not yet fed
+    int64_t cut = 0;               ///< tokens its waiting turn's overflow dropped when it arrived
+    double cut_stall = 0;          ///< and the store call's wait then
   };
 
   double now() const;
@@ -120,6 +150,13 @@ class Engine {
   void recompute_instead(Job& job, RunResult* res);
   void wait_save(uint64_t session, double* stall);
   void poll_saves();
+  /// Drops the oldest `drop` tokens of a session's context and handles its stored entry as
+  /// the mode does (CA truncates, OF invalidates), adding the waits to `stall`.
+  void cut(uint64_t session, int64_t drop, double* stall);
+  /// The overflows of the turns that arrived since the last call (the waiting queue's new
+  /// requests), made now where cuts_on_arrival says so, or once the session's save has
+  /// committed; prepare() makes the others, and one still due.
+  void cut_on_arrival(const std::vector<SessionInput>& sessions);
   int read_buffer_for(const Job& job) const;
   /// A write buffer of n floats: a spare one when one is large enough (its pages already
   /// mapped; contents left over), else a new one. A 7B model's buffers are hundreds of MB per
@@ -141,6 +178,8 @@ class Engine {
   std::map<uint64_t, Session> sessions_;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  // by request id: prepared and running
   std::vector<std::unique_ptr<Saving>> saving_;
+  int64_t seen_ = -1;  ///< the last waiting request cut_on_arrival looked at (this run)
+  std::vector<std::pair<uint64_t, int64_t>> cuts_due_;  ///< session, tokens: after its save
   static constexpr size_t kSpareBuffers = 8;
   std::vector<std::vector<float>> spare_;  // write buffers of finished saves, for reuse
   sched::Scheduler* sched_ = nullptr;      // during run()

@@ -178,6 +178,8 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   sched_ = &sched;
   t0_ = steady_s();
   skipped_ = 0;
+  seen_ = -1;
+  cuts_due_.clear();
   const store::StatsSnapshot before = store_ ? store_->stats() : store::StatsSnapshot{};
   std::vector<sched::SessionId> last_lookahead;
   uint64_t lookahead_version = ~0ull;
@@ -191,6 +193,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   while (!sched.finished()) {
     sched.advance(now());
     poll_saves();
+    cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
     if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
       lookahead_version = sched.version();
       std::vector<sched::SessionId> la = sched.lookahead();

@@ -10,6 +10,7 @@
 namespace cb::sim {
 
 using engine::Mode;
+using engine::overflow_drop;
 
 struct SimEngine::Job {
   sched::Request req;
@@ -84,6 +85,55 @@ void SimEngine::poll_saves() {
   if (store_) store_->advance(now_);
 }
 
+void SimEngine::cut(uint64_t session, int64_t drop, double* stall) {
+  Session& s = sessions_[session];
+  if (store_) wait_save(session, stall);  // the store truncates committed entries only
+  if (cfg_.mode == Mode::CA) {
+    if (drop == s.context) {
+      store_->erase(session);
+    } else {
+      store_->truncate(session, drop, now_);
+      block_on_store(stall);  // an unaligned truncation rewrites the entry on this thread
+    }
+  } else if (cfg_.mode == Mode::OF) {
+    store_->erase(session);
+  }
+  s.context -= drop;
+}
+
+void SimEngine::cut_on_arrival(const std::vector<engine::SessionInput>& sessions) {
+  const std::deque<sched::Request>& w = sched_->waiting();
+  size_t first = w.size();  // request ids grow in arrival order: the new ones are at the back
+  while (first > 0 && static_cast<int64_t>(w[first - 1].id) > seen_) --first;
+  for (size_t i = first; i < w.size(); ++i) {
+    const sched::Request& r = w[i];
+    seen_ = static_cast<int64_t>(r.id);
+    const uint64_t id = sessions[r.session].id;
+    const Session& s = sessions_[id];
+    const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
+    const engine::TurnFit f = engine::fit_turn(
+        static_cast<int64_t>(in.ids.size()) + (s.pending ? 1 : 0), in.output_tokens, ctx_);
+    const int64_t over = s.context + f.new_tokens + f.output_target - ctx_;
+    if (over <= 0) continue;
+    const int64_t drop = overflow_drop(s.context, over, cfg_.truncate_ratio, cfg_.truncate_align);
+    if (engine::cuts_on_arrival(cfg_.mode, drop, s.context, cfg_.truncate_align)) {
+      cuts_due_.emplace_back(id, drop);
+    }
+  }
+  for (auto it = cuts_due_.begin(); it != cuts_due_.end();) {
+    const uint64_t id = it->first;
+    if (std::any_of(saving_.begin(), saving_.end(),
+                    [id](const Saving& sv) { return sv.session == id; })) {
+      ++it;  // its save has not committed: the store truncates committed entries only
+      continue;
+    }
+    Session& s = sessions_[id];
+    cut(id, it->second, &s.cut_stall);
+    s.cut = it->second;
+    it = cuts_due_.erase(it);
+  }
+}
+
 int SimEngine::read_buffer_for(const Job& j) const {
   if (!cfg_.preload) return 0;
   if (cfg_.read_buffer_layers >= 0) return std::min(cfg_.read_buffer_layers, layers_);
@@ -109,32 +159,31 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   j.req = r;
   j.session = r.session;
   Session& s = sessions_[j.session];
-  j.new_tokens = message_tokens + (s.pending ? 1 : 0);
-  if (j.new_tokens <= 0) throw make_error("SimEngine", "a turn has no input tokens");
-  j.output_target = std::max<int64_t>(output_tokens, 1);
-  if (j.new_tokens + j.output_target > ctx_) {
-    j.output_target = std::min(j.output_target, std::max<int64_t>(ctx_ / 2, 1));
-    j.new_tokens = std::min(j.new_tokens, ctx_ - j.output_target);
-    ++res->clipped_turns;
+  if (message_tokens + (s.pending ? 1 : 0) <= 0) {
+    throw make_error("SimEngine", "a turn has no input tokens");
+  }
+  const engine::TurnFit f =
+      engine::fit_turn(message_tokens + (s.pending ? 1 : 0), output_tokens, ctx_);
+  j.new_tokens = f.new_tokens;
+  j.output_target = f.output_target;
+  if (f.clipped) ++res->clipped_turns;
+  // A cut made when the turn arrived (cut_on_arrival), and one still due: made here.
+  j.rec.truncated_tokens = s.cut;
+  j.rec.save_stall_s = s.cut_stall;
+  s.cut = 0;
+  s.cut_stall = 0;
+  for (auto it = cuts_due_.begin(); it != cuts_due_.end(); ++it) {
+    if (it->first == j.session) {
+      cuts_due_.erase(it);
+      break;
+    }
   }
   const int64_t hist = s.context;
   const int64_t over = hist + j.new_tokens + j.output_target - ctx_;
   if (over > 0) {
-    const int64_t drop = std::min(
-        hist, std::max(over, static_cast<int64_t>(std::floor(cfg_.truncate_ratio * hist))));
-    if (store_) wait_save(j.session, &j.rec.save_stall_s);
-    if (cfg_.mode == Mode::CA) {
-      if (drop == hist) {
-        store_->erase(j.session);
-      } else {
-        store_->truncate(j.session, drop, now_);
-        block_on_store(&j.rec.save_stall_s);
-      }
-    } else if (cfg_.mode == Mode::OF) {
-      store_->erase(j.session);
-    }
-    s.context -= drop;
-    j.rec.truncated_tokens = drop;
+    const int64_t drop = overflow_drop(hist, over, cfg_.truncate_ratio, cfg_.truncate_align);
+    cut(j.session, drop, &j.rec.save_stall_s);
+    j.rec.truncated_tokens += drop;
   }
   j.hist = s.context;
   j.cap = j.hist + j.new_tokens + j.output_target;
@@ -289,11 +338,14 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
   sched::Scheduler sched(cfg_.sched, turns);
   sched_ = &sched;
   now_ = 0;
+  seen_ = -1;
+  cuts_due_.clear();
   std::vector<sched::SessionId> last_lookahead;
   uint64_t lookahead_version = ~0ull;
   while (!sched.finished()) {
     sched.advance(now_);
     if (store_) poll_saves();
+    cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
     if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
       lookahead_version = sched.version();
       std::vector<sched::SessionId> la = sched.lookahead();

@@ -7,8 +7,10 @@
 /// same metrics code as real runs. Mirrors lib/engine/engine.cc and engine_run.cc: a change
 /// to the engine's policy belongs in both (tests/unit/sim checks they agree).
 
+#include <deque>
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "lib/engine/engine.h"
@@ -36,6 +38,8 @@ class SimEngine {
   struct Session {
     int64_t context = 0;
     bool pending = false;
+    int64_t cut = 0;       ///< tokens its waiting turn's overflow dropped when it arrived
+    double cut_stall = 0;  ///< and the store call's wait then
   };
   struct Saving {
     uint64_t session = 0;
@@ -48,6 +52,12 @@ class SimEngine {
   void run_step(const std::vector<sched::StepItem>& items, engine::RunResult* res);
   void finish(Job& j, engine::RunResult* res);
   void wait_save(uint64_t session, double* stall);
+  /// Drops the oldest `drop` tokens of a session's context and handles its stored entry as
+  /// the mode does (CA truncates, OF invalidates), adding the waits to `stall`.
+  void cut(uint64_t session, int64_t drop, double* stall);
+  /// lib/engine's cut_on_arrival: the overflows of the turns that arrived since the last call,
+  /// made now where engine::cuts_on_arrival says so (or once the session's save commits).
+  void cut_on_arrival(const std::vector<engine::SessionInput>& sessions);
   /// Advances the clock to when the store call just made gives the thread back (evictions
   /// and settling in lib/store run on the caller's thread), adding the wait to `stall`.
   void block_on_store(double* stall);
@@ -65,6 +75,8 @@ class SimEngine {
   std::map<uint64_t, Session> sessions_;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;
   std::vector<Saving> saving_;
+  int64_t seen_ = -1;  ///< the last waiting request cut_on_arrival looked at
+  std::vector<std::pair<uint64_t, int64_t>> cuts_due_;  ///< session, tokens: after its save
   sched::Scheduler* sched_ = nullptr;
 };
 

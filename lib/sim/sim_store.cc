@@ -230,7 +230,6 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   if (it == index_.end() || drop <= 0) return;
   blocked_until_ = now;
   Entry& e = it->second;
-  drop_copy(e);  // the oldest tokens go: no chunk keeps its bytes (lib/store: copy_valid 0)
   const int64_t n = e.tokens;
   if (drop >= n) {
     erase_committed(session);
@@ -242,8 +241,22 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
     free_[static_cast<int>(e.tier)] += e.chunks - c;
     e.chunks = c;
     e.tokens = n - drop;
+    // The SSD copy loses the same leading chunks and keeps the rest (lib/store's
+    // cut_copy_locked): its chunks past the cut still hold the entry's bytes.
+    if (e.copy_chunks > 0) {
+      const uint64_t lanes = 2ull * static_cast<uint64_t>(layers_);
+      const uint64_t k = static_cast<uint64_t>(drop / tpc), nt = e.copy_chunks / lanes;
+      if (e.copy_valid <= k || nt <= k) {
+        drop_copy(e);  // nothing valid past the cut
+      } else {
+        free_[2] += k * lanes;
+        e.copy_chunks -= k * lanes;
+        e.copy_valid -= k;
+      }
+    }
     return;
   }
+  drop_copy(e);  // unaligned: rewritten below, no chunk keeps its bytes
   // Unaligned: read, cut, rewrite as a new entry (from the fastest tier with room) that
   // keeps the first insertion time, as lib/store's rewrite does.
   const TierKind t = e.tier;

@@ -305,6 +305,9 @@ class AttentionStore {
   void release_locked(const EntryPtr& e, TierKind t, std::vector<uint64_t> slots);
   /// Releases `e`'s SSD copy (StoreEntry::ssd_copy), if any.
   void drop_copy_locked(const EntryPtr& e);
+  /// A whole-chunk truncation removed token chunks [c0, c1): `e`'s SSD copy loses the same
+  /// chunks and keeps the rest (store_save.cc).
+  void cut_copy_locked(const EntryPtr& e, uint64_t c0, uint64_t c1);
   /// Releases SSD copies, least recently used entries first, until `n` SSD slots are free
   /// (or none is left): they are redundant, so they go before any entry is evicted.
   void drop_copies_for_locked(uint64_t n);

@@ -388,6 +388,26 @@ bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char
   return true;
 }
 
+void AttentionStore::cut_copy_locked(const EntryPtr& e, uint64_t c0, uint64_t c1) {
+  if (e->ssd_copy.empty()) return;
+  // The copy loses the same token chunks of every layer, K and V, as the entry; its chunks
+  // on either side of the cut keep their bytes, which are the entry's chunks now at those
+  // positions (checksums are seeded by session, not position).
+  const uint64_t nt = e->copy_nt, a = std::min(c0, nt), b = std::min(c1, nt);
+  const uint64_t valid = e->copy_valid >= c1 ? e->copy_valid - (c1 - c0)  // both sides
+                                             : std::min(e->copy_valid, c0);
+  std::vector<uint64_t> kept, removed;
+  for (uint64_t idx = 0; idx < e->ssd_copy.size(); ++idx) {
+    const uint64_t c = idx % nt;
+    (c >= a && c < b ? removed : kept).push_back(e->ssd_copy[idx]);
+  }
+  e->ssd_copy = std::move(kept);
+  e->copy_nt = nt - (b - a);
+  e->copy_valid = valid;
+  release_locked(e, TierKind::Ssd, std::move(removed));
+  if (e->copy_valid == 0 || e->copy_nt == 0) drop_copy_locked(e);
+}
+
 bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
   std::unique_lock<std::mutex> g(mu_);
   if (in_flight_.count(session)) return false;  // its commit has not landed
@@ -445,8 +465,7 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
     }
     e->meta = std::move(m);
     release_locked(e, e->tier, std::move(removed));
-    e->copy_valid = std::min(e->copy_valid, c0);  // chunks below the cut kept their bytes
-    if (e->copy_valid == 0) drop_copy_locked(e);
+    cut_copy_locked(e, c0, c1);
     return true;
   }
   // Unaligned: read, cut, rewrite as a new entry of the session.

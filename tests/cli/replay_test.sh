@@ -82,6 +82,34 @@ print("mean TTFT of later turns (ms):", {m: round(later_turn_ttft(f"{d}/ovf_{m}.
 PY
 then ok; else bad "overflow: recomputed tokens CA < OF < RE"; fi
 
+# Aligned truncation: by default the tokens dropped on overflow are rounded up to the store's
+# tokens per chunk (4 KiB of 128-byte K rows: 32), so the store cuts entries in place; with
+# --truncate-align 1 they are exact and the store rewrites entries. A bad value names the option.
+for a in auto 1; do
+  "$CB" replay "$SHAREGPT" --model "$MODEL" --mode ca --ctx 384 --truncate-ratio 0.25 --rate 0.5 \
+    --no-join-split --max-output-tokens 8 --chunk-size 4KiB --truncate-align $a --quiet \
+    --out "$TMP/align_$a.json" --csv "$TMP/align_$a.csv" >/dev/null 2>"$TMP/err" \
+    || bad "replay --truncate-align $a: $(head -c 600 "$TMP/err")"
+done
+if python3 - "$TMP" <<'PY'
+import csv, json, sys
+d = sys.argv[1]
+j = {a: json.load(open(f"{d}/align_{a}.json")) for a in ("auto", "1")}
+assert j["auto"]["config"]["truncate_align"] == "auto" and j["1"]["config"]["truncate_align"] == 1
+assert j["auto"]["summary"]["truncate_align_tokens"] == 32, j["auto"]["summary"]
+st = {a: j[a]["summary"]["store"] for a in j}
+assert st["auto"]["truncations"] > 0 and st["auto"]["truncation_rewrites"] == 0, st["auto"]
+assert st["1"]["truncation_rewrites"] > 0, st["1"]
+for r in csv.DictReader(open(f"{d}/align_auto.csv")):
+    t, h = int(r["truncated_tokens"]), int(r["history_tokens"])
+    # whole chunks, or exact where rounding up would have left no history (h: what is left)
+    assert t % 32 == 0 or (t // 32 + 1) * 32 >= t + h, r
+assert all(s["hit_rate"]["overall"] == 1.0 for s in (j[a]["summary"] for a in j))
+PY
+then ok; else bad "--truncate-align: whole chunks by default, exact with 1"; fi
+"$CB" replay "$SHAREGPT" --model "$MODEL" --truncate-align 0 --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "--truncate-align" "$TMP/err"; then ok; else bad "bad --truncate-align: $(cat "$TMP/err")"; fi
+
 # 3. The CI gate: a closed-loop replay of a synthetic trace under eviction pressure is
 # deterministic in counts, hit rates and bytes; gate it against the committed baseline.
 "$CB" trace synth --sessions 12 --seed 7 --out "$TMP/synth.json" >/dev/null 2>&1 || bad "trace synth"

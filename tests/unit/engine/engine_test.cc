@@ -216,6 +216,52 @@ TEST(Engine, OverflowTruncatesTheStoredEntryInCaAndInvalidatesItInOf) {
   EXPECT_LT(recomputed[1], recomputed[2]);
 }
 
+TEST(OverflowDrop, AtLeastTheOverflowAndTheRatioRoundedUpToWholeChunksWhenHistoryIsLeft) {
+  EXPECT_EQ(overflow_drop(100, 10, 0.5, 1), 50);
+  EXPECT_EQ(overflow_drop(100, 60, 0.5, 1), 60);
+  EXPECT_EQ(overflow_drop(100, 200, 0.5, 1), 100);
+  EXPECT_EQ(overflow_drop(100, 10, 0.5, -1), 50);  // auto, unresolved: exact
+  EXPECT_EQ(overflow_drop(100, 10, 0.5, 32), 64);
+  EXPECT_EQ(overflow_drop(100, 90, 0.5, 32), 96);
+  EXPECT_EQ(overflow_drop(100, 97, 0.5, 32), 97);  // 128 would leave nothing: exact
+  EXPECT_EQ(overflow_drop(64, 10, 0.5, 32), 32);   // already whole chunks
+  EXPECT_EQ(overflow_drop(100, 200, 0.5, 32), 100);
+  EXPECT_EQ(overflow_drop(20, 5, 0.5, 512), 10);  // a chunk longer than the history: exact
+}
+
+TEST(Engine, AlignedTruncationCutsEntriesInPlaceAndEveryModeDropsTheSame) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const auto in = sessions(2, 6, 30, 10);  // 40 tokens a turn in a window of 100
+  store::StoreConfig c;
+  c.dram_bytes = 64 << 20;
+  c.chunk_bytes = 4096;  // 32 tokens of stories260K's fp32 K rows (128 bytes)
+  ASSERT_EQ(m->config().kv_dim() * sizeof(float), 128u);
+  c.io_threads = 2;
+  c.advisor = std::make_shared<PolicyAdvisor>("scheduler-aware", policy::Capacity{c.dram_bytes, 0});
+  store::AttentionStore st(c);
+  EngineConfig ec = config(Mode::CA, 100);
+  ec.truncate_align = 32;  // the store's tokens per chunk
+  const RunResult ca = serve(*m, &st, ec, in);
+  ec.mode = Mode::RE;
+  const RunResult re = serve(*m, nullptr, ec, in);
+  std::map<std::pair<uint64_t, int>, int64_t> dropped;
+  for (const auto& r : re.records) dropped[{r.session, r.turn}] = r.truncated_tokens;
+  int64_t truncations = 0;
+  for (const auto& r : ca.records) {
+    EXPECT_EQ(r.truncated_tokens, (dropped[{r.session, r.turn}])) << "the modes see one context";
+    if (r.truncated_tokens == 0) continue;
+    ++truncations;
+    EXPECT_EQ(r.truncated_tokens % 32, 0);
+    if (r.turn > 0) {
+      EXPECT_EQ(r.tier, "dram");
+    }
+  }
+  EXPECT_GT(truncations, 0);
+  EXPECT_EQ(st.stats().get(store::Counter::Truncations), static_cast<uint64_t>(truncations));
+  EXPECT_EQ(st.stats().get(store::Counter::TruncationRewrites), 0u);
+}
+
 TEST(Engine, AHistoryThatFailsVerificationIsRecomputedNeverServed) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);

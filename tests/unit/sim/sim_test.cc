@@ -457,6 +457,34 @@ TEST(SimStore, AlignedTruncationShrinksInPlace) {
   EXPECT_EQ(h.tokens, 32);
 }
 
+// lib/store's cut_copy_locked (tests/unit/store/ssd_copy_test.cc): a whole-chunk truncation
+// of a prefetched entry keeps its SSD copy past the cut, so its demotion writes nothing.
+TEST(SimStore, AWholeChunkTruncationKeepsTheSsdCopyPastTheCut) {
+  SimStore s(small(4, 4, "scheduler-aware"), 2, 128);  // 16 + 16 chunks; 64 tokens: 8 chunks
+  for (store::SessionId id = 1; id <= 3; ++id) {       // 3's save sends 1 to the SSD
+    ASSERT_GE(s.save(id, 64, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.prefetch({1}, 4);  // and 1's fetch sends 2
+  s.advance(100);
+  s.prefetch({}, 100);
+  ASSERT_EQ(s.ssd_copy_chunks(), 8u);
+  s.truncate(1, 32, 101);
+  EXPECT_EQ(s.ssd_copy_chunks(), 4u);
+  ASSERT_TRUE(s.lookup(3, 64, 102).hit);  // 1 is the least recently used
+  s.unpin(3);
+  const double before = ssd_written(s);
+  ASSERT_GE(s.save(4, 64, 103), 0);  // evicts 1 onto its copy
+  s.commit(4);
+  const SimStore::Hit h = s.lookup(1, 32, 104);
+  EXPECT_EQ(h.tier, store::TierKind::Ssd);
+  EXPECT_EQ(h.tokens, 32);
+  s.unpin(1);
+  EXPECT_EQ(ssd_written(s), before);
+  EXPECT_EQ(s.copy_reused_chunks(), 4u);
+  EXPECT_EQ(s.ssd_copy_chunks(), 0u);
+}
+
 TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
   HardwareProfile p = builtin_profile("a100-80gb");

@@ -130,16 +130,17 @@ TEST(CleanAhead, AWriteBackUsesFreeSsdSpaceOnlyAndCopiesGoFirst) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(CleanAhead, TruncationAndEraseDropTheCopy) {
+TEST(CleanAhead, TruncationCutsAndEraseDropsTheCopy) {
   const std::string dir = testing::fresh_dir("clean_drop");
   AttentionStore st(cfg(dir, 3, 64));
   for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
   st.prefetch({});
   st.wait_idle();
   ASSERT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
-  ASSERT_TRUE(st.truncate(1, TruncateSpec{32, 0, 0}));  // the first chunk goes: no chunk keeps
-  EXPECT_EQ(st.ssd_copy_bytes(), 0u);                   // its place in the copy's layout
-  // 1 (32 tokens, 4 chunks) is still the LRU entry; the window's other 4 chunks take 2.
+  ASSERT_TRUE(st.truncate(1, TruncateSpec{32, 0, 0}));  // the first chunk goes, in the copy too
+  EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks / 2 * kChunk);
+  // 1 (32 tokens, 4 chunks, its copy whole) is still the LRU entry; the window's other 4
+  // chunks take 2.
   st.prefetch({});
   st.wait_idle();
   EXPECT_EQ(st.ssd_copy_bytes(), (kEntryChunks / 2 + kEntryChunks) * kChunk);

@@ -111,6 +111,34 @@ TEST(SsdCopy, CopiesGoBeforeAnyEntryWhenTheSsdIsFull) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(SsdCopy, AWholeChunkTruncationKeepsTheCopyPastTheCut) {
+  const std::string dir = testing::fresh_dir("ssd_copy_cut");
+  std::vector<int64_t> kept = iota_positions(64);
+  kept.erase(kept.begin(), kept.begin() + 32);
+  {
+    AttentionStore st(cfg(dir, 64));
+    prefetch_one(st);
+    TruncateSpec spec;
+    spec.drop_tokens = 32;  // token chunk 0 of each layer's K and V
+    ASSERT_TRUE(st.truncate(1, spec));
+    EXPECT_EQ(st.stats().get(Counter::TruncationRewrites), 0u);
+    EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks / 2 * kChunk);
+    EXPECT_EQ(st.used_bytes(TierKind::Ssd), (kEntryChunks + kEntryChunks / 2) * kChunk);
+    EXPECT_EQ(st.prefetch({}), 0u);  // 1 leaves the look-ahead window, which LRU spares
+    EXPECT_EQ(load_check(st, 3, 3, kShape, iota_positions(64)), 64);  // 1 is now the LRU
+    const uint64_t before = ssd_written(st);
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));  // evicts 1
+    ASSERT_EQ(where(st, 1), TierKind::Ssd);
+    EXPECT_EQ(ssd_written(st), before);  // its copy held every chunk it kept
+    EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), kEntryChunks / 2);
+    EXPECT_EQ(load_check(st, 1, 1, kShape, kept), 32);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+  AttentionStore again(cfg(dir, 64));  // journaled with the copy's chunks
+  EXPECT_EQ(load_check(again, 1, 1, kShape, kept), 32);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SsdCopy, EraseReplaceTruncateAndRestartDropTheCopy) {
   const std::string dir = testing::fresh_dir("ssd_copy_drop");
   {
@@ -130,18 +158,19 @@ TEST(SsdCopy, EraseReplaceTruncateAndRestartDropTheCopy) {
     EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
     ASSERT_TRUE(save_entry(st, 3, 33, kShape, iota_positions(64)));
     EXPECT_EQ(st.ssd_copy_bytes(), 0u);
-    // Truncated from the front: no chunk keeps its bytes.
+    // Truncated from the front mid-chunk: rewritten, no chunk keeps its bytes.
     ASSERT_EQ(st.prefetch({5}), 1u);
     st.wait_idle();
     ASSERT_EQ(where(st, 5), TierKind::Dram);
     EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
     TruncateSpec spec;
-    spec.drop_tokens = 32;
+    spec.drop_tokens = 16;
     ASSERT_TRUE(st.truncate(5, spec));
+    EXPECT_EQ(st.stats().get(Counter::TruncationRewrites), 1u);
     EXPECT_EQ(st.ssd_copy_bytes(), 0u);
     std::vector<int64_t> kept = iota_positions(64);
-    kept.erase(kept.begin(), kept.begin() + 32);
-    EXPECT_EQ(load_check(st, 5, 5, kShape, kept), 32);
+    kept.erase(kept.begin(), kept.begin() + 16);
+    EXPECT_EQ(load_check(st, 5, 5, kShape, kept), 48);
     // A copy is not journaled: a restart forgets it along with the DRAM entry.
     ASSERT_EQ(where(st, 2), TierKind::Ssd);
     ASSERT_EQ(st.prefetch({2}), 1u);
