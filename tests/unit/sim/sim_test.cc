@@ -485,6 +485,53 @@ TEST(SimStore, AWholeChunkTruncationKeepsTheSsdCopyPastTheCut) {
   EXPECT_EQ(s.ssd_copy_chunks(), 0u);
 }
 
+// Overflows cut on arrival: eight LLaMA-13B conversations of two turns, one at a time, through
+// a DRAM tier of three entries. Each second turn overflows the 2K window and drops half its
+// history; it waits behind the other first turns while its entry goes to the SSD, and comes back
+// by prefetch. Cut by whole chunks when it arrives (the default), the entry is truncated on the
+// SSD and the prefetch reads only the kept tokens; cut exactly (`truncate_align` 1) when the turn
+// is prepared, the prefetch reads the whole entry first.
+TEST(SimReplay, AWholeChunkOverflowIsCutOnArrivalBeforeThePrefetchReadsIt) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions(8);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i].id = 10 + i;
+    sessions[i].turns.resize(2);
+    sessions[i].turns[0].ids.resize(1500);
+    sessions[i].turns[0].output_tokens = 100;
+    sessions[i].turns[1].ids.resize(600);
+    sessions[i].turns[1].output_tokens = 100;
+  }
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 4'000'000'000;  // three 1,600-token entries (1.3 GB each)
+  o.store.ssd_bytes = 100'000'000'000;
+  o.engine.ctx = 2048;
+  o.engine.sched.rate = 0;
+  o.engine.sched.max_batch = 1;
+  o.engine.preload_jobs = 1;
+  double read[2], loaded[2];
+  for (int exact = 0; exact < 2; ++exact) {
+    o.engine.truncate_align = exact ? 1 : -1;
+    const eval::ReplayRun r = eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, so);
+    const nlohmann::json& s = r.summary;
+    EXPECT_EQ(s["hit_rate"]["overall"].get<double>(), 1.0);
+    EXPECT_EQ(s["truncate_align_tokens"].get<int64_t>(), exact ? 1 : 102);
+    for (const auto& t : r.result.records) {
+      if (t.turn == 1) {
+        EXPECT_GE(t.truncated_tokens, 799);  // half the 1,599-token history at least
+      }
+    }
+    read[exact] = s["tiers"]["ssd"]["bytes_read"].get<double>();
+    loaded[exact] = s["bytes_loaded"].get<double>();
+  }
+  EXPECT_GT(read[0], 0);
+  EXPECT_LE(read[0], loaded[0]);       // never a dropped token
+  EXPECT_GT(read[1], 1.5 * loaded[1]);  // the dropped half too
+}
+
 TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
   HardwareProfile p = builtin_profile("a100-80gb");
