@@ -224,7 +224,7 @@ void Engine::cut_on_arrival(const std::vector<SessionInput>& sessions) {
     }
     Session& s = sessions_[id];
     cut(id, it->second, &s.cut_stall);
-    s.cut = it->second;
+    s.cut_tokens = it->second;
     it = cuts_due_.erase(it);
   }
 }
@@ -266,9 +266,9 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
     ++res->clipped_turns;
   }
   // A cut made when the turn arrived (cut_on_arrival), and one still due: made here.
-  j.rec.truncated_tokens = s.cut;
+  j.rec.truncated_tokens = s.cut_tokens;
   j.rec.save_stall_s = s.cut_stall;
-  s.cut = 0;
+  s.cut_tokens = 0;
   s.cut_stall = 0;
   for (auto it = cuts_due_.begin(); it != cuts_due_.end(); ++it) {
     if (it->first == j.session) {

@@ -132,7 +132,7 @@ class Engine {
   struct Session {
     std::vector<int32_t> context;  ///< tokens whose KV the store entry covers (positions 0..)
     int32_t pending = -1;          ///< the last output token, not yet fed
-    int64_t cut = 0;               ///< tokens its waiting turn's overflow dropped when it arrived
+    int64_t cut_tokens = 0;        ///< tokens its waiting turn's overflow dropped when it arrived
     double cut_stall = 0;          ///< and the store call's wait then
   };
 

@@ -129,7 +129,7 @@ void SimEngine::cut_on_arrival(const std::vector<engine::SessionInput>& sessions
     }
     Session& s = sessions_[id];
     cut(id, it->second, &s.cut_stall);
-    s.cut = it->second;
+    s.cut_tokens = it->second;
     it = cuts_due_.erase(it);
   }
 }
@@ -168,9 +168,9 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   j.output_target = f.output_target;
   if (f.clipped) ++res->clipped_turns;
   // A cut made when the turn arrived (cut_on_arrival), and one still due: made here.
-  j.rec.truncated_tokens = s.cut;
+  j.rec.truncated_tokens = s.cut_tokens;
   j.rec.save_stall_s = s.cut_stall;
-  s.cut = 0;
+  s.cut_tokens = 0;
   s.cut_stall = 0;
   for (auto it = cuts_due_.begin(); it != cuts_due_.end(); ++it) {
     if (it->first == j.session) {

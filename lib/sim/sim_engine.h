@@ -38,8 +38,8 @@ class SimEngine {
   struct Session {
     int64_t context = 0;
     bool pending = false;
-    int64_t cut = 0;       ///< tokens its waiting turn's overflow dropped when it arrived
-    double cut_stall = 0;  ///< and the store call's wait then
+    int64_t cut_tokens = 0;  ///< tokens its waiting turn's overflow dropped when it arrived
+    double cut_stall = 0;    ///< and the store call's wait then
   };
   struct Saving {
     uint64_t session = 0;
