@@ -230,6 +230,10 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   if (it == index_.end() || drop <= 0) return;
   blocked_until_ = now;
   Entry& e = it->second;
+  if (cfg_.ttl > 0 && now - e.last_access > cfg_.ttl && e.pins == 0) {
+    erase_committed(session);  // expired, as lookup() finds it (lib/store's truncate)
+    return;
+  }
   const int64_t n = e.tokens;
   if (drop >= n) {
     erase_committed(session);

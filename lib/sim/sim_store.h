@@ -73,7 +73,7 @@ class SimStore {
   /// Drops the entry and a save in flight (no-op when absent).
   void erase(store::SessionId session);
   /// Drops the oldest `drop` tokens (lib/store's rules: whole chunks in place, else a rewrite;
-  /// nothing while a save of the session is in flight).
+  /// nothing while a save of the session is in flight; an expired entry is dropped).
   void truncate(store::SessionId session, int64_t drop, double now);
   /// Saves `tokens` tokens issued at `now`, replacing the session's entry; returns the commit
   /// time, or a negative value when no tier had room. Until commit() the new entry's space is

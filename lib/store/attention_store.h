@@ -207,7 +207,8 @@ class AttentionStore {
   /// cb::Error only for malformed requests; a full store gives a handle with !ok().
   SaveHandle begin_save(const SaveRequest& req);
   /// Drops tokens per `spec`; true when the entry now holds the truncated history (false:
-  /// missing, invalid spec, or the rewrite failed and the entry was dropped). Aligned to
+  /// missing, expired (then dropped, as a lookup finds it), invalid spec, or the rewrite failed
+  /// and the entry was dropped). Aligned to
   /// chunks it only edits metadata; otherwise it rewrites the entry. A session whose save is
   /// in flight (see SaveHandle::commit) is not truncated (false): wait for the commit first.
   bool truncate(SessionId session, const TruncateSpec& spec);

@@ -419,6 +419,11 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
     if (!e->moving) break;
     move_cv_.wait(g);
   }
+  if (e->meta.ttl > 0 && now() - e->meta.last_access > e->meta.ttl) {
+    unlink_locked(e);  // expired: gone, as a lookup would find it (a rewrite would revive it)
+    stats_.add(Counter::Expirations);
+    return false;
+  }
   const int64_t n = e->meta.n_tokens();
   const int64_t drop =
       spec.drop_tokens > 0

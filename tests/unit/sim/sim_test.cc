@@ -444,6 +444,10 @@ TEST(SimStore, PinnedEntriesAreNotEvictedAndTtlExpires) {
   s.unpin(1);
   EXPECT_FALSE(s.lookup(1, 32, 20).hit);  // idle 19 s > TTL
   EXPECT_EQ(s.entries(), 0);
+  ASSERT_GE(s.save(3, 32, 30), 0);
+  s.commit(3);
+  s.truncate(3, 5, 50);  // expired: dropped, not rewritten (which would revive it)
+  EXPECT_EQ(s.entries(), 0);
 }
 
 TEST(SimStore, AlignedTruncationShrinksInPlace) {

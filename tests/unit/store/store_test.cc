@@ -166,6 +166,12 @@ TEST(Store, TtlExpiryAndErase) {
   EXPECT_EQ(load_check(st, 1, 1, kShape, pos), -1);  // expired at lookup
   EXPECT_EQ(st.stats().get(Counter::MissExpired), 1u);
   EXPECT_EQ(load_check(st, 2, 2, kShape, pos), 64);  // ttl 0: never expires
+  // A truncation does not revive an expired entry (its rewrite would be a fresh save).
+  ASSERT_TRUE(save_entry(st, 4, 4, kShape, pos));
+  *clock.t += 20;
+  EXPECT_FALSE(st.truncate(4, TruncateSpec{5, 0, 0}));
+  EXPECT_FALSE(st.where(4, nullptr));
+  EXPECT_EQ(st.stats().get(Counter::TruncationRewrites), 0u);
   EXPECT_TRUE(st.erase(2));
   EXPECT_FALSE(st.erase(2));
   EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
