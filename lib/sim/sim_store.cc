@@ -158,20 +158,6 @@ uint64_t SimStore::ssd_copy_chunks() const {
   return n;
 }
 
-void SimStore::drop_copies_for(uint64_t n) {
-  if (free_[2] >= n || with_copy_.empty()) return;
-  std::vector<Entry*> owners;
-  for (store::SessionId id : with_copy_) owners.push_back(&index_.at(id));
-  std::sort(owners.begin(), owners.end(), [](const Entry* a, const Entry* b) {
-    return a->last_access != b->last_access ? a->last_access < b->last_access
-                                            : a->session < b->session;
-  });
-  for (Entry* e : owners) {
-    if (free_[2] >= n) break;
-    drop_copy(*e);
-  }
-}
-
 void SimStore::write_back(double now) {
   if (write_back_due_) clean_ahead(now);
 }
@@ -426,13 +412,6 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
       free_[ti] -= n;
       return true;
     }
-    if (t == TierKind::Ssd) {  // redundant copies of prefetched entries go first
-      drop_copies_for(n + keep);
-      if (free_[ti] >= n + keep) {
-        free_[ti] -= n;
-        return true;
-      }
-    }
     const uint64_t needed = (n + keep - free_[ti]) * cfg_.chunk_bytes;
     std::vector<store::EntryInfo> cands;
     for (store::SessionId id : in_tier_[ti]) {
@@ -440,15 +419,36 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
       if (!movable(e)) continue;
       cands.push_back(info(e));
     }
+    if (t == TierKind::Ssd) {  // lib/store's reserve: copies compete (store::kCopyCandidate)
+      for (store::SessionId id : with_copy_) {
+        const Entry& e = index_.at(id);
+        if ((id & store::kCopyCandidate) != 0) continue;
+        store::EntryInfo ci = info(e);
+        ci.session = id | store::kCopyCandidate;
+        ci.tier = TierKind::Ssd;
+        ci.bytes = e.copy_chunks * cfg_.chunk_bytes;
+        cands.push_back(ci);
+      }
+    }
     if (cands.empty()) return false;
     std::vector<std::pair<store::SessionId, bool>> victims;
+    bool copies = false;
     for (const store::Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now)) {
-      auto it = index_.find(v.session);
-      if (it == index_.end() || it->second.tier != t || !movable(it->second)) continue;
+      const bool copy = t == TierKind::Ssd && (v.session & store::kCopyCandidate) != 0;
+      auto it = index_.find(copy ? v.session & ~store::kCopyCandidate : v.session);
+      if (it == index_.end()) continue;
+      if (copy) {
+        if (it->second.tier != t && it->second.copy_chunks > 0) {
+          drop_copy(it->second);
+          copies = true;
+        }
+        continue;
+      }
+      if (it->second.tier != t || !movable(it->second)) continue;
       it->second.pins++;  // chosen: not chosen again while the cascade runs
       victims.emplace_back(v.session, v.drop);
     }
-    if (victims.empty()) return false;
+    if (victims.empty() && !copies) return false;
     for (auto& [s, drop] : victims) evict(s, drop, now);
   }
   return false;

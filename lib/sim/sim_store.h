@@ -167,10 +167,6 @@ class SimStore {
   bool movable(const Entry& e) const { return e.pins == 0 && e.moving_until < 0; }
   /// Frees `e`'s SSD copy (lib/store's drop_copy_locked).
   void drop_copy(Entry& e);
-  /// lib/store's drop_copies_for_locked: copies, least recently used first, until `n` SSD
-  /// chunks are free. (lib/store defers a pinned entry's copy until its loads end; here it
-  /// goes at once.)
-  void drop_copies_for(uint64_t n);
   /// lib/store's plan_cleaning_locked and clean_one: copies of the DRAM entries the advisor
   /// would evict first, for clean_ahead_bytes, into free SSD space (never evicting for it),
   /// issued now on the SSD write link.

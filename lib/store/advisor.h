@@ -23,6 +23,14 @@ struct EntryInfo {
   uint64_t accesses = 0;  ///< loads served
 };
 
+/// When the SSD needs room its entries' SSD copies (inclusive tiers) are ranked with its entries:
+/// a copy is a candidate under its entry's id with this bit set, sized as the copy, with the
+/// entry's access times and no place in the look-ahead: dropping it costs a rewrite when its
+/// entry is demoted again, at a time no one knows, while evicting an entry that the look-ahead
+/// holds costs a recompute. So the policies put copies with the entries nothing is known to
+/// need (scheduler-aware: outside the window, least recently used first).
+constexpr SessionId kCopyCandidate = 1ull << 63;
+
 /// One eviction decision: move `session` one tier down (DRAM->SSD, HBM->DRAM), or drop it
 /// from the store when `drop` is set or there is no lower tier.
 struct Victim {

@@ -252,23 +252,6 @@ void AttentionStore::drop_copy_locked(const EntryPtr& e) {
   e->copy_nt = e->copy_valid = 0;
 }
 
-void AttentionStore::drop_copies_for_locked(uint64_t n) {
-  Tier* ssd = tier(TierKind::Ssd);
-  if (ssd == nullptr || ssd->allocator().free() >= n) return;
-  std::vector<EntryPtr> owners;
-  for (const auto& [id, e] : index_) {
-    if (!e->ssd_copy.empty()) owners.push_back(e);
-  }
-  std::sort(owners.begin(), owners.end(), [](const EntryPtr& a, const EntryPtr& b) {
-    return a->meta.last_access != b->meta.last_access ? a->meta.last_access < b->meta.last_access
-                                                      : a->meta.session < b->meta.session;
-  });
-  for (const EntryPtr& e : owners) {
-    if (ssd->allocator().free() >= n) break;
-    drop_copy_locked(e);
-  }
-}
-
 void AttentionStore::unlink_locked(const EntryPtr& e) {
   drop_copy_locked(e);
   if (e->in_flight) {  // its save owns the slots: the commit sees `doomed` and frees them

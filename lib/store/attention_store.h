@@ -47,7 +47,7 @@ struct StoreConfig {
   /// saved or demoted or the look-ahead changed (the engines ask every step), the DRAM
   /// entries the advisor would evict first, for this many bytes, get SSD copies of all their
   /// chunks written on the write pool, into free SSD space only (like a prefetched entry's
-  /// copy: not journaled, given up first when the SSD needs room). Demoting such an entry
+  /// copy: not journaled, ranked with the SSD's entries when it needs room). Demoting such an entry
   /// then writes only what its session appended since (often nothing), so a save that must
   /// make room waits for little. 0 = off.
   uint64_t clean_ahead_bytes = 0;
@@ -309,9 +309,6 @@ class AttentionStore {
   /// A whole-chunk truncation removed token chunks [c0, c1): `e`'s SSD copy loses the same
   /// chunks and keeps the rest (store_save.cc).
   void cut_copy_locked(const EntryPtr& e, uint64_t c0, uint64_t c1);
-  /// Releases SSD copies, least recently used entries first, until `n` SSD slots are free
-  /// (or none is left): they are redundant, so they go before any entry is evicted.
-  void drop_copies_for_locked(uint64_t n);
   void unpin(const EntryPtr& e);
   void unpin_locked(const EntryPtr& e);
   void unpin_load(const LoadState& st);  ///< a load's pins (its entry, and an append's base)

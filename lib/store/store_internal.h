@@ -34,8 +34,9 @@ struct StoreEntry {
   /// out as its slots were then (`copy_nt` token chunks per layer and K/V). Token chunks
   /// [0, copy_valid) of them still hold exactly this entry's bytes (same checksums), so
   /// demoting the entry again writes only the others. Not journaled: a restart forgets it.
-  /// Dropped when the entry changes those chunks or leaves the index, and first of anything
-  /// when the SSD needs room (AttentionStore::drop_copy_locked). A DRAM entry gets one from
+  /// Dropped when the entry changes those chunks or leaves the index, or when the SSD needs
+  /// room and the advisor ranks it (as this entry, sized as the copy) before the SSD's entries
+  /// (AttentionStore::reserve, drop_copy_locked). A DRAM entry gets one from
   /// the write-back ahead of eviction (StoreConfig::clean_ahead_bytes).
   std::vector<uint64_t> ssd_copy;
   uint64_t copy_nt = 0, copy_valid = 0;

@@ -71,6 +71,7 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
   if (n + keep > T->allocator().capacity()) return false;
   for (int round = 0; round < 8; ++round) {
     std::vector<std::pair<EntryPtr, bool>> victims;
+    bool copies = false;  // SSD copies dropped this round
     {
       std::unique_lock<std::mutex> g(mu_);
       if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
@@ -78,34 +79,43 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         move_cv_.wait(g, [&] { return in_flight_.empty(); });
         if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
       }
-      if (t == TierKind::Ssd) {  // redundant copies go first
-        drop_copies_for_locked(n + keep);
-        if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
-        if (cleaning_ > 0) {  // write-backs hold slots that are about to be copies
-          move_cv_.wait(g, [&] { return cleaning_ == 0; });
-          drop_copies_for_locked(n + keep);
-          if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
-        }
-      }
       const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
       std::vector<EntryInfo> cands;
       for (const auto& [id, e] : index_) {
-        if (e->tier != t || !evictable(*e)) continue;
-        cands.push_back(EntryInfo{id, t, e->meta.n_chunks() * T->slot_bytes(), e->meta.n_tokens(),
-                                  e->meta.created, e->meta.last_access, e->accesses});
+        if (e->tier == t && evictable(*e)) {
+          cands.push_back(EntryInfo{id, t, e->meta.n_chunks() * T->slot_bytes(), e->meta.n_tokens(),
+                                    e->meta.created, e->meta.last_access, e->accesses});
+        } else if (t == TierKind::Ssd && !e->ssd_copy.empty() && (id & kCopyCandidate) == 0) {
+          // The copies compete with the SSD's entries (kCopyCandidate).
+          cands.push_back(EntryInfo{id | kCopyCandidate, t, e->ssd_copy.size() * T->slot_bytes(),
+                                    e->meta.n_tokens(), e->meta.created, e->meta.last_access,
+                                    e->accesses});
+        }
       }
-      if (cands.empty()) return false;
       for (const Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now())) {
-        auto it = index_.find(v.session);
+        const bool copy = t == TierKind::Ssd && (v.session & kCopyCandidate) != 0;
+        auto it = index_.find(copy ? v.session & ~kCopyCandidate : v.session);
         if (it == index_.end()) continue;
         const EntryPtr& e = it->second;
+        if (copy) {
+          if (e->tier != t && !e->ssd_copy.empty()) {
+            drop_copy_locked(e);  // freed once its loads end (release_locked)
+            copies = true;
+          }
+          continue;
+        }
         if (e->tier != t || !evictable(*e)) continue;
         e->moving = true;
         ++e->pins;
         victims.emplace_back(e, v.drop);
       }
+      if (victims.empty() && !copies && t == TierKind::Ssd && cleaning_ > 0) {
+        // Write-backs hold slots that are about to be copies: wait for them, then rank again.
+        move_cv_.wait(g, [&] { return cleaning_ == 0; });
+        continue;
+      }
     }
-    if (victims.empty()) return false;
+    if (victims.empty() && !copies) return false;
     for (auto& [e, drop] : victims) evict(e, drop);
   }
   return false;

@@ -77,6 +77,10 @@ TEST(StorePolicyTest, Figure9OnTheRealStore) {
   EXPECT_EQ(tier_of(st, 4), TierKind::Ssd);
   EXPECT_EQ(tier_of(st, 3), TierKind::Dram);
   EXPECT_EQ(tier_of(st, 1), TierKind::Dram);
+  // The SSD (5, 6, 7, 9 and the copy 3 kept when fetched) was full: the copy made room, since
+  // the look-ahead holds every entry there and nothing is known of when 3 is demoted again.
+  EXPECT_EQ(st.ssd_copy_bytes(), 0u);
+  for (SessionId s : {5, 6, 7, 9}) EXPECT_EQ(tier_of(st, s), TierKind::Ssd) << s;
 
   // (c) Session 10 saves: DRAM (1, 3, 0) evicts 0 (outside the window) to SSD, which is full
   // (5, 6, 7, 9, 4): 9 is beyond the eviction window of (Cmem + Cdisk)/Skv = 8 jobs and leaves.

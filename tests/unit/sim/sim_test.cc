@@ -274,11 +274,14 @@ TEST(SimStore, AnAppendKeepsTheSsdCopyOfItsWholeSharedChunks) {
   EXPECT_EQ(s.copy_reused_chunks(), 4u);
 }
 
-TEST(SimStore, SsdCopiesGoBeforeAnyEntryWhenTheSsdIsFull) {
-  SimStore s(small(2, 2, "scheduler-aware"), 2, 128);  // 2 and 1's copy fill it
+// When the SSD is full (2 and 1's copy fill it) and 4's save demotes 3, the copy competes
+// with 2 (store::kCopyCandidate): with no known next use, as the entries nothing needs.
+TEST(SimStore, AnSsdCopyGoesBeforeAnEntryTheLookAheadHolds) {
+  SimStore s(small(2, 2, "scheduler-aware"), 2, 128);
   prefetch_one(s);
   ASSERT_TRUE(s.lookup(1, 32, 102).hit);  // 3 is the least recently used
   s.unpin(1);
+  s.prefetch({5, 6, 2}, 102);  // 2 is needed, after two sessions with nothing stored
   ASSERT_GE(s.save(4, 32, 103), 0);
   s.commit(4);
   EXPECT_EQ(s.ssd_copy_chunks(), 0u);
@@ -287,6 +290,20 @@ TEST(SimStore, SsdCopiesGoBeforeAnyEntryWhenTheSsdIsFull) {
     s.unpin(id);
   }
   EXPECT_EQ(s.entries(), 4);
+}
+
+TEST(SimStore, AnSsdEntryNothingNeedsGoesBeforeTheCopyOfOneUsedSince) {
+  SimStore s(small(2, 2, "scheduler-aware"), 2, 128);
+  prefetch_one(s);  // the look-ahead is empty again
+  ASSERT_TRUE(s.lookup(1, 32, 102).hit);  // 3 is the least recently used in DRAM
+  s.unpin(1);
+  ASSERT_GE(s.save(4, 32, 103), 0);  // 3 to the SSD, where 2 was used longest ago: it goes
+  s.commit(4);
+  EXPECT_EQ(s.ssd_copy_chunks(), 4u);
+  EXPECT_FALSE(s.lookup(2, 32, 104).hit);
+  EXPECT_EQ(s.lookup(3, 32, 104).tier, store::TierKind::Ssd);
+  s.unpin(3);
+  EXPECT_EQ(s.entries(), 3);
 }
 
 // lib/store's write-back ahead of eviction (StoreConfig::clean_ahead_bytes): at prefetch() the

@@ -93,21 +93,27 @@ TEST(SsdCopy, AnAppendKeepsTheCopyOfItsWholeSharedChunks) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(SsdCopy, CopiesGoBeforeAnyEntryWhenTheSsdIsFull) {
+// A full SSD ranks the copies with its entries (kCopyCandidate): under LRU a copy counts as
+// its entry's last use, so an SSD entry used longer ago goes first. (In
+// tests/unit/engine/store_policy_test.cc's Figure 9 a copy goes before the SSD entries the
+// look-ahead holds.)
+TEST(SsdCopy, AFullSsdRanksCopiesWithItsEntries) {
   const std::string dir = testing::fresh_dir("ssd_copy_full");
-  AttentionStore st(cfg(dir, 2 * kEntryChunks));  // 2 and 1's copy fill it
-  prefetch_one(st);
-  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);  // 3 is now the LRU
-  ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
-  EXPECT_EQ(where(st, 3), TierKind::Ssd);  // in the room the copy gave up
-  EXPECT_EQ(where(st, 2), TierKind::Ssd);
-  EXPECT_EQ(where(st, 1), TierKind::Dram);
-  EXPECT_EQ(st.ssd_copy_bytes(), 0u);
-  EXPECT_EQ(st.stats().get(TierKind::Ssd, TierCounter::Evictions), 0u);
-  EXPECT_EQ(st.stats().get(TierKind::Ssd, TierCounter::Drops), 0u);
-  for (SessionId s = 1; s <= 4; ++s)
-    EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
-  EXPECT_EQ(st.accounting_errors(), 0u);
+  {
+    AttentionStore st(cfg(dir, 2 * kEntryChunks));  // 2 and 1's copy fill it
+    prefetch_one(st);
+    EXPECT_EQ(st.prefetch({}), 0u);
+    EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);  // 3 is now the LRU
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));  // demotes 3: 2 goes
+    EXPECT_EQ(where(st, 3), TierKind::Ssd);
+    EXPECT_FALSE(st.where(2, nullptr));
+    EXPECT_EQ(where(st, 1), TierKind::Dram);
+    EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+    EXPECT_EQ(st.stats().get(TierKind::Ssd, TierCounter::Drops), 1u);
+    for (SessionId s : {1, 3, 4})
+      EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
   std::filesystem::remove_all(dir);
 }
 
