@@ -49,6 +49,22 @@ bool cuts_on_arrival(Mode mode, int64_t drop, int64_t hist, int64_t align) {
   return align > 1 && drop % align == 0;
 }
 
+std::vector<sched::Request> arrivals_since(const sched::Scheduler& sched, int64_t* seen) {
+  const std::deque<sched::Request>& w = sched.waiting();
+  size_t first = w.size();
+  while (first > 0 && static_cast<int64_t>(w[first - 1].id) > *seen) --first;
+  std::vector<sched::Request> out(w.begin() + static_cast<std::ptrdiff_t>(first), w.end());
+  if (!out.empty()) *seen = static_cast<int64_t>(out.back().id);
+  return out;
+}
+
+int64_t turn_drop(int64_t hist, int64_t new_tokens, int64_t output_tokens, int64_t ctx,
+                  const EngineConfig& cfg) {
+  const TurnFit f = fit_turn(new_tokens, output_tokens, ctx);
+  const int64_t over = hist + f.new_tokens + f.output_target - ctx;
+  return over > 0 ? overflow_drop(hist, over, cfg.truncate_ratio, cfg.truncate_align) : 0;
+}
+
 Mode parse_mode(const std::string& s) {
   if (s == "ca") return Mode::CA;
   if (s == "re") return Mode::RE;
@@ -197,23 +213,17 @@ void Engine::cut(uint64_t session, int64_t drop, double* stall) {
 }
 
 void Engine::cut_on_arrival(const std::vector<SessionInput>& sessions) {
-  const std::deque<sched::Request>& w = sched_->waiting();
-  size_t first = w.size();  // request ids grow in arrival order: the new ones are at the back
-  while (first > 0 && static_cast<int64_t>(w[first - 1].id) > seen_) --first;
-  for (size_t i = first; i < w.size(); ++i) {
-    const sched::Request& r = w[i];
-    seen_ = static_cast<int64_t>(r.id);
+  for (const sched::Request& r : arrivals_since(*sched_, &seen_)) {
     const uint64_t id = sessions[r.session].id;
     const Session& s = sessions_[id];
     const TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
-    const int64_t n = static_cast<int64_t>(in.ids.size()) + (s.pending >= 0 ? 1 : 0);
-    const TurnFit f = fit_turn(n, in.output_tokens, ctx_);
     const int64_t hist = static_cast<int64_t>(s.context.size());
-    const int64_t over = hist + f.new_tokens + f.output_target - ctx_;
-    if (over <= 0) continue;
-    const int64_t drop = overflow_drop(hist, over, cfg_.truncate_ratio, cfg_.truncate_align);
-    if (cuts_on_arrival(cfg_.mode, drop, hist, cfg_.truncate_align))
+    const int64_t drop =
+        turn_drop(hist, static_cast<int64_t>(in.ids.size()) + (s.pending >= 0 ? 1 : 0),
+                  in.output_tokens, ctx_, cfg_);
+    if (cuts_on_arrival(cfg_.mode, drop, hist, cfg_.truncate_align)) {
       cuts_due_.emplace_back(id, drop);
+    }
   }
   for (auto it = cuts_due_.begin(); it != cuts_due_.end();) {
     const uint64_t id = it->first;

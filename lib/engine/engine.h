@@ -55,6 +55,11 @@ TurnFit fit_turn(int64_t new_tokens, int64_t output_tokens, int64_t ctx);
 /// mode cuts the session's context at the same point.
 bool cuts_on_arrival(Mode mode, int64_t drop, int64_t hist, int64_t align);
 
+/// The waiting requests that arrived since the one `*seen` names (-1: none yet), oldest first,
+/// and `*seen` moved to the newest: request ids grow in arrival order, so they are the queue's
+/// back (the engines' cut_on_arrival).
+std::vector<sched::Request> arrivals_since(const sched::Scheduler& sched, int64_t* seen);
+
 /// Engine knobs (CLI defaults live here).
 struct EngineConfig {
   Mode mode = Mode::CA;
@@ -76,6 +81,11 @@ struct EngineConfig {
   sched::SchedConfig sched;
   int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
 };
+
+/// Tokens a turn of `new_tokens` (the pending output token included) and `output_tokens` drops
+/// from a `hist`-token history under `cfg` (fit_turn, then overflow_drop): 0 when it fits.
+int64_t turn_drop(int64_t hist, int64_t new_tokens, int64_t output_tokens, int64_t ctx,
+                  const EngineConfig& cfg);
 
 /// One turn to serve: the user's message as token ids and how many tokens to decode.
 struct TurnInput {

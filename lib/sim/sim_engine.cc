@@ -102,20 +102,13 @@ void SimEngine::cut(uint64_t session, int64_t drop, double* stall) {
 }
 
 void SimEngine::cut_on_arrival(const std::vector<engine::SessionInput>& sessions) {
-  const std::deque<sched::Request>& w = sched_->waiting();
-  size_t first = w.size();  // request ids grow in arrival order: the new ones are at the back
-  while (first > 0 && static_cast<int64_t>(w[first - 1].id) > seen_) --first;
-  for (size_t i = first; i < w.size(); ++i) {
-    const sched::Request& r = w[i];
-    seen_ = static_cast<int64_t>(r.id);
+  for (const sched::Request& r : engine::arrivals_since(*sched_, &seen_)) {
     const uint64_t id = sessions[r.session].id;
     const Session& s = sessions_[id];
     const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
-    const engine::TurnFit f = engine::fit_turn(
-        static_cast<int64_t>(in.ids.size()) + (s.pending ? 1 : 0), in.output_tokens, ctx_);
-    const int64_t over = s.context + f.new_tokens + f.output_target - ctx_;
-    if (over <= 0) continue;
-    const int64_t drop = overflow_drop(s.context, over, cfg_.truncate_ratio, cfg_.truncate_align);
+    const int64_t drop =
+        engine::turn_drop(s.context, static_cast<int64_t>(in.ids.size()) + (s.pending ? 1 : 0),
+                          in.output_tokens, ctx_, cfg_);
     if (engine::cuts_on_arrival(cfg_.mode, drop, s.context, cfg_.truncate_align)) {
       cuts_due_.emplace_back(id, drop);
     }

@@ -7,7 +7,6 @@
 /// same metrics code as real runs. Mirrors lib/engine/engine.cc and engine_run.cc: a change
 /// to the engine's policy belongs in both (tests/unit/sim checks they agree).
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <utility>
