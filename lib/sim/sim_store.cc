@@ -434,8 +434,10 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
     std::vector<std::pair<store::SessionId, bool>> victims;
     bool copies = false;
     for (const store::Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now)) {
-      const bool copy = t == TierKind::Ssd && (v.session & store::kCopyCandidate) != 0;
-      auto it = index_.find(copy ? v.session & ~store::kCopyCandidate : v.session);
+      auto it = index_.find(v.session);
+      const bool copy = t == TierKind::Ssd && (v.session & store::kCopyCandidate) != 0 &&
+                        (it == index_.end() || it->second.tier != t);
+      if (copy) it = index_.find(v.session & ~store::kCopyCandidate);
       if (it == index_.end()) continue;
       if (copy) {
         if (it->second.tier != t && it->second.copy_chunks > 0) {

@@ -28,7 +28,9 @@ struct EntryInfo {
 /// entry's access times and no place in the look-ahead: dropping it costs a rewrite when its
 /// entry is demoted again, at a time no one knows, while evicting an entry that the look-ahead
 /// holds costs a recompute. So the policies put copies with the entries nothing is known to
-/// need (scheduler-aware: outside the window, least recently used first).
+/// need (scheduler-aware: outside the window, least recently used first). (An entry whose own
+/// id has this bit set has no copy candidate; the tag is read as one only where no SSD entry
+/// has that id.)
 constexpr SessionId kCopyCandidate = 1ull << 63;
 
 /// One eviction decision: move `session` one tier down (DRAM->SSD, HBM->DRAM), or drop it

@@ -93,8 +93,10 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         }
       }
       for (const Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now())) {
-        const bool copy = t == TierKind::Ssd && (v.session & kCopyCandidate) != 0;
-        auto it = index_.find(copy ? v.session & ~kCopyCandidate : v.session);
+        auto it = index_.find(v.session);
+        const bool copy = t == TierKind::Ssd && (v.session & kCopyCandidate) != 0 &&
+                          (it == index_.end() || it->second->tier != t);
+        if (copy) it = index_.find(v.session & ~kCopyCandidate);
         if (it == index_.end()) continue;
         const EntryPtr& e = it->second;
         if (copy) {
