@@ -222,7 +222,7 @@ void Engine::cut_on_arrival(const std::vector<SessionInput>& sessions) {
         turn_drop(hist, static_cast<int64_t>(in.ids.size()) + (s.pending >= 0 ? 1 : 0),
                   in.output_tokens, ctx_, cfg_);
     if (cuts_on_arrival(cfg_.mode, drop, hist, cfg_.truncate_align)) {
-      cuts_due_.emplace_back(id, drop);
+      cuts_due_[id] = drop;
     }
   }
   for (auto it = cuts_due_.begin(); it != cuts_due_.end();) {
@@ -280,12 +280,7 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   j.rec.save_stall_s = s.cut_stall;
   s.cut_tokens = 0;
   s.cut_stall = 0;
-  for (auto it = cuts_due_.begin(); it != cuts_due_.end(); ++it) {
-    if (it->first == j.session) {
-      cuts_due_.erase(it);
-      break;
-    }
-  }
+  cuts_due_.erase(j.session);
   const int64_t hist = static_cast<int64_t>(s.context.size());
   const int64_t over = hist + static_cast<int64_t>(j.new_ids.size()) + j.output_target - ctx_;
   if (over > 0) {

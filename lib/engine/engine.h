@@ -16,7 +16,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "lib/kv/kv_cache.h"
@@ -189,7 +188,7 @@ class Engine {
   std::map<int64_t, std::unique_ptr<Job>> jobs_;  // by request id: prepared and running
   std::vector<std::unique_ptr<Saving>> saving_;
   int64_t seen_ = -1;  ///< the last waiting request cut_on_arrival looked at (this run)
-  std::vector<std::pair<uint64_t, int64_t>> cuts_due_;  ///< session, tokens: after its save
+  std::map<uint64_t, int64_t> cuts_due_;  ///< session -> tokens, cut once its save commits
   static constexpr size_t kSpareBuffers = 8;
   std::vector<std::vector<float>> spare_;  // write buffers of finished saves, for reuse
   sched::Scheduler* sched_ = nullptr;      // during run()

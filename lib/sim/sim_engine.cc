@@ -110,7 +110,7 @@ void SimEngine::cut_on_arrival(const std::vector<engine::SessionInput>& sessions
         engine::turn_drop(s.context, static_cast<int64_t>(in.ids.size()) + (s.pending ? 1 : 0),
                           in.output_tokens, ctx_, cfg_);
     if (engine::cuts_on_arrival(cfg_.mode, drop, s.context, cfg_.truncate_align)) {
-      cuts_due_.emplace_back(id, drop);
+      cuts_due_[id] = drop;
     }
   }
   for (auto it = cuts_due_.begin(); it != cuts_due_.end();) {
@@ -152,11 +152,9 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   j.req = r;
   j.session = r.session;
   Session& s = sessions_[j.session];
-  if (message_tokens + (s.pending ? 1 : 0) <= 0) {
-    throw make_error("SimEngine", "a turn has no input tokens");
-  }
-  const engine::TurnFit f =
-      engine::fit_turn(message_tokens + (s.pending ? 1 : 0), output_tokens, ctx_);
+  const int64_t n = message_tokens + (s.pending ? 1 : 0);
+  if (n <= 0) throw make_error("SimEngine", "a turn has no input tokens");
+  const engine::TurnFit f = engine::fit_turn(n, output_tokens, ctx_);
   j.new_tokens = f.new_tokens;
   j.output_target = f.output_target;
   if (f.clipped) ++res->clipped_turns;
@@ -165,12 +163,7 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   j.rec.save_stall_s = s.cut_stall;
   s.cut_tokens = 0;
   s.cut_stall = 0;
-  for (auto it = cuts_due_.begin(); it != cuts_due_.end(); ++it) {
-    if (it->first == j.session) {
-      cuts_due_.erase(it);
-      break;
-    }
-  }
+  cuts_due_.erase(j.session);
   const int64_t hist = s.context;
   const int64_t over = hist + j.new_tokens + j.output_target - ctx_;
   if (over > 0) {

@@ -9,7 +9,6 @@
 
 #include <map>
 #include <memory>
-#include <utility>
 #include <vector>
 
 #include "lib/engine/engine.h"
@@ -74,8 +73,8 @@ class SimEngine {
   std::map<uint64_t, Session> sessions_;
   std::map<int64_t, std::unique_ptr<Job>> jobs_;
   std::vector<Saving> saving_;
-  int64_t seen_ = -1;  ///< the last waiting request cut_on_arrival looked at
-  std::vector<std::pair<uint64_t, int64_t>> cuts_due_;  ///< session, tokens: after its save
+  int64_t seen_ = -1;                     ///< the last waiting request cut_on_arrival looked at
+  std::map<uint64_t, int64_t> cuts_due_;  ///< session -> tokens, cut once its save commits
   sched::Scheduler* sched_ = nullptr;
 };
 
