@@ -68,6 +68,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.ttl = opts.store.ttl;
     sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);
+    sc.save_admission = opts.store.save_admission;
     const auto bw = [](double profile_gbps, double slowed) {
       return slowed > 0 ? std::min(profile_gbps, slowed) : profile_gbps;
     };
@@ -112,7 +113,8 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     run.summary["store_entries"] = st->entries();
     // lib/store's counters of the same names (its stats JSON, under "store" in real mode).
     run.summary["store"] = {{"ssd_chunks_cleaned", st->cleaned_chunks()},
-                            {"ssd_copy_chunks_reused", st->copy_reused_chunks()}};
+                            {"ssd_copy_chunks_reused", st->copy_reused_chunks()},
+                            {"saves_admitted_below", st->admitted_below()}};
   }
   return run;
 }

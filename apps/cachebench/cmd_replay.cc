@@ -37,7 +37,7 @@ struct ReplayArgs {
   std::vector<std::string> slow_read, slow_write;
   bool no_preload = false, sync_save = false, full_saves = false, quiet = false;
   int64_t limit = 0;
-  bool no_join_split = false;
+  bool no_join_split = false, no_save_admission = false;
   std::string out, csv;
   eval::ReplayOptions o;
 };
@@ -105,6 +105,7 @@ int run_replay_cmd(ReplayArgs& a) {
       a.clean_ahead == "auto"
           ? -1
           : static_cast<int64_t>(store::parse_size(a.clean_ahead, "--clean-ahead"));
+  o.store.save_admission = !a.no_save_admission;
   o.store.store_dir = a.store_dir;
   o.store.policy = a.policy;
   eval::policy_name(a.policy);  // validates
@@ -277,6 +278,10 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "many bytes, in the background, so their eviction writes little (0: off; "
                   "auto: a sixteenth of --dram when there is an SSD tier)")
       ->capture_default_str();
+  sub->add_flag("--no-save-admission", a->no_save_admission,
+                "a save that must make room in DRAM always evicts others, even when the policy "
+                "would evict the saving conversation first (default: it is demoted to the SSD "
+                "and the save appends there)");
   sub->add_option("--io-threads", a->o.store.io_threads, "store I/O threads")
       ->capture_default_str();
   sub->add_option("--slow-read", a->slow_read, "emulate a slower tier: TIER=GBPS (repeatable)");

@@ -135,9 +135,11 @@ void SimStore::erase(store::SessionId session) {
 void SimStore::drop_pending(store::SessionId session) {
   auto p = pending_.find(session);
   if (p == pending_.end()) return;
-  const uint64_t shared = chunks_for(p->second.shared_tokens);
+  // A save below owns the copy chunks it took (save_below); an append's shared chunks stay the
+  // base's, and its pin on the base goes.
+  const uint64_t shared = p->second.from_copy ? 0 : chunks_for(p->second.shared_tokens);
   free_[static_cast<int>(p->second.tier)] += p->second.chunks - shared;
-  if (shared > 0) {  // the base's chunks stay the base's; its save pin goes
+  if (shared > 0) {
     auto b = index_.find(session);
     if (b != index_.end() && b->second.pins > 0) --b->second.pins;
   }
@@ -279,25 +281,89 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
                             double created) {
   auto it = index_.find(session);
   if (it == index_.end()) return -1;
-  Entry& b = it->second;
-  int fastest = 0;
-  while (!present(static_cast<TierKind>(fastest))) ++fastest;
-  if (b.moving_until >= 0 || static_cast<int>(b.tier) != fastest || b.tokens > tokens) return -1;
-  if (cfg_.ttl > 0 && now - b.last_access > cfg_.ttl) return -1;  // expired: a miss anyway
-  const uint64_t c0 = static_cast<uint64_t>(b.tokens) / tpc_;
+  {
+    Entry& b = it->second;
+    int fastest = 0;
+    while (!present(static_cast<TierKind>(fastest))) ++fastest;
+    if (b.moving_until >= 0 || static_cast<int>(b.tier) != fastest || b.tokens > tokens) return -1;
+    if (cfg_.ttl > 0 && now - b.last_access > cfg_.ttl) return -1;  // expired: a miss anyway
+    ++b.pins;  // neither evicted nor moved while the save shares its chunks
+  }
   // lib/store extends a memory tier's last partial chunk in place (the engines never run two
   // appends of one session at once, which lib/store would not do in place).
-  const bool in_place = b.tokens % static_cast<int64_t>(tpc_) != 0 && b.tier != TierKind::Ssd;
-  const int64_t from = in_place ? b.tokens : static_cast<int64_t>(c0 * tpc_);
-  if (from == 0) return -1;  // nothing to share
-  const uint64_t n = chunks_for(tokens), shared = chunks_for(from);
-  ++b.pins;  // neither evicted nor moved while the save shares its chunks
+  const auto shared_from = [&](const Entry& b) {
+    const bool in_place = b.tokens % static_cast<int64_t>(tpc_) != 0 && b.tier != TierKind::Ssd;
+    return in_place ? b.tokens
+                    : static_cast<int64_t>(static_cast<uint64_t>(b.tokens) / tpc_ * tpc_);
+  };
+  const uint64_t n = chunks_for(tokens);
+  if (shared_from(it->second) == 0) {  // nothing to share
+    --it->second.pins;
+    return -1;
+  }
+  if (cfg_.save_admission && admits_below(session, n - chunks_for(shared_from(it->second)), now)) {
+    const double done = save_below(session, tokens, created, t_access);
+    if (done >= 0) return done;
+  }
+  Entry& b = index_.at(session);
+  const int64_t from = shared_from(b);
   const TierKind tk = b.tier;
-  if (!reserve(tk, n - shared, false, now, true)) {
+  if (!reserve(tk, n - chunks_for(from), false, now, true)) {
     --index_.at(session).pins;
     return -1;
   }
   return start_pending(session, tk, tokens, from, created, t_access);
+}
+
+bool SimStore::admits_below(store::SessionId session, uint64_t new_chunks, double now) {
+  const Entry& b = index_.at(session);
+  const TierKind t = b.tier;
+  const int ti = static_cast<int>(t);
+  const uint64_t keep = t == TierKind::Dram ? reserve_chunks_ : 0;
+  if (t != TierKind::Dram || !present(TierKind::Ssd) || free_[ti] >= new_chunks + keep) {
+    return false;
+  }
+  settle(t);  // as reserve() does
+  if (free_[ti] >= new_chunks + keep) return false;
+  std::vector<store::EntryInfo> cands{info(b)};  // the base, pinned by its append, competes
+  for (store::SessionId id : in_tier_[ti]) {
+    const Entry& e = index_.at(id);
+    if (id != session && movable(e)) cands.push_back(info(e));
+  }
+  const uint64_t needed = (new_chunks + keep - free_[ti]) * cfg_.chunk_bytes;
+  const std::vector<store::Victim> v =
+      cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now);
+  return !v.empty() && v.front().session == session && !v.front().drop;
+}
+
+double SimStore::save_below(store::SessionId session, int64_t tokens, double created,
+                            double t_access) {
+  const uint64_t lanes = 2ull * static_cast<uint64_t>(layers_);
+  uint64_t share = 0;  // whole token chunks the base's SSD copy holds (a partial last one grows)
+  {
+    Entry& b = index_.at(session);
+    // lib/store waits for a write-back of it that is running, as a demotion does.
+    if (blocking_ && b.clean_until > blocked_until_) blocked_until_ = b.clean_until;
+    if (b.copy_chunks > 0) share = std::min(b.copy_valid, static_cast<uint64_t>(b.tokens) / tpc_);
+    b.copy_lent = true;  // not dropped to make the room below
+  }
+  const bool room =
+      reserve(TierKind::Ssd, chunks_for(tokens) - share * lanes, false, blocked_until_);
+  Entry& b = index_.at(session);
+  b.copy_lent = false;
+  if (!room) return -1;
+  // The save takes the copy's shared chunks; the rest of the copy and the base go now.
+  free_[2] += b.copy_chunks - share * lanes;
+  b.copy_chunks = b.copy_valid = 0;
+  with_copy_.erase(session);
+  --b.pins;
+  erase_committed(session);
+  ++admitted_below_;
+  copy_reused_chunks_ += share * lanes;
+  const double done = start_pending(session, TierKind::Ssd, tokens,
+                                    static_cast<int64_t>(share * tpc_), created, t_access);
+  pending_.at(session).from_copy = true;
+  return done;
 }
 
 double SimStore::start_pending(store::SessionId session, TierKind tk, int64_t tokens,
@@ -373,7 +439,7 @@ void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
   auto b = index_.find(session);
-  if (it->second.shared_tokens > 0 && b != index_.end()) {
+  if (!it->second.from_copy && it->second.shared_tokens > 0 && b != index_.end()) {
     b->second.chunks -=
         chunks_for(it->second.shared_tokens);  // the shared chunks pass to the new entry
     Entry& base = b->second;
@@ -393,20 +459,25 @@ void SimStore::commit(store::SessionId session) {
   pending_.erase(it);
 }
 
+void SimStore::settle(TierKind t) {
+  std::vector<store::SessionId> ids;
+  for (const auto& [id, e] : pending_) {
+    auto c = index_.find(id);
+    if (e.tier == t || (c != index_.end() && c->second.tier == t)) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());  // map order must not decide anything
+  for (store::SessionId id : ids) {
+    if (blocking_) blocked_until_ = std::max(blocked_until_, pending_.at(id).commit_at);
+    commit(id);
+  }
+}
+
 bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, bool settle) {
   const int ti = static_cast<int>(t);
   if (!present(t)) return false;
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
   if (n + keep > cap_[ti]) return false;
-  if (settle && free_[ti] < n + keep && !pending_.empty()) {
-    std::vector<store::SessionId> ids;
-    for (const auto& [id, e] : pending_) ids.push_back(id);
-    std::sort(ids.begin(), ids.end());  // map order must not decide anything
-    for (store::SessionId id : ids) {
-      if (blocking_) blocked_until_ = std::max(blocked_until_, pending_.at(id).commit_at);
-      commit(id);
-    }
-  }
+  if (settle && free_[ti] < n + keep) this->settle(t);
   for (int round = 0; round < 8; ++round) {
     if (free_[ti] >= n + keep) {
       free_[ti] -= n;
@@ -422,7 +493,7 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
     if (t == TierKind::Ssd) {  // lib/store's reserve: copies compete (store::kCopyCandidate)
       for (store::SessionId id : with_copy_) {
         const Entry& e = index_.at(id);
-        if ((id & store::kCopyCandidate) != 0) continue;
+        if ((id & store::kCopyCandidate) != 0 || e.copy_lent) continue;
         store::EntryInfo ci = info(e);
         ci.session = id | store::kCopyCandidate;
         ci.tier = TierKind::Ssd;

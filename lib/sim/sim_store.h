@@ -47,6 +47,10 @@ struct SimStoreConfig {
   /// chunks written in the background, so that their demotion writes only what was appended since
   /// (0: off).
   uint64_t clean_ahead_bytes = 0;
+  /// lib/store's StoreConfig::save_admission: an append save that must make room in its base's
+  /// tier, where the advisor would evict the base itself first, demotes the base and appends
+  /// there.
+  bool save_admission = false;
   std::shared_ptr<store::PlacementAdvisor> advisor;
   Link d2d, h2d, d2h, ssd_read, ssd_write;  ///< hbm, dram reads, saves, ssd reads, ssd writes
 };
@@ -112,6 +116,8 @@ class SimStore {
   uint64_t copy_reused_chunks() const { return copy_reused_chunks_; }
   /// SSD chunks written ahead of eviction (lib/store's ssd_chunks_cleaned).
   uint64_t cleaned_chunks() const { return cleaned_chunks_; }
+  /// Append saves whose base save admission demoted (lib/store's saves_admitted_below).
+  uint64_t admitted_below() const { return admitted_below_; }
 
  private:
   struct Entry {
@@ -132,6 +138,10 @@ class SimStore {
     /// of which token chunks [0, copy_valid) (of every layer, K and V) still hold its bytes.
     uint64_t copy_chunks = 0, copy_valid = 0;
     double clean_until = -1;  ///< a copy written ahead of eviction lands then
+    /// A save in flight admitted to the SSD (save_below): its `shared_tokens` are chunks it
+    /// took from the base's SSD copy and owns, not the base's.
+    bool from_copy = false;
+    bool copy_lent = false;  ///< save_below's base while it makes room: its copy stays
   };
   /// save() once the caller is blocked (from blocked_until_).
   double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,
@@ -139,6 +149,14 @@ class SimStore {
   /// save()'s append attempt (lib/store's try_append): the commit time, or < 0.
   double try_append(store::SessionId session, int64_t tokens, double now, double t_access,
                     double created);
+  /// try_append's admission (lib/store's admits_below): whether `session`'s DRAM entry, pinned
+  /// by the append, is the advisor's first victim when DRAM lacks room for the `new_chunks`
+  /// chunks the append would reserve (saves in flight land first, as reserve() settles).
+  bool admits_below(store::SessionId session, uint64_t new_chunks, double now);
+  /// The admitted save (lib/store's save_below): written to the SSD (making room there as a
+  /// demotion does, without settling), taking the whole chunks the base's SSD copy holds; the
+  /// base and the rest of its copy go at once. The commit time, or < 0 (no room: nothing changed).
+  double save_below(store::SessionId session, int64_t tokens, double created, double t_access);
   /// A save in flight whose space is reserved: its write of the tokens past `shared_tokens`
   /// starts when the caller is back (blocked_until_); returns its commit time.
   double start_pending(store::SessionId session, store::TierKind tk, int64_t tokens,
@@ -154,6 +172,9 @@ class SimStore {
   /// `settle`: lib/store's begin_save lets the saves in flight land before it chooses victims
   /// (here they commit at once; a save's caller waits until the last of them lands).
   bool reserve(store::TierKind t, uint64_t n, bool use_reserve, double now, bool settle = false);
+  /// Commits the saves in flight that tier `t`'s candidates or room depend on: those writing to
+  /// `t`, and those replacing an entry in `t` (lib/store's settle in reserve()).
+  void settle(store::TierKind t);
   void evict(store::SessionId s, bool drop, double now);
   Link& read_link(store::TierKind t);
   void erase_committed(store::SessionId session);
@@ -188,7 +209,7 @@ class SimStore {
   double blocked_until_ = 0;     ///< see caller_blocked_until()
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
-  uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0;
+  uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };
 

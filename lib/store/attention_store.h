@@ -51,6 +51,15 @@ struct StoreConfig {
   /// then writes only what its session appended since (often nothing), so a save that must
   /// make room waits for little. 0 = off.
   uint64_t clean_ahead_bytes = 0;
+  /// Save-time admission (DRAM over SSD, no HBM tier): an append save whose new chunks do not
+  /// fit in DRAM asks the advisor which DRAM entry it would evict first, the one the save
+  /// extends included. When that is the saving session's own entry (the policy values it
+  /// least), the save goes to the SSD instead of evicting entries ranked above it: written
+  /// from the caller's buffers on the write pool, taking the whole chunks the entry's SSD copy
+  /// (write-back, prefetch) already holds, so its caller waits for no demotion. The DRAM entry
+  /// is dropped at once: should the save then fail, the session misses. Counted as
+  /// saves_admitted_below.
+  bool save_admission = false;
   uint64_t journal_compact_bytes = 64ull << 20;  ///< journal growth that triggers compaction
   Clock clock;                                   ///< seconds; default: steady clock
   std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
@@ -271,11 +280,14 @@ class AttentionStore {
   LookupStatus classify(const StoreEntry& e, const LookupKey& key, int64_t* matched) const;
 
   // placement (store_placement.cc)
-  /// `settle`: before choosing victims, wait for the saves in flight to land, so the
-  /// candidates are every visible entry whatever the I/O timing (only on a caller's thread:
-  /// a pool thread waiting for commits queued behind it could deadlock).
+  /// `settle`: before choosing victims, wait for the saves in flight that tier `t` depends
+  /// on to land (settled_locked), so the candidates are every visible entry whatever the I/O
+  /// timing (only on a caller's thread: a pool thread waiting for commits queued behind it
+  /// could deadlock).
   bool reserve(TierKind t, uint64_t n, bool use_reserve, std::vector<uint64_t>* slots,
                bool settle = false);
+  /// No save in flight writes to tier `t` or replaces an entry in it (store_admit.cc).
+  bool settled_locked(TierKind t) const;
   bool lower_tier(TierKind t, TierKind* lower) const;
   enum class MoveResult { Ok, Gone, NoRoom, SourceBad, DestFailed };
   void evict(const EntryPtr& e, bool drop);
@@ -315,6 +327,14 @@ class AttentionStore {
   /// Frees `slots`, unless a load of `lender` (or of a lender further up its chain) may still
   /// read them: then they join the nearest pinned lender's retired slots.
   void free_slots_locked(EntryPtr* lender, TierKind t, std::vector<uint64_t> slots);
+  // save-time admission (store_admit.cc, StoreConfig::save_admission)
+  /// The session's DRAM entry that `m` would extend, when DRAM lacks room for what the append
+  /// would reserve and the advisor ranks that entry its first victim (after the saves in
+  /// flight DRAM depends on have landed); else null.
+  EntryPtr admits_below_locked(std::unique_lock<std::mutex>& g, const EntryMeta& m);
+  /// begin_save's admission: true when `st` was admitted to the SSD, taking the whole chunks
+  /// the entry's SSD copy holds (the entry and the rest of its copy are dropped).
+  bool save_below(SaveState* st);
   /// begin_save's append attempt: true when `st` was admitted as an append to the session's
   /// entry (see SaveRequest::append).
   bool try_append(SaveState* st);

@@ -17,6 +17,7 @@ const char* counter_name(Counter c) {
                                             "append_saves",
                                             "ssd_copy_chunks_reused",
                                             "ssd_chunks_cleaned",
+                                            "saves_admitted_below",
                                             "loads",
                                             "load_failures",
                                             "prefetches",

@@ -24,6 +24,7 @@ enum class Counter : int {
   AppendSaves,
   SsdCopyChunksReused,
   SsdChunksCleaned,
+  SavesAdmittedBelow,
   Loads,
   LoadFailures,
   Prefetches,

@@ -75,8 +75,8 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
     {
       std::unique_lock<std::mutex> g(mu_);
       if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
-      if (settle && !in_flight_.empty()) {
-        move_cv_.wait(g, [&] { return in_flight_.empty(); });
+      if (settle && !settled_locked(t)) {
+        move_cv_.wait(g, [&] { return settled_locked(t); });
         if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
       }
       const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
@@ -85,7 +85,8 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         if (e->tier == t && evictable(*e)) {
           cands.push_back(EntryInfo{id, t, e->meta.n_chunks() * T->slot_bytes(), e->meta.n_tokens(),
                                     e->meta.created, e->meta.last_access, e->accesses});
-        } else if (t == TierKind::Ssd && !e->ssd_copy.empty() && (id & kCopyCandidate) == 0) {
+        } else if (t == TierKind::Ssd && !e->ssd_copy.empty() && !e->copy_lent &&
+                   (id & kCopyCandidate) == 0) {
           // The copies compete with the SSD's entries (kCopyCandidate).
           cands.push_back(EntryInfo{id | kCopyCandidate, t, e->ssd_copy.size() * T->slot_bytes(),
                                     e->meta.n_tokens(), e->meta.created, e->meta.last_access,

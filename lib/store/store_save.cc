@@ -128,7 +128,7 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   m.ttl = req.ttl < 0 ? cfg_.default_ttl : req.ttl;
   m.checksums.assign(m.n_chunks(), 0);
   st->layers.resize(static_cast<size_t>(m.shape.n_layers));
-  st->admitted = req.append && try_append(st.get());
+  st->admitted = req.append && (save_below(st.get()) || try_append(st.get()));
   if (!st->admitted) {  // a full save: whatever the append attempt set up does not apply
     st->first_chunk = 0;
     st->tail_offset = 0;

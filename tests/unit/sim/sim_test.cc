@@ -294,7 +294,7 @@ TEST(SimStore, AnSsdCopyGoesBeforeAnEntryTheLookAheadHolds) {
 
 TEST(SimStore, AnSsdEntryNothingNeedsGoesBeforeTheCopyOfOneUsedSince) {
   SimStore s(small(2, 2, "scheduler-aware"), 2, 128);
-  prefetch_one(s);  // the look-ahead is empty again
+  prefetch_one(s);                        // the look-ahead is empty again
   ASSERT_TRUE(s.lookup(1, 32, 102).hit);  // 3 is the least recently used in DRAM
   s.unpin(1);
   ASSERT_GE(s.save(4, 32, 103), 0);  // 3 to the SSD, where 2 was used longest ago: it goes
@@ -335,6 +335,65 @@ TEST(SimStore, AWriteBackMakesTheNextDemotionWriteNothing) {
   ASSERT_GE(s.save(4, 32, 10), 0);  // evicts 2, never written back: the whole entry
   EXPECT_NEAR(s.caller_blocked_until(), 10 + bytes / 0.1e9, 1e-12);
   EXPECT_EQ(ssd_written(s), 2 * bytes);
+}
+
+// lib/store's SaveAdmission tests: an append save whose own entry LRU would evict first goes
+// to the SSD on that entry's copy, writing the new tokens only, and its caller waits for no
+// demotion; with admission off, the next entry is demoted for it.
+TEST(SimStore, TheFirstVictimsOwnSaveGoesToTheSsdOnItsCopy) {
+  for (const bool admission : {true, false}) {
+    SimStoreConfig c = small(2, 4, "lru");
+    c.clean_ahead_bytes = 4 * 4096;  // one entry
+    c.save_admission = admission;
+    SimStore s(c, 2, 128);
+    for (store::SessionId id = 1; id <= 2; ++id) {
+      ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+      s.commit(id);
+    }
+    const double bytes = 32 * 2 * 128 * 2;  // 32 tokens, 2 layers, K and V
+    s.prefetch({}, 3);                      // 1, the LRU entry, gets a copy
+    ASSERT_EQ(s.ssd_copy_chunks(), 4u);
+    const double done = s.save(1, 64, 10);  // DRAM is full; LRU would evict 1 first
+    ASSERT_GE(done, 0);
+    if (admission) {
+      EXPECT_EQ(s.admitted_below(), 1u);
+      EXPECT_EQ(s.caller_blocked_until(), 10);                     // nothing demoted
+      EXPECT_NEAR(done, 10 + bytes / 1e9 + bytes / 0.1e9, 1e-12);  // tokens 32..63: PCIe, SSD
+      EXPECT_EQ(s.shared_tokens(1), 32);
+      EXPECT_EQ(s.copy_reused_chunks(), 4u);
+      EXPECT_EQ(s.ssd_copy_chunks(), 0u);
+      EXPECT_EQ(ssd_written(s), 2 * bytes);
+    } else {
+      EXPECT_EQ(s.admitted_below(), 0u);
+      EXPECT_NEAR(s.caller_blocked_until(), 10 + bytes / 0.1e9, 1e-12);  // 2 is demoted
+    }
+    s.commit(1);
+    const auto h1 = s.lookup(1, 64, 20);
+    EXPECT_TRUE(h1.hit);
+    EXPECT_EQ(h1.tokens, 64);
+    EXPECT_EQ(h1.tier, admission ? store::TierKind::Ssd : store::TierKind::Dram);
+    s.unpin(1);
+    EXPECT_EQ(s.lookup(2, 32, 21).tier, admission ? store::TierKind::Dram : store::TierKind::Ssd);
+    s.unpin(2);
+  }
+}
+
+TEST(SimStore, AnEntryUsedSinceIsNotAdmittedBelow) {
+  SimStoreConfig c = small(2, 4, "lru");
+  c.save_admission = true;
+  SimStore s(c, 2, 128);
+  for (store::SessionId id = 1; id <= 2; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  ASSERT_TRUE(s.lookup(1, 32, 3).hit);  // 2 is now the LRU entry
+  s.unpin(1);
+  ASSERT_GE(s.save(1, 64, 4), 0);
+  EXPECT_EQ(s.admitted_below(), 0u);
+  s.commit(1);
+  EXPECT_EQ(s.lookup(1, 64, 5).tier, store::TierKind::Dram);
+  s.unpin(1);
+  EXPECT_EQ(s.lookup(2, 32, 6).tier, store::TierKind::Ssd);
 }
 
 TEST(SimStore, AWriteBackIsPlannedAfterASaveOrADemotion) {
@@ -549,7 +608,7 @@ TEST(SimReplay, AWholeChunkOverflowIsCutOnArrivalBeforeThePrefetchReadsIt) {
     loaded[exact] = s["bytes_loaded"].get<double>();
   }
   EXPECT_GT(read[0], 0);
-  EXPECT_LE(read[0], loaded[0]);       // never a dropped token
+  EXPECT_LE(read[0], loaded[0]);        // never a dropped token
   EXPECT_GT(read[1], 1.5 * loaded[1]);  // the dropped half too
 }
 

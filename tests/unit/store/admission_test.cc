@@ -1,0 +1,158 @@
+// Save-time admission (StoreConfig::save_admission): an append save that must make room in
+// DRAM, where the advisor would evict the saving session's own entry first, goes to the SSD
+// on that entry's copy instead of evicting entries the advisor ranks above it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
+#include "tests/unit/store/store_test_util.h"
+
+namespace cb::store {
+namespace {
+
+using testing::iota_positions;
+using testing::layer_bytes;
+using testing::load_check;
+using testing::save_entry;
+using testing::ssd_written;
+using testing::tokens_for;
+using testing::where;
+
+constexpr uint64_t kChunk = 16 << 10;
+const EntryShape kShape{2, 512};  // 32 tokens per chunk; 64 tokens = 8 chunks (2 x K/V x 2)
+constexpr uint64_t kEntryChunks = 8;
+
+StoreConfig cfg(const std::string& dir, bool admission, uint64_t clean_ahead_entries) {
+  StoreConfig c;
+  c.dram_bytes = 3 * kEntryChunks * kChunk;  // three 64-token entries
+  c.ssd_bytes = 64 * kChunk;
+  c.store_dir = dir;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 2;
+  c.clean_ahead_bytes = clean_ahead_entries * kEntryChunks * kChunk;  // LRU entries first
+  c.save_admission = admission;
+  return c;
+}
+
+// Sessions 1, 2, 3 fill DRAM in that order (LRU: 1 first); with a write-back window, 1 gets a
+// whole SSD copy.
+void fill(AttentionStore& st) {
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  st.prefetch({});
+  st.wait_idle();
+}
+
+TEST(SaveAdmission, TheFirstVictimsOwnSaveGoesToTheSsdOnItsCopy) {
+  const std::string dir = testing::fresh_dir("admit_copy");
+  const uint64_t new_bytes = 2 * 2 * 32 * 512;  // tokens 64..95 of 2 layers, K and V
+  {
+    AttentionStore st(cfg(dir, true, 1));
+    fill(st);
+    ASSERT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
+    const uint64_t before = ssd_written(st);
+    // 1 grows to 96 tokens: DRAM is full and LRU would evict 1 itself first.
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(96)));
+    EXPECT_EQ(st.stats().get(Counter::SavesAdmittedBelow), 1u);
+    EXPECT_EQ(where(st, 1), TierKind::Ssd);
+    EXPECT_EQ(where(st, 2), TierKind::Dram);  // nothing was evicted for it
+    EXPECT_EQ(where(st, 3), TierKind::Dram);
+    EXPECT_EQ(st.stats().get(TierKind::Dram, TierCounter::Evictions), 0u);
+    EXPECT_EQ(ssd_written(st) - before, new_bytes);  // only the new tokens: the copy is taken
+    EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), kEntryChunks);
+    EXPECT_EQ(st.ssd_copy_bytes(), 0u);
+    EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * kEntryChunks * kChunk);  // 1 left DRAM
+    EXPECT_EQ(st.used_bytes(TierKind::Ssd), 12 * kChunk);
+    EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(96)), 96);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+  AttentionStore again(cfg(dir, true, 1));  // journaled: the taken chunks and the new ones
+  EXPECT_EQ(again.sessions(), std::vector<SessionId>{1});
+  EXPECT_EQ(load_check(again, 1, 1, kShape, iota_positions(96)), 96);
+  uint64_t checked = 0;
+  EXPECT_EQ(again.verify_all(&checked), 0u);
+  EXPECT_EQ(checked, 12u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SaveAdmission, OffTheSaveEvictsTheNextEntryInstead) {
+  const std::string dir = testing::fresh_dir("admit_off");
+  AttentionStore st(cfg(dir, false, 1));
+  fill(st);
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(96)));
+  EXPECT_EQ(st.stats().get(Counter::SavesAdmittedBelow), 0u);
+  EXPECT_EQ(st.stats().get(Counter::AppendSaves), 1u);
+  EXPECT_EQ(where(st, 1), TierKind::Dram);  // appended in place, pinned: 2 goes instead
+  EXPECT_EQ(where(st, 2), TierKind::Ssd);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(96)), 96);
+  EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(64)), 64);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SaveAdmission, AnEntryUsedSinceStaysAndTheLeastRecentGoes) {
+  const std::string dir = testing::fresh_dir("admit_used");
+  AttentionStore st(cfg(dir, true, 0));
+  fill(st);
+  ASSERT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);  // 2 is now the LRU entry
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(96)));
+  EXPECT_EQ(st.stats().get(Counter::SavesAdmittedBelow), 0u);
+  EXPECT_EQ(where(st, 1), TierKind::Dram);
+  EXPECT_EQ(where(st, 2), TierKind::Ssd);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SaveAdmission, WithoutACopyTheWholeEntryIsWrittenAndLoadsWhileInFlight) {
+  const std::string dir = testing::fresh_dir("admit_nocopy");
+  AttentionStore st(cfg(dir, true, 0));  // no write-back: 1 has no SSD copy
+  fill(st);
+  ASSERT_EQ(st.ssd_copy_bytes(), 0u);
+  const std::vector<int64_t> pos = iota_positions(96);
+  SaveHandle h = st.begin_save(
+      SaveRequest{1, testing::test_fp(), KeyEncoding::PreRope, kShape, tokens_for(1, pos)});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h.tier(), TierKind::Ssd);
+  EXPECT_EQ(h.shared_tokens(), 0);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * kEntryChunks * kChunk);  // 1 left at once
+  std::vector<std::vector<char>> bufs;
+  for (int l = 0; l < kShape.n_layers; ++l) {
+    bufs.push_back(layer_bytes(1, kShape, l, 0, pos));
+    bufs.push_back(layer_bytes(1, kShape, l, 1, pos));
+  }
+  for (int l = 0; l < kShape.n_layers; ++l) {
+    h.write_layer(l, LayerSource{bufs[2 * l].data(), bufs[2 * l + 1].data()});
+  }
+  std::shared_future<bool> landed = h.commit();
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 96);  // the save in flight answers
+  ASSERT_TRUE(landed.get());
+  EXPECT_EQ(ssd_written(st), 12 * kChunk);  // all 96 tokens
+  EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), 0u);
+  EXPECT_EQ(where(st, 2), TierKind::Dram);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 96);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SaveAdmission, AnAbortedSaveBelowFreesWhatItTook) {
+  const std::string dir = testing::fresh_dir("admit_abort");
+  AttentionStore st(cfg(dir, true, 1));
+  fill(st);
+  {
+    SaveHandle h = st.begin_save(SaveRequest{1, testing::test_fp(), KeyEncoding::PreRope, kShape,
+                                             tokens_for(1, iota_positions(96))});
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(h.tier(), TierKind::Ssd);
+    EXPECT_EQ(h.shared_tokens(), 64);
+  }  // aborted: the session's entry was dropped at begin_save, so it misses now
+  st.wait_idle();
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), -1);
+  EXPECT_EQ(st.used_bytes(TierKind::Ssd), 0u);
+  EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * kEntryChunks * kChunk);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace cb::store
