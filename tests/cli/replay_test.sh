@@ -110,6 +110,22 @@ then ok; else bad "--truncate-align: whole chunks by default, exact with 1"; fi
 "$CB" replay "$SHAREGPT" --model "$MODEL" --truncate-align 0 --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--truncate-align" "$TMP/err"; then ok; else bad "bad --truncate-align: $(cat "$TMP/err")"; fi
 
+# Save-time admission (sim, so the decisions do not depend on I/O timing): with DRAM short,
+# some saves of entries the policy would evict first go to the SSD by default, none with
+# --no-save-admission; the config records which.
+"$CB" trace synth --sessions 200 --seed 7 --out "$TMP/synth200.json" >/dev/null 2>&1 || bad "trace synth 200"
+for f in on off; do
+  flag=""
+  [ $f = off ] && flag="--no-save-admission"
+  "$CB" replay "$TMP/synth200.json" --model preset:llama-13b --gpus 2 --sim --dram 16GiB --ssd 1TB \
+    --rate 1 --quiet --mode ca $flag --out "$TMP/admit_$f.json" >/dev/null 2>"$TMP/err" \
+    || bad "replay $flag: $(head -c 600 "$TMP/err")"
+done
+check_json "admission on by default" "j['config']['store']['save_admission'] is True and \
+  j['summary']['store']['saves_admitted_below'] > 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/admit_on.json"
+check_json "--no-save-admission" "j['config']['store']['save_admission'] is False and \
+  j['summary']['store']['saves_admitted_below'] == 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/admit_off.json"
+
 # 3. The CI gate: a closed-loop replay of a synthetic trace under eviction pressure is
 # deterministic in counts, hit rates and bytes; gate it against the committed baseline.
 "$CB" trace synth --sessions 12 --seed 7 --out "$TMP/synth.json" >/dev/null 2>&1 || bad "trace synth"
