@@ -29,8 +29,8 @@ struct ReplayStoreOptions {
   double ttl = 0;  ///< entries expire after this many seconds unused (0: never)
   /// StoreConfig::clean_ahead_bytes (0: off); < 0: auto, see clean_ahead_bytes().
   int64_t clean_ahead_bytes = -1;
-  /// StoreConfig::save_admission: an append save whose base the policy would evict first from
-  /// a full tier demotes the base and appends below instead of evicting others.
+  /// StoreConfig::save_admission: an append save whose own DRAM entry the policy would evict
+  /// first goes to the SSD instead of evicting others.
   bool save_admission = true;
   double read_gbps[3] = {0, 0, 0};  ///< emulated bandwidth per tier (0 = hardware)
   double write_gbps[3] = {0, 0, 0};

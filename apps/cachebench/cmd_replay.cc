@@ -280,8 +280,8 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str();
   sub->add_flag("--no-save-admission", a->no_save_admission,
                 "a save that must make room in DRAM always evicts others, even when the policy "
-                "would evict the saving conversation first (default: it is demoted to the SSD "
-                "and the save appends there)");
+                "would evict the saving conversation first (default: that save goes to the SSD "
+                "instead, taking the chunks the entry's SSD copy holds)");
   sub->add_option("--io-threads", a->o.store.io_threads, "store I/O threads")
       ->capture_default_str();
   sub->add_option("--slow-read", a->slow_read, "emulate a slower tier: TIER=GBPS (repeatable)");

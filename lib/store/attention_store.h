@@ -335,6 +335,10 @@ class AttentionStore {
   /// begin_save's admission: true when `st` was admitted to the SSD, taking the whole chunks
   /// the entry's SSD copy holds (the entry and the rest of its copy are dropped).
   bool save_below(SaveState* st);
+  /// The session's committed entry that `m` can extend (SaveRequest::append): no save of the
+  /// session in flight, in the fastest tier, not moving, same fingerprint, encoding, shape and
+  /// chunking, its tokens a prefix of `m`'s, not expired; else null.
+  EntryPtr append_base_locked(const EntryMeta& m) const;
   /// begin_save's append attempt: true when `st` was admitted as an append to the session's
   /// entry (see SaveRequest::append).
   bool try_append(SaveState* st);

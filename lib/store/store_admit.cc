@@ -25,19 +25,9 @@ AttentionStore::EntryPtr AttentionStore::admits_below_locked(std::unique_lock<st
   Tier* dram = tier(TierKind::Dram);
   if (!cfg_.save_admission || tier(TierKind::Hbm) || !dram || !tier(TierKind::Ssd)) return nullptr;
   for (int round = 0; round < 2; ++round) {
-    if (in_flight_.count(m.session)) return nullptr;  // as try_append: no base to extend
-    auto it = index_.find(m.session);
-    if (it == index_.end()) return nullptr;
-    const EntryPtr base = it->second;
+    const EntryPtr base = append_base_locked(m);  // in DRAM, the fastest tier here
+    if (!base) return nullptr;
     const EntryMeta& b = base->meta;
-    // The same bases as try_append's: committed, in DRAM, extended by `m`, not expired.
-    if (base->moving || base->doomed || base->tier != TierKind::Dram ||
-        b.fingerprint != m.fingerprint || b.encoding != m.encoding || !(b.shape == m.shape) ||
-        b.tokens_per_chunk != m.tokens_per_chunk || b.n_tokens() > m.n_tokens() ||
-        !std::equal(b.tokens.begin(), b.tokens.end(), m.tokens.begin())) {
-      return nullptr;
-    }
-    if (b.ttl > 0 && now() - b.last_access > b.ttl) return nullptr;
     // What the append would reserve in DRAM: the chunks past the base's whole ones, and past
     // its last partial one, which it extends in place.
     const uint64_t tpc = m.tokens_per_chunk, nb = static_cast<uint64_t>(b.n_tokens());
@@ -49,14 +39,11 @@ AttentionStore::EntryPtr AttentionStore::admits_below_locked(std::unique_lock<st
       move_cv_.wait(g, [&] { return settled_locked(TierKind::Dram); });
       continue;
     }
-    std::vector<EntryInfo> cands{EntryInfo{m.session, TierKind::Dram,
-                                           b.n_chunks() * dram->slot_bytes(), b.n_tokens(),
-                                           b.created, b.last_access, base->accesses}};
+    // The base competes with the tier's candidates, as if it were not pinned.
+    std::vector<EntryInfo> cands{entry_info(m.session, *base, b.n_chunks(), dram->slot_bytes())};
     for (const auto& [id, e] : index_) {
       if (e->tier == TierKind::Dram && e != base && evictable(*e)) {
-        cands.push_back(EntryInfo{id, TierKind::Dram, e->meta.n_chunks() * dram->slot_bytes(),
-                                  e->meta.n_tokens(), e->meta.created, e->meta.last_access,
-                                  e->accesses});
+        cands.push_back(entry_info(id, *e, e->meta.n_chunks(), dram->slot_bytes()));
       }
     }
     const uint64_t needed = (n + reserve_chunks_ - dram->allocator().free()) * dram->slot_bytes();

@@ -21,9 +21,7 @@ std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
   std::vector<EntryInfo> cands;
   for (const auto& [id, e] : index_) {
     if (e->tier != TierKind::Dram || !evictable(*e)) continue;
-    cands.push_back(EntryInfo{id, TierKind::Dram, e->meta.n_chunks() * dram->slot_bytes(),
-                              e->meta.n_tokens(), e->meta.created, e->meta.last_access,
-                              e->accesses});
+    cands.push_back(entry_info(id, *e, e->meta.n_chunks(), dram->slot_bytes()));
   }
   if (cands.empty()) return out;
   for (const Victim& v : cfg_.advisor->choose_victims(TierKind::Dram, cfg_.clean_ahead_bytes, cands,

@@ -43,6 +43,14 @@ struct StoreEntry {
   uint64_t copy_nt = 0, copy_valid = 0;
 };
 
+/// What the advisor sees of `e` (session `id`), sized as `chunks` slots of `slot_bytes`.
+inline EntryInfo entry_info(SessionId id, const StoreEntry& e, uint64_t chunks,
+                            uint64_t slot_bytes) {
+  return EntryInfo{
+      id,        e.tier, chunks * slot_bytes, e.meta.n_tokens(), e.meta.created, e.meta.last_access,
+      e.accesses};
+}
+
 /// A save in progress.
 struct SaveState {
   AttentionStore* store = nullptr;

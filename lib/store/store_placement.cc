@@ -83,14 +83,12 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
       std::vector<EntryInfo> cands;
       for (const auto& [id, e] : index_) {
         if (e->tier == t && evictable(*e)) {
-          cands.push_back(EntryInfo{id, t, e->meta.n_chunks() * T->slot_bytes(), e->meta.n_tokens(),
-                                    e->meta.created, e->meta.last_access, e->accesses});
+          cands.push_back(entry_info(id, *e, e->meta.n_chunks(), T->slot_bytes()));
         } else if (t == TierKind::Ssd && !e->ssd_copy.empty() && !e->copy_lent &&
                    (id & kCopyCandidate) == 0) {
           // The copies compete with the SSD's entries (kCopyCandidate).
-          cands.push_back(EntryInfo{id | kCopyCandidate, t, e->ssd_copy.size() * T->slot_bytes(),
-                                    e->meta.n_tokens(), e->meta.created, e->meta.last_access,
-                                    e->accesses});
+          cands.push_back(entry_info(id | kCopyCandidate, *e, e->ssd_copy.size(), T->slot_bytes()));
+          cands.back().tier = t;
         }
       }
       for (const Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now())) {
@@ -321,9 +319,7 @@ size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
     std::vector<EntryInfo> on_ssd;
     for (const auto& [id, e] : index_) {
       if (e->tier != TierKind::Ssd || e->pins > 0 || e->moving) continue;
-      on_ssd.push_back(EntryInfo{id, TierKind::Ssd, e->meta.n_chunks() * dram->slot_bytes(),
-                                 e->meta.n_tokens(), e->meta.created, e->meta.last_access,
-                                 e->accesses});
+      on_ssd.push_back(entry_info(id, *e, e->meta.n_chunks(), dram->slot_bytes()));
     }
     if (on_ssd.empty()) return 0;
     const uint64_t free_bytes = dram->allocator().free() * dram->slot_bytes();

@@ -160,6 +160,24 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   return h;
 }
 
+AttentionStore::EntryPtr AttentionStore::append_base_locked(const EntryMeta& m) const {
+  if (in_flight_.count(m.session)) return nullptr;  // the committed entry is on its way out
+  auto it = index_.find(m.session);
+  if (it == index_.end()) return nullptr;
+  const EntryPtr& base = it->second;
+  const EntryMeta& b = base->meta;
+  int fastest = 0;
+  while (!tiers_[fastest]) ++fastest;
+  if (base->moving || base->doomed || static_cast<int>(base->tier) != fastest) return nullptr;
+  if (b.fingerprint != m.fingerprint || b.encoding != m.encoding || !(b.shape == m.shape) ||
+      b.tokens_per_chunk != m.tokens_per_chunk || b.n_tokens() > m.n_tokens() ||
+      !std::equal(b.tokens.begin(), b.tokens.end(), m.tokens.begin())) {
+    return nullptr;
+  }
+  if (b.ttl > 0 && now() - b.last_access > b.ttl) return nullptr;  // expired: a miss anyway
+  return base;
+}
+
 bool AttentionStore::try_append(SaveState* st) {
   EntryMeta& m = st->meta;
   EntryPtr base;
@@ -167,20 +185,9 @@ bool AttentionStore::try_append(SaveState* st) {
   uint64_t base_nt = 0, c0 = 0, shared = 0;
   {
     std::lock_guard<std::mutex> g(mu_);
-    if (in_flight_.count(m.session)) return false;  // the committed entry is on its way out
-    auto it = index_.find(m.session);
-    if (it == index_.end()) return false;
-    base = it->second;
+    base = append_base_locked(m);
+    if (!base) return false;
     const EntryMeta& b = base->meta;
-    int fastest = 0;
-    while (!tiers_[fastest]) ++fastest;
-    if (base->moving || base->doomed || static_cast<int>(base->tier) != fastest) return false;
-    if (b.fingerprint != m.fingerprint || b.encoding != m.encoding || !(b.shape == m.shape) ||
-        b.tokens_per_chunk != m.tokens_per_chunk || b.n_tokens() > m.n_tokens() ||
-        !std::equal(b.tokens.begin(), b.tokens.end(), m.tokens.begin())) {
-      return false;
-    }
-    if (b.ttl > 0 && now() - b.last_access > b.ttl) return false;  // expired: a miss anyway
     const uint64_t tpc = m.tokens_per_chunk, nb = static_cast<uint64_t>(b.n_tokens());
     c0 = nb / tpc;
     t = base->tier;
