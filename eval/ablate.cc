@@ -67,6 +67,9 @@ class Runner {
     o.engine.sched.rate = a_.rate;
     o.engine.sched.think = a_.think;
     o.store.policy = "sched";
+    // The paper's mechanisms only: the demotion budget (not in the paper) would make the hit
+    // rates of the eviction and capacity studies measure the SSD's write queue too.
+    o.store.drop_slow_demotions = false;
     // Real mode: 256 MiB holds every micro study's entries (the tier is allocated, zeroed
     // and locked up front, for every run).
     o.store.dram_bytes = !a_.sim                     ? (256ull << 20)

@@ -98,6 +98,7 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
       {"io_threads", o.store.io_threads},
       {"clean_ahead_bytes", clean_ahead_bytes(o.store)},
       {"save_admission", o.store.save_admission},
+      {"drop_slow_demotions", o.store.drop_slow_demotions},
       {"read_gbps", {o.store.read_gbps[0], o.store.read_gbps[1], o.store.read_gbps[2]}},
       {"write_gbps", {o.store.write_gbps[0], o.store.write_gbps[1], o.store.write_gbps[2]}}};
   j["prices"] = {{"gpu_usd_per_hour", o.prices.gpu_usd_per_hour},
@@ -151,6 +152,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
     sc.default_ttl = opts.store.ttl;
     sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);  // the store ignores it without an SSD
     sc.save_admission = opts.store.save_admission;
+    sc.drop_slow_demotions = opts.store.drop_slow_demotions;
     for (int t = 0; t < 3; ++t) {
       sc.read_gbps[t] = opts.store.read_gbps[t];
       sc.write_gbps[t] = opts.store.write_gbps[t];

@@ -32,6 +32,9 @@ struct ReplayStoreOptions {
   /// StoreConfig::save_admission: an append save whose own DRAM entry the policy would evict
   /// first goes to the SSD instead of evicting others.
   bool save_admission = true;
+  /// StoreConfig::drop_slow_demotions: a save's victim whose demotion to the SSD would take
+  /// longer than recomputing it is dropped instead.
+  bool drop_slow_demotions = true;
   double read_gbps[3] = {0, 0, 0};  ///< emulated bandwidth per tier (0 = hardware)
   double write_gbps[3] = {0, 0, 0};
 };

@@ -69,6 +69,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     sc.ttl = opts.store.ttl;
     sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);
     sc.save_admission = opts.store.save_admission;
+    sc.drop_slow_demotions = opts.store.drop_slow_demotions;
     const auto bw = [](double profile_gbps, double slowed) {
       return slowed > 0 ? std::min(profile_gbps, slowed) : profile_gbps;
     };
@@ -114,7 +115,8 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     // lib/store's counters of the same names (its stats JSON, under "store" in real mode).
     run.summary["store"] = {{"ssd_chunks_cleaned", st->cleaned_chunks()},
                             {"ssd_copy_chunks_reused", st->copy_reused_chunks()},
-                            {"saves_admitted_below", st->admitted_below()}};
+                            {"saves_admitted_below", st->admitted_below()},
+                            {"slow_demotions_dropped", st->slow_dropped()}};
   }
   return run;
 }

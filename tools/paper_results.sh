@@ -33,10 +33,19 @@ for regime in "sat:$RATE:0" "think:0.5:exp:1800"; do
   think="${rest#*:}"
   for ssd in 2TB 10TB; do
     for pol in sched lru fifo optimal; do
-      echo "paper_results: llama-13b, $name, 128GB + $ssd, $pol" >&2
-      "$CB" replay "$TRACE" --model preset:llama-13b --gpus 2 --sim --profile a100-80gb \
-        --rate "$rate" --think-time "$think" --max-batch "$BATCH" --ssd "$ssd" --policy "$pol" \
-        --quiet --out "$OUT/eviction-$name-$ssd-$pol.json" >/dev/null
+      # The policies' hit rates with the demotion budget off (placement alone), and with it.
+      for budget in off on; do
+        echo "paper_results: llama-13b, $name, 128GB + $ssd, $pol, demotion budget $budget" >&2
+        flag=(--no-drop-slow-demotions)
+        file="$OUT/eviction-$name-$ssd-$pol.json"
+        if [ $budget = on ]; then
+          flag=()
+          file="$OUT/eviction-budget-$name-$ssd-$pol.json"
+        fi
+        "$CB" replay "$TRACE" --model preset:llama-13b --gpus 2 --sim --profile a100-80gb \
+          --rate "$rate" --think-time "$think" --max-batch "$BATCH" --ssd "$ssd" --policy "$pol" \
+          "${flag[@]}" --quiet --out "$file" >/dev/null
+      done
     done
   done
 done

@@ -37,7 +37,7 @@ struct ReplayArgs {
   std::vector<std::string> slow_read, slow_write;
   bool no_preload = false, sync_save = false, full_saves = false, quiet = false;
   int64_t limit = 0;
-  bool no_join_split = false, no_save_admission = false;
+  bool no_join_split = false, no_save_admission = false, no_drop_slow_demotions = false;
   std::string out, csv;
   eval::ReplayOptions o;
 };
@@ -106,6 +106,7 @@ int run_replay_cmd(ReplayArgs& a) {
           ? -1
           : static_cast<int64_t>(store::parse_size(a.clean_ahead, "--clean-ahead"));
   o.store.save_admission = !a.no_save_admission;
+  o.store.drop_slow_demotions = !a.no_drop_slow_demotions;
   o.store.store_dir = a.store_dir;
   o.store.policy = a.policy;
   eval::policy_name(a.policy);  // validates
@@ -282,6 +283,10 @@ void add(CLI::App& app, const char* name, const char* help) {
                 "a save that must make room in DRAM always evicts others, even when the policy "
                 "would evict the saving conversation first (default: that save goes to the SSD "
                 "instead, taking the chunks the entry's SSD copy holds)");
+  sub->add_flag("--no-drop-slow-demotions", a->no_drop_slow_demotions,
+                "a save that must make room in DRAM always demotes its victims to the SSD, "
+                "however long the SSD's write queue makes it wait (default: a victim whose "
+                "demotion would take longer than recomputing it is dropped instead)");
   sub->add_option("--io-threads", a->o.store.io_threads, "store I/O threads")
       ->capture_default_str();
   sub->add_option("--slow-read", a->slow_read, "emulate a slower tier: TIER=GBPS (repeatable)");

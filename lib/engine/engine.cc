@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <limits>
 
 #include "lib/core/error.h"
 #include "lib/engine/engine_internal.h"
@@ -83,6 +84,14 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
   }
   if (cfg_.mode != Mode::RE && store_ == nullptr) {
     throw make_error("Engine", "CA and OF modes need an AttentionStore");
+  }
+  if (store_ != nullptr) {
+    // The demotion budget's recompute time: this engine's measured prefill rate (linear in
+    // tokens; none until a step with prefill has run).
+    store_->set_recompute_estimate([rate = prefill_s_per_token_](int64_t tokens) {
+      const double r = rate->load();
+      return r > 0 ? r * static_cast<double>(tokens) : std::numeric_limits<double>::infinity();
+    });
   }
   kv_dim_ = mc.kv_dim();
   fp_ = store::ModelFingerprint::from_description(

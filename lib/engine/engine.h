@@ -11,6 +11,7 @@
 /// slept (nothing runs then; background saves that would have finished in the gap are
 /// waited for, so skipping can only make CA look slower).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -196,6 +197,10 @@ class Engine {
   int32_t stop_token_ = -1;
   // measured rates for the automatic read buffer
   double load_s_per_token_layer_ = 0, prefill_s_per_token_layer_ = 0;
+  /// Seconds per token fed by steps with prefill (0: none yet), read by the store's recompute
+  /// estimate (StoreConfig::drop_slow_demotions); shared, as the store may outlive the engine.
+  std::shared_ptr<std::atomic<double>> prefill_s_per_token_ =
+      std::make_shared<std::atomic<double>>(0);
 };
 
 }  // namespace cb::engine

@@ -77,6 +77,17 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     prefill_s_per_token_layer_ =
         prefill_s_per_token_layer_ > 0 ? 0.8 * prefill_s_per_token_layer_ + 0.2 * r : r;
   }
+  if (prefill_tokens > 0) {
+    // The store's recompute estimate: any step with prefill, its time over all the tokens it
+    // fed (a decoding sequence feeds one), as a recompute would share a batch.
+    const int64_t fed =
+        prefill_tokens + static_cast<int64_t>(batch.size()) -
+        static_cast<int64_t>(std::count_if(items.begin(), items.end(),
+                                           [](const sched::StepItem& it) { return it.prefill; }));
+    const double r = dt / static_cast<double>(fed);
+    const double old = prefill_s_per_token_->load();
+    prefill_s_per_token_->store(old > 0 ? 0.8 * old + 0.2 * r : r);
+  }
   const double when = now();
   const int vocab = model_.config().vocab_size;
   std::vector<sched::StepItem> ran;  // the items whose work counts (not restarted ones)

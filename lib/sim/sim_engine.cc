@@ -36,6 +36,12 @@ SimEngine::SimEngine(const CostModel& cost, SimStore* store, engine::EngineConfi
   if (cfg_.mode != Mode::RE && store_ == nullptr) {
     throw make_error("SimEngine", "CA and OF modes need a store");
   }
+  if (store_ != nullptr) {
+    // The demotion budget's recompute time: the cost model's prefill of the tokens alone.
+    store_->set_recompute_estimate([cost = cost_](int64_t tokens) {
+      return cost.step_time({StepLoad{tokens, 0, true}});
+    });
+  }
   layers_ = cost_.shape().layers;
   const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
   blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : per_seq * std::max(cfg_.sched.max_batch, 1);

@@ -522,12 +522,12 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
       victims.emplace_back(v.session, v.drop);
     }
     if (victims.empty() && !copies) return false;
-    for (auto& [s, drop] : victims) evict(s, drop, now);
+    for (auto& [s, drop] : victims) evict(s, drop, now, settle);
   }
   return false;
 }
 
-void SimStore::evict(store::SessionId s, bool drop, double now) {
+void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
   Entry& e = index_.at(s);
   --e.pins;
   const TierKind src = e.tier;
@@ -546,6 +546,19 @@ void SimStore::evict(store::SessionId s, bool drop, double now) {
     reuse = std::min(e.copy_valid, e.chunks / lanes);
     e.copy_chunks = e.copy_valid = 0;
     with_copy_.erase(s);
+  }
+  if (!drop && blocking && lower == TierKind::Ssd && cfg_.drop_slow_demotions && recompute_s_) {
+    // The demotion budget: the caller would wait for the SSD's queue, this entry's own
+    // chunks and a write-back of it still in flight, from when it gets to this victim.
+    const double bytes = payload_past(e.tokens, reuse);
+    const double start = std::max(now, blocked_until_);
+    const double written =
+        bytes > 0 ? std::max(start, cfg_.ssd_write.free_at()) + cfg_.ssd_write.duration(bytes)
+                  : start;
+    if (std::max(written, e.clean_until) - start > recompute_s_(e.tokens)) {
+      drop = true;
+      ++slow_dropped_;
+    }
   }
   if (!drop && lower != src && reserve(lower, e.chunks - reuse * lanes, false, now)) {
     Entry& m = index_.at(s);  // reserve may have rehashed nothing, but look it up again

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -32,6 +33,8 @@ class Link {
   double bytes() const { return bytes_; }
   /// Seconds a transfer of `bytes` takes on an idle link.
   double duration(double bytes) const { return lat_ + bytes / bps_; }
+  /// When the transfers reserved so far end.
+  double free_at() const { return free_at_; }
 
  private:
   double bps_ = 1e12, lat_ = 0;
@@ -51,6 +54,10 @@ struct SimStoreConfig {
   /// tier, where the advisor would evict the base itself first, demotes the base and appends
   /// there.
   bool save_admission = false;
+  /// lib/store's StoreConfig::drop_slow_demotions: a save's victim whose demotion to the SSD
+  /// would keep the caller waiting (behind the SSD writes queued and its own) longer than
+  /// recomputing it (set_recompute_estimate()) is dropped instead.
+  bool drop_slow_demotions = false;
   std::shared_ptr<store::PlacementAdvisor> advisor;
   Link d2d, h2d, d2h, ssd_read, ssd_write;  ///< hbm, dram reads, saves, ssd reads, ssd writes
 };
@@ -105,6 +112,11 @@ class SimStore {
   void write_back(double now);
   /// Retires in-flight moves finished by `now`.
   void advance(double now);
+  /// Seconds a prefill of `tokens` tokens from nothing takes (lib/store's
+  /// set_recompute_estimate; SimEngine installs its cost model's). Empty: nothing is dropped.
+  void set_recompute_estimate(std::function<double(int64_t tokens)> seconds) {
+    recompute_s_ = std::move(seconds);
+  }
 
   /// Per-tier totals for the run's summary.
   std::vector<metrics::TierTotals> tier_totals() const;
@@ -118,6 +130,8 @@ class SimStore {
   uint64_t cleaned_chunks() const { return cleaned_chunks_; }
   /// Append saves whose base save admission demoted (lib/store's saves_admitted_below).
   uint64_t admitted_below() const { return admitted_below_; }
+  /// Victims the demotion budget dropped (lib/store's slow_demotions_dropped).
+  uint64_t slow_dropped() const { return slow_dropped_; }
 
  private:
   struct Entry {
@@ -175,7 +189,8 @@ class SimStore {
   /// Commits the saves in flight that tier `t`'s candidates or room depend on: those writing to
   /// `t`, and those replacing an entry in `t` (lib/store's settle in reserve()).
   void settle(store::TierKind t);
-  void evict(store::SessionId s, bool drop, double now);
+  /// `blocking`: a save's victim (reserve()'s `settle`), where the demotion budget holds.
+  void evict(store::SessionId s, bool drop, double now, bool blocking);
   Link& read_link(store::TierKind t);
   void erase_committed(store::SessionId session);
   void drop_pending(store::SessionId session);  ///< a save in flight, its space freed  ///< the
@@ -209,7 +224,8 @@ class SimStore {
   double blocked_until_ = 0;     ///< see caller_blocked_until()
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
-  uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0;
+  uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0, slow_dropped_ = 0;
+  std::function<double(int64_t)> recompute_s_;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };
 

@@ -344,6 +344,11 @@ void AttentionStore::wait_idle() {
   pool_->wait_idle();
 }
 
+void AttentionStore::set_recompute_estimate(std::function<double(int64_t tokens)> seconds) {
+  std::lock_guard<std::mutex> g(mu_);
+  recompute_s_ = std::move(seconds);
+}
+
 StatsSnapshot AttentionStore::stats() const {
   StatsSnapshot s = stats_.snapshot();
   std::lock_guard<std::mutex> g(mu_);

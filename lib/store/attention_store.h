@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "lib/store/io_backend.h"
 #include "lib/store/stats.h"
 #include "lib/store/types.h"
+#include "lib/store/write_meter.h"
 
 namespace cb::store {
 
@@ -60,6 +62,14 @@ struct StoreConfig {
   /// is dropped at once: should the save then fail, the session misses. Counted as
   /// saves_admitted_below.
   bool save_admission = false;
+  /// Demotion budget: when a save must make room in DRAM (its caller's thread waits for the
+  /// demotions), a victim whose demotion to the SSD would take longer than recomputing it
+  /// is dropped instead. The wait is predicted as the SSD writes under way plus the victim's
+  /// own chunks (less those its SSD copy holds) over the SSD's measured write rate
+  /// (WriteMeter); the recompute time comes from set_recompute_estimate() (the engines
+  /// install their prefill rate). Off without an estimate or before the SSD has written
+  /// anything. Counted as slow_demotions_dropped (and as a DRAM drop).
+  bool drop_slow_demotions = false;
   uint64_t journal_compact_bytes = 64ull << 20;  ///< journal growth that triggers compaction
   Clock clock;                                   ///< seconds; default: steady clock
   std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
@@ -236,6 +246,10 @@ class AttentionStore {
   size_t write_back();
   /// Blocks until background work (prefetches, commits, loads) is done.
   void wait_idle();
+  /// Seconds a prefill of `tokens` tokens from nothing takes (StoreConfig::
+  /// drop_slow_demotions); called on a saving thread with the store's lock held, so it must
+  /// be cheap and must not call the store. Empty: no estimate (nothing is dropped).
+  void set_recompute_estimate(std::function<double(int64_t tokens)> seconds);
 
   /// Counters and occupancy.
   StatsSnapshot stats() const;
@@ -290,7 +304,10 @@ class AttentionStore {
   bool settled_locked(TierKind t) const;
   bool lower_tier(TierKind t, TierKind* lower) const;
   enum class MoveResult { Ok, Gone, NoRoom, SourceBad, DestFailed };
-  void evict(const EntryPtr& e, bool drop);
+  /// `blocking`: on a save's thread (reserve()'s `settle`), where the demotion budget holds.
+  void evict(const EntryPtr& e, bool drop, bool blocking);
+  /// drop_slow_demotions: would demoting `e` to the SSD take longer than recomputing it?
+  bool slow_demotion_locked(const StoreEntry& e) const;
   MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve);
   /// Copies `m`'s chunks to `dst_slots` (indexed as m.slots), except token chunks
   /// [0, skip_chunks) of every layer and K/V, which the destination already holds.
@@ -378,6 +395,8 @@ class AttentionStore {
   std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
   std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")
   std::unique_ptr<BandwidthLimiter> limit_[kNumTiers][2];  // [tier][write]
+  WriteMeter ssd_writes_;                                  ///< SSD writes under way, rate
+  std::function<double(int64_t)> recompute_s_;             ///< set_recompute_estimate()
 };
 
 }  // namespace cb::store

@@ -18,6 +18,7 @@ const char* counter_name(Counter c) {
                                             "ssd_copy_chunks_reused",
                                             "ssd_chunks_cleaned",
                                             "saves_admitted_below",
+                                            "slow_demotions_dropped",
                                             "loads",
                                             "load_failures",
                                             "prefetches",

@@ -25,6 +25,7 @@ enum class Counter : int {
   SsdCopyChunksReused,
   SsdChunksCleaned,
   SavesAdmittedBelow,
+  SlowDemotionsDropped,
   Loads,
   LoadFailures,
   Prefetches,

@@ -24,10 +24,13 @@ constexpr uint64_t kCopyBatch = 16;
 
 bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
   const auto t0 = std::chrono::steady_clock::now();
+  const bool meter = write && t == TierKind::Ssd;
+  if (meter) ssd_writes_.io_begin(t0);
   const bool ok = write ? tier(t)->write(ops, n) : tier(t)->read(ops, n);
   uint64_t moved = 0;
   for (size_t i = 0; i < n; ++i) moved += ops[i].len;
   limit_[static_cast<int>(t)][write ? 1 : 0]->pace(moved, t0);
+  if (meter) ssd_writes_.io_end(moved);
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
@@ -117,16 +120,37 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
       }
     }
     if (victims.empty() && !copies) return false;
-    for (auto& [e, drop] : victims) evict(e, drop);
+    for (auto& [e, drop] : victims) evict(e, drop, settle);
   }
   return false;
 }
 
-void AttentionStore::evict(const EntryPtr& e, bool drop) {
+bool AttentionStore::slow_demotion_locked(const StoreEntry& e) const {
+  if (!cfg_.drop_slow_demotions || !recompute_s_) return false;
+  const uint64_t nt = e.meta.n_token_chunks();
+  const uint64_t lanes = 2ull * static_cast<uint64_t>(e.meta.shape.n_layers);
+  // What move_entry would write: the token chunks past those its SSD copy holds.
+  uint64_t bytes = 0;
+  for (uint64_t c = e.ssd_copy.empty() ? 0 : std::min(e.copy_valid, nt); c < nt; ++c) {
+    bytes += e.meta.chunk_len(c);
+  }
+  const double wait = ssd_writes_.drain_seconds(bytes * lanes);
+  return wait >= 0 && wait > recompute_s_(e.meta.n_tokens());
+}
+
+void AttentionStore::evict(const EntryPtr& e, bool drop, bool blocking) {
   const TierKind src = e->tier;
   TierKind lower;
   MoveResult r = MoveResult::NoRoom;
-  if (!drop && lower_tier(src, &lower)) r = move_entry(e, lower, false);
+  const bool has_lower = lower_tier(src, &lower);
+  if (!drop && has_lower && blocking && lower == TierKind::Ssd) {
+    std::lock_guard<std::mutex> g(mu_);
+    if (slow_demotion_locked(*e)) {
+      drop = true;
+      stats_.add(Counter::SlowDemotionsDropped);
+    }
+  }
+  if (!drop && has_lower) r = move_entry(e, lower, false);
   if (r == MoveResult::Ok) {
     stats_.add(src, TierCounter::Evictions);
     std::lock_guard<std::mutex> g(mu_);
@@ -158,6 +182,10 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
   const uint64_t total = copied.size();
   if (total == 0) return MoveResult::Ok;
   const uint64_t batch = std::min<uint64_t>(kCopyBatch, total);
+  // A demotion or write-back is SSD backlog until written (the demotion budget's wait).
+  uint64_t bytes = 0;
+  for (uint64_t idx : copied) bytes += m.chunk_len(idx % nt);
+  PendingWrite pending(dst == TierKind::Ssd ? &ssd_writes_ : nullptr, bytes);
   std::unique_ptr<void, FreeDeleter> buf(std::aligned_alloc(4096, batch * sb));
   char* b = static_cast<char*>(buf.get());
   const uint64_t seed = chunk_seed(m.session);
@@ -181,6 +209,7 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
       ops[i].slot = dst_slots[idx];
     }
     if (!timed_io(dst, true, ops.data(), cnt)) return MoveResult::DestFailed;
+    for (uint64_t i = 0; i < cnt; ++i) pending.done(ops[i].len);
   }
   return MoveResult::Ok;
 }

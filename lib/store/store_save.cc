@@ -258,7 +258,12 @@ bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) 
       if (off == 0) st.meta.checksums[idx] = checksum(op.buf, op.len, seed);
     }
   }
-  if (!timed_io(st.tier, true, ops.data(), ops.size())) return false;
+  uint64_t bytes = 0;
+  for (const ChunkIo& op : ops) bytes += op.len;
+  {
+    PendingWrite pending(st.tier == TierKind::Ssd ? &ssd_writes_ : nullptr, bytes);
+    if (!timed_io(st.tier, true, ops.data(), ops.size())) return false;
+  }
   if (st.tail_offset == 0) return true;
   // The chunk extended in place: its checksum covers the base's bytes there too, as stored.
   const uint64_t c = st.first_chunk;

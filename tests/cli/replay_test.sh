@@ -114,9 +114,10 @@ if [ $? -eq 1 ] && grep -qF -- "--truncate-align" "$TMP/err"; then ok; else bad 
 # some saves of entries the policy would evict first go to the SSD by default, none with
 # --no-save-admission; the config records which.
 "$CB" trace synth --sessions 200 --seed 7 --out "$TMP/synth200.json" >/dev/null 2>&1 || bad "trace synth 200"
+# (The demotion budget, off here, drops a few victims at this scale: checked below.)
 for f in on off; do
-  flag=""
-  [ $f = off ] && flag="--no-save-admission"
+  flag="--no-drop-slow-demotions"
+  [ $f = off ] && flag="$flag --no-save-admission"
   "$CB" replay "$TMP/synth200.json" --model preset:llama-13b --gpus 2 --sim --dram 16GiB --ssd 1TB \
     --rate 1 --quiet --mode ca $flag --out "$TMP/admit_$f.json" >/dev/null 2>"$TMP/err" \
     || bad "replay $flag: $(head -c 600 "$TMP/err")"
@@ -125,6 +126,35 @@ check_json "admission on by default" "j['config']['store']['save_admission'] is 
   j['summary']['store']['saves_admitted_below'] > 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/admit_on.json"
 check_json "--no-save-admission" "j['config']['store']['save_admission'] is False and \
   j['summary']['store']['saves_admitted_below'] == 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/admit_off.json"
+# The demotion budget: with the SSD's writes slowed to 0.5 GB/s, saves that must make room
+# drop victims whose demotion would take longer than recomputing them (by default; the
+# config records it), and with --no-drop-slow-demotions demote every one (all turns hit).
+for f in on off; do
+  flag=""
+  [ $f = off ] && flag="--no-drop-slow-demotions"
+  "$CB" replay "$TMP/synth200.json" --model preset:llama-13b --gpus 2 --sim --dram 16GiB --ssd 1TB \
+    --slow-write ssd=0.5 --rate 1 --quiet --mode ca $flag --out "$TMP/budget_$f.json" \
+    >/dev/null 2>"$TMP/err" || bad "replay --slow-write $flag: $(head -c 600 "$TMP/err")"
+done
+check_json "demotion budget on by default" "j['config']['store']['drop_slow_demotions'] is True and \
+  j['summary']['store']['slow_demotions_dropped'] > 0 and j['summary']['hit_rate']['overall'] < 1.0" "$TMP/budget_on.json"
+check_json "--no-drop-slow-demotions" "j['config']['store']['drop_slow_demotions'] is False and \
+  j['summary']['store']['slow_demotions_dropped'] == 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/budget_off.json"
+# The same in real mode (lib/store, the engine's measured prefill rate, the SSD's measured
+# write rate): an SSD slowed to 5 MB/s takes ~50 ms per entry, recomputing one under a ms.
+"$CB" trace synth --sessions 12 --seed 7 --out "$TMP/synth12.json" >/dev/null 2>&1 || bad "trace synth 12"
+for f in on off; do
+  flag=""
+  [ $f = off ] && flag="--no-drop-slow-demotions"
+  rm -rf "$TMP/budget_store" && mkdir -p "$TMP/budget_store"
+  "$CB" replay "$TMP/synth12.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
+    --store-dir "$TMP/budget_store" --chunk-size 64KiB --ctx 512 --rate 0 --max-batch 4 \
+    --max-output-tokens 8 --slow-write ssd=0.005 --quiet $flag --out "$TMP/rbudget_$f.json" \
+    >/dev/null 2>"$TMP/err" || bad "real replay --slow-write $flag: $(head -c 600 "$TMP/err")"
+done
+check_json "real mode: slow demotions dropped" "j['summary']['store']['slow_demotions_dropped'] > 0" "$TMP/rbudget_on.json"
+check_json "real mode: --no-drop-slow-demotions" "j['summary']['store']['slow_demotions_dropped'] == 0 and \
+  j['summary']['hit_rate']['overall'] == 1.0" "$TMP/rbudget_off.json"
 
 # 3. The CI gate: a closed-loop replay of a synthetic trace under eviction pressure is
 # deterministic in counts, hit rates and bytes; gate it against the committed baseline.
@@ -179,7 +209,7 @@ if [ $? -eq 1 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ss
 # Write-back ahead of eviction: on by default with an SSD tier (a sixteenth of --dram), off
 # with --clean-ahead 0; a bad size names the option.
 for c in auto 0; do
-  "$CB" replay "$TMP/synth.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
+  "$CB" replay "$TMP/synth12.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
     --store-dir "$TMP" --chunk-size 4KiB --rate 0 --max-batch 4 --max-output-tokens 8 \
     --clean-ahead $c --quiet --out "$TMP/wb_$c.json" >/dev/null 2>"$TMP/err" \
     || bad "replay --clean-ahead $c: $(head -c 600 "$TMP/err")"

@@ -378,6 +378,44 @@ TEST(SimStore, TheFirstVictimsOwnSaveGoesToTheSsdOnItsCopy) {
   }
 }
 
+// lib/store's DemotionBudget tests: a save's victim whose demotion would keep the caller
+// waiting longer than recomputing it is dropped; the wait includes the SSD writes queued
+// before it (here a write-back of another entry).
+TEST(SimStore, AVictimSlowerToDemoteThanToRecomputeIsDropped) {
+  const double entry = 32 * 2 * 128 * 2 / 0.1e9;  // one entry's SSD write: 164 us
+  struct Case {
+    bool on;
+    uint64_t clean_ahead;  // write-back window (entries): 1 queues 1's copy on the SSD
+    bool dropped;
+  };
+  for (const Case k : {Case{true, 0, false}, Case{true, 1, true}, Case{false, 1, false}}) {
+    SimStoreConfig c = small(2, 4, "lru");
+    c.clean_ahead_bytes = k.clean_ahead * 4 * 4096;
+    c.drop_slow_demotions = k.on;
+    SimStore s(c, 2, 128);
+    // Recomputing costs 1.5 entry writes: the victim's own write fits, behind another does not.
+    s.set_recompute_estimate([entry](int64_t) { return 1.5 * entry; });
+    for (store::SessionId id = 1; id <= 2; ++id) {
+      ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+      s.commit(id);
+    }
+    s.prefetch({}, 3);                    // with a window: 1's copy is written from t = 3
+    ASSERT_TRUE(s.lookup(1, 32, 3).hit);  // 2 is the LRU entry now, with no copy
+    s.unpin(1);
+    ASSERT_GE(s.save(3, 32, 3), 0);  // evicts 2
+    const auto h = s.lookup(2, 32, 4);
+    EXPECT_EQ(h.hit, !k.dropped) << k.on << k.clean_ahead;
+    EXPECT_EQ(s.slow_dropped(), k.dropped ? 1u : 0u);
+    if (k.dropped) {
+      EXPECT_EQ(s.caller_blocked_until(), 3);  // nothing written for it
+    } else {
+      EXPECT_EQ(h.tier, store::TierKind::Ssd);
+      EXPECT_NEAR(s.caller_blocked_until(), 3 + (k.clean_ahead + 1) * entry, 1e-12);
+      s.unpin(2);
+    }
+  }
+}
+
 TEST(SimStore, AnEntryUsedSinceIsNotAdmittedBelow) {
   SimStoreConfig c = small(2, 4, "lru");
   c.save_admission = true;
