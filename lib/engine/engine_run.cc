@@ -34,7 +34,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
   std::vector<model::SeqInput> batch;
   std::vector<Job*> jobs;
   bool measured = false, prefill = false;
-  int64_t prefill_tokens = 0;
+  int64_t prefill_tokens = 0, fed = 0;  // fed: every token of the step (a decode feeds one)
   for (const sched::StepItem& it : items) {
     Job& j = *jobs_.at(it.request);
     jobs.push_back(&j);
@@ -47,6 +47,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     } else {
       in.tokens = {j.outputs.back()};
     }
+    fed += static_cast<int64_t>(in.tokens.size());
     measured = measured || !j.rec.warmup;
     batch.push_back(std::move(in));
   }
@@ -79,11 +80,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
   }
   if (prefill_tokens > 0) {
     // The store's recompute estimate: any step with prefill, its time over all the tokens it
-    // fed (a decoding sequence feeds one), as a recompute would share a batch.
-    const int64_t fed =
-        prefill_tokens + static_cast<int64_t>(batch.size()) -
-        static_cast<int64_t>(std::count_if(items.begin(), items.end(),
-                                           [](const sched::StepItem& it) { return it.prefill; }));
+    // fed, as a recompute would share a batch.
     const double r = dt / static_cast<double>(fed);
     const double old = prefill_s_per_token_->load();
     prefill_s_per_token_->store(old > 0 ? 0.8 * old + 0.2 * r : r);

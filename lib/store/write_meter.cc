@@ -34,15 +34,19 @@ void WriteMeter::io_end(uint64_t bytes, Clock::time_point at) {
   --in_flight_;
 }
 
-double WriteMeter::rate() const {
-  std::lock_guard<std::mutex> g(mu_);
+double WriteMeter::rate_locked() const {
   return written_ > 0 && busy_s_ > 0 ? static_cast<double>(written_) / busy_s_ : 0;
 }
 
+double WriteMeter::rate() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return rate_locked();
+}
+
 double WriteMeter::drain_seconds(uint64_t bytes) const {
-  const double r = rate();
-  if (r <= 0) return -1;
-  return static_cast<double>(pending() + bytes) / r;
+  std::lock_guard<std::mutex> g(mu_);  // one snapshot of the backlog and the rate
+  const double r = rate_locked();
+  return r > 0 ? static_cast<double>(pending_ + bytes) / r : -1;
 }
 
 void PendingWrite::done(uint64_t bytes) {

@@ -30,6 +30,7 @@ class WriteMeter {
   double drain_seconds(uint64_t bytes) const;
 
  private:
+  double rate_locked() const;
   mutable std::mutex mu_;
   uint64_t pending_ = 0;
   int in_flight_ = 0;

@@ -209,7 +209,7 @@ if [ $? -eq 1 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ss
 # Write-back ahead of eviction: on by default with an SSD tier (a sixteenth of --dram), off
 # with --clean-ahead 0; a bad size names the option.
 for c in auto 0; do
-  "$CB" replay "$TMP/synth12.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
+  "$CB" replay "$TMP/synth.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
     --store-dir "$TMP" --chunk-size 4KiB --rate 0 --max-batch 4 --max-output-tokens 8 \
     --clean-ahead $c --quiet --out "$TMP/wb_$c.json" >/dev/null 2>"$TMP/err" \
     || bad "replay --clean-ahead $c: $(head -c 600 "$TMP/err")"

@@ -32,10 +32,6 @@ StoreConfig cfg(const std::string& dir, bool on) {
   return c;
 }
 
-bool stored(const AttentionStore& st, SessionId s, TierKind* t) {
-  return st.where(s, t);
-}
-
 // Sessions 1..3 fill DRAM; 4 demotes 1 (LRU), the SSD's first write; 5 must evict 2.
 struct Outcome {
   bool two_stored = false;
@@ -53,11 +49,11 @@ Outcome run(const std::string& name, bool on, double recompute_s, bool estimate 
       EXPECT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
     }
     TierKind t = TierKind::Hbm;
-    EXPECT_TRUE(stored(st, 1, &t));  // no rate yet: demoted whatever the estimate
+    EXPECT_TRUE(st.where(1, &t));  // no rate yet: demoted whatever the estimate
     EXPECT_EQ(t, TierKind::Ssd);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     EXPECT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
-    o.two_stored = stored(st, 2, &o.two_tier);
+    o.two_stored = st.where(2, &o.two_tier);
     o.dropped = st.stats().get(Counter::SlowDemotionsDropped);
     o.dram_drops = st.stats().get(TierKind::Dram, TierCounter::Drops);
     EXPECT_EQ(load_check(st, 5, 5, kShape, iota_positions(64)), 64);
