@@ -52,10 +52,13 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     batch.push_back(std::move(in));
   }
   model::LayerHooks hooks;
+  double restore_s = 0;  // in the step's time, but not computing: waits for loads, KV copies
   hooks.wait_ready = [&](int layer) {
+    const double t0 = steady_s();
     for (Job* j : jobs) {
       if (j->restore_pending && !j->load_failed) restore_layer(*j, layer);
     }
+    restore_s += steady_s() - t0;
   };
   hooks.on_new_kv = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k,
                         const float* v) {
@@ -73,15 +76,18 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     res->totals.gpu_time_s += dt;
     if (prefill) res->totals.prefill_time_s += dt;
   }
+  // The rate estimates are of computing alone: a recompute, or a prefill beside a preload,
+  // waits for no load.
+  const double compute_s = std::max(0.0, dt - restore_s);
   if (prefill && batch.size() == 1 && prefill_tokens > 0) {
-    const double r = dt / (static_cast<double>(prefill_tokens) * model_.config().n_layers);
+    const double r = compute_s / (static_cast<double>(prefill_tokens) * model_.config().n_layers);
     prefill_s_per_token_layer_ =
         prefill_s_per_token_layer_ > 0 ? 0.8 * prefill_s_per_token_layer_ + 0.2 * r : r;
   }
   if (prefill_tokens > 0) {
     // The store's recompute estimate: any step with prefill, its time over all the tokens it
     // fed, as a recompute would share a batch.
-    const double r = dt / static_cast<double>(fed);
+    const double r = compute_s / static_cast<double>(fed);
     const double old = prefill_s_per_token_->load();
     prefill_s_per_token_->store(old > 0 ? 0.8 * old + 0.2 * r : r);
   }

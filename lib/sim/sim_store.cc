@@ -547,7 +547,8 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
     e.copy_chunks = e.copy_valid = 0;
     with_copy_.erase(s);
   }
-  if (!drop && blocking && lower == TierKind::Ssd && cfg_.drop_slow_demotions && recompute_s_) {
+  if (!drop && blocking && lower != src && lower == TierKind::Ssd && cfg_.drop_slow_demotions &&
+      recompute_s_) {
     // The demotion budget: the caller would wait for the SSD's queue, this entry's own
     // chunks and a write-back of it still in flight, from when it gets to this victim.
     const double bytes = payload_past(e.tokens, reuse);

@@ -27,17 +27,16 @@ bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
   const bool meter = write && t == TierKind::Ssd;
   if (meter) ssd_writes_.io_begin(t0);
   const bool ok = write ? tier(t)->write(ops, n) : tier(t)->read(ops, n);
-  uint64_t moved = 0;
-  for (size_t i = 0; i < n; ++i) moved += ops[i].len;
+  uint64_t moved = 0, bytes = 0;  // bytes: those that reached the device
+  for (size_t i = 0; i < n; ++i) {
+    moved += ops[i].len;
+    if (ops[i].error == 0) bytes += ops[i].len;
+  }
   limit_[static_cast<int>(t)][write ? 1 : 0]->pace(moved, t0);
-  if (meter) ssd_writes_.io_end(moved);
+  if (meter) ssd_writes_.io_end(bytes);
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
-  uint64_t bytes = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (ops[i].error == 0) bytes += ops[i].len;
-  }
   stats_.add(t, write ? TierCounter::BytesWritten : TierCounter::BytesRead, bytes);
   stats_.add(t, write ? TierCounter::WriteNs : TierCounter::ReadNs, static_cast<uint64_t>(ns));
   if (!ok) stats_.add(Counter::IoErrors);
@@ -129,10 +128,15 @@ bool AttentionStore::slow_demotion_locked(const StoreEntry& e) const {
   if (!cfg_.drop_slow_demotions || !recompute_s_) return false;
   const uint64_t nt = e.meta.n_token_chunks();
   const uint64_t lanes = 2ull * static_cast<uint64_t>(e.meta.shape.n_layers);
-  // What move_entry would write: the token chunks past those its SSD copy holds.
+  // What move_entry would write: the token chunks past those its SSD copy holds. A write-back
+  // of it under way leaves a whole copy (move_entry waits for it, then writes nothing): its
+  // bytes are in the backlog already, not to be counted again.
   uint64_t bytes = 0;
-  for (uint64_t c = e.ssd_copy.empty() ? 0 : std::min(e.copy_valid, nt); c < nt; ++c) {
-    bytes += e.meta.chunk_len(c);
+  if (!e.cleaning) {
+    for (uint64_t c = e.ssd_copy.empty() ? 0 : std::min(e.copy_valid, nt); c < nt; ++c) {
+      bytes += e.meta.chunk_len(c);
+    }
+    if (bytes == 0) return false;  // a whole copy: the demotion is a journal record
   }
   const double wait = ssd_writes_.drain_seconds(bytes * lanes);
   return wait >= 0 && wait > recompute_s_(e.meta.n_tokens());

@@ -26,8 +26,8 @@ void WriteMeter::io_begin(Clock::time_point at) {
 
 void WriteMeter::io_end(uint64_t bytes, Clock::time_point at) {
   std::lock_guard<std::mutex> g(mu_);
+  if (in_flight_ == 0) return;  // no io_begin(): nothing timed, so no bytes counted either
   written_ += bytes;
-  if (in_flight_ == 0) return;  // no io_begin(): nothing to time
   // Bank the busy time so far at every end, so a device that never idles has a rate too.
   busy_s_ += std::max(0.0, std::chrono::duration<double>(at - busy_since_).count());
   busy_since_ = at;

@@ -4,7 +4,9 @@
 // rate is known or without a recompute estimate.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "lib/store/attention_store.h"
 #include "tests/unit/store/store_test_util.h"
@@ -108,6 +110,59 @@ TEST(DemotionBudget, TheEntrysSsdCopyIsNotWrittenAgainSoItsDemotionIsCheap) {
     EXPECT_EQ(t, TierKind::Ssd);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DemotionBudget, AWholeCopyIsDemotedWhileTheSsdIsBusy) {
+  // A write-back window of two entries: once 1's copy has landed, 2's write-back keeps the
+  // SSD busy. Demoting 1 writes nothing, so the backlog does not make it slow: it is demoted.
+  const std::string dir = testing::fresh_dir("budget_busy_copy");
+  StoreConfig c = cfg(dir, true);
+  c.clean_ahead_bytes = 2 * kEntryChunks * kChunk;
+  {
+    AttentionStore st(c);
+    st.set_recompute_estimate([](int64_t) { return 1e-6; });
+    for (SessionId s = 1; s <= 3; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    st.write_back();
+    while (st.ssd_copy_bytes() < kEntryChunks * kChunk) std::this_thread::yield();
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
+    TierKind t = TierKind::Hbm;
+    EXPECT_TRUE(st.where(1, &t));
+    EXPECT_EQ(t, TierKind::Ssd);
+    EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
+    st.wait_idle();
+    EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DemotionBudget, AVictimBeingWrittenBackIsNotCountedTwice) {
+  // 4 demotes 1 (the SSD's rate is then known); a write-back of 2 is under way when 5 makes
+  // 2 its victim. The demotion waits for that write-back (~13 ms at 10 MB/s) and writes
+  // nothing more: below the 20 ms recompute estimate, so 2 is demoted. Counting its bytes
+  // both in the backlog and as its own would predict ~26 ms and drop it.
+  const std::string dir = testing::fresh_dir("budget_cleaning");
+  StoreConfig c = cfg(dir, true);
+  c.clean_ahead_bytes = kEntryChunks * kChunk;
+  {
+    AttentionStore st(c);
+    st.set_recompute_estimate([](int64_t) { return 0.02; });
+    for (SessionId s = 1; s <= 4; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    st.wait_idle();
+    st.write_back();  // 2, the LRU entry in DRAM
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
+    TierKind t = TierKind::Hbm;
+    EXPECT_TRUE(st.where(2, &t));
+    EXPECT_EQ(t, TierKind::Ssd);
+    EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
+    st.wait_idle();
+    EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
   }
   std::filesystem::remove_all(dir);
