@@ -77,6 +77,27 @@ def main():
                 row.append(f"{s0['ttft_ms']['mean']:,.0f} -> {s1['ttft_ms']['mean']:,.0f} "
                            f"({100 * s1['hit_rate']['overall']:.1f})")
             print("| " + " | ".join(row) + " |")
+    print("\nWhere the hits come from, demotion budget off: % of the turns with a history "
+          "served from DRAM / from SSD (the rows above; '20,000 conversations' is "
+          "`trace synth --sessions 20000 --seed 0`, 1/s, think exp:3600 s, `--max-batch 64`, "
+          "the one row where 10 TB is under pressure):\n")
+    print("| regime | store | scheduler-aware | LRU | FIFO | optimal (window) |")
+    print("|---|---|---:|---:|---:|---:|")
+    rows = [(f"eviction-{name}-{ssd}", label, f"128 GB + {ssd[:-2]} TB")
+            for name, label in regimes for ssd in ("2TB", "10TB")]
+    rows.append(("eviction-20k-think-10TB", "20,000 conversations, 1/s, think exp:3600 s",
+                 "128 GB + 10 TB"))
+    for stem, label, store in rows:
+        row = [label, store]
+        for pol in ("sched", "lru", "fifo", "optimal"):
+            path = os.path.join(out, f"{stem}-{pol}.json")
+            if not os.path.exists(path):
+                row.append("missing")
+                continue
+            h = json.load(open(path))["summary"]["hit_rate"]
+            row.append(f"{100 * h['overall']:.1f} ({100 * h['dram']:.1f} / {100 * h['ssd']:.1f})")
+        print("| " + " | ".join(row) + " |")
+
 
 if __name__ == "__main__":
     main()
