@@ -150,7 +150,7 @@ void SimStore::drop_copy(Entry& e) {
   if (e.copy_chunks == 0) return;
   free_[2] += e.copy_chunks;
   e.copy_chunks = e.copy_valid = 0;
-  e.clean_until = -1;  // nothing left to wait for
+  e.clean_until = e.clean_start = -1;  // nothing left to wait for
   with_copy_.erase(e.session);
 }
 
@@ -196,6 +196,7 @@ void SimStore::clean_ahead(double now) {
     with_copy_.insert(e.session);
     const double bytes = payload_past(e.tokens, reuse);
     const double before = cfg_.ssd_write.busy_s();
+    e.clean_start = std::max(now, cfg_.ssd_write.free_at());  // the link is a FIFO queue
     e.clean_until = cfg_.ssd_write.transfer(now, bytes);
     write_s_[2] += cfg_.ssd_write.busy_s() - before;
     bytes_written_[2] += bytes;
@@ -448,6 +449,7 @@ void SimStore::commit(store::SessionId session) {
       it->second.copy_chunks = base.copy_chunks;
       it->second.copy_valid = std::min(base.copy_valid, whole);
       it->second.clean_until = base.clean_until;
+      it->second.clean_start = base.clean_start;
       base.copy_chunks = base.copy_valid = 0;
       if (it->second.copy_valid == 0) drop_copy(it->second);
     }
@@ -549,14 +551,21 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
   }
   if (!drop && blocking && lower != src && lower == TierKind::Ssd && cfg_.drop_slow_demotions &&
       recompute_s_) {
-    // The demotion budget: the caller would wait for the SSD's queue, this entry's own
-    // chunks and a write-back of it still in flight, from when it gets to this victim.
+    // The demotion budget: the caller would wait for the SSD's queue and this entry's own
+    // chunks past its copy, or for a write-back of it still queued, from when it gets to this
+    // victim. Never dropped: a victim with nothing to write (a whole copy that has landed), or
+    // whose write-back is being written, which lib/store's demotion waits for (and then writes
+    // nothing more) and whose pin there keeps a dropped entry's DRAM until it ends, so a drop
+    // would free nothing sooner.
     const double bytes = payload_past(e.tokens, reuse);
     const double start = std::max(now, blocked_until_);
+    const bool landed = e.clean_until <= start;
+    const bool writing = !landed && e.clean_start <= start;
     const double written =
         bytes > 0 ? std::max(start, cfg_.ssd_write.free_at()) + cfg_.ssd_write.duration(bytes)
                   : start;
-    if (std::max(written, e.clean_until) - start > recompute_s_(e.tokens)) {
+    if (!writing && (bytes > 0 || !landed) &&
+        std::max(written, e.clean_until) - start > recompute_s_(e.tokens)) {
       drop = true;
       ++slow_dropped_;
     }

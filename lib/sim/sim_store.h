@@ -152,6 +152,7 @@ class SimStore {
     /// of which token chunks [0, copy_valid) (of every layer, K and V) still hold its bytes.
     uint64_t copy_chunks = 0, copy_valid = 0;
     double clean_until = -1;  ///< a copy written ahead of eviction lands then
+    double clean_start = -1;  ///< and starts being written then (queued behind others before)
     /// A save in flight admitted to the SSD (save_below): its `shared_tokens` are chunks it
     /// took from the base's SSD copy and owns, not the base's.
     bool from_copy = false;

@@ -68,7 +68,9 @@ bool AttentionStore::save_below(SaveState* st) {
     if (!base) return false;
     // A write-back of it that is running ends soon and leaves a copy to take (as a demotion).
     move_cv_.wait(g, [&] { return !base->cleaning; });
-    if (base->doomed || base->moving || base->tier != TierKind::Dram) return false;
+    // Anything may have happened meanwhile: a truncation cuts the base and its copy, so the
+    // chunks below would no longer be the save's first ones.
+    if (append_base_locked(m) != base) return false;
     copy = base->ssd_copy;
     copy_nt = base->copy_nt;
     // The copy's whole chunks of the base (a partial last one grows: written anew).

@@ -128,16 +128,16 @@ bool AttentionStore::slow_demotion_locked(const StoreEntry& e) const {
   if (!cfg_.drop_slow_demotions || !recompute_s_) return false;
   const uint64_t nt = e.meta.n_token_chunks();
   const uint64_t lanes = 2ull * static_cast<uint64_t>(e.meta.shape.n_layers);
-  // What move_entry would write: the token chunks past those its SSD copy holds. A write-back
-  // of it under way leaves a whole copy (move_entry waits for it, then writes nothing): its
-  // bytes are in the backlog already, not to be counted again.
+  // A write-back of it under way leaves a whole copy: move_entry waits for it and writes
+  // nothing more, and a drop would free nothing sooner (the write-back's pin keeps the DRAM
+  // slots until it ends). Never dropped.
+  if (e.cleaning) return false;
+  // What move_entry would write: the token chunks past those its SSD copy holds.
   uint64_t bytes = 0;
-  if (!e.cleaning) {
-    for (uint64_t c = e.ssd_copy.empty() ? 0 : std::min(e.copy_valid, nt); c < nt; ++c) {
-      bytes += e.meta.chunk_len(c);
-    }
-    if (bytes == 0) return false;  // a whole copy: the demotion is a journal record
+  for (uint64_t c = e.ssd_copy.empty() ? 0 : std::min(e.copy_valid, nt); c < nt; ++c) {
+    bytes += e.meta.chunk_len(c);
   }
+  if (bytes == 0) return false;  // a whole copy: the demotion is a journal record
   const double wait = ssd_writes_.drain_seconds(bytes * lanes);
   return wait >= 0 && wait > recompute_s_(e.meta.n_tokens());
 }

@@ -416,6 +416,48 @@ TEST(SimStore, AVictimSlowerToDemoteThanToRecomputeIsDropped) {
   }
 }
 
+TEST(SimStore, AVictimBeingWrittenBackIsNeverDropped) {
+  // As in lib/store: its demotion waits for the write-back and writes nothing more, and a drop
+  // there would free nothing before the write-back ends.
+  const double entry = 32 * 2 * 128 * 2 / 0.1e9;  // one entry's SSD write: 164 us
+  SimStoreConfig c = small(2, 4, "lru");
+  c.clean_ahead_bytes = 4 * 4096;
+  c.drop_slow_demotions = true;
+  SimStore s(c, 2, 128);
+  s.set_recompute_estimate([entry](int64_t) { return 0.1 * entry; });
+  for (store::SessionId id = 1; id <= 2; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.prefetch({}, 3);               // 1, the LRU entry, is written back from t = 3
+  ASSERT_GE(s.save(3, 32, 3), 0);  // evicts 1 while that write-back runs
+  EXPECT_EQ(s.slow_dropped(), 0u);
+  EXPECT_NEAR(s.caller_blocked_until(), 3 + entry, 1e-12);  // the write-back's landing
+  EXPECT_EQ(s.lookup(1, 32, 4).tier, store::TierKind::Ssd);
+}
+
+TEST(SimStore, AVictimWhoseWriteBackIsStillQueuedCanBeDropped) {
+  // Its write-back waits behind another one: lib/store would write it on the caller's
+  // thread, behind the writes under way, so the wait is weighed against the recompute.
+  const double entry = 32 * 2 * 128 * 2 / 0.1e9;
+  SimStoreConfig c = small(2, 4, "lru");
+  c.clean_ahead_bytes = 2 * 4 * 4096;
+  c.drop_slow_demotions = true;
+  SimStore s(c, 2, 128);
+  s.set_recompute_estimate([entry](int64_t) { return 1.5 * entry; });
+  for (store::SessionId id = 1; id <= 2; ++id) {
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.prefetch({}, 3);                    // 1's write-back from t = 3, then 2's
+  ASSERT_TRUE(s.lookup(1, 32, 3).hit);  // 2 is the LRU entry now
+  s.unpin(1);
+  ASSERT_GE(s.save(3, 32, 3), 0);  // 2's copy would land at 3 + 2 entries: dropped
+  EXPECT_EQ(s.slow_dropped(), 1u);
+  EXPECT_FALSE(s.lookup(2, 32, 4).hit);
+  EXPECT_EQ(s.caller_blocked_until(), 3);
+}
+
 TEST(SimStore, AnEntryUsedSinceIsNotAdmittedBelow) {
   SimStoreConfig c = small(2, 4, "lru");
   c.save_admission = true;

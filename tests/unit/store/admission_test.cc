@@ -3,7 +3,9 @@
 // on that entry's copy instead of evicting entries the advisor ranks above it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
@@ -151,6 +153,40 @@ TEST(SaveAdmission, AnAbortedSaveBelowFreesWhatItTook) {
   EXPECT_EQ(st.used_bytes(TierKind::Ssd), 0u);
   EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * kEntryChunks * kChunk);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(SaveAdmission, AnEntryTruncatedWhileItsWriteBackRunsIsNotTakenBelow) {
+  // A save admitted below waits for its base's running write-back. A whole-chunk truncation
+  // meanwhile cuts the base and its copy: the copy's chunks are no longer the save's first
+  // ones, so the save must not take them (the checksums, seeded by session, would not tell).
+  const std::string dir = testing::fresh_dir("admit_cut");
+  StoreConfig c = cfg(dir, true, 0);
+  c.dram_bytes = (20 + 2 * kEntryChunks) * kChunk;  // 1 at 160 tokens (20 chunks), 2 and 3
+  c.ssd_bytes = 256 * kChunk;
+  c.clean_ahead_bytes = 20 * kChunk;                       // 1 only
+  c.write_gbps[static_cast<int>(TierKind::Ssd)] = 0.0002;  // 200 KB/s: 2 chunks ~ 0.65 s
+  {
+    AttentionStore st(c);
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(96)));  // 3 whole chunks
+    ASSERT_EQ(st.write_back(), 1u);
+    st.wait_idle();
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(160)));  // its copy: 3 of 5
+    ASSERT_TRUE(save_entry(st, 2, 2, kShape, iota_positions(64)));
+    ASSERT_TRUE(save_entry(st, 3, 3, kShape, iota_positions(64)));
+    ASSERT_EQ(st.used_bytes(TierKind::Dram), c.dram_bytes);
+    ASSERT_EQ(st.write_back(), 1u);  // 1's chunks 3 and 4
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    bool saved = false;
+    std::thread t([&] { saved = save_entry(st, 1, 1, kShape, iota_positions(192)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // t waits for the write-back
+    EXPECT_TRUE(st.truncate(1, TruncateSpec{32, 0, 32}));         // chunk 1 goes
+    t.join();
+    ASSERT_TRUE(saved);
+    st.wait_idle();
+    EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(192)), 192);
+    EXPECT_EQ(st.accounting_errors(), 0u);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -140,27 +140,31 @@ TEST(DemotionBudget, AWholeCopyIsDemotedWhileTheSsdIsBusy) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(DemotionBudget, AVictimBeingWrittenBackIsNotCountedTwice) {
+TEST(DemotionBudget, AVictimBeingWrittenBackIsNeverDropped) {
   // 4 demotes 1 (the SSD's rate is then known); a write-back of 2 is under way when 5 makes
-  // 2 its victim. The demotion waits for that write-back (~13 ms at 10 MB/s) and writes
-  // nothing more: below the 20 ms recompute estimate, so 2 is demoted. Counting its bytes
-  // both in the backlog and as its own would predict ~26 ms and drop it.
+  // 2 its victim. Its demotion waits for that write-back and writes nothing more, and
+  // dropping it would free nothing sooner (the write-back holds its DRAM): it is demoted, and
+  // the save costs no other entry, however small the recompute estimate.
   const std::string dir = testing::fresh_dir("budget_cleaning");
   StoreConfig c = cfg(dir, true);
   c.clean_ahead_bytes = kEntryChunks * kChunk;
+  c.write_gbps[static_cast<int>(TierKind::Ssd)] = 0.0002;  // 200 KB/s: an entry ~ 0.65 s
   {
     AttentionStore st(c);
-    st.set_recompute_estimate([](int64_t) { return 0.02; });
+    st.set_recompute_estimate([](int64_t) { return 1e-6; });
     for (SessionId s = 1; s <= 4; ++s)
       ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
     st.wait_idle();
-    st.write_back();  // 2, the LRU entry in DRAM
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(st.write_back(), 1u);  // 2, the LRU entry in DRAM
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ASSERT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
     TierKind t = TierKind::Hbm;
     EXPECT_TRUE(st.where(2, &t));
     EXPECT_EQ(t, TierKind::Ssd);
+    EXPECT_TRUE(st.where(3, &t));
+    EXPECT_EQ(t, TierKind::Dram);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
+    EXPECT_EQ(st.stats().get(TierKind::Dram, TierCounter::Drops), 0u);
     st.wait_idle();
     EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
