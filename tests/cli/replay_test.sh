@@ -141,7 +141,10 @@ check_json "demotion budget on by default" "j['config']['store']['drop_slow_demo
 check_json "--no-drop-slow-demotions" "j['config']['store']['drop_slow_demotions'] is False and \
   j['summary']['store']['slow_demotions_dropped'] == 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/budget_off.json"
 # The same in real mode (lib/store, the engine's measured prefill rate, the SSD's measured
-# write rate): an SSD slowed to 5 MB/s takes ~50 ms per entry, recomputing one under a ms.
+# write rate): an SSD slowed to 0.5 MB/s takes about a second per entry, recomputing one a
+# few ms (a tenth of a second or so in the sanitizer build). No write-back (--clean-ahead 0),
+# so every victim has its whole entry to write: a whole copy, or one being written, is never
+# dropped.
 "$CB" trace synth --sessions 12 --seed 7 --out "$TMP/synth12.json" >/dev/null 2>&1 || bad "trace synth 12"
 for f in on off; do
   flag=""
@@ -149,7 +152,8 @@ for f in on off; do
   rm -rf "$TMP/budget_store" && mkdir -p "$TMP/budget_store"
   "$CB" replay "$TMP/synth12.json" --model "$MODEL" --mode ca --dram 2MiB --ssd 64MiB \
     --store-dir "$TMP/budget_store" --chunk-size 64KiB --ctx 512 --rate 0 --max-batch 4 \
-    --max-output-tokens 8 --slow-write ssd=0.005 --quiet $flag --out "$TMP/rbudget_$f.json" \
+    --max-output-tokens 8 --slow-write ssd=0.0005 --clean-ahead 0 --quiet $flag \
+    --out "$TMP/rbudget_$f.json" \
     >/dev/null 2>"$TMP/err" || bad "real replay --slow-write $flag: $(head -c 600 "$TMP/err")"
 done
 check_json "real mode: slow demotions dropped" "j['summary']['store']['slow_demotions_dropped'] > 0" "$TMP/rbudget_on.json"
