@@ -85,8 +85,8 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
         prefill_s_per_token_layer_ > 0 ? 0.8 * prefill_s_per_token_layer_ + 0.2 * r : r;
   }
   if (prefill_tokens > 0) {
-    // The store's recompute estimate: any step with prefill, its time over all the tokens it
-    // fed, as a recompute would share a batch.
+    // The store's recompute estimate: any step with prefill, its computing time over all the
+    // tokens it fed, as a recompute would share a batch.
     const double r = compute_s / static_cast<double>(fed);
     const double old = prefill_s_per_token_->load();
     prefill_s_per_token_->store(old > 0 ? 0.8 * old + 0.2 * r : r);
