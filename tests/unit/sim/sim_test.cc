@@ -2,6 +2,8 @@
 // datasheet arithmetic, link queueing, and the sizes-only store's placement.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "eval/sim_replay.h"
 #include "lib/core/error.h"
 #include "lib/engine/policy_advisor.h"
@@ -378,40 +380,49 @@ TEST(SimStore, TheFirstVictimsOwnSaveGoesToTheSsdOnItsCopy) {
   }
 }
 
-// lib/store's DemotionBudget tests: a save's victim whose demotion would keep the caller
-// waiting longer than recomputing it is dropped; the wait includes the SSD writes queued
-// before it (here a write-back of another entry).
+// lib/store's DemotionBudget tests. budget_store(): sessions 1 and 2 saved and committed
+// (at t = 1, 2) in a DRAM of two entries over the SSD, LRU, a write-back window of
+// `clean_ahead` entries, and recomputing an entry costing `recompute` entry writes.
+constexpr double kEntryWrite = 32 * 2 * 128 * 2 / 0.1e9;  // one entry's SSD write: 164 us
+
+std::unique_ptr<SimStore> budget_store(bool on, uint64_t clean_ahead, double recompute) {
+  SimStoreConfig c = small(2, 4, "lru");
+  c.clean_ahead_bytes = clean_ahead * 4 * 4096;
+  c.drop_slow_demotions = on;
+  auto s = std::make_unique<SimStore>(c, 2, 128);
+  s->set_recompute_estimate([recompute](int64_t) { return recompute * kEntryWrite; });
+  for (store::SessionId id = 1; id <= 2; ++id) {
+    EXPECT_GE(s->save(id, 32, static_cast<double>(id)), 0);
+    s->commit(id);
+  }
+  return s;
+}
+
+// A save's victim whose demotion would keep the caller waiting longer than recomputing it is
+// dropped; the wait includes the SSD writes queued before it (here a write-back of another
+// entry).
 TEST(SimStore, AVictimSlowerToDemoteThanToRecomputeIsDropped) {
-  const double entry = 32 * 2 * 128 * 2 / 0.1e9;  // one entry's SSD write: 164 us
   struct Case {
     bool on;
     uint64_t clean_ahead;  // write-back window (entries): 1 queues 1's copy on the SSD
     bool dropped;
   };
   for (const Case k : {Case{true, 0, false}, Case{true, 1, true}, Case{false, 1, false}}) {
-    SimStoreConfig c = small(2, 4, "lru");
-    c.clean_ahead_bytes = k.clean_ahead * 4 * 4096;
-    c.drop_slow_demotions = k.on;
-    SimStore s(c, 2, 128);
     // Recomputing costs 1.5 entry writes: the victim's own write fits, behind another does not.
-    s.set_recompute_estimate([entry](int64_t) { return 1.5 * entry; });
-    for (store::SessionId id = 1; id <= 2; ++id) {
-      ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
-      s.commit(id);
-    }
-    s.prefetch({}, 3);                    // with a window: 1's copy is written from t = 3
-    ASSERT_TRUE(s.lookup(1, 32, 3).hit);  // 2 is the LRU entry now, with no copy
-    s.unpin(1);
-    ASSERT_GE(s.save(3, 32, 3), 0);  // evicts 2
-    const auto h = s.lookup(2, 32, 4);
+    const auto s = budget_store(k.on, k.clean_ahead, 1.5);
+    s->prefetch({}, 3);                    // with a window: 1's copy is written from t = 3
+    ASSERT_TRUE(s->lookup(1, 32, 3).hit);  // 2 is the LRU entry now, with no copy
+    s->unpin(1);
+    ASSERT_GE(s->save(3, 32, 3), 0);  // evicts 2
+    const auto h = s->lookup(2, 32, 4);
     EXPECT_EQ(h.hit, !k.dropped) << k.on << k.clean_ahead;
-    EXPECT_EQ(s.slow_dropped(), k.dropped ? 1u : 0u);
+    EXPECT_EQ(s->slow_dropped(), k.dropped ? 1u : 0u);
     if (k.dropped) {
-      EXPECT_EQ(s.caller_blocked_until(), 3);  // nothing written for it
+      EXPECT_EQ(s->caller_blocked_until(), 3);  // nothing written for it
     } else {
       EXPECT_EQ(h.tier, store::TierKind::Ssd);
-      EXPECT_NEAR(s.caller_blocked_until(), 3 + (k.clean_ahead + 1) * entry, 1e-12);
-      s.unpin(2);
+      EXPECT_NEAR(s->caller_blocked_until(), 3 + (k.clean_ahead + 1) * kEntryWrite, 1e-12);
+      s->unpin(2);
     }
   }
 }
@@ -419,43 +430,25 @@ TEST(SimStore, AVictimSlowerToDemoteThanToRecomputeIsDropped) {
 TEST(SimStore, AVictimBeingWrittenBackIsNeverDropped) {
   // As in lib/store: its demotion waits for the write-back and writes nothing more, and a drop
   // there would free nothing before the write-back ends.
-  const double entry = 32 * 2 * 128 * 2 / 0.1e9;  // one entry's SSD write: 164 us
-  SimStoreConfig c = small(2, 4, "lru");
-  c.clean_ahead_bytes = 4 * 4096;
-  c.drop_slow_demotions = true;
-  SimStore s(c, 2, 128);
-  s.set_recompute_estimate([entry](int64_t) { return 0.1 * entry; });
-  for (store::SessionId id = 1; id <= 2; ++id) {
-    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
-    s.commit(id);
-  }
-  s.prefetch({}, 3);               // 1, the LRU entry, is written back from t = 3
-  ASSERT_GE(s.save(3, 32, 3), 0);  // evicts 1 while that write-back runs
-  EXPECT_EQ(s.slow_dropped(), 0u);
-  EXPECT_NEAR(s.caller_blocked_until(), 3 + entry, 1e-12);  // the write-back's landing
-  EXPECT_EQ(s.lookup(1, 32, 4).tier, store::TierKind::Ssd);
+  const auto s = budget_store(true, 1, 0.1);
+  s->prefetch({}, 3);               // 1, the LRU entry, is written back from t = 3
+  ASSERT_GE(s->save(3, 32, 3), 0);  // evicts 1 while that write-back runs
+  EXPECT_EQ(s->slow_dropped(), 0u);
+  EXPECT_NEAR(s->caller_blocked_until(), 3 + kEntryWrite, 1e-12);  // the write-back's landing
+  EXPECT_EQ(s->lookup(1, 32, 4).tier, store::TierKind::Ssd);
 }
 
 TEST(SimStore, AVictimWhoseWriteBackIsStillQueuedCanBeDropped) {
   // Its write-back waits behind another one: lib/store would write it on the caller's
   // thread, behind the writes under way, so the wait is weighed against the recompute.
-  const double entry = 32 * 2 * 128 * 2 / 0.1e9;
-  SimStoreConfig c = small(2, 4, "lru");
-  c.clean_ahead_bytes = 2 * 4 * 4096;
-  c.drop_slow_demotions = true;
-  SimStore s(c, 2, 128);
-  s.set_recompute_estimate([entry](int64_t) { return 1.5 * entry; });
-  for (store::SessionId id = 1; id <= 2; ++id) {
-    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
-    s.commit(id);
-  }
-  s.prefetch({}, 3);                    // 1's write-back from t = 3, then 2's
-  ASSERT_TRUE(s.lookup(1, 32, 3).hit);  // 2 is the LRU entry now
-  s.unpin(1);
-  ASSERT_GE(s.save(3, 32, 3), 0);  // 2's copy would land at 3 + 2 entries: dropped
-  EXPECT_EQ(s.slow_dropped(), 1u);
-  EXPECT_FALSE(s.lookup(2, 32, 4).hit);
-  EXPECT_EQ(s.caller_blocked_until(), 3);
+  const auto s = budget_store(true, 2, 1.5);
+  s->prefetch({}, 3);                    // 1's write-back from t = 3, then 2's
+  ASSERT_TRUE(s->lookup(1, 32, 3).hit);  // 2 is the LRU entry now
+  s->unpin(1);
+  ASSERT_GE(s->save(3, 32, 3), 0);  // 2's copy would land at 3 + 2 entries: dropped
+  EXPECT_EQ(s->slow_dropped(), 1u);
+  EXPECT_FALSE(s->lookup(2, 32, 4).hit);
+  EXPECT_EQ(s->caller_blocked_until(), 3);
 }
 
 TEST(SimStore, AnEntryUsedSinceIsNotAdmittedBelow) {

@@ -17,6 +17,7 @@ namespace {
 using testing::iota_positions;
 using testing::load_check;
 using testing::save_entry;
+using testing::where;
 
 constexpr uint64_t kChunk = 16 << 10;
 const EntryShape kShape{2, 512};  // 64 tokens = 8 chunks of 16 KiB (128 KiB)
@@ -32,6 +33,15 @@ StoreConfig cfg(const std::string& dir, bool on) {
   c.drop_slow_demotions = on;
   c.write_gbps[static_cast<int>(TierKind::Ssd)] = 0.01;  // 10 MB/s: an entry takes ~13 ms
   return c;
+}
+
+// Installs a recompute estimate of `recompute_s` and saves sessions 1..n (64 tokens each).
+bool fill(AttentionStore& st, SessionId n, double recompute_s = 1e-6) {
+  st.set_recompute_estimate([recompute_s](int64_t) { return recompute_s; });
+  for (SessionId s = 1; s <= n; ++s) {
+    if (!save_entry(st, s, s, kShape, iota_positions(64))) return false;
+  }
+  return true;
 }
 
 // Sessions 1..3 fill DRAM; 4 demotes 1 (LRU), the SSD's first write; 5 must evict 2.
@@ -50,9 +60,7 @@ Outcome run(const std::string& name, bool on, double recompute_s, bool estimate 
     for (SessionId s = 1; s <= 4; ++s) {
       EXPECT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
     }
-    TierKind t = TierKind::Hbm;
-    EXPECT_TRUE(st.where(1, &t));  // no rate yet: demoted whatever the estimate
-    EXPECT_EQ(t, TierKind::Ssd);
+    EXPECT_EQ(where(st, 1), TierKind::Ssd);  // no rate yet: demoted whatever the estimate
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     EXPECT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
     o.two_stored = st.where(2, &o.two_tier);
@@ -98,16 +106,12 @@ TEST(DemotionBudget, TheEntrysSsdCopyIsNotWrittenAgainSoItsDemotionIsCheap) {
   c.clean_ahead_bytes = kEntryChunks * kChunk;
   {
     AttentionStore st(c);
-    st.set_recompute_estimate([](int64_t) { return 1e-6; });
-    for (SessionId s = 1; s <= 3; ++s)
-      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    ASSERT_TRUE(fill(st, 3));
     st.write_back();
     st.wait_idle();  // 1's copy is written (and the SSD's rate measured)
     ASSERT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
     ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
-    TierKind t = TierKind::Hbm;
-    EXPECT_TRUE(st.where(1, &t));
-    EXPECT_EQ(t, TierKind::Ssd);
+    EXPECT_EQ(where(st, 1), TierKind::Ssd);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
@@ -123,15 +127,11 @@ TEST(DemotionBudget, AWholeCopyIsDemotedWhileTheSsdIsBusy) {
   c.clean_ahead_bytes = 2 * kEntryChunks * kChunk;
   {
     AttentionStore st(c);
-    st.set_recompute_estimate([](int64_t) { return 1e-6; });
-    for (SessionId s = 1; s <= 3; ++s)
-      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    ASSERT_TRUE(fill(st, 3));
     st.write_back();
     while (st.ssd_copy_bytes() < kEntryChunks * kChunk) std::this_thread::yield();
     ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
-    TierKind t = TierKind::Hbm;
-    EXPECT_TRUE(st.where(1, &t));
-    EXPECT_EQ(t, TierKind::Ssd);
+    EXPECT_EQ(where(st, 1), TierKind::Ssd);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     st.wait_idle();
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
@@ -151,18 +151,13 @@ TEST(DemotionBudget, AVictimBeingWrittenBackIsNeverDropped) {
   c.write_gbps[static_cast<int>(TierKind::Ssd)] = 0.0002;  // 200 KB/s: an entry ~ 0.65 s
   {
     AttentionStore st(c);
-    st.set_recompute_estimate([](int64_t) { return 1e-6; });
-    for (SessionId s = 1; s <= 4; ++s)
-      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    ASSERT_TRUE(fill(st, 4));
     st.wait_idle();
     ASSERT_EQ(st.write_back(), 1u);  // 2, the LRU entry in DRAM
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ASSERT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
-    TierKind t = TierKind::Hbm;
-    EXPECT_TRUE(st.where(2, &t));
-    EXPECT_EQ(t, TierKind::Ssd);
-    EXPECT_TRUE(st.where(3, &t));
-    EXPECT_EQ(t, TierKind::Dram);
+    EXPECT_EQ(where(st, 2), TierKind::Ssd);
+    EXPECT_EQ(where(st, 3), TierKind::Dram);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     EXPECT_EQ(st.stats().get(TierKind::Dram, TierCounter::Drops), 0u);
     st.wait_idle();
