@@ -76,13 +76,13 @@ bool AttentionStore::save_below(SaveState* st) {
     // The copy's whole chunks of the base (a partial last one grows: written anew).
     const uint64_t whole = static_cast<uint64_t>(base->meta.n_tokens()) / m.tokens_per_chunk;
     if (!copy.empty()) share = std::min(base->copy_valid, whole);
-    ++base->pins;            // neither evicted nor moved while the SSD makes room,
-    base->copy_lent = true;  // nor its copy dropped for it (reserve())
+    ++base->pins;       // neither evicted nor moved while the SSD makes room,
+    ++base->copy_lent;  // nor its copy dropped for it (reserve()) or replaced (clean_one())
   }
   std::vector<uint64_t> fresh;
   const bool room = reserve(TierKind::Ssd, m.n_chunks() - share * lanes, false, &fresh);
   std::lock_guard<std::mutex> g(mu_);
-  base->copy_lent = false;
+  --base->copy_lent;
   unpin_locked(base);
   auto it = index_.find(m.session);
   // The entry may have changed meanwhile (erased, truncated, saved): the append path then

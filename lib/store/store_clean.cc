@@ -72,6 +72,9 @@ bool AttentionStore::clean_one(const EntryPtr& e) {
     e->clean_queued = false;
     // Demoted, erased, replaced or being moved since it was planned: nothing to do.
     if (e->doomed || e->tier != TierKind::Dram || e->moving) return true;
+    // A save below is taking its copy (save_below): a new copy would make that save fall
+    // back to an append in DRAM, and the DRAM entry goes at once if it does not.
+    if (e->copy_lent > 0) return true;
     m = e->meta;
     const uint64_t nt = m.n_token_chunks();
     // Every token chunk, the last partial one too: an append that grows it in place leaves

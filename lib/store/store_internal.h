@@ -23,7 +23,7 @@ struct StoreEntry {
   bool appending = false;     ///< an append save is extending its last partial chunk in place
   bool clean_queued = false;  ///< a write-back ahead of eviction is queued for it
   bool cleaning = false;      ///< ... and running: it holds one pin, which eviction ignores
-  bool copy_lent = false;     ///< a save below is taking its SSD copy (not ranked to drop)
+  int copy_lent = 0;          ///< saves below taking its SSD copy (neither dropped nor replaced)
   uint64_t accesses = 0;
   /// Slots no longer referenced by `meta`, freed when the last pin goes.
   std::vector<std::pair<TierKind, std::vector<uint64_t>>> retired;

@@ -86,7 +86,7 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
       for (const auto& [id, e] : index_) {
         if (e->tier == t && evictable(*e)) {
           cands.push_back(entry_info(id, *e, e->meta.n_chunks(), T->slot_bytes()));
-        } else if (t == TierKind::Ssd && !e->ssd_copy.empty() && !e->copy_lent &&
+        } else if (t == TierKind::Ssd && !e->ssd_copy.empty() && e->copy_lent == 0 &&
                    (id & kCopyCandidate) == 0) {
           // The copies compete with the SSD's entries (kCopyCandidate).
           cands.push_back(entry_info(id | kCopyCandidate, *e, e->ssd_copy.size(), T->slot_bytes()));
