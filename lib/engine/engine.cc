@@ -122,9 +122,23 @@ double Engine::now() const {
   return steady_s() - t0_ + skipped_;
 }
 
-void Engine::skip_to(double t) {
+void Engine::idle_until(double t) {
   const double n = now();
-  if (std::isfinite(t) && t > n) skipped_ += t - n;
+  if (!std::isfinite(t) || t <= n) return;
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                            std::chrono::duration<double>(t - n));
+  for (const auto& s : saving_) {
+    if (s->commit.wait_until(deadline) != std::future_status::ready) break;
+  }
+  poll_saves();
+  // Committed saves make write-backs due, as the loop would plan them while idle.
+  if (store_ != nullptr && cfg_.mode != Mode::RE) {
+    while (store_->wait_idle_until(deadline) && store_->write_back() > 0) {
+    }
+  }
+  const double m = now();
+  if (t > m) skipped_ += t - m;
 }
 
 int64_t Engine::context_tokens(uint64_t session) const {
@@ -146,7 +160,7 @@ void Engine::wait_save(uint64_t session, double* stall) {
       continue;
     }
     const double t = steady_s();
-    (*it)->commit.get();
+    if (!(*it)->commit.get()) ++async_save_failures_;
     if (stall) *stall += steady_s() - t;
     retire(**it);
     it = saving_.erase(it);
@@ -156,6 +170,7 @@ void Engine::wait_save(uint64_t session, double* stall) {
 void Engine::poll_saves() {
   for (auto it = saving_.begin(); it != saving_.end();) {
     if ((*it)->commit.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      if (!(*it)->commit.get()) ++async_save_failures_;
       retire(**it);
       it = saving_.erase(it);
     } else {
@@ -166,7 +181,7 @@ void Engine::poll_saves() {
 
 void Engine::drain_saves() {
   for (auto& s : saving_) {
-    s->commit.get();
+    if (!s->commit.get()) ++async_save_failures_;
     retire(*s);
   }
   saving_.clear();

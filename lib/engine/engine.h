@@ -8,8 +8,9 @@
 /// CA but invalidates the entry when the context overflows and recomputes the truncated history.
 ///
 /// Time is the wall clock, except that idle gaps between arrivals are skipped rather than
-/// slept (nothing runs then; background saves that would have finished in the gap are
-/// waited for, so skipping can only make CA look slower).
+/// slept: the engine first waits, for at most the gap, until the background work (saves,
+/// write-backs, prefetches) is done, as it would be on a server idle that long, then jumps
+/// the clock to the arrival (SimEngine gives its links the gap alike).
 
 #include <atomic>
 #include <cstdint>
@@ -147,7 +148,9 @@ class Engine {
   };
 
   double now() const;
-  void skip_to(double t);
+  /// Waits until time `t` (an arrival, nothing to run meanwhile): the background work runs
+  /// for at most that long, then the rest of the gap is skipped.
+  void idle_until(double t);
   std::unique_ptr<Job> prepare(const sched::Request& r, const TurnInput& in, RunResult* res);
   /// Reserves the job's KV blocks and starts (or, without preloading, performs) its load;
   /// false when the pool is full. `stall` receives the time spent loading synchronously.
@@ -194,6 +197,8 @@ class Engine {
   std::vector<std::vector<float>> spare_;  // write buffers of finished saves, for reuse
   sched::Scheduler* sched_ = nullptr;      // during run()
   double t0_ = 0, skipped_ = 0;
+  /// Asynchronous saves whose commit failed (an I/O or checksum error), since run() began.
+  int64_t async_save_failures_ = 0;
   int32_t stop_token_ = -1;
   // measured rates for the automatic read buffer
   double load_s_per_token_layer_ = 0, prefill_s_per_token_layer_ = 0;

@@ -192,6 +192,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   sched_ = &sched;
   t0_ = steady_s();
   skipped_ = 0;
+  async_save_failures_ = 0;
   seen_ = -1;
   cuts_due_.clear();
   const store::StatsSnapshot before = store_ ? store_->stats() : store::StatsSnapshot{};
@@ -253,13 +254,14 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
         throw make_error("Engine", "a request does not fit the KV pool even when it is empty",
                          "raise --kv-blocks or lower --ctx");
       }
-      skip_to(sched.next_arrival());
+      idle_until(sched.next_arrival());
       continue;
     }
     run_step(items, &res, on_token);
     if (progress) progress(sched.done(), sched.total());
   }
   drain_saves();
+  res.save_failures += async_save_failures_;
   sched_ = nullptr;
   res.totals.duration_s = metrics::measured_duration(res.records);
   if (store_ != nullptr) {

@@ -344,6 +344,10 @@ void AttentionStore::wait_idle() {
   pool_->wait_idle();
 }
 
+bool AttentionStore::wait_idle_until(std::chrono::steady_clock::time_point deadline) {
+  return load_pool_->wait_idle_until(deadline) && pool_->wait_idle_until(deadline);
+}
+
 void AttentionStore::set_recompute_estimate(std::function<double(int64_t tokens)> seconds) {
   std::lock_guard<std::mutex> g(mu_);
   recompute_s_ = std::move(seconds);

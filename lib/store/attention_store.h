@@ -6,6 +6,7 @@
 /// and the SSD index is journaled, so nothing wrong is ever served and a restart recovers
 /// every completed SSD entry. Misses and full tiers are return values, not exceptions.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -246,6 +247,8 @@ class AttentionStore {
   size_t write_back();
   /// Blocks until background work (prefetches, commits, loads) is done.
   void wait_idle();
+  /// As wait_idle, but gives up at `deadline`; true when the background work is done.
+  bool wait_idle_until(std::chrono::steady_clock::time_point deadline);
   /// Seconds a prefill of `tokens` tokens from nothing takes (StoreConfig::
   /// drop_slow_demotions); called on a saving thread with the store's lock held, so it must
   /// be cheap and must not call the store. Empty: no estimate (nothing is dropped).

@@ -29,6 +29,11 @@ void ThreadPool::wait_idle() {
   idle_cv_.wait(g, [this] { return queue_.empty() && running_ == 0; });
 }
 
+bool ThreadPool::wait_idle_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> g(mu_);
+  return idle_cv_.wait_until(g, deadline, [this] { return queue_.empty() && running_ == 0; });
+}
+
 void ThreadPool::run() {
   for (;;) {
     std::function<void()> task;

@@ -2,6 +2,7 @@
 /// A fixed pool of worker threads (the store's I/O threads, standing in for copy
 /// engines on the CPU backend).
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -25,6 +26,8 @@ class ThreadPool {
   void post(std::function<void()> task);
   /// Blocks until the queue is empty and no task is running.
   void wait_idle();
+  /// As wait_idle, but gives up at `deadline`; true when the pool is idle.
+  bool wait_idle_until(std::chrono::steady_clock::time_point deadline);
   /// Number of workers.
   size_t size() const { return workers_.size(); }
 

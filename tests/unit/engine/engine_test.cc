@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -292,6 +293,55 @@ TEST(Engine, AHistoryThatFailsVerificationIsRecomputedNeverServed) {
     }
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(Engine, FailedAsynchronousSavesAreCounted) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const std::string dir = cb::test::tmp_dir() + "/engine_failing_saves";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto faulty = std::make_shared<store::FaultyIo>(store::make_pread_backend());
+  store::StoreConfig c;
+  c.ssd_bytes = 32 << 20;  // SSD only: every save writes through the faulty backend
+  c.store_dir = dir;
+  c.chunk_bytes = 64 << 10;
+  c.direct_io = false;
+  c.io_backend = faulty;
+  {
+    store::AttentionStore st(c);
+    faulty->fail_all_writes(EIO);
+    EngineConfig ec = config(Mode::CA);
+    ASSERT_TRUE(ec.async_save);
+    const RunResult r = serve(*m, &st, ec, sessions(2, 3, 30, 6));
+    ASSERT_EQ(r.records.size(), 6u);
+    EXPECT_EQ(r.save_failures, 6);  // every turn's save is admitted, and its commit fails
+    for (const auto& rec : r.records) {
+      if (rec.turn > 0) {
+        EXPECT_EQ(rec.tier, "miss");  // nothing was kept
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A think time with nothing else to run is an idle gap: the background saves get it, as on a
+// server idle that long, and the returning turn finds its history saved, waiting for nothing.
+TEST(Engine, AnIdleGapIsTimeForTheBackgroundSaves) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  // ~224 tokens * 1280 B = 287 KB written at 2 MB/s: ~140 ms for the first turn's save.
+  auto st = dram_store(0, 0.002);
+  EngineConfig c = config(Mode::CA);
+  c.sched.think = sched::ThinkTime::parse("const:3");
+  RunResult r = serve(*m, st.get(), c, sessions(1, 2, 200, 24, 3));
+  ASSERT_EQ(r.records.size(), 2u);
+  std::sort(r.records.begin(), r.records.end(),
+            [](const auto& a, const auto& b) { return a.turn < b.turn; });
+  const auto& back = r.records[1];
+  EXPECT_EQ(back.tier, "dram");
+  EXPECT_LT(back.preload_stall_s + back.save_stall_s, 0.03);
+  EXPECT_GE(back.arrival_s, r.records[0].finish_s + 3.0 - 1e-9);  // the gap is still skipped
 }
 
 TEST(Engine, SameTraceSameSeedSameHitMissSequence) {
