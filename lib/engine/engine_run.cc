@@ -185,6 +185,12 @@ void Engine::finish(Job& j, RunResult* res) {
 
 RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressFn& progress,
                       const TokenFn& on_token) {
+  // A run that ended in an exception leaves its jobs (loads pinning entries) and their KV
+  // sequences behind; request ids start again at 0, so they would be taken for this run's.
+  for (const auto& [id, job] : jobs_) {
+    if (cache_->has_sequence(id)) cache_->free_sequence(id);
+  }
+  jobs_.clear();
   RunResult res;
   std::vector<int> turns;
   for (const SessionInput& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));

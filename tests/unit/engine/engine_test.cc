@@ -344,6 +344,30 @@ TEST(Engine, AnIdleGapIsTimeForTheBackgroundSaves) {
   EXPECT_GE(back.arrival_s, r.records[0].finish_s + 3.0 - 1e-9);  // the gap is still skipped
 }
 
+// An engine serves many runs (chat runs one per turn): a run that ended in an exception (here
+// the token callback's) leaves nothing that a later run takes for its own requests.
+TEST(Engine, ARunAfterAFailedOneServesAsAFreshEngine) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  auto in = sessions(3, 2, 40, 8);
+  Tokens fresh, again;
+  auto st = dram_store();
+  serve(*m, st.get(), config(Mode::CA), in, &fresh);
+  auto st2 = dram_store();
+  Engine e(*m, st2.get(), config(Mode::CA));
+  int emitted = 0;
+  auto other = sessions(3, 2, 40, 8, 7);
+  for (auto& s : other) s.id += 1000;
+  EXPECT_THROW(e.run(other, {},
+                     [&](uint64_t, int32_t) {
+                       if (++emitted == 12) throw std::runtime_error("stop");
+                     }),
+               std::runtime_error);
+  const RunResult r = e.run(in, {}, [&](uint64_t s, int32_t t) { again[s].push_back(t); });
+  EXPECT_EQ(again, fresh);
+  EXPECT_EQ(r.records.size(), 6u);
+}
+
 TEST(Engine, SameTraceSameSeedSameHitMissSequence) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);
