@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "lib/core/error.h"
 
@@ -73,13 +74,24 @@ double ThinkTime::sample(std::mt19937_64& rng) const {
   return 0;
 }
 
+namespace {
+/// The shortest of %.15g..%.17g that reads back as `v` ("4", not "4.0000000000000000").
+std::string exact(double v) {
+  char buf[40];
+  for (int p = 15; p <= 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+}  // namespace
+
 std::string ThinkTime::describe() const {
-  char buf[96];
   switch (kind) {
     case Kind::Zero: return "0";
-    case Kind::Const: std::snprintf(buf, sizeof buf, "const:%g", a); return buf;
-    case Kind::Exp: std::snprintf(buf, sizeof buf, "exp:%g", a); return buf;
-    case Kind::Uniform: std::snprintf(buf, sizeof buf, "uniform:%g:%g", a, b); return buf;
+    case Kind::Const: return "const:" + exact(a);
+    case Kind::Exp: return "exp:" + exact(a);
+    case Kind::Uniform: return "uniform:" + exact(a) + ":" + exact(b);
   }
   return "0";
 }

@@ -137,7 +137,9 @@ int SimEngine::read_buffer_for(const Job& j) const {
   if (!cfg_.preload) return 0;
   if (cfg_.read_buffer_layers >= 0) return std::min(cfg_.read_buffer_layers, layers_);
   // The paper's S_buf rule with the model's own rates: per-layer load of the history versus
-  // per-layer prefill of the new tokens.
+  // per-layer prefill of the new tokens. The real engine sizes the load from the whole
+  // history (it picks the buffer before the load says how many tokens hit): the two differ
+  // on partial hits only.
   const double t_load = store_->layer_seconds(j.tier, j.reused);
   const double t_pref = cost_.layer_time({{j.new_tokens, j.reused, false}});
   if (t_load <= t_pref) return 0;

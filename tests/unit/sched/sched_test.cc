@@ -44,6 +44,14 @@ TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
   for (int i = 0; i < 20000; ++i) sum += e.sample(rng);
   EXPECT_NEAR(sum / 20000, 4.0, 0.15);
   EXPECT_EQ(ThinkTime::parse(e.describe()).describe(), "exp:4");
+  for (const char* text : {"exp:0.1234567", "const:1e-07", "uniform:0.1:2.718281828459045"}) {
+    const ThinkTime t = ThinkTime::parse(text);
+    const ThinkTime back = ThinkTime::parse(t.describe());  // what results record
+    EXPECT_EQ(back.kind, t.kind) << text;
+    EXPECT_EQ(back.a, t.a) << text;
+    EXPECT_EQ(back.b, t.b) << text;
+    EXPECT_EQ(t.describe(), text);
+  }
   for (const char* bad : {"", "-1", "exp:", "exp:-2", "uniform:3:1", "normal:1", "abc"}) {
     try {
       ThinkTime::parse(bad);
