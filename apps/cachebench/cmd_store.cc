@@ -63,6 +63,7 @@ int run_stat(const StoreArgs& a) {
     j["tokens"] = tokens;
     j["journal_records"] = r.records;
     j["journal_discarded_records"] = r.discarded_records;
+    j["journal_corrupt_bytes"] = r.corrupt_bytes;
     nlohmann::json jm = nlohmann::json::array();
     for (const auto& [name, pm] : models) {
       jm.push_back({{"model", name},
@@ -85,7 +86,10 @@ int run_stat(const StoreArgs& a) {
   row("entries", std::to_string(r.entries.size()) + " (" + human_count(tokens) + " tokens, " +
                      human_bytes(data) + " of K/V)");
   row("journal", std::to_string(r.records) + " records, " + std::to_string(r.discarded_records) +
-                     " discarded (torn or corrupt)");
+                     " discarded (torn or corrupt)" +
+                     (r.corrupt_bytes > 0 ? ", " + std::to_string(r.corrupt_bytes) +
+                                                " corrupt bytes skipped (records lost)"
+                                          : ""));
   for (const auto& [name, pm] : models) {
     row("  model", (name.empty() ? "(unnamed)" : name) + ": " + std::to_string(pm.entries) +
                        " entries, " + human_count(pm.tokens) + " tokens, " + pm.encodings);
@@ -102,13 +106,16 @@ int run_verify(const StoreArgs& a) {
   uint64_t chunks = 0;
   const uint64_t bad = st.verify_all(&chunks);
   const store::StatsSnapshot s = st.stats();
+  const uint64_t corrupt = s.get(store::Counter::CorruptJournalBytes);
+  const bool ok = bad == 0 && corrupt == 0;
   if (a.json) {
     nlohmann::json j;
     j["store_dir"] = a.dir;
     j["entries_checked"] = entries;
     j["chunks_checked"] = chunks;
     j["bad_entries"] = bad;
-    j["ok"] = bad == 0;
+    j["journal_corrupt_bytes"] = corrupt;
+    j["ok"] = ok;
     j["stats"] = nlohmann::json::parse(s.to_json());
     std::printf("%s\n", j.dump(2).c_str());
   } else {
@@ -125,9 +132,14 @@ int run_verify(const StoreArgs& a) {
         std::to_string(s.get(store::Counter::RecoveredEntries)) + " entries, " +
             std::to_string(s.get(store::Counter::DiscardedRecords)) + " journal records and " +
             std::to_string(s.get(store::Counter::DiscardedEntries)) + " entries discarded");
-    row("result", bad == 0 ? "ok" : "CORRUPTION FOUND");
+    if (corrupt > 0) {
+      row("journal", std::to_string(corrupt) +
+                         " corrupt bytes skipped: the records in them are lost; the journal as "
+                         "found is kept as journal.cbj.corrupt-N in the store directory");
+    }
+    row("result", ok ? "ok" : "CORRUPTION FOUND");
   }
-  return bad == 0 ? 0 : 1;
+  return ok ? 0 : 1;
 }
 
 int run_clear(const StoreArgs& a) {

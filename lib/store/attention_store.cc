@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 
 #include "lib/core/error.h"
@@ -148,6 +149,17 @@ void AttentionStore::recover() {
   const std::string path = journal_path(cfg_.store_dir);
   ReplayResult r = Journal::replay(path);
   stats_.add(Counter::DiscardedRecords, r.discarded_records);
+  stats_.add(Counter::CorruptJournalBytes, r.corrupt_bytes);
+  if (r.corrupt_bytes > 0) {
+    // Records were lost (not a torn tail): keep the journal as it was before compacting it,
+    // for whoever investigates (`store verify` reports it).
+    std::error_code ec;
+    std::filesystem::copy_file(path, free_corrupt_journal_path(cfg_.store_dir), ec);
+    if (ec) {
+      throw make_error(path, "journal is corrupt and a copy could not be kept: " + ec.message(),
+                       "check free space and permissions of the store directory");
+    }
+  }
   Tier* ssd = tier(TierKind::Ssd);
   std::map<SessionId, EntryMeta> live;
   // Newest generations claim their slots first; an older entry overlapping them is stale.

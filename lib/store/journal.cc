@@ -53,6 +53,19 @@ void fsync_dir(const std::string& file) {
   }
 }
 
+/// Whether a whole, intact record starts at `pos`; its type and payload length if so.
+bool record_at(const std::string& data, size_t pos, uint32_t* type, uint32_t* len) {
+  if (data.size() - pos < kHeader) return false;
+  uint32_t magic = 0;
+  uint64_t sum = 0;
+  std::memcpy(&magic, &data[pos], 4);
+  std::memcpy(type, &data[pos + 4], 4);
+  std::memcpy(len, &data[pos + 8], 4);
+  std::memcpy(&sum, &data[pos + 12], 8);
+  if (magic != kMagic || *len > kMaxPayload || data.size() - pos - kHeader < *len) return false;
+  return checksum(data.data() + pos + kHeader, *len, *type) == sum;
+}
+
 }  // namespace
 
 ReplayResult Journal::replay(const std::string& path) {
@@ -62,17 +75,23 @@ ReplayResult Journal::replay(const std::string& path) {
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string data = ss.str();
+  const std::string magic(reinterpret_cast<const char*>(&kMagic), 4);
   size_t pos = 0;
-  while (data.size() - pos >= kHeader) {
-    uint32_t magic = 0, type = 0, len = 0;
-    uint64_t sum = 0;
-    std::memcpy(&magic, &data[pos], 4);
-    std::memcpy(&type, &data[pos + 4], 4);
-    std::memcpy(&len, &data[pos + 8], 4);
-    std::memcpy(&sum, &data[pos + 12], 8);
-    if (magic != kMagic || len > kMaxPayload || data.size() - pos - kHeader < len) break;
+  while (pos < data.size()) {
+    uint32_t type = 0, len = 0;
+    if (!record_at(data, pos, &type, &len)) {
+      // Corrupt bytes: the next intact record (each starts with the magic) resumes the replay;
+      // with none, this is the torn tail a crash leaves.
+      size_t next = pos;
+      while ((next = data.find(magic, next + 1)) != std::string::npos &&
+             !record_at(data, next, &type, &len)) {
+      }
+      if (next == std::string::npos) break;
+      res.corrupt_bytes += next - pos;
+      ++res.discarded_records;
+      pos = next;
+    }
     const std::string payload = data.substr(pos + kHeader, len);
-    if (checksum(payload.data(), payload.size(), type) != sum) break;
     pos += kHeader + len;
     ++res.records;
     if (type == kCommit) {

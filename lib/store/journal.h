@@ -17,8 +17,11 @@ namespace cb::store {
 struct ReplayResult {
   std::map<SessionId, EntryMeta> entries;  ///< live entries after all records
   uint64_t records = 0;                    ///< valid records read
-  uint64_t discarded_records = 0;          ///< undecodable records and the torn tail
-  uint64_t valid_bytes = 0;                ///< length of the valid prefix
+  uint64_t discarded_records = 0;          ///< undecodable records, corrupt ranges, the torn tail
+  uint64_t valid_bytes = 0;                ///< up to the end of the last valid record
+  /// Bytes of corrupt records that valid ones follow (skipped: the records in them are lost,
+  /// unlike a torn tail, the one record a crash interrupted).
+  uint64_t corrupt_bytes = 0;
   uint64_t max_generation = 0;
 };
 

@@ -32,6 +32,7 @@ const char* counter_name(Counter c) {
                                             "recovered_entries",
                                             "discarded_entries",
                                             "discarded_records",
+                                            "corrupt_journal_bytes",
                                             "journal_compactions"};
   return names[static_cast<int>(c)];
 }

@@ -39,6 +39,7 @@ enum class Counter : int {
   RecoveredEntries,
   DiscardedEntries,
   DiscardedRecords,
+  CorruptJournalBytes,  ///< corrupt journal bytes that intact records follow (records lost)
   JournalCompactions,
   kCount
 };

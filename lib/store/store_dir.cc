@@ -30,6 +30,13 @@ std::string marker_path(const std::string& dir) {
 std::string journal_path(const std::string& dir) {
   return dir + "/journal.cbj";
 }
+std::string free_corrupt_journal_path(const std::string& dir) {
+  for (int i = 1;; ++i) {
+    const std::string p = journal_path(dir) + ".corrupt-" + std::to_string(i);
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) return p;
+  }
+}
 std::string data_file_path(const std::string& dir, uint64_t i) {
   char name[32];
   std::snprintf(name, sizeof name, "/data-%04llu.bin", static_cast<unsigned long long>(i));
@@ -154,6 +161,11 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
   for (uint64_t i = 0; i < info.n_files; ++i) rm(data_file_path(dir, i));
   rm(journal_path(dir));
   rm(journal_path(dir) + ".tmp");
+  for (int i = 1;; ++i) {  // the corrupt journals recovery kept
+    const std::string p = journal_path(dir) + ".corrupt-" + std::to_string(i);
+    if (::access(p.c_str(), F_OK) != 0) break;
+    rm(p);
+  }
   rm(marker_path(dir) + ".tmp");
   rm(marker_path(dir));  // last: a failed clear leaves a store that can be cleared again
   return removed;

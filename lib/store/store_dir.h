@@ -25,6 +25,9 @@ struct StoreDirInfo {
 std::string marker_path(const std::string& dir);
 /// Path of the journal ("journal.cbj").
 std::string journal_path(const std::string& dir);
+/// Where recovery keeps a journal it found corrupt before compacting it: the first of
+/// journal.cbj.corrupt-1, -2, ... that does not exist (`store clear` removes them all).
+std::string free_corrupt_journal_path(const std::string& dir);
 /// Path of data file `i` ("data-0000.bin").
 std::string data_file_path(const std::string& dir, uint64_t i);
 
