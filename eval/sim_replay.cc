@@ -34,6 +34,7 @@ std::vector<engine::SessionInput> sim_sessions(const datasets::Trace& trace,
 
 int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& p, int block_size,
                       uint64_t store_hbm_bytes) {
+  if (block_size < 1) throw make_error("--block-size", "must be at least 1 token");
   if (p.hbm_bytes <= 0) return 0;
   const sim::ModelShape s = sim::ModelShape::from_config(mc);
   const double weights =
@@ -42,6 +43,13 @@ int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& 
   const double avail = 0.9 * p.hbm_bytes * p.gpus - weights - static_cast<double>(store_hbm_bytes);
   const double block = static_cast<double>(block_size) * s.layers *
                        s.kv_bytes_per_token_layer(p.kv_bytes_per_element);
+  if (avail < block && store_hbm_bytes > 0 &&
+      avail + static_cast<double>(store_hbm_bytes) >= block) {
+    throw make_error("--hbm",
+                     "the store's HBM tier leaves no HBM for " + mc.name + "'s KV pool on " +
+                         std::to_string(p.gpus) + " accelerator(s) of " + p.name,
+                     "lower --hbm");
+  }
   if (avail < block) {
     throw make_error("--profile",
                      p.name + ": " + mc.name + " does not fit " + std::to_string(p.gpus) +

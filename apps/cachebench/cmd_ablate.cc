@@ -10,6 +10,7 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
 #include "datasets/trace_synth.h"
 #include "eval/ablate.h"
@@ -167,33 +168,38 @@ void register_ablate(CLI::App& app) {
   add_backend_options(sub, &a->m);
   sub->add_option("--profile", a->profile, "sim: a100-80gb, h100-80gb, h200 or a profile file")
       ->capture_default_str();
-  sub->add_option("--gpus", a->gpus, "sim: tensor-parallel GPUs (0: the profile's)");
+  sub->add_option("--gpus", a->gpus, "sim: tensor-parallel GPUs (0: the profile's)")
+      ->check(in_range(0, 4096));
   sub->add_option("--trace", a->trace,
                   "trace for the trace studies (default: a synthetic ShareGPT-like trace)");
   sub->add_option("--sessions", a->sessions,
                   "conversations of the synthetic trace, or the first N of --trace (default: "
-                  "9000 in sim, 24 in real mode)");
+                  "9000 in sim, 24 in real mode)")
+      ->check(in_range(1, 1e8));
   sub->add_flag("--no-join-split", a->no_join_split,
                 "read a ShareGPT file's split pieces (ID_0, ID_8, ...) as separate conversations");
   sub->add_option("--seed", a->o.seed, "trace synthesis, arrivals, token ids")
       ->capture_default_str();
   sub->add_option("--batch", a->o.batch, "micro studies: requests per batch")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_option("--reps", a->o.reps, "real mode: repetitions per point (median)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_option("--max-batch", a->o.max_batch, "trace studies: sequences per step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_option("--rate", a->o.rate, "trace studies: new sessions per second")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--think-time", a->think, "trace studies: 0, const:S, exp:MEAN, uniform:LO:HI")
       ->capture_default_str();
   sub->add_option("--ctx", a->o.ctx, "context window in tokens (0: the model's)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--max-output-tokens", a->o.max_output_tokens, "cap every answer (0: none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--out,-o", a->out, "directory for STUDY.json, STUDY.svg and the plot script");
   sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");

@@ -7,6 +7,7 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
 #include "eval/bench_cpu.h"
 #include "lib/core/error.h"
@@ -37,16 +38,16 @@ void register_bench(CLI::App& app) {
          "--layers", a->layers,
          "run only the first N layers (0: all), e.g. a 7B shape truncated to fit the benchmark")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cpu->add_option("--prompt", a->opt.prompt_tokens, "prompt tokens per prefill")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 16));
+      ->check(in_range(1, 1 << 16));
   cpu->add_option("--decode", a->opt.decode_tokens, "decode steps after each prefill")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 16));
+      ->check(in_range(0, 1 << 16));
   cpu->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(in_range(1, 1000));
   cpu->add_option("--out", a->out, "also write the result as JSON to this file");
   set_action(cpu, [a] {
     auto src = model::ModelSource::open(a->m.model);

@@ -5,6 +5,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
 #include "lib/core/error.h"
 
@@ -82,23 +83,23 @@ void register_bench_gpu(CLI::App* bench) {
   sub->add_option("--prompts", a->o.prompts, "prompt lengths")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--prefix", a->o.prefix, "paged prefix before each prompt (0: none)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(in_range(0, 1 << 20));
   sub->add_option("--batches", a->o.batches, "decode batch sizes")
       ->delimiter(',')
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(in_range(1, 4096));
   sub->add_option("--decode-context", a->o.decode_context, "history of every decoding sequence")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--decode-steps", a->o.decode_steps, "timed decode steps per repetition")
       ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
+      ->check(in_range(1, 10000));
   sub->add_option("--reps", a->o.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(in_range(1, 1000));
   sub->add_option("--gpu-storage", a->o.storage, "storage of weights, activations and KV")
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
@@ -115,7 +116,19 @@ void register_bench_gpu(CLI::App* bench) {
   });
 }
 #else
-void register_bench_gpu(CLI::App*) {}  // no CUDA backend in this build: no `bench gpu`
+// No CUDA backend in this build: `bench gpu` says so (and how to get one) instead of being
+// an unknown subcommand.
+void register_bench_gpu(CLI::App* bench) {
+  CLI::App* sub = bench->add_subcommand(
+      "gpu", "CUDA builds only: GEMM/copy ceilings and model throughput on this GPU");
+  sub->allow_extras();
+  set_action(sub, []() -> int {
+    throw make_error("bench gpu",
+                     "this build has no CUDA backend (built with CACHEBENCH_CUDA=OFF or without "
+                     "nvcc)",
+                     "rebuild on a machine with the CUDA toolkit (make setup && make build)");
+  });
+}
 #endif
 
 }  // namespace cb::app

@@ -6,6 +6,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
 #include "eval/bench_store.h"
 #include "lib/core/error.h"
@@ -125,12 +126,12 @@ void register_bench_store(CLI::App* bench) {
   cmd->add_option("--chunk", a->chunk, "store chunk size")->capture_default_str();
   cmd->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
+      ->check(in_range(1, 1000));
   cmd->add_option("--io", a->opt.io, "SSD I/O backend: auto, uring or pread")
       ->capture_default_str();
   cmd->add_option("--io-threads", a->opt.io_threads, "store I/O threads")
       ->capture_default_str()
-      ->check(CLI::Range(1, 256));
+      ->check(in_range(1, 256));
   cmd->add_option("--policy-entries", a->opt.policy_entries,
                   "entries the policies rank (0: skip the policy benchmark)")
       ->capture_default_str();

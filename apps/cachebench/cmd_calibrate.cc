@@ -6,6 +6,7 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "eval/calibrate.h"
 #include "lib/core/error.h"
 
@@ -87,10 +88,10 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--ctx", a->o.ctx,
                   "the grid's window in tokens (0: the model's; on a GPU, halved until the KV "
                   "pool fits)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--reps", a->o.reps, "repetitions per timed shape (median)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_option("--print-profile", a->print,
                   "print a built-in profile (a100-80gb, h100-80gb, h200) or a profile file");
   set_action(sub, [a] {

@@ -7,6 +7,7 @@
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
 #include "lib/engine/engine.h"
 #include "lib/engine/policy_advisor.h"
@@ -45,10 +46,17 @@ int run_chat(const ChatArgs& a) {
   LoadedModel lm = load_model(a.m, true);
   const tokenizer::Tokenizer& tok = *lm.tok;
   const engine::Mode mode = engine::parse_mode(a.mode);
+  if (mode == engine::Mode::OF) {
+    throw make_error("--mode", "chat takes ca or re, not of", "use --mode ca or --mode re");
+  }
   std::unique_ptr<store::AttentionStore> st;
   if (mode != engine::Mode::RE) {
     store::StoreConfig sc;
     sc.dram_bytes = store::parse_size(a.dram, "--dram");
+    if (sc.dram_bytes == 0) {
+      throw make_error("--dram", "ca mode keeps the conversation's KV in DRAM: give it room",
+                       "use e.g. --dram 256MiB, or --mode re");
+    }
     sc.chunk_bytes = 64 << 10;
     sc.advisor = std::make_shared<engine::PolicyAdvisor>("scheduler-aware",
                                                          policy::Capacity{sc.dram_bytes, 0});
@@ -79,6 +87,13 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (line.empty()) continue;
+    if (line[0] == '/' && line.find(' ') == std::string::npos) {
+      std::printf(
+          "unknown command %s: /stats, /reset or /quit (a message cannot be one word "
+          "starting with /)\n",
+          line.c_str());
+      continue;
+    }
     const bool first = eng.context_tokens(kSession) == 0;
     engine::SessionInput in;
     in.id = kSession;
@@ -117,11 +132,14 @@ void register_chat(CLI::App& app) {
       app.add_subcommand("chat", "Interactive multi-turn chat with CachedAttention underneath");
   add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--max-tokens", a->max_tokens, "tokens per answer at most (stops at EOS)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--dram", a->dram, "store DRAM budget")->capture_default_str();
   sub->add_option("--mode", a->mode, "ca (reuse KV across turns) or re (recompute)")
       ->capture_default_str();
-  sub->add_option("--ctx", a->ctx, "context window (0: the model's)")->capture_default_str();
+  sub->add_option("--ctx", a->ctx, "context window (0: the model's)")
+      ->capture_default_str()
+      ->check(at_least(0));
   set_action(sub, [a] {
     resolve_backend(&a->m);
     return run_chat(*a);

@@ -9,6 +9,7 @@
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
 
 namespace cb::app {
@@ -59,7 +60,7 @@ void register_forward(CLI::App& app) {
                   "write {\"tokens\": [...], \"logits\": [[...], ...]} to this JSON file");
   sub->add_option("--block-size", a->block_size, "KV cache block size (tokens)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   set_action(sub, [a] {
     if (a->text.empty() && a->tokens.empty())
       throw make_error("forward", "no input", "pass --text or --tokens");

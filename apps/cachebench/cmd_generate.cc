@@ -6,6 +6,7 @@
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
 
 namespace cb::app {
@@ -51,10 +52,10 @@ void register_generate(CLI::App& app) {
   sub->add_option("--prompt,-p", a->prompt, "the prompt text")->required();
   sub->add_option("-n,--n-tokens", a->n, "tokens to generate")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--temperature", a->temperature, "sampling temperature; 0 is greedy")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 100.0));
+      ->check(in_range(0.0, 100.0));
   sub->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
   sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after the end-of-sequence token");
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to the prompt");

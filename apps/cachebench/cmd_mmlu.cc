@@ -13,6 +13,7 @@
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "datasets/mmlu.h"
 #include "datasets/sha256.h"
 #include "datasets/text_io.h"
@@ -197,12 +198,12 @@ void register_mmlu(CLI::App& app) {
   sub->add_option("--data", a->data, "MMLU directory with test/ and dev/ CSV files")->required();
   sub->add_option("--shots", a->shots, "few-shot examples from dev (first k in file order)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 64));
+      ->check(in_range(0, 64));
   sub->add_option("--subjects", a->subjects, "only these subjects (comma separated)")
       ->delimiter(',');
   sub->add_option("--limit", a->limit, "at most N test questions per subject (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--method", a->method,
                   "none: plain lm-eval; tt|ca|nkvt|all: a history overflows a --ctx window "
                   "under token truncation, CachedAttention or naive KV truncation first")
@@ -214,14 +215,14 @@ void register_mmlu(CLI::App& app) {
                   "overflow study: the window (tokens); none: lm-eval max_length (0: the "
                   "model's context window)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(in_range(0, 1 << 20));
   sub->add_option("--truncate-ratio", a->truncate_ratio,
                   "overflow study: fraction of the window dropped on overflow")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_open_range(0.0, 1.0));
   sub->add_option("--sink", a->sink, "overflow study: first tokens never dropped")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--bos", a->bos,
                   "method none: prepend BOS to each context (auto: the tokenizer's default; "
                   "lm-eval's add_bos_token)")

@@ -10,6 +10,7 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "datasets/corpus.h"
 #include "eval/overflow.h"
 #include "eval/perplexity.h"
@@ -348,11 +349,11 @@ void register_perplexity(CLI::App& app) {
                       "context size of each chunk (tokens); lm-eval: max_length (default: the "
                       "model's context window); gptq: seqlen (default 2048)")
           ->capture_default_str()
-          ->check(CLI::Range(4, 1 << 20));
+          ->check(in_range(4, 1 << 20));
   sub->add_option("--chunks", a->chunks,
                   "evaluate at most this many chunks (llama.cpp) or windows (gptq) (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--out", a->out, "also write the result as JSON to this file");
   sub->add_option(
          "--method", a->method,
@@ -363,18 +364,18 @@ void register_perplexity(CLI::App& app) {
   sub->add_option("--truncate-ratio", a->truncate_ratio,
                   "overflow study: fraction of the window dropped on overflow")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(in_open_range(0.0, 1.0));
   sub->add_option("--sink", a->sink,
                   "overflow study: first tokens of the window that are never dropped")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--max-tokens", a->max_tokens,
                   "overflow study, lm-eval and gptq: keep only the first N tokens of the stream "
                   "(0: all); lm-eval then counts words and bytes on the text the kept tokens "
                   "decode to, except on wikitext, where it keeps the first whole articles that "
                   "fit in N tokens")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--batch", a->batch,
                   "windows per model forward call (llama.cpp, lm-eval, gptq; the logits of "
                   "batch * ctx tokens are held at once); overflow study: > 1 "
@@ -382,7 +383,7 @@ void register_perplexity(CLI::App& app) {
                   "recompute included), 1 runs each method on its own, one call per step and "
                   "per recompute. Same numbers either way, up to float rounding")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+      ->check(in_range(1, 1024));
   sub->add_option("--convention", a->convention,
                   "with --method full: llama.cpp (n_ctx chunks, second half scored) | lm-eval "
                   "(lm-evaluation-harness rolling windows; word/byte perplexity, bits per byte) "

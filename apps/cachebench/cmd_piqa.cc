@@ -10,6 +10,7 @@
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "datasets/piqa.h"
 #include "datasets/sha256.h"
 #include "eval/loglik.h"
@@ -93,10 +94,10 @@ void register_piqa(CLI::App& app) {
   sub->add_option("--split", a->split, "which split's files to read")->capture_default_str();
   sub->add_option("--limit", a->limit, "evaluate only the first N examples (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("--ctx,-c", a->ctx, "lm-eval max_length (0: the model's context window)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(in_range(0, 1 << 20));
   sub->add_option("--bos", a->bos,
                   "prepend BOS to each context (auto: the tokenizer's default; lm-eval's "
                   "add_bos_token)")

@@ -11,6 +11,7 @@
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
 #include "datasets/sha256.h"
 #include "datasets/trace.h"
@@ -176,9 +177,11 @@ int run_replay_cmd(ReplayArgs& a) {
       a.sim ? eval::sim_sessions(trace, o.max_output_tokens)
             : eval::trace_sessions(trace, mc.vocab_size, o.seed, o.max_output_tokens);
   const std::string where = a.sim ? "sim, profile " + prof.name : backend_label(a.m);
-  std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (%s)\n",
-               sessions.size(), static_cast<long long>(trace.turns()), a.trace.c_str(),
-               mc.name.c_str(), where.c_str());
+  if (!a.quiet) {
+    std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (%s)\n",
+                 sessions.size(), static_cast<long long>(trace.turns()), a.trace.c_str(),
+                 mc.name.c_str(), where.c_str());
+  }
   eval::SimOptions so;
   so.profile = prof;
   std::vector<eval::ReplayRun> runs;
@@ -269,7 +272,8 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "sim hardware profile: a100-80gb, h100-80gb, h200 or a calibrate JSON")
       ->capture_default_str();
   sub->add_option("--ttl", a->o.store.ttl, "store entries expire after S seconds unused (0: never)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--ssd", a->ssd, "store SSD tier budget (needs --store-dir)")
       ->capture_default_str();
   sub->add_option("--store-dir", a->store_dir, "directory for the SSD tier's files");
@@ -288,13 +292,16 @@ void add(CLI::App& app, const char* name, const char* help) {
                 "however long the SSD's write queue makes it wait (default: a victim whose "
                 "demotion would take longer than recomputing it is dropped instead)");
   sub->add_option("--io-threads", a->o.store.io_threads, "store I/O threads")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 256));
   sub->add_option("--slow-read", a->slow_read, "emulate a slower tier: TIER=GBPS (repeatable)");
   sub->add_option("--slow-write", a->slow_write, "emulate slower writes: TIER=GBPS");
   sub->add_option("--ctx", e.ctx, "context window in tokens (0: the model's)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--truncate-ratio", e.truncate_ratio, "history share dropped on overflow")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(above(0));
   sub->add_option("--truncate-align", a->truncate_align,
                   "round the tokens dropped on overflow up to a multiple of this, when some "
                   "history is left, in every mode (1: exact; auto: the store's tokens per chunk, "
@@ -307,47 +314,61 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--preload-jobs", e.preload_jobs,
                   "waiting requests prepared and preloading ahead of admission")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_flag("--sync-save", a->sync_save, "wait for each save before the next step");
   sub->add_flag("--full-saves", a->full_saves,
                 "re-save each turn's whole history instead of appending its new tokens to the "
                 "session's entry (the append ablation)");
-  sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")->capture_default_str();
+  sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 20));
   sub->add_option("--max-batch-tokens", e.sched.max_batch_tokens, "tokens per step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 1 << 30));
   sub->add_option("--kv-blocks", e.num_blocks, "paged KV pool (0: max-batch full windows)")
-      ->capture_default_str();
-  sub->add_option("--block-size", e.block_size, "tokens per KV block")->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
+  sub->add_option("--block-size", e.block_size, "tokens per KV block")
+      ->capture_default_str()
+      ->check(in_range(1, 1024));
   sub->add_option("--lookahead", e.sched.lookahead,
                   "sessions in the look-ahead window handed to the store (queue, then known "
                   "next turns)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   sub->add_option("--rate", e.sched.rate, "new sessions per second (0: all at once)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   auto think = std::make_shared<std::string>("0");
   sub->add_option("--think-time", *think, "0, const:S, exp:MEAN, uniform:LO:HI")
       ->capture_default_str();
   sub->add_option("--seed", a->o.seed, "arrivals, think times and random token ids")
       ->capture_default_str();
-  sub->add_option("--limit", a->limit, "replay only the first N sessions");
+  sub->add_option("--limit", a->limit, "replay only the first N sessions (0: all)")
+      ->check(at_least(0));
   sub->add_flag("--no-join-split", a->no_join_split,
                 "read a ShareGPT file's split pieces (ID_0, ID_8, ...) as separate conversations");
   sub->add_option("--max-output-tokens", a->o.max_output_tokens,
-                  "cap every answer at N tokens (0: as in the trace)");
+                  "cap every answer at N tokens (0: as in the trace)")
+      ->check(at_least(0));
   sub->add_option("--warmup-turns", e.warmup_turns, "first N turns warm the store, unmeasured")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--price-gpu", a->o.prices.gpu_usd_per_hour, "USD per GPU hour")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--price-dram", a->o.prices.dram_usd_per_gb_hour, "USD per GB-hour of DRAM")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--price-ssd", a->o.prices.ssd_usd_per_gb_hour, "USD per GB-hour of SSD")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(at_least(0));
   sub->add_option("--gpus", a->o.gpus, "accelerators charged (sim: also tensor parallel over them)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, 4096));
   sub->add_option("--out", a->out, "write the summary JSON here");
   sub->add_option("--csv", a->csv, "write per-turn records here (CSV)");
-  sub->add_flag("--quiet", a->quiet, "no progress on stderr");
+  sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
   set_action(sub, [a, think] {
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;

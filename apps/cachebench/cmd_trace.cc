@@ -7,6 +7,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "datasets/length_trace.h"
 #include "datasets/trace.h"
 #include "datasets/trace_synth.h"
@@ -135,7 +136,7 @@ void register_trace(CLI::App& app) {
   synth->add_option("--out,-o", s->out, "the trace file to write (JSON)")->required();
   synth->add_option("--sessions,-n", s->o.sessions, "conversations to generate")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{10000000}));
+      ->check(in_range(1, 10000000));
   synth->add_option("--seed", s->o.seed, "random seed (same seed, same trace)")
       ->capture_default_str();
   synth
@@ -168,7 +169,7 @@ void register_trace(CLI::App& app) {
       ->add_option("--long-threshold", s->long_threshold,
                    "a conversation is long above this many tokens in total (statistics only)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   set_action(synth, [s] { return run_synth(*s); });
 
   auto a = std::make_shared<StatsArgs>();
@@ -184,7 +185,7 @@ void register_trace(CLI::App& app) {
       ->excludes(tok_opt);
   stats->add_option("--limit", a->limit, "read only the first N sessions (0: all)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   stats->add_flag(
       "--no-join-split", a->no_join_split,
       "read a ShareGPT file's split pieces (ID_0, ID_8, ...) as separate conversations");
@@ -192,12 +193,12 @@ void register_trace(CLI::App& app) {
       ->add_option("--max-message-chars", a->max_message_chars,
                    "skip ShareGPT conversations with a longer message")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   stats
       ->add_option("--long-threshold", a->long_threshold,
                    "a conversation is long above this many tokens in total")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(above(0));
   stats->add_option("--out", a->out, "also write the statistics as JSON to this file");
   set_action(stats, [a] { return run_stats(*a); });
 }

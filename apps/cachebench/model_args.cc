@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "apps/cachebench/cuda_backend.h"
+#include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
 #include "lib/device/gpu_info.h"
 #include "lib/tokenizer/load.h"
@@ -30,7 +31,7 @@ void add_backend_options(CLI::App* sub, ModelArgs* a) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
 }
 

@@ -79,6 +79,12 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
   const model::ModelConfig& mc = model_.config();
   ctx_ = cfg_.ctx > 0 ? cfg_.ctx : mc.max_context;
   if (ctx_ < 2) throw make_error("--ctx", "the context window must be at least 2 tokens");
+  if (mc.max_context > 0 && ctx_ > mc.max_context) {
+    throw make_error("--ctx",
+                     std::to_string(ctx_) + " exceeds the model's context window of " +
+                         std::to_string(mc.max_context) + " tokens",
+                     "use at most " + std::to_string(mc.max_context) + " (0: the model's)");
+  }
   if (!(cfg_.truncate_ratio > 0 && cfg_.truncate_ratio <= 1)) {
     throw make_error("--truncate-ratio", "must be in (0, 1]");
   }
@@ -98,16 +104,25 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
       mc.name + "/" + model::arch_name(mc.arch) + "/" + std::to_string(mc.n_layers) + "x" +
       std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/" +
       model_.kv_precision());
+  if (cfg_.block_size < 1) throw make_error("--block-size", "must be at least 1 token");
   const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
-  int blocks = cfg_.num_blocks;
-  if (blocks <= 0) blocks = static_cast<int>(per_seq * std::max(cfg_.sched.max_batch, 1));
+  int64_t blocks = cfg_.num_blocks;
+  if (blocks <= 0) blocks = per_seq * std::max(cfg_.sched.max_batch, 1);
+  if (blocks > std::numeric_limits<int32_t>::max()) {
+    throw make_error("--ctx",
+                     "a KV pool of " + std::to_string(blocks) + " blocks (" +
+                         std::to_string(std::max(cfg_.sched.max_batch, 1)) + " windows of " +
+                         std::to_string(ctx_) + " tokens) is more than one cache can index",
+                     "lower --ctx or --max-batch, or raise --block-size");
+  }
   if (blocks < per_seq) {
     throw make_error("--kv-blocks",
                      std::to_string(blocks) + " blocks cannot hold one full window of " +
                          std::to_string(ctx_) + " tokens",
                      "use at least " + std::to_string(per_seq));
   }
-  cache_ = std::make_unique<kv::KvCache>(model_.kv_config(blocks, cfg_.block_size));
+  cache_ =
+      std::make_unique<kv::KvCache>(model_.kv_config(static_cast<int>(blocks), cfg_.block_size));
   model_.bind_cache(*cache_);
 }
 

@@ -1,5 +1,7 @@
 #include "lib/kv/kv_cache.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -11,7 +13,10 @@
 namespace cb::kv {
 namespace {
 
-constexpr uint64_t kMaxPoolBytes = uint64_t{64} << 30;
+uint64_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+}
 
 void require_positive(const char* field, int value) {
   if (value <= 0) {
@@ -49,12 +54,15 @@ KvConfig validated(const KvConfig& cfg) {
   const uint64_t bytes = checked_mul(floats, sizeof(float), cfg);
   // A cache of block tables only (its blocks live on the GPU) allocates nothing here: the
   // device's allocator is the judge of its size.
-  if (cfg.host_pools && bytes > kMaxPoolBytes) {
-    throw make_error(
-        "KvConfig.num_blocks",
-        "the K+V pool would take " + std::to_string(bytes >> 20) +
-            " MiB, over the 64 GiB limit (num_blocks=" + std::to_string(cfg.num_blocks) + ")",
-        "reduce num_blocks or block_size");
+  const uint64_t phys = physical_memory();
+  if (cfg.host_pools && phys > 0 && bytes > phys) {
+    throw make_error("KV cache",
+                     "the K+V pool of " + std::to_string(cfg.num_blocks) + " blocks of " +
+                         std::to_string(cfg.block_size) + " tokens would take " +
+                         std::to_string(bytes >> 20) + " MiB, more than this machine's " +
+                         std::to_string(phys >> 20) + " MiB of memory",
+                     "lower --ctx (the pool holds whole windows; the default is the model's "
+                     "context length), --max-batch or --kv-blocks");
   }
   return cfg;
 }

@@ -62,7 +62,8 @@ struct BlockCopy {
 class KvCache {
  public:
   /// Allocates the pools: 2 * n_layers * num_blocks * block_size * n_kv_heads * head_dim floats.
-  /// Throws cb::Error if the config is invalid (non-positive field, size overflow, > 64 GiB).
+  /// Throws cb::Error if the config is invalid (non-positive field, size overflow, host pools
+  /// larger than the machine's physical memory).
   explicit KvCache(const KvConfig& cfg);
 
   /// Unique to this object within the process (never reused, unlike its address). A copy (or a

@@ -1,5 +1,7 @@
 #include "lib/model/weights.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 
 #include "lib/core/error.h"
@@ -24,6 +26,25 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
   if (src.vocab_only()) {
     throw make_error(src.location(), "the file holds a vocabulary but no weights",
                      "pass a model file with tensors");
+  }
+  // The CPU backend computes in fp32: a preset, and every tensor not stored as fp32, takes
+  // 4 bytes per weight of host memory. Refuse up front what this machine cannot hold.
+  uint64_t host_bytes = 0;
+  for (const auto& spec : expected_tensors(cfg)) {
+    const formats::TensorRef* t =
+        src.kind() == SourceKind::Preset ? nullptr : src.tensor(spec.name);
+    if (t == nullptr || t->dtype != DType::F32) host_bytes += 4ull * spec.numel();
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const uint64_t phys =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  if (phys > 0 && host_bytes > phys) {
+    throw make_error(src.location(),
+                     "its fp32 weights for the CPU backend take " +
+                         std::to_string(host_bytes >> 20) + " MiB, more than this machine's " +
+                         std::to_string(phys >> 20) + " MiB of memory",
+                     "use --backend cuda (weights made or uploaded on the GPU), a smaller model, "
+                     "or fewer layers where the command offers --layers");
   }
   auto w = std::make_unique<Weights>();
   for (const auto& spec : expected_tensors(cfg)) {

@@ -153,8 +153,10 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
         -m "$STORIES" --dataset text --file "$TS" --method all --ctx 64 --backend cuda
     fi
   fi
-  # `bench gpu` exists in CUDA builds; without a GPU it stops with one line.
-  if "$CB" bench --help | grep -q "^  gpu " && ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
+  # `bench gpu`: without a GPU, or in a build without the CUDA backend, one line says so.
+  if "$CB" --version | grep -qE "CUDA: +off"; then
+    expect_error bench_gpu_without_cuda "bench gpu" "no CUDA backend" "$CB" bench gpu --reps 1
+  elif ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
     expect_error bench_gpu_without_gpu "bench gpu" "no CUDA GPU" "$CB" bench gpu --reps 1
   fi
 
@@ -185,6 +187,35 @@ if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
   expect_out trace_sharegpt_pieces "8 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" \
     --tokenizer "$LLAMA_TOK" --no-join-split
 fi
+
+# Option values out of range: CLI11 stops before any work, naming the option (exit 105).
+expect_usage_error() {  # name, option, needle, command...
+  local name="$1" opt="$2" needle="$3"; shift 3
+  "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then bad "$name: exit $rc: $(head -c 300 "$TMP/err")"; return; fi
+  if ! grep -qF -- "$opt: $needle" "$TMP/err"; then bad "$name: wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; return; fi
+  ok
+}
+expect_usage_error replay_block_size_0 --block-size "must be in 1..1024" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --block-size 0
+expect_usage_error replay_rate_nan --rate "must be a finite number >= 0" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --rate nan
+expect_usage_error replay_gpus_0 --gpus "must be in 1..4096" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --gpus 0
+expect_usage_error replay_lookahead_0 --lookahead "must be a finite number > 0, got 0" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --lookahead 0
+expect_usage_error ablate_sessions_0 --sessions "must be in 1..1e+08" \
+  "$CB" ablate eviction --sessions 0
+expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \
+  "$CB" perplexity -m preset:tiny-llama --dataset text --file "$TMP/synth.json" --truncate-ratio 1
+"$CB" trace synth --sessions 3 --seed 1 --out "$TMP/synth3.json" >/dev/null 2>&1 || bad "trace synth 3"
+expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --warmup-turns 1000
+expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 1000000
+expect_error forward_preset_too_big "preset:llama-65b" "more than this machine's" \
+  "$CB" forward -m preset:llama-65b --tokens 1,2,3
 
 echo "cli: $pass passed, $fail failed$( [ $skip -eq 1 ] && echo ', 1 skipped')"
 [ $fail -eq 0 ]

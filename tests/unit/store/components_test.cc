@@ -155,14 +155,19 @@ TEST(Journal, ReplayCommitsErasesAndTornTail) {
   r = Journal::replay(p);
   EXPECT_EQ(r.entries.size(), 1u);
   EXPECT_EQ(r.discarded_records, 1u);
-  // A flipped byte inside a record stops replay there.
+  // A flipped byte inside the first record: replay resumes at the next intact one, and the
+  // bytes skipped are counted apart from the torn tail.
   {
     std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(30);
     f.put('\x7f');
   }
   r = Journal::replay(p);
-  EXPECT_EQ(r.entries.size(), 0u);
+  EXPECT_EQ(r.records, 2u);  // commit 2, erase 1
+  EXPECT_EQ(r.entries.size(), 1u);
+  EXPECT_TRUE(r.entries.count(2));
+  EXPECT_GT(r.corrupt_bytes, 20u);
+  EXPECT_EQ(r.discarded_records, 2u);  // the corrupt record and the torn tail
   // Compaction rewrites only live entries.
   std::map<SessionId, EntryMeta> live{{7, sample_meta(7, 10)}};
   Journal::rewrite(p, live);
