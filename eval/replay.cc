@@ -1,8 +1,12 @@
 // Replay driver: trace -> engine sessions -> fresh store per mode -> summary.
 #include "eval/replay.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 
@@ -110,6 +114,25 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
 
 namespace {
 
+// Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
+// cachebench-replay-MODE-PID whose process is gone. Removed, with a note.
+void sweep_stale(const std::string& parent) {
+  std::error_code ec;
+  for (const auto& d : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = d.path().filename().string();
+    if (name.rfind("cachebench-replay-", 0) != 0 || !d.is_directory(ec)) continue;
+    const size_t dash = name.find_last_of('-');
+    char* end = nullptr;
+    const long pid = std::strtol(name.c_str() + dash + 1, &end, 10);
+    if (pid <= 0 || *end != '\0' || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) {
+      continue;  // a live process's (or not ours to judge)
+    }
+    std::filesystem::remove_all(d.path(), ec);
+    std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
+                 d.path().c_str());
+  }
+}
+
 // A fresh SSD directory per run under the user's --store-dir, removed afterwards.
 struct ScratchDir {
   std::string path;
@@ -120,6 +143,7 @@ struct ScratchDir {
       throw make_error("--store-dir", parent + " is not a directory",
                        "create it (on the SSD to measure) or pass another");
     }
+    sweep_stale(parent);
     path =
         parent + "/cachebench-replay-" + engine::mode_name(mode) + "-" + std::to_string(::getpid());
     std::filesystem::remove_all(path, ec);

@@ -9,6 +9,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
@@ -115,9 +116,11 @@ int run_ablate(AblateArgs& a) {
     }
     o.trace = &trace;
   }
-  if (!a.quiet) {
-    o.log = [](const std::string& s) { std::fprintf(stderr, "ablate: %s\n", s.c_str()); };
-  }
+  install_interrupt_handlers();
+  o.log = [quiet = a.quiet](const std::string& s) {
+    check_interrupted();
+    if (!quiet) std::fprintf(stderr, "ablate: %s\n", s.c_str());
+  };
   if (!a.out.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(a.out, ec);

@@ -188,7 +188,13 @@ int run_replay_cmd(ReplayArgs& a) {
   for (engine::Mode m : modes) {
     Progress p(std::string("replay ") + engine::mode_name(m), "turns");
     engine::ProgressFn fn;
-    if (!a.quiet) fn = [&p](int64_t d, int64_t t) { p(d, t); };
+    fn = [&p, quiet = a.quiet](int64_t d, int64_t t) {
+      if (quiet) {
+        check_interrupted();
+      } else {
+        p(d, t);
+      }
+    };
     runs.push_back(a.sim ? eval::run_sim_replay(mc, sessions, m, o, so, fn)
                          : eval::run_replay(lm.runner(), sessions, m, o, fn));
   }
@@ -370,6 +376,7 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--csv", a->csv, "write per-turn records here (CSV)");
   sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
   set_action(sub, [a, think] {
+    install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;
     resolve_backend(&a->m, !a->sim);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "lib/core/error.h"
 
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
     return cb::app::run_selected(app);
   } catch (const cb::Error& e) {
     std::fprintf(stderr, "cachebench: error: %s\n", e.what());
-    return 1;
+    return cb::app::interrupt_signal() != 0 ? 128 + cb::app::interrupt_signal() : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cachebench: internal error: %s\n", e.what());
     return 2;

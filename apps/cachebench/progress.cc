@@ -3,9 +3,46 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstring>
+
+#include "lib/core/error.h"
 
 namespace cb::app {
+
+namespace {
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_interrupt(int sig) {
+  if (g_signal != 0) {  // the second one: stop now
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
+    return;
+  }
+  g_signal = sig;
+}
+}  // namespace
+
+void install_interrupt_handlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;  // the store's I/O goes on; the run stops at its next report
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+}
+
+int interrupt_signal() {
+  return g_signal;
+}
+
+void check_interrupted() {
+  if (g_signal == 0) return;
+  throw make_error(g_signal == SIGINT ? "SIGINT" : "SIGTERM", "interrupted",
+                   "the run stopped before its end; its scratch store directories were removed");
+}
 
 Progress::Progress(std::string label, std::string unit)
     : label_(std::move(label)),
@@ -14,6 +51,7 @@ Progress::Progress(std::string label, std::string unit)
       t0_(std::chrono::steady_clock::now()) {}
 
 void Progress::operator()(int64_t done, int64_t total) {
+  check_interrupted();
   if (done == last_done_ && done != total) return;
   last_done_ = done;
   const int64_t decile = total > 0 ? done * 10 / total : 10;

@@ -8,11 +8,21 @@
 
 namespace cb::app {
 
+/// SIGINT and SIGTERM stop a long subcommand cleanly: the first is noted, and the next
+/// progress report (or check_interrupted) throws cb::Error, so the run's scratch store
+/// directories are removed as the stack unwinds; a second signal ends the process at once.
+/// Subcommands that make scratch files install this; others keep the default handlers.
+void install_interrupt_handlers();
+/// Throws cb::Error naming the signal if one arrived since install_interrupt_handlers.
+void check_interrupted();
+/// The signal that interrupted the process (0: none).
+int interrupt_signal();
+
 class Progress {
  public:
   /// `label` starts the line ("mmlu", "replay ca"); `unit` names what is counted ("turns").
   Progress(std::string label, std::string unit);
-  /// Reports `done` of `total`.
+  /// Reports `done` of `total` (first checking for an interrupt).
   void operator()(int64_t done, int64_t total);
 
  private:
