@@ -22,10 +22,11 @@ struct GateArgs {
   std::string current;
   std::vector<std::string> bounds;
   std::string out;
+  bool allow_mismatch = false;
 };
 
-/// The summary in the JSON file at `path` (bare, or under "summary").
-nlohmann::json load_summary(const std::string& path) {
+/// The JSON document at `path`.
+std::string load_text(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw make_error(path, "is a directory", "pass a JSON summary file");
@@ -34,7 +35,45 @@ nlohmann::json load_summary(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw make_error(path, "cannot be read", "check the file's permissions");
-  return metrics::parse_summary(text.str(), path);
+  return text.str();
+}
+
+/// What makes two runs comparable, as replay's JSON records it (absent in a bare summary).
+std::string field(const nlohmann::json& doc, const char* a, const char* b = nullptr) {
+  if (!doc.is_object() || !doc.contains(a)) return "";
+  const nlohmann::json& v =
+      b ? (doc[a].is_object() && doc[a].contains(b) ? doc[a][b] : nullptr) : doc[a];
+  return v.is_string() ? v.get<std::string>() : "";
+}
+
+/// Refuses to gate runs of different traces, models, modes or executions: their metrics
+/// differ for reasons no bound is about.
+void check_comparable(const std::string& base_text, const std::string& cur_text,
+                      const GateArgs& a) {
+  const auto parse = [](const std::string& t) {
+    return nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+  };
+  const nlohmann::json b = parse(base_text), c = parse(cur_text);
+  std::string diff;
+  const auto cmp = [&](const char* name, const std::string& x, const std::string& y) {
+    if (!x.empty() && !y.empty() && x != y) {
+      diff += (diff.empty() ? "" : ", ") + std::string(name) + " " + x + " vs " + y;
+    }
+  };
+  cmp("trace", field(b, "trace", "sha256").substr(0, 12),
+      field(c, "trace", "sha256").substr(0, 12));
+  cmp("model", field(b, "model", "name"), field(c, "model", "name"));
+  cmp("mode", field(b, "mode"), field(c, "mode"));
+  cmp("execution", field(b, "execution"), field(c, "execution"));
+  if (diff.empty()) return;
+  if (a.allow_mismatch) {
+    std::printf("gate: note: the runs differ (%s); compared anyway (--allow-mismatch)\n\n",
+                diff.c_str());
+    return;
+  }
+  throw make_error(a.current, "is not a run of the baseline's setup (" + diff + ")",
+                   "gate runs of the same trace, model, mode and execution (or pass "
+                   "--allow-mismatch)");
 }
 
 int run_gate_cmd(const GateArgs& a) {
@@ -42,8 +81,10 @@ int run_gate_cmd(const GateArgs& a) {
   for (const std::string& s : a.bounds) bounds.push_back(metrics::parse_bound(s));
   const bool defaults = bounds.empty();
   if (defaults) bounds = metrics::default_bounds();
-  const nlohmann::json base = load_summary(a.baseline);
-  const nlohmann::json cur = load_summary(a.current);
+  const std::string base_text = load_text(a.baseline), cur_text = load_text(a.current);
+  const nlohmann::json base = metrics::parse_summary(base_text, a.baseline);
+  const nlohmann::json cur = metrics::parse_summary(cur_text, a.current);
+  check_comparable(base_text, cur_text, a);
   const metrics::GateReport r = metrics::run_gate(base, cur, bounds, a.baseline, a.current);
 
   std::printf("gate: current %s against baseline %s (%s bounds)\n\n", a.current.c_str(),
@@ -80,6 +121,9 @@ void register_gate(CLI::App& app) {
                   "repeatable. Default: hit_rate.overall, hit_rate.dram, hit_rate.ssd, "
                   "reused_tokens, recomputed_tokens, bytes_loaded, bytes_saved, completed at 0");
   sub->add_option("--out", a->out, "also write the gate report as JSON to this file");
+  sub->add_flag("--allow-mismatch", a->allow_mismatch,
+                "compare runs of different traces, models, modes or executions (refused by "
+                "default)");
   set_action(sub, [a] { return run_gate_cmd(*a); });
 }
 

@@ -217,5 +217,18 @@ expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window"
 expect_error forward_preset_too_big "preset:llama-65b" "more than this machine's" \
   "$CB" forward -m preset:llama-65b --tokens 1,2,3
 
+# gate refuses runs of another trace, model, mode or execution unless told otherwise.
+GBASE="$(dirname "$0")/../../results/baselines/replay-stories260K-lru.json"
+python3 - "$GBASE" "$TMP/other_trace.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["trace"]["sha256"] = "0" * 64
+json.dump(j, open(sys.argv[2], "w"))
+PY
+expect_error gate_other_trace "$TMP/other_trace.json" "not a run of the baseline's setup" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json"
+expect_out gate_allow_mismatch "compared anyway" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json" --allow-mismatch
+
 echo "cli: $pass passed, $fail failed$( [ $skip -eq 1 ] && echo ', 1 skipped')"
 [ $fail -eq 0 ]
