@@ -98,6 +98,8 @@ int run_stat(const StoreArgs& a) {
 }
 
 int run_verify(const StoreArgs& a) {
+  store::check_store_dir(a.dir);
+  store::read_store_marker(a.dir);  // a directory that is not a store: said as stat says it
   store::StoreConfig c;
   c.store_dir = a.dir;  // adopt the store's geometry
   c.io_mode = store::parse_io_mode(a.io);

@@ -133,7 +133,7 @@ void AttentionStore::open_ssd() {
     if (!io) io = make_pread_backend();
   }
   try {
-    tiers_[2] = std::make_unique<SsdTier>(dir, info, io, cfg_.direct_io);
+    tiers_[2] = std::make_unique<SsdTier>(dir, info, io, cfg_.direct_io, created);
     if (created) write_store_marker(dir, info);
   } catch (...) {
     if (created) {

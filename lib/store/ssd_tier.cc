@@ -27,7 +27,7 @@ struct FreeDeleter {
 }  // namespace
 
 SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_ptr<IoBackend> io,
-                 bool try_direct)
+                 bool try_direct, bool create)
     : Tier(TierKind::Ssd, info.chunk_bytes, info.n_slots()),
       dir_(dir),
       info_(info),
@@ -38,7 +38,9 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
     const uint64_t first = i * info.slots_per_file;
     const uint64_t slots = std::min(info.slots_per_file, info.n_slots() - first);
     const uint64_t bytes = slots * info.chunk_bytes;
-    int flags = O_RDWR | O_CREAT | O_CLOEXEC;
+    // An existing store's files all exist (the marker is written after them): a missing
+    // one is damage, not something to make anew full of zeros.
+    const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     int fd = -1;
     if (direct_) {
       fd = ::open(p.c_str(), flags | O_DIRECT, 0644);
@@ -51,6 +53,10 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
     if (fd < 0) {
       const int err = errno;
       for (int f : fds_) ::close(f);
+      if (err == ENOENT && !create) {
+        throw make_error(p, "data file of the store is missing: the store is damaged",
+                         "run `cachebench store clear --store-dir " + dir + "` to start over");
+      }
       throw make_error(p, std::string("cannot open data file: ") + std::strerror(err),
                        err == EACCES || err == EROFS ? "make the store directory writable"
                                                      : "check the store directory");

@@ -16,10 +16,11 @@ namespace cb::store {
 /// A file-backed tier.
 class SsdTier final : public Tier {
  public:
-  /// Opens (creating and preallocating as needed) the data files of `info` in `dir`.
-  /// Throws cb::Error on ENOSPC, permissions or other start-up failures.
+  /// Opens the data files of `info` in `dir`, preallocating them to their size; `create`:
+  /// a new store, whose files are made (else a missing one is an error: the store is
+  /// damaged). Throws cb::Error on ENOSPC, permissions or other start-up failures.
   SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_ptr<IoBackend> io,
-          bool try_direct);
+          bool try_direct, bool create);
   ~SsdTier() override;
 
   bool write(ChunkIo* ops, size_t n) override;

@@ -53,7 +53,8 @@ StoreDirInfo read_store_marker(const std::string& dir) {
   std::ifstream f(p);
   if (!f) {
     throw make_error(dir, "not a cachebench store (no " + p + ")",
-                     "pass the --store-dir a store was created in, or give --ssd to create one");
+                     "pass the directory a store was created in (replay --ssd SIZE --store-dir D "
+                     "makes one per run under D, removed when the run ends)");
   }
   std::stringstream ss;
   ss << f.rdbuf();
@@ -149,7 +150,17 @@ void check_free_space(const std::string& dir, uint64_t extra_bytes) {
 }
 
 std::vector<std::string> clear_store_dir(const std::string& dir) {
-  const StoreDirInfo info = read_store_marker(dir);  // throws unless a store
+  // A store is a directory with a marker; a malformed marker is still one (clear is how
+  // it is started over), but then the data files are found by name.
+  uint64_t n_files = 0;
+  try {
+    n_files = read_store_marker(dir).n_files;
+  } catch (const Error&) {
+    if (::access(marker_path(dir).c_str(), F_OK) != 0) throw;
+    for (;; ++n_files) {
+      if (::access(data_file_path(dir, n_files).c_str(), F_OK) != 0) break;
+    }
+  }
   std::vector<std::string> removed;
   auto rm = [&](const std::string& p) {
     if (::unlink(p.c_str()) == 0) {
@@ -158,7 +169,7 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
       throw make_error(p, std::string("cannot delete: ") + std::strerror(errno));
     }
   };
-  for (uint64_t i = 0; i < info.n_files; ++i) rm(data_file_path(dir, i));
+  for (uint64_t i = 0; i < n_files; ++i) rm(data_file_path(dir, i));
   rm(journal_path(dir));
   rm(journal_path(dir) + ".tmp");
   for (int i = 1;; ++i) {  // the corrupt journals recovery kept

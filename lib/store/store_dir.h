@@ -43,8 +43,9 @@ StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes);
 void check_store_dir(const std::string& dir);
 /// Throws cb::Error when `extra_bytes` more would not fit on the filesystem of `dir`.
 void check_free_space(const std::string& dir, uint64_t extra_bytes);
-/// Deletes the store's own files (marker, data files, journal) and returns their names;
-/// throws cb::Error when `dir` is not a cachebench store.
+/// Deletes the store's own files (marker, data files, journal and the corrupt journals
+/// recovery kept) and returns their names; throws cb::Error when `dir` has no store marker
+/// (a malformed marker is cleared too, its data files found by name).
 std::vector<std::string> clear_store_dir(const std::string& dir);
 
 }  // namespace cb::store

@@ -228,7 +228,7 @@ TEST(CudaModel, CacheRules) {
   EXPECT_EQ(a.length(0), 10);  // unchanged by the refused call
 }
 
-// Decoding up to stories260K's whole 512-token window: the last steps split the keys over
+// Decoding up to stories260K's whole 2048-token window: the last steps split the keys over
 // several blocks (flash-decoding), and the logits still match the CPU's.
 TEST(CudaModel, LongContextDecodeMatchesTheCpu) {
   SKIP_WITHOUT_GPU();

@@ -153,6 +153,38 @@ TEST(Recovery, ACorruptRecordMidJournalLosesOnlyItsOwnEntry) {
   std::filesystem::remove_all(dir);
 }
 
+// A store whose data file went missing is damaged: reopening it is an error naming the file
+// (it was made anew, full of zeros, and every entry failed its checksums), and clearing it
+// works, as it does when the marker itself is malformed.
+TEST(Recovery, AMissingDataFileIsAnErrorAndClearStartsOver) {
+  const std::string dir = testing::fresh_dir("missing_data");
+  {
+    AttentionStore st(ssd_cfg(dir));
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(64)));
+  }
+  ASSERT_EQ(::unlink(data_file_path(dir, 0).c_str()), 0);
+  try {
+    AttentionStore st(ssd_cfg(dir));
+    ADD_FAILURE() << "opened a store without its data file";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("data-0000.bin"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(data_file_path(dir, 0)));  // not made anew
+  EXPECT_EQ(clear_store_dir(dir).size(), 2u);                     // journal, marker
+  {
+    AttentionStore st(ssd_cfg(dir));  // a fresh store, then a malformed marker
+  }
+  {
+    std::ofstream m(dir + "/cachebench_store.json", std::ios::trunc);
+    m << "{\"format\": \"cache";
+  }
+  const auto removed = clear_store_dir(dir);
+  EXPECT_EQ(removed.size(), 3u);  // data file, journal, marker
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::filesystem::remove_all(dir);
+}
+
 // Reads "committed N" lines from the writer until `want` commits were reported.
 std::set<SessionId> run_and_kill(const std::string& dir, SessionId first, int want) {
   int fds[2];
