@@ -76,32 +76,34 @@ std::string num(double v) {
   return buf;
 }
 
-void check(bool ok, const std::string& what, const std::string& fix) {
-  if (!ok) throw make_error("synth", what, fix);
+// Named as `trace synth`'s options, the only way users set these.
+void check(bool ok, const std::string& option, const std::string& what, const std::string& fix) {
+  if (!ok) throw make_error("trace synth " + option, what, fix);
 }
 
 void validate(const SynthOptions& o) {
-  check(o.sessions >= 1 && o.sessions <= 10000000, "sessions must be in 1..10000000",
-        "pass --sessions N");
-  check(o.max_turns >= 2 && o.max_turns <= 100000, "max_turns must be in 2..100000", "");
-  check(o.single_turn_fraction >= 0 && o.single_turn_fraction < 1,
-        "single_turn_fraction must be in [0, 1)", "");
+  check(o.sessions >= 1 && o.sessions <= 10000000, "--sessions", "must be in 1..10000000", "");
+  check(o.max_turns >= 2 && o.max_turns <= 100000, "--max-turns", "must be in 2..100000", "");
+  check(o.single_turn_fraction >= 0 && o.single_turn_fraction < 1, "--single-turn-fraction",
+        "must be in [0, 1)", "");
   const double lo = 2.0 - o.single_turn_fraction;
   const double hi =
       o.single_turn_fraction + (1.0 - o.single_turn_fraction) * static_cast<double>(o.max_turns);
-  check(o.mean_turns >= lo && o.mean_turns < hi,
-        "mean_turns " + num(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
+  check(o.mean_turns >= lo && o.mean_turns < hi, "--mean-turns",
+        num(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
             num(o.single_turn_fraction) + " and at most " + std::to_string(o.max_turns) + " turns",
         "choose a mean in [" + num(lo) + ", " + num(hi) + ")");
-  check(o.input_median > 0 && o.output_median > 0 && std::isfinite(o.input_median) &&
-            std::isfinite(o.output_median),
-        "length medians must be positive", "");
-  check(o.input_sigma >= 0 && o.output_sigma >= 0 && o.session_sigma >= 0 && o.input_sigma <= 10 &&
-            o.output_sigma <= 10 && o.session_sigma <= 10,
-        "sigmas must be in 0..10", "");
-  check(o.input_max >= 1 && o.input_max <= kMaxTraceTokens && o.output_max >= 1 &&
-            o.output_max <= kMaxTraceTokens,
-        "length caps must be in 1.." + std::to_string(kMaxTraceTokens), "");
+  check(o.input_median > 0 && std::isfinite(o.input_median), "--input-median",
+        "must be a finite number > 0, got " + num(o.input_median), "");
+  check(o.output_median > 0 && std::isfinite(o.output_median), "--output-median",
+        "must be a finite number > 0, got " + num(o.output_median), "");
+  check(o.input_sigma >= 0 && o.input_sigma <= 10, "--input-sigma", "must be in 0..10", "");
+  check(o.output_sigma >= 0 && o.output_sigma <= 10, "--output-sigma", "must be in 0..10", "");
+  check(o.session_sigma >= 0 && o.session_sigma <= 10, "--session-sigma", "must be in 0..10", "");
+  check(o.input_max >= 1 && o.input_max <= kMaxTraceTokens, "--input-max",
+        "must be in 1.." + std::to_string(kMaxTraceTokens), "");
+  check(o.output_max >= 1 && o.output_max <= kMaxTraceTokens, "--output-max",
+        "must be in 1.." + std::to_string(kMaxTraceTokens), "");
 }
 
 }  // namespace

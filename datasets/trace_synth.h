@@ -33,7 +33,8 @@ struct SynthOptions {
 };
 
 /// A length trace (kind "lengths") of opts.sessions conversations; the first k sessions do
-/// not depend on opts.sessions. Throws cb::Error ("synth: ...") for parameters out of range.
+/// not depend on opts.sessions. Throws cb::Error ("trace synth --OPTION: ...") for parameters
+/// out of range.
 Trace synth_trace(const SynthOptions& opts);
 
 /// The parameters as JSON, for the "generator" record of a written trace.

@@ -48,7 +48,8 @@ void register_bench(CLI::App& app) {
   cpu->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str()
       ->check(in_range(1, 1000));
-  cpu->add_option("--out", a->out, "also write the result as JSON to this file");
+  cpu->add_option("--out", a->out, "also write the result as JSON to this file")
+      ->check(output_file());
   set_action(cpu, [a] {
     auto src = model::ModelSource::open(a->m.model);
     model::ModelConfig cfg = src->config();

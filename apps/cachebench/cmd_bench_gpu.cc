@@ -104,7 +104,8 @@ void register_bench_gpu(CLI::App* bench) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   sub->add_option("--gpu", a->o.device, "device index")->capture_default_str();
-  sub->add_option("--out", a->out, "also write the result as JSON to this file");
+  sub->add_option("--out", a->out, "also write the result as JSON to this file")
+      ->check(output_file());
   set_action(sub, [a] {
     nlohmann::json j = eval::bench_gpu(a->o);
     j["bench"] = "gpu";

@@ -137,7 +137,8 @@ void register_bench_store(CLI::App* bench) {
       ->capture_default_str();
   cmd->add_option("--policy-queue", a->opt.policy_queue, "job-queue length the policies see")
       ->capture_default_str();
-  cmd->add_option("--out", a->out, "also write the result as JSON to this file");
+  cmd->add_option("--out", a->out, "also write the result as JSON to this file")
+      ->check(output_file());
   set_action(cmd, [a] {
     eval::BenchStoreOptions opt = a->opt;
     opt.entry_bytes = store::parse_size(a->entry_size, "--entry-size");

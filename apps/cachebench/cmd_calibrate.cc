@@ -25,7 +25,15 @@ struct CalibrateArgs {
 
 int run_calibrate(CalibrateArgs& a) {
   if (!a.print.empty()) {
-    std::printf("%s\n", sim::load_profile(a.print).to_json().dump(2).c_str());
+    sim::HardwareProfile p;
+    try {
+      p = sim::load_profile(a.print);
+    } catch (const Error& e) {  // named after replay's option; here it is this one
+      std::string what = e.what();
+      if (what.rfind("--profile", 0) == 0) what = "--print-profile" + what.substr(9);
+      throw Error(what);
+    }
+    std::printf("%s\n", p.to_json().dump(2).c_str());
     return 0;
   }
   if (a.m.model.empty())
@@ -82,7 +90,7 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--model,-m", a->m.model, "a .gguf file, a checkpoint directory, or preset:NAME");
   sub->add_option("--weights-seed", a->m.seed, "seed of preset weights")->capture_default_str();
   add_backend_options(sub, &a->m);
-  sub->add_option("--out,-o", a->out, "profile JSON to write");
+  sub->add_option("--out,-o", a->out, "profile JSON to write")->check(output_file());
   sub->add_option("--ssd-dir", a->o.ssd_dir, "scratch directory for the SSD measurement")
       ->capture_default_str();
   sub->add_option("--ctx", a->o.ctx,

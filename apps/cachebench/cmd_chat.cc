@@ -136,7 +136,8 @@ void register_chat(CLI::App& app) {
       ->check(in_range(1, 1 << 20));
   sub->add_option("--dram", a->dram, "store DRAM budget")->capture_default_str();
   sub->add_option("--mode", a->mode, "ca (reuse KV across turns) or re (recompute)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ca", "re"}));
   sub->add_option("--ctx", a->ctx, "context window (0: the model's)")
       ->capture_default_str()
       ->check(at_least(0));

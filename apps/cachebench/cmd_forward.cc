@@ -57,7 +57,8 @@ void register_forward(CLI::App& app) {
   text->excludes(toks);
   sub->add_flag("--no-bos", a->no_bos, "with --text: do not prepend BOS");
   sub->add_option("--dump-logits", a->dump,
-                  "write {\"tokens\": [...], \"logits\": [[...], ...]} to this JSON file");
+                  "write {\"tokens\": [...], \"logits\": [[...], ...]} to this JSON file")
+      ->check(output_file());
   sub->add_option("--block-size", a->block_size, "KV cache block size (tokens)")
       ->capture_default_str()
       ->check(in_range(1, 1024));

@@ -11,6 +11,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
+#include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
 #include "lib/metrics/gate.h"
 
@@ -120,7 +121,8 @@ void register_gate(CLI::App& app) {
                   "METRIC=PCT: dotted metric (e.g. ttft_ms.mean) may get PCT percent worse; "
                   "repeatable. Default: hit_rate.overall, hit_rate.dram, hit_rate.ssd, "
                   "reused_tokens, recomputed_tokens, bytes_loaded, bytes_saved, completed at 0");
-  sub->add_option("--out", a->out, "also write the gate report as JSON to this file");
+  sub->add_option("--out", a->out, "also write the gate report as JSON to this file")
+      ->check(output_file());
   sub->add_flag("--allow-mismatch", a->allow_mismatch,
                 "compare runs of different traces, models, modes or executions (refused by "
                 "default)");

@@ -228,7 +228,8 @@ void register_mmlu(CLI::App& app) {
                   "lm-eval's add_bos_token)")
       ->check(CLI::IsMember({"auto", "yes", "no"}))
       ->capture_default_str();
-  sub->add_option("--out", a->out, "also write the result as JSON to this file");
+  sub->add_option("--out", a->out, "also write the result as JSON to this file")
+      ->check(output_file());
   set_action(sub, [a] {
     resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
     if (a->method != "none" && a->m.backend == "cuda") {

@@ -354,7 +354,8 @@ void register_perplexity(CLI::App& app) {
                   "evaluate at most this many chunks (llama.cpp) or windows (gptq) (0: all)")
       ->capture_default_str()
       ->check(at_least(0));
-  sub->add_option("--out", a->out, "also write the result as JSON to this file");
+  sub->add_option("--out", a->out, "also write the result as JSON to this file")
+      ->check(output_file());
   sub->add_option(
          "--method", a->method,
          "full: standard perplexity; tt|ca|nkvt|all: the context-overflow study (token truncation, "

@@ -103,7 +103,8 @@ void register_piqa(CLI::App& app) {
                   "add_bos_token)")
       ->check(CLI::IsMember({"auto", "yes", "no"}))
       ->capture_default_str();
-  sub->add_option("--out", a->out, "also write the result as JSON to this file");
+  sub->add_option("--out", a->out, "also write the result as JSON to this file")
+      ->check(output_file());
   set_action(sub, [a] {
     resolve_backend(&a->m);
     return run_piqa_cmd(*a);

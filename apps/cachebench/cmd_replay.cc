@@ -43,15 +43,26 @@ struct ReplayArgs {
   eval::ReplayOptions o;
 };
 
-void parse_slow(const std::vector<std::string>& specs, double* gbps, const char* opt) {
+/// TIER=GBPS specs; `present` says which tiers this run has (hbm, dram, ssd).
+void parse_slow(const std::vector<std::string>& specs, double* gbps, const char* opt,
+                const bool present[3]) {
+  constexpr double kMin = 1e-5;  // 10 KB/s: slower only makes a run that never ends
   for (const std::string& s : specs) {
     const size_t eq = s.find('=');
     const std::string tier = s.substr(0, eq);
     const int t = tier == "hbm" ? 0 : tier == "dram" ? 1 : tier == "ssd" ? 2 : -1;
     char* end = nullptr;
     const double v = eq == std::string::npos ? -1 : std::strtod(s.c_str() + eq + 1, &end);
-    if (t < 0 || !(v > 0) || end == nullptr || *end != '\0') {
+    if (t < 0 || eq == std::string::npos || end == s.c_str() + eq + 1 || *end != '\0') {
       throw make_error(opt, "cannot parse '" + s + "'", "use TIER=GBPS, e.g. ssd=0.5");
+    }
+    if (!(v >= kMin) || !std::isfinite(v)) {
+      throw make_error(opt, "'" + s + "': the rate must be a finite number of GB/s >= 1e-05",
+                       "use e.g. ssd=0.5");
+    }
+    if (!present[t]) {
+      throw make_error(opt, "'" + s + "': this run has no " + tier + " tier",
+                       "give it a budget (--" + tier + " SIZE) or drop this option");
     }
     gbps[t] = v;
   }
@@ -114,8 +125,9 @@ int run_replay_cmd(ReplayArgs& a) {
   if (o.store.ssd_bytes > 0 && a.store_dir.empty() && !a.sim) {
     throw make_error("--ssd", "an SSD budget needs --store-dir DIR (where the files go)");
   }
-  parse_slow(a.slow_read, o.store.read_gbps, "--slow-read");
-  parse_slow(a.slow_write, o.store.write_gbps, "--slow-write");
+  const bool present[3] = {o.store.hbm_bytes > 0, o.store.dram_bytes > 0, o.store.ssd_bytes > 0};
+  parse_slow(a.slow_read, o.store.read_gbps, "--slow-read", present);
+  parse_slow(a.slow_write, o.store.write_gbps, "--slow-write", present);
   if (a.read_buffer == "auto") {
     o.engine.read_buffer_layers = -1;
   } else {
@@ -265,8 +277,10 @@ void add(CLI::App& app, const char* name, const char* help) {
   add_model_options(sub, &a->m, /*cuda=*/true);
   engine::EngineConfig& e = a->o.engine;
   sub->add_option("--mode", a->mode, "ca (CachedAttention), re (recompute), of (overflow)")
-      ->capture_default_str();
-  sub->add_option("--compare", a->compare, "also run this baseline mode and print the ratios");
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ca", "re", "of"}));
+  sub->add_option("--compare", a->compare, "also run this baseline mode and print the ratios")
+      ->check(CLI::IsMember({"ca", "re", "of"}));
   sub->add_option("--policy", a->policy, "store eviction: sched, lru, fifo, optimal")
       ->capture_default_str();
   sub->add_option("--hbm", a->hbm, "store HBM tier budget")->capture_default_str();
@@ -372,8 +386,8 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--gpus", a->o.gpus, "accelerators charged (sim: also tensor parallel over them)")
       ->capture_default_str()
       ->check(in_range(1, 4096));
-  sub->add_option("--out", a->out, "write the summary JSON here");
-  sub->add_option("--csv", a->csv, "write per-turn records here (CSV)");
+  sub->add_option("--out", a->out, "write the summary JSON here")->check(output_file());
+  sub->add_option("--csv", a->csv, "write per-turn records here (CSV)")->check(output_file());
   sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
   set_action(sub, [a, think] {
     install_interrupt_handlers();

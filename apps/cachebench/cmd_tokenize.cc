@@ -64,8 +64,10 @@ void register_tokenize(CLI::App& app) {
                   "tokenizer file (tokenizer.model, tokenizer.json or .gguf); overrides --model");
   sub->add_flag("--no-bos", args->no_bos,
                 "do not prepend the BOS token (default: the model's own rule)");
-  sub->add_flag("--pieces", args->pieces, "print id:piece pairs instead of bare ids");
-  sub->add_flag("--decode", args->decode, "TEXT is a list of token ids; print their text");
+  CLI::Option* pieces =
+      sub->add_flag("--pieces", args->pieces, "print id:piece pairs instead of bare ids");
+  sub->add_flag("--decode", args->decode, "TEXT is a list of token ids; print their text")
+      ->excludes(pieces);
   sub->add_option("TEXT", args->text, "the text (or ids); '-' reads standard input")->required();
   set_action(sub, [args] {
     const std::string src = !args->tokenizer.empty() ? args->tokenizer : args->model;

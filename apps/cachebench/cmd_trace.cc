@@ -133,7 +133,9 @@ void register_trace(CLI::App& app) {
       "synth",
       "Write a synthetic length trace shaped like ShareGPT (73% multi-turn, 5.75 turns on "
       "average, 30% over 4K tokens) and print its statistics");
-  synth->add_option("--out,-o", s->out, "the trace file to write (JSON)")->required();
+  synth->add_option("--out,-o", s->out, "the trace file to write (JSON)")
+      ->check(output_file())
+      ->required();
   synth->add_option("--sessions,-n", s->o.sessions, "conversations to generate")
       ->capture_default_str()
       ->check(in_range(1, 10000000));
@@ -199,7 +201,8 @@ void register_trace(CLI::App& app) {
                    "a conversation is long above this many tokens in total")
       ->capture_default_str()
       ->check(above(0));
-  stats->add_option("--out", a->out, "also write the statistics as JSON to this file");
+  stats->add_option("--out", a->out, "also write the statistics as JSON to this file")
+      ->check(output_file());
   set_action(stats, [a] { return run_stats(*a); });
 }
 

@@ -2,6 +2,9 @@
 /// Option checks with messages a user can act on. CLI11 2.1's PositiveNumber and Range print
 /// their bounds with %f (DBL_MAX as 309 digits) and let nan and inf through.
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
@@ -72,6 +75,33 @@ inline CLI::Validator above(double lo) {
         return "";
       },
       desc);
+}
+
+/// A file the command will write: checked before any work (a run that cannot save its
+/// result should not take an hour first). Not a directory; its directory exists and is
+/// writable, or the file itself is.
+inline CLI::Validator output_file() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        struct stat st {};
+        if (::stat(s.c_str(), &st) == 0) {
+          if (S_ISDIR(st.st_mode)) return "'" + s + "' is a directory; name a file";
+          if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
+          return "";
+        }
+        const size_t slash = s.find_last_of('/');
+        const std::string dir = slash == std::string::npos ? "."
+                                : slash == 0               ? "/"
+                                                           : s.substr(0, slash);
+        if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+          return "the directory of '" + s + "' does not exist; create it first";
+        }
+        if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+          return "the directory of '" + s + "' is not writable";
+        }
+        return "";
+      },
+      "FILE");
 }
 
 }  // namespace cb::app

@@ -1,5 +1,8 @@
 #include "lib/model/config.h"
 
+#include <cmath>
+#include <cstdio>
+
 #include "lib/core/error.h"
 
 namespace cb::model {
@@ -47,6 +50,12 @@ void ModelConfig::validate(const std::string& source) const {
         source, "invalid model config: " + field + " = " + std::to_string(v) + " (" + rule + ")",
         "the file's configuration is inconsistent; fix or re-convert it");
   };
+  auto bad_real = [&](const std::string& field, double v, const std::string& rule) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", v);  // nan and inf as such (a cast to an integer is UB)
+    throw make_error(source, "invalid model config: " + field + " = " + b + " (" + rule + ")",
+                     "the file's configuration is inconsistent; fix or re-convert it");
+  };
   constexpr int kMax = 1 << 24;
   if (n_layers <= 0 || n_layers > 4096) bad("n_layers", n_layers, "must be in 1..4096");
   if (hidden <= 0 || hidden > kMax) bad("hidden", hidden, "must be positive");
@@ -63,9 +72,9 @@ void ModelConfig::validate(const std::string& source) const {
   if (rope_dims <= 0 || rope_dims > head_dim || rope_dims % 2 != 0)
     bad("rope_dims", rope_dims, "must be even and in 2..head_dim");
   if (sliding_window < 0) bad("sliding_window", sliding_window, "must be >= 0");
-  if (!(rope_theta > 0.0f)) bad("rope_theta", static_cast<long long>(rope_theta), "must be > 0");
-  if (!(norm_eps > 0.0f && norm_eps < 1.0f))
-    bad("norm_eps", static_cast<long long>(norm_eps), "must be in (0, 1)");
+  if (!(rope_theta > 0.0f && std::isfinite(rope_theta)))
+    bad_real("rope_theta", rope_theta, "must be finite and > 0");
+  if (!(norm_eps > 0.0f && norm_eps < 1.0f)) bad_real("norm_eps", norm_eps, "must be in (0, 1)");
 }
 
 }  // namespace cb::model
