@@ -133,10 +133,12 @@ void sweep_stale(const std::string& parent) {
   }
 }
 
-// A fresh SSD directory per run under the user's --store-dir, removed afterwards.
+// A fresh SSD directory per run under the user's --store-dir, removed afterwards (or, kept,
+// renamed to cachebench-store-MODE-PID once the run has ended normally).
 struct ScratchDir {
-  std::string path;
-  explicit ScratchDir(const std::string& parent, engine::Mode mode) {
+  std::string path, kept;
+  bool done = false;  ///< the run ended normally (and its store is closed)
+  explicit ScratchDir(const std::string& parent, engine::Mode mode, bool keep) {
     if (parent.empty()) return;
     std::error_code ec;
     if (!std::filesystem::is_directory(parent, ec)) {
@@ -149,10 +151,22 @@ struct ScratchDir {
     std::filesystem::remove_all(path, ec);
     std::filesystem::create_directories(path, ec);
     if (ec) throw make_error("--store-dir", "cannot create " + path + ": " + ec.message());
+    if (keep) {
+      kept = parent + "/cachebench-store-" + engine::mode_name(mode) + "-" +
+             std::to_string(::getpid());
+      std::filesystem::remove_all(kept, ec);
+    }
   }
   ~ScratchDir() {
+    if (path.empty()) return;
     std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
+    if (done && !kept.empty()) {
+      std::filesystem::rename(path, kept, ec);
+      if (!ec) return;
+      std::fprintf(stderr, "cachebench: could not keep the store as %s (%s); removed\n",
+                   kept.c_str(), ec.message().c_str());
+    }
+    std::filesystem::remove_all(path, ec);
   }
 };
 
@@ -163,7 +177,8 @@ ReplayRun run_replay(const model::ForwardModel& model,
                      const ReplayOptions& opts, const engine::ProgressFn& progress) {
   ReplayRun run;
   run.mode = mode;
-  ScratchDir dir(mode == engine::Mode::RE ? std::string() : opts.store.store_dir, mode);
+  ScratchDir dir(mode == engine::Mode::RE ? std::string() : opts.store.store_dir, mode,
+                 opts.store.keep);
   std::unique_ptr<store::AttentionStore> st;
   if (mode != engine::Mode::RE) {
     store::StoreConfig sc;
@@ -207,6 +222,9 @@ ReplayRun run_replay(const model::ForwardModel& model,
     eng.drain_saves();
     st->wait_idle();
     run.summary["store"] = nlohmann::json::parse(st->stats().to_json());
+    if (!dir.kept.empty()) run.summary["store_dir_kept"] = dir.kept;
+    st.reset();  // closed before its directory is renamed
+    dir.done = true;
   }
   return run;
 }

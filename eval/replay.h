@@ -22,7 +22,10 @@ struct ReplayStoreOptions {
   uint64_t hbm_bytes = 0;
   uint64_t dram_bytes = 1ull << 30;
   uint64_t ssd_bytes = 0;
-  std::string store_dir;           ///< parent of the fresh SSD directory ("" = no SSD tier)
+  std::string store_dir;  ///< parent of the fresh SSD directory ("" = no SSD tier)
+  /// Keep that directory after a run that ends normally, as STORE_DIR/cachebench-store-MODE-PID
+  /// (its SSD entries, journaled: `cachebench store stat|verify` read it); else removed.
+  bool keep = false;
   std::string policy = "sched";    ///< sched | lru | fifo | optimal
   uint64_t chunk_bytes = 1 << 20;  ///< store allocation unit
   size_t io_threads = 4;

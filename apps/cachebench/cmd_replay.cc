@@ -122,6 +122,10 @@ int run_replay_cmd(ReplayArgs& a) {
   o.store.store_dir = a.store_dir;
   o.store.policy = a.policy;
   eval::policy_name(a.policy);  // validates
+  if (o.store.keep && (a.sim || o.store.ssd_bytes == 0)) {
+    throw make_error("--keep-store",
+                     "needs a real SSD tier (--ssd SIZE --store-dir DIR, not --sim)");
+  }
   if (o.store.ssd_bytes > 0 && a.store_dir.empty() && !a.sim) {
     throw make_error("--ssd", "an SSD budget needs --store-dir DIR (where the files go)");
   }
@@ -214,6 +218,13 @@ int run_replay_cmd(ReplayArgs& a) {
               mc.name.c_str(), sessions.size(), static_cast<long long>(trace.turns()),
               where.c_str());
   print_table(runs);
+  for (const auto& r : runs) {
+    if (r.summary.contains("store_dir_kept")) {
+      std::printf("\n%s's store kept in %s (cachebench store stat|verify|clear --store-dir ...)\n",
+                  engine::mode_name(r.mode),
+                  r.summary["store_dir_kept"].get<std::string>().c_str());
+    }
+  }
   nlohmann::json cmp;
   if (runs.size() == 2) {
     cmp = metrics::compare_summaries(runs[0].summary, runs[1].summary);
@@ -296,7 +307,12 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->check(at_least(0));
   sub->add_option("--ssd", a->ssd, "store SSD tier budget (needs --store-dir)")
       ->capture_default_str();
-  sub->add_option("--store-dir", a->store_dir, "directory for the SSD tier's files");
+  sub->add_option("--store-dir", a->store_dir,
+                  "directory under which each run makes its SSD tier's directory (removed after "
+                  "the run unless --keep-store)");
+  sub->add_flag("--keep-store", a->o.store.keep,
+                "keep each run's SSD store as STORE_DIR/cachebench-store-MODE-PID (its SSD "
+                "entries; `cachebench store stat|verify` read it)");
   sub->add_option("--chunk-size", a->chunk, "store chunk size")->capture_default_str();
   sub->add_option("--clean-ahead", a->clean_ahead,
                   "write SSD copies of the DRAM entries the policy would evict first, for this "

@@ -178,6 +178,17 @@ if [ -n "${CACHEBENCH_WRITE_BASELINE:-}" ]; then cp "$TMP/gate1.json" "$BASE"; f
 "$CB" gate --baseline "$BASE" --current "$TMP/gate1.json" >"$TMP/out" 2>&1 \
   && ok || bad "gate against $BASE: $(cat "$TMP/out")"
 
+# --keep-store keeps the run's SSD store, which `store verify` reads back whole.
+mkdir -p "$TMP/keep"
+"$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 64MiB --store-dir "$TMP/keep" \
+  --keep-store --rate 0 --max-output-tokens 8 --quiet >/dev/null 2>"$TMP/err" \
+  || bad "replay --keep-store: $(head -c 600 "$TMP/err")"
+KEPT=$(ls -d "$TMP/keep"/cachebench-store-ca-* 2>/dev/null | head -1)
+if [ -n "$KEPT" ] && "$CB" store verify --store-dir "$KEPT" | grep -q "result  *ok" \
+  && "$CB" store stat --store-dir "$KEPT" | grep -qE "entries +[1-9]"; then ok
+else bad "--keep-store: no verified store with entries in $TMP/keep: $(ls "$TMP/keep")"; fi
+[ -n "$KEPT" ] && "$CB" store clear --store-dir "$KEPT" >/dev/null && rmdir "$KEPT"
+
 # 4. Malformed traces: one line naming the file, exit 1; or a counted skip.
 expect_error() {  # name, needle, trace file
   "$CB" replay "$3" --model "$MODEL" --quiet >"$TMP/out" 2>"$TMP/err"
