@@ -278,7 +278,8 @@ void check_space(const std::string& dir, uint64_t need) {
                      "the SSD benchmark needs " + store::format_size(need) +
                          " free (store files plus the baseline file) but only " +
                          store::format_size(avail) + " is available",
-                     "lower --traffic or free disk space");
+                     "lower --traffic (the bytes moved per repetition, at least one entry: "
+                     "--entry-size) or free disk space");
   }
 }
 

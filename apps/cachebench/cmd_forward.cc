@@ -62,11 +62,13 @@ void register_forward(CLI::App& app) {
   sub->add_option("--block-size", a->block_size, "KV cache block size (tokens)")
       ->capture_default_str()
       ->check(in_range(1, 1024));
-  set_action(sub, [a] {
-    if (a->text.empty() && a->tokens.empty())
+  set_action(sub, [a, text] {
+    // An empty --text is the BOS token alone, as generate's empty prompt.
+    const bool has_text = text->count() > 0;
+    if (!has_text && a->tokens.empty())
       throw make_error("forward", "no input", "pass --text or --tokens");
     resolve_backend(&a->m);
-    LoadedModel lm = load_model(a->m, !a->text.empty());
+    LoadedModel lm = load_model(a->m, has_text);
     const auto& cfg = lm.config();
     std::vector<int32_t> ids =
         !a->tokens.empty() ? parse_token_list(a->tokens, cfg.vocab_size)
