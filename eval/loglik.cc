@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include "eval/perplexity.h"
 #include "lib/core/error.h"
@@ -84,15 +83,8 @@ LoglikScorer::LoglikScorer(const model::ForwardModel& m, const tokenizer::Tokeni
 void LoglikScorer::ensure_pool(int64_t blocks) {
   if (cache_ && cache_->config().num_blocks >= blocks) return;
   const int64_t have = cache_ ? cache_->config().num_blocks : 0;
-  const int64_t want = std::max(blocks, have * 3 / 2);
-  if (want > std::numeric_limits<int32_t>::max()) {
-    throw make_error("--ctx",
-                     "a KV pool of " + std::to_string(want) + " blocks of " +
-                         std::to_string(opt_.block_size) +
-                         " tokens is more than one cache can index",
-                     "lower --ctx (the default is the model's context length)");
-  }
-  cache_ = std::make_unique<kv::KvCache>(m_->kv_config(static_cast<int>(want), opt_.block_size));
+  cache_ =
+      std::make_unique<kv::KvCache>(m_->kv_config(std::max(blocks, have * 3 / 2), opt_.block_size));
   has_ctx_ = false;
   ctx_tokens_.clear();
 }

@@ -43,8 +43,7 @@ kv::KvConfig group_kv_config(const model::ForwardModel& m, const OverflowOptions
   // One full window per member, plus the kept part of the one member being truncated (members
   // truncate one at a time, each freeing its old sequence before the next starts).
   const int64_t per_window = (N + opt.block_size - 1) / opt.block_size;
-  return m.kv_config(static_cast<int>(per_window * static_cast<int64_t>(members + 1) + 2),
-                     opt.block_size);
+  return m.kv_config(per_window * static_cast<int64_t>(members + 1) + 2, opt.block_size);
 }
 
 }  // namespace

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 
 #include "datasets/corpus.h"
 #include "lib/core/error.h"
@@ -53,14 +52,7 @@ int64_t run_windows(const model::ForwardModel& m, int n, int max_len, const Perp
   if (opt.block_size < 1) throw make_error("block_size", "must be positive");
   const int64_t blocks =
       (static_cast<int64_t>(max_len) + opt.block_size - 1) / opt.block_size * batch;
-  if (blocks > std::numeric_limits<int32_t>::max()) {
-    throw make_error("--ctx",
-                     "a KV pool of " + std::to_string(blocks) + " blocks (" +
-                         std::to_string(batch) + " windows of " + std::to_string(max_len) +
-                         " tokens) is more than one cache can index",
-                     "lower --ctx (the default is the model's context length) or --batch");
-  }
-  kv::KvCache cache(m.kv_config(static_cast<int>(blocks), opt.block_size));
+  kv::KvCache cache(m.kv_config(blocks, opt.block_size));
   const int64_t vocab = m.config().vocab_size;
   int64_t calls = 0;
   std::vector<model::SeqInput> in;

@@ -25,15 +25,7 @@ struct CalibrateArgs {
 
 int run_calibrate(CalibrateArgs& a) {
   if (!a.print.empty()) {
-    sim::HardwareProfile p;
-    try {
-      p = sim::load_profile(a.print);
-    } catch (const Error& e) {  // named after replay's option; here it is this one
-      std::string what = e.what();
-      if (what.rfind("--profile", 0) == 0) what = "--print-profile" + what.substr(9);
-      throw Error(what);
-    }
-    std::printf("%s\n", p.to_json().dump(2).c_str());
+    std::printf("%s\n", sim::load_profile(a.print, "--print-profile").to_json().dump(2).c_str());
     return 0;
   }
   if (a.m.model.empty())

@@ -27,7 +27,7 @@ struct GateArgs {
 };
 
 /// The JSON document at `path`.
-std::string load_text(const std::string& path) {
+nlohmann::json load_document(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw make_error(path, "is a directory", "pass a JSON summary file");
@@ -36,7 +36,7 @@ std::string load_text(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw make_error(path, "cannot be read", "check the file's permissions");
-  return text.str();
+  return metrics::parse_document(text.str(), path);
 }
 
 /// What makes two runs comparable, as replay's JSON records it (absent in a bare summary).
@@ -49,12 +49,7 @@ std::string field(const nlohmann::json& doc, const char* a, const char* b = null
 
 /// Refuses to gate runs of different traces, models, modes or executions: their metrics
 /// differ for reasons no bound is about.
-void check_comparable(const std::string& base_text, const std::string& cur_text,
-                      const GateArgs& a) {
-  const auto parse = [](const std::string& t) {
-    return nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
-  };
-  const nlohmann::json b = parse(base_text), c = parse(cur_text);
+void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const GateArgs& a) {
   std::string diff;
   const auto cmp = [&](const char* name, const std::string& x, const std::string& y) {
     if (!x.empty() && !y.empty() && x != y) {
@@ -82,10 +77,10 @@ int run_gate_cmd(const GateArgs& a) {
   for (const std::string& s : a.bounds) bounds.push_back(metrics::parse_bound(s));
   const bool defaults = bounds.empty();
   if (defaults) bounds = metrics::default_bounds();
-  const std::string base_text = load_text(a.baseline), cur_text = load_text(a.current);
-  const nlohmann::json base = metrics::parse_summary(base_text, a.baseline);
-  const nlohmann::json cur = metrics::parse_summary(cur_text, a.current);
-  check_comparable(base_text, cur_text, a);
+  const nlohmann::json base_doc = load_document(a.baseline), cur_doc = load_document(a.current);
+  const nlohmann::json& base = metrics::select_summary(base_doc, a.baseline);
+  const nlohmann::json& cur = metrics::select_summary(cur_doc, a.current);
+  check_comparable(base_doc, cur_doc, a);
   const metrics::GateReport r = metrics::run_gate(base, cur, bounds, a.baseline, a.current);
 
   std::printf("gate: current %s against baseline %s (%s bounds)\n\n", a.current.c_str(),

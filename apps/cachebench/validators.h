@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 namespace cb::app {
@@ -19,62 +20,45 @@ inline std::string bound(double v) {
   std::snprintf(b, sizeof b, "%g", v);
   return b;
 }
+
+/// A number `ok` accepts: "'x' is not a number", else "must be <rule>, got x".
+inline CLI::Validator number(const std::string& desc, const std::string& rule,
+                             std::function<bool(double)> ok) {
+  return CLI::Validator(
+      [rule, ok](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end == s.c_str() || *end != '\0') return "'" + s + "' is not a number";
+        return ok(v) ? "" : "must be " + rule + ", got " + s;
+      },
+      desc);
+}
 }  // namespace detail
 
 /// A finite number in [lo, hi] (integers or decimals, as the option's type reads them).
 inline CLI::Validator in_range(double lo, double hi) {
   const std::string desc = "in " + detail::bound(lo) + ".." + detail::bound(hi);
-  return CLI::Validator(
-      [lo, hi, desc](std::string& s) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end == s.c_str() || *end != '\0') return "'" + s + "' is not a number";
-        if (!std::isfinite(v) || v < lo || v > hi) return "must be " + desc + ", got " + s;
-        return "";
-      },
-      desc);
+  return detail::number(desc, desc, [lo, hi](double v) { return v >= lo && v <= hi; });
 }
 
 /// A number in the open interval (lo, hi).
 inline CLI::Validator in_open_range(double lo, double hi) {
   const std::string desc = "in (" + detail::bound(lo) + ", " + detail::bound(hi) + ")";
-  return CLI::Validator(
-      [lo, hi, desc](std::string& s) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end == s.c_str() || *end != '\0') return "'" + s + "' is not a number";
-        if (!(v > lo && v < hi)) return "must be " + desc + ", got " + s;
-        return "";
-      },
-      desc);
+  return detail::number(desc, desc, [lo, hi](double v) { return v > lo && v < hi; });
 }
 
 /// A finite number >= lo.
 inline CLI::Validator at_least(double lo) {
   const std::string desc = ">= " + detail::bound(lo);
-  return CLI::Validator(
-      [lo, desc](std::string& s) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end == s.c_str() || *end != '\0') return "'" + s + "' is not a number";
-        if (!std::isfinite(v) || v < lo) return "must be a finite number " + desc + ", got " + s;
-        return "";
-      },
-      desc);
+  return detail::number(desc, "a finite number " + desc,
+                        [lo](double v) { return std::isfinite(v) && v >= lo; });
 }
 
 /// A finite number > lo.
 inline CLI::Validator above(double lo) {
   const std::string desc = "> " + detail::bound(lo);
-  return CLI::Validator(
-      [lo, desc](std::string& s) -> std::string {
-        char* end = nullptr;
-        const double v = std::strtod(s.c_str(), &end);
-        if (s.empty() || end == s.c_str() || *end != '\0') return "'" + s + "' is not a number";
-        if (!std::isfinite(v) || v <= lo) return "must be a finite number " + desc + ", got " + s;
-        return "";
-      },
-      desc);
+  return detail::number(desc, "a finite number " + desc,
+                        [lo](double v) { return std::isfinite(v) && v > lo; });
 }
 
 /// A file the command will write: checked before any work (a run that cannot save its

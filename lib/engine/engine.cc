@@ -66,6 +66,46 @@ int64_t turn_drop(int64_t hist, int64_t new_tokens, int64_t output_tokens, int64
   return over > 0 ? overflow_drop(hist, over, cfg.truncate_ratio, cfg.truncate_align) : 0;
 }
 
+int64_t checked_window(const EngineConfig& cfg, int64_t max_context) {
+  const int64_t ctx = cfg.ctx > 0 ? cfg.ctx : max_context;
+  if (ctx < 2) throw make_error("--ctx", "the context window must be at least 2 tokens");
+  if (max_context > 0 && ctx > max_context) {
+    throw make_error("--ctx",
+                     std::to_string(ctx) + " exceeds the model's context window of " +
+                         std::to_string(max_context) + " tokens",
+                     "use at most " + std::to_string(max_context) + " (0: the model's)");
+  }
+  if (!(cfg.truncate_ratio > 0 && cfg.truncate_ratio <= 1)) {
+    throw make_error("--truncate-ratio", "must be in (0, 1]");
+  }
+  return ctx;
+}
+
+int64_t pool_blocks(const EngineConfig& cfg, int64_t ctx) {
+  if (cfg.block_size < 1) throw make_error("--block-size", "must be at least 1 token");
+  const int64_t per_seq = (ctx + cfg.block_size - 1) / cfg.block_size + 1;
+  const int64_t blocks =
+      cfg.num_blocks > 0 ? cfg.num_blocks : per_seq * std::max(cfg.sched.max_batch, 1);
+  if (blocks < per_seq) {
+    throw make_error("--kv-blocks",
+                     std::to_string(blocks) + " blocks cannot hold one full window of " +
+                         std::to_string(ctx) + " tokens",
+                     "use at least " + std::to_string(per_seq));
+  }
+  return blocks;
+}
+
+void check_warmup(const EngineConfig& cfg, const std::vector<int>& turns) {
+  int64_t total = 0;
+  for (const int n : turns) total += n;
+  if (total > 0 && cfg.warmup_turns >= total) {
+    throw make_error("--warmup-turns",
+                     std::to_string(cfg.warmup_turns) + " warm every one of the trace's " +
+                         std::to_string(total) + " turns: nothing would be measured",
+                     "use fewer than " + std::to_string(total));
+  }
+}
+
 Mode parse_mode(const std::string& s) {
   if (s == "ca") return Mode::CA;
   if (s == "re") return Mode::RE;
@@ -77,17 +117,7 @@ Mode parse_mode(const std::string& s) {
 Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, EngineConfig cfg)
     : model_(model), store_(store), cfg_(std::move(cfg)) {
   const model::ModelConfig& mc = model_.config();
-  ctx_ = cfg_.ctx > 0 ? cfg_.ctx : mc.max_context;
-  if (ctx_ < 2) throw make_error("--ctx", "the context window must be at least 2 tokens");
-  if (mc.max_context > 0 && ctx_ > mc.max_context) {
-    throw make_error("--ctx",
-                     std::to_string(ctx_) + " exceeds the model's context window of " +
-                         std::to_string(mc.max_context) + " tokens",
-                     "use at most " + std::to_string(mc.max_context) + " (0: the model's)");
-  }
-  if (!(cfg_.truncate_ratio > 0 && cfg_.truncate_ratio <= 1)) {
-    throw make_error("--truncate-ratio", "must be in (0, 1]");
-  }
+  ctx_ = checked_window(cfg_, mc.max_context);
   if (cfg_.mode != Mode::RE && store_ == nullptr) {
     throw make_error("Engine", "CA and OF modes need an AttentionStore");
   }
@@ -104,25 +134,8 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
       mc.name + "/" + model::arch_name(mc.arch) + "/" + std::to_string(mc.n_layers) + "x" +
       std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/" +
       model_.kv_precision());
-  if (cfg_.block_size < 1) throw make_error("--block-size", "must be at least 1 token");
-  const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
-  int64_t blocks = cfg_.num_blocks;
-  if (blocks <= 0) blocks = per_seq * std::max(cfg_.sched.max_batch, 1);
-  if (blocks > std::numeric_limits<int32_t>::max()) {
-    throw make_error("--ctx",
-                     "a KV pool of " + std::to_string(blocks) + " blocks (" +
-                         std::to_string(std::max(cfg_.sched.max_batch, 1)) + " windows of " +
-                         std::to_string(ctx_) + " tokens) is more than one cache can index",
-                     "lower --ctx or --max-batch, or raise --block-size");
-  }
-  if (blocks < per_seq) {
-    throw make_error("--kv-blocks",
-                     std::to_string(blocks) + " blocks cannot hold one full window of " +
-                         std::to_string(ctx_) + " tokens",
-                     "use at least " + std::to_string(per_seq));
-  }
   cache_ =
-      std::make_unique<kv::KvCache>(model_.kv_config(static_cast<int>(blocks), cfg_.block_size));
+      std::make_unique<kv::KvCache>(model_.kv_config(pool_blocks(cfg_, ctx_), cfg_.block_size));
   model_.bind_cache(*cache_);
 }
 

@@ -88,6 +88,17 @@ struct EngineConfig {
 int64_t turn_drop(int64_t hist, int64_t new_tokens, int64_t output_tokens, int64_t ctx,
                   const EngineConfig& cfg);
 
+/// The options both engines (Engine, sim::SimEngine) check the same way; each throws cb::Error
+/// naming the option.
+/// The window `cfg` runs with for a model of `max_context` tokens (cfg.ctx, 0: the model's),
+/// checking --ctx (2 up to the model's window) and --truncate-ratio.
+int64_t checked_window(const EngineConfig& cfg, int64_t max_context);
+/// Blocks of the paged KV pool for a `ctx`-token window: --kv-blocks, or --max-batch whole
+/// windows by default; checks --block-size and that one window fits.
+int64_t pool_blocks(const EngineConfig& cfg, int64_t ctx);
+/// Refuses --warmup-turns that cover every one of `turns` (turns per session).
+void check_warmup(const EngineConfig& cfg, const std::vector<int>& turns);
+
 /// One turn to serve: the user's message as token ids and how many tokens to decode.
 struct TurnInput {
   std::vector<int32_t> ids;  ///< the message (>= 1 token)

@@ -194,14 +194,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   RunResult res;
   std::vector<int> turns;
   for (const SessionInput& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));
-  int64_t total_turns = 0;
-  for (const int n : turns) total_turns += n;
-  if (total_turns > 0 && cfg_.warmup_turns >= total_turns) {
-    throw make_error("--warmup-turns",
-                     std::to_string(cfg_.warmup_turns) + " warm every one of the trace's " +
-                         std::to_string(total_turns) + " turns: nothing would be measured",
-                     "use fewer than " + std::to_string(total_turns));
-  }
+  check_warmup(cfg_, turns);
   sched::Scheduler sched(cfg_.sched, turns);
   sched_ = &sched;
   t0_ = steady_s();

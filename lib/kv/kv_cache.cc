@@ -1,7 +1,5 @@
 #include "lib/kv/kv_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -9,14 +7,10 @@
 #include <string>
 
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 
 namespace cb::kv {
 namespace {
-
-uint64_t physical_memory() {
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
-}
 
 void require_positive(const char* field, int value) {
   if (value <= 0) {
@@ -54,7 +48,7 @@ KvConfig validated(const KvConfig& cfg) {
   const uint64_t bytes = checked_mul(floats, sizeof(float), cfg);
   // A cache of block tables only (its blocks live on the GPU) allocates nothing here: the
   // device's allocator is the judge of its size.
-  const uint64_t phys = physical_memory();
+  const uint64_t phys = physical_memory_bytes();
   if (cfg.host_pools && phys > 0 && bytes > phys) {
     throw make_error("KV cache",
                      "the K+V pool of " + std::to_string(cfg.num_blocks) + " blocks of " +

@@ -120,15 +120,17 @@ const json& select_summary(const json& doc, const std::string& name) {
                    "\"summary\" object)");
 }
 
-json parse_summary(const std::string& text, const std::string& name) {
-  json doc;
+json parse_document(const std::string& text, const std::string& name) {
   try {
-    doc = json::parse(text);
+    return json::parse(text);
   } catch (const json::parse_error& e) {
     throw make_error(name, std::string("is not valid JSON (") + e.what() + ")",
                      "pass a summary written with --out");
   }
-  return select_summary(doc, name);
+}
+
+json parse_summary(const std::string& text, const std::string& name) {
+  return select_summary(parse_document(text, name), name);
 }
 
 GateReport run_gate(const json& baseline, const json& current, const std::vector<Bound>& bounds,

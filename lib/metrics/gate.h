@@ -77,8 +77,10 @@ struct GateReport {
 /// neither is an object.
 const nlohmann::json& select_summary(const nlohmann::json& doc, const std::string& name);
 
-/// Parses `text` (the contents of the file `name`) and returns its summary (select_summary);
-/// a cb::Error naming `name` when it is not valid JSON.
+/// Parses `text` (the contents of the file `name`); a cb::Error naming `name` when it is not
+/// valid JSON.
+nlohmann::json parse_document(const std::string& text, const std::string& name);
+/// parse_document, then its summary (select_summary).
 nlohmann::json parse_summary(const std::string& text, const std::string& name);
 
 /// Evaluates each bound. A change counts as worse only beyond the bound plus 1e-9 percentage

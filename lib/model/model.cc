@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "kernels/cpu/ops.h"
@@ -100,13 +101,19 @@ std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed) {
   return std::make_unique<Model>(src.config(), Weights::load(src, seed));
 }
 
-kv::KvConfig ForwardModel::kv_config(int num_blocks, int block_size) const {
+kv::KvConfig ForwardModel::kv_config(int64_t num_blocks, int block_size) const {
+  if (num_blocks > std::numeric_limits<int32_t>::max()) {
+    throw make_error("--ctx",
+                     "a KV pool of " + std::to_string(num_blocks) + " blocks of " +
+                         std::to_string(block_size) + " tokens is more than one cache can index",
+                     "lower --ctx (the default is the model's context length)");
+  }
   kv::KvConfig kc;
   kc.n_layers = config().n_layers;
   kc.n_kv_heads = config().n_kv_heads;
   kc.head_dim = config().head_dim;
   kc.block_size = block_size;
-  kc.num_blocks = num_blocks;
+  kc.num_blocks = static_cast<int>(num_blocks);
   kc.host_pools = host_kv();
   return kc;
 }

@@ -72,8 +72,9 @@ class ForwardModel {
     return forward(batch, cache, LayerHooks{});
   }
   /// A KvConfig matching this model for a pool of `num_blocks` blocks (with host pools only
-  /// when the backend keeps its KV in host memory).
-  kv::KvConfig kv_config(int num_blocks, int block_size = 16) const;
+  /// when the backend keeps its KV in host memory). A cb::Error naming --ctx when the count
+  /// is more than a cache can index (pools sized from a huge declared context).
+  kv::KvConfig kv_config(int64_t num_blocks, int block_size = 16) const;
   /// True when forward reads and writes the cache's host pools (the CPU backend).
   virtual bool host_kv() const { return true; }
   /// Binds a cache made from kv_config, still empty, to this model before its first use (the

@@ -1,10 +1,9 @@
 #include "lib/model/weights.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 #include "lib/model/presets.h"
 
 namespace cb::model {
@@ -35,9 +34,7 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
         src.kind() == SourceKind::Preset ? nullptr : src.tensor(spec.name);
     if (t == nullptr || t->dtype != DType::F32) host_bytes += 4ull * spec.numel();
   }
-  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  const uint64_t phys =
-      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  const uint64_t phys = physical_memory_bytes();
   if (phys > 0 && host_bytes > phys) {
     throw make_error(src.location(),
                      "its fp32 weights for the CPU backend take " +

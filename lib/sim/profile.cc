@@ -218,23 +218,23 @@ std::vector<std::string> builtin_profile_names() {
   return {"a100-80gb", "h100-80gb", "h200"};
 }
 
-HardwareProfile builtin_profile(const std::string& name) {
+HardwareProfile builtin_profile(const std::string& name, const std::string& option) {
   if (name == "a100-80gb" || name == "a100") return a100();
   if (name == "h100-80gb" || name == "h100") return h100();
   if (name == "h200") return h200();
   std::string names;
   for (const auto& n : builtin_profile_names()) names += (names.empty() ? "" : ", ") + n;
-  throw make_error("--profile", "unknown hardware profile '" + name + "'",
+  throw make_error(option, "unknown hardware profile '" + name + "'",
                    "use one of " + names + " or a JSON file from `cachebench calibrate`");
 }
 
-HardwareProfile load_profile(const std::string& name_or_path) {
+HardwareProfile load_profile(const std::string& name_or_path, const std::string& option) {
   for (const auto& n : builtin_profile_names()) {
     if (name_or_path == n || n.rfind(name_or_path + "-", 0) == 0) return builtin_profile(n);
   }
   std::ifstream in(name_or_path);
   if (!in) {
-    builtin_profile(name_or_path);  // throws the list of names
+    builtin_profile(name_or_path, option);  // throws the list of names
   }
   std::stringstream ss;
   ss << in.rdbuf();

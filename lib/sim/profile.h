@@ -52,10 +52,13 @@ struct HardwareProfile {
 
 /// Names of the built-in profiles ("a100-80gb", "h100-80gb", "h200").
 std::vector<std::string> builtin_profile_names();
-/// A built-in profile; throws cb::Error listing the names for an unknown one.
-HardwareProfile builtin_profile(const std::string& name);
-/// A built-in name, or a JSON file written by `cachebench calibrate` (or by hand).
-HardwareProfile load_profile(const std::string& name_or_path);
+/// A built-in profile; throws cb::Error, named after `option`, listing the names for an
+/// unknown one.
+HardwareProfile builtin_profile(const std::string& name, const std::string& option = "--profile");
+/// A built-in name, or a JSON file written by `cachebench calibrate` (or by hand); `option`
+/// names the argument it came from in errors.
+HardwareProfile load_profile(const std::string& name_or_path,
+                             const std::string& option = "--profile");
 /// Writes `p` as pretty JSON to `path`; throws cb::Error naming the file on failure.
 void save_profile(const HardwareProfile& p, const std::string& path);
 

@@ -28,17 +28,7 @@ struct SimEngine::Job {
 SimEngine::SimEngine(const CostModel& cost, SimStore* store, engine::EngineConfig cfg,
                      int64_t max_context)
     : cost_(cost), store_(store), cfg_(std::move(cfg)) {
-  ctx_ = cfg_.ctx > 0 ? cfg_.ctx : max_context;
-  if (ctx_ < 2) throw make_error("--ctx", "the context window must be at least 2 tokens");
-  if (max_context > 0 && ctx_ > max_context) {
-    throw make_error("--ctx",
-                     std::to_string(ctx_) + " exceeds the model's context window of " +
-                         std::to_string(max_context) + " tokens",
-                     "use at most " + std::to_string(max_context) + " (0: the model's)");
-  }
-  if (!(cfg_.truncate_ratio > 0 && cfg_.truncate_ratio <= 1)) {
-    throw make_error("--truncate-ratio", "must be in (0, 1]");
-  }
+  ctx_ = engine::checked_window(cfg_, max_context);
   if (cfg_.mode != Mode::RE && store_ == nullptr) {
     throw make_error("SimEngine", "CA and OF modes need a store");
   }
@@ -49,15 +39,7 @@ SimEngine::SimEngine(const CostModel& cost, SimStore* store, engine::EngineConfi
     });
   }
   layers_ = cost_.shape().layers;
-  if (cfg_.block_size < 1) throw make_error("--block-size", "must be at least 1 token");
-  const int64_t per_seq = (ctx_ + cfg_.block_size - 1) / cfg_.block_size + 1;
-  blocks_ = cfg_.num_blocks > 0 ? cfg_.num_blocks : per_seq * std::max(cfg_.sched.max_batch, 1);
-  if (blocks_ < per_seq) {
-    throw make_error("--kv-blocks",
-                     std::to_string(blocks_) + " blocks cannot hold one full window of " +
-                         std::to_string(ctx_) + " tokens",
-                     "use at least " + std::to_string(per_seq));
-  }
+  blocks_ = engine::pool_blocks(cfg_, ctx_);
   free_blocks_ = blocks_;
 }
 
@@ -336,14 +318,7 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
   engine::RunResult res;
   std::vector<int> turns;
   for (const auto& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));
-  int64_t total_turns = 0;
-  for (const int n : turns) total_turns += n;
-  if (total_turns > 0 && cfg_.warmup_turns >= total_turns) {
-    throw make_error("--warmup-turns",
-                     std::to_string(cfg_.warmup_turns) + " warm every one of the trace's " +
-                         std::to_string(total_turns) + " turns: nothing would be measured",
-                     "use fewer than " + std::to_string(total_turns));
-  }
+  engine::check_warmup(cfg_, turns);
   sched::Scheduler sched(cfg_.sched, turns);
   sched_ = &sched;
   now_ = 0;

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 #include "lib/store/bandwidth_limiter.h"
 #include "lib/store/journal.h"
 #include "lib/store/memory_tier.h"
@@ -49,9 +50,8 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
         "chunk size " + std::to_string(cfg_.chunk_bytes) + " is not a positive multiple of 4096",
         "use e.g. 1MiB");
   }
-  const uint64_t phys = static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-  if (cfg_.dram_bytes + cfg_.hbm_bytes > phys) {
+  const uint64_t phys = physical_memory_bytes();
+  if (phys > 0 && cfg_.dram_bytes + cfg_.hbm_bytes > phys) {
     throw make_error("--dram",
                      "DRAM/HBM budgets (" + format_size(cfg_.dram_bytes + cfg_.hbm_bytes) +
                          ") exceed this machine's memory (" + format_size(phys) + ")",

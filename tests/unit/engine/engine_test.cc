@@ -263,20 +263,25 @@ TEST(Engine, AlignedTruncationCutsEntriesInPlaceAndEveryModeDropsTheSame) {
   EXPECT_EQ(st.stats().get(store::Counter::TruncationRewrites), 0u);
 }
 
+/// An SSD-only store in a fresh `dir`: every save and load goes through `faulty`.
+store::StoreConfig faulty_ssd(const std::string& dir, std::shared_ptr<store::FaultyIo> faulty) {
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  store::StoreConfig c;
+  c.ssd_bytes = 32 << 20;
+  c.store_dir = dir;
+  c.chunk_bytes = 64 << 10;
+  c.direct_io = false;
+  c.io_backend = std::move(faulty);
+  return c;
+}
+
 TEST(Engine, AHistoryThatFailsVerificationIsRecomputedNeverServed) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);
   const std::string dir = cb::test::tmp_dir() + "/engine_faulty_store";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
   auto faulty = std::make_shared<store::FaultyIo>(store::make_pread_backend());
-  store::StoreConfig c;
-  c.ssd_bytes = 32 << 20;  // SSD only: every load reads through the faulty backend
-  c.store_dir = dir;
-  c.chunk_bytes = 64 << 10;
-  c.direct_io = false;
-  c.io_backend = faulty;
-  store::AttentionStore st(c);
+  store::AttentionStore st(faulty_ssd(dir, faulty));
   const auto in = sessions(2, 3, 30, 6);
   Tokens ca_tokens, re_tokens;
   EngineConfig ec = config(Mode::CA);
@@ -299,17 +304,9 @@ TEST(Engine, FailedAsynchronousSavesAreCounted) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);
   const std::string dir = cb::test::tmp_dir() + "/engine_failing_saves";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
   auto faulty = std::make_shared<store::FaultyIo>(store::make_pread_backend());
-  store::StoreConfig c;
-  c.ssd_bytes = 32 << 20;  // SSD only: every save writes through the faulty backend
-  c.store_dir = dir;
-  c.chunk_bytes = 64 << 10;
-  c.direct_io = false;
-  c.io_backend = faulty;
   {
-    store::AttentionStore st(c);
+    store::AttentionStore st(faulty_ssd(dir, faulty));
     faulty->fail_all_writes(EIO);
     EngineConfig ec = config(Mode::CA);
     ASSERT_TRUE(ec.async_save);
