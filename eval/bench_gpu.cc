@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/preset_fill.h"
 #include "lib/core/error.h"
@@ -178,7 +179,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int64_t bs = 16;
-  const int64_t decode_per_seq = o.decode_context + o.decode_steps * (o.reps + 1);
+  const int64_t decode_per_seq = o.decode_context + 2 * o.decode_steps * (o.reps + 1);
   const int64_t blocks = std::max((o.prefix + max_prompt) / bs + 1,
                                   std::max<int64_t>(max_batch, 1) * (decode_per_seq / bs + 1));
   kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
@@ -242,46 +243,65 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
     for (int64_t i = 0; i < b; ++i) {
       const kv::SeqId id = static_cast<kv::SeqId>(100 + i);
       cache.add_sequence(id);
-      if (!cache.reserve(id, o.decode_context + o.decode_steps * (o.reps + 1))) {
+      if (!cache.reserve(id, o.decode_context + 2 * o.decode_steps * (o.reps + 1))) {
         throw Error("bench gpu: KV pool too small for decoding");
       }
       m.forward(
           {{id, tokens(o.decode_context, c.vocab_size, 10 + static_cast<uint64_t>(i)), false}},
           cache);
     }
-    std::vector<double> step_t;
+    // Median seconds per step over o.reps repetitions of o.decode_steps steps (after one
+    // warm-up); the sequences grow by o.decode_steps * (o.reps + 1) tokens per call.
+    const auto time_steps = [&] {
+      std::vector<double> step_t;
+      for (int r = 0; r <= o.reps; ++r) {
+        const auto t0 = Clock::now();
+        for (int64_t k = 0; k < o.decode_steps; ++k) {
+          std::vector<model::SeqInput> in;
+          for (int64_t i = 0; i < b; ++i) {
+            in.push_back({static_cast<kv::SeqId>(100 + i),
+                          {static_cast<int32_t>((k * 31 + i) % c.vocab_size)},
+                          false});
+          }
+          m.forward(in, cache);
+        }
+        if (r > 0) {
+          step_t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                           static_cast<double>(o.decode_steps));
+        }
+      }
+      return metrics::median(step_t);
+    };
     // A profiler started with --profile-from-start off (ncu, nsys) sees the decode steps only.
     (void)cudaProfilerStart();
-    for (int r = 0; r <= o.reps; ++r) {
-      const auto t0 = Clock::now();
-      for (int64_t k = 0; k < o.decode_steps; ++k) {
-        std::vector<model::SeqInput> in;
-        for (int64_t i = 0; i < b; ++i) {
-          in.push_back({static_cast<kv::SeqId>(100 + i),
-                        {static_cast<int32_t>((k * 31 + i) % c.vocab_size)},
-                        false});
-        }
-        m.forward(in, cache);
-      }
-      if (r > 0) {
-        step_t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
-                         static_cast<double>(o.decode_steps));
-      }
-    }
+    const double t = time_steps();
     (void)cudaProfilerStop();
-    const double t = metrics::median(step_t);
     const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 1) / 2.0;
     const double bytes = weight_bytes + static_cast<double>(b) * ctx * kv_token;
-    decode.push_back({{"batch", b},
-                      {"context", o.decode_context},
-                      {"seconds_per_step", t},
-                      {"tok_s", static_cast<double>(b) / t},
-                      {"hbm_gbs", bytes / t / 1e9},
-                      {"ratio_to_copy_ceiling", bytes / t / 1e9 / d2d}});
+    json row = {{"batch", b},
+                {"context", o.decode_context},
+                {"seconds_per_step", t},
+                {"tok_s", static_cast<double>(b) / t},
+                {"hbm_gbs", bytes / t / 1e9},
+                {"ratio_to_copy_ceiling", bytes / t / 1e9 / d2d}};
     std::fprintf(stderr,
                  "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
                  name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
+    if (b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16)) {
+      // The same steps with cuBLAS for every linear layer: the baseline of the GEMV kernel.
+      // The histories are o.decode_steps * (o.reps + 1) tokens longer by now (under 1% more
+      // KV bytes at the defaults), which favours neither path.
+      m.set_decode_gemv(false);
+      const double tb = time_steps();
+      m.set_decode_gemv(true);
+      row["cublas_seconds_per_step"] = tb;
+      row["cublas_tok_s"] = static_cast<double>(b) / tb;
+      row["speedup_over_cublas"] = tb / t;
+      std::fprintf(stderr, "bench gpu: %s decode batch %lld with cuBLAS GEMVs: %.1f tok/s\n",
+                   name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tb);
+    }
+    decode.push_back(row);
     for (int64_t i = 0; i < b; ++i) cache.free_sequence(static_cast<kv::SeqId>(100 + i));
   }
   return {{"model", name},

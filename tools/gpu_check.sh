@@ -8,10 +8,15 @@
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
 #   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture)
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
-#   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1
+#   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1 (the
+#              GPU's own clocks, caches kept warm between kernels)
 #   simval     sim against real on the GPU (tools/compare_turns.py on their per-turn CSVs)
+#   engine     tools/gpu_engine.sh: chat --backend cuda, and replay --backend cuda through a
+#              DRAM tier over an SSD tier (write-back, cuts on arrival) beside --backend cpu
+#              (ran on an H100 on 2026-11-24)
 #   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real, llama-7b
 #              (not yet run on a GPU)
+#   (profile's --clock-control none --cache-control none are also not yet run here.)
 # Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
 # 300; rc 124 when it ran out); the last lines are a summary.
 # Data files are looked up under CACHEBENCH_DATA, as in `make test`.
@@ -50,15 +55,19 @@ for s in $STAGES; do
       stage calibrate "$CB" calibrate -m preset:llama-2-7b --backend cuda --reps 3 \
         --ssd-dir "$(mktemp -d)" --out "$OUT/profile-calibrated.json" ;;
     profile)
-      stage profile ncu --profile-from-start off --metrics gpu__time_duration.sum \
+      stage profile ncu --profile-from-start off --clock-control none --cache-control none \
+        --metrics gpu__time_duration.sum \
         --print-summary per-kernel "$CB" bench gpu --models preset:llama-2-7b --prompts 512 \
         --batches 1 --reps 1 --decode-steps 4 ;;
     simval)
       stage simval bash "$ROOT/tools/gpu_simval.sh" "$CB" "$OUT" ;;
+    engine)
+      stage engine bash "$ROOT/tools/gpu_engine.sh" "$CB" "$OUT/engine" ;;
     ablate)
       stage ablate "$CB" ablate recompute-vs-ca --mode real --backend cuda -m preset:llama-7b \
         --reps 3 --out "$OUT/ablate" ;;
-    *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval, ablate)"; exit 2 ;;
+    *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval, engine, ablate)"
+       exit 2 ;;
   esac
 done
 

@@ -49,14 +49,19 @@ void print(const nlohmann::json& j) {
     }
   }
   std::printf(
-      "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling |\n"
-      "|---|---:|---:|---:|---:|---:|\n");
+      "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
+      "|\n|---|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["decode"]) {
-      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f |\n",
+      char base[64] = "-";
+      if (p.contains("cublas_tok_s")) {
+        std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p["cublas_tok_s"].get<double>(),
+                      p["speedup_over_cublas"].get<double>());
+      }
+      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s |\n",
                   m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
                   p["context"].get<long long>(), p["tok_s"].get<double>(),
-                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>());
+                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base);
     }
   }
   std::printf(

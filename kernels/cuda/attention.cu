@@ -112,7 +112,7 @@ __device__ __forceinline__ void tile_step(
 // (64 and 128: unrolled loops, shifts); HD == 0: any head_dim up to kAttentionMaxHeadDim.
 template <typename T, int HD>
 __global__ void __launch_bounds__(kThreads)
-    paged_attention_kernel(const T* __restrict__ q, T* __restrict__ out,
+    paged_attention_kernel(const T* __restrict__ q, int64_t q_stride, T* __restrict__ out,
                            const int32_t* __restrict__ q_pos, const int32_t* __restrict__ q_seq,
                            int64_t n_heads, int64_t n_kv_heads, int head_dim_rt,
                            const T* __restrict__ k_pool, const T* __restrict__ v_pool,
@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int i = threadIdx.x; i < kAttentionTileRows * head_dim; i += kThreads) {
     const int r = i / head_dim, d = i - r * head_dim;
-    qs[r][d] = r < nrows ? to_f(q[((row0 + r) * n_heads + h) * head_dim + d]) * scale : 0.0f;
+    qs[r][d] = r < nrows ? to_f(q[(row0 + r) * q_stride + h * head_dim + d]) * scale : 0.0f;
   }
 
   float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kDims];
@@ -289,17 +289,19 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
       p.block_size <= 0 || p.table_stride <= 0 || p.splits < 1 || p.splits > 64 ||
       (p.splits > 1 && !p.workspace) || p.window < 0 || p.n_tiles > 0x7fffffffLL ||
       p.n_heads > 65535 ||
-      (p.tile_rows != kAttentionTileRows && p.tile_rows != kAttentionMmaTileRows)) {
+      (p.tile_rows != kAttentionTileRows && p.tile_rows != kAttentionMmaTileRows) ||
+      (p.q_stride != 0 && p.q_stride < p.n_heads * p.head_dim)) {
     return cudaErrorInvalidValue;
   }
   if (p.tile_rows == kAttentionMmaTileRows) return detail::launch_paged_attention_mma(p, stream);
+  const int64_t q_stride = p.q_stride != 0 ? p.q_stride : p.n_heads * p.head_dim;
   const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.splits));
-#define CB_ATTN(T, HD)                                                                        \
-  paged_attention_kernel<T, HD><<<grid, kThreads, 0, stream>>>(                               \
-      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,        \
-      p.n_kv_heads, static_cast<int>(p.head_dim), static_cast<const T*>(p.k_pool),            \
-      static_cast<const T*>(p.v_pool), p.block_tables, p.table_stride, p.n_ctx, p.block_size, \
+#define CB_ATTN(T, HD)                                                                           \
+  paged_attention_kernel<T, HD><<<grid, kThreads, 0, stream>>>(                                  \
+      static_cast<const T*>(p.q), q_stride, static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads, \
+      p.n_kv_heads, static_cast<int>(p.head_dim), static_cast<const T*>(p.k_pool),               \
+      static_cast<const T*>(p.v_pool), p.block_tables, p.table_stride, p.n_ctx, p.block_size,    \
       p.window, p.scale, p.tiles, p.splits, p.workspace)
   // The compiled head sizes load whole 16-byte vectors: pools must be 16-byte aligned.
   const bool aligned = reinterpret_cast<uintptr_t>(p.k_pool) % 16 == 0 &&

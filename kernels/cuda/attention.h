@@ -57,7 +57,8 @@ int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys
 int64_t attention_workspace_floats(int64_t rows, int64_t n_heads, int64_t head_dim, int64_t splits);
 
 struct PagedAttentionParams {
-  const void* q = nullptr;         ///< [rows, n_heads, head_dim]
+  const void* q = nullptr;         ///< [rows, n_heads, head_dim], rows q_stride apart
+  int64_t q_stride = 0;            ///< elements from a row of q to the next; 0: n_heads * head_dim
   void* out = nullptr;             ///< [rows, n_heads, head_dim]
   const int32_t* q_pos = nullptr;  ///< [rows] (device)
   const int32_t* q_seq = nullptr;  ///< [rows] (device): the row's sequence
@@ -82,9 +83,10 @@ struct PagedAttentionParams {
 };
 
 /// rows == 0 is a no-op. cudaErrorInvalidValue for null pointers, head_dim outside
-/// 1..kAttentionMaxHeadDim, n_kv_heads not dividing n_heads, block_size <= 0, splits outside
-/// 1..64 or a missing workspace, and for a tile_rows the chosen kernel cannot run. A row with no
-/// allowed key gets an all-zero output row.
+/// 1..kAttentionMaxHeadDim, a q_stride below n_heads * head_dim (or, for the tensor-core
+/// kernel, not a whole number of 16-byte vectors), n_kv_heads not dividing n_heads, block_size <=
+/// 0, splits outside 1..64 or a missing workspace, and for a tile_rows the chosen kernel cannot
+/// run. A row with no allowed key gets an all-zero output row.
 cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
 
 }  // namespace cb::kernels::cuda

@@ -54,7 +54,7 @@ __device__ __forceinline__ void copy8(T* dst, const T* src, bool ok) {
 // grid (tiles, heads), kMmaThreads threads, MmaSmem<HD>::bytes of dynamic shared memory.
 template <typename T, int HD>
 __global__ void __launch_bounds__(kMmaThreads)
-    paged_attention_mma_kernel(const T* __restrict__ q, T* __restrict__ out,
+    paged_attention_mma_kernel(const T* __restrict__ q, int64_t q_stride, T* __restrict__ out,
                                const int32_t* __restrict__ q_pos, const int32_t* __restrict__ q_seq,
                                int64_t n_heads, int64_t n_kv_heads, const T* __restrict__ k_pool,
                                const T* __restrict__ v_pool,
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   }
   for (int i = threadIdx.x; i < kMmaRows * kVec; i += kMmaThreads) {
     const int r = i / kVec, c = i % kVec;
-    copy8(qs + r * kLd + c * 8, q + ((row0 + r) * n_heads + h) * HD + c * 8, r < nrows);
+    copy8(qs + r * kLd + c * 8, q + (row0 + r) * q_stride + h * HD + c * 8, r < nrows);
   }
 
   // This lane's softmax row (warp-local r, two lanes per row) and key half.
@@ -239,16 +239,18 @@ cudaError_t launch_mma(const PagedAttentionParams& p, cudaStream_t stream) {
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
   if (attr != cudaSuccess) return attr;
   const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads));
+  const int64_t q_stride = p.q_stride != 0 ? p.q_stride : p.n_heads * HD;
   paged_attention_mma_kernel<T, HD><<<grid, kMmaThreads, bytes, stream>>>(
-      static_cast<const T*>(p.q), static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads, p.n_kv_heads,
-      static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool), p.block_tables,
-      p.table_stride, p.n_ctx, p.block_size, p.window, p.scale, p.tiles);
+      static_cast<const T*>(p.q), q_stride, static_cast<T*>(p.out), p.q_pos, p.q_seq, p.n_heads,
+      p.n_kv_heads, static_cast<const T*>(p.k_pool), static_cast<const T*>(p.v_pool),
+      p.block_tables, p.table_stride, p.n_ctx, p.block_size, p.window, p.scale, p.tiles);
   return cudaGetLastError();
 }
 
 // Called by launch_paged_attention once the common parameters are checked.
 cudaError_t launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream) {
-  if (p.storage == Storage::F32 || (p.head_dim != 64 && p.head_dim != 128) || p.splits != 1) {
+  if (p.storage == Storage::F32 || (p.head_dim != 64 && p.head_dim != 128) || p.splits != 1 ||
+      p.q_stride % 8 != 0 || reinterpret_cast<uintptr_t>(p.q) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
   if (p.storage == Storage::F16) {

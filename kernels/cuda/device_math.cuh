@@ -34,18 +34,40 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
-/// Rotates the pair (x0, x1) by the angle pos * theta^(-2i / rope_dims), in double as
-/// kernels/cpu rope computes it (exact angles at any position).
-__device__ __forceinline__ void rope_rotate(double& x0, double& x1, double pos, int64_t i,
-                                            int64_t rope_dims, double theta) {
-  const double inv_freq =
-      pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
-  double s, c;
-  sincos(pos * inv_freq, &s, &c);
-  const double r0 = x0 * c - x1 * s;
-  x1 = x0 * s + x1 * c;
-  x0 = r0;
+/// Pair i's inverse frequency theta^(-2i / rope_dims), in double as kernels/cpu rope computes
+/// it. The RoPE kernels compute it once per thread and reuse it for several tokens.
+__device__ __forceinline__ double rope_inv_freq(int64_t i, int64_t rope_dims, double theta) {
+  return pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
 }
+
+/// Rotates the pair (x0, x1), values of storage type T, by `angle` (a position times
+/// rope_inv_freq, formed in double as kernels/cpu rope forms it, so exact at any position),
+/// first reduced to [-pi, pi] in double. For fp16 and bf16 the sine, cosine and rotation are
+/// fp32 (errors near 1e-7, far below their rounding; the double sincos of the full angle made
+/// the KV restore kernel compute-bound); fp32 storage keeps them in double, as the CPU does,
+/// since fp32's absolute errors near 1e-7 show where the rotation nearly cancels.
+template <typename T>
+__device__ __forceinline__ void rope_rotate(float& x0, float& x1, double angle) {
+  constexpr double kTwoPi = 6.283185307179586476925286766559;
+  const double r = angle - kTwoPi * rint(angle * (1.0 / kTwoPi));
+  if constexpr (sizeof(T) == 4) {
+    double s, c;
+    sincos(r, &s, &c);
+    const double d0 = x0, d1 = x1;
+    x0 = static_cast<float>(d0 * c - d1 * s);
+    x1 = static_cast<float>(d0 * s + d1 * c);
+  } else {
+    float s, c;
+    sincosf(static_cast<float>(r), &s, &c);
+    const float r0 = x0 * c - x1 * s;
+    x1 = x0 * s + x1 * c;
+    x0 = r0;
+  }
+}
+
+/// Tokens each thread of the RoPE kernels rotates (one pair of one head in each), so that the
+/// pair's inverse frequency is computed once for them.
+constexpr int64_t kRopeTokensPerThread = 8;
 
 /// The keys a query at slot `pos` may see, clipped to [0, n_ctx) (causal, and within `window`
 /// when > 0): [lo, hi], empty when lo > hi.

@@ -1,5 +1,7 @@
 #include "kernels/cuda/gemm.h"
 
+#include "kernels/cuda/gemv.h"
+
 namespace cb::kernels::cuda {
 
 GemmShape gemm_wt_shape(int64_t n, int64_t in, int64_t out) {
@@ -24,6 +26,10 @@ cublasStatus_t gemm_wt(cublasHandle_t h, const GemmWtParams& p, cudaStream_t str
   if (h == nullptr || !p.x || !p.w || !p.y || p.n < 0 || p.out < 0 || p.in <= 0 || p.n > kMax ||
       p.in > kMax || p.out > kMax) {
     return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  if (p.gemv && gemv_applies(p)) {
+    return launch_gemv_wt(p, stream) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                                                    : CUBLAS_STATUS_EXECUTION_FAILED;
   }
   cublasStatus_t s = cublasSetStream(h, stream);
   if (s != CUBLAS_STATUS_SUCCESS) return s;

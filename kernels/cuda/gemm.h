@@ -29,11 +29,14 @@ struct GemmWtParams {
   int64_t n = 0, in = 0, out = 0;
   Storage storage = Storage::F32;  ///< of x, w and y
   bool accumulate = false;         ///< y += x . w^T instead of y = x . w^T (residual fusion)
+  bool gemv = true;  ///< kernels/cuda gemv's kernel where gemv_applies (decode), else cuBLAS
 };
 
 /// Runs on `stream` (set on the handle; lib/device's CublasHandle owns one). n == 0 or
 /// out == 0 is a no-op; dimensions beyond int32, a null handle or null pointers give
-/// CUBLAS_STATUS_INVALID_VALUE.
+/// CUBLAS_STATUS_INVALID_VALUE. With p.gemv, shapes that gemv_applies to (1-4 rows, fp16 or
+/// bf16) run kernels/cuda gemv's kernel instead of cuBLAS (a failed launch gives
+/// CUBLAS_STATUS_EXECUTION_FAILED).
 cublasStatus_t gemm_wt(cublasHandle_t h, const GemmWtParams& p, cudaStream_t stream);
 
 }  // namespace cb::kernels::cuda

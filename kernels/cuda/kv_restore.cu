@@ -5,6 +5,7 @@ namespace cb::kernels::cuda {
 namespace {
 
 using detail::from_f;
+using detail::kRopeTokensPerThread;
 using detail::to_f;
 
 template <typename T>
@@ -13,26 +14,32 @@ __global__ void kv_restore_kernel(const T* __restrict__ k_stage, const T* __rest
                                   int64_t pos0, int64_t n, int64_t heads, int64_t head_dim,
                                   int64_t rope_dims, int64_t rope_offset, double theta,
                                   bool interleaved) {
+  // Work item k: pair k % (heads * pairs) of the kRopeTokensPerThread tokens of chunk
+  // k / (heads * pairs), so the pair's inverse frequency is computed once for them.
   const int64_t pairs = head_dim / 2;
-  const int64_t total = n * heads * pairs;
+  const int64_t total = (n + kRopeTokensPerThread - 1) / kRopeTokensPerThread * heads * pairs;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = k % pairs;
     const int64_t h = (k / pairs) % heads;
-    const int64_t t = k / (pairs * heads);
+    const int64_t t0 = k / (pairs * heads) * kRopeTokensPerThread;
+    const int64_t t1 = t0 + kRopeTokensPerThread < n ? t0 + kRopeTokensPerThread : n;
     const PairElems e = rope_pair(i, rope_dims, interleaved);
-    const int64_t src = t * view.kv_dim + h * head_dim;
-    const int64_t dst_a = paged_offset(view, pos0 + t, h * head_dim + e.a);
-    const int64_t dst_b = dst_a + (e.b - e.a);  // same slot, same head
-    double x0 = to_f(k_stage[src + e.a]), x1 = to_f(k_stage[src + e.b]);
-    if (e.rotate) {
-      detail::rope_rotate(x0, x1, static_cast<double>(pos0 + rope_offset + t), i, rope_dims, theta);
+    const double inv_freq = e.rotate ? detail::rope_inv_freq(i, rope_dims, theta) : 0.0;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t src = t * view.kv_dim + h * head_dim;
+      const int64_t dst_a = paged_offset(view, pos0 + t, h * head_dim + e.a);
+      const int64_t dst_b = dst_a + (e.b - e.a);  // same slot, same head
+      float x0 = to_f(k_stage[src + e.a]), x1 = to_f(k_stage[src + e.b]);
+      if (e.rotate) {
+        detail::rope_rotate<T>(x0, x1, static_cast<double>(pos0 + rope_offset + t) * inv_freq);
+      }
+      k_pool[dst_a] = from_f<T>(x0);
+      k_pool[dst_b] = from_f<T>(x1);
+      // V: the same two elements, copied.
+      v_pool[dst_a] = v_stage[src + e.a];
+      v_pool[dst_b] = v_stage[src + e.b];
     }
-    k_pool[dst_a] = from_f<T>(static_cast<float>(x0));
-    k_pool[dst_b] = from_f<T>(static_cast<float>(x1));
-    // V: the same two elements, copied.
-    v_pool[dst_a] = v_stage[src + e.a];
-    v_pool[dst_b] = v_stage[src + e.b];
   }
 }
 
@@ -111,7 +118,8 @@ cudaError_t launch_kv_restore(const KvRestoreParams& p, cudaStream_t stream) {
       p.view.kv_dim != p.heads * p.head_dim || !(p.theta > 0)) {
     return cudaErrorInvalidValue;
   }
-  const LaunchDims d = elementwise_dims(static_cast<size_t>(p.n * p.heads * (p.head_dim / 2)));
+  const int64_t chunks = (p.n + detail::kRopeTokensPerThread - 1) / detail::kRopeTokensPerThread;
+  const LaunchDims d = elementwise_dims(static_cast<size_t>(chunks * p.heads * (p.head_dim / 2)));
 #define CB_LAUNCH(T)                                                                      \
   kv_restore_kernel<T><<<d.grid, d.block, 0, stream>>>(                                   \
       static_cast<const T*>(p.k_stage), static_cast<const T*>(p.v_stage),                 \

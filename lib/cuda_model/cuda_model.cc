@@ -104,7 +104,6 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
                       e(N * H),
                       e(N * QKV),
                       e(N * qd),
-                      e(N * qd),
                       e(N * F),
                       e(N * F),
                       e(R * H),
@@ -123,20 +122,20 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
                       i32(tiles.size()),
                       i32(sel.size()),
                       4});
-  void *x = b[0].data(), *h = b[1].data(), *h2 = b[2].data(), *qkv = b[3].data(), *q = b[4].data(),
-       *attn = b[5].data(), *gate = b[6].data(), *up = b[7].data(), *xs = b[8].data(),
-       *xn = b[9].data(), *logits = b[10].data(), *f32 = b[11].data(), *kcap = b[12].data(),
-       *vcap = b[13].data();
-  float* workspace = ws > 0 ? static_cast<float*>(b[14].data()) : nullptr;
-  auto* d_ids = static_cast<int32_t*>(b[15].data());
-  auto* d_pos = static_cast<int32_t*>(b[16].data());
-  auto* d_rope = static_cast<int32_t*>(b[17].data());
-  auto* d_seq = static_cast<int32_t*>(b[18].data());
-  auto* d_ctx = static_cast<int32_t*>(b[19].data());
-  auto* d_tables = static_cast<int32_t*>(b[20].data());
-  auto* d_tiles = static_cast<int32_t*>(b[21].data());
-  auto* d_sel = static_cast<int32_t*>(b[22].data());
-  auto* d_bad = static_cast<int32_t*>(b[23].data());
+  void *x = b[0].data(), *h = b[1].data(), *h2 = b[2].data(), *qkv = b[3].data(),
+       *attn = b[4].data(), *gate = b[5].data(), *up = b[6].data(), *xs = b[7].data(),
+       *xn = b[8].data(), *logits = b[9].data(), *f32 = b[10].data(), *kcap = b[11].data(),
+       *vcap = b[12].data();
+  float* workspace = ws > 0 ? static_cast<float*>(b[13].data()) : nullptr;
+  auto* d_ids = static_cast<int32_t*>(b[14].data());
+  auto* d_pos = static_cast<int32_t*>(b[15].data());
+  auto* d_rope = static_cast<int32_t*>(b[16].data());
+  auto* d_seq = static_cast<int32_t*>(b[17].data());
+  auto* d_ctx = static_cast<int32_t*>(b[18].data());
+  auto* d_tables = static_cast<int32_t*>(b[19].data());
+  auto* d_tiles = static_cast<int32_t*>(b[20].data());
+  auto* d_sel = static_cast<int32_t*>(b[21].data());
+  auto* d_bad = static_cast<int32_t*>(b[22].data());
   to_device(d_ids, br.ids);
   to_device(d_pos, br.pos);
   to_device(d_rope, br.rope_pos);
@@ -218,13 +217,12 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
                                     cap_layer, cudaMemcpyDeviceToHost, write_stream.get()));
       copied[slot].record(write_stream);
     }
-    for (const auto& [off, heads] : {std::pair<int64_t, int64_t>{0, c.n_heads},
-                                     std::pair<int64_t, int64_t>{qd, c.n_kv_heads}}) {
+    {  // Q's heads and then K's follow each other in a fused row: one launch rotates both
       kc::RopeParams rp;
-      rp.x = qkv_bytes + e(off);
+      rp.x = qkv;
       rp.positions = d_rope;
       rp.n = N;
-      rp.heads = heads;
+      rp.heads = c.n_heads + c.n_kv_heads;
       rp.head_dim = c.head_dim;
       rp.rope_dims = c.rope_dims;
       rp.token_stride = QKV;
@@ -248,14 +246,12 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       ap.storage = st;
       CB_CUDA_CHECK(kc::launch_kv_append(ap, stream.get()));
     }
-    // Q rows out of the fused output, contiguous for attention.
-    CB_CUDA_CHECK(cudaMemcpy2DAsync(q, e(qd), qkv, e(QKV), e(qd), static_cast<size_t>(N),
-                                    cudaMemcpyDeviceToDevice, stream.get()));
     // The layer's preloaded history: restore_kv runs on the read stream and returns when it
     // is in place, while this stream goes on with the work already enqueued.
     if (hooks.wait_ready) hooks.wait_ready(l);
     kc::PagedAttentionParams ap;
-    ap.q = q;
+    ap.q = qkv;  // Q's heads, read in place from the fused rows
+    ap.q_stride = QKV;
     ap.out = attn;
     ap.q_pos = d_pos;
     ap.q_seq = d_seq;
@@ -371,6 +367,9 @@ uint64_t CudaModel::weight_bytes() const {
 }
 uint64_t CudaModel::kv_bytes() const {
   return impl_->kv_arena.used();
+}
+void CudaModel::set_decode_gemv(bool on) const {
+  impl_->decode_gemv = on;
 }
 
 std::vector<float> CudaModel::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,

@@ -80,6 +80,9 @@ class CudaModel : public ForwardModel {
   /// Bytes of device memory the weights and the current KV pools take.
   uint64_t weight_bytes() const;
   uint64_t kv_bytes() const;
+  /// Whether linear layers of 1-4 rows (decode) run kernels/cuda gemv's kernel (the default)
+  /// or cuBLAS; `bench gpu` measures both in one run.
+  void set_decode_gemv(bool on) const;
 
   /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
   /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32) and

@@ -49,10 +49,11 @@ namespace kc = cb::kernels::cuda;
 struct CudaModel::Impl {
   using Arena = device::Arena;
   ModelConfig cfg;
-  kv::KvConfig kv;         // of the pools below
-  uint64_t pools_for = 0;  // KvCache::id() of the cache whose blocks the pools hold
-  int gpu = 0;             // device index
-  int sms = 1;             // its multiprocessors
+  kv::KvConfig kv;          // of the pools below
+  uint64_t pools_for = 0;   // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;              // device index
+  int sms = 1;              // its multiprocessors
+  bool decode_gemv = true;  // CudaModel::set_decode_gemv
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute
@@ -176,6 +177,7 @@ struct CudaModel::Impl {
     p.out = out;
     p.storage = st;
     p.accumulate = accumulate;
+    p.gemv = decode_gemv;
     cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
   }
 

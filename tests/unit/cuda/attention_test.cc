@@ -91,7 +91,13 @@ TEST(CudaAttentionPlan, LaunchRejectsBadParametersBeforeTouchingTheGpu) {
   p.tile_rows = kc::kAttentionMmaTileRows;  // the tensor-core kernel: not for fp32
   EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
   p.storage = kc::Storage::F16;
+  p.head_dim = 64;
+  p.q_stride = 8 * 64 - 8;  // rows of q overlap
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
+  p.q_stride = 8 * 64 + 4;  // the tensor-core kernel loads q as 16-byte vectors
+  EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
   p.head_dim = 96;  // nor for head sizes other than 64 and 128
+  p.q_stride = 0;
   EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaErrorInvalidValue);
 }
 
@@ -119,6 +125,8 @@ struct Case {
   int64_t splits;
   std::string what;
   int64_t tile_rows = kc::kAttentionTileRows;  // kAttentionMmaTileRows: the tensor-core kernel
+  int64_t q_pad = 0;  // > 0: q's rows q_pad elements apart beyond their heads (q_stride), as the
+                      // model's fused QKV rows are, with random values in between
 };
 
 void run_case(Case c, std::mt19937& rng) {
@@ -184,7 +192,14 @@ void run_case(Case c, std::mt19937& rng) {
 
   const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq, c.tile_rows);
   DeviceArray<int32_t> d_pos(q_pos), d_seq(q_seq), d_tables(tables), d_ctx(n_ctx), d_tiles(tiles);
-  DeviceTensor dq(c.storage, q), dk(c.storage, k), dv(c.storage, v), dout(c.storage, q.size());
+  const int64_t q_stride = nh * hd + c.q_pad;
+  std::vector<float> q_rows(static_cast<size_t>(rows * q_stride));
+  for (float& x : q_rows) x = round_to(c.storage, u(rng));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(q.begin() + r * nh * hd, q.begin() + (r + 1) * nh * hd,
+              q_rows.begin() + r * q_stride);
+  }
+  DeviceTensor dq(c.storage, q_rows), dk(c.storage, k), dv(c.storage, v), dout(c.storage, q.size());
   dout.poison();
   const int64_t ws = kc::attention_workspace_floats(rows, nh, hd, c.splits);
   DeviceArray<float> dws(static_cast<size_t>(std::max<int64_t>(ws, 1)));
@@ -192,6 +207,7 @@ void run_case(Case c, std::mt19937& rng) {
 
   kc::PagedAttentionParams p;
   p.q = dq.get();
+  p.q_stride = c.q_pad > 0 ? q_stride : 0;
   p.out = dout.get();
   p.q_pos = d_pos.get();
   p.q_seq = d_seq.get();
@@ -251,8 +267,17 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
                                      " " + storage_name(st) + " window " + std::to_string(window);
             // Prefill: 45 new tokens after a 300-token paged prefix, and a fresh 17-token
             // sequence, in one launch.
-            Case pre{
-                hd, nh, nkv, bs, window, st, {{345, 45, {}}, {17, 17, {}}}, 1, base + " prefill"};
+            Case pre{hd,
+                     nh,
+                     nkv,
+                     bs,
+                     window,
+                     st,
+                     {{345, 45, {}}, {17, 17, {}}},
+                     1,
+                     base + " prefill, strided q",
+                     kc::kAttentionTileRows,
+                     2 * (nh + nkv) * hd};
             run_case(pre, rng);
             // Decode: one row per sequence, histories up to 3,000 tokens, keys split or not.
             for (int64_t splits : {1, 4, 7}) {
@@ -264,7 +289,9 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
                        st,
                        {{1, 1, {}}, {33, 1, {}}, {700, 1, {}}, {3000, 1, {}}, {129, 1, {}}},
                        splits,
-                       base + " decode splits " + std::to_string(splits)};
+                       base + " decode splits " + std::to_string(splits),
+                       kc::kAttentionTileRows,
+                       splits == 4 ? 2 * nkv * hd : 0};
               run_case(dec, rng);
             }
           }
@@ -309,8 +336,9 @@ TEST(CudaKernels, PagedAttentionOnTensorCoresMatchesTheCpuReference) {
                        st,
                        {{345, 45, {}}, {17, 17, {}}},
                        1,
-                       base + " short",
-                       kc::kAttentionMmaTileRows};
+                       base + " short, strided q",
+                       kc::kAttentionMmaTileRows,
+                       2 * nkv * hd};
             run_case(small, rng);
           }
         }

@@ -1,6 +1,7 @@
 // cuBLAS linear layers (kernels/cuda gemm): the row-major to column-major mapping is checked on
 // the host with a naive column-major GEMM against kernels/cpu matmul_wt; the cuBLAS calls are
-// compared with matmul_wt on the GPU in fp32, fp16 and bf16 (skipped without a GPU).
+// compared with matmul_wt on the GPU in fp32, fp16 and bf16 (skipped without a GPU), as is the
+// decode GEMV kernel (kernels/cuda gemv), whose dispatch rule is checked on the host.
 #include "kernels/cuda/gemm.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/gemv.h"
 #include "lib/core/dtype.h"
 #include "lib/device/cuda_runtime.h"
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -67,14 +69,60 @@ TEST(CudaGemmShape, RejectsBadParametersBeforeCallingCublas) {
   EXPECT_EQ(kc::gemm_wt(nullptr, p, nullptr), CUBLAS_STATUS_INVALID_VALUE);
 }
 
+TEST(CudaGemv, AppliesToFewRowsOfHalfPrecisionWithWholeVectors) {
+  alignas(16) static const char buf[64] = {};
+  kc::GemmWtParams p;
+  p.x = buf;
+  p.w = buf;
+  p.n = 1;
+  p.in = 4096;
+  p.out = 11008;
+  p.storage = kc::Storage::F16;
+  EXPECT_TRUE(kc::gemv_applies(p));
+  p.storage = kc::Storage::BF16;
+  EXPECT_TRUE(kc::gemv_applies(p));
+  p.n = kc::kGemvMaxRows;
+  EXPECT_TRUE(kc::gemv_applies(p));
+  auto with = [&](auto change) {
+    kc::GemmWtParams q = p;
+    change(q);
+    return kc::gemv_applies(q);
+  };
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.n = kc::kGemvMaxRows + 1; }));  // cuBLAS GEMM
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.n = 0; }));
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.storage = kc::Storage::F32; }));
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.in = 4100; }));  // rows not whole vectors
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.x = buf + 2; }));
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.w = buf + 8; }));
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.w = nullptr; }));
+  EXPECT_FALSE(with([](kc::GemmWtParams& q) { q.out = int64_t{1} << 31; }));
+  EXPECT_EQ(kc::gemv_blocks(1), 1u);
+  EXPECT_EQ(kc::gemv_blocks(kc::kGemvWarps), 1u);
+  EXPECT_EQ(kc::gemv_blocks(kc::kGemvWarps + 1), 2u);
+  EXPECT_EQ(kc::gemv_blocks(32000), 32000u / kc::kGemvWarps);
+  p.y = nullptr;  // the launcher refuses what the kernel cannot write, without a GPU too
+  EXPECT_EQ(kc::launch_gemv_wt(p, nullptr), cudaErrorInvalidValue);
+}
+
 TEST(CudaKernels, GemmMatchesMatmulWt) {
   SKIP_WITHOUT_GPU();
   cb::device::CublasHandle handle;
   std::mt19937 rng(4);
   std::uniform_real_distribution<float> u(-1, 1);
   for (kc::Storage st : {kc::Storage::F32, kc::Storage::F16, kc::Storage::BF16}) {
-    for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {1, 4096, 4096}, {33, 1024, 2816}, {256, 5120, 640}, {7, 129, 31}}) {
+    // The GEMV kernel's shapes (1-4 rows, whole 16-byte vectors) include a row shorter than a
+    // warp's 32 vectors, lengths that leave a remainder after its 4-way unroll (136, 11008)
+    // and an output count that is not a multiple of its 8 warps a block.
+    for (const auto& [n, in, out] :
+         std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 4096, 4096},
+                                                            {33, 1024, 2816},
+                                                            {256, 5120, 640},
+                                                            {7, 129, 31},
+                                                            {1, 11008, 4096},
+                                                            {2, 4096, 1003},
+                                                            {3, 136, 37},
+                                                            {4, 8, 5},
+                                                            {4, 1032, 20}}) {
       for (bool acc : {false, true}) {
         const std::string what = std::to_string(n) + "x" + std::to_string(in) + "x" +
                                  std::to_string(out) + " " + storage_name(st) + (acc ? " +=" : "");

@@ -1,0 +1,32 @@
+#pragma once
+/// Linear layers of a few rows (decode): y[n, out] = x[n, in] . w[out, in]^T (+ y), fp16 or
+/// bf16 storage, fp32 accumulation, as gemm_wt computes them. At batch 1-4 a decode step is a
+/// stream of weight reads; cuBLAS's GEMV-shaped kernels reached 2.2-2.6 TB/s of an H100's
+/// 3 TB/s there (docs/perf.md). This kernel gives each warp one output row, reads the row as
+/// 16-byte vectors that bypass L1 (x stays there, shared by every warp), four in flight per
+/// lane, and reduces across the warp. gemm_wt calls it where gemv_applies.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/gemm.h"
+
+namespace cb::kernels::cuda {
+
+/// Rows of x a single pass handles (each adds a register accumulator per lane).
+constexpr int64_t kGemvMaxRows = 4;
+
+/// Whether launch_gemv_wt takes `p`: 1..kGemvMaxRows rows, fp16 or bf16, `in` a multiple of 8
+/// and x, w 16-byte aligned (so every row starts on a 16-byte vector), and the dimensions
+/// within int32. Plain C++, unit-tested on the host.
+bool gemv_applies(const GemmWtParams& p);
+
+/// Grid of the kernel: one warp per output row, kGemvWarps warps a block.
+constexpr int kGemvWarps = 8;
+unsigned gemv_blocks(int64_t out);
+
+/// Runs the kernel; cudaErrorInvalidValue where !gemv_applies(p) or y is null.
+cudaError_t launch_gemv_wt(const GemmWtParams& p, cudaStream_t stream);
+
+}  // namespace cb::kernels::cuda
