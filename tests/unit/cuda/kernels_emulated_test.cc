@@ -1,0 +1,275 @@
+// Kernels' own sources run on the host by tests/unit/cuda/simt_emulator.h and compared with
+// kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh) and the KV restore, capture,
+// append and gather kernels (kv_restore_kernel.cuh), in fp32, fp16 and bf16, launched with the
+// launchers' own geometry. This checks their indexing (8 tokens per thread, partial chunks,
+// strided rows, paged blocks), what they write and what they leave alone; the math library is
+// the host's, so the GPU parity tests (elementwise_test.cc, kv_restore_test.cc), which run
+// where a GPU is present, remain the check of the device's arithmetic.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cuda/kv_layout.h"
+#include "kernels/cuda/kv_restore.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/storage.h"
+#include "tests/unit/cuda/cuda_test_util.h"
+// Last: the emulator defines CUDA's keywords and built-in variables as macros. (The kernels'
+// `#pragma unroll` is nvcc's: CMakeLists.txt lets the host compiler ignore it here.)
+#include "tests/unit/cuda/simt_emulator.h"
+//
+#include "kernels/cuda/kv_restore_kernel.cuh"
+#include "kernels/cuda/rope_kernel.cuh"
+
+namespace {
+
+namespace kc = cb::kernels::cuda;
+using cb::cuda_test::round_to;
+using kc::Storage;
+
+// Values as the kernel's storage type T (a vector of T, initialized from floats) and back.
+template <typename T>
+std::vector<T> to_storage(const std::vector<float>& v) {
+  std::vector<T> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if constexpr (std::is_same<T, float>::value) {
+      r[i] = v[i];
+    } else if constexpr (std::is_same<T, __half>::value) {
+      r[i] = __float2half_rn(v[i]);
+    } else {
+      r[i] = __float2bfloat16_rn(v[i]);
+    }
+  }
+  return r;
+}
+template <typename T>
+float as_float(T v) {
+  if constexpr (std::is_same<T, float>::value) {
+    return v;
+  } else if constexpr (std::is_same<T, __half>::value) {
+    return __half2float(v);
+  } else {
+    return __bfloat162float(v);
+  }
+}
+template <typename T>
+T nan_value() {
+  return to_storage<T>({std::nanf("")})[0];
+}
+template <typename T>
+constexpr Storage storage_of() {
+  return std::is_same<T, float>::value    ? Storage::F32
+         : std::is_same<T, __half>::value ? Storage::F16
+                                          : Storage::BF16;
+}
+// The GPU parity tests' bounds: |got - want| <= tol * (|want| + floor).
+float tol_of(Storage s) {
+  return s == Storage::F32 ? 2e-5f : s == Storage::F16 ? 2e-3f : 1.6e-2f;
+}
+
+// Runs body() as the grid of elementwise_dims(items), as the launchers do.
+void launch_elementwise(int64_t items, const std::function<void()>& body) {
+  const kc::LaunchDims d = kc::elementwise_dims(static_cast<size_t>(items));
+  cb::simt::Emulator::get().launch({d.grid, 1, 1}, {d.block, 1, 1}, 0, body);
+}
+
+template <typename T>
+void check_rope(int64_t n, int64_t heads, int64_t head_dim, int64_t rope_dims, int64_t stride,
+                bool interleaved) {
+  constexpr Storage st = storage_of<T>();
+  const std::string what = std::string(cb::cuda_test::storage_name(st)) +
+                           (interleaved ? " interleaved" : " half") + " n " + std::to_string(n) +
+                           " heads " + std::to_string(heads) + " head_dim " +
+                           std::to_string(head_dim) + " rope_dims " + std::to_string(rope_dims) +
+                           " stride " + std::to_string(stride);
+  std::mt19937 rng(static_cast<uint32_t>(n * 131 + heads * 7 + head_dim + rope_dims));
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);  // restored, far apart
+  pos[0] = 0;
+  std::vector<float> x(static_cast<size_t>(n * stride));
+  for (float& v : x) v = round_to(st, u(rng));
+  // Reference: kernels/cpu rope on each row's heads; the rest of the row stays as it was.
+  std::vector<float> want = x;
+  for (int64_t t = 0; t < n; ++t) {
+    cb::kernels::cpu::rope(
+        want.data() + t * stride, pos.data() + t, 1, heads, head_dim, rope_dims, 10000.0f,
+        interleaved ? cb::kernels::cpu::Rope::Interleaved : cb::kernels::cpu::Rope::RotateHalf);
+  }
+  std::vector<T> dx = to_storage<T>(x);
+  const int64_t half = rope_dims / 2;
+  const int64_t chunks =
+      (n + kc::detail::kRopeTokensPerThread - 1) / kc::detail::kRopeTokensPerThread;
+  launch_elementwise(chunks * heads * half, [&] {
+    kc::detail::rope_kernel<T>(dx.data(), pos.data(), n, heads, head_dim, half, rope_dims, stride,
+                               10000.0, interleaved);
+  });
+  int bad = 0;
+  for (size_t i = 0; i < x.size() && bad < 5; ++i) {
+    const float got = as_float(dx[i]), w = round_to(st, want[i]);
+    if (!(std::fabs(got - w) <= tol_of(st) * (std::fabs(w) + 1e-2f))) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " got " << got << " want " << w;
+    }
+  }
+}
+
+TEST(CudaKernelsEmulated, RopeSourceMatchesTheCpuReference) {
+  for (bool interleaved : {true, false}) {
+    for (int64_t head_dim : {64, 128}) {
+      for (int64_t rope_dims : {head_dim, head_dim / 2}) {  // full and partial (Falcon/NeoX)
+        // 13 tokens: a whole chunk of 8 and a partial one; Q and K heads of a fused row
+        // (12 of the row's 16 heads) rotated in place, as the model calls it.
+        check_rope<float>(13, 8, head_dim, rope_dims, 8 * head_dim, interleaved);
+        check_rope<__half>(13, 8, head_dim, rope_dims, 8 * head_dim, interleaved);
+        check_rope<__nv_bfloat16>(13, 8, head_dim, rope_dims, 8 * head_dim, interleaved);
+        check_rope<float>(20, 12, head_dim, rope_dims, 16 * head_dim, interleaved);
+        check_rope<__half>(3, 12, head_dim, rope_dims, 16 * head_dim, interleaved);
+      }
+    }
+  }
+}
+
+// Restore of n pre-RoPE rows into a sequence's scattered blocks at slots pos0.., rotated to
+// positions pos0 + rope_offset + t; then capture of strided rows, append of rows (one sequence,
+// and a batch through per-row sequence and slot arrays) and gather back, each against a host
+// reference. Pools start as NaN: an unwritten slot and a stray write both show.
+template <typename T>
+void check_kv(int64_t bs, bool interleaved, int64_t head_dim) {
+  constexpr Storage st = storage_of<T>();
+  const int64_t heads = 4, kvd = heads * head_dim, pos0 = 37, n = 41, rope_offset = 1000;
+  const int64_t rope_dims = interleaved ? head_dim : head_dim / 2;
+  const std::string what = std::string(cb::cuda_test::storage_name(st)) + " block " +
+                           std::to_string(bs) + (interleaved ? " interleaved" : " half") +
+                           " head_dim " + std::to_string(head_dim);
+  // The sequence's blocks: every third block of the pool, in reverse order.
+  const int64_t nb = (pos0 + n + bs - 1) / bs, pool_blocks = 3 * nb + 2;
+  std::vector<int32_t> table(static_cast<size_t>(nb));
+  for (int64_t b = 0; b < nb; ++b)
+    table[static_cast<size_t>(b)] = static_cast<int32_t>(3 * (nb - 1 - b) + 1);
+  const kc::PagedView view{table.data(), bs, kvd};
+  const size_t pool = static_cast<size_t>(pool_blocks * bs * kvd);
+  std::mt19937 rng(static_cast<uint32_t>(bs * 10 + head_dim + (interleaved ? 1 : 0)));
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<float> k(static_cast<size_t>(n * kvd)), v(k.size());
+  for (float& x : k) x = round_to(st, u(rng));
+  for (float& x : v) x = round_to(st, u(rng));
+  std::vector<float> kr = k;
+  std::vector<int32_t> pos(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t)
+    pos[static_cast<size_t>(t)] = static_cast<int32_t>(pos0 + rope_offset + t);
+  cb::kernels::cpu::rope(
+      kr.data(), pos.data(), n, heads, head_dim, rope_dims, 10000.0f,
+      interleaved ? cb::kernels::cpu::Rope::Interleaved : cb::kernels::cpu::Rope::RotateHalf);
+
+  std::vector<T> ks = to_storage<T>(k), vs = to_storage<T>(v);
+  std::vector<T> kp(pool, nan_value<T>()), vp(pool, nan_value<T>());
+  const int64_t chunks =
+      (n + kc::detail::kRopeTokensPerThread - 1) / kc::detail::kRopeTokensPerThread;
+  launch_elementwise(chunks * heads * (head_dim / 2), [&] {
+    kc::detail::kv_restore_kernel<T>(ks.data(), vs.data(), kp.data(), vp.data(), view, pos0, n,
+                                     heads, head_dim, rope_dims, rope_offset, 10000.0, interleaved);
+  });
+  std::vector<char> written(pool, 0);
+  int bad = 0;
+  for (int64_t t = 0; t < n && bad < 5; ++t) {
+    for (int64_t j = 0; j < kvd; ++j) {
+      const size_t o = static_cast<size_t>(kc::paged_offset(view, pos0 + t, j));
+      written[o] = 1;
+      const float want = round_to(st, kr[static_cast<size_t>(t * kvd + j)]);
+      const float got = as_float(kp[o]);
+      if (!(std::fabs(got - want) <= tol_of(st) * (std::fabs(want) + 1e-2f)) && bad++ < 5) {
+        ADD_FAILURE() << what << ": K of slot " << pos0 + t << " element " << j << " got " << got
+                      << " want " << want;
+      }
+      if (as_float(vp[o]) != v[static_cast<size_t>(t * kvd + j)] && bad++ < 5) {
+        ADD_FAILURE() << what << ": V of slot " << pos0 + t << " element " << j;
+      }
+    }
+  }
+  for (size_t o = 0; o < pool && bad < 5; ++o) {
+    if (!written[o] && (!std::isnan(as_float(kp[o])) || !std::isnan(as_float(vp[o])))) {
+      ++bad;
+      ADD_FAILURE() << what << ": stray write at pool element " << o;
+    }
+  }
+
+  // Gather the restored slots back: exactly what the pools hold.
+  std::vector<T> gk(k.size(), nan_value<T>()), gv(v.size(), nan_value<T>());
+  launch_elementwise(n * kvd, [&] {
+    kc::detail::kv_gather_kernel<T>(kp.data(), vp.data(), view, pos0, n, gk.data(), gv.data());
+  });
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < kvd; ++j) {
+      const size_t o = static_cast<size_t>(kc::paged_offset(view, pos0 + t, j));
+      const size_t r = static_cast<size_t>(t * kvd + j);
+      ASSERT_EQ(as_float(gk[r]), as_float(kp[o])) << what << " gather K";
+      ASSERT_EQ(as_float(gv[r]), as_float(vp[o])) << what << " gather V";
+    }
+  }
+
+  // Capture of K and V columns out of fused [n, 3 * kvd] rows.
+  std::vector<float> fused(static_cast<size_t>(n * 3 * kvd));
+  for (float& x : fused) x = round_to(st, u(rng));
+  std::vector<T> df = to_storage<T>(fused), ck(k.size(), nan_value<T>()),
+                 cv(v.size(), nan_value<T>());
+  launch_elementwise(n * kvd, [&] {
+    kc::detail::kv_capture_kernel<T>(df.data() + kvd, df.data() + 2 * kvd, 3 * kvd, ck.data(),
+                                     cv.data(), n, kvd);
+  });
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t j = 0; j < kvd; ++j) {
+      const size_t s = static_cast<size_t>(t * kvd + j);
+      ASSERT_EQ(as_float(ck[s]), fused[static_cast<size_t>(t * 3 * kvd + kvd + j)]) << what;
+      ASSERT_EQ(as_float(cv[s]), fused[static_cast<size_t>(t * 3 * kvd + 2 * kvd + j)]) << what;
+    }
+  }
+
+  // Batched append: row r of the fused rows into sequence row_seq[r] at slot row_slot[r]; two
+  // sequences with their own tables (the second one's blocks: the pool's first blocks).
+  std::vector<int32_t> tables(static_cast<size_t>(2 * nb), 0);
+  std::copy(table.begin(), table.end(), tables.begin());
+  for (int64_t b = 0; b < nb; ++b)
+    tables[static_cast<size_t>(nb + b)] = static_cast<int32_t>(3 * b);
+  std::vector<int32_t> row_seq(static_cast<size_t>(n)), row_slot(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    row_seq[static_cast<size_t>(r)] = static_cast<int32_t>(r % 2);
+    row_slot[static_cast<size_t>(r)] = static_cast<int32_t>(pos0 + r / 2);
+  }
+  std::vector<T> ak(pool, nan_value<T>()), av(pool, nan_value<T>());
+  const kc::PagedView batch_view{tables.data(), bs, kvd};
+  launch_elementwise(n * kvd, [&] {
+    kc::detail::kv_append_kernel<T>(df.data() + kvd, df.data() + 2 * kvd, 3 * kvd, ak.data(),
+                                    av.data(), batch_view, 0, n, row_seq.data(), row_slot.data(),
+                                    nb);
+  });
+  for (int64_t r = 0; r < n; ++r) {
+    const kc::PagedView sv{tables.data() + (r % 2) * nb, bs, kvd};
+    for (int64_t j = 0; j < kvd; ++j) {
+      const size_t o = static_cast<size_t>(kc::paged_offset(sv, pos0 + r / 2, j));
+      ASSERT_EQ(as_float(ak[o]), fused[static_cast<size_t>(r * 3 * kvd + kvd + j)]) << what;
+      ASSERT_EQ(as_float(av[o]), fused[static_cast<size_t>(r * 3 * kvd + 2 * kvd + j)]) << what;
+    }
+  }
+}
+
+TEST(CudaKernelsEmulated, KvRestoreCaptureAppendGatherSourcesMatchTheHostReference) {
+  for (int64_t bs : {1, 16, 32}) {
+    for (bool interleaved : {true, false}) {
+      for (int64_t head_dim : {64, 128}) {
+        check_kv<float>(bs, interleaved, head_dim);
+        check_kv<__half>(bs, interleaved, head_dim);
+        check_kv<__nv_bfloat16>(bs, interleaved, head_dim);
+      }
+    }
+  }
+}
+
+}  // namespace
