@@ -1,6 +1,7 @@
 // Kernels' own sources run on the host by tests/unit/cuda/simt_emulator.h and compared with
-// kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh) and the KV restore, capture,
-// append and gather kernels (kv_restore_kernel.cuh), in fp32, fp16 and bf16, launched with the
+// kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh), the KV restore, capture,
+// append and gather kernels (kv_restore_kernel.cuh) and the CUDA-core paged attention kernel
+// with its split combiner (attention_kernel.cuh), in fp32, fp16 and bf16, launched with the
 // launchers' own geometry. This checks their indexing (8 tokens per thread, partial chunks,
 // strided rows, paged blocks), what they write and what they leave alone; the math library is
 // the host's, so the GPU parity tests (elementwise_test.cc, kv_restore_test.cc), which run
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/rope.h"
@@ -25,6 +27,7 @@
 // `#pragma unroll` is nvcc's: CMakeLists.txt lets the host compiler ignore it here.)
 #include "tests/unit/cuda/simt_emulator.h"
 //
+#include "kernels/cuda/attention_kernel.cuh"
 #include "kernels/cuda/kv_restore_kernel.cuh"
 #include "kernels/cuda/rope_kernel.cuh"
 
@@ -270,6 +273,129 @@ TEST(CudaKernelsEmulated, KvRestoreCaptureAppendGatherSourcesMatchTheHostReferen
       }
     }
   }
+}
+
+// The CUDA-core attention kernel (tiles of 16 rows, keys in 32-slot tiles, splits combined by
+// a second kernel) for sequences {n_ctx, n_new} in one launch, against kernels/cpu.
+template <typename T, int HD>
+void check_attention(int64_t head_dim, int64_t nh, int64_t nkv, int64_t bs, int64_t window,
+                     int64_t splits, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
+  constexpr Storage st = storage_of<T>();
+  const std::string what = std::string(cb::cuda_test::storage_name(st)) + " hd " +
+                           std::to_string(head_dim) + (HD == 0 ? " (run-time)" : "") + " heads " +
+                           std::to_string(nh) + "/" + std::to_string(nkv) + " block " +
+                           std::to_string(bs) + " window " + std::to_string(window) + " splits " +
+                           std::to_string(splits);
+  std::mt19937 rng(static_cast<uint32_t>(head_dim * 7 + nh + bs * 3 + window + splits * 11));
+  int64_t blocks = 0;
+  for (const auto& s : seqs) blocks += (s.first + bs - 1) / bs;
+  std::vector<int32_t> perm(static_cast<size_t>(blocks + 2));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  int64_t stride = 1, used = 0;
+  std::vector<std::vector<int32_t>> tables;
+  for (const auto& s : seqs) {
+    const int64_t nb = (s.first + bs - 1) / bs;
+    tables.emplace_back(perm.begin() + used, perm.begin() + used + nb);
+    used += nb;
+    stride = std::max(stride, nb);
+  }
+  std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+  std::vector<float> k(perm.size() * static_cast<size_t>(bs * nkv * head_dim)), v(k.size());
+  for (float& x : k) x = round_to(st, u(rng));
+  for (float& x : v) x = round_to(st, u(rng));
+  std::vector<int32_t> q_pos, q_seq, flat(seqs.size() * static_cast<size_t>(stride), 0), n_ctx;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    for (int64_t t = 0; t < seqs[s].second; ++t) {
+      q_pos.push_back(static_cast<int32_t>(seqs[s].first - seqs[s].second + t));
+      q_seq.push_back(static_cast<int32_t>(s));
+    }
+    std::copy(tables[s].begin(), tables[s].end(), flat.begin() + static_cast<int64_t>(s) * stride);
+    n_ctx.push_back(static_cast<int32_t>(seqs[s].first));
+  }
+  const int64_t rows = static_cast<int64_t>(q_pos.size()), q_stride = (nh + 2 * nkv) * head_dim;
+  std::vector<float> q_rows(static_cast<size_t>(rows * q_stride)),
+      q(static_cast<size_t>(rows * nh * head_dim));
+  for (float& x : q_rows) x = round_to(st, u(rng));
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(q_rows.begin() + r * q_stride, q_rows.begin() + r * q_stride + nh * head_dim,
+              q.begin() + r * nh * head_dim);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  std::vector<float> want(q.size());
+  int64_t row = 0;
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    cb::kernels::cpu::PagedAttention a;
+    a.q = q.data() + row * nh * head_dim;
+    a.out = want.data() + row * nh * head_dim;
+    a.q_pos = q_pos.data() + row;
+    a.n_q = seqs[s].second;
+    a.n_heads = nh;
+    a.n_kv_heads = nkv;
+    a.head_dim = head_dim;
+    a.k_pool = k.data();
+    a.v_pool = v.data();
+    a.block_table = tables[s].data();
+    a.block_size = bs;
+    a.n_ctx = seqs[s].first;
+    a.window = window;
+    a.scale = scale;
+    cb::kernels::cpu::paged_attention(a);
+    row += seqs[s].second;
+  }
+  std::vector<T> dq = to_storage<T>(q_rows), dk = to_storage<T>(k), dv = to_storage<T>(v);
+  std::vector<T> dout(q.size(), nan_value<T>());
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq, kc::kAttentionTileRows);
+  const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
+  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(
+                            kc::attention_workspace_floats(rows, nh, head_dim, splits), 1)),
+                        std::nanf(""));
+  namespace ad = kc::attention_detail;
+  cb::simt::Emulator::get().launch(
+      {static_cast<unsigned>(n_tiles), static_cast<unsigned>(nh), static_cast<unsigned>(splits)},
+      {ad::kThreads, 1, 1}, 0, [&] {
+        ad::paged_attention_kernel<T, HD>(
+            dq.data(), q_stride, dout.data(), q_pos.data(), q_seq.data(), nh, nkv,
+            static_cast<int>(head_dim), dk.data(), dv.data(), flat.data(), stride, n_ctx.data(), bs,
+            window, scale, tiles.data(), splits, splits > 1 ? ws.data() : nullptr);
+      });
+  if (splits > 1) {
+    cb::simt::Emulator::get().launch(
+        {static_cast<unsigned>(rows), static_cast<unsigned>(nh), 1}, {32, 1, 1}, 0,
+        [&] { ad::combine_splits_kernel<T>(ws.data(), dout.data(), nh, head_dim, splits); });
+  }
+  const float tol = st == Storage::F32 ? 2e-5f : tol_of(st);
+  int bad = 0;
+  for (int64_t r = 0; r < rows && bad < 5; ++r) {
+    for (int64_t h = 0; h < nh; ++h) {
+      const float* w = want.data() + (r * nh + h) * head_dim;
+      float mag = 0;
+      for (int64_t d = 0; d < head_dim; ++d) mag = std::max(mag, std::fabs(w[d]));
+      for (int64_t d = 0; d < head_dim; ++d) {
+        const float g = as_float(dout[static_cast<size_t>((r * nh + h) * head_dim + d)]);
+        if (!(std::fabs(g - w[d]) <= tol * (mag + 1e-3f)) && bad++ < 5) {
+          ADD_FAILURE() << what << ": row " << r << " (pos " << q_pos[static_cast<size_t>(r)]
+                        << ") head " << h << " dim " << d << ": got " << g << " want " << w[d];
+        }
+      }
+    }
+  }
+}
+
+// Prefill after a paged prefix beside a fresh sequence (16-row tiles, partial ones), and decode
+// rows over histories of 1 to 300 keys with the keys split over 1, 3 or 5 blocks; GQA and MQA,
+// windows, block sizes 1 and 16, head sizes 64, 128 and 80 (the run-time head size).
+TEST(CudaKernelsEmulated, CudaCoreAttentionSourceMatchesTheCpuReference) {
+  const std::vector<std::pair<int64_t, int64_t>> prefill = {{75, 21}, {9, 9}};
+  const std::vector<std::pair<int64_t, int64_t>> decode = {{1, 1}, {33, 1}, {300, 1}, {129, 1}};
+  check_attention<float, 64>(64, 4, 2, 16, 0, 1, prefill);
+  check_attention<__half, 128>(128, 2, 1, 1, 37, 1, prefill);
+  check_attention<__nv_bfloat16, 64>(64, 4, 4, 16, 37, 1, prefill);
+  check_attention<float, 0>(80, 2, 1, 16, 0, 1, prefill);
+  check_attention<float, 64>(64, 4, 2, 16, 0, 3, decode);
+  check_attention<__half, 128>(128, 2, 2, 1, 0, 5, decode);
+  check_attention<__nv_bfloat16, 64>(64, 4, 1, 16, 37, 3, decode);
+  check_attention<__half, 0>(80, 2, 1, 16, 37, 5, decode);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 // until every participant has arrived; a round in which no fiber arrives anywhere is a
 // deadlock and aborts with a message.
 //
-// Emulated, from the PTX ISA's definitions: __shfl_xor_sync; mma.sync.m16n8k16.row.col with
+// Emulated, from the PTX ISA's definitions: __shfl_sync and __shfl_xor_sync; mma.sync.m16n8k16.row.col with
 // f16 or bf16 inputs and f32 accumulators (fragment layouts of "Matrix Fragments for
 // mma.m16n8k16"; the products are summed in fp32 in k order, not the hardware's order);
 // ldmatrix .x4 .trans; cp.async (copied at once: an emulated kernel cannot race with its own
@@ -240,19 +240,31 @@ inline void __syncthreads() {
 inline void __syncwarp(unsigned = 0xffffffffu) {
   ::cb::simt::Emulator::get().sync_warp();
 }
+namespace cb::simt {
+// A value from lane `src` of the warp (every lane of the warp must call it).
 template <typename V>
-V __shfl_xor_sync(unsigned, V v, int lane_mask) {
+V shuffle_from(V v, int src) {
   static_assert(sizeof(V) <= 8, "shuffles of up to 8 bytes");
-  ::cb::simt::Emulator& e = ::cb::simt::Emulator::get();
+  Emulator& e = Emulator::get();
   uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(V));
   e.slot(e.lane())[7] = bits;
   e.sync_warp();
-  bits = e.slot(e.lane() ^ lane_mask)[7];
+  bits = e.slot(src & 31)[7];
   e.sync_warp();
   V r;
   std::memcpy(&r, &bits, sizeof(V));
   return r;
+}
+}  // namespace cb::simt
+
+template <typename V>
+V __shfl_xor_sync(unsigned, V v, int lane_mask) {
+  return ::cb::simt::shuffle_from(v, ::cb::simt::Emulator::get().lane() ^ lane_mask);
+}
+template <typename V>
+V __shfl_sync(unsigned, V v, int src_lane) {
+  return ::cb::simt::shuffle_from(v, src_lane);
 }
 template <typename V>
 V __ldg(const V* p) {
@@ -260,4 +272,11 @@ V __ldg(const V* p) {
 }
 inline float rsqrtf(float x) {
   return 1.0f / std::sqrt(x);
+}
+// CUDA's integer min and max of device code.
+inline int min(int a, int b) {
+  return a < b ? a : b;
+}
+inline int max(int a, int b) {
+  return a > b ? a : b;
 }
