@@ -1,75 +1,10 @@
-#include "kernels/cuda/device_math.cuh"
-#include "kernels/cuda/gemv.h"
+// Launchers of the decode GEMV kernel (gemv_kernel.cuh).
+#include "kernels/cuda/gemv_kernel.cuh"
 
 namespace cb::kernels::cuda {
 namespace {
 
-using detail::from_f;
-using detail::to_f;
-
-// 16 bytes of a weight row, read once: through the non-coherent path without allocating in
-// L1, so x (read by every warp) stays there.
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
-
-template <typename T, int NB>
-__device__ __forceinline__ void dot8(const uint4& w4, const T* __restrict__ x, int64_t in,
-                                     int64_t v, float (&acc)[NB]) {
-  const T* w = reinterpret_cast<const T*>(&w4);
-  float wf[8];
-#pragma unroll
-  for (int e = 0; e < 8; ++e) wf[e] = to_f(w[e]);
-#pragma unroll
-  for (int b = 0; b < NB; ++b) {
-    const uint4 x4 = __ldg(reinterpret_cast<const uint4*>(x + b * in) + v);
-    const T* xv = reinterpret_cast<const T*>(&x4);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) acc[b] = fmaf(wf[e], to_f(xv[e]), acc[b]);
-  }
-}
-
-// grid gemv_blocks(out), kGemvWarps * 32 threads: warp w of block b computes output row
-// b * kGemvWarps + w for all NB rows of x.
-template <typename T, int NB>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_wt_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t in,
-                   int64_t out, bool accumulate) {
-  const int lane = threadIdx.x % 32;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
-  if (row >= out) return;
-  const auto* wr = reinterpret_cast<const uint4*>(w + row * in);
-  const int64_t nvec = in / 8;
-  float acc[NB];
-#pragma unroll
-  for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
-  int64_t v = lane;
-  for (; v + 96 < nvec; v += 128) {  // four vectors in flight per lane
-    const uint4 a0 = load_stream(wr + v), a1 = load_stream(wr + v + 32),
-                a2 = load_stream(wr + v + 64), a3 = load_stream(wr + v + 96);
-    dot8<T, NB>(a0, x, in, v, acc);
-    dot8<T, NB>(a1, x, in, v + 32, acc);
-    dot8<T, NB>(a2, x, in, v + 64, acc);
-    dot8<T, NB>(a3, x, in, v + 96, acc);
-  }
-  for (; v < nvec; v += 32) dot8<T, NB>(load_stream(wr + v), x, in, v, acc);
-#pragma unroll
-  for (int b = 0; b < NB; ++b) {
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) acc[b] += __shfl_xor_sync(0xffffffffu, acc[b], o);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int b = 0; b < NB; ++b) {
-      T* yp = y + b * out + row;
-      *yp = from_f<T>(accumulate ? acc[b] + to_f(*yp) : acc[b]);
-    }
-  }
-}
+using gemv_detail::gemv_wt_kernel;
 
 template <typename T>
 cudaError_t launch_typed(const GemmWtParams& p, cudaStream_t stream) {

@@ -1,11 +1,12 @@
 // Kernels' own sources run on the host by tests/unit/cuda/simt_emulator.h and compared with
 // kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh), the KV restore, capture,
-// append and gather kernels (kv_restore_kernel.cuh) and the CUDA-core paged attention kernel
-// with its split combiner (attention_kernel.cuh), in fp32, fp16 and bf16, launched with the
-// launchers' own geometry. This checks their indexing (8 tokens per thread, partial chunks,
-// strided rows, paged blocks), what they write and what they leave alone; the math library is
-// the host's, so the GPU parity tests (elementwise_test.cc, kv_restore_test.cc), which run
-// where a GPU is present, remain the check of the device's arithmetic.
+// append and gather kernels (kv_restore_kernel.cuh), the CUDA-core paged attention kernel
+// with its split combiner (attention_kernel.cuh) and the decode GEMV (gemv_kernel.cuh), in the
+// storage types each takes, launched with the launchers' own geometry. This checks their indexing
+// (8 tokens per thread, partial chunks, strided rows, paged blocks), what they write and what they
+// leave alone; the math library is the host's, so the GPU parity tests (elementwise_test.cc,
+// kv_restore_test.cc), which run where a GPU is present, remain the check of the device's
+// arithmetic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/rope.h"
@@ -28,6 +30,7 @@
 #include "tests/unit/cuda/simt_emulator.h"
 //
 #include "kernels/cuda/attention_kernel.cuh"
+#include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/kv_restore_kernel.cuh"
 #include "kernels/cuda/rope_kernel.cuh"
 
@@ -396,6 +399,54 @@ TEST(CudaKernelsEmulated, CudaCoreAttentionSourceMatchesTheCpuReference) {
   check_attention<__half, 128>(128, 2, 2, 1, 0, 5, decode);
   check_attention<__nv_bfloat16, 64>(64, 4, 1, 16, 37, 3, decode);
   check_attention<__half, 0>(80, 2, 1, 16, 37, 5, decode);
+}
+
+// The decode GEMV for NB rows of x: y = x . w^T (or y += x . w^T) against matmul_wt.
+template <typename T, int NB>
+void check_gemv(int64_t in, int64_t out, bool accumulate) {
+  constexpr Storage st = storage_of<T>();
+  const std::string what = std::to_string(NB) + "x" + std::to_string(in) + "x" +
+                           std::to_string(out) + " " + cb::cuda_test::storage_name(st) +
+                           (accumulate ? " +=" : "");
+  std::mt19937 rng(static_cast<uint32_t>(in * 3 + out + NB));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(static_cast<size_t>(NB * in)), w(static_cast<size_t>(out * in));
+  std::vector<float> y0(static_cast<size_t>(NB * out)), want(y0.size());
+  for (float& v : x) v = round_to(st, u(rng));
+  for (float& v : w) v = round_to(st, u(rng));
+  for (float& v : y0) v = round_to(st, u(rng));
+  cb::kernels::cpu::matmul_wt(x.data(), w.data(), want.data(), NB, in, out);
+  if (accumulate) {
+    for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
+  }
+  // 16-byte aligned copies, as the kernel's vector loads need.
+  std::vector<uint4> xb(x.size() / 8 + 1), wb(w.size() / 8 + 1);
+  const std::vector<T> xt = to_storage<T>(x), wt = to_storage<T>(w);
+  std::memcpy(static_cast<void*>(xb.data()), xt.data(), xt.size() * sizeof(T));
+  std::memcpy(static_cast<void*>(wb.data()), wt.data(), wt.size() * sizeof(T));
+  std::vector<T> y = accumulate ? to_storage<T>(y0) : std::vector<T>(y0.size(), nan_value<T>());
+  cb::simt::Emulator::get().launch(
+      {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0, [&] {
+        kc::gemv_detail::gemv_wt_kernel<T, NB>(reinterpret_cast<const T*>(xb.data()),
+                                               reinterpret_cast<const T*>(wb.data()), y.data(), in,
+                                               out, accumulate);
+      });
+  // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs), as in the GPU test.
+  const float mag = std::sqrt(static_cast<float>(in)) + 1.0f;
+  const float tol = st == Storage::F16 ? 2e-3f : 1.6e-2f;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_LE(std::fabs(as_float(y[i]) - want[i]), tol * mag) << what << " at " << i;
+  }
+}
+
+// Rows shorter than a warp's 32 vectors (136), with a remainder after the 4-way unroll (1032,
+// 4104), output counts not a multiple of the 8 warps a block, 1-4 rows of x.
+TEST(CudaKernelsEmulated, GemvSourceMatchesMatmulWt) {
+  check_gemv<__half, 1>(4104, 37, false);
+  check_gemv<__half, 2>(136, 9, true);
+  check_gemv<__nv_bfloat16, 3>(1032, 20, false);
+  check_gemv<__nv_bfloat16, 4>(8, 5, true);
+  check_gemv<__half, 4>(520, 16, false);
 }
 
 }  // namespace
