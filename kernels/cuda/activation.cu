@@ -1,40 +1,11 @@
-#include "kernels/cuda/activation.h"
-#include "kernels/cuda/device_math.cuh"
+#include "kernels/cuda/activation_kernel.cuh"
 
 namespace cb::kernels::cuda {
 namespace {
 
-using detail::from_f;
-using detail::to_f;
-
-#define CB_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-
-template <typename T>
-__global__ void swiglu_kernel(const T* gate, const T* up, T* out, int64_t n) {
-  CB_GRID_STRIDE(i, n) {
-    const float g = to_f(gate[i]);
-    out[i] = from_f<T>(g / (1.0f + expf(-g)) * to_f(up[i]));
-  }
-}
-
-template <typename T>
-__global__ void gelu_kernel(T* x, int64_t n) {
-  CB_GRID_STRIDE(i, n) {
-    const float v = to_f(x[i]);
-    x[i] = from_f<T>(0.5f * v * erfcf(-v * 0.70710678118654752440f));
-  }
-}
-
-template <typename T>
-__global__ void add_kernel(T* y, const T* x, int64_t n) {
-  CB_GRID_STRIDE(i, n) {
-    y[i] = from_f<T>(to_f(y[i]) + to_f(x[i]));
-  }
-}
-
-#undef CB_GRID_STRIDE
+using detail::add_kernel;
+using detail::gelu_kernel;
+using detail::swiglu_kernel;
 
 }  // namespace
 

@@ -1,8 +1,11 @@
 // Kernels' own sources run on the host by tests/unit/cuda/simt_emulator.h and compared with
 // kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh), the KV restore, capture,
 // append and gather kernels (kv_restore_kernel.cuh), the CUDA-core paged attention kernel
-// with its split combiner (attention_kernel.cuh) and the decode GEMV (gemv_kernel.cuh), in the
-// storage types each takes, launched with the launchers' own geometry. This checks their indexing
+// with its split combiner (attention_kernel.cuh), the decode GEMV (gemv_kernel.cuh), RMSNorm
+// and LayerNorm (norm_kernel.cuh), SwiGLU, GELU and the residual add (activation_kernel.cuh),
+// the embedding gather (embedding_kernel.cuh) and the preset generator (preset_fill_kernel.cuh,
+// bit for bit against lib/model), in the storage types each takes, launched with the
+// launchers' own geometry. This checks their indexing
 // (8 tokens per thread, partial chunks, strided rows, paged blocks), what they write and what they
 // leave alone; the math library is the host's, so the GPU parity tests (elementwise_test.cc,
 // kv_restore_test.cc), which run where a GPU is present, remain the check of the device's
@@ -24,14 +27,21 @@
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/storage.h"
+#include "lib/model/model_source.h"
+#include "lib/model/presets.h"
+#include "lib/model/tensor_specs.h"
 #include "tests/unit/cuda/cuda_test_util.h"
 // Last: the emulator defines CUDA's keywords and built-in variables as macros. (The kernels'
 // `#pragma unroll` is nvcc's: CMakeLists.txt lets the host compiler ignore it here.)
 #include "tests/unit/cuda/simt_emulator.h"
 //
+#include "kernels/cuda/activation_kernel.cuh"
 #include "kernels/cuda/attention_kernel.cuh"
+#include "kernels/cuda/embedding_kernel.cuh"
 #include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/kv_restore_kernel.cuh"
+#include "kernels/cuda/norm_kernel.cuh"
+#include "kernels/cuda/preset_fill_kernel.cuh"
 #include "kernels/cuda/rope_kernel.cuh"
 
 namespace {
@@ -447,6 +457,160 @@ TEST(CudaKernelsEmulated, GemvSourceMatchesMatmulWt) {
   check_gemv<__nv_bfloat16, 3>(1032, 20, false);
   check_gemv<__nv_bfloat16, 4>(8, 5, true);
   check_gemv<__half, 4>(520, 16, false);
+}
+
+// |got - want| <= tol * (|want| + floor) for every element, NaN failing.
+template <typename T>
+void expect_close(const std::vector<T>& got, const std::vector<float>& want, float tol, float floor,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int bad = 0;
+  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
+    const float g = as_float(got[i]);
+    if (!(std::fabs(g - want[i]) <= tol * (std::fabs(want[i]) + floor))) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " got " << g << " want " << want[i];
+    }
+  }
+}
+
+std::vector<float> uniform(size_t n, uint32_t seed, float lo, float hi, Storage st) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = round_to(st, u(rng));
+  return v;
+}
+
+template <typename T>
+void check_norms(int64_t rows, int64_t dim) {
+  constexpr Storage st = storage_of<T>();
+  const std::string what = std::string(cb::cuda_test::storage_name(st)) + " " +
+                           std::to_string(rows) + "x" + std::to_string(dim);
+  const size_t n = static_cast<size_t>(rows * dim);
+  const std::vector<float> x = uniform(n, 1, -2, 2, st),
+                           w = uniform(static_cast<size_t>(dim), 2, -2, 2, st),
+                           b = uniform(static_cast<size_t>(dim), 3, -2, 2, st);
+  std::vector<float> want(n);
+  const std::vector<T> dx = to_storage<T>(x), dw = to_storage<T>(w), db = to_storage<T>(b);
+  std::vector<T> y(n, nan_value<T>());
+  const kc::LaunchDims d = kc::row_dims(rows, dim);
+  cb::simt::Emulator::get().launch({d.grid, 1, 1}, {d.block, 1, 1}, 0, [&] {
+    kc::detail::rmsnorm_kernel<T>(dx.data(), dw.data(), y.data(), dim, 1e-5f);
+  });
+  cb::kernels::cpu::rmsnorm(x.data(), w.data(), want.data(), rows, dim, 1e-5f);
+  for (float& v : want) v = round_to(st, v);
+  expect_close(y, want, tol_of(st), 1e-3f, "rmsnorm " + what);
+  if (dim == 1) return;  // LayerNorm of one element is b: covered by the CPU tests
+  y.assign(n, nan_value<T>());
+  cb::simt::Emulator::get().launch({d.grid, 1, 1}, {d.block, 1, 1}, 0, [&] {
+    kc::detail::layernorm_kernel<T>(dx.data(), dw.data(), db.data(), y.data(), dim, 1e-5f);
+  });
+  cb::kernels::cpu::layernorm(x.data(), w.data(), b.data(), want.data(), rows, dim, 1e-5f);
+  for (float& v : want) v = round_to(st, v);
+  expect_close(y, want, tol_of(st), 1e-1f, "layernorm " + what);
+}
+
+template <typename T>
+void check_activations(int64_t n) {
+  constexpr Storage st = storage_of<T>();
+  const std::string what = std::string(cb::cuda_test::storage_name(st)) + " n " + std::to_string(n);
+  const std::vector<float> g = uniform(static_cast<size_t>(n), 5, -6, 6, st),
+                           u = uniform(static_cast<size_t>(n), 6, -2, 2, st);
+  const std::vector<T> dg = to_storage<T>(g), du = to_storage<T>(u);
+  std::vector<T> out(static_cast<size_t>(n), nan_value<T>());
+  std::vector<float> want(static_cast<size_t>(n));
+  launch_elementwise(n, [&] { kc::detail::swiglu_kernel<T>(dg.data(), du.data(), out.data(), n); });
+  cb::kernels::cpu::swiglu(g.data(), u.data(), want.data(), n);
+  for (float& v : want) v = round_to(st, v);
+  expect_close(out, want, tol_of(st), 1e-3f, "swiglu " + what);
+  out = dg;
+  launch_elementwise(n, [&] { kc::detail::gelu_kernel<T>(out.data(), n); });
+  want = g;
+  cb::kernels::cpu::gelu(want.data(), n);
+  for (float& v : want) v = round_to(st, v);
+  expect_close(out, want, tol_of(st), 1e-3f, "gelu " + what);
+  out = dg;
+  launch_elementwise(n, [&] { kc::detail::add_kernel<T>(out.data(), du.data(), n); });
+  want = g;
+  cb::kernels::cpu::add_inplace(want.data(), u.data(), n);
+  for (float& v : want) v = round_to(st, v);
+  expect_close(out, want, tol_of(st), 1e-3f, "add " + what);
+}
+
+// Norms with rows of 1 to 5,120 elements (one block a row, reductions across warps) and the
+// elementwise activations over lengths around a block's 256 threads, in every storage type.
+TEST(CudaKernelsEmulated, NormAndActivationSourcesMatchTheCpuReference) {
+  for (int64_t dim : {1, 255, 5120}) {
+    check_norms<float>(3, dim);
+    check_norms<__half>(2, dim);
+    check_norms<__nv_bfloat16>(2, dim);
+  }
+  for (int64_t n : {1, 255, 257, 4097}) {
+    check_activations<float>(n);
+    check_activations<__half>(n);
+    check_activations<__nv_bfloat16>(n);
+  }
+}
+
+// Rows gathered by id; an id outside the table gives a zero row and raises the flag.
+TEST(CudaKernelsEmulated, EmbeddingSourceGathersRowsAndFlagsBadIds) {
+  const int64_t rows = 7, dim = 40;
+  const std::vector<float> table = uniform(static_cast<size_t>(rows * dim), 8, -1, 1, Storage::F16);
+  const std::vector<__half> dt = to_storage<__half>(table);
+  for (const std::vector<int32_t>& ids : {std::vector<int32_t>{6, 0, 3, 3}, {2, 7, -1, 1}}) {
+    const int64_t n = static_cast<int64_t>(ids.size());
+    std::vector<__half> out(static_cast<size_t>(n * dim), nan_value<__half>());
+    std::vector<float> want(out.size(), 0.0f);
+    bool bad_want = false;
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t id = ids[static_cast<size_t>(t)];
+      if (id < 0 || id >= rows) {
+        bad_want = true;
+        continue;
+      }
+      std::copy(table.begin() + id * dim, table.begin() + (id + 1) * dim, want.begin() + t * dim);
+    }
+    int32_t bad = 0;
+    launch_elementwise(n * dim, [&] {
+      kc::detail::embedding_kernel<__half>(dt.data(), ids.data(), out.data(), n, rows, dim, &bad);
+    });
+    for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(as_float(out[i]), want[i]) << i;
+    EXPECT_EQ(bad, bad_want ? 1 : 0);
+  }
+}
+
+// Every tensor of two tiny presets, plain and through a reversed row map: bit for bit what
+// lib/model preset_fill writes on the host (fp32 storage).
+TEST(CudaKernelsEmulated, PresetFillSourceWritesTheHostValues) {
+  for (const char* name : {"preset:tiny-llama", "preset:tiny-falcon-40b"}) {
+    const cb::model::ModelConfig cfg = cb::model::ModelSource::open(name)->config();
+    for (const cb::model::TensorSpec& t : cb::model::expected_tensors(cfg)) {
+      std::vector<float> want(static_cast<size_t>(t.numel()));
+      cb::model::preset_fill(cfg, t, 7, 0, t.numel(), want.data());
+      const cb::model::PresetFill f = cb::model::preset_fill_params(cfg, t, 7);
+      const int64_t rows = t.shape.size() == 1 ? 1 : t.shape.front(), cols = t.numel() / rows;
+      std::vector<int32_t> reversed(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        reversed[static_cast<size_t>(r)] = static_cast<int32_t>(rows - 1 - r);
+      for (bool mapped : {false, true}) {
+        std::vector<float> got(want.size(), std::nanf(""));
+        launch_elementwise(rows * cols, [&] {
+          kc::detail::preset_fill_kernel<float>(got.data(), rows, cols,
+                                                mapped ? reversed.data() : nullptr, f.constant,
+                                                f.value, f.key, f.scale);
+        });
+        for (int64_t r = 0; r < rows; ++r) {
+          const int64_t src = mapped ? rows - 1 - r : r;
+          for (int64_t c = 0; c < cols; ++c) {
+            ASSERT_EQ(got[static_cast<size_t>(r * cols + c)],
+                      want[static_cast<size_t>(src * cols + c)])
+                << name << " " << t.name << " row " << r << (mapped ? " (mapped)" : "");
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -7,13 +7,13 @@
 // until every participant has arrived; a round in which no fiber arrives anywhere is a
 // deadlock and aborts with a message.
 //
-// Emulated, from the PTX ISA's definitions: __shfl_sync and __shfl_xor_sync; mma.sync.m16n8k16.row.col with
-// f16 or bf16 inputs and f32 accumulators (fragment layouts of "Matrix Fragments for
-// mma.m16n8k16"; the products are summed in fp32 in k order, not the hardware's order);
-// ldmatrix .x4 .trans; cp.async (copied at once: an emulated kernel cannot race with its own
-// copies, so a missing wait is not detected). Dynamic shared memory starts as 0xff bytes (NaN
-// in fp16 and bf16), so reading what was never written shows. Include this header before the
-// kernel's .cuh, in a translation unit compiled by the host compiler (not nvcc).
+// Emulated, from the PTX ISA's definitions: __shfl_sync and __shfl_xor_sync;
+// mma.sync.m16n8k16.row.col with f16 or bf16 inputs and f32 accumulators (fragment layouts of
+// "Matrix Fragments for mma.m16n8k16"; the products are summed in fp32 in k order, not the
+// hardware's order); ldmatrix .x4 .trans; cp.async (copied at once: an emulated kernel cannot race
+// with its own copies, so a missing wait is not detected). Dynamic shared memory starts as 0xff
+// bytes (NaN in fp16 and bf16), so reading what was never written shows. Include this header before
+// the kernel's .cuh, in a translation unit compiled by the host compiler (not nvcc).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
@@ -272,6 +272,15 @@ V __ldg(const V* p) {
 }
 inline float rsqrtf(float x) {
   return 1.0f / std::sqrt(x);
+}
+// CUDA's round-to-nearest float operations, never fused with their neighbours.
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}
+inline float __fsub_rn(float a, float b) {
+  volatile float r = a - b;
+  return r;
 }
 // CUDA's integer min and max of device code.
 inline int min(int a, int b) {

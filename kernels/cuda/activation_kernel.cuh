@@ -1,0 +1,40 @@
+#pragma once
+// The SwiGLU, GELU and residual-add kernels (see activation.h; launched by activation.cu), in
+// a header so that tests/unit/cuda/kernels_emulated_test.cc runs their source on the host.
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/device_math.cuh"
+
+namespace cb::kernels::cuda {
+namespace detail {
+
+#define CB_GRID_STRIDE(i, n)                                                             \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+template <typename T>
+__global__ void swiglu_kernel(const T* gate, const T* up, T* out, int64_t n) {
+  CB_GRID_STRIDE(i, n) {
+    const float g = to_f(gate[i]);
+    out[i] = from_f<T>(g / (1.0f + expf(-g)) * to_f(up[i]));
+  }
+}
+
+template <typename T>
+__global__ void gelu_kernel(T* x, int64_t n) {
+  CB_GRID_STRIDE(i, n) {
+    const float v = to_f(x[i]);
+    x[i] = from_f<T>(0.5f * v * erfcf(-v * 0.70710678118654752440f));
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(T* y, const T* x, int64_t n) {
+  CB_GRID_STRIDE(i, n) {
+    y[i] = from_f<T>(to_f(y[i]) + to_f(x[i]));
+  }
+}
+
+#undef CB_GRID_STRIDE
+
+}  // namespace detail
+}  // namespace cb::kernels::cuda
