@@ -5,11 +5,10 @@
 // and LayerNorm (norm_kernel.cuh), SwiGLU, GELU and the residual add (activation_kernel.cuh),
 // the embedding gather (embedding_kernel.cuh) and the preset generator (preset_fill_kernel.cuh,
 // bit for bit against lib/model), in the storage types each takes, launched with the
-// launchers' own geometry. This checks their indexing
-// (8 tokens per thread, partial chunks, strided rows, paged blocks), what they write and what they
-// leave alone; the math library is the host's, so the GPU parity tests (elementwise_test.cc,
-// kv_restore_test.cc), which run where a GPU is present, remain the check of the device's
-// arithmetic.
+// launchers' own geometry. This checks their indexing (chunks, partial tiles, strided rows,
+// paged blocks, splits), what they write and what they leave alone. The math library is the
+// host's, so the GPU parity tests, which run where a GPU is present, remain the check of the
+// device's arithmetic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
