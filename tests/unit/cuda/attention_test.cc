@@ -129,6 +129,14 @@ struct Case {
                       // model's fused QKV rows are, with random values in between
 };
 
+// 45 new tokens after a 300-token paged prefix beside a fresh 17-token sequence, in one
+// launch, with q's rows q_pad elements apart beyond their heads.
+Case short_prefill(int64_t hd, int64_t nh, int64_t nkv, int64_t bs, int64_t window, kc::Storage st,
+                   std::string what, int64_t tile_rows, int64_t q_pad) {
+  return {hd,        nh,   nkv, bs, window, st, {{345, 45, {}}, {17, 17, {}}}, 1, std::move(what),
+          tile_rows, q_pad};
+}
+
 void run_case(Case c, std::mt19937& rng) {
   const int64_t hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, bs = c.block_size;
   // Scattered blocks: every sequence's blocks are a random subset of one shared pool.
@@ -267,18 +275,9 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
                                      " " + storage_name(st) + " window " + std::to_string(window);
             // Prefill: 45 new tokens after a 300-token paged prefix, and a fresh 17-token
             // sequence, in one launch.
-            Case pre{hd,
-                     nh,
-                     nkv,
-                     bs,
-                     window,
-                     st,
-                     {{345, 45, {}}, {17, 17, {}}},
-                     1,
-                     base + " prefill, strided q",
-                     kc::kAttentionTileRows,
-                     2 * (nh + nkv) * hd};
-            run_case(pre, rng);
+            run_case(short_prefill(hd, nh, nkv, bs, window, st, base + " prefill, strided q",
+                                   kc::kAttentionTileRows, 2 * (nh + nkv) * hd),
+                     rng);
             // Decode: one row per sequence, histories up to 3,000 tokens, keys split or not.
             for (int64_t splits : {1, 4, 7}) {
               Case dec{hd,
@@ -328,18 +327,9 @@ TEST(CudaKernels, PagedAttentionOnTensorCoresMatchesTheCpuReference) {
                      base + " long prefix",
                      kc::kAttentionMmaTileRows};
             run_case(big, rng);
-            Case small{hd,
-                       nh,
-                       nkv,
-                       bs,
-                       window,
-                       st,
-                       {{345, 45, {}}, {17, 17, {}}},
-                       1,
-                       base + " short, strided q",
-                       kc::kAttentionMmaTileRows,
-                       2 * nkv * hd};
-            run_case(small, rng);
+            run_case(short_prefill(hd, nh, nkv, bs, window, st, base + " short, strided q",
+                                   kc::kAttentionMmaTileRows, 2 * nkv * hd),
+                     rng);
           }
         }
       }

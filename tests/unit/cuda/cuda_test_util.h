@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/storage.h"
@@ -116,5 +118,25 @@ class DeviceTensor {
   size_t n_;
   void* ptr_ = nullptr;
 };
+
+/// Relative tolerance of one rounding to the storage type (plus fp32 evaluation order).
+inline float rel_tol(kernels::cuda::Storage s) {
+  return s == kernels::cuda::Storage::F32   ? 2e-5f
+         : s == kernels::cuda::Storage::F16 ? 2e-3f
+                                            : 1.6e-2f;
+}
+
+/// |got - want| <= tol * (|want| + floor), element by element; NaN fails.
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
+                         float floor, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::fabs(got[i] - want[i]) <= tol * (std::fabs(want[i]) + floor);
+    if (!ok && reported++ < 5) {
+      ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
+    }
+  }
+}
 
 }  // namespace cb::cuda_test

@@ -26,14 +26,11 @@ namespace {
 namespace kc = cb::kernels::cuda;
 using cb::cuda_test::DeviceArray;
 using cb::cuda_test::DeviceTensor;
+using cb::cuda_test::expect_close;
+using cb::cuda_test::rel_tol;
 using cb::cuda_test::round_to;
 using cb::cuda_test::storage_name;
 using kc::Storage;
-
-/// Relative tolerance of one rounding to the storage type (plus fp32 evaluation order).
-float rel_tol(Storage s) {
-  return s == Storage::F32 ? 2e-5f : s == Storage::F16 ? 2e-3f : 1.6e-2f;
-}
 
 std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
   std::mt19937 rng(seed);
@@ -46,19 +43,6 @@ std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, floa
 std::vector<float> rounded(Storage s, std::vector<float> v) {
   for (float& x : v) x = round_to(s, x);
   return v;
-}
-
-/// |got - want| <= tol * (|want| + floor), element by element; NaN fails.
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float tol,
-                  float floor, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::fabs(got[i] - want[i]) <= tol * (std::fabs(want[i]) + floor);
-    if (!ok && reported++ < 5) {
-      ADD_FAILURE() << what << ": element " << i << " got " << got[i] << " want " << want[i];
-    }
-  }
 }
 
 const Storage kStorages[] = {Storage::F32, Storage::F16, Storage::BF16};

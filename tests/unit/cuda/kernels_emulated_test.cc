@@ -46,6 +46,8 @@
 namespace {
 
 namespace kc = cb::kernels::cuda;
+using cb::cuda_test::expect_close;
+using cb::cuda_test::rel_tol;
 using cb::cuda_test::round_to;
 using kc::Storage;
 
@@ -74,6 +76,14 @@ float as_float(T v) {
     return __bfloat162float(v);
   }
 }
+// The kernel's outputs as floats.
+template <typename T>
+std::vector<float> as_floats(const std::vector<T>& v) {
+  std::vector<float> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = as_float(v[i]);
+  return r;
+}
+
 template <typename T>
 T nan_value() {
   return to_storage<T>({std::nanf("")})[0];
@@ -84,11 +94,6 @@ constexpr Storage storage_of() {
          : std::is_same<T, __half>::value ? Storage::F16
                                           : Storage::BF16;
 }
-// The GPU parity tests' bounds: |got - want| <= tol * (|want| + floor).
-float tol_of(Storage s) {
-  return s == Storage::F32 ? 2e-5f : s == Storage::F16 ? 2e-3f : 1.6e-2f;
-}
-
 // Runs body() as the grid of elementwise_dims(items), as the launchers do.
 void launch_elementwise(int64_t items, const std::function<void()>& body) {
   const kc::LaunchDims d = kc::elementwise_dims(static_cast<size_t>(items));
@@ -126,14 +131,8 @@ void check_rope(int64_t n, int64_t heads, int64_t head_dim, int64_t rope_dims, i
     kc::detail::rope_kernel<T>(dx.data(), pos.data(), n, heads, head_dim, half, rope_dims, stride,
                                10000.0, interleaved);
   });
-  int bad = 0;
-  for (size_t i = 0; i < x.size() && bad < 5; ++i) {
-    const float got = as_float(dx[i]), w = round_to(st, want[i]);
-    if (!(std::fabs(got - w) <= tol_of(st) * (std::fabs(w) + 1e-2f))) {
-      ++bad;
-      ADD_FAILURE() << what << ": element " << i << " got " << got << " want " << w;
-    }
-  }
+  for (float& v : want) v = round_to(st, v);
+  expect_close(as_floats(dx), want, rel_tol(st), 1e-2f, what);
 }
 
 TEST(CudaKernelsEmulated, RopeSourceMatchesTheCpuReference) {
@@ -200,7 +199,7 @@ void check_kv(int64_t bs, bool interleaved, int64_t head_dim) {
       written[o] = 1;
       const float want = round_to(st, kr[static_cast<size_t>(t * kvd + j)]);
       const float got = as_float(kp[o]);
-      if (!(std::fabs(got - want) <= tol_of(st) * (std::fabs(want) + 1e-2f)) && bad++ < 5) {
+      if (!(std::fabs(got - want) <= rel_tol(st) * (std::fabs(want) + 1e-2f)) && bad++ < 5) {
         ADD_FAILURE() << what << ": K of slot " << pos0 + t << " element " << j << " got " << got
                       << " want " << want;
       }
@@ -376,7 +375,7 @@ void check_attention(int64_t head_dim, int64_t nh, int64_t nkv, int64_t bs, int6
         {static_cast<unsigned>(rows), static_cast<unsigned>(nh), 1}, {32, 1, 1}, 0,
         [&] { ad::combine_splits_kernel<T>(ws.data(), dout.data(), nh, head_dim, splits); });
   }
-  const float tol = st == Storage::F32 ? 2e-5f : tol_of(st);
+  const float tol = rel_tol(st);
   int bad = 0;
   for (int64_t r = 0; r < rows && bad < 5; ++r) {
     for (int64_t h = 0; h < nh; ++h) {
@@ -458,21 +457,6 @@ TEST(CudaKernelsEmulated, GemvSourceMatchesMatmulWt) {
   check_gemv<__half, 4>(520, 16, false);
 }
 
-// |got - want| <= tol * (|want| + floor) for every element, NaN failing.
-template <typename T>
-void expect_close(const std::vector<T>& got, const std::vector<float>& want, float tol, float floor,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int bad = 0;
-  for (size_t i = 0; i < got.size() && bad < 5; ++i) {
-    const float g = as_float(got[i]);
-    if (!(std::fabs(g - want[i]) <= tol * (std::fabs(want[i]) + floor))) {
-      ++bad;
-      ADD_FAILURE() << what << ": element " << i << " got " << g << " want " << want[i];
-    }
-  }
-}
-
 std::vector<float> uniform(size_t n, uint32_t seed, float lo, float hi, Storage st) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(lo, hi);
@@ -499,7 +483,7 @@ void check_norms(int64_t rows, int64_t dim) {
   });
   cb::kernels::cpu::rmsnorm(x.data(), w.data(), want.data(), rows, dim, 1e-5f);
   for (float& v : want) v = round_to(st, v);
-  expect_close(y, want, tol_of(st), 1e-3f, "rmsnorm " + what);
+  expect_close(as_floats(y), want, rel_tol(st), 1e-3f, "rmsnorm " + what);
   if (dim == 1) return;  // LayerNorm of one element is b: covered by the CPU tests
   y.assign(n, nan_value<T>());
   cb::simt::Emulator::get().launch({d.grid, 1, 1}, {d.block, 1, 1}, 0, [&] {
@@ -507,7 +491,7 @@ void check_norms(int64_t rows, int64_t dim) {
   });
   cb::kernels::cpu::layernorm(x.data(), w.data(), b.data(), want.data(), rows, dim, 1e-5f);
   for (float& v : want) v = round_to(st, v);
-  expect_close(y, want, tol_of(st), 1e-1f, "layernorm " + what);
+  expect_close(as_floats(y), want, rel_tol(st), 1e-1f, "layernorm " + what);
 }
 
 template <typename T>
@@ -522,19 +506,19 @@ void check_activations(int64_t n) {
   launch_elementwise(n, [&] { kc::detail::swiglu_kernel<T>(dg.data(), du.data(), out.data(), n); });
   cb::kernels::cpu::swiglu(g.data(), u.data(), want.data(), n);
   for (float& v : want) v = round_to(st, v);
-  expect_close(out, want, tol_of(st), 1e-3f, "swiglu " + what);
+  expect_close(as_floats(out), want, rel_tol(st), 1e-3f, "swiglu " + what);
   out = dg;
   launch_elementwise(n, [&] { kc::detail::gelu_kernel<T>(out.data(), n); });
   want = g;
   cb::kernels::cpu::gelu(want.data(), n);
   for (float& v : want) v = round_to(st, v);
-  expect_close(out, want, tol_of(st), 1e-3f, "gelu " + what);
+  expect_close(as_floats(out), want, rel_tol(st), 1e-3f, "gelu " + what);
   out = dg;
   launch_elementwise(n, [&] { kc::detail::add_kernel<T>(out.data(), du.data(), n); });
   want = g;
   cb::kernels::cpu::add_inplace(want.data(), u.data(), n);
   for (float& v : want) v = round_to(st, v);
-  expect_close(out, want, tol_of(st), 1e-3f, "add " + what);
+  expect_close(as_floats(out), want, rel_tol(st), 1e-3f, "add " + what);
 }
 
 // Norms with rows of 1 to 5,120 elements (one block a row, reductions across warps) and the
