@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_restore.h"
@@ -179,7 +180,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int64_t bs = 16;
-  const int64_t decode_per_seq = o.decode_context + 2 * o.decode_steps * (o.reps + 1);
+  const int64_t decode_per_seq = o.decode_context + 3 * o.decode_steps * (o.reps + 1);
   const int64_t blocks = std::max((o.prefix + max_prompt) / bs + 1,
                                   std::max<int64_t>(max_batch, 1) * (decode_per_seq / bs + 1));
   kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
@@ -202,31 +203,63 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       }
       const std::vector<int32_t> pre = tokens(std::max<int64_t>(prefix, 1), c.vocab_size, 3);
       const std::vector<int32_t> toks = tokens(prompt, c.vocab_size, 4);
-      std::vector<double> times;
-      for (int r = 0; r <= o.reps; ++r) {  // r == 0 warms up
-        if (cache.has_sequence(0)) cache.free_sequence(0);
-        cache.add_sequence(0);
-        if (!cache.reserve(0, prefix + prompt)) throw Error("bench gpu: KV pool too small");
-        if (prefix > 0) {
-          m.forward({{0, std::vector<int32_t>(pre.begin(), pre.begin() + prefix), false}}, cache);
+      // Median seconds of the prompt's forward; `logits` gets the last one's.
+      const auto time_prefill = [&](std::vector<float>* logits) {
+        std::vector<double> times;
+        for (int r = 0; r <= o.reps; ++r) {  // r == 0 warms up
+          if (cache.has_sequence(0)) cache.free_sequence(0);
+          cache.add_sequence(0);
+          if (!cache.reserve(0, prefix + prompt)) throw Error("bench gpu: KV pool too small");
+          if (prefix > 0) {
+            m.forward({{0, std::vector<int32_t>(pre.begin(), pre.begin() + prefix), false}}, cache);
+          }
+          const auto t0 = Clock::now();
+          *logits = m.forward({{0, toks, false}}, cache);  // returns once they are on the host
+          if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
         }
-        const auto t0 = Clock::now();
-        m.forward({{0, toks, false}}, cache);  // returns after the logits reach the host
-        if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
-      }
-      const double tm = metrics::median(times);
+        return metrics::median(times);
+      };
+      std::vector<float> logits;
+      const double tm = time_prefill(&logits);
       const double tflops = prefill_flop(c, prompt, prefix) / tm / 1e12;
-      prefill.push_back({{"prompt", prompt},
-                         {"prefix", prefix},
-                         {"seconds", tm},
-                         {"tok_s", static_cast<double>(prompt) / tm},
-                         {"tflops", tflops},
-                         {"gemm_ceiling_tflops", ceiling},
-                         {"ratio_to_gemm_ceiling", tflops / ceiling}});
+      json row = {{"prompt", prompt},
+                  {"prefix", prefix},
+                  {"seconds", tm},
+                  {"tok_s", static_cast<double>(prompt) / tm},
+                  {"tflops", tflops},
+                  {"gemm_ceiling_tflops", ceiling},
+                  {"ratio_to_gemm_ceiling", tflops / ceiling}};
       std::fprintf(stderr,
                    "bench gpu: %s prefill %lld (+%lld prefix): %.0f tok/s, %.0f%% of GEMM\n",
                    name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
                    static_cast<double>(prompt) / tm, 100.0 * tflops / ceiling);
+      if (kc::attention_uses_mma(st, c.head_dim, prompt, 1)) {
+        // The same prefill with the FlashAttention-2-style kernel, against the default (wmma)
+        // in this run; its last logits against the default's, as a sanity check beside the
+        // parity tests.
+        std::vector<float> fa2_logits;
+        m.set_prefill_attention_fa2(true);
+        const double tf = time_prefill(&fa2_logits);
+        m.set_prefill_attention_fa2(false);
+        double diff = 0, mag = 0;
+        for (size_t i = 0; i < logits.size() && i < fa2_logits.size(); ++i) {
+          diff = std::max(diff, static_cast<double>(std::fabs(fa2_logits[i] - logits[i])));
+          mag = std::max(mag, static_cast<double>(std::fabs(logits[i])));
+        }
+        const double fa2_tflops = prefill_flop(c, prompt, prefix) / tf / 1e12;
+        row["fa2_seconds"] = tf;
+        row["fa2_tok_s"] = static_cast<double>(prompt) / tf;
+        row["fa2_ratio_to_gemm_ceiling"] = fa2_tflops / ceiling;
+        row["fa2_speedup"] = tm / tf;
+        row["fa2_logits_max_diff_over_max"] = mag > 0 ? diff / mag : diff;
+        std::fprintf(stderr,
+                     "bench gpu: %s prefill %lld (+%lld prefix) with FA2-style attention: %.0f "
+                     "tok/s (%.2fx), %.0f%% of GEMM, logits differ by %.2g of their max\n",
+                     name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
+                     static_cast<double>(prompt) / tf, tm / tf, 100.0 * fa2_tflops / ceiling,
+                     mag > 0 ? diff / mag : diff);
+      }
+      prefill.push_back(row);
     }
   }
   if (cache.has_sequence(0)) cache.free_sequence(0);
@@ -243,7 +276,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
     for (int64_t i = 0; i < b; ++i) {
       const kv::SeqId id = static_cast<kv::SeqId>(100 + i);
       cache.add_sequence(id);
-      if (!cache.reserve(id, o.decode_context + 2 * o.decode_steps * (o.reps + 1))) {
+      if (!cache.reserve(id, o.decode_context + 3 * o.decode_steps * (o.reps + 1))) {
         throw Error("bench gpu: KV pool too small for decoding");
       }
       m.forward(
@@ -300,6 +333,19 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       row["speedup_over_cublas"] = tb / t;
       std::fprintf(stderr, "bench gpu: %s decode batch %lld with cuBLAS GEMVs: %.1f tok/s\n",
                    name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tb);
+      if (c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon) {
+        // The same steps with RMSNorm and SwiGLU fused into the GEMVs (kernels/cuda
+        // norm_gemv), against the unfused GEMVs above; its histories are longer still (the
+        // same small bias, against the fusion).
+        m.set_decode_fusion(true);
+        const double tf = time_steps();
+        m.set_decode_fusion(false);
+        row["fused_seconds_per_step"] = tf;
+        row["fused_tok_s"] = static_cast<double>(b) / tf;
+        row["fused_speedup"] = t / tf;
+        std::fprintf(stderr, "bench gpu: %s decode batch %lld with fused GEMVs: %.1f tok/s\n",
+                     name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf);
+      }
     }
     decode.push_back(row);
     for (int64_t i = 0; i < b; ++i) cache.free_sequence(static_cast<kv::SeqId>(100 + i));

@@ -37,31 +37,44 @@ void print(const nlohmann::json& j) {
       c["d2d_gbs_read_plus_write"].get<double>(), c["h2d_pinned_gbs"].get<double>(),
       c["d2h_pinned_gbs"].get<double>());
   std::printf(
-      "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio |\n"
-      "|---|---:|---:|---:|---:|---:|---:|\n");
+      "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | FA2-style "
+      "attention: ratio (speedup; logits' max diff / max) |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["prefill"]) {
       if (p.contains("skipped")) continue;
-      std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f |\n",
+      char fa2[96] = "-";
+      if (p.contains("fa2_speedup")) {
+        std::snprintf(fa2, sizeof fa2, "%.2f (%.2fx; %.2g)",
+                      p["fa2_ratio_to_gemm_ceiling"].get<double>(), p["fa2_speedup"].get<double>(),
+                      p["fa2_logits_max_diff_over_max"].get<double>());
+      }
+      std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s |\n",
                   m["model"].get<std::string>().c_str(), p["prompt"].get<long long>(),
                   p["prefix"].get<long long>(), p["tok_s"].get<double>(), p["tflops"].get<double>(),
-                  p["gemm_ceiling_tflops"].get<double>(), p["ratio_to_gemm_ceiling"].get<double>());
+                  p["gemm_ceiling_tflops"].get<double>(), p["ratio_to_gemm_ceiling"].get<double>(),
+                  fa2);
     }
   }
   std::printf(
       "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
-      "|\n|---|---:|---:|---:|---:|---:|---:|\n");
+      "| with fused GEMVs |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["decode"]) {
-      char base[64] = "-";
+      char base[64] = "-", fused[64] = "-";
       if (p.contains("cublas_tok_s")) {
         std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p["cublas_tok_s"].get<double>(),
                       p["speedup_over_cublas"].get<double>());
       }
-      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s |\n",
+      if (p.contains("fused_tok_s")) {
+        std::snprintf(fused, sizeof fused, "%.1f tok/s (%.2fx)", p["fused_tok_s"].get<double>(),
+                      p["fused_speedup"].get<double>());
+      }
+      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s |\n",
                   m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
                   p["context"].get<long long>(), p["tok_s"].get<double>(),
-                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base);
+                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base,
+                  fused);
     }
   }
   std::printf(

@@ -5,6 +5,7 @@
 namespace cb::kernels::cuda {
 namespace detail {
 cudaError_t launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream);
+cudaError_t launch_paged_attention_fa2(const PagedAttentionParams& p, cudaStream_t stream);
 }  // namespace detail
 namespace {
 
@@ -26,7 +27,10 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
       (p.q_stride != 0 && p.q_stride < p.n_heads * p.head_dim)) {
     return cudaErrorInvalidValue;
   }
-  if (p.tile_rows == kAttentionMmaTileRows) return detail::launch_paged_attention_mma(p, stream);
+  if (p.tile_rows == kAttentionMmaTileRows) {
+    return p.fa2 ? detail::launch_paged_attention_fa2(p, stream)
+                 : detail::launch_paged_attention_mma(p, stream);
+  }
   const int64_t q_stride = p.q_stride != 0 ? p.q_stride : p.n_heads * p.head_dim;
   const dim3 grid(static_cast<unsigned>(p.n_tiles), static_cast<unsigned>(p.n_heads),
                   static_cast<unsigned>(p.splits));

@@ -16,7 +16,8 @@
 /// (attention_mma.cu): tiles of kAttentionMmaTileRows rows, one warp per 16 rows, Q.K^T and
 /// P.V on wmma 16x16x16 fragments with fp32 accumulation, the online softmax in fp32 with P
 /// rounded to the storage type for P.V (as FlashAttention does); the output stays in fp32
-/// registers until the end.
+/// registers until the end. PagedAttentionParams::fa2 picks a FlashAttention-2-style variant
+/// instead (attention_fa2.cu), not yet run on a GPU.
 ///
 /// Host planning (tiles, split count, workspace size, kernel choice) is plain C++, unit-tested
 /// without a GPU. Each block reads its KV head's keys for one query head: a GQA group reads them
@@ -80,6 +81,11 @@ struct PagedAttentionParams {
   /// kAttentionTileRows: the CUDA-core kernel; kAttentionMmaTileRows: the tensor-core kernel
   /// (fp16/bf16, head_dim 64 or 128, splits 1), with tiles planned for that many rows.
   int64_t tile_rows = kAttentionTileRows;
+  /// With tile_rows kAttentionMmaTileRows: run the FlashAttention-2-style kernel
+  /// (attention_fa2.cu: mma.sync with scores, P and output in registers, K/V double-buffered by
+  /// cp.async) instead of the wmma one (attention_mma.cu). Off by default: it passes the host
+  /// emulation of its source but has never run on a GPU (docs/perf.md).
+  bool fa2 = false;
 };
 
 /// rows == 0 is a no-op. cudaErrorInvalidValue for null pointers, head_dim outside

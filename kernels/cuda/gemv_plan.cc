@@ -1,18 +1,38 @@
 #include <cstdint>
 
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/norm_gemv.h"
 
 namespace cb::kernels::cuda {
+namespace {
+
+bool aligned16(const void* ptr) {
+  return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
+}
+
+// What both kernels need: 1..kGemvMaxRows rows of whole 16-byte vectors of fp16/bf16, x and w
+// set and 16-byte aligned, the dimensions within int32.
+bool gemv_shape_fits(int64_t n, int64_t in, int64_t out, Storage st, const void* x, const void* w) {
+  constexpr int64_t kMax = 0x7fffffff;
+  return n >= 1 && n <= kGemvMaxRows && in > 0 && in % 8 == 0 && out > 0 && in <= kMax &&
+         out <= kMax && (st == Storage::F16 || st == Storage::BF16) && x != nullptr &&
+         w != nullptr && aligned16(x) && aligned16(w);
+}
+
+}  // namespace
 
 bool gemv_applies(const GemmWtParams& p) {
-  constexpr int64_t kMax = 0x7fffffff;
-  const auto aligned = [](const void* ptr) {
-    return (reinterpret_cast<uintptr_t>(ptr) & 15u) == 0;
-  };
-  return p.n >= 1 && p.n <= kGemvMaxRows && p.in > 0 && p.in % 8 == 0 && p.out > 0 &&
-         p.in <= kMax && p.out <= kMax &&
-         (p.storage == Storage::F16 || p.storage == Storage::BF16) && p.x != nullptr &&
-         p.w != nullptr && aligned(p.x) && aligned(p.w);
+  return gemv_shape_fits(p.n, p.in, p.out, p.storage, p.x, p.w);
+}
+
+size_t norm_gemv_smem_bytes(const NormGemvParams& p) {
+  if (p.n <= 0 || p.in <= 0) return 0;
+  return static_cast<size_t>(p.n) * static_cast<size_t>(p.in) * storage_bytes(p.storage);
+}
+
+bool norm_gemv_applies(const NormGemvParams& p) {
+  return gemv_shape_fits(p.n, p.in, p.out, p.storage, p.x, p.w) && p.norm_w != nullptr &&
+         aligned16(p.w2) && norm_gemv_smem_bytes(p) <= kNormGemvMaxSmemBytes;
 }
 
 unsigned gemv_blocks(int64_t out) {

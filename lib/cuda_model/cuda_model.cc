@@ -186,8 +186,11 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   char* const qkv_bytes = static_cast<char*>(qkv);
 
   for (int l = 0; l < c.n_layers; ++l) {
-    norm(layer_name(l, "attn_norm"), x, h, N);
-    gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
+    if (!fused_norm_gemv(x, layer_name(l, "attn_norm"), layer_name(l, "qkv_fused"), "", qkv, N, H,
+                         QKV)) {
+      norm(layer_name(l, "attn_norm"), x, h, N);
+      gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
+    }
     if (capture) {
       const int slot = l % kCaptureSlots;
       if (l >= kCaptureSlots) {  // the slot's previous layer: copied, then handed over
@@ -273,6 +276,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     ap.splits = splits;
     ap.workspace = workspace;
     ap.tile_rows = tile_rows;
+    ap.fa2 = prefill_fa2;
     CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
     if (c.arch == Arch::Falcon) {
       // Parallel block: x += attn_out(attn) + mlp(norm(x)); both read the block input.
@@ -291,16 +295,19 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       gemm(up, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
     } else {
       gemm(attn, layer_name(l, "attn_output.weight"), x, N, qd, H, /*accumulate=*/true);
-      norm(layer_name(l, "ffn_norm"), x, h, N);
-      gemm(h, layer_name(l, "ffn_gate.weight"), gate, N, H, F);
-      gemm(h, layer_name(l, "ffn_up.weight"), up, N, H, F);
-      kc::SwigluParams sp;
-      sp.gate = gate;
-      sp.up = up;
-      sp.out = gate;
-      sp.n = N * F;
-      sp.storage = st;
-      CB_CUDA_CHECK(kc::launch_swiglu(sp, stream.get()));
+      if (!fused_norm_gemv(x, layer_name(l, "ffn_norm"), layer_name(l, "ffn_gate.weight"),
+                           layer_name(l, "ffn_up.weight"), gate, N, H, F)) {
+        norm(layer_name(l, "ffn_norm"), x, h, N);
+        gemm(h, layer_name(l, "ffn_gate.weight"), gate, N, H, F);
+        gemm(h, layer_name(l, "ffn_up.weight"), up, N, H, F);
+        kc::SwigluParams sp;
+        sp.gate = gate;
+        sp.up = up;
+        sp.out = gate;
+        sp.n = N * F;
+        sp.storage = st;
+        CB_CUDA_CHECK(kc::launch_swiglu(sp, stream.get()));
+      }
       gemm(gate, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
     }
   }
@@ -370,6 +377,12 @@ uint64_t CudaModel::kv_bytes() const {
 }
 void CudaModel::set_decode_gemv(bool on) const {
   impl_->decode_gemv = on;
+}
+void CudaModel::set_decode_fusion(bool on) const {
+  impl_->decode_fusion = on;
+}
+void CudaModel::set_prefill_attention_fa2(bool on) const {
+  impl_->prefill_fa2 = on;
 }
 
 std::vector<float> CudaModel::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,

@@ -21,6 +21,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/norm_gemv.h"
 #include "kernels/cuda/preset_fill.h"
 #include "kernels/cuda/rope.h"
 #include "lib/core/error.h"
@@ -49,11 +50,13 @@ namespace kc = cb::kernels::cuda;
 struct CudaModel::Impl {
   using Arena = device::Arena;
   ModelConfig cfg;
-  kv::KvConfig kv;          // of the pools below
-  uint64_t pools_for = 0;   // KvCache::id() of the cache whose blocks the pools hold
-  int gpu = 0;              // device index
-  int sms = 1;              // its multiprocessors
-  bool decode_gemv = true;  // CudaModel::set_decode_gemv
+  kv::KvConfig kv;             // of the pools below
+  uint64_t pools_for = 0;      // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;                 // device index
+  int sms = 1;                 // its multiprocessors
+  bool decode_gemv = true;     // CudaModel::set_decode_gemv
+  bool prefill_fa2 = false;    // CudaModel::set_prefill_attention_fa2
+  bool decode_fusion = false;  // CudaModel::set_decode_fusion
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute
@@ -179,6 +182,32 @@ struct CudaModel::Impl {
     p.accumulate = accumulate;
     p.gemv = decode_gemv;
     cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
+  }
+
+  /// Decode's fused layers (kernels/cuda norm_gemv): y = RMSNorm(x) . w^T, or with weight2,
+  /// y = silu(RMSNorm(x) . w^T) * (RMSNorm(x) . w2^T). Returns false, launching nothing, where
+  /// the kernel does not apply (prefill, fp32, LayerNorm models, Falcon, fusion or the GEMV
+  /// off); the caller then runs norm, gemm and swiglu.
+  bool fused_norm_gemv(const void* x, const std::string& norm_base, const std::string& weight,
+                       const std::string& weight2, void* y, int64_t n, int64_t in, int64_t out) {
+    if (!decode_fusion || !decode_gemv || cfg.norm != NormType::RmsNorm ||
+        cfg.arch == Arch::Falcon) {
+      return false;
+    }
+    kc::NormGemvParams p;
+    p.x = x;
+    p.norm_w = wt(norm_base + ".weight");
+    p.norm_eps = cfg.norm_eps;
+    p.w = wt(weight);
+    p.w2 = weight2.empty() ? nullptr : wt(weight2);
+    p.y = y;
+    p.n = n;
+    p.in = in;
+    p.out = out;
+    p.storage = st;
+    if (!kc::norm_gemv_applies(p)) return false;
+    CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
+    return true;
   }
 
   void norm(const std::string& base, const void* x, void* y, int64_t n) {

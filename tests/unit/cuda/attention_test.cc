@@ -127,6 +127,7 @@ struct Case {
   int64_t tile_rows = kc::kAttentionTileRows;  // kAttentionMmaTileRows: the tensor-core kernel
   int64_t q_pad = 0;  // > 0: q's rows q_pad elements apart beyond their heads (q_stride), as the
                       // model's fused QKV rows are, with random values in between
+  bool fa2 = false;   // with kAttentionMmaTileRows: the FlashAttention-2-style kernel
 };
 
 // 45 new tokens after a 300-token paged prefix beside a fresh 17-token sequence, in one
@@ -237,6 +238,7 @@ void run_case(Case c, std::mt19937& rng) {
   p.splits = c.splits;
   p.workspace = c.splits > 1 ? dws.get() : nullptr;
   p.tile_rows = c.tile_rows;
+  p.fa2 = c.fa2;
   ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess) << c.what;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.what;
 
@@ -300,36 +302,42 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
   }
 }
 
-// The tensor-core kernel (fp16/bf16, head_dim 64 and 128) over the same sweep of heads, block
-// sizes and windows: prefill of 200 tokens after a 1,000-token paged prefix beside a fresh
-// 130-token sequence (full and partial 64-row tiles), and 45 rows after 300 beside 17 fresh.
+// The tensor-core kernels, wmma and FlashAttention-2-style (fp16/bf16, head_dim 64 and 128),
+// over the same sweep of heads, block sizes and windows: prefill of 200 tokens after a
+// 1,000-token paged prefix beside a fresh 130-token sequence (full and partial 64-row tiles),
+// and 45 rows after 300 beside 17 fresh.
 TEST(CudaKernels, PagedAttentionOnTensorCoresMatchesTheCpuReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
   const std::vector<std::pair<int64_t, int64_t>> heads = {{8, 8}, {8, 2}, {16, 2}, {8, 1}};
-  for (int64_t hd : {64, 128}) {
-    for (const auto& [nh, nkv] : heads) {
-      for (int64_t bs : {1, 16, 32}) {
-        for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
-          for (int64_t window : {0, 37}) {
-            const std::string base = "mma hd " + std::to_string(hd) + " heads " +
-                                     std::to_string(nh) + "/" + std::to_string(nkv) + " block " +
-                                     std::to_string(bs) + " " + storage_name(st) + " window " +
-                                     std::to_string(window);
-            Case big{hd,
-                     nh,
-                     nkv,
-                     bs,
-                     window,
-                     st,
-                     {{1200, 200, {}}, {130, 130, {}}},
-                     1,
-                     base + " long prefix",
-                     kc::kAttentionMmaTileRows};
-            run_case(big, rng);
-            run_case(short_prefill(hd, nh, nkv, bs, window, st, base + " short, strided q",
-                                   kc::kAttentionMmaTileRows, 2 * nkv * hd),
-                     rng);
+  for (bool fa2 : {false, true}) {
+    for (int64_t hd : {64, 128}) {
+      for (const auto& [nh, nkv] : heads) {
+        for (int64_t bs : {1, 16, 32}) {
+          for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+            for (int64_t window : {0, 37}) {
+              const std::string base = std::string(fa2 ? "fa2" : "mma") + " hd " +
+                                       std::to_string(hd) + " heads " + std::to_string(nh) + "/" +
+                                       std::to_string(nkv) + " block " + std::to_string(bs) + " " +
+                                       storage_name(st) + " window " + std::to_string(window);
+              Case big{hd,
+                       nh,
+                       nkv,
+                       bs,
+                       window,
+                       st,
+                       {{1200, 200, {}}, {130, 130, {}}},
+                       1,
+                       base + " long prefix",
+                       kc::kAttentionMmaTileRows,
+                       0,
+                       fa2};
+              run_case(big, rng);
+              Case strided = short_prefill(hd, nh, nkv, bs, window, st, base + " short, strided q",
+                                           kc::kAttentionMmaTileRows, 2 * nkv * hd);
+              strided.fa2 = fa2;
+              run_case(strided, rng);
+            }
           }
         }
       }

@@ -73,13 +73,15 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return num / std::max(den, 1e-30);
 }
 
-void run_family(const std::string& arg, kc::Storage st, double tol) {
+// `fusion`: decode with RMSNorm and SwiGLU fused into the GEMVs (CudaModel::set_decode_fusion).
+void run_family(const std::string& arg, kc::Storage st, double tol, bool fusion = false) {
   auto src = ModelSource::open(arg);
   auto weights = cb::model::Weights::load(*src, 3);
   const ModelConfig cfg = src->config();
   Model cpu(cfg, cb::model::Weights::load(*src, 3));
   const int64_t V = cfg.vocab_size;
   CudaModel gpu(cfg, *weights, {st, 0});
+  gpu.set_decode_fusion(fusion);
   KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
   for (KvCache* c : {&cc, &gc}) {
     c->add_sequence(1);
@@ -87,7 +89,8 @@ void run_family(const std::string& arg, kc::Storage st, double tol) {
     ASSERT_TRUE(c->reserve(1, 90));
     ASSERT_TRUE(c->reserve(2, 40));
   }
-  const std::string what = arg + " storage " + std::to_string(static_cast<int>(st));
+  const std::string what =
+      arg + " storage " + std::to_string(static_cast<int>(st)) + (fusion ? " fused decode" : "");
   // Prefill: 70 tokens (past tiny-mistral's 32-token window) and 25, all logits.
   std::vector<SeqInput> pre = {{1, cb::test::random_tokens(70, static_cast<int>(V), 1), true},
                                {2, cb::test::random_tokens(25, static_cast<int>(V), 2), true}};
@@ -141,6 +144,21 @@ TEST(CudaModel, Stories260KMatchesTheCpuForward) {
   SKIP_WITHOUT_GPU();
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   for (kc::Storage st : kStorages) run_family(path, st, tolerance(st));
+}
+
+// Decode with RMSNorm folded into the QKV and gate/up GEMVs and SwiGLU into the latter
+// (kernels/cuda norm_gemv), in fp16 and bf16: the same logits as the CPU's, step by step.
+TEST(CudaModel, FusedDecodeMatchesTheCpuForward) {
+  SKIP_WITHOUT_GPU();
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral"}) {
+      run_family(m, st, tolerance(st), /*fusion=*/true);
+    }
+    if (const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
+        cb::test::file_exists(path)) {  // with the shared data
+      run_family(path, st, tolerance(st), /*fusion=*/true);
+    }
+  }
 }
 
 // The device's preset generator writes lib/model preset_fill's values bit for bit (fp32),
@@ -397,7 +415,8 @@ TEST(CudaModel, DirectUploadEqualsUploadingHostWeights) {
   }
 }
 
-// The tensor-core attention inside a whole model: one layer of mistral-7b (head_dim 128, GQA 4,
+// The tensor-core attention kernels (wmma, then the FlashAttention-2-style one) inside a whole
+// model: one layer of mistral-7b (head_dim 128, GQA 4,
 // bf16) and of falcon-7b (head_dim 64, MQA, f16), a batch of two prefills large enough for the
 // 64-row tiles, then a second chunk over a paged prefix; logits against the CPU forward.
 TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
@@ -411,19 +430,24 @@ TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
     auto weights = cb::model::Weights::load(*src, cfg, 2);
     CudaModel gpu(cfg, *weights, {st, 0});
     Model cpu(cfg, std::move(weights));
-    KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
-    for (KvCache* c : {&cc, &gc}) {
-      c->add_sequence(0);
-      c->add_sequence(1);
-      ASSERT_TRUE(c->reserve(0, 164));
-      ASSERT_TRUE(c->reserve(1, 40));
-    }
     ASSERT_TRUE(kc::attention_uses_mma(st, cfg.head_dim, 140, 2));
-    const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(100, cfg.vocab_size, 1), true},
-                                       {1, cb::test::random_tokens(40, cfg.vocab_size, 2), true}};
-    EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), tolerance(st)) << name;
-    const std::vector<SeqInput> more = {{0, cb::test::random_tokens(64, cfg.vocab_size, 3), true}};
-    EXPECT_LT(rel_err(gpu.forward(more, gc), cpu.forward(more, cc)), tolerance(st)) << name;
+    for (bool fa2 : {false, true}) {  // the wmma kernel, then the FlashAttention-2-style one
+      const std::string what = std::string(name) + (fa2 ? " fa2" : " wmma");
+      gpu.set_prefill_attention_fa2(fa2);
+      KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
+      for (KvCache* c : {&cc, &gc}) {
+        c->add_sequence(0);
+        c->add_sequence(1);
+        ASSERT_TRUE(c->reserve(0, 164));
+        ASSERT_TRUE(c->reserve(1, 40));
+      }
+      const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(100, cfg.vocab_size, 1), true},
+                                         {1, cb::test::random_tokens(40, cfg.vocab_size, 2), true}};
+      EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), tolerance(st)) << what;
+      const std::vector<SeqInput> more = {
+          {0, cb::test::random_tokens(64, cfg.vocab_size, 3), true}};
+      EXPECT_LT(rel_err(gpu.forward(more, gc), cpu.forward(more, cc)), tolerance(st)) << what;
+    }
   }
 }
 

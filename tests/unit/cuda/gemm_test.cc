@@ -15,6 +15,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/gemv.h"
+#include "kernels/cuda/norm_gemv.h"
 #include "lib/core/dtype.h"
 #include "lib/device/cuda_runtime.h"
 #include "tests/unit/cuda/cuda_test_util.h"
@@ -102,6 +103,99 @@ TEST(CudaGemv, AppliesToFewRowsOfHalfPrecisionWithWholeVectors) {
   EXPECT_EQ(kc::gemv_blocks(32000), 32000u / kc::kGemvWarps);
   p.y = nullptr;  // the launcher refuses what the kernel cannot write, without a GPU too
   EXPECT_EQ(kc::launch_gemv_wt(p, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(CudaGemv, NormFusionAppliesWhereTheNormalizedRowsFitInSharedMemory) {
+  alignas(16) static const char buf[64] = {};
+  kc::NormGemvParams p;
+  p.x = buf;
+  p.norm_w = buf;
+  p.w = buf;
+  p.n = kc::kGemvMaxRows;
+  p.in = 4096;
+  p.out = 11008;
+  p.storage = kc::Storage::F16;
+  EXPECT_TRUE(kc::norm_gemv_applies(p));
+  EXPECT_EQ(kc::norm_gemv_smem_bytes(p), 4u * 4096 * 2);
+  auto with = [&](auto change) {
+    kc::NormGemvParams q = p;
+    change(q);
+    return kc::norm_gemv_applies(q);
+  };
+  EXPECT_TRUE(with([](kc::NormGemvParams& q) { q.w2 = buf; }));  // gate and up, SwiGLU
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.norm_w = nullptr; }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.w2 = buf + 8; }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.x = buf + 2; }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.n = kc::kGemvMaxRows + 1; }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.storage = kc::Storage::F32; }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.in = 4100; }));
+  // 4 rows of 16,384 fp16 elements fit in shared memory, 4 of 32,768 do not.
+  EXPECT_TRUE(with([](kc::NormGemvParams& q) { q.in = 16384; }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.in = 32768; }));
+  p.y = nullptr;  // the launcher refuses what the kernel cannot write, without a GPU too
+  EXPECT_EQ(kc::launch_norm_gemv(p, nullptr), cudaErrorInvalidValue);
+  alignas(16) static char out[64] = {};
+  p.y = out;
+  p.norm_eps = -1.0f;
+  EXPECT_EQ(kc::launch_norm_gemv(p, nullptr), cudaErrorInvalidValue);
+}
+
+// The decode MLP in one launch: RMSNorm(x) * g (rounded), then gate and up (each rounded),
+// then SwiGLU, against kernels/cpu's rmsnorm, matmul_wt and swiglu with the same roundings;
+// and the normalized QKV-style layer alone.
+TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 4096, 1000}, {2, 520, 37}, {4, 5120, 64}}) {
+      for (bool glu : {false, true}) {
+        const std::string what = std::to_string(n) + "x" + std::to_string(in) + "x" +
+                                 std::to_string(out) + " " + storage_name(st) +
+                                 (glu ? " norm+swiglu" : " norm");
+        std::vector<float> x(static_cast<size_t>(n * in)), g(static_cast<size_t>(in));
+        std::vector<float> w(static_cast<size_t>(out * in)), w2(w.size());
+        for (float& v : x) v = round_to(st, 3.0f * u(rng));
+        for (float& v : g) v = round_to(st, 1.0f + 0.5f * u(rng));
+        for (float& v : w) v = round_to(st, u(rng) / 16);
+        for (float& v : w2) v = round_to(st, u(rng) / 16);
+        std::vector<float> h(x.size()), a(static_cast<size_t>(n * out)), b(a.size()), want;
+        cb::kernels::cpu::rmsnorm(x.data(), g.data(), h.data(), n, in, 1e-5f);
+        for (float& v : h) v = round_to(st, v);
+        cb::kernels::cpu::matmul_wt(h.data(), w.data(), a.data(), n, in, out);
+        for (float& v : a) v = round_to(st, v);
+        want = a;
+        if (glu) {
+          cb::kernels::cpu::matmul_wt(h.data(), w2.data(), b.data(), n, in, out);
+          for (float& v : b) v = round_to(st, v);
+          cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), n * out);
+        }
+        DeviceTensor dx(st, x), dg(st, g), dw(st, w), dw2(st, w2), dy(st, want.size());
+        dy.poison();
+        kc::NormGemvParams p;
+        p.x = dx.get();
+        p.norm_w = dg.get();
+        p.w = dw.get();
+        p.w2 = glu ? dw2.get() : nullptr;
+        p.y = dy.get();
+        p.n = n;
+        p.in = in;
+        p.out = out;
+        p.storage = st;
+        ASSERT_EQ(kc::launch_norm_gemv(p, nullptr), cudaSuccess) << what;
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+        const std::vector<float> got = dy.download();
+        // One rounding of the result, and the rare element of h or of a product rounded the
+        // other way by a different summation order (a unit of the storage type).
+        const float tol = st == kc::Storage::F16 ? 4e-3f : 3e-2f;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_LE(std::fabs(got[i] - want[i]), tol * (std::fabs(want[i]) + 0.1f))
+              << what << " at " << i << ": got " << got[i] << " want " << want[i];
+        }
+      }
+    }
+  }
 }
 
 TEST(CudaKernels, GemmMatchesMatmulWt) {

@@ -1,14 +1,15 @@
 // Kernels' own sources run on the host by tests/unit/cuda/simt_emulator.h and compared with
 // kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh), the KV restore, capture,
 // append and gather kernels (kv_restore_kernel.cuh), the CUDA-core paged attention kernel
-// with its split combiner (attention_kernel.cuh), the decode GEMV (gemv_kernel.cuh), RMSNorm
-// and LayerNorm (norm_kernel.cuh), SwiGLU, GELU and the residual add (activation_kernel.cuh),
-// the embedding gather (embedding_kernel.cuh) and the preset generator (preset_fill_kernel.cuh,
-// bit for bit against lib/model), in the storage types each takes, launched with the
-// launchers' own geometry. This checks their indexing (chunks, partial tiles, strided rows,
-// paged blocks, splits), what they write and what they leave alone. The math library is the
-// host's, so the GPU parity tests, which run where a GPU is present, remain the check of the
-// device's arithmetic.
+// with its split combiner (attention_kernel.cuh), the FlashAttention-2-style tensor-core
+// attention kernel (attention_fa2_kernel.cuh; the wmma one is not emulated), the decode GEMV
+// (gemv_kernel.cuh) and its fusion with RMSNorm and SwiGLU (norm_gemv_kernel.cuh), RMSNorm and
+// LayerNorm (norm_kernel.cuh), SwiGLU, GELU and the residual add (activation_kernel.cuh), the
+// embedding gather (embedding_kernel.cuh) and the preset generator (preset_fill_kernel.cuh, bit for
+// bit against lib/model), in the storage types each takes, launched with the launchers' own
+// geometry. This checks their indexing (chunks, partial tiles, strided rows, paged blocks, splits),
+// what they write and what they leave alone. The math library is the host's, so the GPU parity
+// tests, which run where a GPU is present, remain the check of the device's arithmetic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/kv_restore.h"
+#include "kernels/cuda/norm_gemv.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/storage.h"
 #include "lib/model/model_source.h"
@@ -35,10 +37,12 @@
 #include "tests/unit/cuda/simt_emulator.h"
 //
 #include "kernels/cuda/activation_kernel.cuh"
+#include "kernels/cuda/attention_fa2_kernel.cuh"
 #include "kernels/cuda/attention_kernel.cuh"
 #include "kernels/cuda/embedding_kernel.cuh"
 #include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/kv_restore_kernel.cuh"
+#include "kernels/cuda/norm_gemv_kernel.cuh"
 #include "kernels/cuda/norm_kernel.cuh"
 #include "kernels/cuda/preset_fill_kernel.cuh"
 #include "kernels/cuda/rope_kernel.cuh"
@@ -286,111 +290,150 @@ TEST(CudaKernelsEmulated, KvRestoreCaptureAppendGatherSourcesMatchTheHostReferen
   }
 }
 
-// The CUDA-core attention kernel (tiles of 16 rows, keys in 32-slot tiles, splits combined by
-// a second kernel) for sequences {n_ctx, n_new} in one launch, against kernels/cpu.
-template <typename T, int HD>
-void check_attention(int64_t head_dim, int64_t nh, int64_t nkv, int64_t bs, int64_t window,
-                     int64_t splits, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
-  constexpr Storage st = storage_of<T>();
-  const std::string what = std::string(cb::cuda_test::storage_name(st)) + " hd " +
-                           std::to_string(head_dim) + (HD == 0 ? " (run-time)" : "") + " heads " +
-                           std::to_string(nh) + "/" + std::to_string(nkv) + " block " +
-                           std::to_string(bs) + " window " + std::to_string(window) + " splits " +
-                           std::to_string(splits);
-  std::mt19937 rng(static_cast<uint32_t>(head_dim * 7 + nh + bs * 3 + window + splits * 11));
+// Attention inputs in fp32 (rounded to the storage type) and kernels/cpu's output for
+// sequences {n_ctx, n_new} in one launch: each sequence's blocks a random subset of one shared
+// pool, q's rows inside fused QKV rows (q_stride apart), as the model has them.
+struct AttentionCase {
+  Storage st = Storage::F32;
+  int64_t head_dim = 0, nh = 0, nkv = 0, bs = 0, window = 0, stride = 1, rows = 0, q_stride = 0;
+  float scale = 1.0f;
+  std::string what;
+  std::vector<float> q_rows, k, v, want;
+  std::vector<int32_t> q_pos, q_seq, flat, n_ctx;
+};
+
+AttentionCase make_attention_case(Storage st, int64_t head_dim, int64_t nh, int64_t nkv, int64_t bs,
+                                  int64_t window,
+                                  const std::vector<std::pair<int64_t, int64_t>>& seqs,
+                                  uint32_t seed, const std::string& what) {
+  AttentionCase c;
+  c.st = st;
+  c.head_dim = head_dim;
+  c.nh = nh;
+  c.nkv = nkv;
+  c.bs = bs;
+  c.window = window;
+  c.what = what + " " + cb::cuda_test::storage_name(st) + " hd " + std::to_string(head_dim) +
+           " heads " + std::to_string(nh) + "/" + std::to_string(nkv) + " block " +
+           std::to_string(bs) + " window " + std::to_string(window);
+  std::mt19937 rng(seed);
   int64_t blocks = 0;
   for (const auto& s : seqs) blocks += (s.first + bs - 1) / bs;
   std::vector<int32_t> perm(static_cast<size_t>(blocks + 2));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
-  int64_t stride = 1, used = 0;
+  int64_t used = 0;
   std::vector<std::vector<int32_t>> tables;
   for (const auto& s : seqs) {
     const int64_t nb = (s.first + bs - 1) / bs;
     tables.emplace_back(perm.begin() + used, perm.begin() + used + nb);
     used += nb;
-    stride = std::max(stride, nb);
+    c.stride = std::max(c.stride, nb);
   }
   std::uniform_real_distribution<float> u(-1.5f, 1.5f);
-  std::vector<float> k(perm.size() * static_cast<size_t>(bs * nkv * head_dim)), v(k.size());
-  for (float& x : k) x = round_to(st, u(rng));
-  for (float& x : v) x = round_to(st, u(rng));
-  std::vector<int32_t> q_pos, q_seq, flat(seqs.size() * static_cast<size_t>(stride), 0), n_ctx;
+  c.k.resize(perm.size() * static_cast<size_t>(bs * nkv * head_dim));
+  c.v.resize(c.k.size());
+  for (float& x : c.k) x = round_to(st, u(rng));
+  for (float& x : c.v) x = round_to(st, u(rng));
+  c.flat.assign(seqs.size() * static_cast<size_t>(c.stride), 0);
   for (size_t s = 0; s < seqs.size(); ++s) {
     for (int64_t t = 0; t < seqs[s].second; ++t) {
-      q_pos.push_back(static_cast<int32_t>(seqs[s].first - seqs[s].second + t));
-      q_seq.push_back(static_cast<int32_t>(s));
+      c.q_pos.push_back(static_cast<int32_t>(seqs[s].first - seqs[s].second + t));
+      c.q_seq.push_back(static_cast<int32_t>(s));
     }
-    std::copy(tables[s].begin(), tables[s].end(), flat.begin() + static_cast<int64_t>(s) * stride);
-    n_ctx.push_back(static_cast<int32_t>(seqs[s].first));
+    std::copy(tables[s].begin(), tables[s].end(),
+              c.flat.begin() + static_cast<int64_t>(s) * c.stride);
+    c.n_ctx.push_back(static_cast<int32_t>(seqs[s].first));
   }
-  const int64_t rows = static_cast<int64_t>(q_pos.size()), q_stride = (nh + 2 * nkv) * head_dim;
-  std::vector<float> q_rows(static_cast<size_t>(rows * q_stride)),
-      q(static_cast<size_t>(rows * nh * head_dim));
-  for (float& x : q_rows) x = round_to(st, u(rng));
-  for (int64_t r = 0; r < rows; ++r) {
-    std::copy(q_rows.begin() + r * q_stride, q_rows.begin() + r * q_stride + nh * head_dim,
+  c.rows = static_cast<int64_t>(c.q_pos.size());
+  c.q_stride = (nh + 2 * nkv) * head_dim;
+  c.q_rows.resize(static_cast<size_t>(c.rows * c.q_stride));
+  std::vector<float> q(static_cast<size_t>(c.rows * nh * head_dim));
+  for (float& x : c.q_rows) x = round_to(st, u(rng));
+  for (int64_t r = 0; r < c.rows; ++r) {
+    std::copy(c.q_rows.begin() + r * c.q_stride, c.q_rows.begin() + r * c.q_stride + nh * head_dim,
               q.begin() + r * nh * head_dim);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<float> want(q.size());
+  c.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  c.want.resize(q.size());
   int64_t row = 0;
   for (size_t s = 0; s < seqs.size(); ++s) {
     cb::kernels::cpu::PagedAttention a;
     a.q = q.data() + row * nh * head_dim;
-    a.out = want.data() + row * nh * head_dim;
-    a.q_pos = q_pos.data() + row;
+    a.out = c.want.data() + row * nh * head_dim;
+    a.q_pos = c.q_pos.data() + row;
     a.n_q = seqs[s].second;
     a.n_heads = nh;
     a.n_kv_heads = nkv;
     a.head_dim = head_dim;
-    a.k_pool = k.data();
-    a.v_pool = v.data();
+    a.k_pool = c.k.data();
+    a.v_pool = c.v.data();
     a.block_table = tables[s].data();
     a.block_size = bs;
     a.n_ctx = seqs[s].first;
     a.window = window;
-    a.scale = scale;
+    a.scale = c.scale;
     cb::kernels::cpu::paged_attention(a);
     row += seqs[s].second;
   }
-  std::vector<T> dq = to_storage<T>(q_rows), dk = to_storage<T>(k), dv = to_storage<T>(v);
-  std::vector<T> dout(q.size(), nan_value<T>());
-  const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq, kc::kAttentionTileRows);
-  const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
-  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(
-                            kc::attention_workspace_floats(rows, nh, head_dim, splits), 1)),
-                        std::nanf(""));
-  namespace ad = kc::attention_detail;
-  cb::simt::Emulator::get().launch(
-      {static_cast<unsigned>(n_tiles), static_cast<unsigned>(nh), static_cast<unsigned>(splits)},
-      {ad::kThreads, 1, 1}, 0, [&] {
-        ad::paged_attention_kernel<T, HD>(
-            dq.data(), q_stride, dout.data(), q_pos.data(), q_seq.data(), nh, nkv,
-            static_cast<int>(head_dim), dk.data(), dv.data(), flat.data(), stride, n_ctx.data(), bs,
-            window, scale, tiles.data(), splits, splits > 1 ? ws.data() : nullptr);
-      });
-  if (splits > 1) {
-    cb::simt::Emulator::get().launch(
-        {static_cast<unsigned>(rows), static_cast<unsigned>(nh), 1}, {32, 1, 1}, 0,
-        [&] { ad::combine_splits_kernel<T>(ws.data(), dout.data(), nh, head_dim, splits); });
-  }
-  const float tol = rel_tol(st);
+  return c;
+}
+
+// Each output row within rel_tol of its row's largest reference value; NaN (never written)
+// fails. Reports the first 5 misses.
+template <typename T>
+void expect_attention_output(const AttentionCase& c, const std::vector<T>& out) {
+  const float tol = rel_tol(c.st);
+  const int64_t hd = c.head_dim;
   int bad = 0;
-  for (int64_t r = 0; r < rows && bad < 5; ++r) {
-    for (int64_t h = 0; h < nh; ++h) {
-      const float* w = want.data() + (r * nh + h) * head_dim;
+  for (int64_t r = 0; r < c.rows && bad < 5; ++r) {
+    for (int64_t h = 0; h < c.nh; ++h) {
+      const float* w = c.want.data() + (r * c.nh + h) * hd;
       float mag = 0;
-      for (int64_t d = 0; d < head_dim; ++d) mag = std::max(mag, std::fabs(w[d]));
-      for (int64_t d = 0; d < head_dim; ++d) {
-        const float g = as_float(dout[static_cast<size_t>((r * nh + h) * head_dim + d)]);
+      for (int64_t d = 0; d < hd; ++d) mag = std::max(mag, std::fabs(w[d]));
+      for (int64_t d = 0; d < hd; ++d) {
+        const float g = as_float(out[static_cast<size_t>((r * c.nh + h) * hd + d)]);
         if (!(std::fabs(g - w[d]) <= tol * (mag + 1e-3f)) && bad++ < 5) {
-          ADD_FAILURE() << what << ": row " << r << " (pos " << q_pos[static_cast<size_t>(r)]
+          ADD_FAILURE() << c.what << ": row " << r << " (pos " << c.q_pos[static_cast<size_t>(r)]
                         << ") head " << h << " dim " << d << ": got " << g << " want " << w[d];
         }
       }
     }
   }
+}
+
+// The CUDA-core attention kernel (tiles of 16 rows, keys in 32-slot tiles, splits combined by
+// a second kernel), against kernels/cpu.
+template <typename T, int HD>
+void check_attention(int64_t head_dim, int64_t nh, int64_t nkv, int64_t bs, int64_t window,
+                     int64_t splits, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
+  const AttentionCase c = make_attention_case(
+      storage_of<T>(), head_dim, nh, nkv, bs, window, seqs,
+      static_cast<uint32_t>(head_dim * 7 + nh + bs * 3 + window + splits * 11),
+      std::string(HD == 0 ? "run-time head size" : "") + " splits " + std::to_string(splits));
+  std::vector<T> dq = to_storage<T>(c.q_rows), dk = to_storage<T>(c.k), dv = to_storage<T>(c.v);
+  std::vector<T> dout(c.want.size(), nan_value<T>());
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(c.q_seq, kc::kAttentionTileRows);
+  const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
+  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(
+                            kc::attention_workspace_floats(c.rows, nh, head_dim, splits), 1)),
+                        std::nanf(""));
+  namespace ad = kc::attention_detail;
+  cb::simt::Emulator::get().launch(
+      {static_cast<unsigned>(n_tiles), static_cast<unsigned>(nh), static_cast<unsigned>(splits)},
+      {ad::kThreads, 1, 1}, 0, [&] {
+        ad::paged_attention_kernel<T, HD>(dq.data(), c.q_stride, dout.data(), c.q_pos.data(),
+                                          c.q_seq.data(), nh, nkv, static_cast<int>(head_dim),
+                                          dk.data(), dv.data(), c.flat.data(), c.stride,
+                                          c.n_ctx.data(), bs, window, c.scale, tiles.data(), splits,
+                                          splits > 1 ? ws.data() : nullptr);
+      });
+  if (splits > 1) {
+    cb::simt::Emulator::get().launch(
+        {static_cast<unsigned>(c.rows), static_cast<unsigned>(nh), 1}, {32, 1, 1}, 0,
+        [&] { ad::combine_splits_kernel<T>(ws.data(), dout.data(), nh, head_dim, splits); });
+  }
+  expect_attention_output(c, dout);
 }
 
 // Prefill after a paged prefix beside a fresh sequence (16-row tiles, partial ones), and decode
@@ -407,6 +450,40 @@ TEST(CudaKernelsEmulated, CudaCoreAttentionSourceMatchesTheCpuReference) {
   check_attention<__half, 128>(128, 2, 2, 1, 0, 5, decode);
   check_attention<__nv_bfloat16, 64>(64, 4, 1, 16, 37, 3, decode);
   check_attention<__half, 0>(80, 2, 1, 16, 37, 5, decode);
+}
+
+// The FlashAttention-2-style tensor-core kernel (attention_fa2_kernel.cuh: 64-row tiles, keys in
+// two 64-slot cp.async buffers, mma.sync and ldmatrix.trans emulated from the PTX fragment
+// layouts) against kernels/cpu.
+template <typename T, int HD>
+void check_fa2(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
+               const std::vector<std::pair<int64_t, int64_t>>& seqs, uint32_t seed) {
+  const AttentionCase c =
+      make_attention_case(storage_of<T>(), HD, nh, nkv, bs, window, seqs, seed, "fa2");
+  std::vector<T> dq = to_storage<T>(c.q_rows), dk = to_storage<T>(c.k), dv = to_storage<T>(c.v);
+  std::vector<T> dout(c.want.size(), nan_value<T>());
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(c.q_seq, kc::kAttentionMmaTileRows);
+  namespace fd = kc::fa2_detail;
+  cb::simt::Emulator::get().launch(
+      {static_cast<unsigned>(tiles.size() / 2), static_cast<unsigned>(nh), 1},
+      {fd::kFa2Threads, 1, 1}, fd::Fa2Smem<HD>::bytes, [&] {
+        fd::paged_attention_fa2_kernel<T, HD>(
+            dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv, dk.data(),
+            dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale, tiles.data());
+      });
+  expect_attention_output(c, dout);
+}
+
+// Prefill after a paged prefix (two 64-row tiles, the second partial, keys in several 64-slot
+// tiles) beside a fresh sequence shorter than a tile, in one launch; GQA and MQA, head sizes
+// 64 and 128, block sizes 1 and 16, with and without a sliding window, fp16 and bf16.
+TEST(CudaKernelsEmulated, Fa2AttentionSourceMatchesTheCpuReference) {
+  const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
+  check_fa2<__half, 64>(4, 2, 16, 0, seqs, 1);
+  check_fa2<__half, 64>(2, 1, 1, 37, seqs, 2);
+  check_fa2<__nv_bfloat16, 64>(2, 2, 16, 0, seqs, 3);
+  check_fa2<__half, 128>(2, 1, 16, 0, seqs, 4);
+  check_fa2<__nv_bfloat16, 128>(2, 2, 1, 37, seqs, 5);
 }
 
 // The decode GEMV for NB rows of x: y = x . w^T (or y += x . w^T) against matmul_wt.
@@ -455,6 +532,71 @@ TEST(CudaKernelsEmulated, GemvSourceMatchesMatmulWt) {
   check_gemv<__nv_bfloat16, 3>(1032, 20, false);
   check_gemv<__nv_bfloat16, 4>(8, 5, true);
   check_gemv<__half, 4>(520, 16, false);
+}
+
+// The fused RMSNorm + GEMV (+ SwiGLU) kernel for NB rows, against kernels/cpu with the same
+// roundings: RMSNorm(x) * g rounded, products rounded, then SwiGLU (with GLU).
+template <typename T, int NB, bool GLU>
+void check_norm_gemv(int64_t in, int64_t out) {
+  constexpr Storage st = storage_of<T>();
+  const std::string what = std::to_string(NB) + "x" + std::to_string(in) + "x" +
+                           std::to_string(out) + " " + cb::cuda_test::storage_name(st) +
+                           (GLU ? " norm+swiglu" : " norm");
+  std::mt19937 rng(static_cast<uint32_t>(in * 5 + out + NB + (GLU ? 100 : 0)));
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(static_cast<size_t>(NB * in)), g(static_cast<size_t>(in));
+  std::vector<float> w(static_cast<size_t>(out * in)), w2(w.size());
+  for (float& v : x) v = round_to(st, 3.0f * u(rng));
+  for (float& v : g) v = round_to(st, 1.0f + 0.5f * u(rng));
+  for (float& v : w) v = round_to(st, u(rng) / 16);
+  for (float& v : w2) v = round_to(st, u(rng) / 16);
+  std::vector<float> h(x.size()), a(static_cast<size_t>(NB * out)), b(a.size());
+  cb::kernels::cpu::rmsnorm(x.data(), g.data(), h.data(), NB, in, 1e-5f);
+  for (float& v : h) v = round_to(st, v);
+  cb::kernels::cpu::matmul_wt(h.data(), w.data(), a.data(), NB, in, out);
+  for (float& v : a) v = round_to(st, v);
+  std::vector<float> want = a;
+  if (GLU) {
+    cb::kernels::cpu::matmul_wt(h.data(), w2.data(), b.data(), NB, in, out);
+    for (float& v : b) v = round_to(st, v);
+    cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), NB * out);
+  }
+  // 16-byte aligned copies, as the kernel's vector loads need.
+  const auto aligned = [](const std::vector<float>& v) {
+    const std::vector<T> t = to_storage<T>(v);
+    std::vector<uint4> r(t.size() / 8 + 1);
+    std::memcpy(static_cast<void*>(r.data()), t.data(), t.size() * sizeof(T));
+    return r;
+  };
+  const std::vector<uint4> dx = aligned(x), dg = aligned(g), dw = aligned(w), dw2 = aligned(w2);
+  std::vector<T> y(want.size(), nan_value<T>());
+  const auto ptr = [](const std::vector<uint4>& v) { return reinterpret_cast<const T*>(v.data()); };
+  const kc::norm_gemv_detail::NormGemvArgs<T> args{
+      ptr(dx), ptr(dg), 1e-5f, ptr(dw), GLU ? ptr(dw2) : nullptr, y.data(), in, out};
+  kc::NormGemvParams p;
+  p.n = NB;
+  p.in = in;
+  p.storage = st;
+  cb::simt::Emulator::get().launch(
+      {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, kc::norm_gemv_smem_bytes(p),
+      [&] { kc::norm_gemv_detail::norm_gemv_kernel<T, NB, GLU>(args); });
+  // As the GPU test: one rounding of the result, and the rare element of h or of a product
+  // rounded the other way by a different summation order.
+  const float tol = st == Storage::F16 ? 4e-3f : 3e-2f;
+  for (size_t i = 0; i < y.size(); ++i) {
+    ASSERT_LE(std::fabs(as_float(y[i]) - want[i]), tol * (std::fabs(want[i]) + 0.1f))
+        << what << " at " << i << ": got " << as_float(y[i]) << " want " << want[i];
+  }
+}
+
+// Rows shorter than a warp's 32 vectors (136), with a remainder after the 4-way unroll (1032,
+// 520), output counts not a multiple of the 8 warps a block, 1-4 rows of x.
+TEST(CudaKernelsEmulated, NormGemvSourceMatchesTheCpuReference) {
+  check_norm_gemv<__half, 1, false>(1032, 13);
+  check_norm_gemv<__nv_bfloat16, 2, false>(136, 8);
+  check_norm_gemv<__half, 3, true>(520, 17);
+  check_norm_gemv<__nv_bfloat16, 1, true>(1032, 7);
+  check_norm_gemv<__half, 4, true>(264, 9);
 }
 
 std::vector<float> uniform(size_t n, uint32_t seed, float lo, float hi, Storage st) {
