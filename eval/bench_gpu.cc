@@ -178,11 +178,14 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   model::CudaModel m(c, model::PresetWeights{o.seed}, {st, o.device});
   json prefill = json::array();
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
-  const int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int64_t bs = 16;
-  const int64_t decode_per_seq = o.decode_context + 3 * o.decode_steps * (o.reps + 1);
-  const int64_t blocks = std::max((o.prefix + max_prompt) / bs + 1,
-                                  std::max<int64_t>(max_batch, 1) * (decode_per_seq / bs + 1));
+  // Slots a decoding sequence needs: its history plus o.decode_steps * (o.reps + 1) tokens per
+  // timed variant (at batch 1-4 also cuBLAS and the fused GEMVs; one variant above that).
+  const auto decode_per_seq = [&](int64_t b) {
+    return o.decode_context + (b <= kc::kGemvMaxRows ? 3 : 1) * o.decode_steps * (o.reps + 1);
+  };
+  int64_t blocks = (o.prefix + max_prompt) / bs + 1;
+  for (int64_t b : o.batches) blocks = std::max(blocks, b * (decode_per_seq(b) / bs + 1));
   kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
   kvc.host_pools = false;
   kv::KvCache cache(kvc);
@@ -276,7 +279,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
     for (int64_t i = 0; i < b; ++i) {
       const kv::SeqId id = static_cast<kv::SeqId>(100 + i);
       cache.add_sequence(id);
-      if (!cache.reserve(id, o.decode_context + 3 * o.decode_steps * (o.reps + 1))) {
+      if (!cache.reserve(id, decode_per_seq(b))) {
         throw Error("bench gpu: KV pool too small for decoding");
       }
       m.forward(
