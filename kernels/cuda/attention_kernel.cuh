@@ -1,9 +1,10 @@
 #pragma once
 // The CUDA-core paged attention kernel and the split combiner (see attention.h; launched by
 // attention.cu), in a header so that tests/unit/cuda/kernels_emulated_test.cc runs their
-// source on the host (CB_SIMT_EMULATION swaps the 16-byte vector load for element loads).
+// source on the host.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_math.cuh"
@@ -41,21 +42,18 @@ using detail::attention_key_range;
 
 // kVec consecutive elements (16 bytes, 16-byte aligned) of a pool, as floats: one load
 // instruction instead of kVec.
-#ifdef CB_SIMT_EMULATION
-template <typename T, int kVec>
-inline void load16(const T* src, float (&dst)[kVec]) {  // the host: element by element
-  for (int e = 0; e < kVec; ++e) dst[e] = to_f(src[e]);
-}
-#else
+// kVec elements as one 16-byte load, copied into an array of T (memcpy, which nvcc turns into
+// register moves; writing the vector through a uint4 pointer into a T array is undefined
+// behaviour, which g++ -O2 miscompiles in the host emulation).
 template <typename T, int kVec>
 __device__ __forceinline__ void load16(const T* __restrict__ src, float (&dst)[kVec]) {
   static_assert(kVec * sizeof(T) == 16, "16 bytes");
-  alignas(16) T tmp[kVec];
-  *reinterpret_cast<uint4*>(tmp) = __ldg(reinterpret_cast<const uint4*>(src));
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+  T tmp[kVec];
+  memcpy(static_cast<void*>(tmp), &v, 16);
 #pragma unroll
   for (int e = 0; e < kVec; ++e) dst[e] = to_f(tmp[e]);
 }
-#endif  // CB_SIMT_EMULATION
 
 // One key tile for the first NR rows of a warp (row i of the warp is tile row warp + 4 i):
 // scores (each ks[lane][d] read once for all rows), the online-softmax update, and P.V (each V

@@ -1,7 +1,7 @@
 #pragma once
 // The decode GEMV kernel (see gemv.h; launched by gemv.cu), in a header so that
 // tests/unit/cuda/kernels_emulated_test.cc runs its source on the host (CB_SIMT_EMULATION
-// swaps the inline PTX load and the vector reinterpretation for plain copies).
+// swaps the inline PTX load for a plain one).
 #include <cstring>
 
 #include "kernels/cuda/device_math.cuh"
@@ -29,36 +29,27 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
 }
 #endif  // CB_SIMT_EMULATION
 
-#ifdef CB_SIMT_EMULATION
-// The host's dot8: the same products in the same order, with the 16-byte vectors copied into
-// arrays of T (g++ -O2 miscompiles reading a uint4 through a T pointer, which nvcc accepts).
-template <typename T, int NB>
-inline void dot8(const uint4& w4, const T* x, int64_t in, int64_t v, float (&acc)[NB]) {
-  T w[8];
-  std::memcpy(static_cast<void*>(w), &w4, 16);
-  for (int b = 0; b < NB; ++b) {
-    T xv[8];
-    std::memcpy(static_cast<void*>(xv), x + b * in + v * 8, 16);
-    for (int e = 0; e < 8; ++e) acc[b] = fmaf(to_f(w[e]), to_f(xv[e]), acc[b]);
-  }
-}
-#else
+// acc[b] += w4 . x[b][v * 8 .. v * 8 + 8) for every row b of x (rows `in` apart). The 16-byte
+// vectors are copied into arrays of T (memcpy, which nvcc turns into register moves: the
+// same PTX instructions as reading them through a T pointer, which is undefined behaviour
+// and which g++ -O2 indeed miscompiles in the host emulation).
 template <typename T, int NB>
 __device__ __forceinline__ void dot8(const uint4& w4, const T* __restrict__ x, int64_t in,
                                      int64_t v, float (&acc)[NB]) {
-  const T* w = reinterpret_cast<const T*>(&w4);
+  T w[8];
+  memcpy(static_cast<void*>(w), &w4, 16);
   float wf[8];
 #pragma unroll
   for (int e = 0; e < 8; ++e) wf[e] = to_f(w[e]);
 #pragma unroll
   for (int b = 0; b < NB; ++b) {
     const uint4 x4 = __ldg(reinterpret_cast<const uint4*>(x + b * in) + v);
-    const T* xv = reinterpret_cast<const T*>(&x4);
+    T xv[8];
+    memcpy(static_cast<void*>(xv), &x4, 16);
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[b] = fmaf(wf[e], to_f(xv[e]), acc[b]);
   }
 }
-#endif  // CB_SIMT_EMULATION
 
 // grid gemv_blocks(out), kGemvWarps * 32 threads: warp w of block b computes output row
 // b * kGemvWarps + w for all NB rows of x.
