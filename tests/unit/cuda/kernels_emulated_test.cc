@@ -1,15 +1,16 @@
 // Kernels' own sources run on the host by tests/unit/cuda/simt_emulator.h and compared with
 // kernels/cpu, without a GPU: RoPE (kernels/cuda/rope_kernel.cuh), the KV restore, capture,
 // append and gather kernels (kv_restore_kernel.cuh), the CUDA-core paged attention kernel
-// with its split combiner (attention_kernel.cuh), the FlashAttention-2-style tensor-core
-// attention kernel (attention_fa2_kernel.cuh; the wmma one is not emulated), the decode GEMV
-// (gemv_kernel.cuh) and its fusion with RMSNorm and SwiGLU (norm_gemv_kernel.cuh), RMSNorm and
-// LayerNorm (norm_kernel.cuh), SwiGLU, GELU and the residual add (activation_kernel.cuh), the
-// embedding gather (embedding_kernel.cuh) and the preset generator (preset_fill_kernel.cuh, bit for
-// bit against lib/model), in the storage types each takes, launched with the launchers' own
-// geometry. This checks their indexing (chunks, partial tiles, strided rows, paged blocks, splits),
-// what they write and what they leave alone. The math library is the host's, so the GPU parity
-// tests, which run where a GPU is present, remain the check of the device's arithmetic.
+// with its split combiner (attention_kernel.cuh), the tensor-core attention kernels, wmma
+// (attention_mma_kernel.cuh) and FlashAttention-2-style (attention_fa2_kernel.cuh), the decode
+// GEMV (gemv_kernel.cuh) and its fusion with RMSNorm and SwiGLU (norm_gemv_kernel.cuh), RMSNorm
+// and LayerNorm (norm_kernel.cuh), SwiGLU, GELU and the residual add (activation_kernel.cuh),
+// the embedding gather (embedding_kernel.cuh) and the preset generator (preset_fill_kernel.cuh,
+// bit for bit against lib/model), in the storage types each takes, launched with the
+// launchers' own geometry. This checks their indexing (chunks, partial tiles, strided rows,
+// paged blocks, splits), what they write and what they leave alone. The math library is the
+// host's, so the GPU parity tests, which run where a GPU is present, remain the check of the
+// device's arithmetic.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -39,6 +40,7 @@
 #include "kernels/cuda/activation_kernel.cuh"
 #include "kernels/cuda/attention_fa2_kernel.cuh"
 #include "kernels/cuda/attention_kernel.cuh"
+#include "kernels/cuda/attention_mma_kernel.cuh"
 #include "kernels/cuda/embedding_kernel.cuh"
 #include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/kv_restore_kernel.cuh"
@@ -450,6 +452,39 @@ TEST(CudaKernelsEmulated, CudaCoreAttentionSourceMatchesTheCpuReference) {
   check_attention<__half, 128>(128, 2, 2, 1, 0, 5, decode);
   check_attention<__nv_bfloat16, 64>(64, 4, 1, 16, 37, 3, decode);
   check_attention<__half, 0>(80, 2, 1, 16, 37, 5, decode);
+}
+
+// The wmma tensor-core kernel (attention_mma_kernel.cuh: 64-row tiles, keys in 32-slot tiles,
+// wmma emulated with the whole tile in every lane) against kernels/cpu.
+template <typename T, int HD>
+void check_mma(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
+               const std::vector<std::pair<int64_t, int64_t>>& seqs, uint32_t seed) {
+  const AttentionCase c =
+      make_attention_case(storage_of<T>(), HD, nh, nkv, bs, window, seqs, seed, "wmma");
+  std::vector<T> dq = to_storage<T>(c.q_rows), dk = to_storage<T>(c.k), dv = to_storage<T>(c.v);
+  std::vector<T> dout(c.want.size(), nan_value<T>());
+  const std::vector<int32_t> tiles = kc::plan_attention_tiles(c.q_seq, kc::kAttentionMmaTileRows);
+  namespace md = kc::mma_detail;
+  cb::simt::Emulator::get().launch(
+      {static_cast<unsigned>(tiles.size() / 2), static_cast<unsigned>(nh), 1},
+      {md::kMmaThreads, 1, 1}, md::MmaSmem<HD>::bytes, [&] {
+        md::paged_attention_mma_kernel<T, HD>(
+            dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv, dk.data(),
+            dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale, tiles.data());
+      });
+  expect_attention_output(c, dout);
+}
+
+// As the FlashAttention-2-style kernel's test below: two 64-row tiles after a paged prefix, the
+// second partial, beside a fresh sequence shorter than a tile; GQA and MQA, head sizes 64 and
+// 128, block sizes 1 and 16, windows, fp16 and bf16.
+TEST(CudaKernelsEmulated, WmmaAttentionSourceMatchesTheCpuReference) {
+  const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
+  check_mma<__half, 64>(4, 2, 16, 0, seqs, 11);
+  check_mma<__half, 64>(2, 1, 1, 37, seqs, 12);
+  check_mma<__nv_bfloat16, 64>(2, 2, 16, 0, seqs, 13);
+  check_mma<__half, 128>(2, 1, 16, 0, seqs, 14);
+  check_mma<__nv_bfloat16, 128>(2, 2, 1, 37, seqs, 15);
 }
 
 // The FlashAttention-2-style tensor-core kernel (attention_fa2_kernel.cuh: 64-row tiles, keys in

@@ -282,6 +282,77 @@ inline float __fsub_rn(float a, float b) {
   volatile float r = a - b;
   return r;
 }
+// nvcuda::wmma for 16x16x16 tiles of fp16/bf16 with fp32 accumulators, as a kernel that only
+// fills, loads, multiplies and stores fragments sees it (the fragments' element layout is
+// unspecified, so such a kernel cannot depend on it): every lane holds the whole tile. Loads
+// are warp-collective, between two warp barriers; a store starts at one. A lane stores only the
+// elements e with e % 32 == its lane, so a kernel that reads the stored tile without a __syncwarp
+// first reads the poison other lanes have not yet replaced.
+namespace nvcuda::wmma {
+struct matrix_a {};
+struct matrix_b {};
+struct accumulator {};
+struct row_major {};
+struct col_major {};
+enum layout_t { mem_row_major, mem_col_major };
+
+template <typename Use, int M, int N, int K, typename T, typename Layout = void>
+struct fragment {
+  static_assert(M == 16 && N == 16 && K == 16, "16x16x16 tiles");
+  float x[16 * 16];  // [row][col] of the tile (A: M x K, B: K x N, accumulator: M x N)
+};
+
+template <typename Use, typename T, typename Layout>
+void fill_fragment(fragment<Use, 16, 16, 16, T, Layout>& f, float v) {
+  for (float& e : f.x) e = v;
+}
+
+template <typename Use, typename T, typename Layout, typename P>
+void load_matrix_sync(fragment<Use, 16, 16, 16, T, Layout>& f, const P* p, unsigned ld) {
+  static_assert(std::is_same<P, T>::value, "operands load from their own type");
+  ::cb::simt::Emulator& e = ::cb::simt::Emulator::get();
+  e.sync_warp();
+  for (int r = 0; r < 16; ++r) {
+    for (int c = 0; c < 16; ++c) {
+      const P& v = std::is_same<Layout, row_major>::value ? p[r * ld + c] : p[c * ld + r];
+      if constexpr (std::is_same<P, __half>::value) {
+        f.x[r * 16 + c] = __half2float(v);
+      } else {
+        f.x[r * 16 + c] = __bfloat162float(v);
+      }
+    }
+  }
+  e.sync_warp();
+}
+
+// d = a . b + c, each element's 16 products summed in fp32 in k order.
+template <typename T, typename LA, typename LB>
+void mma_sync(fragment<accumulator, 16, 16, 16, float>& d,
+              const fragment<matrix_a, 16, 16, 16, T, LA>& a,
+              const fragment<matrix_b, 16, 16, 16, T, LB>& b,
+              const fragment<accumulator, 16, 16, 16, float>& c) {
+  float out[16 * 16];
+  for (int i = 0; i < 16; ++i) {
+    for (int j = 0; j < 16; ++j) {
+      float acc = c.x[i * 16 + j];
+      for (int k = 0; k < 16; ++k) acc += a.x[i * 16 + k] * b.x[k * 16 + j];
+      out[i * 16 + j] = acc;
+    }
+  }
+  std::memcpy(d.x, out, sizeof out);
+}
+
+inline void store_matrix_sync(float* p, const fragment<accumulator, 16, 16, 16, float>& f,
+                              unsigned ld, layout_t layout) {
+  ::cb::simt::Emulator& e = ::cb::simt::Emulator::get();
+  e.sync_warp();
+  for (int i = e.lane(); i < 16 * 16; i += 32) {
+    const int r = i / 16, c = i % 16;
+    p[layout == mem_row_major ? r * ld + c : c * ld + r] = f.x[i];
+  }
+}
+}  // namespace nvcuda::wmma
+
 // CUDA's integer min and max of device code.
 inline int min(int a, int b) {
   return a < b ? a : b;
