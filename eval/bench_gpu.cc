@@ -38,17 +38,25 @@ kc::Storage storage_of(const std::string& s) {
   throw make_error("--gpu-storage", "'" + s + "' is not f32, f16 or bf16");
 }
 
+// Seconds of one run of `fn`, which starts on `s` and ends there (work on other streams it
+// starts must be joined back into `s`).
+template <typename Fn>
+double time_once(const device::Stream& s, Fn&& fn) {
+  device::Event a, b;
+  a.record(s);
+  fn();
+  b.record(s);
+  b.synchronize();
+  return device::Event::elapsed_ms(a, b) / 1e3;
+}
+
 // Median seconds of `fn` (enqueued on `s`) between two events, after one warm-up.
 template <typename Fn>
 double time_events(const device::Stream& s, int reps, Fn&& fn) {
-  device::Event a, b;
   std::vector<double> t;
   for (int r = 0; r <= reps; ++r) {
-    a.record(s);
-    fn();
-    b.record(s);
-    b.synchronize();
-    if (r > 0) t.push_back(device::Event::elapsed_ms(a, b) / 1e3);
+    const double x = time_once(s, fn);
+    if (r > 0) t.push_back(x);
   }
   return metrics::median(t);
 }
@@ -359,18 +367,6 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
           {"weight_bytes", m.weight_bytes()},
           {"prefill", prefill},
           {"decode", decode}};
-}
-
-// Seconds of one run of `fn`, which starts on `s` and ends there (work on other streams it
-// starts must be joined back into `s`).
-template <typename Fn>
-double time_once(const device::Stream& s, Fn&& fn) {
-  device::Event a, b;
-  a.record(s);
-  fn();
-  b.record(s);
-  b.synchronize();
-  return device::Event::elapsed_ms(a, b) / 1e3;
 }
 
 // KV restore from pinned host staging into paged blocks, and KV capture to pinned host, for

@@ -31,6 +31,7 @@ namespace fa2_detail {
 
 using detail::attention_key_range;
 using detail::paged_head_offset;
+using detail::tile_key_range;
 
 constexpr int kFa2Warps = 4;
 constexpr int kFa2Threads = kFa2Warps * 32;
@@ -152,15 +153,8 @@ __global__ void __launch_bounds__(kFa2Threads)
 
   // The tile's key range: the union of its rows' ranges (rows are consecutive positions of
   // one sequence in the engine, but any order is handled).
-  int64_t lo = INT64_MAX, hi = -1;
-  for (int r = 0; r < nrows; ++r) {
-    int64_t a, b;
-    attention_key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
-    if (a <= b) {
-      lo = a < lo ? a : lo;
-      hi = b > hi ? b : hi;
-    }
-  }
+  int64_t lo, hi;
+  tile_key_range(q_pos, row0, nrows, n_ctx, window, &lo, &hi);
 
   // Keys [base, base + kFa2Keys) into buffer `buf`: thread i copies vectors i, i + 128, ...
   // (slot i / kVec, vector i % kVec) of K and of V.

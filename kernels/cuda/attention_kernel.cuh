@@ -39,6 +39,7 @@ __device__ __forceinline__ int64_t imax(int64_t a, int64_t b) {
 }
 
 using detail::attention_key_range;
+using detail::tile_key_range;
 
 // kVec consecutive elements (16 bytes, 16-byte aligned) of a pool, as floats: one load
 // instruction instead of kVec.
@@ -144,15 +145,8 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
   // The tile's key range: the union of its rows' ranges.
-  int64_t lo = INT64_MAX, hi = -1;
-  for (int r = 0; r < nrows; ++r) {
-    int64_t a, b;
-    attention_key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
-    if (a <= b) {
-      lo = imin(lo, a);
-      hi = imax(hi, b);
-    }
-  }
+  int64_t lo, hi;
+  tile_key_range(q_pos, row0, nrows, n_ctx, window, &lo, &hi);
   // This split's share, in whole tiles of kKeys.
   if (hi >= lo) {
     const int64_t tiles_total = (hi - lo + kKeys) / kKeys;

@@ -30,6 +30,7 @@ namespace mma_detail {
 using detail::attention_key_range;
 using detail::from_f;
 using detail::paged_head_offset;
+using detail::tile_key_range;
 
 namespace wmma = nvcuda::wmma;
 
@@ -104,15 +105,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   // The tile's key range: the union of its rows' ranges (rows are consecutive positions of
   // one sequence in the engine, but any order is handled).
-  int64_t lo = INT64_MAX, hi = -1;
-  for (int r = 0; r < nrows; ++r) {
-    int64_t a, b;
-    attention_key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
-    if (a <= b) {
-      lo = a < lo ? a : lo;
-      hi = b > hi ? b : hi;
-    }
-  }
+  int64_t lo, hi;
+  tile_key_range(q_pos, row0, nrows, n_ctx, window, &lo, &hi);
   for (int i = threadIdx.x; i < kMmaRows * kVec; i += kMmaThreads) {
     const int r = i / kVec, c = i % kVec;
     copy8(qs + r * kLd + c * 8, q + (row0 + r) * q_stride + h * HD + c * 8, r < nrows);

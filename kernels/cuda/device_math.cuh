@@ -77,6 +77,23 @@ __device__ __forceinline__ void attention_key_range(int64_t pos, int64_t n_ctx, 
   *lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
 }
 
+/// The union of attention_key_range over query rows row0 .. row0 + nrows - 1 (a tile's keys):
+/// [lo, hi], empty (lo > hi) when no row sees a key.
+__device__ __forceinline__ void tile_key_range(const int32_t* q_pos, int64_t row0, int nrows,
+                                               int64_t n_ctx, int64_t window, int64_t* lo,
+                                               int64_t* hi) {
+  *lo = INT64_MAX;
+  *hi = -1;
+  for (int r = 0; r < nrows; ++r) {
+    int64_t a, b;
+    attention_key_range(q_pos[row0 + r], n_ctx, window, &a, &b);
+    if (a <= b) {
+      *lo = a < *lo ? a : *lo;
+      *hi = b > *hi ? b : *hi;
+    }
+  }
+}
+
 /// Element offset of KV head `kvh`'s row of slot `slot` in a paged pool of `kv_row` elements
 /// per slot (the sequence's block table `table`).
 __device__ __forceinline__ int64_t paged_head_offset(const int32_t* table, int64_t slot,

@@ -72,6 +72,19 @@ std::vector<T> to_storage(const std::vector<float>& v) {
   }
   return r;
 }
+// Values as the storage type T in 16-byte aligned memory, as the kernels' vector loads need.
+template <typename T>
+struct Aligned16 {
+  std::vector<uint4> words;
+  const T* get() const { return reinterpret_cast<const T*>(words.data()); }
+};
+template <typename T>
+Aligned16<T> aligned16(const std::vector<float>& v) {
+  const std::vector<T> t = to_storage<T>(v);
+  Aligned16<T> r{std::vector<uint4>(t.size() / 8 + 1)};
+  std::memcpy(static_cast<void*>(r.words.data()), t.data(), t.size() * sizeof(T));
+  return r;
+}
 template <typename T>
 float as_float(T v) {
   if constexpr (std::is_same<T, float>::value) {
@@ -454,71 +467,53 @@ TEST(CudaKernelsEmulated, CudaCoreAttentionSourceMatchesTheCpuReference) {
   check_attention<__half, 0>(80, 2, 1, 16, 37, 5, decode);
 }
 
-// The wmma tensor-core kernel (attention_mma_kernel.cuh: 64-row tiles, keys in 32-slot tiles,
-// wmma emulated with the whole tile in every lane) against kernels/cpu.
-template <typename T, int HD>
-void check_mma(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
-               const std::vector<std::pair<int64_t, int64_t>>& seqs, uint32_t seed) {
-  const AttentionCase c =
-      make_attention_case(storage_of<T>(), HD, nh, nkv, bs, window, seqs, seed, "wmma");
-  std::vector<T> dq = to_storage<T>(c.q_rows), dk = to_storage<T>(c.k), dv = to_storage<T>(c.v);
-  std::vector<T> dout(c.want.size(), nan_value<T>());
-  const std::vector<int32_t> tiles = kc::plan_attention_tiles(c.q_seq, kc::kAttentionMmaTileRows);
-  namespace md = kc::mma_detail;
-  cb::simt::Emulator::get().launch(
-      {static_cast<unsigned>(tiles.size() / 2), static_cast<unsigned>(nh), 1},
-      {md::kMmaThreads, 1, 1}, md::MmaSmem<HD>::bytes, [&] {
-        md::paged_attention_mma_kernel<T, HD>(
-            dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv, dk.data(),
-            dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale, tiles.data());
-      });
-  expect_attention_output(c, dout);
-}
-
-// As the FlashAttention-2-style kernel's test below: two 64-row tiles after a paged prefix, the
-// second partial, beside a fresh sequence shorter than a tile; GQA and MQA, head sizes 64 and
-// 128, block sizes 1 and 16, windows, fp16 and bf16.
-TEST(CudaKernelsEmulated, WmmaAttentionSourceMatchesTheCpuReference) {
-  const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
-  check_mma<__half, 64>(4, 2, 16, 0, seqs, 11);
-  check_mma<__half, 64>(2, 1, 1, 37, seqs, 12);
-  check_mma<__nv_bfloat16, 64>(2, 2, 16, 0, seqs, 13);
-  check_mma<__half, 128>(2, 1, 16, 0, seqs, 14);
-  check_mma<__nv_bfloat16, 128>(2, 2, 1, 37, seqs, 15);
-}
-
-// The FlashAttention-2-style tensor-core kernel (attention_fa2_kernel.cuh: 64-row tiles, keys in
-// two 64-slot cp.async buffers, mma.sync and ldmatrix.trans emulated from the PTX fragment
-// layouts) against kernels/cpu.
-template <typename T, int HD>
-void check_fa2(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
-               const std::vector<std::pair<int64_t, int64_t>>& seqs, uint32_t seed) {
-  const AttentionCase c =
-      make_attention_case(storage_of<T>(), HD, nh, nkv, bs, window, seqs, seed, "fa2");
+// A tensor-core kernel on 64-row tiles against kernels/cpu: the wmma one
+// (attention_mma_kernel.cuh: keys in 32-slot tiles, wmma emulated with the whole tile in every
+// lane) or, with FA2, the FlashAttention-2-style one (attention_fa2_kernel.cuh: keys in two
+// 64-slot cp.async buffers, mma.sync and ldmatrix.trans emulated from the PTX fragment layouts).
+template <typename T, int HD, bool FA2>
+void check_tensor_core(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
+                       const std::vector<std::pair<int64_t, int64_t>>& seqs, uint32_t seed) {
+  const AttentionCase c = make_attention_case(storage_of<T>(), HD, nh, nkv, bs, window, seqs, seed,
+                                              FA2 ? "fa2" : "wmma");
   std::vector<T> dq = to_storage<T>(c.q_rows), dk = to_storage<T>(c.k), dv = to_storage<T>(c.v);
   std::vector<T> dout(c.want.size(), nan_value<T>());
   const std::vector<int32_t> tiles = kc::plan_attention_tiles(c.q_seq, kc::kAttentionMmaTileRows);
   namespace fd = kc::fa2_detail;
+  namespace md = kc::mma_detail;
+  const auto kernel =
+      FA2 ? fd::paged_attention_fa2_kernel<T, HD> : md::paged_attention_mma_kernel<T, HD>;
   cb::simt::Emulator::get().launch(
       {static_cast<unsigned>(tiles.size() / 2), static_cast<unsigned>(nh), 1},
-      {fd::kFa2Threads, 1, 1}, fd::Fa2Smem<HD>::bytes, [&] {
-        fd::paged_attention_fa2_kernel<T, HD>(
-            dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv, dk.data(),
-            dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale, tiles.data());
+      {static_cast<unsigned>(FA2 ? fd::kFa2Threads : md::kMmaThreads), 1, 1},
+      FA2 ? fd::Fa2Smem<HD>::bytes : md::MmaSmem<HD>::bytes, [&] {
+        kernel(dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv,
+               dk.data(), dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale,
+               tiles.data());
       });
   expect_attention_output(c, dout);
 }
 
-// Prefill after a paged prefix (two 64-row tiles, the second partial, keys in several 64-slot
-// tiles) beside a fresh sequence shorter than a tile, in one launch; GQA and MQA, head sizes
-// 64 and 128, block sizes 1 and 16, with and without a sliding window, fp16 and bf16.
+// Prefill after a paged prefix (two 64-row tiles, the second partial) beside a fresh sequence
+// shorter than a tile, in one launch; GQA and MQA, head sizes 64 and 128, block sizes 1 and 16,
+// with and without a sliding window, fp16 and bf16.
+TEST(CudaKernelsEmulated, WmmaAttentionSourceMatchesTheCpuReference) {
+  const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
+  check_tensor_core<__half, 64, false>(4, 2, 16, 0, seqs, 11);
+  check_tensor_core<__half, 64, false>(2, 1, 1, 37, seqs, 12);
+  check_tensor_core<__nv_bfloat16, 64, false>(2, 2, 16, 0, seqs, 13);
+  check_tensor_core<__half, 128, false>(2, 1, 16, 0, seqs, 14);
+  check_tensor_core<__nv_bfloat16, 128, false>(2, 2, 1, 37, seqs, 15);
+}
+
+// The same cases (keys in several 64-slot tiles here).
 TEST(CudaKernelsEmulated, Fa2AttentionSourceMatchesTheCpuReference) {
   const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
-  check_fa2<__half, 64>(4, 2, 16, 0, seqs, 1);
-  check_fa2<__half, 64>(2, 1, 1, 37, seqs, 2);
-  check_fa2<__nv_bfloat16, 64>(2, 2, 16, 0, seqs, 3);
-  check_fa2<__half, 128>(2, 1, 16, 0, seqs, 4);
-  check_fa2<__nv_bfloat16, 128>(2, 2, 1, 37, seqs, 5);
+  check_tensor_core<__half, 64, true>(4, 2, 16, 0, seqs, 1);
+  check_tensor_core<__half, 64, true>(2, 1, 1, 37, seqs, 2);
+  check_tensor_core<__nv_bfloat16, 64, true>(2, 2, 16, 0, seqs, 3);
+  check_tensor_core<__half, 128, true>(2, 1, 16, 0, seqs, 4);
+  check_tensor_core<__nv_bfloat16, 128, true>(2, 2, 1, 37, seqs, 5);
 }
 
 // The decode GEMV for NB rows of x: y = x . w^T (or y += x . w^T) against matmul_wt.
@@ -539,17 +534,11 @@ void check_gemv(int64_t in, int64_t out, bool accumulate) {
   if (accumulate) {
     for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
   }
-  // 16-byte aligned copies, as the kernel's vector loads need.
-  std::vector<uint4> xb(x.size() / 8 + 1), wb(w.size() / 8 + 1);
-  const std::vector<T> xt = to_storage<T>(x), wt = to_storage<T>(w);
-  std::memcpy(static_cast<void*>(xb.data()), xt.data(), xt.size() * sizeof(T));
-  std::memcpy(static_cast<void*>(wb.data()), wt.data(), wt.size() * sizeof(T));
+  const Aligned16<T> xb = aligned16<T>(x), wb = aligned16<T>(w);
   std::vector<T> y = accumulate ? to_storage<T>(y0) : std::vector<T>(y0.size(), nan_value<T>());
   cb::simt::Emulator::get().launch(
       {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0, [&] {
-        kc::gemv_detail::gemv_wt_kernel<T, NB>(reinterpret_cast<const T*>(xb.data()),
-                                               reinterpret_cast<const T*>(wb.data()), y.data(), in,
-                                               out, accumulate);
+        kc::gemv_detail::gemv_wt_kernel<T, NB>(xb.get(), wb.get(), y.data(), in, out, accumulate);
       });
   // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs), as in the GPU test.
   const float mag = std::sqrt(static_cast<float>(in)) + 1.0f;
@@ -596,18 +585,11 @@ void check_norm_gemv(int64_t in, int64_t out) {
     for (float& v : b) v = round_to(st, v);
     cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), NB * out);
   }
-  // 16-byte aligned copies, as the kernel's vector loads need.
-  const auto aligned = [](const std::vector<float>& v) {
-    const std::vector<T> t = to_storage<T>(v);
-    std::vector<uint4> r(t.size() / 8 + 1);
-    std::memcpy(static_cast<void*>(r.data()), t.data(), t.size() * sizeof(T));
-    return r;
-  };
-  const std::vector<uint4> dx = aligned(x), dg = aligned(g), dw = aligned(w), dw2 = aligned(w2);
+  const Aligned16<T> dx = aligned16<T>(x), dg = aligned16<T>(g), dw = aligned16<T>(w),
+                     dw2 = aligned16<T>(w2);
   std::vector<T> y(want.size(), nan_value<T>());
-  const auto ptr = [](const std::vector<uint4>& v) { return reinterpret_cast<const T*>(v.data()); };
   const kc::norm_gemv_detail::NormGemvArgs<T> args{
-      ptr(dx), ptr(dg), 1e-5f, ptr(dw), GLU ? ptr(dw2) : nullptr, y.data(), in, out};
+      dx.get(), dg.get(), 1e-5f, dw.get(), GLU ? dw2.get() : nullptr, y.data(), in, out};
   kc::NormGemvParams p;
   p.n = NB;
   p.in = in;
