@@ -2,6 +2,8 @@
 #include "eval/sim_replay.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "lib/core/error.h"
 #include "lib/engine/policy_advisor.h"
@@ -93,6 +95,9 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     cap.dram = sc.dram_bytes;
     cap.ssd = sc.ssd_bytes;
     sc.advisor = std::make_shared<engine::PolicyAdvisor>(policy_name(opts.store.policy), cap);
+    // Tests check every indexed eviction decision against the advisor's ranking of all candidates.
+    const char* verify = std::getenv("CACHEBENCH_SIM_VERIFY");
+    sc.verify_decisions = verify != nullptr && std::string(verify) == "1";
     const uint64_t token_bytes =
         static_cast<uint64_t>(mc.kv_dim()) * static_cast<uint64_t>(p.kv_bytes_per_element);
     st = std::make_unique<sim::SimStore>(sc, mc.n_layers, token_bytes);

@@ -10,11 +10,6 @@
 namespace cb::engine {
 namespace {
 
-// The store's clock is in seconds (double); policies compare integer ticks.
-int64_t ticks(double seconds) {
-  return static_cast<int64_t>(std::llround(seconds * 1e6));
-}
-
 policy::Tier to_policy(store::TierKind t) {
   switch (t) {
     case store::TierKind::Hbm: return policy::Tier::kHbm;
@@ -32,14 +27,18 @@ std::vector<policy::EntryMeta> to_meta(const std::vector<store::EntryInfo>& info
     m.session = e.session;
     m.tier = to_policy(e.tier);
     m.bytes = e.bytes;
-    m.last_access = ticks(e.last_access);
-    m.inserted = ticks(e.created);
+    m.last_access = policy_ticks(e.last_access);
+    m.inserted = policy_ticks(e.created);
     out.push_back(m);
   }
   return out;
 }
 
 }  // namespace
+
+int64_t policy_ticks(double seconds) {
+  return static_cast<int64_t>(std::llround(seconds * 1e6));
+}
 
 PolicyAdvisor::PolicyAdvisor(const std::string& policy_name, policy::Capacity capacity,
                              uint64_t skv)
@@ -74,6 +73,17 @@ std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
   ahead.skv = skv_;
   return choose_prefetch_with_mean(lookahead, on_ssd,
                                    policy::effective_skv(to_meta(on_ssd), ahead));
+}
+
+policy::OrderSpec PolicyAdvisor::order_spec(uint64_t dram_ssd_bytes, uint64_t dram_ssd_count,
+                                            size_t lookahead_len) const {
+  uint64_t skv = skv_;  // policy::effective_skv of the candidates
+  if (skv == 0) {
+    skv = dram_ssd_count == 0 || dram_ssd_bytes == 0
+              ? 1
+              : dram_ssd_bytes / dram_ssd_count + (dram_ssd_bytes % dram_ssd_count != 0 ? 1 : 0);
+  }
+  return policy_->order_spec(capacity_, skv, lookahead_len);
 }
 
 size_t PolicyAdvisor::prefetch_window(uint64_t mean_ssd_bytes) const {

@@ -12,6 +12,9 @@
 
 namespace cb::engine {
 
+/// The store's clock (seconds) as the integer ticks (microseconds) the policies compare.
+int64_t policy_ticks(double seconds);
+
 class PolicyAdvisor final : public store::PlacementAdvisor {
  public:
   /// `policy_name`: one of policy::eviction_policy_names() ("scheduler-aware", "lru",
@@ -45,6 +48,14 @@ class PolicyAdvisor final : public store::PlacementAdvisor {
   /// How many look-ahead sessions choose_prefetch_with_mean considers (Cmem / Skv jobs; 0 for
   /// LRU and FIFO): callers need not scan further.
   size_t prefetch_window(uint64_t mean_ssd_bytes) const;
+
+  /// choose_victims' order as a policy::OrderSpec, for candidates whose DRAM and SSD entries
+  /// (HBM entries count for nothing, as in policy::effective_skv) hold `dram_ssd_bytes` bytes in
+  /// `dram_ssd_count` entries, and a look-ahead of `lookahead_len` sessions. With it a store
+  /// that keeps its candidates sorted in the spec's base order (by policy_ticks of their access
+  /// times) draws the same victims as choose_victims without ranking every candidate (sim mode).
+  policy::OrderSpec order_spec(uint64_t dram_ssd_bytes, uint64_t dram_ssd_count,
+                               size_t lookahead_len) const;
 
   const policy::EvictionPolicy& policy() const { return *policy_; }
 

@@ -14,6 +14,8 @@ class Lru : public EvictionPolicy {
   /// Sorts by lru_before().
   std::vector<size_t> order(const std::vector<EntryMeta>& entries, std::vector<size_t> candidates,
                             const Capacity& capacity, const LookAhead& ahead) const override;
+  /// LRU, no window.
+  OrderSpec order_spec(const Capacity&, uint64_t, size_t) const override { return {}; }
 };
 
 /// First in, first out (EntryMeta::inserted; ties: session id), regardless of accesses.
@@ -24,6 +26,10 @@ class Fifo : public EvictionPolicy {
   /// Sorts by insertion time.
   std::vector<size_t> order(const std::vector<EntryMeta>& entries, std::vector<size_t> candidates,
                             const Capacity& capacity, const LookAhead& ahead) const override;
+  /// FIFO, no window.
+  OrderSpec order_spec(const Capacity&, uint64_t, size_t) const override {
+    return {OrderSpec::Base::kFifo, 0};
+  }
 };
 
 }  // namespace cb::policy

@@ -18,6 +18,11 @@ class Belady : public EvictionPolicy {
   /// Sorts by next use in the whole of ahead.queue, farthest first.
   std::vector<size_t> order(const std::vector<EntryMeta>& entries, std::vector<size_t> candidates,
                             const Capacity& capacity, const LookAhead& ahead) const override;
+  /// LRU for the entries the queue never uses again, then the rest by next use: the whole queue
+  /// is the window.
+  OrderSpec order_spec(const Capacity&, uint64_t, size_t queue_len) const override {
+    return {OrderSpec::Base::kLru, queue_len};
+  }
 };
 
 }  // namespace cb::policy

@@ -14,6 +14,19 @@
 
 namespace cb::policy {
 
+/// The shape every policy's order() has, so that a caller holding its entries in a sorted
+/// index can draw victims without ranking them all: the entries whose session is not among the
+/// first `window` sessions of the queue come first, in `base` order; then those that are, the
+/// one whose first job there comes last first.
+struct OrderSpec {
+  enum class Base : uint8_t {
+    kLru,   ///< lru_before
+    kFifo,  ///< inserted, then session
+  };
+  Base base = Base::kLru;
+  size_t window = 0;  ///< queue positions that rank above `base` (0: none)
+};
+
 /// An eviction policy: a pure ranking of entries from first-to-evict to last-to-evict.
 class EvictionPolicy {
  public:
@@ -34,6 +47,10 @@ class EvictionPolicy {
   virtual std::vector<size_t> order(const std::vector<EntryMeta>& entries,
                                     std::vector<size_t> candidates, const Capacity& capacity,
                                     const LookAhead& ahead) const = 0;
+
+  /// order() as an OrderSpec, for candidates whose effective Skv (effective_skv) is `skv` and a
+  /// queue of `queue_len` sessions: order() equals that spec's order on any input.
+  virtual OrderSpec order_spec(const Capacity& capacity, uint64_t skv, size_t queue_len) const = 0;
 
   /// Plans the moves that leave `bytes_needed` free in `tier` (kDram or kSsd) and keep
   /// every tier within `capacity`. Victims are taken in order() until enough is free.

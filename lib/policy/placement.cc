@@ -54,6 +54,11 @@ std::vector<size_t> SchedulerAware::order(const std::vector<EntryMeta>& entries,
   return candidates;
 }
 
+OrderSpec SchedulerAware::order_spec(const Capacity& capacity, uint64_t skv,
+                                     size_t /*queue_len*/) const {
+  return {OrderSpec::Base::kLru, window_lengths(capacity, skv).eviction};
+}
+
 std::vector<Move> plan_prefetch(const std::vector<EntryMeta>& entries, const Capacity& capacity,
                                 const LookAhead& ahead) {
   validate_entries(entries);

@@ -43,6 +43,8 @@ class SchedulerAware : public EvictionPolicy {
   /// The order described above; the window is window_lengths(capacity, effective_skv).eviction.
   std::vector<size_t> order(const std::vector<EntryMeta>& entries, std::vector<size_t> candidates,
                             const Capacity& capacity, const LookAhead& ahead) const override;
+  /// LRU outside the eviction window (window_lengths(capacity, skv).eviction).
+  OrderSpec order_spec(const Capacity& capacity, uint64_t skv, size_t queue_len) const override;
 };
 
 /// Scheduler-aware fetching: the moves that bring the SSD entries of the jobs in the

@@ -34,6 +34,10 @@ SimStore::SimStore(SimStoreConfig cfg, int layers, uint64_t token_bytes)
   for (int t = 0; t < 3; ++t) free_[t] = cap_[t];
   reserve_chunks_ = (cfg_.dram_reserve_bytes + cfg_.chunk_bytes - 1) / cfg_.chunk_bytes;
   if (!cfg_.advisor) cfg_.advisor = std::make_shared<store::LruAdvisor>();
+  if (cfg_.indexed_decisions) {
+    indexed_ = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
+    if (indexed_ != nullptr) base_ = indexed_->order_spec(0, 0, 0).base;
+  }
 }
 
 uint64_t SimStore::chunks_for(int64_t tokens) const {
@@ -69,6 +73,7 @@ SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at) {
   ++e.pins;
   ++e.accesses;
   e.last_access = stamp(now);
+  sync(e);
   ++hits_[static_cast<int>(e.tier)];
   Hit h;
   h.hit = true;
@@ -107,7 +112,10 @@ void SimStore::unpin(store::SessionId session) {
     return;
   }
   auto it = index_.find(session);
-  if (it != index_.end() && it->second.pins > 0) --it->second.pins;
+  if (it != index_.end() && it->second.pins > 0) {
+    --it->second.pins;
+    sync(it->second);
+  }
 }
 
 double SimStore::load_layer(TierKind tier, int64_t tokens, double at) {
@@ -141,7 +149,10 @@ void SimStore::drop_pending(store::SessionId session) {
   free_[static_cast<int>(p->second.tier)] += p->second.chunks - shared;
   if (shared > 0) {
     auto b = index_.find(session);
-    if (b != index_.end() && b->second.pins > 0) --b->second.pins;
+    if (b != index_.end() && b->second.pins > 0) {
+      --b->second.pins;
+      sync(b->second);
+    }
   }
   pending_.erase(p);
 }
@@ -152,6 +163,7 @@ void SimStore::drop_copy(Entry& e) {
   e.copy_chunks = e.copy_valid = 0;
   e.clean_until = e.clean_start = -1;  // nothing left to wait for
   with_copy_.erase(e.session);
+  sync(e);
 }
 
 uint64_t SimStore::ssd_copy_chunks() const {
@@ -167,15 +179,9 @@ void SimStore::write_back(double now) {
 void SimStore::clean_ahead(double now) {
   write_back_due_ = false;
   if (cfg_.clean_ahead_bytes == 0 || !present(TierKind::Dram) || !present(TierKind::Ssd)) return;
-  std::vector<store::EntryInfo> cands;
-  for (store::SessionId id : in_tier_[1]) {
-    const Entry& e = index_.at(id);
-    if (movable(e)) cands.push_back(info(e));
-  }
-  if (cands.empty()) return;
   const uint64_t lanes = 2ull * static_cast<uint64_t>(layers_);
   const std::vector<store::Victim> order =
-      cfg_.advisor->choose_victims(TierKind::Dram, cfg_.clean_ahead_bytes, cands, lookahead_, now);
+      choose_victims(TierKind::Dram, cfg_.clean_ahead_bytes, now);
   for (const store::Victim& v : order) {
     if (v.drop) continue;  // dropped, not demoted: nothing to write ahead
     auto it = index_.find(v.session);
@@ -194,6 +200,7 @@ void SimStore::clean_ahead(double now) {
     e.copy_chunks = nt * lanes;
     e.copy_valid = nt;
     with_copy_.insert(e.session);
+    sync(e);
     const double bytes = payload_past(e.tokens, reuse);
     const double before = cfg_.ssd_write.busy_s();
     e.clean_start = std::max(now, cfg_.ssd_write.free_at());  // the link is a FIFO queue
@@ -208,6 +215,7 @@ void SimStore::erase_committed(store::SessionId session) {
   auto it = index_.find(session);
   if (it == index_.end()) return;
   drop_copy(it->second);
+  unindex(it->second);
   free_[static_cast<int>(it->second.tier)] += it->second.chunks;
   in_tier_[static_cast<int>(it->second.tier)].erase(session);
   index_.erase(it);
@@ -247,6 +255,7 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
         e.copy_valid -= k;
       }
     }
+    sync(e);
     return;
   }
   drop_copy(e);  // unaligned: rewritten below, no chunk keeps its bytes
@@ -289,6 +298,7 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
     if (b.moving_until >= 0 || static_cast<int>(b.tier) != fastest || b.tokens > tokens) return -1;
     if (cfg_.ttl > 0 && now - b.last_access > cfg_.ttl) return -1;  // expired: a miss anyway
     ++b.pins;  // neither evicted nor moved while the save shares its chunks
+    sync(b);
   }
   // lib/store extends a memory tier's last partial chunk in place (the engines never run two
   // appends of one session at once, which lib/store would not do in place).
@@ -300,6 +310,7 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
   const uint64_t n = chunks_for(tokens);
   if (shared_from(it->second) == 0) {  // nothing to share
     --it->second.pins;
+    sync(it->second);
     return -1;
   }
   if (cfg_.save_admission && admits_below(session, n - chunks_for(shared_from(it->second)), now)) {
@@ -311,6 +322,7 @@ double SimStore::try_append(store::SessionId session, int64_t tokens, double now
   const TierKind tk = b.tier;
   if (!reserve(tk, n - chunks_for(from), false, now, true)) {
     --index_.at(session).pins;
+    sync(index_.at(session));
     return -1;
   }
   return start_pending(session, tk, tokens, from, created, t_access);
@@ -326,14 +338,9 @@ bool SimStore::admits_below(store::SessionId session, uint64_t new_chunks, doubl
   }
   settle(t);  // as reserve() does
   if (free_[ti] >= new_chunks + keep) return false;
-  std::vector<store::EntryInfo> cands{info(b)};  // the base, pinned by its append, competes
-  for (store::SessionId id : in_tier_[ti]) {
-    const Entry& e = index_.at(id);
-    if (id != session && movable(e)) cands.push_back(info(e));
-  }
   const uint64_t needed = (new_chunks + keep - free_[ti]) * cfg_.chunk_bytes;
-  const std::vector<store::Victim> v =
-      cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now);
+  // The base, pinned by its append, competes.
+  const std::vector<store::Victim> v = choose_victims(t, needed, now, &b);
   return !v.empty() && v.front().session == session && !v.front().drop;
 }
 
@@ -347,17 +354,20 @@ double SimStore::save_below(store::SessionId session, int64_t tokens, double cre
     if (blocking_ && b.clean_until > blocked_until_) blocked_until_ = b.clean_until;
     if (b.copy_chunks > 0) share = std::min(b.copy_valid, static_cast<uint64_t>(b.tokens) / tpc_);
     b.copy_lent = true;  // not dropped to make the room below
+    sync(b);
   }
   const bool room =
       reserve(TierKind::Ssd, chunks_for(tokens) - share * lanes, false, blocked_until_);
   Entry& b = index_.at(session);
   b.copy_lent = false;
+  sync(b);
   if (!room) return -1;
   // The save takes the copy's shared chunks; the rest of the copy and the base go now.
   free_[2] += b.copy_chunks - share * lanes;
   b.copy_chunks = b.copy_valid = 0;
   with_copy_.erase(session);
   --b.pins;
+  sync(b);
   erase_committed(session);
   ++admitted_below_;
   copy_reused_chunks_ += share * lanes;
@@ -434,6 +444,7 @@ void SimStore::set_tier(Entry& e, TierKind t) {
   in_tier_[static_cast<int>(e.tier)].erase(e.session);
   e.tier = t;
   in_tier_[static_cast<int>(t)].insert(e.session);
+  sync(e);
 }
 
 void SimStore::commit(store::SessionId session) {
@@ -457,8 +468,9 @@ void SimStore::commit(store::SessionId session) {
   erase_committed(session);  // the replaced entry, wherever it is now
   write_back_due_ = true;    // a new entry may be among the first to evict
   in_tier_[static_cast<int>(it->second.tier)].insert(session);
-  index_[session] = it->second;
+  Entry& e = index_[session] = it->second;
   pending_.erase(it);
+  sync(e);
 }
 
 void SimStore::settle(TierKind t) {
@@ -486,27 +498,10 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
       return true;
     }
     const uint64_t needed = (n + keep - free_[ti]) * cfg_.chunk_bytes;
-    std::vector<store::EntryInfo> cands;
-    for (store::SessionId id : in_tier_[ti]) {
-      const Entry& e = index_.at(id);
-      if (!movable(e)) continue;
-      cands.push_back(info(e));
-    }
-    if (t == TierKind::Ssd) {  // lib/store's reserve: copies compete (store::kCopyCandidate)
-      for (store::SessionId id : with_copy_) {
-        const Entry& e = index_.at(id);
-        if ((id & store::kCopyCandidate) != 0 || e.copy_lent) continue;
-        store::EntryInfo ci = info(e);
-        ci.session = id | store::kCopyCandidate;
-        ci.tier = TierKind::Ssd;
-        ci.bytes = e.copy_chunks * cfg_.chunk_bytes;
-        cands.push_back(ci);
-      }
-    }
-    if (cands.empty()) return false;
+    // On the SSD, copies compete (lib/store's reserve; store::kCopyCandidate).
     std::vector<std::pair<store::SessionId, bool>> victims;
     bool copies = false;
-    for (const store::Victim& v : cfg_.advisor->choose_victims(t, needed, cands, lookahead_, now)) {
+    for (const store::Victim& v : choose_victims(t, needed, now)) {
       auto it = index_.find(v.session);
       const bool copy = t == TierKind::Ssd && (v.session & store::kCopyCandidate) != 0 &&
                         (it == index_.end() || it->second.tier != t);
@@ -521,6 +516,7 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
       }
       if (it->second.tier != t || !movable(it->second)) continue;
       it->second.pins++;  // chosen: not chosen again while the cascade runs
+      sync(it->second);
       victims.emplace_back(v.session, v.drop);
     }
     if (victims.empty() && !copies) return false;
@@ -532,6 +528,7 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
 void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
   Entry& e = index_.at(s);
   --e.pins;
+  sync(e);
   const TierKind src = e.tier;
   TierKind lower = src;
   for (int i = static_cast<int>(src) + 1; i < 3; ++i) {
@@ -548,6 +545,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
     reuse = std::min(e.copy_valid, e.chunks / lanes);
     e.copy_chunks = e.copy_valid = 0;
     with_copy_.erase(s);
+    sync(e);
   }
   if (!drop && blocking && lower != src && lower == TierKind::Ssd && cfg_.drop_slow_demotions &&
       recompute_s_) {
@@ -597,6 +595,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
 
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
   lookahead_ = lookahead;
+  first_pos_stale_ = true;
   if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
   clean_ahead(now);
   auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
@@ -646,6 +645,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     const bool is_wanted = wanted.count(s) != 0;
     const bool fetch = is_wanted && it->second.tier == TierKind::Ssd && movable(it->second);
     it->second.pins++;
+    sync(it->second);
     held.push_back(s);
     if (is_wanted) --left;
     if (!fetch) continue;
@@ -666,7 +666,10 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
   }
   for (store::SessionId s : held) {  // the committed entries pinned above, not a save in flight
     auto it = index_.find(s);
-    if (it != index_.end() && it->second.pins > 0) --it->second.pins;
+    if (it != index_.end() && it->second.pins > 0) {
+      --it->second.pins;
+      sync(it->second);
+    }
   }
 }
 
@@ -677,6 +680,7 @@ void SimStore::advance(double now) {
       it = moving_.erase(it);
     } else if (e->second.moving_until <= now) {
       e->second.moving_until = -1;
+      sync(e->second);
       it = moving_.erase(it);
     } else {
       ++it;

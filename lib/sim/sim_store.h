@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "lib/engine/policy_advisor.h"
 #include "lib/metrics/turn_record.h"
 #include "lib/store/advisor.h"
 #include "lib/store/types.h"
@@ -59,6 +61,13 @@ struct SimStoreConfig {
   /// recomputing it (set_recompute_estimate()) is dropped instead.
   bool drop_slow_demotions = false;
   std::shared_ptr<store::PlacementAdvisor> advisor;
+  /// With an engine::PolicyAdvisor, draw victims from per-tier indexes kept in the policy's base
+  /// order (policy::OrderSpec) instead of handing the advisor every candidate of the tier: a
+  /// decision then costs O(look-ahead + victims), not O(entries). Same victims either way.
+  bool indexed_decisions = true;
+  /// Check every indexed decision against the advisor's (and the indexes against a scan of the
+  /// entries); a difference throws cb::Error. For tests (eval's CACHEBENCH_SIM_VERIFY=1).
+  bool verify_decisions = false;
   Link d2d, h2d, d2h, ssd_read, ssd_write;  ///< hbm, dram reads, saves, ssd reads, ssd writes
 };
 
@@ -134,6 +143,18 @@ class SimStore {
   uint64_t slow_dropped() const { return slow_dropped_; }
 
  private:
+  /// A candidate in a tier's index: an entry that may move, or (SSD) an entry's copy under
+  /// its id | store::kCopyCandidate. Ordered by the policy's base order, then the id.
+  struct Cand {
+    int64_t a = 0, b = 0;  ///< LRU: last access, creation; FIFO: creation, 0 (policy ticks)
+    store::SessionId id = 0;
+    uint64_t chunks = 0;
+    bool operator<(const Cand& o) const {
+      if (a != o.a) return a < o.a;
+      if (b != o.b) return b < o.b;
+      return id < o.id;
+    }
+  };
   struct Entry {
     store::SessionId session = 0;
     store::TierKind tier = store::TierKind::Dram;
@@ -157,6 +178,10 @@ class SimStore {
     /// took from the base's SSD copy and owns, not the base's.
     bool from_copy = false;
     bool copy_lent = false;  ///< save_below's base while it makes room: its copy stays
+    /// What sync() last put in the indexes for this entry (indexed decisions).
+    bool in_cands = false, copy_in_cands = false;
+    int cand_tier = 0;
+    std::set<Cand>::iterator cand, copy_cand;
   };
   /// save() once the caller is blocked (from blocked_until_).
   double save_blocking(store::SessionId session, int64_t tokens, double created, bool replace_now,
@@ -209,6 +234,27 @@ class SimStore {
   /// issued now on the SSD write link.
   void clean_ahead(double now);
 
+  // The decisions (sim_store_index.cc).
+  /// The advisor's victims among tier `t`'s candidates (its movable entries; on the SSD also the
+  /// copies, store::kCopyCandidate; `force`, pinned or not, as well) for `needed` bytes.
+  std::vector<store::Victim> choose_victims(store::TierKind t, uint64_t needed, double now,
+                                            const Entry* force = nullptr);
+  /// choose_victims from the indexes (the advisor's order_spec).
+  std::vector<store::Victim> indexed_victims(store::TierKind t, uint64_t needed,
+                                             const Entry* force);
+  /// The candidates choose_victims hands the advisor without indexes.
+  std::vector<store::EntryInfo> scan_candidates(store::TierKind t, const Entry* force) const;
+  /// Throws cb::Error unless tier `t`'s index holds exactly what scan_candidates finds.
+  void verify_index(store::TierKind t) const;
+  Cand make_cand(const Entry& e, bool copy) const;
+  /// The position of `session`'s first job in lookahead_, or SIZE_MAX.
+  size_t first_pos(store::SessionId session);
+  /// Puts the committed entry `e` (no-op for a save in flight) in the indexes as it is now;
+  /// called after every change of its tier, pins, move, access times, chunks or copy.
+  void sync(Entry& e);
+  /// Takes `e` out of the indexes.
+  void unindex(Entry& e);
+
   SimStoreConfig cfg_;
   int layers_;
   uint64_t token_bytes_, tpc_;
@@ -219,6 +265,21 @@ class SimStore {
   std::unordered_set<store::SessionId> in_tier_[3];      // so a tier's decision scans only it
   std::unordered_set<store::SessionId> with_copy_;       // entries holding an SSD copy
   std::vector<store::SessionId> lookahead_, moving_;
+  engine::PolicyAdvisor* indexed_ = nullptr;  ///< the advisor, when decisions use the indexes
+  policy::OrderSpec::Base base_ = policy::OrderSpec::Base::kLru;
+  std::set<Cand> cands_[3];
+  uint64_t cand_chunks_[3] = {0, 0, 0};
+  /// first_pos()'s table of lookahead_, built on the first windowed decision after the
+  /// look-ahead changes.
+  struct PosSlot {
+    uint64_t epoch = 0;
+    store::SessionId session = 0;
+    size_t pos = 0;
+  };
+  std::vector<PosSlot> pos_table_;
+  size_t pos_mask_ = 0;
+  uint64_t pos_epoch_ = 0;
+  bool first_pos_stale_ = true;
   double last_stamp_ = -HUGE_VAL;
   bool blocking_ = false;        ///< inside a save() or truncate() call: evictions block it
   bool write_back_due_ = false;  ///< see write_back()

@@ -2,6 +2,7 @@
 // datasheet arithmetic, link queueing, and the sizes-only store's placement.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 
 #include "eval/sim_replay.h"
@@ -14,6 +15,10 @@
 
 namespace cb::sim {
 namespace {
+
+// Sim replays here check every indexed eviction decision against the advisor's ranking of all
+// candidates (eval/sim_replay.cc reads it).
+[[maybe_unused]] const int kVerifySimEnv = setenv("CACHEBENCH_SIM_VERIFY", "1", 0);
 
 TEST(Profile, BuiltinsValidateAndRoundTripThroughJson) {
   for (const std::string& n : builtin_profile_names()) {
@@ -102,6 +107,7 @@ SimStoreConfig small(uint64_t dram_entries, uint64_t ssd_entries, const std::str
   c.advisor = std::make_shared<engine::PolicyAdvisor>(pol, cap);
   c.h2d = c.d2h = c.d2d = Link(1, 0);
   c.ssd_read = c.ssd_write = Link(0.1, 0);
+  c.verify_decisions = true;  // every indexed decision checked against the advisor's ranking
   return c;
 }
 

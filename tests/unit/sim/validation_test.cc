@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@
 
 namespace cb::eval {
 namespace {
+
+// Sim replays here check every indexed eviction decision against the advisor's ranking of all
+// candidates (eval/sim_replay.cc reads it).
+[[maybe_unused]] const int kVerifySimEnv = setenv("CACHEBENCH_SIM_VERIFY", "1", 0);
 
 // The validation trace: 16 synthetic conversations (74 turns).
 datasets::Trace validation_trace() {
