@@ -75,6 +75,9 @@ class SimStore {
  public:
   /// Entry shape: `layers` layers of `token_bytes` bytes per token for K (and as much for V).
   SimStore(SimStoreConfig cfg, int layers, uint64_t token_bytes);
+  // Entries hold iterators into the candidate sets: a copy would point into this store's.
+  SimStore(const SimStore&) = delete;
+  SimStore& operator=(const SimStore&) = delete;
 
   struct Hit {
     bool hit = false;
