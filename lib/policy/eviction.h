@@ -15,9 +15,9 @@
 namespace cb::policy {
 
 /// The shape every policy's order() has, so that a caller holding its entries in a sorted
-/// index can draw victims without ranking them all: the entries whose session is not among the
-/// first `window` sessions of the queue come first, in `base` order; then those that are, the
-/// one whose first job there comes last first.
+/// index can draw victims without ranking them all: the entries whose session is not in the
+/// first `window` positions of the queue come first, in `base` order; then those whose session
+/// is, the one whose first job there comes last first.
 struct OrderSpec {
   enum class Base : uint8_t {
     kLru,   ///< lru_before

@@ -400,6 +400,12 @@ int64_t SimStore::shared_tokens(store::SessionId session) const {
 
 double SimStore::save(store::SessionId session, int64_t tokens, double now, double created,
                       bool replace_now, bool append) {
+  if ((session & store::kCopyCandidate) != 0) {  // the decisions would read it as a copy's tag
+    throw make_error(
+        "sim store",
+        "session id " + std::to_string(session) + " has bit 63 set, which tags an entry's SSD copy",
+        "number sessions below 2^63 (traces number them from 0)");
+  }
   // The caller's thread runs lib/store's begin_save: it is back when the settling and the
   // evictions are done, and the save's writes start then (blocked_until_).
   const bool outer = !blocking_;

@@ -106,6 +106,7 @@ class SimStore {
   /// a save that extends the session's committed entry in the fastest tier reserves and writes
   /// only the chunks from the entry's last partial one on (the engines' histories always extend
   /// the entry); `replace_now` drops the entry first when the save does not append to it.
+  /// Throws cb::Error for a session id with store::kCopyCandidate's bit set.
   double save(store::SessionId session, int64_t tokens, double now, double created = -1,
               bool replace_now = false, bool append = true);
   /// When the caller of the last save() or truncate() gets its thread back: lib/store's

@@ -1,7 +1,10 @@
 // SimStore's indexed eviction decisions (lib/sim/sim_store_index.cc) against the advisor's
 // ranking of every candidate: random operation sequences run on a store that checks each
 // indexed decision (verify_decisions: a difference throws) and on one that hands the advisor
-// every candidate (indexed_decisions off); both must answer every call alike.
+// every candidate (indexed_decisions off); both must answer every call alike. Entries of
+// different sizes (so the window, from their mean, moves), whole-chunk truncations and
+// look-aheads longer than some windows: rounding the mean size down, or leaving the admission
+// base out of it, fails here.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -10,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/error.h"
 #include "lib/engine/policy_advisor.h"
 #include "lib/policy/registry.h"
 #include "lib/sim/sim_store.h"
@@ -21,22 +25,23 @@ struct Pair {
   std::unique_ptr<SimStore> indexed, scanned;
 };
 
-// An entry of <= 32 tokens of 128-byte K rows, 2 layers: 4 chunks of 4 KiB.
+// Tokens of 128-byte K rows, 2 layers, 4 KiB chunks: 32 tokens a chunk, an entry of up to 224
+// tokens 4 to 28 chunks, so entries differ in size and Skv (the candidates' mean) moves.
 Pair make_pair_of_stores(const std::string& policy, std::mt19937_64& rng) {
   const auto uni = [&](uint64_t lo, uint64_t hi) {
     return std::uniform_int_distribution<uint64_t>(lo, hi)(rng);
   };
   SimStoreConfig c;
   c.chunk_bytes = 4096;
-  c.hbm_bytes = uni(0, 3) == 0 ? uni(1, 3) * 4 * 4096 : 0;
-  c.dram_bytes = uni(1, 6) * 4 * 4096;
-  c.dram_reserve_bytes = uni(0, 2) == 0 ? 4096 : 0;
-  c.ssd_bytes = uni(0, 4) == 0 ? 0 : uni(1, 12) * 4 * 4096;
+  c.hbm_bytes = uni(0, 3) == 0 ? uni(1, 3) * 16 * 4096 : 0;
+  c.dram_bytes = uni(1, 8) * 16 * 4096;
+  c.dram_reserve_bytes = uni(0, 2) == 0 ? 4 * 4096 : 0;
+  c.ssd_bytes = uni(0, 4) == 0 ? 0 : uni(1, 24) * 16 * 4096;
   c.ttl = uni(0, 3) == 0 ? 40 : 0;
-  c.clean_ahead_bytes = uni(0, 1) == 0 ? uni(1, 3) * 4 * 4096 : 0;
+  c.clean_ahead_bytes = uni(0, 1) == 0 ? uni(1, 3) * 16 * 4096 : 0;
   c.save_admission = uni(0, 1) == 0;
   c.drop_slow_demotions = uni(0, 1) == 0;
-  const uint64_t skv = uni(0, 2) == 0 ? uni(1, 8) * 4096 : 0;  // else the candidates' mean
+  const uint64_t skv = uni(0, 2) == 0 ? uni(1, 24) * 4096 : 0;  // else the candidates' mean
   c.advisor = std::make_shared<engine::PolicyAdvisor>(
       policy, policy::Capacity{c.dram_bytes, c.ssd_bytes}, skv);
   c.d2d = Link(4, 0);
@@ -59,7 +64,7 @@ TEST(SimStoreIndex, IndexedDecisionsMatchTheAdvisorsRankingOfEveryCandidate) {
   std::mt19937_64 rng(2026);
   int hits = 0, misses = 0, failed_saves = 0, ssd_hits = 0;
   for (const std::string& policy : policy::eviction_policy_names()) {
-    for (int run = 0; run < 60; ++run) {
+    for (int run = 0; run < 400; ++run) {
       SCOPED_TRACE(policy + " run " + std::to_string(run));
       Pair p = make_pair_of_stores(policy, rng);
       SimStore& a = *p.indexed;
@@ -77,7 +82,7 @@ TEST(SimStoreIndex, IndexedDecisionsMatchTheAdvisorsRankingOfEveryCandidate) {
           case 0:
           case 1:
           case 2: {  // a turn's save: the history grows (sometimes cut, sometimes a new entry)
-            const int64_t t = std::min<int64_t>(32, len[s] + static_cast<int64_t>(uni(1, 12)));
+            const int64_t t = std::min<int64_t>(224, len[s] + static_cast<int64_t>(uni(1, 48)));
             const bool replace = uni(0, 7) == 0, append = uni(0, 3) != 0;
             const double ca = a.save(s, t, now, -1, replace, append);
             const double cb = b.save(s, t, now, -1, replace, append);
@@ -119,14 +124,14 @@ TEST(SimStoreIndex, IndexedDecisionsMatchTheAdvisorsRankingOfEveryCandidate) {
             }
             break;
           case 6: {  // the scheduler's look-ahead changes (repeats: a session's later turns)
-            std::vector<store::SessionId> ahead(uni(0, 12));
+            std::vector<store::SessionId> ahead(uni(0, 30));
             for (auto& x : ahead) x = uni(1, 16);
             a.prefetch(ahead, now);
             b.prefetch(ahead, now);
             break;
           }
-          case 7: {  // a context overflow drops the oldest tokens
-            const int64_t drop = static_cast<int64_t>(uni(1, 20));
+          case 7: {  // a context overflow drops the oldest tokens (whole chunks: cut in place)
+            const int64_t drop = static_cast<int64_t>(uni(0, 1) == 0 ? 32 * uni(1, 3) : uni(1, 40));
             a.truncate(s, drop, now);
             b.truncate(s, drop, now);
             len[s] = std::max<int64_t>(0, len[s] - drop);
@@ -163,6 +168,18 @@ TEST(SimStoreIndex, IndexedDecisionsMatchTheAdvisorsRankingOfEveryCandidate) {
   EXPECT_GT(ssd_hits, 100);
   EXPECT_GT(misses, 1000);
   EXPECT_GT(failed_saves, 10);
+}
+
+TEST(SimStoreIndex, ASessionIdTaggedAsACopyIsRefused) {
+  std::mt19937_64 rng(1);
+  Pair p = make_pair_of_stores("scheduler-aware", rng);
+  try {
+    p.indexed->save(store::kCopyCandidate | 5, 32, 0);
+    FAIL() << "expected cb::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bit 63"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(p.indexed->entries(), 0);
 }
 
 }  // namespace

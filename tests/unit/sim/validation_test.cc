@@ -30,7 +30,7 @@ namespace {
 
 // Sim replays here check every indexed eviction decision against the advisor's ranking of all
 // candidates (eval/sim_replay.cc reads it).
-[[maybe_unused]] const int kVerifySimEnv = setenv("CACHEBENCH_SIM_VERIFY", "1", 0);
+[[maybe_unused]] const int kVerifySimEnv = setenv("CACHEBENCH_SIM_VERIFY", "1", 1);
 
 // The validation trace: 16 synthetic conversations (74 turns).
 datasets::Trace validation_trace() {
