@@ -77,12 +77,8 @@ std::vector<store::SessionId> PolicyAdvisor::choose_prefetch(
 
 policy::OrderSpec PolicyAdvisor::order_spec(uint64_t dram_ssd_bytes, uint64_t dram_ssd_count,
                                             size_t lookahead_len) const {
-  uint64_t skv = skv_;  // policy::effective_skv of the candidates
-  if (skv == 0) {
-    skv = dram_ssd_count == 0 || dram_ssd_bytes == 0
-              ? 1
-              : dram_ssd_bytes / dram_ssd_count + (dram_ssd_bytes % dram_ssd_count != 0 ? 1 : 0);
-  }
+  // policy::effective_skv of the candidates.
+  const uint64_t skv = skv_ != 0 ? skv_ : policy::mean_skv(dram_ssd_bytes, dram_ssd_count);
   return policy_->order_spec(capacity_, skv, lookahead_len);
 }
 

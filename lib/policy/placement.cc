@@ -34,8 +34,12 @@ uint64_t effective_skv(const std::vector<EntryMeta>& entries, const LookAhead& a
       ++n;
     }
   }
-  if (n == 0 || sum == 0) return 1;
-  return sum / n + (sum % n != 0 ? 1 : 0);
+  return mean_skv(sum, n);
+}
+
+uint64_t mean_skv(uint64_t bytes, uint64_t count) {
+  if (count == 0 || bytes == 0) return 1;
+  return bytes / count + (bytes % count != 0 ? 1 : 0);
 }
 
 std::vector<size_t> SchedulerAware::order(const std::vector<EntryMeta>& entries,

@@ -32,6 +32,10 @@ Windows window_lengths(const Capacity& capacity, uint64_t skv);
 /// DRAM and SSD entries (rounding up never lengthens a window), else 1 when there are none.
 uint64_t effective_skv(const std::vector<EntryMeta>& entries, const LookAhead& ahead);
 
+/// effective_skv of entries that hold `bytes` bytes in `count` DRAM and SSD entries, with no
+/// Skv given: the rounded-up mean, or 1 when either is 0.
+uint64_t mean_skv(uint64_t bytes, uint64_t count);
+
 /// Scheduler-aware eviction: outside the eviction window first (LRU among them), then
 /// inside it from the tail (the job that runs last) towards the head.
 class SchedulerAware : public EvictionPolicy {

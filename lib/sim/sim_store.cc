@@ -5,6 +5,7 @@
 
 #include "lib/core/error.h"
 #include "lib/engine/policy_advisor.h"
+#include "lib/policy/placement.h"
 
 namespace cb::sim {
 
@@ -608,7 +609,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
   // Skv from the running sums; the advisor looks only at the prefetch window's sessions.
   const uint64_t n_ssd = in_tier_[2].size();
   const uint64_t ssd_sum = (cap_[2] - free_[2]) * cfg_.chunk_bytes;
-  const uint64_t mean = n_ssd == 0 ? 1 : (ssd_sum + n_ssd - 1) / n_ssd;
+  const uint64_t mean = policy::mean_skv(ssd_sum, n_ssd);
   const size_t scan =
       pa != nullptr ? std::min(lookahead.size(), pa->prefetch_window(mean)) : lookahead.size();
   std::vector<store::EntryInfo> on_ssd;

@@ -496,24 +496,24 @@ void check_tensor_core(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
 
 // Prefill after a paged prefix (two 64-row tiles, the second partial) beside a fresh sequence
 // shorter than a tile, in one launch; GQA and MQA, head sizes 64 and 128, block sizes 1 and 16,
-// with and without a sliding window, fp16 and bf16.
-TEST(CudaKernelsEmulated, WmmaAttentionSourceMatchesTheCpuReference) {
+// with and without a sliding window, fp16 and bf16. Seeds seed0 .. seed0 + 4.
+template <bool FA2>
+void check_tensor_core_cases(uint32_t seed0) {
   const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
-  check_tensor_core<__half, 64, false>(4, 2, 16, 0, seqs, 11);
-  check_tensor_core<__half, 64, false>(2, 1, 1, 37, seqs, 12);
-  check_tensor_core<__nv_bfloat16, 64, false>(2, 2, 16, 0, seqs, 13);
-  check_tensor_core<__half, 128, false>(2, 1, 16, 0, seqs, 14);
-  check_tensor_core<__nv_bfloat16, 128, false>(2, 2, 1, 37, seqs, 15);
+  check_tensor_core<__half, 64, FA2>(4, 2, 16, 0, seqs, seed0);
+  check_tensor_core<__half, 64, FA2>(2, 1, 1, 37, seqs, seed0 + 1);
+  check_tensor_core<__nv_bfloat16, 64, FA2>(2, 2, 16, 0, seqs, seed0 + 2);
+  check_tensor_core<__half, 128, FA2>(2, 1, 16, 0, seqs, seed0 + 3);
+  check_tensor_core<__nv_bfloat16, 128, FA2>(2, 2, 1, 37, seqs, seed0 + 4);
+}
+
+TEST(CudaKernelsEmulated, WmmaAttentionSourceMatchesTheCpuReference) {
+  check_tensor_core_cases<false>(11);
 }
 
 // The same cases (keys in several 64-slot tiles here).
 TEST(CudaKernelsEmulated, Fa2AttentionSourceMatchesTheCpuReference) {
-  const std::vector<std::pair<int64_t, int64_t>> seqs = {{150, 80}, {20, 20}};
-  check_tensor_core<__half, 64, true>(4, 2, 16, 0, seqs, 1);
-  check_tensor_core<__half, 64, true>(2, 1, 1, 37, seqs, 2);
-  check_tensor_core<__nv_bfloat16, 64, true>(2, 2, 16, 0, seqs, 3);
-  check_tensor_core<__half, 128, true>(2, 1, 16, 0, seqs, 4);
-  check_tensor_core<__nv_bfloat16, 128, true>(2, 2, 1, 37, seqs, 5);
+  check_tensor_core_cases<true>(1);
 }
 
 // The decode GEMV for NB rows of x: y = x . w^T (or y += x . w^T) against matmul_wt.
