@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "lib/core/error.h"
+#include "lib/store/checksum.h"
 #include "lib/store/size_parse.h"
 
 namespace cb::store {
@@ -141,7 +142,10 @@ bool SsdTier::transfer(ChunkIo* ops, size_t n, bool write) {
       io[i].buf = ops[i].buf;
     } else {
       io[i].buf = b + bounce_off[i];
-      if (write) {
+      if (write && ops[i].sum != nullptr) {
+        *ops[i].sum = copy_checksum(io[i].buf, ops[i].buf, ops[i].len, ops[i].sum_seed);
+        std::memset(static_cast<char*>(io[i].buf) + ops[i].len, 0, io[i].len - ops[i].len);
+      } else if (write) {
         std::memcpy(io[i].buf, ops[i].buf, ops[i].len);
         std::memset(static_cast<char*>(io[i].buf) + ops[i].len, 0, io[i].len - ops[i].len);
       }
@@ -155,7 +159,13 @@ bool SsdTier::transfer(ChunkIo* ops, size_t n, bool write) {
     } else if (static_cast<uint64_t>(io[i].result) < ops[i].len) {
       ops[i].error = EIO;  // short transfer
     } else if (!write && bounce_off[i] != SIZE_MAX) {
-      std::memcpy(ops[i].buf, io[i].buf, ops[i].len);
+      if (ops[i].sum != nullptr) {
+        *ops[i].sum = copy_checksum(ops[i].buf, io[i].buf, ops[i].len, ops[i].sum_seed);
+      } else {
+        std::memcpy(ops[i].buf, io[i].buf, ops[i].len);
+      }
+    } else if (ops[i].sum != nullptr && bounce_off[i] == SIZE_MAX) {
+      *ops[i].sum = checksum(ops[i].buf, ops[i].len, ops[i].sum_seed);  // moved in place
     }
     if (ops[i].error != 0) ok = false;
   }

@@ -3,7 +3,6 @@
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
-#include "lib/store/checksum.h"
 #include "lib/store/store_internal.h"
 #include "lib/store/thread_pool.h"
 #include "lib/store/tier.h"
@@ -185,9 +184,14 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
       idx.push_back(m.chunk_index(layer, kv, c));
     }
   }
+  std::vector<uint64_t> got(ops.size());  // each chunk's checksum, taken as it is read
+  for (size_t i = 0; i < ops.size(); ++i) {
+    ops[i].sum = &got[i];
+    ops[i].sum_seed = seed;
+  }
   if (ok && !ops.empty()) ok = timed_io(st->tier, false, ops.data(), ops.size());
   for (size_t i = 0; ok && i < ops.size(); ++i) {
-    if (checksum(ops[i].buf, ops[i].len, seed) != sums[idx[i]]) {
+    if (got[i] != sums[idx[i]]) {
       stats_.add(Counter::ChecksumFailures);
       ok = false;
     }

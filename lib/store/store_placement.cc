@@ -7,7 +7,6 @@
 
 #include "lib/store/attention_store.h"
 #include "lib/store/bandwidth_limiter.h"
-#include "lib/store/checksum.h"
 #include "lib/store/journal.h"
 #include "lib/store/store_internal.h"
 #include "lib/store/thread_pool.h"
@@ -194,6 +193,7 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
   char* b = static_cast<char*>(buf.get());
   const uint64_t seed = chunk_seed(m.session);
   std::vector<ChunkIo> ops;
+  std::vector<uint64_t> got(batch);  // checksums taken as the chunks are read
   for (uint64_t first = 0; first < total; first += batch) {
     const uint64_t cnt = std::min(batch, total - first);
     ops.assign(cnt, ChunkIo{});
@@ -202,15 +202,18 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
       ops[i].slot = m.slots[idx];
       ops[i].buf = b + i * sb;
       ops[i].len = m.chunk_len(idx % nt);
+      ops[i].sum = &got[i];
+      ops[i].sum_seed = seed;
     }
     if (!timed_io(src, false, ops.data(), cnt)) return MoveResult::SourceBad;
     for (uint64_t i = 0; i < cnt; ++i) {
       const uint64_t idx = copied[first + i];
-      if (checksum(ops[i].buf, ops[i].len, seed) != m.checksums[idx]) {
+      if (got[i] != m.checksums[idx]) {
         stats_.add(Counter::ChecksumFailures);
         return MoveResult::SourceBad;
       }
       ops[i].slot = dst_slots[idx];
+      ops[i].sum = nullptr;  // the write moves verified bytes
     }
     if (!timed_io(dst, true, ops.data(), cnt)) return MoveResult::DestFailed;
     for (uint64_t i = 0; i < cnt; ++i) pending.done(ops[i].len);

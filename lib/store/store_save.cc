@@ -5,7 +5,6 @@
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
-#include "lib/store/checksum.h"
 #include "lib/store/journal.h"
 #include "lib/store/store_internal.h"
 #include "lib/store/thread_pool.h"
@@ -255,7 +254,10 @@ bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) 
       op.buf = const_cast<char*>(base + c * m.tokens_per_chunk * m.shape.token_bytes + off);
       op.len = m.chunk_len(c) - off;
       op.offset = off;
-      if (off == 0) st.meta.checksums[idx] = checksum(op.buf, op.len, seed);
+      if (off == 0) {  // taken as the chunk is written
+        op.sum = &st.meta.checksums[idx];
+        op.sum_seed = seed;
+      }
     }
   }
   uint64_t bytes = 0;
@@ -270,8 +272,9 @@ bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) 
   std::vector<char> whole(m.chunk_len(c));
   for (int kv = 0; kv < 2; ++kv) {
     ChunkIo op{m.slots[m.chunk_index(layer, kv, c)], whole.data(), m.chunk_len(c), 0};
+    op.sum = &st.meta.checksums[m.chunk_index(layer, kv, c)];
+    op.sum_seed = seed;
     if (!tier(st.tier)->read(&op, 1)) return false;
-    st.meta.checksums[m.chunk_index(layer, kv, c)] = checksum(whole.data(), op.len, seed);
   }
   return true;
 }
@@ -377,6 +380,7 @@ bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char
   k->assign(static_cast<size_t>(m.shape.n_layers) * n * tb, 0);
   v->assign(k->size(), 0);
   std::vector<ChunkIo> ops(2 * nt);
+  std::vector<uint64_t> got(2 * nt);  // checksums taken as the chunks are read
   for (int l = 0; l < m.shape.n_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
       char* base = (kv == 0 ? k : v)->data() + static_cast<uint64_t>(l) * n * tb;
@@ -384,13 +388,14 @@ bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char
         ChunkIo& op = ops[static_cast<size_t>(kv) * nt + c];
         op = ChunkIo{m.slots[m.chunk_index(l, kv, c)], base + c * m.tokens_per_chunk * tb,
                      m.chunk_len(c), 0};
+        op.sum = &got[static_cast<size_t>(kv) * nt + c];
+        op.sum_seed = seed;
       }
     }
     if (!timed_io(t, false, ops.data(), ops.size())) return false;
     for (int kv = 0; kv < 2; ++kv) {
       for (uint64_t c = 0; c < nt; ++c) {
-        const ChunkIo& op = ops[static_cast<size_t>(kv) * nt + c];
-        if (checksum(op.buf, op.len, seed) != m.checksums[m.chunk_index(l, kv, c)]) {
+        if (got[static_cast<size_t>(kv) * nt + c] != m.checksums[m.chunk_index(l, kv, c)]) {
           stats_.add(Counter::ChecksumFailures);
           return false;
         }

@@ -21,6 +21,11 @@ struct ChunkIo {
   int error = 0;
   /// Byte offset into the slot (memory tiers only; an SSD tier refuses a non-zero offset).
   uint32_t offset = 0;
+  /// When set, a successful transfer also stores here the checksum (seed `sum_seed`) of the
+  /// `len` bytes it moved, as they arrived: memory tiers compute it as they copy
+  /// (copy_checksum), the SSD tier once the I/O is done.
+  uint64_t* sum = nullptr;
+  uint64_t sum_seed = 0;
 };
 
 /// A tier of the store (HBM, DRAM or SSD).

@@ -1,18 +1,27 @@
-// Size parsing, the chunk allocator, pinned host buffers, the journal, entry metadata.
+// Size parsing, the chunk allocator, pinned host buffers, the journal, entry metadata,
+// checksums taken as chunks move.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <random>
 
 #include "lib/core/error.h"
 #include "lib/device/host_buffer.h"
+#include "lib/store/checksum.h"
 #include "lib/store/chunk_allocator.h"
 #include "lib/store/entry.h"
 #include "lib/store/journal.h"
+#include "lib/store/memory_tier.h"
 #include "lib/store/size_parse.h"
+#include "lib/store/ssd_tier.h"
 #include "tests/unit/store/store_test_util.h"
 
 namespace cb::store {
@@ -73,6 +82,127 @@ TEST(ChunkAllocator, ClaimForRecovery) {
   EXPECT_TRUE(a.allocate(3, &s));
   for (uint64_t x : s) EXPECT_NE(x, 2u);
   EXPECT_FALSE(a.allocate(1, &s));
+}
+
+std::vector<char> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<char> v(n);
+  for (char& c : v) c = static_cast<char>(rng());
+  return v;
+}
+
+// Runs copy_checksum on a thread whose whole stack first holds what a stale streaming XXH3
+// state for `seed` looks like (xxHash 0.8's layout, 64-byte aligned: the seed in word 1 and a
+// null external-secret pointer in word 3 of every four words) with garbage where the seed's
+// secret would be. The library skips deriving the secret of a state that already has the
+// seed, so copy_checksum must initialize its state rather than take it from the stack as is
+// (saves on the store's I/O threads failed verification when it did not).
+uint64_t copy_checksum_on_a_stale_stack(void* dst, const void* src, size_t n, uint64_t seed) {
+  constexpr size_t kStack = size_t{1} << 20;
+  std::unique_ptr<uint64_t, decltype(&std::free)> stack(
+      static_cast<uint64_t*>(std::aligned_alloc(4096, kStack)), &std::free);
+  for (size_t i = 0; i < kStack / 8; ++i) {
+    stack.get()[i] = i % 4 == 1 ? seed : i % 4 == 3 ? 0 : 0x9e3779b97f4a7c15u * (i + 1);
+  }
+  struct Job {
+    void* dst;
+    const void* src;
+    size_t n;
+    uint64_t seed, sum;
+  } job{dst, src, n, seed, 0};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstack(&attr, stack.get(), kStack);
+  pthread_t t;
+  const auto run = [](void* p) -> void* {
+    auto* j = static_cast<Job*>(p);
+    j->sum = copy_checksum(j->dst, j->src, j->n, j->seed);
+    return nullptr;
+  };
+  EXPECT_EQ(pthread_create(&t, &attr, run, &job), 0);
+  pthread_join(t, nullptr);
+  pthread_attr_destroy(&attr);
+  return job.sum;
+}
+
+TEST(Checksum, CopyChecksumCopiesAndEqualsTheChecksumOfTheBytes) {
+  // Around the 64 KiB pieces it hashes as it copies, and over several of them.
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4095}, size_t{65535}, size_t{65536}, size_t{65537},
+                   size_t{3 * 65536 + 17}, size_t{(1 << 20) + 3}}) {
+    for (uint64_t seed : {uint64_t{0}, uint64_t{0x9e3779b97f4a7c15}}) {
+      const std::vector<char> src = random_bytes(n, static_cast<uint32_t>(n + seed));
+      std::vector<char> dst(n + 64, '\x5a');
+      const uint64_t sum = copy_checksum(dst.data(), src.data(), n, seed);
+      EXPECT_EQ(sum, checksum(src.data(), n, seed)) << n;
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << n;
+      EXPECT_TRUE(std::all_of(dst.begin() + static_cast<std::ptrdiff_t>(n), dst.end(),
+                              [](char c) { return c == '\x5a'; }))
+          << "wrote past " << n;
+    }
+  }
+  const std::vector<char> big = random_bytes(200000, 2);
+  std::vector<char> out(big.size());
+  for (uint64_t seed : {uint64_t{7}, uint64_t{0x1234567}}) {
+    EXPECT_EQ(copy_checksum_on_a_stale_stack(out.data(), big.data(), big.size(), seed),
+              checksum(big.data(), big.size(), seed))
+        << "on a stack holding a stale state for seed " << seed;
+  }
+  const std::vector<char> a = random_bytes(70000, 1);
+  std::vector<char> b = a;
+  b[69999] ^= 1;  // a change in the last piece changes the sum
+  EXPECT_NE(copy_checksum(out.data(), a.data(), a.size(), 3),
+            copy_checksum(out.data(), b.data(), b.size(), 3));
+}
+
+// Every tier fills ChunkIo::sum with the checksum of the bytes it moved (what the store
+// compares with the entry's), on writes and reads, at an offset in a memory slot, and through
+// the SSD tier's bounce buffers (unaligned caller memory) as well as in place.
+TEST(Checksum, TiersReportTheChecksumOfTheBytesTheyMove) {
+  constexpr uint64_t kSlot = 64 << 10, kSeed = 77;
+  const std::string dir = testing::fresh_dir("tier_sums");
+  StoreDirInfo info;
+  info.chunk_bytes = kSlot;
+  info.ssd_bytes = 8 * kSlot;
+  info.slots_per_file = 8;
+  info.n_files = 1;
+  MemoryTier dram(TierKind::Dram, 8 * kSlot, kSlot);
+  SsdTier ssd(dir, info, make_pread_backend(), true, true);
+  const std::vector<char> data = random_bytes(kSlot, 9);
+  using Aligned = std::unique_ptr<char, decltype(&std::free)>;
+  const auto aligned = [] {
+    return Aligned(static_cast<char*>(std::aligned_alloc(4096, 2 * kSlot)), &std::free);
+  };
+  for (Tier* t : {static_cast<Tier*>(&dram), static_cast<Tier*>(&ssd)}) {
+    for (size_t shift : {size_t{0}, size_t{1}}) {  // 1: unaligned buffers (SSD: bounce)
+      SCOPED_TRACE(std::string(tier_name(t->kind())) + " shift " + std::to_string(shift));
+      Aligned out = aligned(), back = aligned();
+      char* from = out.get() + shift;
+      char* to = back.get() + shift;
+      std::copy(data.begin(), data.end(), from);
+      // Aligned buffers of whole blocks move in place; unaligned ones, and a partial block,
+      // through the SSD tier's bounce buffers.
+      const uint32_t len = static_cast<uint32_t>(shift == 0 ? kSlot : kSlot - 1000);
+      uint64_t wsum = 0, rsum = 0;
+      ChunkIo w{3, from, len, 0};
+      w.sum = &wsum;
+      w.sum_seed = kSeed;
+      ASSERT_TRUE(t->write(&w, 1));
+      EXPECT_EQ(wsum, checksum(from, len, kSeed));
+      ChunkIo r{3, to, len, 0};
+      r.sum = &rsum;
+      r.sum_seed = kSeed;
+      ASSERT_TRUE(t->read(&r, 1));
+      EXPECT_EQ(rsum, wsum);
+      EXPECT_TRUE(std::equal(from, from + len, to));
+    }
+  }
+  uint64_t osum = 0;  // a memory slot written at an offset: the sum covers the bytes moved
+  ChunkIo at{5, const_cast<char*>(data.data()), 4000, 0, 512};
+  at.sum = &osum;
+  at.sum_seed = kSeed;
+  ASSERT_TRUE(dram.write(&at, 1));
+  EXPECT_EQ(osum, checksum(data.data(), 4000, kSeed));
+  std::filesystem::remove_all(dir);
 }
 
 TEST(HostBuffer, AlignedZeroedAndNeverThrowsForLockLimits) {

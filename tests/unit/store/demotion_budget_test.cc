@@ -129,7 +129,12 @@ TEST(DemotionBudget, AWholeCopyIsDemotedWhileTheSsdIsBusy) {
     AttentionStore st(c);
     ASSERT_TRUE(fill(st, 3));
     st.write_back();
-    while (st.ssd_copy_bytes() < kEntryChunks * kChunk) std::this_thread::yield();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (st.ssd_copy_bytes() < kEntryChunks * kChunk &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ASSERT_GE(st.ssd_copy_bytes(), kEntryChunks * kChunk) << "1's write-back never landed";
     ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
     EXPECT_EQ(where(st, 1), TierKind::Ssd);
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
