@@ -23,7 +23,8 @@ struct ChunkIo {
   uint32_t offset = 0;
   /// When set, a successful transfer also stores here the checksum (seed `sum_seed`) of the
   /// `len` bytes it moved, as they arrived: memory tiers compute it as they copy
-  /// (copy_checksum), the SSD tier once the I/O is done.
+  /// (copy_checksum), the SSD tier as it copies through a bounce buffer, or once the I/O is
+  /// done when the caller's memory moved in place.
   uint64_t* sum = nullptr;
   uint64_t sum_seed = 0;
 };
