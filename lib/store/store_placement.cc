@@ -193,9 +193,9 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
   char* b = static_cast<char*>(buf.get());
   const uint64_t seed = chunk_seed(m.session);
   std::vector<ChunkIo> ops;
-  std::vector<uint64_t> got(batch);  // checksums taken as the chunks are read
   for (uint64_t first = 0; first < total; first += batch) {
     const uint64_t cnt = std::min(batch, total - first);
+    std::vector<uint64_t> got(cnt);  // checksums taken as the chunks are read
     ops.assign(cnt, ChunkIo{});
     for (uint64_t i = 0; i < cnt; ++i) {
       const uint64_t idx = copied[first + i];

@@ -5,6 +5,7 @@
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
+#include "lib/store/checksum.h"
 #include "lib/store/journal.h"
 #include "lib/store/store_internal.h"
 #include "lib/store/thread_pool.h"
@@ -254,7 +255,11 @@ bool AttentionStore::write_layer_now(SaveState& st, int layer, LayerSource src) 
       op.buf = const_cast<char*>(base + c * m.tokens_per_chunk * m.shape.token_bytes + off);
       op.len = m.chunk_len(c) - off;
       op.offset = off;
-      if (off == 0) {  // taken as the chunk is written
+      if (off == 0 && st.tier == TierKind::Ssd) {
+        // Hashed here, outside timed_io: the SSD's write meter (the demotion budget's rate)
+        // times the device's writes, as it does for demotions, which hash nothing.
+        st.meta.checksums[idx] = checksum(op.buf, op.len, seed);
+      } else if (off == 0) {  // taken as the chunk is copied
         op.sum = &st.meta.checksums[idx];
         op.sum_seed = seed;
       }

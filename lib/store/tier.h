@@ -21,10 +21,11 @@ struct ChunkIo {
   int error = 0;
   /// Byte offset into the slot (memory tiers only; an SSD tier refuses a non-zero offset).
   uint32_t offset = 0;
-  /// When set, a successful transfer also stores here the checksum (seed `sum_seed`) of the
-  /// `len` bytes it moved, as they arrived: memory tiers compute it as they copy
-  /// (copy_checksum), the SSD tier as it copies through a bounce buffer, or once the I/O is
-  /// done when the caller's memory moved in place.
+  /// When set, the transfer also stores here the checksum (seed `sum_seed`) of the `len` bytes
+  /// it moved, as they arrived (meaningless when the op failed): memory tiers compute it as
+  /// they copy (copy_checksum), the SSD tier as it copies through a bounce buffer, or once the
+  /// I/O is done when the caller's memory moved in place. The tier's timed I/O then includes
+  /// the hashing, as a load's latency does.
   uint64_t* sum = nullptr;
   uint64_t sum_seed = 0;
 };
