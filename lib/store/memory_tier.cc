@@ -2,7 +2,6 @@
 
 #include <cstring>
 
-#include "lib/store/checksum.h"
 #include "lib/store/size_parse.h"
 
 namespace cb::store {
@@ -17,12 +16,7 @@ void* MemoryTier::slot_ptr(uint64_t slot) const {
 
 bool MemoryTier::write(ChunkIo* ops, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    char* to = static_cast<char*>(slot_ptr(ops[i].slot)) + ops[i].offset;
-    if (ops[i].sum != nullptr) {
-      *ops[i].sum = copy_checksum(to, ops[i].buf, ops[i].len, ops[i].sum_seed);
-    } else {
-      std::memcpy(to, ops[i].buf, ops[i].len);
-    }
+    copy_with_sum(ops[i], static_cast<char*>(slot_ptr(ops[i].slot)) + ops[i].offset, ops[i].buf);
     ops[i].error = 0;
   }
   return true;
@@ -30,12 +24,7 @@ bool MemoryTier::write(ChunkIo* ops, size_t n) {
 
 bool MemoryTier::read(ChunkIo* ops, size_t n) {
   for (size_t i = 0; i < n; ++i) {
-    const char* from = static_cast<const char*>(slot_ptr(ops[i].slot)) + ops[i].offset;
-    if (ops[i].sum != nullptr) {
-      *ops[i].sum = copy_checksum(ops[i].buf, from, ops[i].len, ops[i].sum_seed);
-    } else {
-      std::memcpy(ops[i].buf, from, ops[i].len);
-    }
+    copy_with_sum(ops[i], ops[i].buf, static_cast<char*>(slot_ptr(ops[i].slot)) + ops[i].offset);
     ops[i].error = 0;
   }
   return true;

@@ -142,11 +142,8 @@ bool SsdTier::transfer(ChunkIo* ops, size_t n, bool write) {
       io[i].buf = ops[i].buf;
     } else {
       io[i].buf = b + bounce_off[i];
-      if (write && ops[i].sum != nullptr) {
-        *ops[i].sum = copy_checksum(io[i].buf, ops[i].buf, ops[i].len, ops[i].sum_seed);
-        std::memset(static_cast<char*>(io[i].buf) + ops[i].len, 0, io[i].len - ops[i].len);
-      } else if (write) {
-        std::memcpy(io[i].buf, ops[i].buf, ops[i].len);
+      if (write) {
+        copy_with_sum(ops[i], io[i].buf, ops[i].buf);
         std::memset(static_cast<char*>(io[i].buf) + ops[i].len, 0, io[i].len - ops[i].len);
       }
     }
@@ -157,15 +154,11 @@ bool SsdTier::transfer(ChunkIo* ops, size_t n, bool write) {
     if (io[i].result < 0) {
       ops[i].error = static_cast<int>(-io[i].result);
     } else if (static_cast<uint64_t>(io[i].result) < ops[i].len) {
-      ops[i].error = EIO;  // short transfer
-    } else if (!write && bounce_off[i] != SIZE_MAX) {
-      if (ops[i].sum != nullptr) {
-        *ops[i].sum = copy_checksum(ops[i].buf, io[i].buf, ops[i].len, ops[i].sum_seed);
-      } else {
-        std::memcpy(ops[i].buf, io[i].buf, ops[i].len);
-      }
-    } else if (ops[i].sum != nullptr && bounce_off[i] == SIZE_MAX) {
-      *ops[i].sum = checksum(ops[i].buf, ops[i].len, ops[i].sum_seed);  // moved in place
+      ops[i].error = EIO;                    // short transfer
+    } else if (bounce_off[i] == SIZE_MAX) {  // moved in place
+      if (ops[i].sum != nullptr) *ops[i].sum = checksum(ops[i].buf, ops[i].len, ops[i].sum_seed);
+    } else if (!write) {
+      copy_with_sum(ops[i], ops[i].buf, io[i].buf);
     }
     if (ops[i].error != 0) ok = false;
   }

@@ -4,9 +4,11 @@
 /// concurrently.
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "lib/store/checksum.h"
 #include "lib/store/chunk_allocator.h"
 #include "lib/store/types.h"
 
@@ -29,6 +31,16 @@ struct ChunkIo {
   uint64_t* sum = nullptr;
   uint64_t sum_seed = 0;
 };
+
+/// Copies op's `len` bytes from `src` to `dst`, taking op's checksum on the way when it asks
+/// for one (ChunkIo::sum).
+inline void copy_with_sum(const ChunkIo& op, void* dst, const void* src) {
+  if (op.sum != nullptr) {
+    *op.sum = copy_checksum(dst, src, op.len, op.sum_seed);
+  } else {
+    std::memcpy(dst, src, op.len);
+  }
+}
 
 /// A tier of the store (HBM, DRAM or SSD).
 class Tier {
