@@ -82,6 +82,7 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
   j["preload_jobs"] = e.preload_jobs;
   j["async_save"] = e.async_save;
   j["append_saves"] = e.append_saves;
+  j["native_kv_entries"] = e.native_kv_entries;
   j["block_size"] = e.block_size;
   j["kv_blocks"] = e.num_blocks;
   j["warmup_turns"] = e.warmup_turns;

@@ -5,7 +5,8 @@
 #   - replay --backend cuda with a 1 MiB DRAM tier (64 KiB chunks) over an SSD tier: hits in
 #     both, write-back ahead of eviction (--clean-ahead), demotions with their budget and save
 #     admission, and overflow cuts on arrival (--ctx 256), against recompute in the same run;
-#   - the same replay with --backend cpu, for the hit rates' comparison.
+#   - the same replay with --kv-entries native (entries in the GPU's fp16), and with
+#     --backend cpu, for the hit rates' comparison.
 # Prints one line per check (ok / FAIL) and exits 1 when any failed.
 set -u
 CB="${1:?usage: tools/gpu_engine.sh CACHEBENCH OUT}"
@@ -37,16 +38,18 @@ check "chat --backend cuda" $?
 grep -q "reused" "$OUT/chat.txt" && echo "ok   chat reports reused tokens" ||
   { echo "FAIL chat: no reuse line"; fails=$((fails + 1)); }
 
-for backend in cuda cpu; do
+for run in cuda cuda-native cpu; do
+  backend="${run%-native}" entries=f32
+  [ "$run" = cuda-native ] && entries=native
   store="$(mktemp -d)"
-  "$CB" replay "$TRACE" -m "$MODEL" --backend "$backend" --mode ca --compare re --ctx 256 \
-    --dram 1M --chunk-size 64K --ssd 64M --store-dir "$store" --clean-ahead 256K --quiet \
-    --out "$OUT/replay-$backend.json" >"$OUT/replay-$backend.txt" 2>&1
+  "$CB" replay "$TRACE" -m "$MODEL" --backend "$backend" --kv-entries "$entries" --mode ca \
+    --compare re --ctx 256 --dram 1M --chunk-size 64K --ssd 64M --store-dir "$store" \
+    --clean-ahead 256K --quiet --out "$OUT/replay-$run.json" >"$OUT/replay-$run.txt" 2>&1
   rc=$?
-  check "replay --backend $backend (DRAM over SSD, write-back, cuts)" $rc \
+  check "replay --backend $backend --kv-entries $entries (DRAM over SSD, write-back, cuts)" $rc \
     "j['summary']['save_failures'] == 0 and j['summary']['load_failures'] == 0 and \
      j['summary']['store']['hits'] > 0 and j['summary']['store']['truncations'] > 0" \
-    "$OUT/replay-$backend.json"
+    "$OUT/replay-$run.json"
   [ $rc -eq 0 ] && python3 -c "
 import json, sys
 s = json.load(open(sys.argv[1]))['summary']; st = s['store']
@@ -54,7 +57,7 @@ print('     reused/recomputed %d/%d, hits dram %d ssd %d, cleaned %d, copies reu
       'TTFT mean %.2f ms' % (s['reused_tokens'], s['recomputed_tokens'], st['tiers']['dram']['hits'],
       st['tiers']['ssd']['hits'], st['ssd_chunks_cleaned'], st['ssd_copy_chunks_reused'],
       st['truncations'], s['ttft_ms']['mean']))
-" "$OUT/replay-$backend.json"
+" "$OUT/replay-$run.json"
   rm -rf "$store"
 done
 echo "== $fails failed"

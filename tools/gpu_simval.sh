@@ -3,7 +3,8 @@
 # GPU (calibrate --backend cuda) predicts a real GPU replay of the validation test's trace
 # (16 synthetic sessions, seed 3, all at once, LRU, answers of at most 48 tokens) through
 # preset:llama-7b with a 1,024-token window; tools/compare_turns.py then compares the two
-# replays' per-turn tiers and TTFTs. Writes OUT/profile-simval.json and OUT/simval/.
+# replays' per-turn tiers and TTFTs, for fp32 store entries and for native (fp16) ones. Writes
+# OUT/profile-simval.json and OUT/simval/.
 set -euo pipefail
 CB="${1:?usage: tools/gpu_simval.sh CACHEBENCH OUT}"
 OUT="${2:?usage: tools/gpu_simval.sh CACHEBENCH OUT}"
@@ -18,3 +19,9 @@ mkdir -p "$t"
 "$CB" replay "$t/trace.json" -m "$m" --sim --profile "$OUT/profile-simval.json" "${common[@]}" \
   --csv "$t/sim.csv" --out "$t/sim.json"
 python3 "$ROOT/tools/compare_turns.py" "$t/real.csv" "$t/sim.csv"
+# The same real replay with entries in the GPU's own fp16 (half the bytes, no conversion), as
+# sim's profile sizes them.
+"$CB" replay "$t/trace.json" -m "$m" --backend cuda --kv-entries native "${common[@]}" \
+  --csv "$t/real-native.csv" --out "$t/real-native.json"
+echo "== --kv-entries native"
+python3 "$ROOT/tools/compare_turns.py" "$t/real-native.csv" "$t/sim.csv"

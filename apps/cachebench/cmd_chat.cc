@@ -22,6 +22,7 @@ struct ChatArgs {
   int64_t max_tokens = 128;
   std::string dram = "256MiB";
   std::string mode = "ca";
+  std::string kv_entries = "f32";
   int64_t ctx = 0;
 };
 
@@ -67,6 +68,7 @@ int run_chat(const ChatArgs& a) {
   ec.ctx = a.ctx;
   ec.sched.rate = 0;
   ec.sched.max_batch = 1;
+  ec.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
   engine::Engine eng(lm.runner(), st.get(), ec);
   eng.set_stop_token(tok.eos_id());
   std::fprintf(stderr, "cachebench chat: %s, mode %s. Type a message; /stats, /reset, /quit.\n",
@@ -138,6 +140,9 @@ void register_chat(CLI::App& app) {
   sub->add_option("--mode", a->mode, "ca (reuse KV across turns) or re (recompute)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ca", "re"}));
+  sub->add_option("--kv-entries", a->kv_entries,
+                  "element type of stored KV entries: f32, or native (the backend's KV type)")
+      ->capture_default_str();
   sub->add_option("--ctx", a->ctx, "context window (0: the model's)")
       ->capture_default_str()
       ->check(at_least(0));

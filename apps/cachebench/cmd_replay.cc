@@ -34,7 +34,7 @@ struct ReplayArgs {
   std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB", clean_ahead = "auto";
   bool sim = false;
   std::string profile = "a100-80gb";
-  std::string read_buffer = "auto", truncate_align = "auto";
+  std::string read_buffer = "auto", truncate_align = "auto", kv_entries = "f32";
   std::vector<std::string> slow_read, slow_write;
   bool no_preload = false, sync_save = false, full_saves = false, quiet = false;
   int64_t limit = 0;
@@ -158,6 +158,7 @@ int run_replay_cmd(ReplayArgs& a) {
   o.engine.preload = !a.no_preload;
   o.engine.async_save = !a.sync_save;
   o.engine.append_saves = !a.full_saves;
+  o.engine.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
   std::vector<engine::Mode> modes = {engine::parse_mode(a.mode)};
   if (!a.compare.empty()) {
     const engine::Mode c = engine::parse_mode(a.compare);
@@ -355,6 +356,11 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_flag("--full-saves", a->full_saves,
                 "re-save each turn's whole history instead of appending its new tokens to the "
                 "session's entry (the append ablation)");
+  sub->add_option("--kv-entries", a->kv_entries,
+                  "element type of stored KV entries: f32, or native (the backend's KV type: "
+                  "fp16/bf16 with --backend cuda, half the bytes and no conversion; fp32 on the "
+                  "CPU)")
+      ->capture_default_str();
   sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")
       ->capture_default_str()
       ->check(in_range(1, 1 << 20));

@@ -157,29 +157,39 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   emb.storage = st;
   CB_CUDA_CHECK(kc::launch_embedding(emb, stream.get()));
   const kc::RopeStyle rope = rope_style();
-  // New pre-RoPE K and V for hooks.on_new_kv: per layer, captured in fp32 on the compute
-  // stream into a ring slot and copied to pinned host memory on the write stream; a layer's
-  // hooks run when its slot comes round again (its copy long finished) or after the last
-  // layer, so the loop rarely waits.
-  const bool capture = static_cast<bool>(hooks.on_new_kv);
-  const uint64_t cap_layer = static_cast<uint64_t>(2 * N * kvd) * 4;  // k | v, fp32
-  float* cap_dev = nullptr;
+  // New pre-RoPE K and V for hooks.on_new_kv (fp32) or on_new_kv_native (the storage type,
+  // not converted): per layer, captured on the compute stream into a ring slot and copied to
+  // pinned host memory on the write stream; a layer's hooks run when its slot comes round
+  // again (its copy long finished) or after the last layer, so the loop rarely waits.
+  const bool native_capture = static_cast<bool>(hooks.on_new_kv_native);
+  const bool capture = native_capture || static_cast<bool>(hooks.on_new_kv);
+  const bool widen = !native_capture && st != kc::Storage::F32;  // converted to fp32
+  const uint64_t cap_row = static_cast<uint64_t>(kvd) * (native_capture ? esz : 4);
+  const uint64_t cap_layer = 2 * static_cast<uint64_t>(N) * cap_row;  // k | v
+  char* cap_dev = nullptr;
   Arena::Block cap_block;
   if (capture) {
     grow(&capture_host, &capture_dev, cap_layer * kCaptureSlots + 256, write_stream,
          "capture staging");
     cap_block = capture_dev.allocate(cap_layer * kCaptureSlots, "capture staging");
-    cap_dev = static_cast<float*>(cap_block.data());
+    cap_dev = static_cast<char*>(cap_block.data());
   }
   const auto hand_over = [&](int layer) {  // its slot's copy has finished
-    const float* hk = static_cast<const float*>(capture_host.data()) +
-                      static_cast<size_t>(layer % kCaptureSlots) * 2 * N * kvd;
-    const float* hv = hk + N * kvd;
+    const char* hk = static_cast<const char*>(capture_host.data()) +
+                     static_cast<size_t>(layer % kCaptureSlots) * cap_layer;
+    const char* hv = hk + N * cap_row;
     for (int64_t i = 0; i < items; ++i) {
       const SeqInput& in = batch[static_cast<size_t>(i)];
-      hooks.on_new_kv(layer, in.seq, br.len0[static_cast<size_t>(i)],
-                      static_cast<int64_t>(in.tokens.size()), hk + br.row0[i] * kvd,
-                      hv + br.row0[i] * kvd);
+      const int64_t pos0 = br.len0[static_cast<size_t>(i)];
+      const auto n = static_cast<int64_t>(in.tokens.size());
+      const char* ki = hk + br.row0[i] * cap_row;
+      const char* vi = hv + br.row0[i] * cap_row;
+      if (native_capture) {
+        hooks.on_new_kv_native(layer, in.seq, pos0, n, ki, vi);
+      } else {
+        hooks.on_new_kv(layer, in.seq, pos0, n, reinterpret_cast<const float*>(ki),
+                        reinterpret_cast<const float*>(vi));
+      }
     }
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -197,21 +207,21 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
         copied[slot].synchronize();
         hand_over(l - kCaptureSlots);
       }
-      float* dk = cap_dev + static_cast<size_t>(slot) * 2 * N * kvd;
-      float* dv = dk + N * kvd;
+      char* dk = cap_dev + static_cast<size_t>(slot) * cap_layer;
+      char* dv = dk + N * cap_row;
       kc::KvCaptureParams cp;
       cp.k_src = qkv_bytes + e(qd);
       cp.v_src = qkv_bytes + e(qd + kvd);
       cp.src_stride = QKV;
-      cp.k_stage = st == kc::Storage::F32 ? static_cast<void*>(dk) : kcap;
-      cp.v_stage = st == kc::Storage::F32 ? static_cast<void*>(dv) : vcap;
+      cp.k_stage = widen ? kcap : static_cast<void*>(dk);
+      cp.v_stage = widen ? vcap : static_cast<void*>(dv);
       cp.n = N;
       cp.kv_dim = kvd;
       cp.storage = st;
       CB_CUDA_CHECK(kc::launch_kv_capture(cp, stream.get()));
-      if (st != kc::Storage::F32) {
-        for (const auto& [from, to] : {std::pair<void*, float*>{kcap, dk}, {vcap, dv}}) {
-          f32_from_half(from, to, static_cast<size_t>(N * kvd), stream);
+      if (widen) {
+        for (const auto& [from, to] : {std::pair<void*, char*>{kcap, dk}, {vcap, dv}}) {
+          f32_from_half(from, reinterpret_cast<float*>(to), static_cast<size_t>(N * kvd), stream);
         }
       }
       captured.record(stream);
@@ -401,6 +411,19 @@ std::string CudaModel::kv_precision() const {
 void CudaModel::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                            const float* k_pre_rope, const float* v, int64_t rope_offset) const {
   impl_->restore_kv(cache, seq, layer, pos0, n, k_pre_rope, v, rope_offset);
+}
+
+DType CudaModel::native_kv_type() const {
+  return impl_->st == kc::Storage::F32   ? DType::F32
+         : impl_->st == kc::Storage::F16 ? DType::F16
+                                         : DType::BF16;
+}
+
+void CudaModel::restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
+                                  int64_t n, const void* k_pre_rope, const void* v,
+                                  int64_t rope_offset) const {
+  impl_->restore_kv(cache, seq, layer, pos0, n, k_pre_rope, v, rope_offset, /*rotate=*/true,
+                    /*native=*/true);
 }
 
 void CudaModel::restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,

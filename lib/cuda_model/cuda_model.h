@@ -70,6 +70,13 @@ class CudaModel : public ForwardModel {
   /// in place. Throws cb::Error for a cache that is not bound, a bad layer or unreserved slots.
   void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                   const float* k_pre_rope, const float* v, int64_t rope_offset = 0) const override;
+  /// The storage type as a DType (F32, F16 or BF16).
+  DType native_kv_type() const override;
+  /// As restore_kv, with the rows already in the storage type: they go to the device as they
+  /// are (half the bytes of fp32 for fp16/bf16 storage) and are not converted there.
+  void restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                         const void* k_pre_rope, const void* v,
+                         int64_t rope_offset = 0) const override;
   /// As restore_kv, with the keys written as given (kernels/cuda kv_append).
   void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                       const float* k, const float* v) const override;

@@ -291,9 +291,11 @@ struct CudaModel::Impl {
                                                 const char* what, const char* below);
 
   // restore_kv (rotate: pre-RoPE keys rotated to their positions) or restore_kv_raw (keys as
-  // given), through pinned staging on the read stream.
+  // given), through pinned staging on the read stream; k and v are fp32 rows, or rows in the
+  // storage type when `native` (restore_kv_native).
   void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
-                  const float* k, const float* v, int64_t rope_offset, bool rotate = true);
+                  const void* k, const void* v, int64_t rope_offset, bool rotate = true,
+                  bool native = false);
 
   // Slots [pos0, pos0 + n) of `seq` in `layer` as cached, to host fp32 rows.
   void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n, float* k,

@@ -8,6 +8,21 @@ using cuda_detail::fused_away;
 using cuda_detail::layer_name;
 using device::Arena;
 
+namespace {
+
+// True when `p` is page-locked host memory (cudaHostAlloc or registered), which the device
+// copies from directly; false for pageable memory.
+bool page_locked(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
+}  // namespace
+
 void CudaModel::Impl::grow(device::HostBuffer* host, Arena* dev, uint64_t bytes,
                            const device::Stream& wait, const char* name) {
   if (dev->budget() >= bytes && host->size() >= bytes) return;
@@ -73,28 +88,40 @@ const std::vector<int32_t>& CudaModel::Impl::prepare_kv_access(kv::KvCache& cach
 }
 
 void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
-                                 int64_t n, const float* k, const float* v, int64_t rope_offset,
-                                 bool rotate) {
+                                 int64_t n, const void* k, const void* v, int64_t rope_offset,
+                                 bool rotate, bool native) {
   if (n == 0) return;
   const std::vector<int32_t>& table = prepare_kv_access(
       cache, seq, layer, pos0, n, cache.capacity(seq), "cuda restore_kv", "reserved capacity");
   const int64_t kvd = cfg.kv_dim();
-  const uint64_t f32 = static_cast<uint64_t>(n * kvd) * 4;
+  // The host rows: fp32, or the storage type's (native); converted on the device unless they
+  // are already in the storage type.
+  const bool convert = !native && st != kc::Storage::F32;
+  const uint64_t rows = static_cast<uint64_t>(n * kvd) * (native ? esz : 4);
   const uint64_t tb = table.size() * 4;
   const uint64_t half = static_cast<uint64_t>(n * kvd) * esz;
-  const uint64_t host_bytes = 2 * f32 + tb;
+  const uint64_t host_bytes = 2 * rows + tb;
   grow(&restore_host, &restore_dev, host_bytes + 2 * half + 1024, read_stream, "restore staging");
   char* h = static_cast<char*>(restore_host.data());
-  std::memcpy(h, k, f32);
-  std::memcpy(h + f32, v, f32);
-  std::memcpy(h + 2 * f32, table.data(), tb);
   Arena::Block staged = restore_dev.allocate(host_bytes, "restore staging");
   char* d = static_cast<char*>(staged.data());
-  CB_CUDA_CHECK(cudaMemcpyAsync(d, h, host_bytes, cudaMemcpyHostToDevice, read_stream.get()));
+  if (page_locked(k) && page_locked(v)) {
+    // The caller's rows are page-locked (the engine's buffers): copied from there, with no
+    // host copy; only the block table goes through the staging.
+    std::memcpy(h, table.data(), tb);
+    CB_CUDA_CHECK(cudaMemcpyAsync(d, k, rows, cudaMemcpyHostToDevice, read_stream.get()));
+    CB_CUDA_CHECK(cudaMemcpyAsync(d + rows, v, rows, cudaMemcpyHostToDevice, read_stream.get()));
+    CB_CUDA_CHECK(cudaMemcpyAsync(d + 2 * rows, h, tb, cudaMemcpyHostToDevice, read_stream.get()));
+  } else {
+    std::memcpy(h, k, rows);
+    std::memcpy(h + rows, v, rows);
+    std::memcpy(h + 2 * rows, table.data(), tb);
+    CB_CUDA_CHECK(cudaMemcpyAsync(d, h, host_bytes, cudaMemcpyHostToDevice, read_stream.get()));
+  }
   const void* ks = d;
-  const void* vs = d + f32;
+  const void* vs = d + rows;
   Arena::Block conv;
-  if (st != kc::Storage::F32) {
+  if (convert) {
     conv = restore_dev.allocate(2 * half, "restore staging");
     half_from_f32(reinterpret_cast<const float*>(d), conv.data(), static_cast<size_t>(2 * n * kvd),
                   read_stream);
@@ -106,7 +133,7 @@ void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, i
   rp.v_stage = vs;
   rp.k_pool = k_pool[static_cast<size_t>(layer)].data();
   rp.v_pool = v_pool[static_cast<size_t>(layer)].data();
-  rp.view = {reinterpret_cast<const int32_t*>(d + 2 * f32), kv.block_size, kvd};
+  rp.view = {reinterpret_cast<const int32_t*>(d + 2 * rows), kv.block_size, kvd};
   rp.pos0 = pos0;
   rp.n = n;
   rp.heads = cfg.n_kv_heads;

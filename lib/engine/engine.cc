@@ -114,6 +114,13 @@ Mode parse_mode(const std::string& s) {
                    "use ca (CachedAttention), re (recompute) or of (overflow invalidation)");
 }
 
+bool parse_kv_entries(const std::string& s) {
+  if (s == "native") return true;
+  if (s == "f32") return false;
+  throw make_error("--kv-entries", "unknown entry type '" + s + "'",
+                   "use f32, or native for the backend's own KV type (fp16/bf16 on the GPU)");
+}
+
 Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, EngineConfig cfg)
     : model_(model), store_(store), cfg_(std::move(cfg)) {
   const model::ModelConfig& mc = model_.config();
@@ -130,10 +137,16 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
     });
   }
   kv_dim_ = mc.kv_dim();
+  entry_type_ = cfg_.native_kv_entries ? model_.native_kv_type() : DType::F32;
+  row_bytes_ = dtype_bytes(entry_type_, static_cast<size_t>(kv_dim_));
+  pinned_buffers_ = !model_.host_kv();
+  // Entries made at one precision are not reused at another, nor read as another element type
+  // (an fp32 entry's fingerprint is unchanged from before entries could be native).
   fp_ = store::ModelFingerprint::from_description(
       mc.name + "/" + model::arch_name(mc.arch) + "/" + std::to_string(mc.n_layers) + "x" +
       std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/" +
-      model_.kv_precision());
+      model_.kv_precision() +
+      (entry_type_ == DType::F32 ? "" : std::string("/entries-") + dtype_name(entry_type_)));
   cache_ =
       std::make_unique<kv::KvCache>(model_.kv_config(pool_blocks(cfg_, ctx_), cfg_.block_size));
   model_.bind_cache(*cache_);
@@ -215,21 +228,21 @@ void Engine::drain_saves() {
   saving_.clear();
 }
 
-std::vector<float> Engine::take_buffer(size_t n) {
+KvBuffer Engine::take_buffer(size_t n) {
   auto best = spare_.end();
   for (auto it = spare_.begin(); it != spare_.end(); ++it) {
     if (it->capacity() >= n && (best == spare_.end() || it->capacity() < best->capacity())) {
       best = it;
     }
   }
-  if (best == spare_.end()) return std::vector<float>(n);
-  std::vector<float> b = std::move(*best);
+  if (best == spare_.end()) return KvBuffer(n, pinned_buffers_);
+  KvBuffer b = std::move(*best);
   spare_.erase(best);
   b.resize(n);  // within its capacity: no reallocation
   return b;
 }
 
-void Engine::recycle(std::vector<float>&& b) {
+void Engine::recycle(KvBuffer&& b) {
   if (b.capacity() == 0) return;
   spare_.push_back(std::move(b));
   if (spare_.size() > kSpareBuffers) {  // drop the smallest
@@ -305,7 +318,7 @@ int Engine::read_buffer_for(const Job& job) const {
   }
   if (bytes == 0 || prefill_s_per_token_layer_ <= 0) return layers;
   const double t_load = 1e-9 * static_cast<double>(ns) / static_cast<double>(bytes) * 2.0 *
-                        kv_dim_ * sizeof(float) * static_cast<double>(job.context.size());
+                        static_cast<double>(row_bytes_) * static_cast<double>(job.context.size());
   const double t_pref = prefill_s_per_token_layer_ * static_cast<double>(job.new_ids.size());
   if (t_load <= t_pref) return 0;
   return static_cast<int>(std::ceil(layers * (t_load - t_pref) / t_load));
@@ -345,7 +358,7 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   j.cap = static_cast<int64_t>(j.context.size() + j.new_ids.size()) + j.output_target;
   if (cfg_.mode != Mode::RE) {
     // Every row a save reads is written first: loaded, or captured as the tokens are fed.
-    j.k = take_buffer(static_cast<size_t>(layers * j.cap * kv_dim_));
+    j.k = take_buffer(static_cast<size_t>(layers * j.cap) * row_bytes_);
     j.v = take_buffer(j.k.size());
   }
   j.rec.session = j.session;
@@ -359,7 +372,7 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
     store::LookupKey key{j.session, fp_, store::KeyEncoding::PreRope, j.context};
     std::vector<store::LayerTarget> targets;
     for (int l = 0; l < layers; ++l) {
-      targets.push_back({j.k.data() + l * j.cap * kv_dim_, j.v.data() + l * j.cap * kv_dim_});
+      targets.push_back({layer_rows(j.k, l, j.cap), layer_rows(j.v, l, j.cap)});
     }
     j.load_start = steady_s();
     j.load = store_->load(key, targets, -1, read_buffer_for(j));
@@ -370,8 +383,8 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   }
   j.rec.reused_tokens = j.reused;
   j.rec.recomputed_tokens = static_cast<int64_t>(j.context.size()) - j.reused;
-  j.rec.bytes_loaded =
-      static_cast<uint64_t>(j.reused) * 2u * static_cast<uint64_t>(layers * kv_dim_) * 4u;
+  j.rec.bytes_loaded = static_cast<uint64_t>(j.reused) * 2u * static_cast<uint64_t>(layers) *
+                       static_cast<uint64_t>(row_bytes_);
   j.prefill_ids.assign(j.context.begin() + j.reused, j.context.end());
   j.prefill_ids.insert(j.prefill_ids.end(), j.new_ids.begin(), j.new_ids.end());
   return job;
@@ -404,8 +417,7 @@ bool Engine::admit(Job& j, double* stall) {
     return true;  // recomputed by the caller
   }
   for (int l = 0; l < layers; ++l) {
-    model_.restore_kv(*cache_, seq, l, 0, j.reused, j.k.data() + l * j.cap * kv_dim_,
-                      j.v.data() + l * j.cap * kv_dim_);
+    restore(j, l);
   }
   return true;
 }
@@ -420,6 +432,17 @@ void Engine::start_batch_loads(const std::vector<Job*>& jobs) {
   }
 }
 
+void Engine::restore(Job& j, int layer) {
+  const uint8_t* k = layer_rows(j.k, layer, j.cap);
+  const uint8_t* v = layer_rows(j.v, layer, j.cap);
+  if (entry_type_ == DType::F32) {
+    model_.restore_kv(*cache_, j.req.id, layer, 0, j.reused, reinterpret_cast<const float*>(k),
+                      reinterpret_cast<const float*>(v));
+  } else {
+    model_.restore_kv_native(*cache_, j.req.id, layer, 0, j.reused, k, v);
+  }
+}
+
 void Engine::restore_layer(Job& j, int layer) {
   const double t = steady_s();
   const bool ok = j.load.wait_layer(layer);
@@ -428,8 +451,7 @@ void Engine::restore_layer(Job& j, int layer) {
     j.load_failed = true;
     return;
   }
-  model_.restore_kv(*cache_, j.req.id, layer, 0, j.reused, j.k.data() + layer * j.cap * kv_dim_,
-                    j.v.data() + layer * j.cap * kv_dim_);
+  restore(j, layer);
   if (layer == model_.config().n_layers - 1) {
     j.restore_pending = false;
     j.rec.load_s = steady_s() - j.load_start;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/engine/kv_buffer.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/metrics/turn_record.h"
 #include "lib/model/model.h"
@@ -34,6 +35,8 @@ enum class Mode { CA, RE, OF };
 const char* mode_name(Mode m);
 /// Parses "ca" / "re" / "of"; throws cb::Error naming `--mode` otherwise.
 Mode parse_mode(const std::string& s);
+/// Parses --kv-entries: "native" (true) or "f32" (false); throws cb::Error naming the option.
+bool parse_kv_entries(const std::string& s);
 
 /// Tokens the oldest part of a `hist`-token history loses when a turn needs `over` tokens more
 /// than the window: at least `over` and a `ratio` share of the history, rounded up to a multiple
@@ -76,9 +79,12 @@ struct EngineConfig {
   bool preload = true;         ///< false: load the whole entry before computing (no overlap)
   bool async_save = true;      ///< false: a turn ends only when its entry is committed
   bool append_saves = true;    ///< false: every turn re-saves its whole history (no appends)
-  int preload_jobs = 4;        ///< waiting requests prepared (and preloading) ahead of admission
-  int block_size = 16;         ///< paged KV block size
-  int num_blocks = 0;          ///< KV pool (0: enough for max_batch full windows)
+  /// Store entries in the model's native_kv_type() (fp16/bf16 on the GPU: half the bytes, no
+  /// conversion) instead of fp32. The same on the CPU backend, whose KV is fp32.
+  bool native_kv_entries = false;
+  int preload_jobs = 4;  ///< waiting requests prepared (and preloading) ahead of admission
+  int block_size = 16;   ///< paged KV block size
+  int num_blocks = 0;    ///< KV pool (0: enough for max_batch full windows)
   sched::SchedConfig sched;
   int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
 };
@@ -167,6 +173,8 @@ class Engine {
   /// false when the pool is full. `stall` receives the time spent loading synchronously.
   bool admit(Job& job, double* stall);
   void restore_layer(Job& job, int layer);
+  /// Writes layer `layer` of the job's loaded prefix into its KV blocks (from the entry type).
+  void restore(Job& job, int layer);
   /// Starts the loads of the jobs just admitted, layer-major across them.
   void start_batch_loads(const std::vector<Job*>& jobs);
   void run_step(const std::vector<sched::StepItem>& items, RunResult* res, const TokenFn& on_token);
@@ -182,13 +190,17 @@ class Engine {
   /// committed; prepare() makes the others, and one still due.
   void cut_on_arrival(const std::vector<SessionInput>& sessions);
   int read_buffer_for(const Job& job) const;
-  /// A write buffer of n floats: a spare one when one is large enough (its pages already
+  /// A write buffer of n bytes: a spare one when one is large enough (its pages already
   /// mapped; contents left over), else a new one. A 7B model's buffers are hundreds of MB per
   /// turn, and fresh ones cost their page faults: on an H100 host, 57 s of system time in a
   /// 74-turn replay before buffers were reused.
-  std::vector<float> take_buffer(size_t n);
+  KvBuffer take_buffer(size_t n);
   /// Keeps `b` for take_buffer (at most kSpareBuffers, the largest).
-  void recycle(std::vector<float>&& b);
+  void recycle(KvBuffer&& b);
+  /// Layer `layer`'s rows in a job's write buffer of `cap` tokens per layer.
+  uint8_t* layer_rows(KvBuffer& b, int layer, int64_t cap) const {
+    return b.data() + static_cast<size_t>(layer * cap) * row_bytes_;
+  }
   /// Recycles the buffers of a save that has committed or failed.
   void retire(Saving& s);
 
@@ -197,6 +209,9 @@ class Engine {
   EngineConfig cfg_;
   int64_t ctx_ = 0;
   int kv_dim_ = 0;
+  DType entry_type_ = DType::F32;  ///< of the stored entries' elements
+  size_t row_bytes_ = 0;           ///< one token's K (or V) of one layer in an entry
+  bool pinned_buffers_ = false;    ///< page-locked write buffers (a device backend)
   store::ModelFingerprint fp_;
   std::unique_ptr<kv::KvCache> cache_;
   std::map<uint64_t, Session> sessions_;
@@ -205,8 +220,8 @@ class Engine {
   int64_t seen_ = -1;  ///< the last waiting request cut_on_arrival looked at (this run)
   std::map<uint64_t, int64_t> cuts_due_;  ///< session -> tokens, cut once its save commits
   static constexpr size_t kSpareBuffers = 8;
-  std::vector<std::vector<float>> spare_;  // write buffers of finished saves, for reuse
-  sched::Scheduler* sched_ = nullptr;      // during run()
+  std::vector<KvBuffer> spare_;        // write buffers of finished saves, for reuse
+  sched::Scheduler* sched_ = nullptr;  // during run()
   double t0_ = 0, skipped_ = 0;
   /// Asynchronous saves whose commit failed (an I/O or checksum error), since run() began.
   int64_t async_save_failures_ = 0;

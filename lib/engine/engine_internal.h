@@ -26,7 +26,8 @@ struct Engine::Job {
   int64_t reused = 0;
   int64_t fed = 0;
   int64_t cap = 0;
-  std::vector<float> k, v;  // write buffer [layer][cap][kv_dim]; loaded prefix in [0, reused)
+  // write buffer [layer][cap][kv_dim] in the entry type; loaded prefix in [0, reused)
+  KvBuffer k, v;
   store::LoadHandle load;
   bool restore_pending = false;
   bool load_failed = false;
@@ -35,7 +36,7 @@ struct Engine::Job {
 
 struct Engine::Saving {
   uint64_t session = 0;
-  std::vector<float> k, v;
+  KvBuffer k, v;
   store::SaveHandle handle;
   std::shared_future<bool> commit;
 };

@@ -60,14 +60,20 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     }
     restore_s += steady_s() - t0;
   };
-  hooks.on_new_kv = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k,
-                        const float* v) {
+  const auto capture = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t n, const void* k,
+                           const void* v) {
     Job& j = *jobs_.at(seq);
     if (j.k.empty()) return;
-    const size_t off = static_cast<size_t>((layer * j.cap + pos0) * kv_dim_);
-    std::memcpy(j.k.data() + off, k, static_cast<size_t>(n * kv_dim_) * sizeof(float));
-    std::memcpy(j.v.data() + off, v, static_cast<size_t>(n * kv_dim_) * sizeof(float));
+    const size_t off = static_cast<size_t>(pos0) * row_bytes_;
+    const size_t bytes = static_cast<size_t>(n) * row_bytes_;
+    std::memcpy(layer_rows(j.k, layer, j.cap) + off, k, bytes);
+    std::memcpy(layer_rows(j.v, layer, j.cap) + off, v, bytes);
   };
+  if (entry_type_ == DType::F32) {
+    hooks.on_new_kv = capture;
+  } else {
+    hooks.on_new_kv_native = capture;
+  }
   const double t = steady_s();
   const std::vector<float> logits = model_.forward(batch, *cache_, hooks);
   const double dt = steady_s() - t;
@@ -142,7 +148,7 @@ void Engine::finish(Job& j, RunResult* res) {
     req.session = j.session;
     req.fingerprint = fp_;
     req.encoding = store::KeyEncoding::PreRope;
-    req.shape = {layers, static_cast<uint32_t>(kv_dim_ * sizeof(float))};
+    req.shape = {layers, static_cast<uint32_t>(row_bytes_)};
     req.tokens = fed;
     auto sv = std::make_unique<Saving>();
     sv->session = j.session;
@@ -163,8 +169,7 @@ void Engine::finish(Job& j, RunResult* res) {
       retire(*sv);
     } else {
       for (int l = 0; l < layers; ++l) {
-        sv->handle.write_layer(
-            l, {sv->k.data() + l * j.cap * kv_dim_, sv->v.data() + l * j.cap * kv_dim_});
+        sv->handle.write_layer(l, {layer_rows(sv->k, l, j.cap), layer_rows(sv->v, l, j.cap)});
       }
       sv->commit = sv->handle.commit();
       const auto written =

@@ -101,6 +101,18 @@ std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed) {
   return std::make_unique<Model>(src.config(), Weights::load(src, seed));
 }
 
+void ForwardModel::restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
+                                     int64_t n, const void* k_pre_rope, const void* v,
+                                     int64_t rope_offset) const {
+  if (native_kv_type() != DType::F32) {
+    throw make_error("restore_kv_native", "this backend keeps its KV in " +
+                                              std::string(dtype_name(native_kv_type())) +
+                                              " but does not restore it natively (internal error)");
+  }
+  restore_kv(cache, seq, layer, pos0, n, static_cast<const float*>(k_pre_rope),
+             static_cast<const float*>(v), rope_offset);
+}
+
 kv::KvConfig ForwardModel::kv_config(int64_t num_blocks, int block_size) const {
   if (num_blocks > std::numeric_limits<int32_t>::max()) {
     throw make_error("--ctx",
@@ -196,10 +208,16 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
       k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_k.weight")), kk.data(), N, H, kvd);
       k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_v.weight")), v.data(), N, H, kvd);
     }
-    if (hooks.on_new_kv) {
+    if (hooks.on_new_kv_native || hooks.on_new_kv) {
       for (size_t i = 0; i < batch.size(); ++i) {
-        hooks.on_new_kv(l, batch[i].seq, len0[i], static_cast<int64_t>(batch[i].tokens.size()),
-                        kk.data() + row0[i] * kvd, v.data() + row0[i] * kvd);
+        const int64_t n = static_cast<int64_t>(batch[i].tokens.size());
+        const float* ki = kk.data() + row0[i] * kvd;
+        const float* vi = v.data() + row0[i] * kvd;
+        if (hooks.on_new_kv_native) {
+          hooks.on_new_kv_native(l, batch[i].seq, len0[i], n, ki, vi);
+        } else {
+          hooks.on_new_kv(l, batch[i].seq, len0[i], n, ki, vi);
+        }
       }
     }
     k::rope(q.data(), rope_pos.data(), N, c.n_heads, c.head_dim, c.rope_dims, c.rope_theta, rope);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/dtype.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/model/config.h"
 #include "lib/model/model_source.h"
@@ -40,6 +41,11 @@ struct LayerHooks {
   std::function<void(int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k_pre_rope,
                      const float* v)>
       on_new_kv;
+  /// Like on_new_kv, with k and v in the model's native_kv_type() (no conversion on the GPU,
+  /// where the KV is kept in fp16 or bf16): called instead of on_new_kv when set.
+  std::function<void(int layer, kv::SeqId seq, int64_t pos0, int64_t n, const void* k_pre_rope,
+                     const void* v)>
+      on_new_kv_native;
 };
 
 /// The rows of one forward call, shared by the CPU and CUDA backends: item i of the batch owns
@@ -84,6 +90,10 @@ class ForwardModel {
   /// The precision the KV is computed in ("f32", or the GPU storage "f16" / "bf16"): stored
   /// entries are tagged with it, so entries made at one precision are not reused at another.
   virtual std::string kv_precision() const { return "f32"; }
+  /// The element type of the KV as this backend keeps it (F32 on the CPU, the GPU storage
+  /// type on CUDA): what on_new_kv_native hands over and restore_kv_native takes, moved without
+  /// conversion.
+  virtual DType native_kv_type() const { return DType::F32; }
   /// CachedAttention restore: writes n tokens of pre-RoPE K (rotated here to positions
   /// [pos0, pos0 + n) + rope_offset) and V, each [n, n_kv_heads * head_dim] fp32 row-major,
   /// into seq's slots [pos0, pos0 + n) of `layer`. Capacity must be reserved; the sequence
@@ -92,6 +102,11 @@ class ForwardModel {
   virtual void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
                           const float* k_pre_rope, const float* v,
                           int64_t rope_offset = 0) const = 0;
+  /// restore_kv with k_pre_rope and v in native_kv_type() (rows of n_kv_heads * head_dim
+  /// elements). Default (F32 backends): restore_kv.
+  virtual void restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
+                                 int64_t n, const void* k_pre_rope, const void* v,
+                                 int64_t rope_offset = 0) const;
   /// Naive KV truncation baseline (NKVT): writes K exactly as given (keys that already carry
   /// the rotation of their old positions) and V into slots [pos0, pos0 + n) of `layer`.
   virtual void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "lib/cuda_model/cuda_model.h"
@@ -53,8 +54,10 @@ std::unique_ptr<cb::store::AttentionStore> dram_store() {
   return std::make_unique<cb::store::AttentionStore>(c);
 }
 
-RunResult serve(const cb::model::ForwardModel& m, Mode mode, bool preload, Tokens* out) {
+RunResult serve(const cb::model::ForwardModel& m, Mode mode, bool preload, Tokens* out,
+                bool native_entries = false) {
   EngineConfig c;
+  c.native_kv_entries = native_entries;
   c.mode = mode;
   c.ctx = 512;
   c.preload = preload;
@@ -91,6 +94,36 @@ TEST(CudaEngine, CachedAttentionOnTheGpuServesWhatRecomputeAndTheCpuServe) {
       EXPECT_EQ(rec.reused_tokens, rec.history_tokens);
     }
     EXPECT_EQ(r.load_failures + r.save_failures, 0);
+  }
+}
+
+// --kv-entries native on fp16 and bf16 storage: entries hold the device's own rows (half the
+// bytes) and go back without conversion. fp32 entries of such KV are exact widenings of the
+// same rows, so both serve exactly the same tokens, from the same tiers.
+TEST(CudaEngine, NativeEntriesServeWhatFp32EntriesServeWithHalfTheBytes) {
+  SKIP_WITHOUT_GPU();
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto src = cb::model::ModelSource::open(path);
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    auto weights = cb::model::Weights::load(*src, 0);
+    cb::model::CudaModel gpu(src->config(), *weights, {st, 0});
+    for (bool preload : {true, false}) {
+      Tokens wide, native;
+      const RunResult w = serve(gpu, Mode::CA, preload, &wide);
+      const RunResult n = serve(gpu, Mode::CA, preload, &native, /*native_entries=*/true);
+      const std::string what =
+          std::string(kc::storage_name(st)) + " preload " + std::to_string(preload);
+      EXPECT_EQ(native, wide) << what;
+      ASSERT_EQ(n.records.size(), w.records.size());
+      for (size_t i = 0; i < n.records.size(); ++i) {
+        EXPECT_EQ(n.records[i].tier, w.records[i].tier) << what;
+        EXPECT_EQ(n.records[i].bytes_loaded * 2, w.records[i].bytes_loaded) << what;
+        if (n.records[i].turn > 0) {
+          EXPECT_EQ(n.records[i].tier, "dram") << what;
+        }
+      }
+      EXPECT_EQ(n.load_failures + n.save_failures, 0) << what;
+    }
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <set>
 #include <string>
@@ -17,6 +18,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/preset_fill.h"
 #include "lib/core/error.h"
+#include "lib/device/host_buffer.h"
 #include "lib/model/model_source.h"
 #include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
@@ -356,6 +358,93 @@ TEST(CudaModel, RestoredHistoryContinuesAsOnTheCpu) {
         const std::string what =
             std::string(m) + " " + storage_name(st) + " offset " + std::to_string(offset);
         EXPECT_LT(rel_err(gpu.forward({next}, gc), cpu.forward({next}, cc)), tolerance(st)) << what;
+      }
+    }
+  }
+}
+
+// Native KV (--kv-entries native): the hook hands over the storage type's own rows, which are
+// exactly the fp32 hook's rows narrowed (those are widened from them), and restoring them
+// natively (from pageable or page-locked memory) leaves the blocks bit for bit as restoring the
+// fp32 rows does.
+TEST(CudaModel, NativeKvIsTheStorageTypesRowsAndRestoresAsFp32Does) {
+  SKIP_WITHOUT_GPU();
+  auto src = ModelSource::open("preset:tiny-llama");
+  const ModelConfig cfg = src->config();
+  const int64_t kvd = cfg.kv_dim(), P = 29;
+  const std::vector<SeqInput> in = {{4, cb::test::random_tokens(P, cfg.vocab_size, 9), false}};
+  for (kc::Storage st : kStorages) {
+    auto weights = cb::model::Weights::load(*src, 3);
+    CudaModel gpu(cfg, *weights, {st, 0});
+    const size_t esz = kc::storage_bytes(st);
+    ASSERT_EQ(cb::dtype_bytes(gpu.native_kv_type(), 1), esz);
+    KvByLayer fk, fv;
+    std::map<int, std::vector<uint8_t>> nk, nv;
+    cb::model::LayerHooks native;
+    native.on_new_kv_native = [&](int layer, uint64_t, int64_t, int64_t n, const void* k,
+                                  const void* v) {
+      const auto* kb = static_cast<const uint8_t*>(k);
+      const auto* vb = static_cast<const uint8_t*>(v);
+      nk[layer].assign(kb, kb + n * kvd * static_cast<int64_t>(esz));
+      nv[layer].assign(vb, vb + n * kvd * static_cast<int64_t>(esz));
+    };
+    for (int pass = 0; pass < 2; ++pass) {
+      KvCache c(gpu.kv_config(8, 16));
+      c.add_sequence(4);
+      ASSERT_TRUE(c.reserve(4, P));
+      gpu.forward(in, c, pass == 0 ? recorder(&fk, &fv, kvd) : native);
+    }
+    const std::string what = storage_name(st);
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      for (const auto& [wide, narrow] : {std::pair{&fk[l][4], &nk[l]}, {&fv[l][4], &nv[l]}}) {
+        ASSERT_EQ(narrow->size(), wide->size() * esz / 4) << what;
+        std::vector<uint8_t> want(narrow->size());
+        for (size_t i = 0; i < wide->size(); ++i) {
+          const float x = (*wide)[i];
+          const uint16_t h = st == kc::Storage::F16 ? cb::fp32_to_fp16(x) : cb::fp32_to_bf16(x);
+          if (st == kc::Storage::F32) {
+            std::memcpy(want.data() + 4 * i, &x, 4);
+          } else {
+            std::memcpy(want.data() + 2 * i, &h, 2);
+          }
+        }
+        EXPECT_EQ(*narrow, want) << what << " layer " << l;
+      }
+    }
+    // One bound cache at a time: each pass restores into its own and reads every layer back.
+    // Pass 2 restores natively from page-locked memory, which the device copies directly.
+    std::vector<std::vector<float>> back[3];
+    for (int pass = 0; pass < 3; ++pass) {
+      KvCache c(gpu.kv_config(8, 16));
+      gpu.bind_cache(c);
+      c.add_sequence(9);
+      ASSERT_TRUE(c.reserve(9, P));
+      c.set_length(9, P);
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        if (pass == 0) {
+          gpu.restore_kv(c, 9, l, 0, P, fk[l][4].data(), fv[l][4].data(), 5);
+        } else if (pass == 1) {
+          gpu.restore_kv_native(c, 9, l, 0, P, nk[l].data(), nv[l].data(), 5);
+        } else {
+          cb::device::HostBuffer pk(nk[l].size(), 64), pv(nv[l].size(), 64);
+          ASSERT_EQ(pk.kind(), cb::device::HostMemoryKind::CudaPinned);
+          std::memcpy(pk.data(), nk[l].data(), nk[l].size());
+          std::memcpy(pv.data(), nv[l].data(), nv[l].size());
+          gpu.restore_kv_native(c, 9, l, 0, P, pk.data(), pv.data(), 5);
+        }
+      }
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        std::vector<float> k(static_cast<size_t>(P * kvd)), v(k.size());
+        gpu.read_kv(c, 9, l, 0, P, k.data(), v.data());
+        back[pass].push_back(std::move(k));
+        back[pass].push_back(std::move(v));
+      }
+    }
+    for (int pass = 1; pass < 3; ++pass) {
+      ASSERT_EQ(back[0].size(), back[pass].size());
+      for (size_t i = 0; i < back[0].size(); ++i) {
+        EXPECT_EQ(0, std::memcmp(back[0][i].data(), back[pass][i].data(), back[0][i].size() * 4))
+            << what << " pass " << pass << (i % 2 ? " V" : " K") << " layer " << i / 2;
       }
     }
   }

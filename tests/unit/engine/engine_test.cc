@@ -9,11 +9,15 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 
+#include "lib/engine/kv_buffer.h"
 #include "lib/engine/policy_advisor.h"
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
@@ -77,6 +81,12 @@ RunResult serve(const model::Model& m, store::AttentionStore* st, const EngineCo
   return e.run(in, {}, [&](uint64_t s, int32_t t) {
     if (out) (*out)[s].push_back(t);
   });
+}
+
+RunResult serve_any(const model::ForwardModel& m, store::AttentionStore* st, const EngineConfig& c,
+                    const std::vector<SessionInput>& in) {
+  Engine e(m, st, c);
+  return e.run(in, {}, {});
 }
 
 TEST(Engine, CachedAttentionServesTheSameTokensAsRecompute) {
@@ -181,6 +191,147 @@ TEST(Engine, ASessionsEntryKeepsItsFirstSaveTimeAcrossTurns) {
     ASSERT_TRUE(st.entry_meta(s, &meta)) << s;
     EXPECT_EQ(meta.created, t) << "session " << s;
     EXPECT_GT(meta.last_access, meta.created) << "session " << s;  // two re-saves since
+  }
+}
+
+/// A backend whose native KV type is fp16, as the GPU's: the CPU model underneath, its new KV
+/// rounded to fp16 when handed over natively, widened again when restored natively. It
+/// remembers every row it handed over, so a restore can be checked row by row.
+class HalfKvModel : public model::ForwardModel {
+ public:
+  explicit HalfKvModel(const model::Model& m) : m_(m) {}
+  const model::ModelConfig& config() const override { return m_.config(); }
+  DType native_kv_type() const override { return DType::F16; }
+  std::string kv_precision() const override { return "f16"; }
+  using ForwardModel::forward;
+  std::vector<float> forward(const std::vector<model::SeqInput>& batch, kv::KvCache& cache,
+                             const model::LayerHooks& hooks) const override {
+    model::LayerHooks h;
+    h.wait_ready = hooks.wait_ready;
+    h.on_new_kv = hooks.on_new_kv;
+    if (hooks.on_new_kv_native) {
+      h.on_new_kv = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k,
+                        const float* v) {
+        const std::vector<uint16_t> hk = narrow(k, n), hv = narrow(v, n);
+        for (int64_t t = 0; t < n; ++t) {
+          handed_over.insert(row(hk.data(), t));
+          handed_over.insert(row(hv.data(), t));
+        }
+        hooks.on_new_kv_native(layer, seq, pos0, n, hk.data(), hv.data());
+      };
+    }
+    return m_.forward(batch, cache, h);
+  }
+  void restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                         const void* k, const void* v, int64_t rope_offset) const override {
+    std::vector<float> fk, fv;
+    for (const auto& [from, to] : {std::pair{k, &fk}, {v, &fv}}) {
+      const auto* h = static_cast<const uint16_t*>(from);
+      for (int64_t t = 0; t < n; ++t) {
+        ++restored_rows;
+        if (!handed_over.count(row(h, t))) ++unknown_rows;
+      }
+      for (int64_t i = 0; i < n * dim(); ++i) to->push_back(fp16_to_fp32(h[i]));
+    }
+    m_.restore_kv(cache, seq, layer, pos0, n, fk.data(), fv.data(), rope_offset);
+  }
+  void restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                  const float* k, const float* v, int64_t rope_offset) const override {
+    m_.restore_kv(cache, seq, layer, pos0, n, k, v, rope_offset);
+  }
+  void restore_kv_raw(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n,
+                      const float* k, const float* v) const override {
+    m_.restore_kv_raw(cache, seq, layer, pos0, n, k, v);
+  }
+  void read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0, int64_t n, float* k,
+               float* v) const override {
+    m_.read_kv(cache, seq, layer, pos0, n, k, v);
+  }
+  mutable std::set<std::vector<uint16_t>> handed_over;
+  mutable int64_t restored_rows = 0, unknown_rows = 0;
+
+ private:
+  int64_t dim() const { return m_.config().kv_dim(); }
+  std::vector<uint16_t> narrow(const float* x, int64_t n) const {
+    std::vector<uint16_t> h(static_cast<size_t>(n * dim()));
+    for (size_t i = 0; i < h.size(); ++i) h[i] = fp32_to_fp16(x[i]);
+    return h;
+  }
+  std::vector<uint16_t> row(const uint16_t* h, int64_t t) const {
+    return {h + t * dim(), h + (t + 1) * dim()};
+  }
+  const model::Model& m_;
+};
+
+// --kv-entries native: entries hold the backend's KV type (here fp16, 64-byte rows for
+// stories260K's 32-wide K and V), so every load and save moves half the bytes of fp32 entries,
+// the hit sequence is the same, and every row restored is a row the backend handed over, also
+// after overflows truncated the entries.
+TEST(Engine, NativeEntriesHoldTheBackendsKvTypeAndRestoreTheRowsItHandedOver) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  ASSERT_EQ(m->config().kv_dim(), 32);
+  for (const int64_t ctx : {512, 100}) {
+    const auto in = ctx == 512 ? sessions(3, 3, 40, 12) : sessions(2, 5, 30, 10);
+    HalfKvModel half(*m);
+    EngineConfig c = config(Mode::CA, ctx);
+    c.append_saves = false;  // each save is the whole history: its size is exact
+    auto f32_store = dram_store();
+    const RunResult f32 = serve_any(half, f32_store.get(), c, in);
+    EXPECT_EQ(half.restored_rows, 0);  // fp32 entries go through restore_kv
+    c.native_kv_entries = true;
+    auto native_store = dram_store();
+    const RunResult nat = serve_any(half, native_store.get(), c, in);
+    ASSERT_EQ(nat.records.size(), f32.records.size());
+    int64_t truncated = 0, reused = 0;
+    for (size_t i = 0; i < nat.records.size(); ++i) {
+      const auto& a = nat.records[i];
+      const auto& b = f32.records[i];
+      EXPECT_EQ(a.tier, b.tier) << "record " << i;
+      EXPECT_EQ(a.reused_tokens, b.reused_tokens) << "record " << i;
+      EXPECT_EQ(a.bytes_loaded * 2, b.bytes_loaded) << "record " << i;
+      EXPECT_EQ(a.bytes_loaded, static_cast<uint64_t>(a.reused_tokens) * 2 * 64 * 5);
+      EXPECT_EQ(a.bytes_saved * 2, b.bytes_saved) << "record " << i;
+      EXPECT_EQ(a.bytes_saved,
+                static_cast<uint64_t>(a.history_tokens + a.new_tokens + a.output_tokens - 1) * 2 *
+                    64 * 5);
+      truncated += a.truncated_tokens;
+      reused += a.reused_tokens;
+    }
+    EXPECT_EQ(nat.load_failures + nat.save_failures, 0);
+    EXPECT_EQ(half.restored_rows, 2 * 5 * reused);  // K and V rows of every layer
+    EXPECT_GT(reused, 0);
+    EXPECT_EQ(half.unknown_rows, 0);
+    if (ctx == 100) {
+      EXPECT_GT(truncated, 0);
+    }
+  }
+}
+
+// The engine's write buffers: page-locked for a device backend (device::HostBuffer, plain if
+// locking is refused), plain for the CPU; zeroed, used within their allocation, and empty once
+// moved from (a moved save's buffers are not reused twice).
+TEST(KvBuffer, HoldsItsBytesWithinItsAllocationAndMovesEmptyBehind) {
+  for (const bool pinned : {true, false}) {
+    KvBuffer b(1000, pinned);
+    ASSERT_NE(b.data(), nullptr);
+    EXPECT_EQ(b.size(), 1000u);
+    EXPECT_EQ(b.capacity(), 1000u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % alignof(std::max_align_t), 0u);
+    EXPECT_TRUE(std::all_of(b.data(), b.data() + 1000, [](uint8_t x) { return x == 0; }));
+    if (!pinned) {
+      EXPECT_FALSE(b.pinned());
+    }
+    uint8_t* const p = b.data();
+    b.resize(500);
+    EXPECT_EQ(b.data(), p);
+    EXPECT_EQ(b.size(), 500u);
+    EXPECT_THROW(b.resize(1001), cb::Error);
+    KvBuffer moved = std::move(b);
+    EXPECT_EQ(moved.data(), p);
+    EXPECT_EQ(moved.size(), 500u);
+    EXPECT_TRUE(b.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is the point
+    EXPECT_EQ(b.capacity(), 0u);
   }
 }
 
