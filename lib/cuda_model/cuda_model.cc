@@ -29,6 +29,7 @@ void check_cublas(cublasStatus_t s, const char* what) {
 namespace {
 
 using cuda_detail::layer_name;
+using cuda_detail::page_locked;
 using device::Arena;
 
 }  // namespace
@@ -174,7 +175,13 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     cap_block = capture_dev.allocate(cap_layer * kCaptureSlots, "capture staging");
     cap_dev = static_cast<char*>(cap_block.data());
   }
-  const auto hand_over = [&](int layer) {  // its slot's copy has finished
+  // Native rows of large items copied by the device straight to the caller's page-locked
+  // memory (hooks.native_kv_target), per [layer * items + item]; empty when none can be.
+  std::vector<std::pair<void*, void*>> direct;
+  if (native_capture && hooks.native_kv_target) {
+    direct.assign(static_cast<size_t>(c.n_layers * items), {nullptr, nullptr});
+  }
+  const auto hand_over = [&](int layer) {  // its slot's copies have finished
     const char* hk = static_cast<const char*>(capture_host.data()) +
                      static_cast<size_t>(layer % kCaptureSlots) * cap_layer;
     const char* hv = hk + N * cap_row;
@@ -184,7 +191,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       const auto n = static_cast<int64_t>(in.tokens.size());
       const char* ki = hk + br.row0[i] * cap_row;
       const char* vi = hv + br.row0[i] * cap_row;
-      if (native_capture) {
+      if (!direct.empty() && direct[static_cast<size_t>(layer * items + i)].first != nullptr) {
+        const auto& [tk, tv] = direct[static_cast<size_t>(layer * items + i)];
+        hooks.on_new_kv_native(layer, in.seq, pos0, n, tk, tv);
+      } else if (native_capture) {
         hooks.on_new_kv_native(layer, in.seq, pos0, n, ki, vi);
       } else {
         hooks.on_new_kv(layer, in.seq, pos0, n, reinterpret_cast<const float*>(ki),
@@ -226,8 +236,31 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       }
       captured.record(stream);
       captured.wait_on(write_stream);
-      CB_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(capture_host.data()) + slot * cap_layer, dk,
-                                    cap_layer, cudaMemcpyDeviceToHost, write_stream.get()));
+      bool staged = direct.empty();
+      for (int64_t i = 0; i < items && !direct.empty(); ++i) {
+        const SeqInput& in = batch[static_cast<size_t>(i)];
+        const auto n = static_cast<int64_t>(in.tokens.size());
+        std::pair<void*, void*> t{nullptr, nullptr};
+        if (n >= kDirectCaptureRows) {
+          t = hooks.native_kv_target(l, in.seq, br.len0[static_cast<size_t>(i)], n);
+        }
+        if (t.first == nullptr || t.second == nullptr || !page_locked(t.first) ||
+            !page_locked(t.second)) {
+          staged = true;
+          continue;
+        }
+        const uint64_t off = static_cast<uint64_t>(br.row0[i]) * cap_row;
+        const uint64_t bytes = static_cast<uint64_t>(n) * cap_row;
+        CB_CUDA_CHECK(
+            cudaMemcpyAsync(t.first, dk + off, bytes, cudaMemcpyDeviceToHost, write_stream.get()));
+        CB_CUDA_CHECK(
+            cudaMemcpyAsync(t.second, dv + off, bytes, cudaMemcpyDeviceToHost, write_stream.get()));
+        direct[static_cast<size_t>(l * items + i)] = t;
+      }
+      if (staged) {  // the whole slot, for the items without a direct copy
+        CB_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(capture_host.data()) + slot * cap_layer,
+                                      dk, cap_layer, cudaMemcpyDeviceToHost, write_stream.get()));
+      }
       copied[slot].record(write_stream);
     }
     {  // Q's heads and then K's follow each other in a fused row: one launch rotates both

@@ -40,6 +40,9 @@ std::string layer_name(int l, const char* suffix);
 bool fused_away(const std::string& name);
 /// Throws cb::Error naming `what` when a cuBLAS call failed.
 void check_cublas(cublasStatus_t s, const char* what);
+/// True when `p` is page-locked host memory (cudaHostAlloc or registered), which the device
+/// copies to and from directly; false for pageable memory.
+bool page_locked(const void* p);
 
 }  // namespace cb::model::cuda_detail
 
@@ -65,6 +68,9 @@ struct CudaModel::Impl {
   device::Event captured{false};
   device::Event copies_done{false};  // block copies on the compute stream, for the read stream
   static constexpr int kCaptureSlots = 4;  // layers of captured KV in flight
+  /// An item's native rows go straight to its caller's page-locked memory from this many rows
+  /// (prefill chunks; decode rows go through the staging ring, one copy for the batch).
+  static constexpr int64_t kDirectCaptureRows = 16;
   device::Event copied[kCaptureSlots] = {device::Event(false), device::Event(false),
                                          device::Event(false), device::Event(false)};
   device::CublasHandle cublas;

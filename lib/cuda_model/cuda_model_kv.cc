@@ -6,13 +6,10 @@ namespace cb::model {
 
 using cuda_detail::fused_away;
 using cuda_detail::layer_name;
+using cuda_detail::page_locked;
 using device::Arena;
 
-namespace {
-
-// True when `p` is page-locked host memory (cudaHostAlloc or registered), which the device
-// copies from directly; false for pageable memory.
-bool page_locked(const void* p) {
+bool cuda_detail::page_locked(const void* p) {
   cudaPointerAttributes a{};
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -20,8 +17,6 @@ bool page_locked(const void* p) {
   }
   return a.type == cudaMemoryTypeHost;
 }
-
-}  // namespace
 
 void CudaModel::Impl::grow(device::HostBuffer* host, Arena* dev, uint64_t bytes,
                            const device::Stream& wait, const char* name) {

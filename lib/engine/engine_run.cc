@@ -66,13 +66,24 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     if (j.k.empty()) return;
     const size_t off = static_cast<size_t>(pos0) * row_bytes_;
     const size_t bytes = static_cast<size_t>(n) * row_bytes_;
-    std::memcpy(layer_rows(j.k, layer, j.cap) + off, k, bytes);
-    std::memcpy(layer_rows(j.v, layer, j.cap) + off, v, bytes);
+    uint8_t* const dk = layer_rows(j.k, layer, j.cap) + off;
+    uint8_t* const dv = layer_rows(j.v, layer, j.cap) + off;
+    if (k != dk) std::memcpy(dk, k, bytes);  // else the backend wrote them there
+    if (v != dv) std::memcpy(dv, v, bytes);
   };
   if (entry_type_ == DType::F32) {
     hooks.on_new_kv = capture;
   } else {
     hooks.on_new_kv_native = capture;
+    // The rows' place in the write buffer: the GPU copies a prefill chunk's rows there itself
+    // when the buffer is page-locked.
+    hooks.native_kv_target = [&](int layer, kv::SeqId seq, int64_t pos0,
+                                 int64_t) -> std::pair<void*, void*> {
+      Job& j = *jobs_.at(seq);
+      if (j.k.empty()) return {nullptr, nullptr};
+      const size_t off = static_cast<size_t>(pos0) * row_bytes_;
+      return {layer_rows(j.k, layer, j.cap) + off, layer_rows(j.v, layer, j.cap) + off};
+    };
   }
   const double t = steady_s();
   const std::vector<float> logits = model_.forward(batch, *cache_, hooks);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/core/dtype.h"
@@ -46,6 +47,12 @@ struct LayerHooks {
   std::function<void(int layer, kv::SeqId seq, int64_t pos0, int64_t n, const void* k_pre_rope,
                      const void* v)>
       on_new_kv_native;
+  /// Optional, with on_new_kv_native: where the caller keeps `seq`'s new K and V rows
+  /// [pos0, pos0 + n) of `layer` ({nullptr, nullptr}: nowhere). A backend may write the rows
+  /// there itself (the GPU copies a prefill chunk's rows straight into page-locked memory) and
+  /// then hands those same pointers to on_new_kv_native; or ignore it (the CPU does).
+  std::function<std::pair<void*, void*>(int layer, kv::SeqId seq, int64_t pos0, int64_t n)>
+      native_kv_target;
 };
 
 /// The rows of one forward call, shared by the CPU and CUDA backends: item i of the batch owns

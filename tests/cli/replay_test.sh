@@ -236,6 +236,10 @@ check_json "--clean-ahead 0" "j['config']['store']['clean_ahead_bytes'] == 0 \
   and j['summary']['store']['ssd_chunks_cleaned'] == 0" "$TMP/wb_0.json"
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 12XB --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--clean-ahead" "$TMP/err"; then ok; else bad "bad --clean-ahead: $(cat "$TMP/err")"; fi
+# --kv-entries: native is fp32 on the CPU backend (the same entries); anything else is refused.
+"$CB" replay "$TMP/synth.json" --model "$MODEL" --kv-entries fp16 --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -qF -- "--kv-entries" "$TMP/err"; then ok
+else bad "bad --kv-entries: $(cat "$TMP/err")"; fi
 
 # 5. chat: the second turn reuses the first turn's KV from DRAM; /stats, /reset, /quit.
 out=$(printf 'Once upon a time\nThe cat\n/stats\n/reset\nLily\n/quit\n' |
@@ -256,6 +260,13 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     && ok || bad "replay --backend cuda: $(head -c 600 "$TMP/err")"
   check_json "GPU replay: every later turn a CA hit" "j['backend'] == 'cuda f32' and \
     j['summary']['hit_rate']['overall'] == 1.0 and j['summary']['recomputed_tokens'] == 0" "$TMP/gpu.json"
+  # Entries in the GPU's own fp16 (half the bytes of the fp32 run's, same hits).
+  "$CB" replay "$SHAREGPT" --model "$MODEL" --backend cuda --gpu-storage f16 --kv-entries native \
+    --mode ca --rate 0 --max-batch 4 --max-output-tokens 16 --quiet --out "$TMP/gpu16.json" \
+    >/dev/null 2>"$TMP/err" && ok || bad "replay --kv-entries native: $(head -c 600 "$TMP/err")"
+  check_json "GPU replay, native entries: every later turn a CA hit" "j['backend'] == 'cuda f16' and \
+    j['config']['native_kv_entries'] and j['summary']['hit_rate']['overall'] == 1.0 and \
+    j['summary']['recomputed_tokens'] == 0" "$TMP/gpu16.json"
 else
   "$CB" replay "$SHAREGPT" --model "$MODEL" --backend cuda --quiet >/dev/null 2>"$TMP/err"
   if [ $? -eq 1 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--backend cuda without a GPU: $(cat "$TMP/err")"; fi

@@ -364,7 +364,8 @@ TEST(CudaModel, RestoredHistoryContinuesAsOnTheCpu) {
 }
 
 // Native KV (--kv-entries native): the hook hands over the storage type's own rows, which are
-// exactly the fp32 hook's rows narrowed (those are widened from them), and restoring them
+// exactly the fp32 hook's rows narrowed (those are widened from them), also when the device
+// copies them straight into page-locked memory named by native_kv_target; and restoring them
 // natively (from pageable or page-locked memory) leaves the blocks bit for bit as restoring the
 // fp32 rows does.
 TEST(CudaModel, NativeKvIsTheStorageTypesRowsAndRestoresAsFp32Does) {
@@ -395,6 +396,37 @@ TEST(CudaModel, NativeKvIsTheStorageTypesRowsAndRestoresAsFp32Does) {
       gpu.forward(in, c, pass == 0 ? recorder(&fk, &fv, kvd) : native);
     }
     const std::string what = storage_name(st);
+    {  // P >= 16 rows: the device copies them straight into page-locked memory the hook names
+      std::vector<cb::device::HostBuffer> tk, tv;
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        tk.emplace_back(nk[l].size(), 64);
+        tv.emplace_back(nv[l].size(), 64);
+      }
+      cb::model::LayerHooks direct;
+      int in_place = 0;
+      direct.native_kv_target = [&](int layer, uint64_t, int64_t pos0,
+                                    int64_t n) -> std::pair<void*, void*> {
+        EXPECT_EQ(pos0, 0);
+        EXPECT_EQ(n, P);
+        return {tk[static_cast<size_t>(layer)].data(), tv[static_cast<size_t>(layer)].data()};
+      };
+      direct.on_new_kv_native = [&](int layer, uint64_t, int64_t, int64_t, const void* k,
+                                    const void* v) {
+        in_place += k == tk[static_cast<size_t>(layer)].data() &&
+                    v == tv[static_cast<size_t>(layer)].data();
+      };
+      KvCache c(gpu.kv_config(8, 16));
+      c.add_sequence(4);
+      ASSERT_TRUE(c.reserve(4, P));
+      gpu.forward(in, c, direct);
+      EXPECT_EQ(in_place, cfg.n_layers) << what;
+      for (int l = 0; l < cfg.n_layers; ++l) {
+        EXPECT_EQ(0, std::memcmp(tk[static_cast<size_t>(l)].data(), nk[l].data(), nk[l].size()))
+            << what << " K " << l;
+        EXPECT_EQ(0, std::memcmp(tv[static_cast<size_t>(l)].data(), nv[l].data(), nv[l].size()))
+            << what << " V " << l;
+      }
+    }
     for (int l = 0; l < cfg.n_layers; ++l) {
       for (const auto& [wide, narrow] : {std::pair{&fk[l][4], &nk[l]}, {&fv[l][4], &nv[l]}}) {
         ASSERT_EQ(narrow->size(), wide->size() * esz / 4) << what;

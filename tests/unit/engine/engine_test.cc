@@ -195,8 +195,10 @@ TEST(Engine, ASessionsEntryKeepsItsFirstSaveTimeAcrossTurns) {
 }
 
 /// A backend whose native KV type is fp16, as the GPU's: the CPU model underneath, its new KV
-/// rounded to fp16 when handed over natively, widened again when restored natively. It
-/// remembers every row it handed over, so a restore can be checked row by row.
+/// rounded to fp16 when handed over natively, widened again when restored natively. As the GPU
+/// does, it writes the rows of items of 2 rows or more where native_kv_target says (decode
+/// rows are handed over from its own memory). It remembers every row it handed over, so a
+/// restore can be checked row by row.
 class HalfKvModel : public model::ForwardModel {
  public:
   explicit HalfKvModel(const model::Model& m) : m_(m) {}
@@ -217,7 +219,17 @@ class HalfKvModel : public model::ForwardModel {
           handed_over.insert(row(hk.data(), t));
           handed_over.insert(row(hv.data(), t));
         }
-        hooks.on_new_kv_native(layer, seq, pos0, n, hk.data(), hv.data());
+        std::pair<void*, void*> to{nullptr, nullptr};
+        if (n >= 2 && hooks.native_kv_target) to = hooks.native_kv_target(layer, seq, pos0, n);
+        if (to.first == nullptr) {
+          ++staged_items;
+          hooks.on_new_kv_native(layer, seq, pos0, n, hk.data(), hv.data());
+          return;
+        }
+        ++direct_items;
+        std::memcpy(to.first, hk.data(), hk.size() * 2);
+        std::memcpy(to.second, hv.data(), hv.size() * 2);
+        hooks.on_new_kv_native(layer, seq, pos0, n, to.first, to.second);
       };
     }
     return m_.forward(batch, cache, h);
@@ -248,7 +260,7 @@ class HalfKvModel : public model::ForwardModel {
     m_.read_kv(cache, seq, layer, pos0, n, k, v);
   }
   mutable std::set<std::vector<uint16_t>> handed_over;
-  mutable int64_t restored_rows = 0, unknown_rows = 0;
+  mutable int64_t restored_rows = 0, unknown_rows = 0, direct_items = 0, staged_items = 0;
 
  private:
   int64_t dim() const { return m_.config().kv_dim(); }
@@ -302,6 +314,8 @@ TEST(Engine, NativeEntriesHoldTheBackendsKvTypeAndRestoreTheRowsItHandedOver) {
     EXPECT_EQ(half.restored_rows, 2 * 5 * reused);  // K and V rows of every layer
     EXPECT_GT(reused, 0);
     EXPECT_EQ(half.unknown_rows, 0);
+    EXPECT_GT(half.direct_items, 0);  // prefill chunks written in place
+    EXPECT_GT(half.staged_items, 0);  // decode rows copied by the engine
     if (ctx == 100) {
       EXPECT_GT(truncated, 0);
     }
