@@ -119,9 +119,11 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   p.name = tag + "-" + mc.name;
   p.description = "calibrated on this machine (" + opts.backend + " backend" +
                   (gpu ? ", " + opts.links->device : std::string()) + ") with " + mc.name;
-  // The engine's store entries are fp32 on either backend (the GPU converts at capture and
-  // restore), so sim entries of this profile are too.
-  p.kv_bytes_per_element = 4;
+  // Sim entries of this profile are as the engine's: fp32 on either backend (the GPU converts
+  // at capture and restore), or the backend's own type with --kv-entries native.
+  const size_t entry_bytes =
+      dtype_bytes(opts.native_kv_entries ? model.native_kv_type() : DType::F32, 1);
+  p.kv_bytes_per_element = static_cast<int>(entry_bytes);
   p.gpus = 1;
   int64_t win = std::max<int64_t>(
       opts.ctx > 0 ? std::min<int64_t>(opts.ctx, mc.max_context) : mc.max_context, 64);
@@ -242,7 +244,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
 
   // Store links: save and load a model-shaped entry through the real store.
   const int64_t ntok = opts.entry_tokens > 0 ? opts.entry_tokens : win;
-  const uint32_t token_bytes = static_cast<uint32_t>(mc.kv_dim() * sizeof(float));
+  const auto token_bytes = static_cast<uint32_t>(static_cast<size_t>(mc.kv_dim()) * entry_bytes);
   // Room for the probe entry with slack; a tier is allocated and locked up front, so a
   // larger one only costs time.
   const uint64_t tier_bytes = std::max<uint64_t>(
@@ -328,8 +330,12 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
     p.sources["ssd_read_gbps"] = p.sources["ssd_write_gbps"] = "not measured (no --ssd-dir)";
   }
   p.sources["kv_bytes_per_element"] =
-      "the engine stores KV entries in fp32 on either backend (this run's KV blocks: " +
-      model.kv_precision() + ")";
+      opts.native_kv_entries
+          ? "replay --kv-entries native: the backend's own KV type (this run's KV blocks: " +
+                model.kv_precision() + ")"
+          : "the engine stores KV entries in fp32 on either backend by default (this run's KV "
+            "blocks: " +
+                model.kv_precision() + "; replay --kv-entries native stores those)";
   p.validate(p.name);
   return cal;
 }

@@ -35,7 +35,10 @@ struct CalibrateOptions {
   /// Bytes the grid's KV pool may take (0: no limit): the window is halved until 16 full
   /// windows fit (the GPU's pool is allocated whole, next to the weights).
   uint64_t kv_budget_bytes = 0;
-  std::string backend = "cpu";       ///< the model's backend, as named in the profile ("cuda f16")
+  std::string backend = "cpu";  ///< the model's backend, as named in the profile ("cuda f16")
+  /// The replays to predict store entries in the model's native KV type (--kv-entries native),
+  /// not fp32: the profile's kv_bytes_per_element and the store probe's rows follow.
+  bool native_kv_entries = false;
   std::optional<DeviceLinks> links;  ///< a GPU's links; absent: the store's DRAM tier (CPU)
 };
 

@@ -206,9 +206,8 @@ ReplayRun run_replay(const model::ForwardModel& model,
   }
   engine::EngineConfig ec = opts.engine;
   ec.mode = mode;
-  // The real engine's entries hold fp32 K and V (lib/engine/engine_run.cc).
-  ec.truncate_align =
-      truncate_align(opts, static_cast<uint64_t>(model.config().kv_dim()) * sizeof(float));
+  // The store's tokens per chunk, of the engine's entries (fp32 or the model's native type).
+  ec.truncate_align = truncate_align(opts, engine::entry_row_bytes(model, ec));
   engine::Engine eng(model, st.get(), ec);
   run.result = eng.run(sessions, progress);
   run.result.totals.gpus = opts.gpus;

@@ -9,6 +9,7 @@
 #include "apps/cachebench/validators.h"
 #include "eval/calibrate.h"
 #include "lib/core/error.h"
+#include "lib/engine/engine.h"
 
 #ifdef CB_HAVE_CUDA
 #include "eval/bench_gpu.h"
@@ -19,7 +20,7 @@ namespace {
 
 struct CalibrateArgs {
   ModelArgs m;
-  std::string out, print;
+  std::string out, print, kv_entries = "f32";
   eval::CalibrateOptions o;
 };
 
@@ -31,6 +32,7 @@ int run_calibrate(CalibrateArgs& a) {
   if (a.m.model.empty())
     throw make_error("--model", "calibrate needs --model (or --print-profile)");
   if (a.out.empty()) throw make_error("--out", "name the profile file to write");
+  a.o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
   LoadedModel lm = load_model(a.m, false);
   a.o.backend = backend_label(a.m);
   if (a.m.backend == "cuda") {
@@ -89,6 +91,10 @@ void register_calibrate(CLI::App& app) {
                   "the grid's window in tokens (0: the model's; on a GPU, halved until the KV "
                   "pool fits)")
       ->check(at_least(0));
+  sub->add_option("--kv-entries", a->kv_entries,
+                  "the entries of the replays to predict: f32, or native (replay --kv-entries "
+                  "native); sets kv_bytes_per_element")
+      ->capture_default_str();
   sub->add_option("--reps", a->o.reps, "repetitions per timed shape (median)")
       ->capture_default_str()
       ->check(above(0));

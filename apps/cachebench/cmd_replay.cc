@@ -165,6 +165,10 @@ int run_replay_cmd(ReplayArgs& a) {
     if (c == modes[0]) throw make_error("--compare", "compare with a different mode");
     modes.insert(modes.begin(), c);  // the baseline first
   }
+  if (a.sim && o.engine.native_kv_entries) {
+    throw make_error("--kv-entries", "sim mode sizes entries by its profile's kv_bytes_per_element",
+                     "drop --kv-entries (calibrate --kv-entries native makes such a profile)");
+  }
   if (a.sim && a.m.backend != "cpu") {
     throw make_error("--backend", "sim mode runs no model (its cost model stands in for one)",
                      "drop --backend, or drop --sim to replay on the GPU");

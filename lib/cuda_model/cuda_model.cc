@@ -181,6 +181,14 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   if (native_capture && hooks.native_kv_target) {
     direct.assign(static_cast<size_t>(c.n_layers * items), {nullptr, nullptr});
   }
+  // On an exception the write stream may still be copying into the caller's memory: it is
+  // waited for before the caller can free or reuse that memory.
+  struct WriteWait {
+    cudaStream_t s;
+    ~WriteWait() {
+      if (s != nullptr) (void)cudaStreamSynchronize(s);
+    }
+  } write_wait{direct.empty() ? nullptr : write_stream.get()};
   const auto hand_over = [&](int layer) {  // its slot's copies have finished
     const char* hk = static_cast<const char*>(capture_host.data()) +
                      static_cast<size_t>(layer % kCaptureSlots) * cap_layer;
@@ -236,30 +244,46 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       }
       captured.record(stream);
       captured.wait_on(write_stream);
-      bool staged = direct.empty();
-      for (int64_t i = 0; i < items && !direct.empty(); ++i) {
-        const SeqInput& in = batch[static_cast<size_t>(i)];
-        const auto n = static_cast<int64_t>(in.tokens.size());
-        std::pair<void*, void*> t{nullptr, nullptr};
-        if (n >= kDirectCaptureRows) {
-          t = hooks.native_kv_target(l, in.seq, br.len0[static_cast<size_t>(i)], n);
+      char* const hs = static_cast<char*>(capture_host.data()) + slot * cap_layer;
+      const auto d2h = [&](void* to, const void* from, uint64_t bytes) {
+        CB_CUDA_CHECK(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToHost, write_stream.get()));
+      };
+      if (direct.empty()) {
+        d2h(hs, dk, cap_layer);  // the whole slot: K rows, then V rows
+      } else {
+        // Items with a target get their rows copied there; the others', in runs of consecutive
+        // rows, go to the ring's host slot.
+        int64_t run0 = 0, run1 = 0;  // rows [run0, run1) still to stage
+        const auto stage = [&] {
+          const uint64_t off = static_cast<uint64_t>(run0) * cap_row;
+          const uint64_t bytes = static_cast<uint64_t>(run1 - run0) * cap_row;
+          if (bytes > 0) {
+            d2h(hs + off, dk + off, bytes);
+            d2h(hs + N * cap_row + off, dv + off, bytes);
+          }
+        };
+        for (int64_t i = 0; i < items; ++i) {
+          const SeqInput& in = batch[static_cast<size_t>(i)];
+          const auto n = static_cast<int64_t>(in.tokens.size());
+          std::pair<void*, void*> t{nullptr, nullptr};
+          if (n >= kDirectCaptureRows) {
+            t = hooks.native_kv_target(l, in.seq, br.len0[static_cast<size_t>(i)], n);
+          }
+          if (t.first == nullptr || t.second == nullptr || !page_locked(t.first) ||
+              !page_locked(t.second)) {
+            if (run1 != br.row0[i]) {
+              stage();
+              run0 = br.row0[i];
+            }
+            run1 = br.row0[i] + n;
+            continue;
+          }
+          const uint64_t off = static_cast<uint64_t>(br.row0[i]) * cap_row;
+          d2h(t.first, dk + off, static_cast<uint64_t>(n) * cap_row);
+          d2h(t.second, dv + off, static_cast<uint64_t>(n) * cap_row);
+          direct[static_cast<size_t>(l * items + i)] = t;
         }
-        if (t.first == nullptr || t.second == nullptr || !page_locked(t.first) ||
-            !page_locked(t.second)) {
-          staged = true;
-          continue;
-        }
-        const uint64_t off = static_cast<uint64_t>(br.row0[i]) * cap_row;
-        const uint64_t bytes = static_cast<uint64_t>(n) * cap_row;
-        CB_CUDA_CHECK(
-            cudaMemcpyAsync(t.first, dk + off, bytes, cudaMemcpyDeviceToHost, write_stream.get()));
-        CB_CUDA_CHECK(
-            cudaMemcpyAsync(t.second, dv + off, bytes, cudaMemcpyDeviceToHost, write_stream.get()));
-        direct[static_cast<size_t>(l * items + i)] = t;
-      }
-      if (staged) {  // the whole slot, for the items without a direct copy
-        CB_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(capture_host.data()) + slot * cap_layer,
-                                      dk, cap_layer, cudaMemcpyDeviceToHost, write_stream.get()));
+        stage();
       }
       copied[slot].record(write_stream);
     }

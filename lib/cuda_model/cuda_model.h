@@ -101,7 +101,9 @@ class CudaModel : public ForwardModel {
   void set_prefill_attention_fa2(bool on) const;
 
   /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
-  /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32) and
+  /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32), or
+  /// hooks.on_new_kv_native with them in the storage type (copied by the device straight into
+  /// page-locked memory that hooks.native_kv_target names, for items of 16 rows or more), and
   /// hooks.wait_ready before each layer's attention, returns fp32 logits [rows, vocab].
   /// Calls must not overlap (one stream, shared scratch).
   using ForwardModel::forward;

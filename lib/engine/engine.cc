@@ -121,6 +121,11 @@ bool parse_kv_entries(const std::string& s) {
                    "use f32, or native for the backend's own KV type (fp16/bf16 on the GPU)");
 }
 
+size_t entry_row_bytes(const model::ForwardModel& model, const EngineConfig& cfg) {
+  return dtype_bytes(cfg.native_kv_entries ? model.native_kv_type() : DType::F32,
+                     static_cast<size_t>(model.config().kv_dim()));
+}
+
 Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, EngineConfig cfg)
     : model_(model), store_(store), cfg_(std::move(cfg)) {
   const model::ModelConfig& mc = model_.config();
@@ -138,7 +143,7 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
   }
   kv_dim_ = mc.kv_dim();
   entry_type_ = cfg_.native_kv_entries ? model_.native_kv_type() : DType::F32;
-  row_bytes_ = dtype_bytes(entry_type_, static_cast<size_t>(kv_dim_));
+  row_bytes_ = entry_row_bytes(model_, cfg_);
   pinned_buffers_ = !model_.host_kv();
   // Entries made at one precision are not reused at another, nor read as another element type
   // (an fp32 entry's fingerprint is unchanged from before entries could be native).

@@ -89,6 +89,10 @@ struct EngineConfig {
   int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
 };
 
+/// Bytes of one token's K (or V) of one layer in the entries an Engine over `model` with `cfg`
+/// stores (fp32, or the model's native_kv_type with cfg.native_kv_entries).
+size_t entry_row_bytes(const model::ForwardModel& model, const EngineConfig& cfg);
+
 /// Tokens a turn of `new_tokens` (the pending output token included) and `output_tokens` drops
 /// from a `hist`-token history under `cfg` (fit_turn, then overflow_drop): 0 when it fits.
 int64_t turn_drop(int64_t hist, int64_t new_tokens, int64_t output_tokens, int64_t ctx,

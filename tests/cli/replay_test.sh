@@ -236,10 +236,14 @@ check_json "--clean-ahead 0" "j['config']['store']['clean_ahead_bytes'] == 0 \
   and j['summary']['store']['ssd_chunks_cleaned'] == 0" "$TMP/wb_0.json"
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 12XB --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--clean-ahead" "$TMP/err"; then ok; else bad "bad --clean-ahead: $(cat "$TMP/err")"; fi
-# --kv-entries: native is fp32 on the CPU backend (the same entries); anything else is refused.
+# --kv-entries: f32 or native (the CPU backend's native type is fp32); anything else is refused,
+# and so is native in sim mode, whose entries are the profile's kv_bytes_per_element.
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --kv-entries fp16 --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -qF -- "--kv-entries" "$TMP/err"; then ok
 else bad "bad --kv-entries: $(cat "$TMP/err")"; fi
+"$CB" replay "$TMP/synth.json" --model preset:llama-13b --sim --kv-entries native --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "kv_bytes_per_element" "$TMP/err"; then ok
+else bad "--sim --kv-entries native: $(cat "$TMP/err")"; fi
 
 # 5. chat: the second turn reuses the first turn's KV from DRAM; /stats, /reset, /quit.
 out=$(printf 'Once upon a time\nThe cat\n/stats\n/reset\nLily\n/quit\n' |

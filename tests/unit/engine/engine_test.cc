@@ -16,6 +16,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "lib/engine/kv_buffer.h"
 #include "lib/engine/policy_advisor.h"
@@ -216,8 +217,10 @@ class HalfKvModel : public model::ForwardModel {
                         const float* v) {
         const std::vector<uint16_t> hk = narrow(k, n), hv = narrow(v, n);
         for (int64_t t = 0; t < n; ++t) {
-          handed_over.insert(row(hk.data(), t));
-          handed_over.insert(row(hv.data(), t));
+          for (const auto* rows : {&hk, &hv}) {
+            in_layer.insert({layer, row(rows->data(), t)});
+            at_position.insert({layer, pos0 + t, row(rows->data(), t)});
+          }
         }
         std::pair<void*, void*> to{nullptr, nullptr};
         if (n >= 2 && hooks.native_kv_target) to = hooks.native_kv_target(layer, seq, pos0, n);
@@ -241,7 +244,8 @@ class HalfKvModel : public model::ForwardModel {
       const auto* h = static_cast<const uint16_t*>(from);
       for (int64_t t = 0; t < n; ++t) {
         ++restored_rows;
-        if (!handed_over.count(row(h, t))) ++unknown_rows;
+        unknown_rows += !in_layer.count({layer, row(h, t)});
+        moved_rows += !at_position.count({layer, pos0 + t, row(h, t)});
       }
       for (int64_t i = 0; i < n * dim(); ++i) to->push_back(fp16_to_fp32(h[i]));
     }
@@ -259,8 +263,12 @@ class HalfKvModel : public model::ForwardModel {
                float* v) const override {
     m_.read_kv(cache, seq, layer, pos0, n, k, v);
   }
-  mutable std::set<std::vector<uint16_t>> handed_over;
-  mutable int64_t restored_rows = 0, unknown_rows = 0, direct_items = 0, staged_items = 0;
+  /// Rows handed over, by layer, and by layer and position.
+  mutable std::set<std::pair<int, std::vector<uint16_t>>> in_layer;
+  mutable std::set<std::tuple<int, int64_t, std::vector<uint16_t>>> at_position;
+  /// Rows restored: in all, not handed over in their layer, not at their position.
+  mutable int64_t restored_rows = 0, unknown_rows = 0, moved_rows = 0;
+  mutable int64_t direct_items = 0, staged_items = 0;
 
  private:
   int64_t dim() const { return m_.config().kv_dim(); }
@@ -277,8 +285,8 @@ class HalfKvModel : public model::ForwardModel {
 
 // --kv-entries native: entries hold the backend's KV type (here fp16, 64-byte rows for
 // stories260K's 32-wide K and V), so every load and save moves half the bytes of fp32 entries,
-// the hit sequence is the same, and every row restored is a row the backend handed over, also
-// after overflows truncated the entries.
+// the hit sequence is the same, and every row restored is a row the backend handed over in
+// that layer: at that position, or after overflows truncated the entries, moved forward.
 TEST(Engine, NativeEntriesHoldTheBackendsKvTypeAndRestoreTheRowsItHandedOver) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);
@@ -314,6 +322,12 @@ TEST(Engine, NativeEntriesHoldTheBackendsKvTypeAndRestoreTheRowsItHandedOver) {
     EXPECT_EQ(half.restored_rows, 2 * 5 * reused);  // K and V rows of every layer
     EXPECT_GT(reused, 0);
     EXPECT_EQ(half.unknown_rows, 0);
+    if (ctx == 512) {
+      EXPECT_EQ(truncated, 0);
+      EXPECT_EQ(half.moved_rows, 0);
+    } else {
+      EXPECT_GT(half.moved_rows, 0);  // the positions are checked: truncation moves rows
+    }
     EXPECT_GT(half.direct_items, 0);  // prefill chunks written in place
     EXPECT_GT(half.staged_items, 0);  // decode rows copied by the engine
     if (ctx == 100) {
