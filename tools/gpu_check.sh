@@ -10,10 +10,13 @@
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
 #   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1 (the
 #              GPU's own clocks, caches kept warm between kernels)
-#   simval     sim against real on the GPU (tools/compare_turns.py on their per-turn CSVs)
+#   simval     sim against real on the GPU (tools/compare_turns.py on their per-turn CSVs), for
+#              fp32 and for native (--kv-entries native) entries; four 7B replays and a
+#              calibration: give it STAGE_TIMEOUT=600
 #   engine     tools/gpu_engine.sh: chat --backend cuda, and replay --backend cuda through a
-#              DRAM tier over an SSD tier (write-back, cuts on arrival) beside --backend cpu
-#              (ran on an H100 on 2026-11-24)
+#              DRAM tier over an SSD tier (write-back, cuts on arrival), with fp32 and native
+#              entries, beside --backend cpu (ran on an H100 on 2026-11-24, before native
+#              entries existed)
 #   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real, llama-7b
 #              (not yet run on a GPU)
 #   (profile's --clock-control none --cache-control none are also not yet run here.)
