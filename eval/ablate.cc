@@ -62,6 +62,7 @@ class Runner {
     o.max_output_tokens = a_.max_output_tokens;
     o.engine.ctx = a_.ctx;
     o.engine.read_buffer_layers = -1;
+    o.engine.native_kv_entries = a_.native_kv_entries;
     o.engine.sched.seed = a_.seed;
     o.engine.sched.max_batch = a_.max_batch;
     o.engine.sched.rate = a_.rate;

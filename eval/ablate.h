@@ -44,6 +44,7 @@ struct AblateOptions {
   sched::ThinkTime think;  ///< trace studies: between an answer and the session's next turn
   int64_t ctx = 0;         ///< context window (0: the model's)
   int64_t max_output_tokens = 0;
+  bool native_kv_entries = false;               ///< real mode: entries in the backend's own KV type
   std::function<void(const std::string&)> log;  ///< one line per finished run
 };
 

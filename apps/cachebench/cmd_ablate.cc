@@ -16,6 +16,7 @@
 #include "datasets/trace_synth.h"
 #include "eval/ablate.h"
 #include "lib/core/error.h"
+#include "lib/engine/engine.h"
 
 namespace cb::app {
 namespace {
@@ -29,7 +30,7 @@ struct AblateArgs {
   std::string trace, out;
   int64_t sessions = 0;
   bool no_join_split = false;
-  std::string think = "0";
+  std::string think = "0", kv_entries = "f32";
   bool no_plot = false, quiet = false;
   eval::AblateOptions o;
 };
@@ -64,6 +65,11 @@ int run_ablate(AblateArgs& a) {
   }
   o.sim = a.mode == "sim";
   o.think = sched::ThinkTime::parse(a.think);
+  o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
+  if (o.sim && o.native_kv_entries) {
+    throw make_error("--kv-entries", "sim mode sizes entries by its profile's kv_bytes_per_element",
+                     "drop --kv-entries, or use --mode real");
+  }
   std::vector<std::string> studies;
   if (a.study == "all") {
     for (const auto& s : eval::ablation_studies()) {
@@ -139,6 +145,7 @@ int run_ablate(AblateArgs& a) {
     j["git"] = CB_GIT_REVISION;
     j["model_source"] = a.m.model;
     j["backend"] = o.sim ? "sim" : backend_label(a.m);
+    if (!o.sim) j["native_kv_entries"] = o.native_kv_entries;
     if (o.sim) j["profile"] = o.profile.to_json();
     const std::string base = a.out + "/" + s;
     write_json(base + ".json", j);
@@ -204,6 +211,10 @@ void register_ablate(CLI::App& app) {
       ->capture_default_str()
       ->check(at_least(0));
   sub->add_option("--out,-o", a->out, "directory for STUDY.json, STUDY.svg and the plot script");
+  sub->add_option("--kv-entries", a->kv_entries,
+                  "real mode: element type of stored KV entries, f32 or native (the backend's own "
+                  "KV type: fp16/bf16 with --backend cuda)")
+      ->capture_default_str();
   sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   set_action(sub, [a] {
