@@ -17,8 +17,8 @@
 #              DRAM tier over an SSD tier (write-back, cuts on arrival), with fp32 and native
 #              entries, beside --backend cpu (ran on an H100 on 2026-11-24, before native
 #              entries existed)
-#   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real, llama-7b
-#              (not yet run on a GPU)
+#   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real, llama-7b,
+#              with fp32 and with native entries (not yet run on a GPU)
 #   (profile's --clock-control none --cache-control none are also not yet run here.)
 # Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
 # 300; rc 124 when it ran out); the last lines are a summary.
@@ -68,7 +68,9 @@ for s in $STAGES; do
       stage engine bash "$ROOT/tools/gpu_engine.sh" "$CB" "$OUT/engine" ;;
     ablate)
       stage ablate "$CB" ablate recompute-vs-ca --mode real --backend cuda -m preset:llama-7b \
-        --reps 3 --out "$OUT/ablate" ;;
+        --reps 3 --out "$OUT/ablate"
+      stage ablate-native "$CB" ablate recompute-vs-ca --mode real --backend cuda \
+        -m preset:llama-7b --kv-entries native --reps 3 --out "$OUT/ablate-native" ;;
     *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval, engine, ablate)"
        exit 2 ;;
   esac
