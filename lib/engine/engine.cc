@@ -240,7 +240,12 @@ KvBuffer Engine::take_buffer(size_t n) {
       best = it;
     }
   }
-  if (best == spare_.end()) return KvBuffer(n, pinned_buffers_);
+  if (best == spare_.end()) {
+    ++buffer_allocations_;
+    KvBuffer b(KvBuffer::size_class(n), pinned_buffers_);
+    b.resize(n);
+    return b;
+  }
   KvBuffer b = std::move(*best);
   spare_.erase(best);
   b.resize(n);  // within its capacity: no reallocation

@@ -125,10 +125,11 @@ struct SessionInput {
 struct RunResult {
   std::vector<metrics::TurnRecord> records;  ///< one per turn, in completion order
   metrics::RunTotals totals;
-  int64_t clipped_turns = 0;  ///< messages longer than the window, cut to fit
-  int64_t load_failures = 0;  ///< loads that failed verification (recomputed instead)
-  int64_t save_failures = 0;  ///< saves the store refused or failed
-  int64_t steps = 0;          ///< forward calls
+  int64_t clipped_turns = 0;       ///< messages longer than the window, cut to fit
+  int64_t load_failures = 0;       ///< loads that failed verification (recomputed instead)
+  int64_t save_failures = 0;       ///< saves the store refused or failed
+  int64_t steps = 0;               ///< forward calls
+  int64_t buffer_allocations = 0;  ///< K and V write buffers allocated (not spares reused)
 };
 
 /// Called after every step: turns done, turns in all.
@@ -194,10 +195,10 @@ class Engine {
   /// committed; prepare() makes the others, and one still due.
   void cut_on_arrival(const std::vector<SessionInput>& sessions);
   int read_buffer_for(const Job& job) const;
-  /// A write buffer of n bytes: a spare one when one is large enough (its pages already
-  /// mapped; contents left over), else a new one. A 7B model's buffers are hundreds of MB per
-  /// turn, and fresh ones cost their page faults: on an H100 host, 57 s of system time in a
-  /// 74-turn replay before buffers were reused.
+  /// A write buffer of n bytes: the smallest spare one large enough (its pages already
+  /// mapped; contents left over), else a new one of KvBuffer::size_class(n) bytes. A 7B
+  /// model's buffers are hundreds of MB per turn, and fresh ones cost their page faults: on an
+  /// H100 host, 57 s of system time in a 74-turn replay before buffers were reused.
   KvBuffer take_buffer(size_t n);
   /// Keeps `b` for take_buffer (at most kSpareBuffers, the largest).
   void recycle(KvBuffer&& b);
@@ -229,6 +230,7 @@ class Engine {
   double t0_ = 0, skipped_ = 0;
   /// Asynchronous saves whose commit failed (an I/O or checksum error), since run() began.
   int64_t async_save_failures_ = 0;
+  int64_t buffer_allocations_ = 0;  ///< write buffers allocated since run() began
   int32_t stop_token_ = -1;
   // measured rates for the automatic read buffer
   double load_s_per_token_layer_ = 0, prefill_s_per_token_layer_ = 0;

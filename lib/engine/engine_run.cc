@@ -60,14 +60,18 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     }
     restore_s += steady_s() - t0;
   };
+  // Where rows from pos0 on of `seq`'s layer go in its write buffer (null when it saves none).
+  const auto rows_at = [&](int layer, kv::SeqId seq, int64_t pos0) -> std::pair<void*, void*> {
+    Job& j = *jobs_.at(seq);
+    if (j.k.empty()) return {nullptr, nullptr};
+    const size_t off = static_cast<size_t>(pos0) * row_bytes_;
+    return {layer_rows(j.k, layer, j.cap) + off, layer_rows(j.v, layer, j.cap) + off};
+  };
   const auto capture = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t n, const void* k,
                            const void* v) {
-    Job& j = *jobs_.at(seq);
-    if (j.k.empty()) return;
-    const size_t off = static_cast<size_t>(pos0) * row_bytes_;
+    const auto [dk, dv] = rows_at(layer, seq, pos0);
+    if (dk == nullptr) return;
     const size_t bytes = static_cast<size_t>(n) * row_bytes_;
-    uint8_t* const dk = layer_rows(j.k, layer, j.cap) + off;
-    uint8_t* const dv = layer_rows(j.v, layer, j.cap) + off;
     if (k != dk) std::memcpy(dk, k, bytes);  // else the backend wrote them there
     if (v != dv) std::memcpy(dv, v, bytes);
   };
@@ -77,12 +81,8 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     hooks.on_new_kv_native = capture;
     // The rows' place in the write buffer: the GPU copies a prefill chunk's rows there itself
     // when the buffer is page-locked.
-    hooks.native_kv_target = [&](int layer, kv::SeqId seq, int64_t pos0,
-                                 int64_t) -> std::pair<void*, void*> {
-      Job& j = *jobs_.at(seq);
-      if (j.k.empty()) return {nullptr, nullptr};
-      const size_t off = static_cast<size_t>(pos0) * row_bytes_;
-      return {layer_rows(j.k, layer, j.cap) + off, layer_rows(j.v, layer, j.cap) + off};
+    hooks.native_kv_target = [&](int layer, kv::SeqId seq, int64_t pos0, int64_t) {
+      return rows_at(layer, seq, pos0);
     };
   }
   const double t = steady_s();
@@ -216,6 +216,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   t0_ = steady_s();
   skipped_ = 0;
   async_save_failures_ = 0;
+  buffer_allocations_ = 0;
   seen_ = -1;
   cuts_due_.clear();
   const store::StatsSnapshot before = store_ ? store_->stats() : store::StatsSnapshot{};
@@ -285,6 +286,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   }
   drain_saves();
   res.save_failures += async_save_failures_;
+  res.buffer_allocations = buffer_allocations_;
   sched_ = nullptr;
   res.totals.duration_s = metrics::measured_duration(res.records);
   if (store_ != nullptr) {

@@ -5,6 +5,7 @@
 /// loaded layer straight from it instead of through its own staging; for the CPU backend it is
 /// plain memory.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -17,6 +18,19 @@ namespace cb::engine {
 
 class KvBuffer {
  public:
+  /// The allocation a buffer of `bytes` gets: the next size of a geometric series with four
+  /// sizes per doubling (multiples of 4 KiB; at most a quarter more than `bytes` from 16 KiB
+  /// on). A conversation's buffers grow a little every turn; rounded up like this, a turn's
+  /// spare buffers serve the next turns too instead of a new page-locked allocation (which
+  /// costs page pinning and a device synchronization) every turn.
+  static size_t size_class(size_t bytes) {
+    constexpr size_t kPage = 4096;
+    size_t top = 1;  // the highest power of two <= bytes
+    while (top <= bytes / 2) top *= 2;
+    const size_t step = std::max(kPage, top / 4);
+    return (bytes + step - 1) / step * step;
+  }
+
   KvBuffer() = default;
   /// `bytes` of zeroed memory, page-locked when `pinned` (plain if locking is refused).
   KvBuffer(size_t bytes, bool pinned) : size_(bytes) {
