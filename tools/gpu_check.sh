@@ -21,7 +21,10 @@
 #              with fp32 and with native entries (not yet run on a GPU)
 #   (profile's --clock-control none --cache-control none are also not yet run here.)
 # Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
-# 300; rc 124 when it ran out); the last lines are a summary.
+# 300; rc 124 when it ran out); the last lines are a summary. DEADLINE (seconds from the start,
+# default none) bounds the whole run: a stage gets at most what is left of it less 15 s, and one
+# that would get under 30 s is skipped (rc 125), so a command that tars OUT afterwards finishes
+# inside a lent machine's per-call limit (set DEADLINE about 40 s under it).
 # Data files are looked up under CACHEBENCH_DATA, as in `make test`.
 set -u
 BUILD="${1:?usage: tools/gpu_check.sh BUILD OUT [STAGES]}"
@@ -34,8 +37,17 @@ SUMMARY=()
 
 stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
   local name="$1"; shift
-  local t0=$SECONDS
-  timeout "${STAGE_TIMEOUT:-300}" "$@" >"$OUT/$name.log" 2>&1
+  local t0=$SECONDS limit="${STAGE_TIMEOUT:-300}"
+  if [ -n "${DEADLINE:-}" ]; then
+    local left=$((DEADLINE - SECONDS - 15))
+    [ "$left" -lt "$limit" ] && limit=$left
+    if [ "$limit" -lt 30 ]; then
+      SUMMARY+=("$(printf '%-10s rc=125 skipped: %ds left of DEADLINE=%d' "$name" \
+        $((DEADLINE - SECONDS)) "$DEADLINE")")
+      return
+    fi
+  fi
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   SUMMARY+=("$(printf '%-10s rc=%d  %4ds' "$name" "$rc" $((SECONDS - t0)))")
   tail -n 15 "$OUT/$name.log"

@@ -5,7 +5,9 @@
 # the C runtime), and a copy of CACHEBENCH_DATA (default ../shared), into PACK/pack.tar.xz.
 # On the GPU machine: tar xJf PACK/pack.tar.xz -C /tmp/p, then
 #   LD_LIBRARY_PATH=/tmp/p/lib:/usr/local/cuda/lib64 CACHEBENCH_DATA=/tmp/p/shared \
-#     bash tools/gpu_check.sh /tmp/p/build OUT
+#     DEADLINE=560 bash tools/gpu_check.sh /tmp/p/build /tmp/o STAGES; tar czf $OUT/o.tgz -C /tmp/o .
+# (OUT holds more files than a lent machine sends back, hence the tarball; DEADLINE keeps the
+# stages inside its 600 s per call, so the tar runs even when a stage runs long.)
 set -euo pipefail
 BUILD="${1:?usage: tools/gpu_pack.sh BUILD PACK}"
 PACK="${2:?usage: tools/gpu_pack.sh BUILD PACK}"
