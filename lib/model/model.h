@@ -38,7 +38,8 @@ struct LayerHooks {
   /// Called once per (layer, sequence) with the new tokens' K before RoPE and V, each
   /// [n, n_kv_heads * head_dim] row-major, for positions [pos0, pos0 + n), before forward
   /// returns (the CPU backend calls it during the layer; the GPU backend copies on its write
-  /// stream and calls it after the last layer). Default: none.
+  /// stream into a ring of four layer slots and calls it when a slot comes round, or after the
+  /// last layer). Default: none.
   std::function<void(int layer, kv::SeqId seq, int64_t pos0, int64_t n, const float* k_pre_rope,
                      const float* v)>
       on_new_kv;

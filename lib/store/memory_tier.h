@@ -2,9 +2,9 @@
 /// HBM and DRAM tiers: an arena of chunk slots in one allocation.
 ///
 /// DRAM: a page-locked HostBuffer (cudaHostAlloc or mlock; plain memory with
-/// lock_failed() when RLIMIT_MEMLOCK refuses). HBM: until lib/device owns device
-/// buffers, the HBM tier is host memory with exactly the accounting of a device budget
-/// (it models capacity and placement; transfers are host memcpy), on CPU and CUDA builds.
+/// lock_failed() when RLIMIT_MEMLOCK refuses). HBM: host memory with exactly the
+/// accounting of a device budget (it models capacity and placement; transfers are host
+/// memcpy), on CPU and CUDA builds: no entry is kept in GPU memory between turns yet.
 
 #include <string>
 
