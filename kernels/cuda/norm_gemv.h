@@ -21,7 +21,7 @@
 
 namespace cb::kernels::cuda {
 
-/// Largest normalized x (rows * in * element size) a block keeps in shared memory.
+/// Most shared memory a block takes (norm_gemv_smem_bytes), whatever the device allows.
 constexpr size_t kNormGemvMaxSmemBytes = 160u << 10;
 
 struct NormGemvParams {
@@ -33,14 +33,19 @@ struct NormGemvParams {
   void* y = nullptr;         ///< [n, out]
   int64_t n = 0, in = 0, out = 0;
   Storage storage = Storage::F16;  ///< of x, norm_w, w, w2 and y
+  /// The device's shared memory per block with the opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin:
+  /// 227 KiB on H100, 99 KiB on sm_86/sm_89); CudaModel sets it.
+  size_t smem_limit = kNormGemvMaxSmemBytes;
 };
 
 /// Whether launch_norm_gemv takes `p`: 1..kGemvMaxRows rows, fp16 or bf16, `in` a multiple of
-/// 8, x, w and w2 16-byte aligned, norm_w set, the dimensions within int32, and the normalized
-/// x within kNormGemvMaxSmemBytes. Plain C++, unit-tested on the host.
+/// 8, x, w and w2 16-byte aligned, norm_w set, the dimensions within int32, and
+/// norm_gemv_smem_bytes within kNormGemvMaxSmemBytes and smem_limit. Plain C++, unit-tested on
+/// the host.
 bool norm_gemv_applies(const NormGemvParams& p);
 
-/// Dynamic shared memory of a launch: n * in elements.
+/// Shared memory of a launch, all of it dynamic: the n * in normalized elements, then the norm's
+/// (kGemvWarps + 1) * n floats.
 size_t norm_gemv_smem_bytes(const NormGemvParams& p);
 
 /// Runs the kernel (grid gemv_blocks(out)); cudaErrorInvalidValue where !norm_gemv_applies(p),

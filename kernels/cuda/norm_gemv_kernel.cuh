@@ -73,12 +73,16 @@ struct NormGemvArgs {
 };
 
 // The block's NB rows of RMSNorm(x) * norm_w, rounded to T as launch_rmsnorm writes them, in
-// shared memory.
+// shared memory. The norm's partial sums [kGemvWarps][NB] and scales [NB] follow them in the
+// same dynamic allocation (NB * in elements are a multiple of 16 bytes, in being a multiple of
+// 8), so the kernel has no static shared memory and a launch needs exactly
+// norm_gemv_smem_bytes: the launcher's opt-in above 48 KiB and norm_gemv_applies' device limit
+// see the whole of it.
 template <typename T, int NB>
 __device__ __forceinline__ const T* normalize_rows(const NormGemvArgs<T>& a, unsigned char* smem) {
-  __shared__ float partial[kGemvWarps][NB];
-  __shared__ float inv[NB];
   T* xn = reinterpret_cast<T*>(smem);
+  float* partial = reinterpret_cast<float*>(smem + static_cast<size_t>(NB) * a.in * sizeof(T));
+  float* inv = partial + kGemvWarps * NB;
   float ss[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) ss[b] = 0.0f;
@@ -93,12 +97,12 @@ __device__ __forceinline__ const T* normalize_rows(const NormGemvArgs<T>& a, uns
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) {
 #pragma unroll
-    for (int b = 0; b < NB; ++b) partial[warp][b] = ss[b];
+    for (int b = 0; b < NB; ++b) partial[warp * NB + b] = ss[b];
   }
   __syncthreads();
   if (threadIdx.x < NB) {
     float s = 0.0f;
-    for (int k = 0; k < kGemvWarps; ++k) s += partial[k][threadIdx.x];
+    for (int k = 0; k < kGemvWarps; ++k) s += partial[k * NB + threadIdx.x];
     inv[threadIdx.x] = rsqrtf(s / static_cast<float>(a.in) + a.norm_eps);
   }
   __syncthreads();

@@ -482,6 +482,82 @@ TEST(CudaModel, NativeKvIsTheStorageTypesRowsAndRestoresAsFp32Does) {
   }
 }
 
+// Direct capture across the capture ring (stories260K: 5 layers, one more than its four
+// slots) in a batch that mixes items the device copies straight into the caller's page-locked
+// memory (a 29-row prefill) with items it stages (5 and 3 rows, before and after it): every
+// item's rows equal those of a run without targets, and only the large item's rows were
+// written in place, in every layer.
+TEST(CudaModel, DirectCaptureMixesWithStagedItemsAcrossTheCaptureRing) {
+  SKIP_WITHOUT_GPU();
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto src = ModelSource::open(path);
+  const ModelConfig cfg = src->config();
+  ASSERT_GT(cfg.n_layers, 4);
+  const int64_t kvd = cfg.kv_dim();
+  const std::vector<int64_t> lens = {5, 29, 3};
+  std::vector<SeqInput> in;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    in.push_back({static_cast<cb::kv::SeqId>(i + 1),
+                  cb::test::random_tokens(lens[i], cfg.vocab_size, 20 + i), false});
+  }
+  using Rows = std::map<std::pair<int, uint64_t>, std::vector<uint8_t>>;  // (layer, seq)
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    const std::string what = storage_name(st);
+    auto weights = cb::model::Weights::load(*src);
+    CudaModel gpu(cfg, *weights, {st, 0});
+    const size_t esz = kc::storage_bytes(st);
+    // targets[layer][seq - 1]: page-locked K and V rows for every item; the model uses them
+    // only for the items it copies directly.
+    std::vector<std::vector<std::pair<cb::device::HostBuffer, cb::device::HostBuffer>>> targets;
+    for (int l = 0; l < cfg.n_layers; ++l) {
+      targets.emplace_back();
+      for (int64_t n : lens) {
+        const auto bytes = static_cast<size_t>(n * kvd) * esz;
+        targets.back().emplace_back(cb::device::HostBuffer(bytes, 64),
+                                    cb::device::HostBuffer(bytes, 64));
+      }
+    }
+    Rows k[2], v[2];
+    std::set<std::pair<int, uint64_t>> in_place;
+    for (int pass = 0; pass < 2; ++pass) {
+      cb::model::LayerHooks hooks;
+      hooks.on_new_kv_native = [&, pass](int layer, uint64_t seq, int64_t pos0, int64_t n,
+                                         const void* kp, const void* vp) {
+        EXPECT_EQ(pos0, 0);
+        const auto bytes = static_cast<size_t>(n * kvd) * esz;
+        const auto* kb = static_cast<const uint8_t*>(kp);
+        const auto* vb = static_cast<const uint8_t*>(vp);
+        k[pass][{layer, seq}].assign(kb, kb + bytes);
+        v[pass][{layer, seq}].assign(vb, vb + bytes);
+        auto& t = targets[static_cast<size_t>(layer)][seq - 1];
+        if (kp == t.first.data() && vp == t.second.data()) in_place.insert({layer, seq});
+      };
+      if (pass == 1) {
+        hooks.native_kv_target = [&](int layer, uint64_t seq, int64_t,
+                                     int64_t) -> std::pair<void*, void*> {
+          auto& t = targets[static_cast<size_t>(layer)][seq - 1];
+          return {t.first.data(), t.second.data()};
+        };
+      }
+      KvCache c(gpu.kv_config(16, 16));
+      for (size_t i = 0; i < in.size(); ++i) {
+        c.add_sequence(in[i].seq);
+        ASSERT_TRUE(c.reserve(in[i].seq, lens[i]));
+      }
+      gpu.forward(in, c, hooks);
+    }
+    ASSERT_EQ(k[1].size(), k[0].size()) << what;
+    EXPECT_EQ(k[0].size(), static_cast<size_t>(cfg.n_layers) * lens.size()) << what;
+    for (const auto& [key, rows] : k[0]) {
+      EXPECT_EQ(k[1][key], rows) << what << " K layer " << key.first << " seq " << key.second;
+      EXPECT_EQ(v[1][key], v[0][key]) << what << " V layer " << key.first << " seq " << key.second;
+    }
+    std::set<std::pair<int, uint64_t>> want;
+    for (int l = 0; l < cfg.n_layers; ++l) want.insert({l, 2});
+    EXPECT_EQ(in_place, want) << what;
+  }
+}
+
 // Files go to the device tensor by tensor (raw when the file's dtype is the storage type, else
 // through fp32), without a host copy of the model: the device then holds exactly what uploading
 // lib/model's fp32 Weights gives, so the logits are identical, for every file dtype and storage,

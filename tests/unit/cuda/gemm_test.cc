@@ -116,7 +116,8 @@ TEST(CudaGemv, NormFusionAppliesWhereTheNormalizedRowsFitInSharedMemory) {
   p.out = 11008;
   p.storage = kc::Storage::F16;
   EXPECT_TRUE(kc::norm_gemv_applies(p));
-  EXPECT_EQ(kc::norm_gemv_smem_bytes(p), 4u * 4096 * 2);
+  // The normalized rows, then the norm's partial sums (one per warp and row) and scales.
+  EXPECT_EQ(kc::norm_gemv_smem_bytes(p), 4u * 4096 * 2 + 4u * (kc::kGemvWarps + 1) * 4);
   auto with = [&](auto change) {
     kc::NormGemvParams q = p;
     change(q);
@@ -132,6 +133,22 @@ TEST(CudaGemv, NormFusionAppliesWhereTheNormalizedRowsFitInSharedMemory) {
   // 4 rows of 16,384 fp16 elements fit in shared memory, 4 of 32,768 do not.
   EXPECT_TRUE(with([](kc::NormGemvParams& q) { q.in = 16384; }));
   EXPECT_FALSE(with([](kc::NormGemvParams& q) { q.in = 32768; }));
+  // A device that allows 99 KiB a block (sm_86, sm_89) takes 4 rows of 8,192, not of 16,384.
+  EXPECT_TRUE(with([](kc::NormGemvParams& q) {
+    q.in = 8192;
+    q.smem_limit = 99u << 10;
+  }));
+  EXPECT_FALSE(with([](kc::NormGemvParams& q) {
+    q.in = 16384;
+    q.smem_limit = 99u << 10;
+  }));
+  // 3 rows of 8,192 (a 65B/70B decode batch of 3) are 48 KiB of elements: with the norm's
+  // floats the launch is over 48 KiB and must opt in (the launcher compares the whole of it).
+  kc::NormGemvParams three = p;
+  three.n = 3;
+  three.in = 8192;
+  EXPECT_TRUE(kc::norm_gemv_applies(three));
+  EXPECT_GT(kc::norm_gemv_smem_bytes(three), 48u << 10);
   p.y = nullptr;  // the launcher refuses what the kernel cannot write, without a GPU too
   EXPECT_EQ(kc::launch_norm_gemv(p, nullptr), cudaErrorInvalidValue);
   alignas(16) static char out[64] = {};
