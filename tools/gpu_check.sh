@@ -4,7 +4,11 @@
 # BUILD is a build tree configured with the CUDA backend (e.g. -DCMAKE_CUDA_ARCHITECTURES=90
 # for an H100/H200); OUT is a directory for logs and JSON. STAGES (default "tests cli bench
 # calibrate") picks what runs:
-#   tests      test_cuda (parity of every kernel against kernels/cpu, whole-model logits)
+#   tests      test_cuda (parity of every kernel against kernels/cpu, whole-model logits); the
+#              tests of the opt-in kernels never yet run on a GPU (FA2 prefill attention, fused
+#              norm+GEMV) in a process of their own (test_optin), so that a fault in one, sticky
+#              for its CUDA context, cannot fail the others
+#   sanitize   compute-sanitizer memcheck and racecheck over the opt-in kernels' model tests
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
 #   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture)
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
@@ -34,6 +38,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CB="$BUILD/apps/cachebench/cachebench"
 mkdir -p "$OUT"
 SUMMARY=()
+# The tests of the opt-in kernels (FlashAttention-2-style prefill, fused norm+GEMV decode).
+OPTIN='*OnTensorCores*:*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*:*FusedDecode*'
+SANITIZER="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"
 
 stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
   local name="$1"; shift
@@ -60,7 +67,16 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm 
 for s in $STAGES; do
   case "$s" in
     tests)
-      CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_cuda "$BUILD/tests/unit/cuda/test_cuda" ;;
+      CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_cuda "$BUILD/tests/unit/cuda/test_cuda" \
+        --gtest_filter="-$OPTIN"
+      CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_optin "$BUILD/tests/unit/cuda/test_cuda" \
+        --gtest_filter="$OPTIN" ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        CACHEBENCH_TEST_TMP="$(mktemp -d)" stage "$tool" "$SANITIZER" --tool "$tool" \
+          --error-exitcode 1 "$BUILD/tests/unit/cuda/test_cuda" \
+          --gtest_filter='*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*'
+      done ;;
     cli)
       stage cli bash "$ROOT/tests/cli/cli_test.sh" "$CB" "$(mktemp -d)"
       stage replay bash "$ROOT/tests/cli/replay_test.sh" "$CB" "$(mktemp -d)" ;;
@@ -83,7 +99,7 @@ for s in $STAGES; do
         --reps 3 --out "$OUT/ablate"
       stage ablate-native "$CB" ablate recompute-vs-ca --mode real --backend cuda \
         -m preset:llama-7b --kv-entries native --reps 3 --out "$OUT/ablate-native" ;;
-    *) echo "unknown stage $s (tests, cli, bench, calibrate, profile, simval, engine, ablate)"
+    *) echo "unknown stage $s (tests, sanitize, cli, bench, calibrate, profile, simval, engine, ablate)"
        exit 2 ;;
   esac
 done
