@@ -150,6 +150,49 @@ def gguf_seeds(out):
     put(out, "fuzz_gguf", "tensors.gguf", gguf(meta, tensors))
 
 
+# ---- tokenizer.model (a SentencePiece ModelProto, protobuf wire format by hand) ------------
+def pb_varint(v):
+    out = b""
+    v &= (1 << 64) - 1
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_field(num, wire, payload):
+    key = pb_varint((num << 3) | wire)
+    if wire == 0:
+        return key + pb_varint(payload)
+    if wire == 5:
+        return key + struct.pack("<f", payload)
+    return key + pb_varint(len(payload)) + payload  # wire 2
+
+
+def spm_model(model_type, byte_fallback):
+    sp = "\u2581"
+    pieces = [("<unk>", 0.0, 2), ("<s>", 0.0, 3), ("</s>", 0.0, 3)]
+    if byte_fallback:
+        pieces += [(f"<0x{b:02X}>", 0.0, 6) for b in range(256)]
+    words = [sp, sp + "H", "ello", sp + "world", "or", "ld", sp + "w", "e", "l", "o", "H", "w", "r", "d"]
+    pieces += [(w, -float(i), 1) for i, w in enumerate(words)] + [("<user>", 0.0, 4)]
+    out = b""
+    for text, score, typ in pieces:
+        out += pb_field(1, 2, pb_field(1, 2, text.encode()) + pb_field(2, 5, score) + pb_field(3, 0, typ))
+    trainer = (pb_field(3, 0, model_type) + pb_field(4, 0, len(pieces)) + pb_field(35, 0, int(byte_fallback))
+               + pb_field(40, 0, 0) + pb_field(41, 0, 1) + pb_field(42, 0, 2) + pb_field(43, 0, -1))
+    normalizer = (pb_field(1, 2, b"identity") + pb_field(3, 0, 1) + pb_field(4, 0, 0) + pb_field(5, 0, 1))
+    return out + pb_field(2, 2, trainer) + pb_field(3, 2, normalizer)
+
+
+def sentencepiece_seeds(out):
+    put(out, "fuzz_sentencepiece", "bpe_bytes.model", spm_model(2, True))
+    put(out, "fuzz_sentencepiece", "unigram.model", spm_model(1, False))
+
+
 # ---- safetensors -------------------------------------------------------------------------
 def safetensors(entries, meta=None):
     header, blob = {}, b""
@@ -269,6 +312,7 @@ def main():
     out, data = sys.argv[1], sys.argv[2]
     gguf_seeds(out)
     safetensors_seeds(out)
+    sentencepiece_seeds(out)
     tokenizer_json_seeds(out)
     trace_seeds(out)
     csv_seeds(out)
