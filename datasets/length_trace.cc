@@ -67,9 +67,10 @@ void check_lengths(const Trace& t, const std::string& path) {
 json parse_trace_json(std::string_view bytes, const std::string& path) {
   try {
     return json::parse(bytes.begin(), bytes.end());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     // nlohmann's text after its "[json.exception.parse_error.101] " tag: "parse error at
-    // line L, column C: ...".
+    // line L, column C: ...". A number too large for a double is an out_of_range error
+    // ("number overflow parsing '1E400'"), not a parse_error.
     std::string why = e.what();
     const size_t tag = why.find("] ");
     if (tag != std::string::npos) why = why.substr(tag + 2);

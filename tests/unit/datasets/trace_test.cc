@@ -205,6 +205,19 @@ TEST(ShareGpt, MalformedFiles) {
   error_of([&] { load_trace(missing, SpaceTokenizer{}, {}); }, missing);
 }
 
+// Found by fuzzing (fuzz/trace_fuzz.cc): a number too large for a double is nlohmann's
+// out_of_range error, not a parse_error, and escaped the readers uncaught.
+TEST(LoadTrace, NumberOverflowIsInvalidJson) {
+  for (const std::string& text :
+       {std::string("[1E400]"), std::string(R"([{"id": 1e999, "conversations": []}])"),
+        std::string(R"({"format": "cachebench-trace", "version": -1E400})")}) {
+    SCOPED_TRACE(text);
+    const std::string p = test::write_tmp("trace_overflow.json", text);
+    const std::string e = error_of([&] { load_trace(p, SpaceTokenizer{}, {}); }, p);
+    EXPECT_TRUE(has(e, "invalid JSON (number overflow parsing")) << e;
+  }
+}
+
 TEST(LoadTrace, DetectsTheFormat) {
   const std::string sg =
       test::write_tmp("lt_sg.json",
