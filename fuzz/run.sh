@@ -27,6 +27,14 @@ max_len() {
   esac
 }
 
+# JSON parsers get a dictionary of JSON tokens, edge-case numbers and field names.
+dict_args() {
+  case "$1" in
+    fuzz_trace | fuzz_json_lines | fuzz_tokenizer_json | fuzz_safetensors | fuzz_store_marker)
+      echo "-dict=$here/json.dict" ;;
+  esac
+}
+
 failed=0
 for t in "${targets[@]}"; do
   bin="$build/fuzz/$t"
@@ -43,7 +51,7 @@ for t in "${targets[@]}"; do
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     "$bin" "$build/fuzz-corpus/$t" "$build/fuzz-seeds/$t" \
     -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
-    -max_len="$(max_len "$t")" -print_final_stats=1 \
+    -max_len="$(max_len "$t")" $(dict_args "$t") -print_final_stats=1 \
     -artifact_prefix="$build/fuzz-artifacts/$t-" >"$log" 2>&1
   rc=$?
   grep -E '^#[0-9]+[[:space:]]+(DONE|INITED)' "$log" | tail -n 2 | sed 's/^/   /'
