@@ -2,6 +2,9 @@
 BUILD       ?= build
 SAN_BUILD   ?= build-sanitize
 TSAN_BUILD  ?= build-tsan
+FUZZ_BUILD  ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 JOBS        ?= $(shell nproc)
 BUILD_TYPE  ?= RelWithDebInfo
 CMAKE_FLAGS ?=
@@ -11,7 +14,7 @@ export CACHEBENCH_DATA
 CB := $(BUILD)/apps/cachebench/cachebench
 DEMO_MODEL := $(CACHEBENCH_DATA)/models/stories260K/stories260K.gguf
 
-.PHONY: all setup configure build run test test-main test-sanitize test-tsan format clean
+.PHONY: all setup configure build run test test-main test-sanitize test-tsan fuzz format clean
 
 all: build
 
@@ -64,9 +67,17 @@ test-tsan:
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/unit/store/test_store
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/unit/engine/test_engine
 
+## fuzz: the libFuzzer targets of fuzz/ (parsers of untrusted files) built with clang, ASan and
+##       UBSan in $(FUZZ_BUILD)/, then each run for FUZZ_SECONDS (FUZZ_TARGETS picks some)
+fuzz:
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang \
+	  -DCMAKE_CXX_COMPILER=clang++ -DCACHEBENCH_FUZZ=ON -DCACHEBENCH_CUDA=OFF $(CMAKE_FLAGS)
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target fuzzers
+	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 ## format: apply .clang-format to all C++ sources
 format:
 	git ls-files '*.h' '*.cc' '*.cu' '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

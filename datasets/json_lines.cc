@@ -9,10 +9,14 @@ namespace cb::datasets {
 namespace {
 
 // nlohmann's message without its "[json.exception.parse_error.101] parse error at line 1,"
-// prefix, which would contradict the file line we report.
+// prefix, which would contradict the file line we report (or without its
+// "[json.exception.out_of_range.406] " tag, for messages with no position).
 std::string short_reason(const std::string& what) {
   const size_t colon = what.find(": ");
-  std::string s = colon == std::string::npos ? what : what.substr(colon + 2);
+  const size_t tag = what.find("] ");
+  std::string s = colon != std::string::npos ? what.substr(colon + 2)
+                  : tag != std::string::npos ? what.substr(tag + 2)
+                                             : what;
   for (char& c : s) {
     if (c == '\n' || c == '\r') c = ' ';
   }
@@ -34,6 +38,10 @@ std::vector<JsonLineFields> read_json_line_fields(std::string_view text, const s
       throw make_error(
           at, "invalid JSON at column " + std::to_string(e.byte) + ": " + short_reason(e.what()),
           "each line must hold one complete JSON object");
+    } catch (const nlohmann::json::exception& e) {
+      // A number too large for a double is an out_of_range error, not a parse_error.
+      throw make_error(at, "invalid JSON: " + short_reason(e.what()),
+                       "each line must hold one complete JSON object");
     }
     if (!j.is_object()) {
       throw make_error(at, std::string("expected a JSON object, found ") + j.type_name(),

@@ -65,11 +65,24 @@ void check_lengths(const Trace& t, const std::string& path) {
 }  // namespace
 
 json parse_trace_json(std::string_view bytes, const std::string& path) {
+  // Rendering or copying a value recurses once per level, so a deeply nested value from the
+  // file (thousands of '[') would overflow the stack in an error message; refuse it here.
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxTraceJsonDepth) {
+      throw make_error(
+          path,
+          "invalid JSON: it nests more than " + std::to_string(kMaxTraceJsonDepth) + " levels deep",
+          "a trace needs 5 (sessions, turns, lengths; ShareGPT: conversations, "
+          "messages, fields); check the file is a trace");
+    }
+    return true;
+  };
   try {
-    return json::parse(bytes.begin(), bytes.end());
-  } catch (const json::parse_error& e) {
+    return json::parse(bytes.begin(), bytes.end(), depth_check);
+  } catch (const json::exception& e) {
     // nlohmann's text after its "[json.exception.parse_error.101] " tag: "parse error at
-    // line L, column C: ...".
+    // line L, column C: ...". A number too large for a double is an out_of_range error
+    // ("number overflow parsing '1E400'"), not a parse_error.
     std::string why = e.what();
     const size_t tag = why.find("] ");
     if (tag != std::string::npos) why = why.substr(tag + 2);

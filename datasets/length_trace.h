@@ -20,8 +20,12 @@ inline constexpr int kTraceVersion = 1;
 /// Largest input or output length accepted in a length trace.
 inline constexpr int64_t kMaxTraceTokens = 1000000;
 
+/// Deepest JSON nesting a trace file may have (a trace itself needs 5 levels).
+inline constexpr int kMaxTraceJsonDepth = 64;
+
 /// `bytes` parsed as one JSON document; throws cb::Error naming `path` with the line and
-/// column of invalid JSON (shared by the trace readers).
+/// column of invalid JSON, or for nesting deeper than kMaxTraceJsonDepth (shared by the trace
+/// readers).
 nlohmann::json parse_trace_json(std::string_view bytes, const std::string& path);
 
 /// Reads a length trace (plain or gzipped; kind "lengths", opts.limit sessions at most).

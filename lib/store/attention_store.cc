@@ -121,6 +121,14 @@ void AttentionStore::open_ssd() {
                                     ")");
     }
     check_free_space(dir, info.ssd_bytes);
+    if (info.n_slots() > kMaxStoreSlots) {  // read_store_marker would refuse it
+      throw make_error("--ssd",
+                       "SSD budget " + format_size(info.ssd_bytes) + " is " +
+                           std::to_string(info.n_slots()) + " chunks of " +
+                           format_size(info.chunk_bytes) + ", more than the " +
+                           std::to_string(kMaxStoreSlots) + " a store holds",
+                       "use a larger --chunk-size");
+    }
     created = true;
   }
   std::shared_ptr<IoBackend> io = cfg_.io_backend;

@@ -22,6 +22,16 @@ namespace {
 constexpr const char* kFormat = "cachebench-store";
 constexpr uint64_t kFileBytes = 1ull << 30;  // target size of one data file
 constexpr uint64_t kMaxFiles = 64;
+/// A geometry field of the marker: a JSON integer >= 0 (a float or a negative number is
+/// malformed; converting one would be undefined behaviour).
+uint64_t marker_count(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!v.is_number_unsigned()) {
+    throw std::runtime_error(std::string("\"") + key + "\" is a JSON " + v.type_name() +
+                             ", not a non-negative integer");
+  }
+  return v.get<uint64_t>();
+}
 }  // namespace
 
 std::string marker_path(const std::string& dir) {
@@ -62,15 +72,22 @@ StoreDirInfo read_store_marker(const std::string& dir) {
     const auto j = nlohmann::json::parse(ss.str());
     if (j.at("format").get<std::string>() != kFormat) throw std::runtime_error("wrong format");
     StoreDirInfo info;
-    info.version = j.at("version").get<int>();
-    info.chunk_bytes = j.at("chunk_bytes").get<uint64_t>();
-    info.ssd_bytes = j.at("ssd_bytes").get<uint64_t>();
-    info.slots_per_file = j.at("slots_per_file").get<uint64_t>();
-    info.n_files = j.at("n_files").get<uint64_t>();
-    if (info.version != 1) throw std::runtime_error("unsupported version");
+    if (marker_count(j, "version") != 1) throw std::runtime_error("unsupported version");
+    info.chunk_bytes = marker_count(j, "chunk_bytes");
+    info.ssd_bytes = marker_count(j, "ssd_bytes");
+    info.slots_per_file = marker_count(j, "slots_per_file");
+    info.n_files = marker_count(j, "n_files");
+    // Exactly what plan_store writes: whole slots, at most kMaxStoreSlots of them, in at most
+    // kMaxFiles files, the last one partly used.
     if (info.chunk_bytes == 0 || info.chunk_bytes % 4096 != 0 || info.slots_per_file == 0 ||
-        info.n_files * info.slots_per_file * info.chunk_bytes < info.ssd_bytes) {
-      throw std::runtime_error("inconsistent geometry");
+        info.ssd_bytes % info.chunk_bytes != 0 || info.n_slots() == 0 ||
+        info.n_slots() > kMaxStoreSlots || info.n_files > kMaxFiles ||
+        info.n_files != info.n_slots() / info.slots_per_file +
+                            (info.n_slots() % info.slots_per_file != 0 ? 1 : 0)) {
+      throw std::runtime_error(
+          "inconsistent geometry (chunk_bytes " + std::to_string(info.chunk_bytes) +
+          ", ssd_bytes " + std::to_string(info.ssd_bytes) + ", slots_per_file " +
+          std::to_string(info.slots_per_file) + ", n_files " + std::to_string(info.n_files) + ")");
     }
     return info;
   } catch (const std::exception& e) {

@@ -21,6 +21,11 @@ struct StoreDirInfo {
   uint64_t n_slots() const { return ssd_bytes / (chunk_bytes == 0 ? 1 : chunk_bytes); }
 };
 
+/// Most slots a store may have: the SSD tier's allocator keeps a bit per slot (and up to 8
+/// bytes per freed slot), sized when the store opens, so a marker claiming more is refused
+/// (2^32 slots of the default 1 MiB chunk are 4 PiB).
+inline constexpr uint64_t kMaxStoreSlots = uint64_t{1} << 32;
+
 /// Path of the marker file ("cachebench_store.json").
 std::string marker_path(const std::string& dir);
 /// Path of the journal ("journal.cbj").
@@ -33,7 +38,9 @@ std::string data_file_path(const std::string& dir, uint64_t i);
 
 /// Whether `dir` holds a cachebench store marker.
 bool is_store_dir(const std::string& dir);
-/// Reads the marker; throws cb::Error when missing or malformed.
+/// Reads the marker; throws cb::Error when missing or malformed (a field that is not an
+/// integer >= 0, or a geometry plan_store would not write: partial slots, more than
+/// kMaxStoreSlots slots or 64 data files, a file count that does not fit the slots).
 StoreDirInfo read_store_marker(const std::string& dir);
 /// Writes the marker atomically (temp file, fsync, rename); throws cb::Error on failure.
 void write_store_marker(const std::string& dir, const StoreDirInfo& info);

@@ -18,6 +18,11 @@ namespace {
 
 using nlohmann::json;
 
+/// Deepest JSON nesting accepted in tokenizer.json (it needs 5 levels: pre_tokenizer
+/// sequences); rendering a value for a message recurses once per level, so a file of
+/// thousands of '[' would overflow the stack.
+constexpr int kMaxJsonDepth = 64;
+
 /// GGUF token types (llama.cpp's llama_token_type).
 constexpr int32_t kGgufControl = 3;
 constexpr int32_t kGgufUserDefined = 4;
@@ -299,8 +304,15 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
   std::ifstream in(path, std::ios::binary);
   if (!in) throw make_error(path, "cannot open tokenizer.json", "check the path");
   json doc;
+  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
+    if (depth > kMaxJsonDepth) {
+      throw make_error(path, "not valid JSON: it nests more than " + std::to_string(kMaxJsonDepth) +
+                                 " levels deep");
+    }
+    return true;
+  };
   try {
-    doc = json::parse(in);
+    doc = json::parse(in, depth_check);
   } catch (const json::exception& e) {
     throw make_error(path, std::string("not valid JSON: ") + e.what());
   }

@@ -2,6 +2,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
+
 #include "lib/core/error.h"
 
 namespace cb::tokenizer {
@@ -9,7 +11,15 @@ namespace cb::tokenizer {
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::open(
     const std::string& model_path) {
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  const sentencepiece::util::Status st = sp->Load(model_path);
+  sentencepiece::util::Status st;
+  try {
+    st = sp->Load(model_path);
+  } catch (const std::exception& e) {
+    // Not every malformed model fails Load with a status: the trie builder the library
+    // bundles (darts-clone) throws, e.g. for a unigram piece that starts with a NUL byte.
+    throw make_error(model_path, std::string("cannot load SentencePiece model: ") + e.what(),
+                     "pass the tokenizer.model file shipped with the checkpoint");
+  }
   if (!st.ok()) {
     throw make_error(model_path, std::string("cannot load SentencePiece model: ") + st.ToString(),
                      "pass the tokenizer.model file shipped with the checkpoint");

@@ -59,6 +59,16 @@ TEST(Piqa, BadRows) {
   EXPECT_NE(e.find("'2'"), std::string::npos) << e;
 }
 
+// Found by fuzzing (fuzz/json_lines_fuzz.cc): a number too large for a double is nlohmann's
+// out_of_range error, not a parse_error, and escaped the JSON lines reader uncaught.
+TEST(Piqa, NumberOverflowIsInvalidJson) {
+  const std::string e =
+      error_of(std::string(kRow) + "{\"goal\": \"g\", \"n\": 1E400}\n", "0\n1\n", "overflow");
+  EXPECT_NE(e.find("piqa_overflow.jsonl:2: invalid JSON: number overflow parsing '1E400'"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Piqa, RealValidation) {
   CB_REQUIRE_DATA(p, "data/piqa/valid.jsonl");
   const auto ex = load_piqa_dir(test::data_path("data/piqa"));

@@ -205,6 +205,34 @@ TEST(ShareGpt, MalformedFiles) {
   error_of([&] { load_trace(missing, SpaceTokenizer{}, {}); }, missing);
 }
 
+// Found by fuzzing (fuzz/trace_fuzz.cc): a number too large for a double is nlohmann's
+// out_of_range error, not a parse_error, and escaped the readers uncaught.
+TEST(LoadTrace, NumberOverflowIsInvalidJson) {
+  for (const std::string& text :
+       {std::string("[1E400]"), std::string(R"([{"id": 1e999, "conversations": []}])"),
+        std::string(R"({"format": "cachebench-trace", "version": -1E400})")}) {
+    SCOPED_TRACE(text);
+    const std::string p = test::write_tmp("trace_overflow.json", text);
+    const std::string e = error_of([&] { load_trace(p, SpaceTokenizer{}, {}); }, p);
+    EXPECT_TRUE(has(e, "invalid JSON (number overflow parsing")) << e;
+  }
+}
+
+// A value nested thousands of levels deep overflowed the stack when an error message rendered
+// it (nlohmann's dump recurses per level); the readers refuse such nesting while parsing.
+TEST(LoadTrace, DeepNestingIsRefused) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  std::string e =
+      length_error("lt_deep.json", R"({"format": "cachebench-trace", "version": )" + deep + "}");
+  EXPECT_TRUE(has(e, "invalid JSON: it nests more than 64 levels deep")) << e;
+  e = sharegpt_error("sg_deep.json", R"([{"id": "a", "conversations": )" + deep + "}]");
+  EXPECT_TRUE(has(e, "nests more than 64 levels")) << e;
+  // 64 levels are fine (and the error is then the trace's own).
+  e = length_error("lt_deep64.json", R"({"format": "cachebench-trace", "version": )" +
+                                         std::string(63, '[') + std::string(63, ']') + "}");
+  EXPECT_TRUE(has(e, "version [[[")) << e;
+}
+
 TEST(LoadTrace, DetectsTheFormat) {
   const std::string sg =
       test::write_tmp("lt_sg.json",

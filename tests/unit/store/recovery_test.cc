@@ -185,6 +185,54 @@ TEST(Recovery, AMissingDataFileIsAnErrorAndClearStartsOver) {
   std::filesystem::remove_all(dir);
 }
 
+// The marker's geometry sizes what opening the store allocates (a bit per slot) and how many
+// data files `store clear` visits, so only what plan_store writes is accepted: a float (whose
+// conversion was undefined behaviour), 2^50 slots (a 128 TiB allocation) or 2^62 files are
+// malformed, said in one line naming the marker; `store clear` still removes such a marker.
+TEST(Recovery, MarkerGeometryIsCheckedBeforeUse) {
+  const std::string dir = testing::fresh_dir("bad_marker");
+  const auto marker_error = [&](const std::string& chunk, const std::string& ssd,
+                                const std::string& per_file, const std::string& files) {
+    const std::string body = R"({"format": "cachebench-store", "version": 1, "chunk_bytes": )" +
+                             chunk + R"(, "ssd_bytes": )" + ssd + R"(, "slots_per_file": )" +
+                             per_file + R"(, "n_files": )" + files + "}";
+    {
+      std::ofstream m(marker_path(dir), std::ios::trunc);
+      m << body;
+    }
+    try {
+      read_store_marker(dir);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(marker_path(dir) + ": malformed store marker: "), std::string::npos) << m;
+      return m;
+    }
+    return std::string();
+  };
+  write_store_marker(dir, plan_store(64 << 20, 1 << 20));
+  EXPECT_EQ(read_store_marker(dir).n_slots(), 64u);
+  const auto has = [](const std::string& m, const std::string& w) {
+    return m.find(w) != std::string::npos;
+  };
+  std::string e = marker_error("1e30", "4096", "1", "1");
+  EXPECT_TRUE(has(e, "\"chunk_bytes\" is a JSON number, not a non-negative integer")) << e;
+  e = marker_error("4096", "-1.5", "1", "1");
+  EXPECT_TRUE(has(e, "\"ssd_bytes\" is a JSON number, not a non-negative integer")) << e;
+  e = marker_error("4096", "4096", "[1]", "1");
+  EXPECT_TRUE(has(e, "\"slots_per_file\" is a JSON array")) << e;
+  e = marker_error("4096", "4611686018427387904", "1125899906842624", "1");  // 2^50 slots
+  EXPECT_TRUE(has(e, "inconsistent geometry")) << e;
+  e = marker_error("4096", "4096", "1", "4611686018427387904");  // 2^62 data files
+  EXPECT_TRUE(has(e, "inconsistent geometry")) << e;
+  e = marker_error("4096", "8192", "18446744073709551615", "0");  // no file for the slots
+  EXPECT_TRUE(has(e, "inconsistent geometry")) << e;
+  e = marker_error("4096", "6000", "2", "1");  // not whole slots
+  EXPECT_TRUE(has(e, "inconsistent geometry")) << e;
+  EXPECT_EQ(clear_store_dir(dir).size(), 1u);  // the marker
+  std::filesystem::remove_all(dir);
+}
+
 // Reads "committed N" lines from the writer until `want` commits were reported.
 std::set<SessionId> run_and_kill(const std::string& dir, SessionId first, int want) {
   int fds[2];

@@ -312,6 +312,18 @@ std::string json_error(const json& j, const std::string& text = "") {
   return "";
 }
 
+// A pre_tokenizer (or any value) nested thousands of levels deep overflowed the stack when
+// the error message rendered it (nlohmann's dump recurses per level); such nesting is
+// refused while parsing.
+TEST(BpeJsonTest, DeepNestingIsRefused) {
+  const std::string deep = std::string(200000, '[') + std::string(200000, ']');
+  const std::string head = R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, )";
+  const std::string e = json_error({}, head + R"("pre_tokenizer": )" + deep + "}");
+  EXPECT_NE(e.find("bpe_bad_tokenizer.json: not valid JSON: it nests more than 64 levels deep"),
+            std::string::npos)
+      << e;
+}
+
 TEST(BpeJsonTest, TinyGpt2Model) {
   const std::string p = cb::test::write_tmp("bpe_tiny_tokenizer.json", tiny_json().dump());
   const auto t = BpeTokenizer::from_tokenizer_json(p);

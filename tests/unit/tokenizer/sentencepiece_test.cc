@@ -46,6 +46,43 @@ TEST(SentencePieceTokenizer, OpenFailureNamesTheFile) {
   }
 }
 
+// A SentencePiece ModelProto in protobuf's wire format: pieces (field 1) of {piece = 1,
+// type = 3}; no trainer_spec, so the model type is the default, unigram.
+std::string pb_varint(uint64_t v) {
+  std::string s;
+  do {
+    const auto b = static_cast<uint8_t>(v & 0x7F);
+    v >>= 7;
+    s.push_back(static_cast<char>(v != 0 ? b | 0x80 : b));
+  } while (v != 0);
+  return s;
+}
+std::string pb_piece(const std::string& text, int type) {
+  const std::string body = pb_varint((1 << 3) | 2) + pb_varint(text.size()) + text +
+                           pb_varint(3 << 3) + pb_varint(static_cast<uint64_t>(type));
+  return pb_varint((1 << 3) | 2) + pb_varint(body.size()) + body;
+}
+
+// Found by fuzzing (fuzz/sentencepiece_fuzz.cc): the library's Load does not fail with a
+// status for every malformed model; for a unigram piece starting with a NUL byte its bundled
+// trie builder (darts-clone) throws, and the exception left open() as it was.
+TEST(SentencePieceTokenizer, LibraryExceptionsOnLoadNameTheFile) {
+  const std::string p = cb::test::write_tmp(
+      "nul_piece.model", pb_piece("<unk>", 2) + pb_piece(std::string("\0a", 2), 1));
+  try {
+    SentencePieceTokenizer::open(p);
+    ADD_FAILURE() << "no cb::Error";
+  } catch (const cb::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(p + ": cannot load SentencePiece model: "), std::string::npos) << m;
+    EXPECT_NE(m.find("zero-length key"), std::string::npos) << m;
+  }
+  // The same pieces without the NUL load.
+  const std::string ok =
+      cb::test::write_tmp("tiny_unigram.model", pb_piece("<unk>", 2) + pb_piece("a", 1));
+  EXPECT_EQ(SentencePieceTokenizer::open(ok)->vocab_size(), 2u);
+}
+
 TEST(SentencePieceTokenizer, LlamaKnownValues) {
   CB_REQUIRE_DATA(model, kModel);
   const auto t = SentencePieceTokenizer::open(model);
