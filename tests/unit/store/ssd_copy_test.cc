@@ -104,14 +104,13 @@ TEST(SsdCopy, AFullSsdRanksCopiesWithItsEntries) {
     prefetch_one(st);
     EXPECT_EQ(st.prefetch({}), 0u);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);  // 3 is now the LRU
-    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));  // demotes 3: 2 goes
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));    // demotes 3: 2 goes
     EXPECT_EQ(where(st, 3), TierKind::Ssd);
     EXPECT_FALSE(st.where(2, nullptr));
     EXPECT_EQ(where(st, 1), TierKind::Dram);
     EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
     EXPECT_EQ(st.stats().get(TierKind::Ssd, TierCounter::Drops), 1u);
-    for (SessionId s : {1, 3, 4})
-      EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
+    for (SessionId s : {1, 3, 4}) EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
   }
   std::filesystem::remove_all(dir);
