@@ -7,6 +7,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/mapped_file.h"
+#include "lib/core/sysinfo.h"
 
 namespace cb::datasets {
 
@@ -21,7 +22,12 @@ bool is_gzip(std::string_view bytes) {
          static_cast<unsigned char>(bytes[1]) == 0x8b;
 }
 
-std::string gunzip(std::string_view bytes, const std::string& where) {
+std::string gunzip(std::string_view bytes, const std::string& where, uint64_t max_bytes) {
+  const bool auto_bound = max_bytes == 0;
+  if (auto_bound) {
+    const uint64_t mem = physical_memory_bytes();
+    max_bytes = mem > 0 ? mem / 2 : UINT64_MAX;
+  }
   z_stream zs{};
   if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) {
     throw make_error(where, "cannot initialise zlib", "this is a bug or out of memory");
@@ -43,6 +49,14 @@ std::string gunzip(std::string_view bytes, const std::string& where) {
     zs.avail_out = sizeof(chunk);
     rc = inflate(&zs, Z_NO_FLUSH);
     out.append(chunk, sizeof(chunk) - zs.avail_out);
+    if (out.size() > max_bytes) {
+      inflateEnd(&zs);
+      throw make_error(where,
+                       "gzip stream inflates to more than " + std::to_string(max_bytes) + " bytes" +
+                           (auto_bound ? " (half of this machine's memory)" : ""),
+                       "check that the file is what it should be (a gzip bomb expands a "
+                       "thousandfold), or decompress it and pass the plain file");
+    }
     if (rc == Z_STREAM_END) {
       // Another gzip member may follow (as `cat a.gz b.gz` produces); stop at the real end.
       if (zs.avail_in == 0 && left == 0) break;

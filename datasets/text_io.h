@@ -2,6 +2,7 @@
 /// Reading dataset files: whole-file reads, transparent gzip, and line splitting with
 /// 1-based line numbers, so every loader reports errors as "file:line: ...".
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,10 +16,12 @@ std::string read_file_bytes(const std::string& path);
 bool is_gzip(std::string_view bytes);
 
 /// Inflates a gzip stream (concatenated members included). `where` names the source in
-/// errors; a truncated or corrupt stream throws cb::Error.
-std::string gunzip(std::string_view bytes, const std::string& where);
+/// errors; a truncated or corrupt stream throws cb::Error, and so does one that inflates to
+/// more than `max_bytes` (0: half of this machine's memory), since deflate expands up to a
+/// thousandfold and a small file could otherwise exhaust memory.
+std::string gunzip(std::string_view bytes, const std::string& where, uint64_t max_bytes = 0);
 
-/// `bytes` inflated when they are gzip, else unchanged.
+/// `bytes` inflated when they are gzip (within gunzip's default bound), else unchanged.
 std::string maybe_gunzip(std::string bytes, const std::string& where);
 
 /// One line of a text file: its 1-based number and its text without "\n" or "\r\n".

@@ -106,6 +106,21 @@ TEST(Corpus, GzipIsDetectedAndHashIsOfFileBytes) {
   EXPECT_EQ(gunzip(gz + gzip_stored("{\"text\": \"!\"}\n"), "mem"), plain + "{\"text\": \"!\"}\n");
 }
 
+// A stream that inflates past the bound is an error naming the source, across concatenated
+// members too; up to the bound it inflates.
+TEST(Corpus, GzipOutputIsBounded) {
+  const std::string block(3000, 'x');
+  EXPECT_EQ(gunzip(gzip_stored(block), "mem", 3000), block);
+  try {
+    (void)gunzip(gzip_stored(block) + gzip_stored(block), "bomb.json.gz", 4096);
+    FAIL() << "6,000 bytes inflated under a 4,096-byte bound";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bomb.json.gz"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inflates to more than 4096 bytes"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Corpus, TruncatedGzip) {
   const std::string gz = gzip_stored("{\"text\": \"hello\"}\n");
   std::string e = error_of(CorpusKind::kC4, "trunc.jsonl.gz", gz.substr(0, gz.size() - 6));
