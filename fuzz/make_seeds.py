@@ -306,6 +306,31 @@ def marker_seeds(out):
         put(out, "fuzz_store_marker", name + ".json", json.dumps(info, indent=2) + "\n")
 
 
+def profile_seeds(out):
+    # The built-in a100-80gb profile as `cachebench calibrate --print-profile` writes it (its
+    # sources dropped to keep the seed small), and a calibrated-style one with a fit.
+    a100 = {'attn_tflops': 156.0, 'd2d_gbps': 866.5749999999999, 'd2h_gbps': 25.0, 'decode_attn_tflops': 156.0, 'description': "NVIDIA A100-SXM4-80GB, PCIe Gen4 host link, 128 GB DRAM, 10 TB NVMe (the CachedAttention evaluation's servers)", 'dram_bytes': 128000000000.0, 'gemm_tflops': 218.39999999999998, 'gpu_usd_per_hour': 5.0, 'gpus': 1, 'h2d_gbps': 25.0, 'hbm_bytes': 85899345920.0, 'hbm_gbps': 1733.1499999999999, 'kv_bytes_per_element': 2, 'layer_overhead_s': 2e-05, 'name': 'a100-80gb', 'nvlink_gbps': 300.0, 'pcie_latency_s': 1e-05, 'seq_overhead_s': 0.0, 'ssd_bytes': 10000000000000.0, 'ssd_latency_s': 0.0001, 'ssd_read_gbps': 6.8, 'ssd_write_gbps': 4.0, 'step_overhead_s': 0.002}
+    put(out, "fuzz_profile", "a100.json", json.dumps(a100, indent=2) + "\n")
+    cpu = dict(a100, name="cpu-calibrated", gemm_tflops=0.05, attn_tflops=0.01, hbm_gbps=0)
+    put(out, "fuzz_profile", "cpu.json", json.dumps(cpu) + "\n")
+
+
+def hf_config_seeds(out):
+    llama = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 172,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2,
+             "vocab_size": 128, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+             "rope_theta": 10000.0, "tie_word_embeddings": False}
+    put(out, "fuzz_hf_config", "llama.json", json.dumps(llama, indent=2))
+    put(out, "fuzz_hf_config", "mistral.json",
+        json.dumps(dict(llama, architectures=["MistralForCausalLM"], sliding_window=128)))
+    falcon = {"architectures": ["FalconForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+              "num_hidden_layers": 2, "vocab_size": 128, "multi_query": True, "parallel_attn": True,
+              "new_decoder_architecture": False, "layer_norm_epsilon": 1e-5, "bias": False}
+    put(out, "fuzz_hf_config", "falcon7b.json", json.dumps(falcon))
+    put(out, "fuzz_hf_config", "falcon40b.json",
+        json.dumps(dict(falcon, new_decoder_architecture=True, num_kv_heads=2, multi_query=False)))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -319,6 +344,8 @@ def main():
     json_lines_seeds(out, data)
     journal_seeds(out)
     marker_seeds(out)
+    profile_seeds(out)
+    hf_config_seeds(out)
     put(out, "fuzz_tokenize", "text.txt", "Once upon a time, 123456 \u2581 caf\u00e9 \U0001F642 it's\n\t  end")
     for rel in ["models/stories260K/stories260K.gguf", "models/llamacpp-vocab/ggml-vocab-falcon.gguf",
                 "models/llamacpp-vocab/ggml-vocab-llama-spm.gguf"]:

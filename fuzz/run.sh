@@ -30,7 +30,8 @@ max_len() {
 # JSON parsers get a dictionary of JSON tokens, edge-case numbers and field names.
 dict_args() {
   case "$1" in
-    fuzz_trace | fuzz_json_lines | fuzz_tokenizer_json | fuzz_safetensors | fuzz_store_marker)
+    fuzz_trace | fuzz_json_lines | fuzz_tokenizer_json | fuzz_safetensors | fuzz_store_marker | \
+      fuzz_profile | fuzz_hf_config)
       echo "-dict=$here/json.dict" ;;
   esac
 }
