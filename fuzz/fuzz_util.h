@@ -14,7 +14,29 @@
 #include <string_view>
 #include <utility>
 
+#include "lib/core/error.h"
+
 namespace cb::fuzz {
+
+/// Runs f(), ignoring the cb::Error a fuzzed input may rightly cause.
+template <typename F>
+void quietly(F&& f) {
+  try {
+    f();
+  } catch (const cb::Error&) {
+  }
+}
+
+/// What `open()` returns (a smart pointer), or an empty one when it throws cb::Error: the
+/// parser refused the input.
+template <typename F>
+auto or_null(F&& open) -> decltype(open()) {
+  try {
+    return open();
+  } catch (const cb::Error&) {
+    return nullptr;
+  }
+}
 
 /// A memory-backed file that holds the current input.
 class MemFile {

@@ -16,13 +16,7 @@
 
 namespace {
 
-template <typename F>
-void quietly(F&& f) {
-  try {
-    f();
-  } catch (const cb::Error&) {
-  }
-}
+using cb::fuzz::quietly;
 
 void exercise_metadata(const cb::formats::GgufFile& f) {
   for (const auto& kv : f.metadata()) {
@@ -58,18 +52,10 @@ void exercise_tensors(const cb::formats::GgufFile& f) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static cb::fuzz::MemFile file("gguf");
   const std::string& path = file.write(data, size);
-  std::unique_ptr<cb::formats::GgufFile> f;
-  try {
-    f = cb::formats::GgufFile::open(path);
-  } catch (const cb::Error&) {
-    return 0;
-  }
+  const auto f = cb::fuzz::or_null([&] { return cb::formats::GgufFile::open(path); });
+  if (!f) return 0;
   exercise_metadata(*f);
   exercise_tensors(*f);
-  try {
-    const auto tok = cb::tokenizer::tokenizer_from_gguf(*f);
-    cb::fuzz::exercise_tokenizer(*tok);
-  } catch (const cb::Error&) {
-  }
+  quietly([&] { cb::fuzz::exercise_tokenizer(*cb::tokenizer::tokenizer_from_gguf(*f)); });
   return 0;
 }

@@ -12,12 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static cb::fuzz::MemFile file("tokenizer.json");
   const std::string& path = file.write(data, size);
-  std::unique_ptr<cb::tokenizer::BpeTokenizer> tok;
-  try {
-    tok = cb::tokenizer::BpeTokenizer::from_tokenizer_json(path);
-  } catch (const cb::Error&) {
-    return 0;
-  }
-  cb::fuzz::exercise_tokenizer(*tok);
+  const auto tok =
+      cb::fuzz::or_null([&] { return cb::tokenizer::BpeTokenizer::from_tokenizer_json(path); });
+  if (tok) cb::fuzz::exercise_tokenizer(*tok);
   return 0;
 }
