@@ -110,6 +110,7 @@ void AttentionStore::open_ssd() {
       }
     }
     cfg_.chunk_bytes = info.chunk_bytes;
+    check_store_files(dir, info);
   } else {
     if (cfg_.ssd_bytes == 0) {
       throw make_error(dir, "not a cachebench store", "give --ssd SIZE to create one here");

@@ -96,6 +96,31 @@ StoreDirInfo read_store_marker(const std::string& dir) {
   }
 }
 
+void check_store_files(const std::string& dir, const StoreDirInfo& info) {
+  for (uint64_t i = 0; i < info.n_files; ++i) {
+    const std::string p = data_file_path(dir, i);
+    const uint64_t first = i * info.slots_per_file;
+    const uint64_t bytes = std::min(info.slots_per_file, info.n_slots() - first) * info.chunk_bytes;
+    const std::string fix = "run `cachebench store clear --store-dir " + dir + "` to start over";
+    struct stat st {};
+    if (::stat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT)
+        throw make_error(p, "data file of the store is missing: the store is damaged", fix);
+      throw make_error(p, std::string("cannot stat data file: ") + std::strerror(errno),
+                       "check the store directory");
+    }
+    if (!S_ISREG(st.st_mode))
+      throw make_error(p, "data file of the store is not a regular file", fix);
+    if (static_cast<uint64_t>(st.st_size) < bytes) {
+      throw make_error(p,
+                       "data file of the store holds " + std::to_string(st.st_size) +
+                           " bytes where its marker gives it " + std::to_string(bytes) +
+                           ": the store is damaged (truncated) or its marker does not belong to it",
+                       fix);
+    }
+  }
+}
+
 void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
   nlohmann::json j;
   j["format"] = kFormat;

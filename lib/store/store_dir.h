@@ -42,6 +42,11 @@ bool is_store_dir(const std::string& dir);
 /// integer >= 0, or a geometry plan_store would not write: partial slots, more than
 /// kMaxStoreSlots slots or 64 data files, a file count that does not fit the slots).
 StoreDirInfo read_store_marker(const std::string& dir);
+/// Throws cb::Error naming the file unless every data file the marker of an existing store
+/// names exists and holds its slots (store creation preallocates them before writing the
+/// marker, so a missing or short file is damage). Checked before the SSD tier sizes its slot
+/// map from the marker, so a marker claiming more than its files hold allocates nothing.
+void check_store_files(const std::string& dir, const StoreDirInfo& info);
 /// Writes the marker atomically (temp file, fsync, rename); throws cb::Error on failure.
 void write_store_marker(const std::string& dir, const StoreDirInfo& info);
 /// Geometry for a new store of `ssd_bytes` with `chunk_bytes` slots.

@@ -233,6 +233,50 @@ TEST(Recovery, MarkerGeometryIsCheckedBeforeUse) {
   std::filesystem::remove_all(dir);
 }
 
+// Store creation preallocates the data files before it writes the marker, so a short data
+// file is damage: reopening is an error naming the file, and the file is not grown back with
+// zeros. A marker claiming more slots than its files hold (here 2^32 slots, whose slot map is
+// 512 MiB) is refused by the same check, before the SSD tier sizes anything from it.
+TEST(Recovery, DataFilesMustHoldTheMarkersSlots) {
+  const std::string dir = testing::fresh_dir("short_data");
+  {
+    AttentionStore st(ssd_cfg(dir));
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(64)));
+  }
+  const std::string data = data_file_path(dir, 0);
+  const auto full = std::filesystem::file_size(data);
+  std::filesystem::resize_file(data, full / 2);
+  const auto open_error = [&](const StoreConfig& cfg) {
+    try {
+      AttentionStore st(cfg);
+      ADD_FAILURE() << "opened a store whose data file is short";
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string e = open_error(ssd_cfg(dir));
+  EXPECT_NE(e.find(data + ": data file of the store holds " + std::to_string(full / 2) +
+                   " bytes where its marker gives it " + std::to_string(full)),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("store clear"), std::string::npos) << e;
+  EXPECT_EQ(std::filesystem::file_size(data), full / 2);  // not grown back
+
+  StoreDirInfo huge;  // what plan_store would write for 2^32 slots of 4 KiB
+  huge.chunk_bytes = 4096;
+  huge.ssd_bytes = kMaxStoreSlots * 4096;
+  huge.slots_per_file = kMaxStoreSlots / 64;
+  huge.n_files = 64;
+  write_store_marker(dir, huge);
+  StoreConfig as_is = ssd_cfg(dir);
+  as_is.ssd_bytes = 0;  // open the store the marker describes
+  e = open_error(as_is);
+  EXPECT_NE(e.find(data + ": data file of the store holds"), std::string::npos) << e;
+  EXPECT_EQ(clear_store_dir(dir).size(), 3u);  // data file, journal, marker
+  std::filesystem::remove_all(dir);
+}
+
 // Reads "committed N" lines from the writer until `want` commits were reported.
 std::set<SessionId> run_and_kill(const std::string& dir, SessionId first, int want) {
   int fds[2];
