@@ -255,6 +255,13 @@ uint32_t next_code_point(std::string_view text, size_t& i) {
     }
     c = (c << 6) | (b & 0x3Fu);
   }
+  // Overlong forms (C0 A0 is not a space), UTF-16 surrogates and values past U+10FFFF are
+  // invalid UTF-8 too, as Python's decoder says.
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (c < kMin[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
+    ++i;
+    return 0xFFFD;
+  }
   i += static_cast<size_t>(len);
   return c;
 }

@@ -95,7 +95,8 @@ std::string wikitext_detokenize(std::string_view page);
 bool py_isspace(uint32_t c);
 
 /// Decodes the UTF-8 code point at text[i] (i < text.size()) and advances i past it; an
-/// invalid or truncated sequence decodes as U+FFFD and advances by one byte.
+/// invalid or truncated sequence (an overlong form, a surrogate, past U+10FFFF included)
+/// decodes as U+FFFD and advances by one byte.
 uint32_t next_code_point(std::string_view text, size_t& i);
 
 /// `s` without leading and trailing whitespace as Python's str.strip() sees it (py_isspace).

@@ -331,6 +331,61 @@ def hf_config_seeds(out):
         json.dumps(dict(falcon, new_decoder_architecture=True, num_kv_heads=2, multi_query=False)))
 
 
+# ---- text corpora and checkpoint directories -----------------------------------------------
+def corpus_seeds(out):
+    wiki = " \n = Title = \n \n The cat @-@ like ( animal ) sat . \n = = Sub = = \n It 's 3 @.@ 5 ' 1 \n"
+    put(out, "fuzz_corpus", "wiki.txt", wiki)
+    put(out, "fuzz_corpus", "wiki.txt.gz", gzip.compress(wiki.encode()))
+    put(out, "fuzz_corpus", "ptb.txt", " a b <unk> \r\n\tN c\u00a0\n\n")
+    put(out, "fuzz_corpus", "c4.jsonl", '{"text": "one"}\n{"prompt": "two ", "response": "three"}\n')
+
+
+CKPT_SEP = b"\n#cb-file#\n"
+
+
+def tiny_llama_tensors(cfg, layers):
+    E, V, F = cfg["hidden_size"], cfg["vocab_size"], cfg["intermediate_size"]
+    hd = E // cfg["num_attention_heads"]
+    KV = cfg["num_key_value_heads"] * hd
+    shapes = {"model.embed_tokens.weight": [V, E], "model.norm.weight": [E], "lm_head.weight": [V, E]}
+    for i in layers:
+        p = f"model.layers.{i}."
+        shapes.update({p + "input_layernorm.weight": [E], p + "post_attention_layernorm.weight": [E],
+                       p + "self_attn.q_proj.weight": [E, E], p + "self_attn.k_proj.weight": [KV, E],
+                       p + "self_attn.v_proj.weight": [KV, E], p + "self_attn.o_proj.weight": [E, E],
+                       p + "mlp.gate_proj.weight": [F, E], p + "mlp.up_proj.weight": [F, E],
+                       p + "mlp.down_proj.weight": [E, F]})
+    return shapes
+
+
+def checkpoint_seeds(out):
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 8, "intermediate_size": 16,
+           "num_attention_heads": 2, "num_key_value_heads": 1, "num_hidden_layers": 2,
+           "vocab_size": 16, "max_position_embeddings": 32, "rms_norm_eps": 1e-5,
+           "rope_theta": 10000.0, "tie_word_embeddings": False}
+
+    def st(shapes, dtype):
+        size = 2 if dtype in ("F16", "BF16") else 4
+        entries = []
+        for name, shape in shapes.items():
+            n = 1
+            for d in shape:
+                n *= d
+            entries.append((name, dtype, shape, bytes(size * n)))
+        return safetensors(entries)
+
+    conf = json.dumps(cfg).encode()
+    put(out, "fuzz_checkpoint", "single-f32", conf + CKPT_SEP + CKPT_SEP + st(tiny_llama_tensors(cfg, [0, 1]), "F32"))
+    first, second = tiny_llama_tensors(cfg, [0]), tiny_llama_tensors(cfg, [1])
+    for k in ["model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"]:
+        second.pop(k)
+    weight_map = {k: "model-00001-of-00002.safetensors" for k in first}
+    weight_map.update({k: "model-00002-of-00002.safetensors" for k in second})
+    index = json.dumps({"metadata": {}, "weight_map": weight_map}).encode()
+    put(out, "fuzz_checkpoint", "sharded-f16",
+        conf + CKPT_SEP + index + CKPT_SEP + st(first, "F16") + CKPT_SEP + st(second, "BF16"))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -346,6 +401,8 @@ def main():
     marker_seeds(out)
     profile_seeds(out)
     hf_config_seeds(out)
+    corpus_seeds(out)
+    checkpoint_seeds(out)
     put(out, "fuzz_tokenize", "text.txt", "Once upon a time, 123456 \u2581 caf\u00e9 \U0001F642 it's\n\t  end")
     for rel in ["models/stories260K/stories260K.gguf", "models/llamacpp-vocab/ggml-vocab-falcon.gguf",
                 "models/llamacpp-vocab/ggml-vocab-llama-spm.gguf"]:
@@ -360,6 +417,9 @@ def main():
     for rel in ["data/mmlu/dev/abstract_algebra_dev.csv", "data/mmlu/test/abstract_algebra_test.csv"]:
         link(out, "fuzz_csv", data, rel)
     link(out, "fuzz_json_lines", data, "data/c4/c4_realnewslike_prompt_response_200.jsonl")
+    for rel in ["data/wikitext-2-raw/wiki.test.raw", "data/ptb/ptb.test.txt",
+                "data/c4/c4_realnewslike_prompt_response_200.jsonl"]:
+        link(out, "fuzz_corpus", data, rel)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ mkdir -p "$build/fuzz-artifacts" "$build/fuzz-logs"
 # Largest input per target: whole small files, the start of large ones.
 max_len() {
   case "$1" in
-    fuzz_gguf | fuzz_safetensors | fuzz_trace | fuzz_csv | fuzz_json_lines) echo 65536 ;;
+    fuzz_gguf | fuzz_safetensors | fuzz_trace | fuzz_csv | fuzz_json_lines | fuzz_checkpoint)
+      echo 65536 ;;
     *) echo 16384 ;;
   esac
 }
@@ -31,7 +32,7 @@ max_len() {
 dict_args() {
   case "$1" in
     fuzz_trace | fuzz_json_lines | fuzz_tokenizer_json | fuzz_safetensors | fuzz_store_marker | \
-      fuzz_profile | fuzz_hf_config)
+      fuzz_profile | fuzz_hf_config | fuzz_checkpoint)
       echo "-dict=$here/json.dict" ;;
   esac
 }

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "datasets/sha256.h"
 #include "datasets/text_io.h"
@@ -295,6 +297,27 @@ TEST(WikiTextArticles, PyStripAndWhitespace) {
   EXPECT_EQ(py_strip(" \x1c "), "");
   EXPECT_TRUE(py_isspace(0x85));
   EXPECT_FALSE(py_isspace(0x200B));
+}
+
+// Invalid UTF-8 decodes as U+FFFD one byte at a time (found by fuzz_corpus: the lead byte F5
+// decoded past U+10FFFF), so an overlong space is not whitespace.
+TEST(WikiTextArticles, InvalidUtf8DecodesAsReplacementCharacters) {
+  const auto decode = [](std::string_view s) {
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < s.size();) out.push_back(next_code_point(s, i));
+    return out;
+  };
+  using V = std::vector<uint32_t>;
+  EXPECT_EQ(decode("a\xc3\xa9\xe2\x82\xac\xf0\x9f\x99\x82"), (V{'a', 0xE9, 0x20AC, 0x1F642}));
+  EXPECT_EQ(decode("\xf4\x8f\xbf\xbf"), (V{0x10FFFF}));
+  EXPECT_EQ(decode("\xf5\xb6\xab\xab"), (V{0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}));  // past U+10FFFF
+  EXPECT_EQ(decode("\xf4\x90\x80\x80"), (V{0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}));  // U+110000
+  EXPECT_EQ(decode("\xc0\xa0"), (V{0xFFFD, 0xFFFD}));                          // overlong space
+  EXPECT_EQ(decode("\xe0\x80\xa0"), (V{0xFFFD, 0xFFFD, 0xFFFD}));
+  EXPECT_EQ(decode("\xf0\x80\x80\xa0"), (V{0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}));
+  EXPECT_EQ(decode("\xed\xa0\x80"), (V{0xFFFD, 0xFFFD, 0xFFFD}));  // surrogate U+D800
+  EXPECT_EQ(decode("\xe2\x82"), (V{0xFFFD, 0xFFFD}));              // truncated
+  EXPECT_EQ(py_strip("\xc0\xa0x"), "\xc0\xa0x");
 }
 
 // The HF document-level test split of WikiText-2 has 62 documents. Words, bytes and the
