@@ -1,12 +1,10 @@
 #include "datasets/length_trace.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 
 #include "datasets/text_io.h"
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 
 namespace cb::datasets {
@@ -218,23 +216,7 @@ void write_length_trace(const Trace& t, const std::string& path, const json& gen
   }
   out += "\n  ]\n}\n";
 
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(out.data(), static_cast<std::streamsize>(out.size()));
-    f.flush();
-    if (!f) {
-      f.close();
-      std::remove(tmp.c_str());
-      throw make_error(path, "cannot write the trace",
-                       "check the directory exists and is writable and the disk is not full");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw make_error(path, "cannot write the trace (rename from a temporary file failed)",
-                     "check the directory is writable");
-  }
+  write_file_atomically(path, out, "the trace");
 }
 
 }  // namespace cb::datasets

@@ -155,9 +155,11 @@ struct TierTimes {
 };
 
 /// reps + 1 rounds of save-all / load-all / erase-all (the first is a warm-up).
-TierTimes run_store(store::AttentionStore& st, const Entry& e, int n, int reps, const char* what) {
+TierTimes run_store(store::AttentionStore& st, const Entry& e, int n, int reps, const char* what,
+                    const std::function<void()>& poll) {
   TierTimes t;
   for (int r = 0; r <= reps; ++r) {
+    if (poll) poll();
     const store::SessionId first = 1 + static_cast<uint64_t>(r) * static_cast<uint64_t>(n);
     const double ts = save_all(st, e, first, n);
     const double tl = load_all(st, e, first, n);
@@ -330,9 +332,10 @@ PolicySetup make_policy_setup(size_t n, size_t queue, size_t dram_entries, uint6
 
 /// Median over `reps` of the time of `calls` calls to `fn` (returns decisions made).
 PolicyRate time_policy(const std::string& name, const std::string& op, int reps, int calls,
-                       const std::function<size_t()>& fn) {
+                       const std::function<void()>& poll, const std::function<size_t()>& fn) {
   std::vector<double> per;
   for (int r = 0; r < reps; ++r) {
+    if (poll) poll();
     size_t decisions = 0;
     const auto t0 = SteadyClock::now();
     for (int c = 0; c < calls; ++c) decisions += fn();
@@ -361,18 +364,18 @@ std::vector<PolicyRate> bench_policies(const BenchStoreOptions& opt, uint64_t sk
   for (const std::string& name : policy::eviction_policy_names()) {
     const auto pol = policy::make_eviction_policy(name);
     // A new entry of Skv bytes needs host memory: DRAM victims cascade to a full SSD.
-    out.push_back(time_policy(name, "make_room", reps, calls, [&] {
+    out.push_back(time_policy(name, "make_room", reps, calls, opt.poll, [&] {
       const policy::Plan plan =
           pol->make_room(p.entries, p.cap, policy::Tier::kDram, p.skv, p.ahead);
       if (!plan.ok) throw make_error("bench store", "policy " + name + " could not make room");
       return size_t{1};
     }));
-    out.push_back(time_policy(name, "order", reps, calls, [&] {
+    out.push_back(time_policy(name, "order", reps, calls, opt.poll, [&] {
       return pol->order(p.entries, all, p.cap, p.ahead).empty() ? size_t{0} : size_t{1};
     }));
     if (name == "scheduler-aware") {
       // One decision per fetch planned over the prefetch window (Cmem / Skv jobs).
-      out.push_back(time_policy(name, "plan_prefetch", reps, 1, [&] {
+      out.push_back(time_policy(name, "plan_prefetch", reps, 1, opt.poll, [&] {
         const auto moves = policy::plan_prefetch(p.entries, p.cap, p.ahead);
         return static_cast<size_t>(std::count_if(moves.begin(), moves.end(), [](const auto& m) {
           return m.from == policy::Tier::kSsd && m.to == policy::Tier::kDram;
@@ -448,6 +451,7 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     std::vector<double> tm, tx;
     time_memcpy(e, 1);
     for (int i = 0; i < opt.reps; ++i) {
+      if (opt.poll) opt.poll();
       tm.push_back(time_memcpy(e, n));
       const auto t0 = SteadyClock::now();
       volatile uint64_t h = store::checksum(e.src->data.get(), e.bytes(), 7);
@@ -463,7 +467,7 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     cfg.dram_bytes = store_bytes;
     store::AttentionStore st(cfg);
     for (auto& d : st.describe()) r.store_notes.push_back(d);
-    const TierTimes t = run_store(st, e, n, opt.reps, "dram");
+    const TierTimes t = run_store(st, e, n, opt.reps, "dram", opt.poll);
     r.dram_save_gbs = gbs(r.traffic_bytes, median(t.save));
     r.dram_load_gbs = gbs(r.traffic_bytes, median(t.load));
     r.dram_save_ratio = ratio(r.dram_save_gbs, r.memcpy_gbs);
@@ -489,6 +493,7 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
       }
       TierTimes t;
       for (int rep = 0; rep <= opt.reps; ++rep) {
+        if (opt.poll) opt.poll();
         const store::SessionId first = 1 + static_cast<uint64_t>(rep) * static_cast<uint64_t>(n);
         const double ts = save_all(st, e, first, n);
         const double tl = load_all(st, e, first, n);

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct BenchStoreOptions {
   int policy_calls = 5;                 ///< decisions timed per repetition
   bool run_dram = true, run_ssd = true, run_policy = true;
   uint64_t seed = 1;
+  /// Called before every timed round; may throw (an interrupt) to stop the run, whose
+  /// scratch directory is then removed as the stack unwinds.
+  std::function<void()> poll;
 };
 
 /// One policy operation's rate.

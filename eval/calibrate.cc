@@ -125,8 +125,13 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
       dtype_bytes(opts.native_kv_entries ? model.native_kv_type() : DType::F32, 1);
   p.kv_bytes_per_element = static_cast<int>(entry_bytes);
   p.gpus = 1;
-  int64_t win = std::max<int64_t>(
-      opts.ctx > 0 ? std::min<int64_t>(opts.ctx, mc.max_context) : mc.max_context, 64);
+  if (opts.ctx > mc.max_context) {  // as replay's --ctx
+    throw make_error("--ctx",
+                     std::to_string(opts.ctx) + " exceeds the model's context window of " +
+                         std::to_string(mc.max_context) + " tokens",
+                     "use at most " + std::to_string(mc.max_context) + " (0: the model's)");
+  }
+  int64_t win = std::max<int64_t>(opts.ctx > 0 ? opts.ctx : mc.max_context, 64);
   const uint64_t kv_token_bytes = 2ull * static_cast<uint64_t>(mc.n_layers) * mc.kv_dim() *
                                   (model.kv_precision() == "f32" ? 4 : 2);
   const auto pool_bytes = [&](int64_t w) {
@@ -186,6 +191,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   // would bend the fit. The first pass warms caches and is not counted.
   std::vector<std::vector<double>> reps(grid.size());
   for (int pass = 0; pass < std::max(opts.reps, 1) + 1; ++pass) {
+    if (opts.poll) opts.poll();
     for (size_t g = 0; g < grid.size(); ++g) {
       const double dt = time_shape(grid[g]);
       if (pass > 0) reps[g].push_back(dt);
@@ -251,10 +257,23 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
       64ull << 20, 4ull * static_cast<uint64_t>(ntok) * token_bytes * 2 * mc.n_layers);
   const auto probe = [&](bool ssd, double* read_gbps, double* write_gbps) {
     store::StoreConfig sc;
-    std::string dir;
+    // The probe's own directory, removed however the probe ends (an interrupt included).
+    struct Scratch {
+      std::string dir;
+      ~Scratch() {
+        std::error_code ec;
+        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+      }
+    } scratch;
     if (ssd) {
-      dir = opts.ssd_dir + "/cachebench-calibrate-" + std::to_string(::getpid());
-      std::filesystem::create_directories(dir);
+      const std::string dir = opts.ssd_dir + "/cachebench-calibrate-" + std::to_string(::getpid());
+      std::error_code ec;
+      std::filesystem::create_directory(dir, ec);
+      if (ec) {
+        throw make_error(dir, "cannot create the SSD probe's directory: " + ec.message(),
+                         "pass a writable --ssd-dir");
+      }
+      scratch.dir = dir;
       sc.store_dir = dir;
       sc.ssd_bytes = tier_bytes;
     } else {
@@ -270,6 +289,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
       const store::ModelFingerprint fp = store::ModelFingerprint::from_description("calibrate");
       const double bytes = 2.0 * static_cast<double>(per_layer) * sizeof(float) * mc.n_layers;
       for (int r = 0; r < std::max(opts.reps, 1); ++r) {
+        if (opts.poll) opts.poll();
         store::SaveRequest req;
         req.session = 1;
         req.fingerprint = fp;
@@ -296,7 +316,6 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
         rs.push_back(bytes / seconds_since(t1) / 1e9);
       }
     }
-    if (!dir.empty()) std::filesystem::remove_all(dir);
     *read_gbps = metrics::median(rs);
     *write_gbps = metrics::median(wsv);
   };

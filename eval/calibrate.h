@@ -40,6 +40,9 @@ struct CalibrateOptions {
   /// not fp32: the profile's kv_bytes_per_element and the store probe's rows follow.
   bool native_kv_entries = false;
   std::optional<DeviceLinks> links;  ///< a GPU's links; absent: the store's DRAM tier (CPU)
+  /// Called before every timed pass and probe round; may throw (an interrupt) to stop the
+  /// run, whose scratch store directory is then removed as the stack unwinds.
+  std::function<void()> poll;
 };
 
 /// One timed shape and how well the fit predicts it.

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/cachebench/format.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
@@ -134,9 +135,11 @@ void register_bench_store(CLI::App* bench) {
       ->check(in_range(1, 256));
   cmd->add_option("--policy-entries", a->opt.policy_entries,
                   "entries the policies rank (0: skip the policy benchmark)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, 10'000'000));
   cmd->add_option("--policy-queue", a->opt.policy_queue, "job-queue length the policies see")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, 10'000'000));
   cmd->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(cmd, [a] {
@@ -145,6 +148,8 @@ void register_bench_store(CLI::App* bench) {
     opt.traffic_bytes = store::parse_size(a->traffic, "--traffic");
     opt.chunk_bytes = store::parse_size(a->chunk, "--chunk");
     store::parse_io_mode(opt.io);  // reject a bad --io before any work
+    install_interrupt_handlers();  // SIGINT/SIGTERM: stop at the next round, scratch removed
+    opt.poll = check_interrupted;
     const eval::BenchStoreResult r = eval::bench_store(opt);
     print_table(r);
     if (!a->out.empty()) {

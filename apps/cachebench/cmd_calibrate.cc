@@ -5,6 +5,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "eval/calibrate.h"
@@ -26,6 +27,10 @@ struct CalibrateArgs {
 
 int run_calibrate(CalibrateArgs& a) {
   if (!a.print.empty()) {
+    if (!a.m.model.empty() || !a.out.empty()) {
+      throw make_error("--print-profile", "prints a profile and measures nothing",
+                       "drop --model and --out, or drop --print-profile to calibrate");
+    }
     std::printf("%s\n", sim::load_profile(a.print, "--print-profile").to_json().dump(2).c_str());
     return 0;
   }
@@ -33,6 +38,8 @@ int run_calibrate(CalibrateArgs& a) {
     throw make_error("--model", "calibrate needs --model (or --print-profile)");
   if (a.out.empty()) throw make_error("--out", "name the profile file to write");
   a.o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
+  install_interrupt_handlers();  // SIGINT/SIGTERM: stop at the next pass, scratch removed
+  a.o.poll = check_interrupted;
   LoadedModel lm = load_model(a.m, false);
   a.o.backend = backend_label(a.m);
   if (a.m.backend == "cuda") {
@@ -85,8 +92,12 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--weights-seed", a->m.seed, "seed of preset weights")->capture_default_str();
   add_backend_options(sub, &a->m);
   sub->add_option("--out,-o", a->out, "profile JSON to write")->check(output_file());
-  sub->add_option("--ssd-dir", a->o.ssd_dir, "scratch directory for the SSD measurement")
-      ->capture_default_str();
+  sub->add_option(
+         "--ssd-dir", a->o.ssd_dir,
+         "scratch directory for the SSD measurement (an existing, writable directory; \"\" "
+         "skips it)")
+      ->capture_default_str()
+      ->check(writable_dir());
   sub->add_option("--ctx", a->o.ctx,
                   "the grid's window in tokens (0: the model's; on a GPU, halved until the KV "
                   "pool fits)")

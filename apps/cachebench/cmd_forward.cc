@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
@@ -10,6 +9,7 @@
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 
 namespace cb::app {
@@ -97,12 +97,7 @@ void register_forward(CLI::App& app) {
       for (int64_t t = 0; t < n; ++t)
         rows.push_back(std::vector<float>(logits.begin() + t * V, logits.begin() + (t + 1) * V));
       j["logits"] = std::move(rows);
-      std::ofstream out(a->dump);
-      if (!out)
-        throw make_error(a->dump, "cannot write file",
-                         "check the directory exists and is writable");
-      out << j.dump() << "\n";
-      if (!out) throw make_error(a->dump, "write failed (disk full?)");
+      write_file_atomically(a->dump, j.dump() + "\n", "the logits");
     }
     // Top-5 next tokens after the last position.
     std::vector<int32_t> order(static_cast<size_t>(V));

@@ -107,7 +107,8 @@ void register_gate(CLI::App& app) {
   auto a = std::make_shared<GateArgs>();
   CLI::App* sub = app.add_subcommand(
       "gate",
-      "compare a summary against a baseline; exit 1 when a metric regressed beyond its bound");
+      "compare a summary against a baseline; exit 1 when a metric regressed beyond its bound, 2 "
+      "when the summaries cannot be compared");
   sub->add_option("--baseline", a->baseline, "baseline summary JSON (bare, or under \"summary\")")
       ->required();
   sub->add_option("--current", a->current, "current summary JSON (bare, or under \"summary\")")
@@ -121,7 +122,16 @@ void register_gate(CLI::App& app) {
   sub->add_flag("--allow-mismatch", a->allow_mismatch,
                 "compare runs of different traces, models, modes or executions (refused by "
                 "default)");
-  set_action(sub, [a] { return run_gate_cmd(*a); });
+  // Exit 1 means a regression and nothing else: a gate that cannot compare (a missing or
+  // malformed summary, runs of different setups) exits 2, so CI can tell the two apart.
+  set_action(sub, [a] {
+    try {
+      return run_gate_cmd(*a);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "cachebench: error: %s\n", e.what());
+      return 2;
+    }
+  });
 }
 
 }  // namespace cb::app

@@ -1,4 +1,6 @@
 // cachebench store stat|verify|clear --store-dir D [--json]
+#include <unistd.h>
+
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -100,6 +102,9 @@ int run_stat(const StoreArgs& a) {
 int run_verify(const StoreArgs& a) {
   store::check_store_dir(a.dir);
   store::read_store_marker(a.dir);  // a directory that is not a store: said as stat says it
+  // Opening a store writes its journal, so one without a journal lost it (and with it the
+  // index of whatever its data files hold); opening it now writes an empty one.
+  const bool journal_missing = ::access(store::journal_path(a.dir).c_str(), F_OK) != 0;
   store::StoreConfig c;
   c.store_dir = a.dir;  // adopt the store's geometry
   c.io_mode = store::parse_io_mode(a.io);
@@ -109,7 +114,7 @@ int run_verify(const StoreArgs& a) {
   const uint64_t bad = st.verify_all(&chunks);
   const store::StatsSnapshot s = st.stats();
   const uint64_t corrupt = s.get(store::Counter::CorruptJournalBytes);
-  const bool ok = bad == 0 && corrupt == 0;
+  const bool ok = bad == 0 && corrupt == 0 && !journal_missing;
   if (a.json) {
     nlohmann::json j;
     j["store_dir"] = a.dir;
@@ -117,6 +122,7 @@ int run_verify(const StoreArgs& a) {
     j["chunks_checked"] = chunks;
     j["bad_entries"] = bad;
     j["journal_corrupt_bytes"] = corrupt;
+    j["journal_missing"] = journal_missing;
     j["ok"] = ok;
     j["stats"] = nlohmann::json::parse(s.to_json());
     std::printf("%s\n", j.dump(2).c_str());
@@ -138,6 +144,11 @@ int run_verify(const StoreArgs& a) {
       row("journal", std::to_string(corrupt) +
                          " corrupt bytes skipped: the records in them are lost; the journal as "
                          "found is kept as journal.cbj.corrupt-N in the store directory");
+    }
+    if (journal_missing) {
+      row("journal",
+          "missing: the entries it indexed, if any, are lost (an empty journal was "
+          "written); `store clear` starts over");
     }
     row("result", ok ? "ok" : "CORRUPTION FOUND");
   }

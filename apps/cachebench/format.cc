@@ -1,9 +1,8 @@
 #include "apps/cachebench/format.h"
 
 #include <cstdio>
-#include <fstream>
 
-#include "lib/core/error.h"
+#include "lib/core/atomic_file.h"
 
 namespace cb::app {
 
@@ -39,12 +38,7 @@ std::string human_bytes(uint64_t n) {
 }
 
 void write_json(const std::string& path, const nlohmann::json& j) {
-  std::ofstream out(path);
-  out << j.dump(2) << "\n";
-  out.flush();
-  if (!out)
-    throw make_error(path, "cannot write the JSON result",
-                     "check the directory exists and is writable");
+  write_file_atomically(path, j.dump(2) + "\n", "the JSON result");
 }
 
 }  // namespace cb::app

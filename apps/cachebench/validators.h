@@ -61,31 +61,61 @@ inline CLI::Validator above(double lo) {
                         [lo](double v) { return std::isfinite(v) && v > lo; });
 }
 
+/// The name of output_file()'s validator, by which check_output_paths finds the outputs.
+inline constexpr const char* kOutputFile = "output-file";
+
+namespace detail {
+inline std::string output_file_problem(std::string& s) {
+  if (s.empty()) return "an empty path; name the file to write";
+  struct stat st {};
+  if (::stat(s.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return "'" + s + "' is a directory; name a file";
+    if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
+    return "";
+  }
+  const size_t slash = s.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : s.substr(0, slash);
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return "the directory of '" + s + "' does not exist; create it first";
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return "the directory of '" + s + "' is not writable";
+  }
+  return "";
+}
+}  // namespace detail
+
 /// A file the command will write: checked before any work (a run that cannot save its
-/// result should not take an hour first). Not a directory; its directory exists and is
-/// writable, or the file itself is.
+/// result should not take an hour first). Not empty, not a directory; its directory exists
+/// and is writable, or the file itself is. check_output_paths (run before every command)
+/// also refuses an output that is one of the command's input files or another output.
 inline CLI::Validator output_file() {
+  return CLI::Validator(detail::output_file_problem, "FILE").name(kOutputFile);
+}
+
+/// A directory the command writes scratch files in: exists, is a directory, is writable
+/// (never created: a typo would otherwise make a directory anywhere). Empty passes (the
+/// option's "skip").
+inline CLI::Validator writable_dir() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
+        if (s.empty()) return "";
         struct stat st {};
-        if (::stat(s.c_str(), &st) == 0) {
-          if (S_ISDIR(st.st_mode)) return "'" + s + "' is a directory; name a file";
-          if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
-          return "";
-        }
-        const size_t slash = s.find_last_of('/');
-        const std::string dir = slash == std::string::npos ? "."
-                                : slash == 0               ? "/"
-                                                           : s.substr(0, slash);
-        if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-          return "the directory of '" + s + "' does not exist; create it first";
-        }
-        if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-          return "the directory of '" + s + "' is not writable";
-        }
+        if (::stat(s.c_str(), &st) != 0) return "'" + s + "' does not exist; create it first";
+        if (!S_ISDIR(st.st_mode)) return "'" + s + "' is not a directory";
+        if (::access(s.c_str(), W_OK | X_OK) != 0) return "'" + s + "' is not writable";
         return "";
       },
-      "FILE");
+      "DIR");
 }
+
+/// Throws cb::Error when an output option of `cmd` (one checked by output_file()) names the
+/// same file as another of its options (an input: --model, a trace, a corpus) or as another
+/// output, which the run would overwrite or lose.
+void check_output_paths(CLI::App& cmd);
+
+/// Throws cb::Error naming the option when an unsigned option of `cmd` was given a negative
+/// number (which CLI11 2.1 would wrap to a huge one).
+void check_unsigned_options(CLI::App& cmd);
 
 }  // namespace cb::app

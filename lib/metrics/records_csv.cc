@@ -1,13 +1,11 @@
 #include "lib/metrics/records_csv.h"
 
-#include <cerrno>
 #include <charconv>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <string>
 
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 
 namespace cb::metrics {
@@ -56,27 +54,9 @@ std::string turn_csv_row(const TurnRecord& r) {
 }
 
 void write_turn_csv(const std::string& path, const std::vector<TurnRecord>& records) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw make_error(path,
-                       "cannot create the turn CSV (" + tmp + ": " + std::strerror(errno) + ")",
-                       "check the directory exists and is writable");
-    out << turn_csv_header() << '\n';
-    for (const TurnRecord& r : records) out << turn_csv_row(r) << '\n';
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw make_error(path, "cannot write the turn CSV", "check the disk has free space");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw make_error(path, "cannot rename " + tmp + " to it (" + why + ")",
-                     "check the directory is writable and the path is not a directory");
-  }
+  std::string out = turn_csv_header() + '\n';
+  for (const TurnRecord& r : records) out += turn_csv_row(r) + '\n';
+  write_file_atomically(path, out, "the turn CSV");
 }
 
 }  // namespace cb::metrics

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 
 namespace cb::sim {
@@ -246,9 +247,7 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
 }
 
 void save_profile(const HardwareProfile& p, const std::string& path) {
-  std::ofstream out(path);
-  out << p.to_json().dump(2) << "\n";
-  if (!out) throw make_error(path, "cannot write the hardware profile");
+  write_file_atomically(path, p.to_json().dump(2) + "\n", "the hardware profile");
 }
 
 }  // namespace cb::sim

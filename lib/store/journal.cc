@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 
 #include "lib/core/error.h"
 #include "lib/store/checksum.h"
@@ -66,6 +67,23 @@ bool record_at(const std::string& data, size_t pos, uint32_t* type, uint32_t* le
   return checksum(data.data() + pos + kHeader, *len, *type) == sum;
 }
 
+// Whether the bytes after the last valid record are what a crash during one append leaves:
+// the start of a record whose length runs past what was written (appends write the magic
+// first), then perhaps zeros (a size that grew before its data was written). Anything else
+// there is damage, counted as corrupt: random bytes over a whole journal are not a torn tail.
+bool torn_tail(std::string_view tail) {
+  const size_t last = tail.find_last_not_of('\0');
+  if (last == std::string_view::npos) return true;
+  tail = tail.substr(0, last + 1);
+  const std::string_view magic(reinterpret_cast<const char*>(&kMagic), 4);
+  if (tail.size() < magic.size()) return magic.substr(0, tail.size()) == tail;
+  if (tail.substr(0, magic.size()) != magic) return false;
+  if (tail.size() < kHeader) return true;
+  uint32_t len = 0;
+  std::memcpy(&len, tail.data() + 8, 4);
+  return len > tail.size() - kHeader;
+}
+
 }  // namespace
 
 ReplayResult Journal::replay(const std::string& path) {
@@ -118,7 +136,10 @@ ReplayResult Journal::replay(const std::string& path) {
     }
   }
   res.valid_bytes = pos;
-  if (pos < data.size()) ++res.discarded_records;  // a torn or corrupt tail
+  if (pos < data.size()) {
+    ++res.discarded_records;
+    if (!torn_tail(std::string_view(data).substr(pos))) res.corrupt_bytes += data.size() - pos;
+  }
   return res;
 }
 

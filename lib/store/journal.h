@@ -1,8 +1,9 @@
 #pragma once
 /// The SSD index's write-ahead journal: append-only records, each with its own checksum.
 /// A commit record is appended (and fsync'ed) only after an entry's chunks are durable,
-/// so replay after a crash yields exactly the completed entries; a torn or corrupt tail
-/// ends the replay and is cut off.
+/// so replay after a crash yields exactly the completed entries; a torn tail (the start of
+/// one record, or zeros) ends the replay and is cut off. Corrupt bytes elsewhere, a damaged
+/// tail included, are skipped and counted.
 
 #include <cstdint>
 #include <map>
@@ -19,8 +20,8 @@ struct ReplayResult {
   uint64_t records = 0;                    ///< valid records read
   uint64_t discarded_records = 0;          ///< undecodable records, corrupt ranges, the torn tail
   uint64_t valid_bytes = 0;                ///< up to the end of the last valid record
-  /// Bytes of corrupt records that valid ones follow (skipped: the records in them are lost,
-  /// unlike a torn tail, the one record a crash interrupted).
+  /// Bytes of corrupt records (skipped: the records in them are lost), and of a damaged tail
+  /// that is not the start of one record a crash interrupted (a torn tail is not counted).
   uint64_t corrupt_bytes = 0;
   uint64_t max_generation = 0;
 };

@@ -39,7 +39,7 @@ enum class Counter : int {
   RecoveredEntries,
   DiscardedEntries,
   DiscardedRecords,
-  CorruptJournalBytes,  ///< corrupt journal bytes that intact records follow (records lost)
+  CorruptJournalBytes,  ///< corrupt journal bytes, a damaged tail included (records lost)
   JournalCompactions,
   kCount
 };

@@ -229,6 +229,40 @@ expect_error gate_other_trace "$TMP/other_trace.json" "not a run of the baseline
   "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json"
 expect_out gate_allow_mismatch "compared anyway" \
   "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json" --allow-mismatch
+# Exit 1 is a regression only: a gate that cannot compare exits 2.
+"$CB" gate --baseline "$G/base.json" --current "$G/broken.json" >/dev/null 2>&1
+rc=$?
+[ $rc -eq 2 ] && ok || bad "gate on a malformed summary: exit $rc, want 2"
+
+# Outputs: never an input, never twice the same file, never empty; written whole or not at
+# all; unsigned options refuse negative numbers.
+O="$TMP/outputs"
+rm -rf "$O" && mkdir -p "$O"
+cp "$TMP/synth3.json" "$O/trace.json"
+expect_error out_is_trace "--out $O/trace.json" "would overwrite its input" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/trace.json"
+if cmp -s "$TMP/synth3.json" "$O/trace.json"; then ok; else bad "out_is_trace changed the trace"; fi
+expect_error out_twice "--csv $O/./r.json" "is also given to --out" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/r.json" --csv "$O/./r.json"
+expect_usage_error out_empty --out "an empty path" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out ""
+expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
+expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..1e+07" \
+  "$CB" bench store --store-dir "$O" --policy-entries 100000000000
+expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
+  "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
+expect_error calibrate_print_and_measure "--print-profile" "measures nothing" \
+  "$CB" calibrate --print-profile a100-80gb -m preset:tiny-llama --out "$O/p.json"
+"$CB" trace synth --sessions 2 --seed 1 --out "$O/good.json" >/dev/null 2>&1
+cp "$O/good.json" "$O/kept.json"
+# (stderr through a pipe: under the limit the process could not write a file of its own)
+bash -c "trap '' XFSZ; ulimit -f 0; exec \"$CB\" trace synth --sessions 3 --seed 2 --out \"$O/good.json\"" \
+  2>&1 >/dev/null | cat >"$TMP/err"
+rc=${PIPESTATUS[0]}
+if [ $rc -eq 1 ] && grep -qF "file size limit" "$TMP/err" && cmp -s "$O/good.json" "$O/kept.json" \
+  && [ -z "$(ls "$O" | grep -F .tmp.)" ]; then ok
+else bad "a failed write kept the old file whole: rc=$rc $(head -c 300 "$TMP/err"); $(ls "$O")"; fi
 
 echo "cli: $pass passed, $fail failed$( [ $skip -eq 1 ] && echo ', 1 skipped')"
 [ $fail -eq 0 ]

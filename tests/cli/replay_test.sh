@@ -187,6 +187,19 @@ KEPT=$(ls -d "$TMP/keep"/cachebench-store-ca-* 2>/dev/null | head -1)
 if [ -n "$KEPT" ] && "$CB" store verify --store-dir "$KEPT" | grep -q "result  *ok" \
   && "$CB" store stat --store-dir "$KEPT" | grep -qE "entries +[1-9]"; then ok
 else bad "--keep-store: no verified store with entries in $TMP/keep: $(ls "$TMP/keep")"; fi
+# A journal overwritten whole is corruption, not a torn tail; a journal deleted is a loss.
+if [ -n "$KEPT" ]; then
+  printf 'not a journal %.0s' $(seq 100) >"$KEPT/journal.cbj"
+  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "result  *CORRUPTION FOUND" "$TMP/out" && grep -q "1400 corrupt bytes" "$TMP/out"
+  then ok; else bad "verify of an overwritten journal: rc=$rc $(cat "$TMP/out")"; fi
+  rm "$KEPT/journal.cbj"
+  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "journal  *missing" "$TMP/out"; then ok
+  else bad "verify of a store without its journal: rc=$rc $(cat "$TMP/out")"; fi
+fi
 [ -n "$KEPT" ] && "$CB" store clear --store-dir "$KEPT" >/dev/null && rmdir "$KEPT"
 
 # 4. Malformed traces: one line naming the file, exit 1; or a counted skip.

@@ -308,6 +308,33 @@ TEST(Journal, ReplayCommitsErasesAndTornTail) {
   EXPECT_TRUE(r.entries.count(2));
   EXPECT_GT(r.corrupt_bytes, 20u);
   EXPECT_EQ(r.discarded_records, 2u);  // the corrupt record and the torn tail
+  // The torn tail adds nothing to the corrupt bytes: without it they are the same.
+  const std::string q = dir + "/copy.cbj";
+  const auto valid = r.valid_bytes, torn = std::filesystem::file_size(p) - valid;
+  std::filesystem::copy_file(p, q);
+  std::filesystem::resize_file(q, valid);
+  EXPECT_EQ(Journal::replay(q).corrupt_bytes, r.corrupt_bytes);
+  // A torn tail followed by zeros (the size grew before the data landed) is torn too; a
+  // damaged tail that is not the start of a record is not: its bytes count as corrupt.
+  std::filesystem::copy_file(p, q, std::filesystem::copy_options::overwrite_existing);
+  {
+    std::ofstream f(q, std::ios::binary | std::ios::app);
+    f << std::string(100, '\0');
+  }
+  EXPECT_EQ(Journal::replay(q).corrupt_bytes, r.corrupt_bytes);
+  {
+    std::fstream f(q, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(valid));
+    f.put('X');  // the torn record's magic, damaged
+  }
+  EXPECT_EQ(Journal::replay(q).corrupt_bytes, r.corrupt_bytes + torn + 100);
+  {
+    std::ofstream f(q, std::ios::binary | std::ios::trunc);
+    f << std::string(5000, 'x');  // a journal overwritten whole
+  }
+  const ReplayResult junk = Journal::replay(q);
+  EXPECT_EQ(junk.records, 0u);
+  EXPECT_EQ(junk.corrupt_bytes, 5000u);
   // Compaction rewrites only live entries.
   std::map<SessionId, EntryMeta> live{{7, sample_meta(7, 10)}};
   Journal::rewrite(p, live);

@@ -1,0 +1,16 @@
+#pragma once
+/// Result files written whole or not at all: a run that fails while writing (a full disk, a
+/// file size limit) leaves the previous file as it was, never a truncated one.
+
+#include <string>
+#include <string_view>
+
+namespace cb {
+
+/// Writes `bytes` to `path` through a temporary file beside it (`path`.tmp.PID), flushed to
+/// disk and renamed over `path`. Throws cb::Error naming `path`, `what` (e.g. "the JSON
+/// result") and the system's reason, with the temporary file removed.
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::string& what);
+
+}  // namespace cb
