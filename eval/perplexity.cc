@@ -112,7 +112,14 @@ double token_nll(const float* logits, int64_t vocab, int32_t target) {
   for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, static_cast<double>(logits[i]));
   double sum = 0.0;
   for (int64_t i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-  return std::log(sum) + mx - static_cast<double>(logits[target]);
+  const double nll = std::log(sum) + mx - static_cast<double>(logits[target]);
+  if (!std::isfinite(nll)) {
+    throw make_error("model",
+                     "its logits are not finite (NaN or infinity), so no score can be taken",
+                     "the weights hold NaN or infinite values, or the activations overflowed; "
+                     "check the model file, or run it on the other --backend");
+  }
+  return nll;
 }
 
 PerplexityResult perplexity_llamacpp(const model::ForwardModel& m,

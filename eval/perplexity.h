@@ -63,7 +63,9 @@ struct PerplexityResult {
 /// Progress callback: (chunk or window done, total, running PPL).
 using PerplexityProgress = std::function<void(int, int, double)>;
 
-/// -log softmax(logits)[target], computed in double with max subtraction.
+/// -log softmax(logits)[target], computed in double with max subtraction. Throws cb::Error
+/// when the logits make it NaN or infinite (NaN weights, an overflow): a score from them
+/// would be reported as a result.
 double token_nll(const float* logits, int64_t vocab, int32_t target);
 
 /// Throws cb::Error when the stream holds less than one full chunk of n_ctx tokens.

@@ -2,6 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <cstdlib>
+#include <string>
+
 #include "lib/core/error.h"
 #include "lib/model/gguf_config.h"
 #include "lib/model/hf_config.h"
@@ -110,6 +113,20 @@ void ModelSource::open_hf(const std::string& dir) {
 
 void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,
                                     const std::string& where) {
+  // Layers past the config's count are a checkpoint that does not match it (llama.cpp
+  // refuses a GGUF whose tensor count is off): silently dropping them would run another model.
+  for (const auto& [name, t] : by_canonical) {
+    if (name.rfind("blk.", 0) != 0) continue;
+    const int64_t layer = std::strtoll(name.c_str() + 4, nullptr, 10);
+    if (layer >= config_.n_layers) {
+      throw make_error(t.file,
+                       "tensor '" + t.name + "' belongs to layer " + std::to_string(layer) +
+                           ", but the model config has " + std::to_string(config_.n_layers) +
+                           " layers",
+                       "the checkpoint does not match its config (block_count / "
+                       "num_hidden_layers)");
+    }
+  }
   for (const auto& spec : expected_tensors(config_)) {
     auto it = by_canonical.find(spec.name);
     if (it == by_canonical.end()) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
 #include <random>
 
 #include "lib/core/error.h"
@@ -162,6 +165,26 @@ TEST(PerplexityTest, LmEvalRejectsBadInput) {
   EXPECT_THROW(cb::eval::perplexity_lmeval(*m, {}, opt), cb::Error);
   opt.n_ctx = 100000;  // beyond the model's window
   EXPECT_THROW(cb::eval::perplexity_lmeval(*m, {3, 4, 5}, opt), cb::Error);
+}
+
+// NaN weights give NaN logits: the score is an error naming the cause, never a "PPL nan"
+// result (which JSON writes as null) with exit 0.
+TEST(PerplexityTest, NonFiniteLogitsAreAnError) {
+  const std::vector<float> ok{1.0f, 2.0f, 3.0f};
+  EXPECT_NEAR(cb::eval::token_nll(ok.data(), 3, 2),
+              std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0, 1e-12);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const std::vector<float>& bad :
+       {std::vector<float>{1.0f, nan, 3.0f}, std::vector<float>{1.0f, inf, 3.0f},
+        std::vector<float>{-inf, -inf, -inf}}) {
+    try {
+      cb::eval::token_nll(bad.data(), 3, 0);
+      ADD_FAILURE() << "scored non-finite logits";
+    } catch (const cb::Error& e) {
+      EXPECT_NE(std::string(e.what()).find("not finite"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(PerplexityTest, CountWordsFollowsPythonReSplit) {

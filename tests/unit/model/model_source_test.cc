@@ -171,6 +171,12 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   e = error_of(cb::test::write_checkpoint("hf_missing", llama_config("LlamaForCausalLM"), missing));
   EXPECT_NE(e.find("missing tensor 'blk.0."), std::string::npos) << e;
 
+  // A layer more than the config says: refused, not silently dropped.
+  const auto extra = filled(cb::test::llama_hf_tensors(3, 32, 32, 16, 48, 40), "F32");
+  e = error_of(cb::test::write_checkpoint("hf_extra", llama_config("LlamaForCausalLM"), extra));
+  EXPECT_NE(e.find("tensor 'model.layers.2."), std::string::npos) << e;
+  EXPECT_NE(e.find("belongs to layer 2, but the model config has 2 layers"), std::string::npos) << e;
+
   // Config problems.
   const auto ok = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
   json c = llama_config("LlamaForCausalLM");

@@ -377,6 +377,15 @@ TEST(Store, ResaveKeepsFirstInsertionSoFifoAndLruDiffer) {
 TEST(Store, StartupErrorsAreClear) {
   StoreConfig c = dram_cfg(0);
   EXPECT_THROW(AttentionStore{c}, Error);  // no tier
+  c.dram_bytes = c.chunk_bytes - 1;        // a tier that could hold nothing
+  try {
+    AttentionStore st(c);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--dram"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("smaller than one chunk"), std::string::npos) << e.what();
+  }
+  c.dram_bytes = 0;
   c.store_dir = testing::fresh_dir("startup") + "/missing";
   c.ssd_bytes = 1 << 20;
   try {
