@@ -1,6 +1,7 @@
 #include "datasets/corpus.h"
 
 #include <cctype>
+#include <cstdio>
 #include <utility>
 
 #include "datasets/json_lines.h"
@@ -150,6 +151,14 @@ Corpus load_corpus(CorpusKind kind, const std::string& path) {
   c.sha256 = sha256_hex(bytes);
   c.gzipped = is_gzip(bytes);
   std::string text = c.gzipped ? gunzip(bytes, path) : std::move(bytes);
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+    throw make_error(path,
+                     std::string("not UTF-8 text: byte ") + byte + " at offset " +
+                         std::to_string(bad) + (c.gzipped ? " of the inflated text" : ""),
+                     "pass a text corpus (a model file or other binary data cannot be scored)");
+  }
   switch (kind) {
     case CorpusKind::kPtb: c.text = ptb_join_lines(text, &c.documents); break;
     case CorpusKind::kC4: {
@@ -233,6 +242,19 @@ bool py_isspace(uint32_t c) {
   if (c < 0x80) return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
   return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+size_t first_invalid_utf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const size_t at = i;
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b == 0) return at;  // text holds no NUL; a binary file does
+    if (next_code_point(text, i) == 0xFFFD && i == at + 1) {
+      // U+FFFD itself is 3 bytes long: a one-byte advance was an invalid sequence.
+      return at;
+    }
+  }
+  return std::string_view::npos;
 }
 
 uint32_t next_code_point(std::string_view text, size_t& i) {

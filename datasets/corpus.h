@@ -13,6 +13,8 @@
 ///    space). Rows are joined with " ", as GPTQ's ' '.join(valdata['text']).
 ///  - text (e.g. TinyStories): the file's text as is.
 /// Every kind inflates a gzip file transparently; `sha256` is always of the file's bytes.
+/// Text that is not UTF-8 (or holds a NUL byte) is refused, naming the first bad offset:
+/// a binary file would otherwise be scored as text.
 ///
 /// lm-evaluation-harness scores WikiText per article, not as one stream: wikitext_articles
 /// splits a WikiText file the way its dataset (EleutherAI/wikitext_document_level) does and
@@ -98,6 +100,10 @@ bool py_isspace(uint32_t c);
 /// invalid or truncated sequence (an overlong form, a surrogate, past U+10FFFF included)
 /// decodes as U+FFFD and advances by one byte.
 uint32_t next_code_point(std::string_view text, size_t& i);
+
+/// Offset of the first byte of `text` that is not part of valid UTF-8 (or is a NUL byte,
+/// which no text corpus holds), or npos when it is all valid text.
+size_t first_invalid_utf8(std::string_view text);
 
 /// `s` without leading and trailing whitespace as Python's str.strip() sees it (py_isspace).
 std::string_view py_strip(std::string_view s);

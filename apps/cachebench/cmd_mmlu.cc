@@ -209,20 +209,23 @@ void register_mmlu(CLI::App& app) {
                   "under token truncation, CachedAttention or naive KV truncation first")
       ->check(CLI::IsMember({"none", "tt", "ca", "nkvt", "all"}))
       ->capture_default_str();
-  sub->add_option("--history-file", a->history_file,
-                  "overflow study: text fed (with BOS) before the questions");
+  CLI::Option* history_opt =
+      sub->add_option("--history-file", a->history_file,
+                      "overflow study: text fed (with BOS) before the questions");
   sub->add_option("--ctx,-c", a->ctx,
                   "overflow study: the window (tokens); none: lm-eval max_length (0: the "
                   "model's context window)")
       ->capture_default_str()
       ->check(in_range(0, 1 << 20));
-  sub->add_option("--truncate-ratio", a->truncate_ratio,
-                  "overflow study: fraction of the window dropped on overflow")
-      ->capture_default_str()
-      ->check(in_open_range(0.0, 1.0));
-  sub->add_option("--sink", a->sink, "overflow study: first tokens never dropped")
-      ->capture_default_str()
-      ->check(at_least(0));
+  CLI::Option* ratio_opt =
+      sub->add_option("--truncate-ratio", a->truncate_ratio,
+                      "overflow study: fraction of the window dropped on overflow")
+          ->capture_default_str()
+          ->check(in_open_range(0.0, 1.0));
+  CLI::Option* sink_opt =
+      sub->add_option("--sink", a->sink, "overflow study: first tokens never dropped")
+          ->capture_default_str()
+          ->check(at_least(0));
   sub->add_option("--bos", a->bos,
                   "method none: prepend BOS to each context (auto: the tokenizer's default; "
                   "lm-eval's add_bos_token)")
@@ -230,7 +233,14 @@ void register_mmlu(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
-  set_action(sub, [a] {
+  set_action(sub, [a, history_opt, ratio_opt, sink_opt] {
+    for (const CLI::Option* o : {history_opt, ratio_opt, sink_opt}) {
+      if (a->method == "none" && o->count() > 0) {
+        throw make_error(o->get_name(),
+                         "applies to the overflow study only (--method tt|ca|nkvt|all)",
+                         "drop " + o->get_name() + " or pick an overflow --method");
+      }
+    }
     resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
     if (a->method != "none" && a->m.backend == "cuda") {
       // Its scorers copy whole overflow streams (caches included) per question, which device

@@ -302,11 +302,13 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--hbm", a->hbm, "store HBM tier budget")->capture_default_str();
   sub->add_option("--dram", a->dram, "store DRAM tier budget (auto: 1GiB; in sim, the profile's)")
       ->capture_default_str();
-  sub->add_flag("--sim", a->sim,
-                "sim mode: a calibrated cost model and a sizes-only store on a virtual clock");
+  CLI::Option* sim =
+      sub->add_flag("--sim", a->sim,
+                    "sim mode: a calibrated cost model and a sizes-only store on a virtual clock");
   sub->add_option("--profile", a->profile,
                   "sim hardware profile: a100-80gb, h100-80gb, h200 or a calibrate JSON")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(sim);
   sub->add_option("--ttl", a->o.store.ttl, "store entries expire after S seconds unused (0: never)")
       ->capture_default_str()
       ->check(at_least(0));
@@ -348,10 +350,12 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "history is left, in every mode (1: exact; auto: the store's tokens per chunk, "
                   "so a stored entry is cut in place and keeps its SSD copy)")
       ->capture_default_str();
-  sub->add_option("--read-buffer-layers", a->read_buffer,
-                  "layers preloaded before a job starts (a number, or auto)")
-      ->capture_default_str();
-  sub->add_flag("--no-preload", a->no_preload, "load the whole entry before computing");
+  CLI::Option* read_buffer =
+      sub->add_option("--read-buffer-layers", a->read_buffer,
+                      "layers preloaded before a job starts (a number, or auto)")
+          ->capture_default_str();
+  sub->add_flag("--no-preload", a->no_preload, "load the whole entry before computing")
+      ->excludes(read_buffer);
   sub->add_option("--preload-jobs", e.preload_jobs,
                   "waiting requests prepared and preloading ahead of admission")
       ->capture_default_str()

@@ -254,6 +254,22 @@ expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
   "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
 expect_error calibrate_print_and_measure "--print-profile" "measures nothing" \
   "$CB" calibrate --print-profile a100-80gb -m preset:tiny-llama --out "$O/p.json"
+# Options the run would ignore are refused.
+"$CB" replay "$O/trace.json" -m preset:tiny-llama --profile h100-80gb --quiet >/dev/null 2>"$TMP/err"
+rc=$?
+[ $rc -ne 0 ] && grep -qF -- "--profile requires --sim" "$TMP/err" && ok || bad "--profile without --sim: rc=$rc $(cat "$TMP/err")"
+"$CB" replay "$O/trace.json" -m preset:tiny-llama --no-preload --read-buffer-layers 3 >/dev/null 2>"$TMP/err"
+rc=$?
+[ $rc -ne 0 ] && grep -qF -- "excludes --no-preload" "$TMP/err" && ok || bad "--no-preload with --read-buffer-layers: rc=$rc $(cat "$TMP/err")"
+printf 'Once upon a time there was a cat.\n' >"$O/text.txt"
+expect_error perplexity_full_sink "--sink" "overflow study only" \
+  "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --sink 4
+expect_error perplexity_llamacpp_max_tokens "--max-tokens" "llama.cpp convention" \
+  "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --max-tokens 10
+if [ -f "$STORIES" ]; then
+  expect_error perplexity_binary "$STORIES" "not UTF-8 text: byte 0x00" \
+    "$CB" perplexity -m "$STORIES" --backend cpu --file "$STORIES"
+fi
 "$CB" trace synth --sessions 2 --seed 1 --out "$O/good.json" >/dev/null 2>&1
 cp "$O/good.json" "$O/kept.json"
 # (stderr through a pipe: under the limit the process could not write a file of its own)

@@ -123,6 +123,21 @@ TEST(Corpus, GzipOutputIsBounded) {
   }
 }
 
+// A binary file (a model given as --file) is not text: refused at its first bad byte, for
+// every kind and through gzip; U+FFFD written as text is valid.
+TEST(Corpus, BinaryDataIsNotText) {
+  std::string e = error_of(CorpusKind::kText, "model.gguf", std::string("GGUF\x03\0\0\0", 8));
+  EXPECT_NE(e.find("not UTF-8 text: byte 0x00 at offset 5"), std::string::npos) << e;
+  e = error_of(CorpusKind::kWikiText2Raw, "latin1.txt", "caf\xe9 au lait");
+  EXPECT_NE(e.find("byte 0xE9 at offset 3"), std::string::npos) << e;
+  e = error_of(CorpusKind::kPtb, "bin.txt.gz", gzip_stored("ok \xff"));
+  EXPECT_NE(e.find("byte 0xFF at offset 3 of the inflated text"), std::string::npos) << e;
+  EXPECT_EQ(first_invalid_utf8("a \xef\xbf\xbd \xf0\x9f\x99\x82"), std::string_view::npos);
+  EXPECT_EQ(first_invalid_utf8("ab\xc0\xa0"), 2u);
+  const std::string p = test::write_tmp("replacement.txt", "x \xef\xbf\xbd y");
+  EXPECT_EQ(load_corpus(CorpusKind::kText, p).text, "x \xef\xbf\xbd y");
+}
+
 TEST(Corpus, TruncatedGzip) {
   const std::string gz = gzip_stored("{\"text\": \"hello\"}\n");
   std::string e = error_of(CorpusKind::kC4, "trunc.jsonl.gz", gz.substr(0, gz.size() - 6));
