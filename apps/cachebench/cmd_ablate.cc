@@ -182,6 +182,9 @@ void register_ablate(CLI::App& app) {
       ->check(in_range(0, 4096));
   sub->add_option("--trace", a->trace,
                   "trace for the trace studies (default: a synthetic ShareGPT-like trace)");
+  sub->add_option("--tokenizer", a->m.tokenizer,
+                  "tokenizer for a ShareGPT --trace (tokenizer.model, tokenizer.json or .gguf; "
+                  "default: the model's vocabulary)");
   sub->add_option("--sessions", a->sessions,
                   "conversations of the synthetic trace, or the first N of --trace (default: "
                   "9000 in sim, 24 in real mode)")

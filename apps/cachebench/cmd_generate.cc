@@ -69,11 +69,15 @@ void register_generate(CLI::App& app) {
       throw make_error("--prompt", "the prompt produced no tokens", "pass a non-empty prompt");
     const int64_t total = static_cast<int64_t>(prompt.size()) + a->n;
     if (total > cfg.max_context) {
-      throw make_error("generate",
-                       "prompt (" + std::to_string(prompt.size()) + " tokens) + -n " +
-                           std::to_string(a->n) + " exceeds the context window of " +
-                           std::to_string(cfg.max_context),
-                       "generate fewer tokens");
+      throw make_error(
+          "generate",
+          "prompt (" + std::to_string(prompt.size()) + " tokens) + -n " + std::to_string(a->n) +
+              " exceeds the context window of " + std::to_string(cfg.max_context),
+          static_cast<int64_t>(prompt.size()) >= cfg.max_context
+              ? "shorten the prompt: it alone fills the window"
+              : "generate at most " +
+                    std::to_string(cfg.max_context - static_cast<int64_t>(prompt.size())) +
+                    " tokens (-n)");
     }
     kv::KvCache cache(lm.runner().kv_config(static_cast<int>((total + 15) / 16)));
     cache.add_sequence(0);

@@ -234,6 +234,12 @@ void register_mmlu(CLI::App& app) {
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(sub, [a, history_opt, ratio_opt, sink_opt] {
+    for (const std::string& s : a->subjects) {
+      if (!s.empty() && s[0] == '-') {  // CLI11 2.1: "--subjects ,," takes the next argument
+        throw make_error("--subjects", "got no subject name before '" + s + "'",
+                         "list subjects separated by commas, e.g. --subjects anatomy,astronomy");
+      }
+    }
     for (const CLI::Option* o : {history_opt, ratio_opt, sink_opt}) {
       if (a->method == "none" && o->count() > 0) {
         throw make_error(o->get_name(),

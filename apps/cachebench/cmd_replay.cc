@@ -245,6 +245,13 @@ int run_replay_cmd(ReplayArgs& a) {
   }
   for (const auto& r : runs) {
     for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+    if (r.result.clipped_turns > 0) {  // else only the JSON's clipped_turns would say it
+      std::fprintf(stderr,
+                   "cachebench: %s: %lld turns had a message longer than the %lld-token window, "
+                   "cut to fit (clipped_turns)\n",
+                   engine::mode_name(r.mode), static_cast<long long>(r.result.clipped_turns),
+                   static_cast<long long>(o.engine.ctx > 0 ? o.engine.ctx : mc.max_context));
+    }
   }
   if (!a.csv.empty()) {
     std::vector<metrics::TurnRecord> all;

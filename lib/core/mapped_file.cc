@@ -21,8 +21,11 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
     ::close(fd);
-    throw make_error(path, "not a regular file", "pass a model or data file, not a directory");
+    throw make_error(
+        path, dir ? "a directory, not a file" : "not a regular file (a device, pipe or socket)",
+        "pass a model or data file");
   }
   size_ = static_cast<size_t>(st.st_size);
   if (size_ > 0) {

@@ -46,6 +46,10 @@ const char* source_kind_name(SourceKind k) {
 }
 
 std::unique_ptr<ModelSource> ModelSource::open(const std::string& arg) {
+  if (arg.empty()) {
+    throw make_error("MODEL", "an empty path",
+                     "MODEL is a .gguf file, a Hugging Face checkpoint directory, or preset:NAME");
+  }
   std::unique_ptr<ModelSource> s(new ModelSource());
   s->location_ = arg;
   if (arg.rfind("preset:", 0) == 0) {

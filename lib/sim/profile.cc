@@ -1,6 +1,8 @@
 #include "lib/sim/profile.h"
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -235,6 +237,15 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   }
   std::ifstream in(name_or_path);
   if (!in) {
+    // A path (a slash or a .json name) is a file that could not be read, not a misspelt name.
+    const bool path = name_or_path.find('/') != std::string::npos ||
+                      (name_or_path.size() > 5 &&
+                       name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+    if (path) {
+      throw make_error(option + " " + name_or_path,
+                       std::string("cannot read the hardware profile: ") + std::strerror(errno),
+                       "check the path (`cachebench calibrate --out` writes one)");
+    }
     builtin_profile(name_or_path, option);  // throws the list of names
   }
   std::stringstream ss;

@@ -44,6 +44,8 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
     mult = 1024.0 * 1024 * 1024;
   else if (unit == "t" || unit == "tib")
     mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "p" || unit == "pib")
+    mult = 1024.0 * 1024 * 1024 * 1024 * 1024;
   else if (unit == "kb")
     mult = 1e3;
   else if (unit == "mb")
@@ -52,6 +54,8 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
     mult = 1e9;
   else if (unit == "tb")
     mult = 1e12;
+  else if (unit == "pb")
+    mult = 1e15;
   else
     throw bad("unknown unit '" + unit + "'");
   const double v = std::strtod(num.c_str(), nullptr) * mult;

@@ -6,7 +6,7 @@
 
 namespace cb::store {
 
-/// Parses a size with an optional unit (B, KiB, MiB, GiB, TiB, KB, MB, GB, TB; K/M/G/T
+/// Parses a size with an optional unit (B, KiB, MiB, GiB, TiB, PiB, KB, MB, GB, TB, PB; K/M/G/T/P
 /// mean binary units). Throws cb::Error naming `what` when malformed or out of range.
 uint64_t parse_size(const std::string& text, const std::string& what = "size");
 /// 1073741824 -> "1 GiB", 1536 -> "1.5 KiB".

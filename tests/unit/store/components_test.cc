@@ -30,6 +30,8 @@ namespace {
 TEST(SizeParse, UnitsAndErrors) {
   EXPECT_EQ(parse_size("128GiB"), 128ull << 30);
   EXPECT_EQ(parse_size("10TiB"), 10ull << 40);
+  EXPECT_EQ(parse_size("2PiB"), 2ull << 50);  // format_size prints PiB, so it reads back
+  EXPECT_EQ(parse_size("1PB"), 1000000000000000ull);
   EXPECT_EQ(parse_size("512MiB"), 512ull << 20);
   EXPECT_EQ(parse_size("4096"), 4096u);
   EXPECT_EQ(parse_size("1.5KiB"), 1536u);
