@@ -117,6 +117,11 @@ int run_replay_cmd(ReplayArgs& a) {
       a.clean_ahead == "auto"
           ? -1
           : static_cast<int64_t>(store::parse_size(a.clean_ahead, "--clean-ahead"));
+  if (o.store.clean_ahead_bytes > 0 && o.store.ssd_bytes == 0) {
+    throw make_error("--clean-ahead",
+                     "writes SSD copies of DRAM entries, and this run has no SSD tier",
+                     "give --ssd SIZE (with --store-dir in real mode), or drop --clean-ahead");
+  }
   o.store.save_admission = !a.no_save_admission;
   o.store.drop_slow_demotions = !a.no_drop_slow_demotions;
   o.store.store_dir = a.store_dir;

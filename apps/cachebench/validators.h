@@ -2,13 +2,16 @@
 /// Option checks with messages a user can act on. CLI11 2.1's PositiveNumber and Range print
 /// their bounds with %f (DBL_MAX as 309 digits) and let nan and inf through.
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -71,16 +74,22 @@ inline std::string output_file_problem(std::string& s) {
   if (::stat(s.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return "'" + s + "' is a directory; name a file";
     if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
-    return "";
   }
   const size_t slash = s.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : s.substr(0, slash);
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return "the directory of '" + s + "' does not exist; create it first";
   }
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-    return "the directory of '" + s + "' is not writable";
+  // Results are written to a temporary file beside the output, then renamed: the directory
+  // must take a new file. Tried, not asked of access(), which says yes to root everywhere
+  // (/sys, /proc).
+  const std::string probe = dir + "/.cachebench-probe." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return "cannot create a file in the directory of '" + s + "' (" + std::strerror(errno) + ")";
   }
+  ::close(fd);
+  ::unlink(probe.c_str());
   return "";
 }
 }  // namespace detail

@@ -244,6 +244,8 @@ expect_error out_is_trace "--out $O/trace.json" "would overwrite its input" \
 if cmp -s "$TMP/synth3.json" "$O/trace.json"; then ok; else bad "out_is_trace changed the trace"; fi
 expect_error out_twice "--csv $O/./r.json" "is also given to --out" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/r.json" --csv "$O/./r.json"
+expect_usage_error out_proc --out "cannot create a file in the directory of '/proc/cb.json'" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out /proc/cb.json
 expect_usage_error out_empty --out "an empty path" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out ""
 expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \

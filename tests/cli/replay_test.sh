@@ -249,6 +249,8 @@ check_json "--clean-ahead 0" "j['config']['store']['clean_ahead_bytes'] == 0 \
   and j['summary']['store']['ssd_chunks_cleaned'] == 0" "$TMP/wb_0.json"
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 12XB --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--clean-ahead" "$TMP/err"; then ok; else bad "bad --clean-ahead: $(cat "$TMP/err")"; fi
+"$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 1MiB --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "no SSD tier" "$TMP/err"; then ok; else bad "--clean-ahead without an SSD: $(cat "$TMP/err")"; fi
 # --kv-entries: f32 or native (the CPU backend's native type is fp32); anything else is refused,
 # and so is native in sim mode, whose entries are the profile's kv_bytes_per_element.
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --kv-entries fp16 --quiet >/dev/null 2>"$TMP/err"
