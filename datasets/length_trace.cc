@@ -6,6 +6,7 @@
 #include "datasets/text_io.h"
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 
 namespace cb::datasets {
 namespace {
@@ -64,19 +65,17 @@ void check_lengths(const Trace& t, const std::string& path) {
 
 json parse_trace_json(std::string_view bytes, const std::string& path) {
   // Rendering or copying a value recurses once per level, so a deeply nested value from the
-  // file (thousands of '[') would overflow the stack in an error message; refuse it here.
-  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxTraceJsonDepth) {
-      throw make_error(
-          path,
-          "invalid JSON: it nests more than " + std::to_string(kMaxTraceJsonDepth) + " levels deep",
-          "a trace needs 5 (sessions, turns, lengths; ShareGPT: conversations, "
-          "messages, fields); check the file is a trace");
-    }
-    return true;
-  };
+  // file (thousands of '[') would overflow the stack in an error message; refuse it first, in
+  // one pass (a parser callback would make the parse quadratic in the sessions).
+  if (json_nesting_depth(bytes) > static_cast<size_t>(kMaxTraceJsonDepth)) {
+    throw make_error(
+        path,
+        "invalid JSON: it nests more than " + std::to_string(kMaxTraceJsonDepth) + " levels deep",
+        "a trace needs 5 (sessions, turns, lengths; ShareGPT: conversations, "
+        "messages, fields); check the file is a trace");
+  }
   try {
-    return json::parse(bytes.begin(), bytes.end(), depth_check);
+    return json::parse(bytes.begin(), bytes.end());
   } catch (const json::exception& e) {
     // nlohmann's text after its "[json.exception.parse_error.101] " tag: "parse error at
     // line L, column C: ...". A number too large for a double is an out_of_range error

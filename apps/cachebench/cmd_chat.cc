@@ -78,6 +78,7 @@ int run_chat(const ChatArgs& a) {
     std::fputs("> ", stdout);
     std::fflush(stdout);
     if (!std::getline(std::cin, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF input
     if (line == "/quit" || line == "/exit") break;
     if (line == "/stats") {
       print_stats(st.get(), eng);
@@ -116,6 +117,12 @@ int run_chat(const ChatArgs& a) {
       }
     });
     const metrics::TurnRecord& rec = r.records.at(0);
+    if (r.clipped_turns > 0) {
+      std::fprintf(stderr,
+                   "(the message was longer than the context window allows and was cut to "
+                   "%lld tokens)\n",
+                   static_cast<long long>(rec.new_tokens));
+    }
     std::printf(
         "\n[TTFT %.1f ms | reused %lld tokens (%s) | recomputed %lld | new %lld | "
         "%lld tokens out]\n",

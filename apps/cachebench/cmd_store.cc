@@ -30,8 +30,9 @@ void row(const char* k, const std::string& v) {
 
 // Reads the marker and replays the journal without modifying anything.
 int run_stat(const StoreArgs& a) {
-  store::check_store_dir(a.dir);
+  store::check_store_dir(a.dir, /*writable=*/false);  // a snapshot or read-only media is fine
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
+  store::check_store_files(a.dir, info);  // a missing or short data file is damage
   const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
   uint64_t chunks = 0, data = 0, tokens = 0;
   struct PerModel {
@@ -114,13 +115,17 @@ int run_verify(const StoreArgs& a) {
   const uint64_t bad = st.verify_all(&chunks);
   const store::StatsSnapshot s = st.stats();
   const uint64_t corrupt = s.get(store::Counter::CorruptJournalBytes);
-  const bool ok = bad == 0 && corrupt == 0 && !journal_missing;
+  // Entries recovery could not place in this store (slots past its end, chunks too small for
+  // their rows, slots claimed twice) were dropped from the journal: lost, not ok.
+  const uint64_t dropped = s.get(store::Counter::DiscardedEntries);
+  const bool ok = bad == 0 && corrupt == 0 && !journal_missing && dropped == 0;
   if (a.json) {
     nlohmann::json j;
     j["store_dir"] = a.dir;
     j["entries_checked"] = entries;
     j["chunks_checked"] = chunks;
     j["bad_entries"] = bad;
+    j["dropped_entries"] = dropped;
     j["journal_corrupt_bytes"] = corrupt;
     j["journal_missing"] = journal_missing;
     j["ok"] = ok;
@@ -144,6 +149,11 @@ int run_verify(const StoreArgs& a) {
       row("journal", std::to_string(corrupt) +
                          " corrupt bytes skipped: the records in them are lost; the journal as "
                          "found is kept as journal.cbj.corrupt-N in the store directory");
+    }
+    if (dropped > 0) {
+      row("journal", std::to_string(dropped) +
+                         " entries did not fit this store's geometry (slots past its end, "
+                         "chunks smaller than their rows, slots claimed twice) and were dropped");
     }
     if (journal_missing) {
       row("journal",

@@ -162,7 +162,7 @@ StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
   return info;
 }
 
-void check_store_dir(const std::string& dir) {
+void check_store_dir(const std::string& dir, bool writable) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     throw make_error(dir,
@@ -170,7 +170,7 @@ void check_store_dir(const std::string& dir) {
                      "create it (mkdir -p " + dir + ") or pass another --store-dir");
   }
   if (!S_ISDIR(st.st_mode)) throw make_error(dir, "--store-dir is not a directory");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+  if (writable && ::access(dir.c_str(), W_OK | X_OK) != 0) {
     throw make_error(dir,
                      std::string("store directory is not writable (") + std::strerror(errno) + ")",
                      "fix its permissions or pass a writable --store-dir");
@@ -198,7 +198,11 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
   try {
     n_files = read_store_marker(dir).n_files;
   } catch (const Error&) {
-    if (::access(marker_path(dir).c_str(), F_OK) != 0) throw;
+    // No marker and none of the store's own files: not a store. A journal or a first data
+    // file without the marker is a damaged store, cleared by its files' names.
+    const bool store_files = ::access(journal_path(dir).c_str(), F_OK) == 0 ||
+                             ::access(data_file_path(dir, 0).c_str(), F_OK) == 0;
+    if (::access(marker_path(dir).c_str(), F_OK) != 0 && !store_files) throw;
     for (;; ++n_files) {
       if (::access(data_file_path(dir, n_files).c_str(), F_OK) != 0) break;
     }

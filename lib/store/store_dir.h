@@ -51,13 +51,14 @@ void check_store_files(const std::string& dir, const StoreDirInfo& info);
 void write_store_marker(const std::string& dir, const StoreDirInfo& info);
 /// Geometry for a new store of `ssd_bytes` with `chunk_bytes` slots.
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes);
-/// Throws cb::Error unless `dir` exists, is a directory and is writable.
-void check_store_dir(const std::string& dir);
+/// Throws cb::Error unless `dir` exists, is a directory and (when `writable`) is writable.
+void check_store_dir(const std::string& dir, bool writable = true);
 /// Throws cb::Error when `extra_bytes` more would not fit on the filesystem of `dir`.
 void check_free_space(const std::string& dir, uint64_t extra_bytes);
 /// Deletes the store's own files (marker, data files, journal and the corrupt journals
 /// recovery kept) and returns their names; throws cb::Error when `dir` has no store marker
-/// (a malformed marker is cleared too, its data files found by name).
+/// and no journal or first data file (a malformed or missing marker beside the store's
+/// other files is cleared too, its data files found by name).
 std::vector<std::string> clear_store_dir(const std::string& dir);
 
 }  // namespace cb::store

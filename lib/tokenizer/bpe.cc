@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <tuple>
 #include <utility>
 
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 #include "lib/formats/gguf.h"
 #include "lib/tokenizer/unicode.h"
 
@@ -303,16 +305,15 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw make_error(path, "cannot open tokenizer.json", "check the path");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Deep nesting is refused before parsing, in one pass (see lib/core/json_depth.h).
+  if (json_nesting_depth(text) > static_cast<size_t>(kMaxJsonDepth)) {
+    throw make_error(path, "not valid JSON: it nests more than " + std::to_string(kMaxJsonDepth) +
+                               " levels deep");
+  }
   json doc;
-  const json::parser_callback_t depth_check = [&](int depth, json::parse_event_t, json&) {
-    if (depth > kMaxJsonDepth) {
-      throw make_error(path, "not valid JSON: it nests more than " + std::to_string(kMaxJsonDepth) +
-                                 " levels deep");
-    }
-    return true;
-  };
   try {
-    doc = json::parse(in, depth_check);
+    doc = json::parse(text);
   } catch (const json::exception& e) {
     throw make_error(path, std::string("not valid JSON: ") + e.what());
   }

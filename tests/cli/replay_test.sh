@@ -187,6 +187,31 @@ KEPT=$(ls -d "$TMP/keep"/cachebench-store-ca-* 2>/dev/null | head -1)
 if [ -n "$KEPT" ] && "$CB" store verify --store-dir "$KEPT" | grep -q "result  *ok" \
   && "$CB" store stat --store-dir "$KEPT" | grep -qE "entries +[1-9]"; then ok
 else bad "--keep-store: no verified store with entries in $TMP/keep: $(ls "$TMP/keep")"; fi
+# A store whose marker changed geometry loses the entries that no longer fit: verify says so;
+# stat refuses a store whose data file is gone.
+if [ -n "$KEPT" ]; then
+  rm -rf "$TMP/geo" && cp -a "$KEPT" "$TMP/geo"
+  python3 - "$TMP/geo/cachebench_store.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["chunk_bytes"] //= 2
+m["slots_per_file"] = m["ssd_bytes"] // m["chunk_bytes"]
+json.dump(m, open(sys.argv[1], "w"))
+PY
+  "$CB" store verify --store-dir "$TMP/geo" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "did not fit this store's geometry" "$TMP/out"; then ok
+  else bad "verify after a geometry change: rc=$rc $(cat "$TMP/out")"; fi
+  rm -rf "$TMP/geo" && cp -a "$KEPT" "$TMP/geo" && rm "$TMP/geo/data-0000.bin"
+  "$CB" store stat --store-dir "$TMP/geo" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "data-0000.bin: data file of the store is missing" "$TMP/out"; then ok
+  else bad "stat without a data file: rc=$rc $(cat "$TMP/out")"; fi
+  rm "$TMP/geo/cachebench_store.json"  # and without its marker: clear still starts over
+  "$CB" store clear --store-dir "$TMP/geo" >/dev/null 2>"$TMP/err" && [ -z "$(ls "$TMP/geo")" ] && ok \
+    || bad "clear of a store without its marker: $(cat "$TMP/err"); $(ls "$TMP/geo")"
+  rm -rf "$TMP/geo"
+fi
 # A journal overwritten whole is corruption, not a torn tail; a journal deleted is a loss.
 if [ -n "$KEPT" ]; then
   printf 'not a journal %.0s' $(seq 100) >"$KEPT/journal.cbj"

@@ -179,9 +179,17 @@ TEST(Recovery, AMissingDataFileIsAnErrorAndClearStartsOver) {
     std::ofstream m(dir + "/cachebench_store.json", std::ios::trunc);
     m << "{\"format\": \"cache";
   }
-  const auto removed = clear_store_dir(dir);
+  auto removed = clear_store_dir(dir);
   EXPECT_EQ(removed.size(), 3u);  // data file, journal, marker
   EXPECT_TRUE(std::filesystem::is_empty(dir));
+  {
+    AttentionStore st(ssd_cfg(dir));  // a fresh store, then its marker deleted
+  }
+  ASSERT_EQ(::unlink(marker_path(dir).c_str()), 0);
+  removed = clear_store_dir(dir);
+  EXPECT_EQ(removed.size(), 2u);  // data file, journal
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  EXPECT_THROW(clear_store_dir(dir), Error);  // nothing of a store: not one
   std::filesystem::remove_all(dir);
 }
 

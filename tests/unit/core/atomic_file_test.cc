@@ -1,0 +1,84 @@
+#include "lib/core/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+
+#include "lib/core/error.h"
+#include "tests/support/test_data.h"
+
+namespace {
+
+std::string read_all(const std::string& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+TEST(AtomicFile, ReplacesTheFileWhole) {
+  const std::string p = cb::test::write_tmp("atomic.json", "old");
+  cb::write_file_atomically(p, "new contents", "the test result");
+  EXPECT_EQ(read_all(p), "new contents");
+  for (const auto& e : std::filesystem::directory_iterator(cb::test::tmp_dir())) {
+    EXPECT_EQ(e.path().filename().string().find("atomic.json.tmp"), std::string::npos);
+  }
+}
+
+// A failed write names the file and leaves the old one as it was.
+TEST(AtomicFile, AFailedWriteLeavesTheOldFile) {
+  const std::string dir = cb::test::tmp_dir() + "/atomic_dir";
+  std::filesystem::create_directories(dir);
+  try {
+    cb::write_file_atomically(dir, "x", "the test result");  // a directory: rename fails
+    ADD_FAILURE() << "renamed a file over a directory";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir + ": cannot write the test result"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("left as it was"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::is_directory(dir));
+  std::filesystem::remove_all(dir);
+}
+
+// A signal that ends the process while the temporary file is being written removes it: an
+// interrupted run leaves neither a truncated result nor a .tmp.PID file.
+TEST(AtomicFile, ASignalMidWriteLeavesNoTemporaryFile) {
+  const std::string dir = cb::test::tmp_dir() + "/atomic_signal";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string p = dir + "/big.json";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGTERM, SIG_DFL);
+    const std::string big(size_t{256} << 20, 'x');
+    for (;;) cb::write_file_atomically(p, big, "the test result");  // until the signal
+  }
+  // Wait for the temporary file, then end the child while it writes.
+  const std::string tmp = p + ".tmp." + std::to_string(pid);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (!std::filesystem::exists(tmp) &&
+         std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const bool seen = std::filesystem::exists(tmp);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(seen) << "the child never wrote its temporary file";
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  if (std::filesystem::exists(p)) {  // an earlier round's whole file
+    EXPECT_EQ(std::filesystem::file_size(p), size_t{256} << 20);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
