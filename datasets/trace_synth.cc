@@ -89,17 +89,15 @@ void validate(const SynthOptions& o) {
   const double lo = 2.0 - o.single_turn_fraction;
   const double hi =
       o.single_turn_fraction + (1.0 - o.single_turn_fraction) * static_cast<double>(o.max_turns);
-  check(o.mean_turns >= lo &&
-                o.mean_turns<hi, "--mean-turns",
-                             num(o.mean_turns) +
-                                 " cannot be reached with a single-turn fraction of " +
-                                 num(o.single_turn_fraction) + " and at most " +
-                                 std::to_string(o.max_turns) + " turns",
-                             hi>
-                    lo
-            ? "choose a mean in [" + num(lo) + ", " + num(hi) + ")"
-            : "raise --max-turns: with 2, every multi-turn conversation has exactly 2 turns, "
-              "which leaves the mean no room");
+  const std::string mean_fix =
+      hi > lo ? "choose a mean in [" + num(lo) + ", " + num(hi) + ")"
+              : "raise --max-turns: with 2, every multi-turn conversation has exactly 2 turns, "
+                "which leaves the mean no room";
+  const bool mean_ok = o.mean_turns >= lo && o.mean_turns < hi;
+  check(mean_ok, "--mean-turns",
+        num(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
+            num(o.single_turn_fraction) + " and at most " + std::to_string(o.max_turns) + " turns",
+        mean_fix);
   check(o.input_median > 0 && std::isfinite(o.input_median), "--input-median",
         "must be a finite number > 0, got " + num(o.input_median), "");
   check(o.output_median > 0 && std::isfinite(o.output_median), "--output-median",

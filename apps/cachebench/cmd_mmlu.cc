@@ -217,15 +217,7 @@ void register_mmlu(CLI::App& app) {
                   "model's context window)")
       ->capture_default_str()
       ->check(in_range(0, 1 << 20));
-  CLI::Option* ratio_opt =
-      sub->add_option("--truncate-ratio", a->truncate_ratio,
-                      "overflow study: fraction of the window dropped on overflow")
-          ->capture_default_str()
-          ->check(in_open_range(0.0, 1.0));
-  CLI::Option* sink_opt =
-      sub->add_option("--sink", a->sink, "overflow study: first tokens never dropped")
-          ->capture_default_str()
-          ->check(at_least(0));
+  const OverflowOptions overflow = add_overflow_options(sub, &a->truncate_ratio, &a->sink);
   sub->add_option("--bos", a->bos,
                   "method none: prepend BOS to each context (auto: the tokenizer's default; "
                   "lm-eval's add_bos_token)")
@@ -233,19 +225,15 @@ void register_mmlu(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
-  set_action(sub, [a, history_opt, ratio_opt, sink_opt] {
+  set_action(sub, [a, history_opt, overflow] {
     for (const std::string& s : a->subjects) {
       if (!s.empty() && s[0] == '-') {  // CLI11 2.1: "--subjects ,," takes the next argument
         throw make_error("--subjects", "got no subject name before '" + s + "'",
                          "list subjects separated by commas, e.g. --subjects anatomy,astronomy");
       }
     }
-    for (const CLI::Option* o : {history_opt, ratio_opt, sink_opt}) {
-      if (a->method == "none" && o->count() > 0) {
-        throw make_error(o->get_name(),
-                         "applies to the overflow study only (--method tt|ca|nkvt|all)",
-                         "drop " + o->get_name() + " or pick an overflow --method");
-      }
+    if (a->method == "none") {
+      refuse_outside_overflow_study({history_opt, overflow.truncate_ratio, overflow.sink});
     }
     resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
     if (a->method != "none" && a->m.backend == "cuda") {

@@ -362,16 +362,7 @@ void register_perplexity(CLI::App& app) {
          "CachedAttention, naive KV truncation)")
       ->check(CLI::IsMember({"full", "tt", "ca", "nkvt", "all"}))
       ->capture_default_str();
-  CLI::Option* ratio_opt =
-      sub->add_option("--truncate-ratio", a->truncate_ratio,
-                      "overflow study: fraction of the window dropped on overflow")
-          ->capture_default_str()
-          ->check(in_open_range(0.0, 1.0));
-  CLI::Option* sink_opt =
-      sub->add_option("--sink", a->sink,
-                      "overflow study: first tokens of the window that are never dropped")
-          ->capture_default_str()
-          ->check(at_least(0));
+  const OverflowOptions overflow = add_overflow_options(sub, &a->truncate_ratio, &a->sink);
   CLI::Option* max_tokens_opt =
       sub->add_option(
              "--max-tokens", a->max_tokens,
@@ -395,20 +386,14 @@ void register_perplexity(CLI::App& app) {
                   "| gptq (non-overlapping seqlen windows)")
       ->check(CLI::IsMember({"llama.cpp", "lm-eval", "gptq"}))
       ->capture_default_str();
-  set_action(sub, [a, ctx_opt, ratio_opt, sink_opt, max_tokens_opt] {
+  set_action(sub, [a, ctx_opt, overflow, max_tokens_opt] {
     a->ctx_given = ctx_opt->count() > 0;
     if (a->method != "full" && a->convention != "llama.cpp") {
       throw make_error("--convention", "applies to --method full only",
                        "drop --convention or use --method full");
     }
-    // Options a run would ignore are refused: a user who set them expects them to count.
-    for (const CLI::Option* o : {ratio_opt, sink_opt}) {
-      if (a->method == "full" && o->count() > 0) {
-        throw make_error(o->get_name(),
-                         "applies to the overflow study only (--method tt|ca|nkvt|all)",
-                         "drop " + o->get_name() + " or pick an overflow --method");
-      }
-    }
+    if (a->method == "full")
+      refuse_outside_overflow_study({overflow.truncate_ratio, overflow.sink});
     if (a->method == "full" && a->convention == "llama.cpp" && max_tokens_opt->count() > 0) {
       throw make_error(
           "--max-tokens",

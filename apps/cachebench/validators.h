@@ -13,7 +13,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <string>
+
+#include "lib/core/error.h"
 
 namespace cb::app {
 
@@ -116,6 +119,34 @@ inline CLI::Validator writable_dir() {
         return "";
       },
       "DIR");
+}
+
+/// The context-overflow study's --truncate-ratio and --sink (perplexity and mmlu).
+struct OverflowOptions {
+  CLI::Option* truncate_ratio;
+  CLI::Option* sink;
+};
+inline OverflowOptions add_overflow_options(CLI::App* sub, double* truncate_ratio, int* sink) {
+  return {sub->add_option("--truncate-ratio", *truncate_ratio,
+                          "overflow study: fraction of the window dropped on overflow")
+              ->capture_default_str()
+              ->check(in_open_range(0.0, 1.0)),
+          sub->add_option("--sink", *sink,
+                          "overflow study: first tokens of the window that are never dropped")
+              ->capture_default_str()
+              ->check(at_least(0))};
+}
+
+/// Throws cb::Error naming the first of `opts` that was given: it applies to the overflow
+/// study only, which this run is not, and a user who set it expects it to count.
+inline void refuse_outside_overflow_study(std::initializer_list<const CLI::Option*> opts) {
+  for (const CLI::Option* o : opts) {
+    if (o->count() > 0) {
+      throw cb::make_error(o->get_name(),
+                           "applies to the overflow study only (--method tt|ca|nkvt|all)",
+                           "drop " + o->get_name() + " or pick an overflow --method");
+    }
+  }
 }
 
 /// Throws cb::Error when an output option of `cmd` (one checked by output_file()) names the

@@ -39,8 +39,8 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
     const uint64_t first = i * info.slots_per_file;
     const uint64_t slots = std::min(info.slots_per_file, info.n_slots() - first);
     const uint64_t bytes = slots * info.chunk_bytes;
-    // An existing store's files all exist (the marker is written after them): a missing
-    // one is damage, not something to make anew full of zeros.
+    // An existing store's files were checked by check_store_files; a file gone since is not
+    // made anew full of zeros.
     const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
     int fd = -1;
     if (direct_) {
@@ -54,10 +54,6 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
     if (fd < 0) {
       const int err = errno;
       for (int f : fds_) ::close(f);
-      if (err == ENOENT && !create) {
-        throw make_error(p, "data file of the store is missing: the store is damaged",
-                         "run `cachebench store clear --store-dir " + dir + "` to start over");
-      }
       throw make_error(p, std::string("cannot open data file: ") + std::strerror(err),
                        err == EACCES || err == EROFS ? "make the store directory writable"
                                                      : "check the store directory");

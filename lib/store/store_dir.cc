@@ -1,6 +1,5 @@
 #include "lib/store/store_dir.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/store/size_parse.h"
 
@@ -129,19 +129,7 @@ void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
   j["ssd_bytes"] = info.ssd_bytes;
   j["slots_per_file"] = info.slots_per_file;
   j["n_files"] = info.n_files;
-  const std::string text = j.dump(2) + "\n";
-  const std::string tmp = marker_path(dir) + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw make_error(tmp, std::string("cannot create: ") + std::strerror(errno));
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-            ::fsync(fd) == 0;
-  int err = errno;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), marker_path(dir).c_str()) != 0) {
-    if (ok) err = errno;
-    ::unlink(tmp.c_str());
-    throw make_error(marker_path(dir), std::string("cannot write: ") + std::strerror(err));
-  }
+  write_file_atomically(marker_path(dir), j.dump(2) + "\n", "the store marker");
 }
 
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
