@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
-#include <sstream>
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
@@ -24,26 +23,6 @@ struct ForwardArgs {
   int block_size = 16;
 };
 
-std::vector<int32_t> parse_token_list(const std::string& s, int vocab) {
-  std::vector<int32_t> ids;
-  std::string t = s;
-  std::replace(t.begin(), t.end(), ',', ' ');
-  std::istringstream in(t);
-  std::string w;
-  while (in >> w) {
-    char* end = nullptr;
-    const long v = std::strtol(w.c_str(), &end, 10);
-    if (end == w.c_str() || *end != '\0' || v < 0 || v >= vocab) {
-      throw make_error("--tokens",
-                       "'" + w + "' is not a token id in 0.." + std::to_string(vocab - 1),
-                       "pass ids separated by commas, e.g. --tokens 1,403,407");
-    }
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  if (ids.empty()) throw make_error("--tokens", "no token ids given");
-  return ids;
-}
-
 }  // namespace
 
 void register_forward(CLI::App& app) {
@@ -53,7 +32,7 @@ void register_forward(CLI::App& app) {
   add_model_options(sub, &a->m, /*cuda=*/true);
   auto* text =
       sub->add_option("--text", a->text, "input text (tokenized with the model's tokenizer)");
-  auto* toks = sub->add_option("--tokens", a->tokens, "input token ids, comma-separated");
+  auto* toks = sub->add_option("--tokens", a->tokens, "input token ids, separated by commas or spaces");
   text->excludes(toks);
   sub->add_flag("--no-bos", a->no_bos, "with --text: do not prepend BOS");
   sub->add_option("--dump-logits", a->dump,
@@ -71,7 +50,7 @@ void register_forward(CLI::App& app) {
     LoadedModel lm = load_model(a->m, has_text);
     const auto& cfg = lm.config();
     std::vector<int32_t> ids =
-        !a->tokens.empty() ? parse_token_list(a->tokens, cfg.vocab_size)
+        !a->tokens.empty() ? parse_token_ids(a->tokens, cfg.vocab_size, "--tokens")
                            : lm.tok->encode(a->text, !a->no_bos && lm.tok->add_bos_default());
     if (ids.empty()) throw make_error("--text", "the text produced no tokens");
     if (static_cast<int>(ids.size()) > cfg.max_context) {

@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
 #include "lib/core/error.h"
 #include "lib/tokenizer/load.h"
@@ -29,26 +29,6 @@ std::string joined_input(const std::vector<std::string>& parts) {
   std::string s;
   for (size_t i = 0; i < parts.size(); ++i) s += (i ? " " : "") + parts[i];
   return s;
-}
-
-std::vector<int32_t> parse_ids(const std::string& s, const tokenizer::Tokenizer& tok) {
-  std::vector<int32_t> ids;
-  std::string cleaned = s;
-  for (char& ch : cleaned)
-    if (ch == ',' || ch == '[' || ch == ']') ch = ' ';
-  std::istringstream in(cleaned);
-  std::string w;
-  while (in >> w) {
-    char* end = nullptr;
-    const long v = std::strtol(w.c_str(), &end, 10);
-    if (end == w.c_str() || *end != '\0' || v < 0 || v >= static_cast<long>(tok.vocab_size())) {
-      throw make_error(
-          "--decode", "'" + w + "' is not a token id in 0.." + std::to_string(tok.vocab_size() - 1),
-          "pass ids separated by spaces or commas");
-    }
-    ids.push_back(static_cast<int32_t>(v));
-  }
-  return ids;
 }
 
 }  // namespace
@@ -77,7 +57,9 @@ void register_tokenize(CLI::App& app) {
     auto tok = tokenizer::load_tokenizer(src);
     const std::string input = joined_input(args->text);
     if (args->decode) {
-      std::printf("%s\n", tok->decode(parse_ids(input, *tok)).c_str());
+      std::printf("%s\n", tok->decode(parse_token_ids(input, static_cast<long>(tok->vocab_size()),
+                                                      "--decode"))
+                              .c_str());
       return 0;
     }
     const bool bos = !args->no_bos && tok->add_bos_default();

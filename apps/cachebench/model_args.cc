@@ -1,5 +1,6 @@
 #include "apps/cachebench/model_args.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "apps/cachebench/cuda_backend.h"
@@ -91,6 +92,49 @@ LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weight
     m.model = model::Model::load(*m.source, a.seed);
   }
   return m;
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& s, long vocab, const std::string& option) {
+  const std::string hint = "pass ids separated by commas or spaces, e.g. 1,403,407";
+  const auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  size_t b = 0, e = s.size();
+  while (b < e && space(s[b])) ++b;
+  while (e > b && space(s[e - 1])) --e;
+  if (e - b >= 2 && s[b] == '[' && s[e - 1] == ']') ++b, --e;
+  std::vector<int32_t> ids;
+  bool comma_pending = false;  // a comma after the last id, not yet followed by one
+  for (size_t i = b; i < e;) {
+    if (space(s[i])) {
+      ++i;
+    } else if (s[i] == ',') {
+      if (ids.empty() || comma_pending) {
+        throw make_error(option,
+                         "empty item at character " + std::to_string(i - b + 1) +
+                             " of the id list (a comma with no id before it)",
+                         hint);
+      }
+      comma_pending = true;
+      ++i;
+    } else {
+      size_t j = i;
+      while (j < e && !space(s[j]) && s[j] != ',') ++j;
+      const std::string w = s.substr(i, j - i);
+      const bool digits = w.size() <= 18 && std::all_of(w.begin(), w.end(), [](char c) {
+                            return c >= '0' && c <= '9';
+                          });
+      const long long v = digits ? std::stoll(w) : -1;
+      if (v < 0 || v >= vocab) {
+        throw make_error(option, "'" + w + "' is not a token id in 0.." + std::to_string(vocab - 1),
+                         hint);
+      }
+      ids.push_back(static_cast<int32_t>(v));
+      comma_pending = false;
+      i = j;
+    }
+  }
+  if (comma_pending) throw make_error(option, "the id list ends with a comma", hint);
+  if (ids.empty()) throw make_error(option, "no token ids given", hint);
+  return ids;
 }
 
 }  // namespace cb::app

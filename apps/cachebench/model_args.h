@@ -2,8 +2,10 @@
 /// Shared by subcommands that run a model: --model, --tokenizer, --backend, --seed.
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
@@ -54,5 +56,10 @@ struct LoadedModel {
 /// `need_tokenizer`; a clear error names what to pass). Without `load_weights` (sim mode)
 /// only the config and tokenizer are read and `model` stays null.
 LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights = true);
+
+/// Token ids from `s`: integers in 0..vocab-1 separated by commas and/or whitespace, with an
+/// optional surrounding [ ] (a JSON list). An empty item ("1,,2", "1,2,") or no ids at all is an
+/// error naming `option`, as is anything else that is not an id.
+std::vector<int32_t> parse_token_ids(const std::string& s, long vocab, const std::string& option);
 
 }  // namespace cb::app

@@ -96,6 +96,11 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   expect_out falcon_vocab "MQA" "$CB" inspect "$FALCON_VOCAB"
   expect_ok falcon_tokenize "$CB" tokenize --model "$FALCON_VOCAB" "Hello world"
   expect_error bad_ids "--decode" "not a token id" "$CB" tokenize --model "$STORIES" --decode "1 99999"
+  expect_error decode_no_ids "--decode" "no token ids given" "$CB" tokenize --model "$STORIES" --decode ""
+  expect_out decode_json_list "Once upon a time" "$CB" tokenize --model "$STORIES" --decode "[1, 403, 407, 261, 378]"
+  expect_error tokens_trailing_comma "--tokens" "ends with a comma" "$CB" forward -m "$STORIES" --tokens 1,2,
+  expect_error tokens_empty_item "--tokens" "empty item at character 3" "$CB" forward -m "$STORIES" --tokens 1,,2
+  expect_error tokens_negative "--tokens" "'-1' is not a token id" "$CB" forward -m "$STORIES" --tokens 1,-1
   # --backend cuda: the GPU's logits where a GPU is usable; elsewhere one line naming the
   # option and the way out (no CUDA in this build, or no GPU visible).
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
