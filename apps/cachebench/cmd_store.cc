@@ -34,6 +34,7 @@ int run_stat(const StoreArgs& a) {
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
+  const bool lost = info.version >= 2 && !r.started;  // see store verify
   uint64_t chunks = 0, data = 0, tokens = 0;
   struct PerModel {
     uint64_t entries = 0, tokens = 0;
@@ -67,6 +68,7 @@ int run_stat(const StoreArgs& a) {
     j["journal_records"] = r.records;
     j["journal_discarded_records"] = r.discarded_records;
     j["journal_corrupt_bytes"] = r.corrupt_bytes;
+    j["journal_lost"] = lost;
     nlohmann::json jm = nlohmann::json::array();
     for (const auto& [name, pm] : models) {
       jm.push_back({{"model", name},
@@ -92,7 +94,10 @@ int run_stat(const StoreArgs& a) {
                      " discarded (torn or corrupt)" +
                      (r.corrupt_bytes > 0 ? ", " + std::to_string(r.corrupt_bytes) +
                                                 " corrupt bytes skipped (records lost)"
-                                          : ""));
+                                          : "") +
+                     (lost ? "; LOST: it does not begin with its start record (missing, emptied "
+                             "or replaced), so the entries it indexed, if any, are gone"
+                           : ""));
   for (const auto& [name, pm] : models) {
     row("  model", (name.empty() ? "(unnamed)" : name) + ": " + std::to_string(pm.entries) +
                        " entries, " + human_count(pm.tokens) + " tokens, " + pm.encodings);
@@ -118,7 +123,10 @@ int run_verify(const StoreArgs& a) {
   // Entries recovery could not place in this store (slots past its end, chunks too small for
   // their rows, slots claimed twice) were dropped from the journal: lost, not ok.
   const uint64_t dropped = s.get(store::Counter::DiscardedEntries);
-  const bool ok = bad == 0 && corrupt == 0 && !journal_missing && dropped == 0;
+  // A store of marker version 2 whose journal lacks its start record (missing, emptied,
+  // replaced): what it indexed is lost.
+  const bool journal_lost = s.get(store::Counter::JournalLost) > 0;
+  const bool ok = bad == 0 && corrupt == 0 && !journal_missing && !journal_lost && dropped == 0;
   if (a.json) {
     nlohmann::json j;
     j["store_dir"] = a.dir;
@@ -128,6 +136,7 @@ int run_verify(const StoreArgs& a) {
     j["dropped_entries"] = dropped;
     j["journal_corrupt_bytes"] = corrupt;
     j["journal_missing"] = journal_missing;
+    j["journal_lost"] = journal_lost || journal_missing;
     j["ok"] = ok;
     j["stats"] = nlohmann::json::parse(s.to_json());
     std::printf("%s\n", j.dump(2).c_str());
@@ -159,6 +168,10 @@ int run_verify(const StoreArgs& a) {
       row("journal",
           "missing: the entries it indexed, if any, are lost (an empty journal was "
           "written); `store clear` starts over");
+    } else if (journal_lost) {
+      row("journal",
+          "does not begin with its start record (emptied, truncated or replaced): the entries "
+          "it indexed, if any, are lost (it was rewritten); `store clear` starts over");
     }
     row("result", ok ? "ok" : "CORRUPTION FOUND");
   }

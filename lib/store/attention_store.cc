@@ -155,22 +155,35 @@ void AttentionStore::open_ssd() {
   }
   try {
     tiers_[2] = std::make_unique<SsdTier>(dir, info, io, cfg_.direct_io, created);
-    if (created) write_store_marker(dir, info);
+    if (created) {
+      // The journal (its start record) before the marker: a store with a marker always has
+      // one, so a later one missing or emptied is loss, not a store that never saved.
+      Journal::rewrite(journal_path(dir), {});
+      write_store_marker(dir, info);
+    }
   } catch (...) {
     if (created) {
       tiers_[2].reset();
       for (uint64_t i = 0; i < info.n_files; ++i) ::unlink(data_file_path(dir, i).c_str());
+      ::unlink(journal_path(dir).c_str());
     }
     throw;
   }
-  recover();
+  recover(info.version);
+  if (info.version < kStoreVersion) {  // its journal now begins with a start record
+    info.version = kStoreVersion;
+    write_store_marker(dir, info);
+  }
 }
 
-void AttentionStore::recover() {
+void AttentionStore::recover(int marker_version) {
   const std::string path = journal_path(cfg_.store_dir);
   ReplayResult r = Journal::replay(path);
   stats_.add(Counter::DiscardedRecords, r.discarded_records);
   stats_.add(Counter::CorruptJournalBytes, r.corrupt_bytes);
+  // A version-2 store's journal begins with its start record from creation on: without one it
+  // was deleted, emptied or overwritten, and the entries it indexed are lost.
+  if (marker_version >= 2 && !r.started) stats_.add(Counter::JournalLost);
   if (r.corrupt_bytes > 0) {
     // Records were lost (not a torn tail): keep the journal as it was before compacting it,
     // for whoever investigates (`store verify` reports it).

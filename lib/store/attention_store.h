@@ -293,7 +293,9 @@ class AttentionStore {
   double now() const;
   Tier* tier(TierKind t) const { return tiers_[static_cast<int>(t)].get(); }
   void open_ssd();
-  void recover();
+  /// Replays the journal into the index and compacts it; `marker_version` says whether the
+  /// journal must begin with a start record (2) or may not (1).
+  void recover(int marker_version);
   LookupStatus classify(const StoreEntry& e, const LookupKey& key, int64_t* matched) const;
 
   // placement (store_placement.cc)

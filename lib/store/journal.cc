@@ -17,7 +17,8 @@ namespace cb::store {
 namespace {
 
 constexpr uint32_t kMagic = 0x314A4243;  // "CBJ1"
-constexpr uint8_t kCommit = 1, kErase = 2;
+constexpr uint8_t kCommit = 1, kErase = 2, kStart = 3;
+constexpr std::string_view kStartPayload = "cachebench store journal";
 constexpr size_t kHeader = 4 + 4 + 4 + 8;  // magic, type, len, checksum
 constexpr uint32_t kMaxPayload = 1u << 30;
 
@@ -110,6 +111,11 @@ ReplayResult Journal::replay(const std::string& path) {
       pos = next;
     }
     const std::string payload = data.substr(pos + kHeader, len);
+    if (type == kStart && payload == kStartPayload) {
+      res.started = res.started || pos == 0;
+      pos += kHeader + len;
+      continue;
+    }
     pos += kHeader + len;
     ++res.records;
     if (type == kCommit) {
@@ -147,7 +153,7 @@ void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMe
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw make_error(tmp, std::string("cannot create journal: ") + std::strerror(errno));
-  bool ok = true;
+  bool ok = write_all(fd, frame(kStart, std::string(kStartPayload)));
   for (const auto& [id, m] : entries) ok = ok && write_all(fd, frame(kCommit, encode_entry(m)));
   ok = ok && ::fsync(fd) == 0;
   const int err = errno;

@@ -3,7 +3,9 @@
 /// A commit record is appended (and fsync'ed) only after an entry's chunks are durable,
 /// so replay after a crash yields exactly the completed entries; a torn tail (the start of
 /// one record, or zeros) ends the replay and is cut off. Corrupt bytes elsewhere, a damaged
-/// tail included, are skipped and counted.
+/// tail included, are skipped and counted. Every journal `rewrite` writes (a new store's, and
+/// every compaction's) begins with a start record, so a journal that was emptied, or lost and
+/// written anew by hand, is told apart from a store that holds nothing (`started`).
 
 #include <cstdint>
 #include <map>
@@ -17,7 +19,8 @@ namespace cb::store {
 /// What replay found.
 struct ReplayResult {
   std::map<SessionId, EntryMeta> entries;  ///< live entries after all records
-  uint64_t records = 0;                    ///< valid records read
+  uint64_t records = 0;                    ///< valid commit and erase records read
+  bool started = false;                    ///< the file begins with an intact start record
   uint64_t discarded_records = 0;          ///< undecodable records, corrupt ranges, the torn tail
   uint64_t valid_bytes = 0;                ///< up to the end of the last valid record
   /// Bytes of corrupt records (skipped: the records in them are lost), and of a damaged tail
@@ -31,7 +34,8 @@ class Journal {
  public:
   /// Reads every valid record of `path` (a missing file is an empty journal).
   static ReplayResult replay(const std::string& path);
-  /// Rewrites `path` to hold one commit per entry (compaction), atomically; throws cb::Error.
+  /// Rewrites `path` to hold a start record and one commit per entry (compaction),
+  /// atomically; throws cb::Error.
   static void rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries);
 
   /// Opens `path` for appending; throws cb::Error when it cannot.

@@ -33,6 +33,7 @@ const char* counter_name(Counter c) {
                                             "discarded_entries",
                                             "discarded_records",
                                             "corrupt_journal_bytes",
+                                            "journal_lost",
                                             "journal_compactions"};
   return names[static_cast<int>(c)];
 }

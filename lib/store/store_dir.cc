@@ -72,7 +72,13 @@ StoreDirInfo read_store_marker(const std::string& dir) {
     const auto j = nlohmann::json::parse(ss.str());
     if (j.at("format").get<std::string>() != kFormat) throw std::runtime_error("wrong format");
     StoreDirInfo info;
-    if (marker_count(j, "version") != 1) throw std::runtime_error("unsupported version");
+    const uint64_t version = marker_count(j, "version");
+    if (version < 1 || version > static_cast<uint64_t>(kStoreVersion)) {
+      throw std::runtime_error("version " + std::to_string(version) +
+                               " is not one this build reads (1.." + std::to_string(kStoreVersion) +
+                               ")");
+    }
+    info.version = static_cast<int>(version);
     info.chunk_bytes = marker_count(j, "chunk_bytes");
     info.ssd_bytes = marker_count(j, "ssd_bytes");
     info.slots_per_file = marker_count(j, "slots_per_file");

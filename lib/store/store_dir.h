@@ -9,9 +9,14 @@
 
 namespace cb::store {
 
+/// The marker's version. 2: the journal begins with a start record (Journal::rewrite), so
+/// one that does not was lost. A store of version 1 is read, and marked 2 once its journal
+/// has been rewritten.
+inline constexpr int kStoreVersion = 2;
+
 /// Geometry recorded in the marker file.
 struct StoreDirInfo {
-  int version = 1;
+  int version = kStoreVersion;
   uint64_t chunk_bytes = 0;     ///< slot size (a multiple of 4096)
   uint64_t ssd_bytes = 0;       ///< budget: n_slots * chunk_bytes
   uint64_t slots_per_file = 0;  ///< slots in each data file

@@ -224,6 +224,20 @@ if [ -n "$KEPT" ]; then
   rc=$?
   if [ $rc -eq 1 ] && grep -q "journal  *missing" "$TMP/out"; then ok
   else bad "verify of a store without its journal: rc=$rc $(cat "$TMP/out")"; fi
+  # Emptied: the journal has no start record, so it is lost, not a store that never saved.
+  : >"$KEPT/journal.cbj"
+  "$CB" store stat --store-dir "$KEPT" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "LOST: it does not begin with its start record" "$TMP/out"; then ok
+  else bad "stat of a store with an emptied journal: rc=$rc $(cat "$TMP/out")"; fi
+  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 1 ] && grep -q "does not begin with its start record" "$TMP/out"; then ok
+  else bad "verify of a store with an emptied journal: rc=$rc $(cat "$TMP/out")"; fi
+  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1  # rewritten by the last open
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q "result  *ok" "$TMP/out"; then ok
+  else bad "verify after the journal was rewritten: rc=$rc $(cat "$TMP/out")"; fi
 fi
 [ -n "$KEPT" ] && "$CB" store clear --store-dir "$KEPT" >/dev/null && rmdir "$KEPT"
 

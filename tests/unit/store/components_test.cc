@@ -288,6 +288,7 @@ TEST(Journal, ReplayCommitsErasesAndTornTail) {
   }
   ReplayResult r = Journal::replay(p);
   EXPECT_EQ(r.records, 4u);
+  EXPECT_FALSE(r.started);  // opened for appending only: no start record
   EXPECT_EQ(r.entries.size(), 2u);
   EXPECT_TRUE(r.entries.count(2) && r.entries.count(4));
   EXPECT_EQ(r.discarded_records, 0u);
@@ -341,8 +342,33 @@ TEST(Journal, ReplayCommitsErasesAndTornTail) {
   std::map<SessionId, EntryMeta> live{{7, sample_meta(7, 10)}};
   Journal::rewrite(p, live);
   r = Journal::replay(p);
+  EXPECT_TRUE(r.started);    // a rewritten journal begins with its start record,
+  EXPECT_EQ(r.records, 1u);  // which is not counted among the records
+  EXPECT_EQ(r.discarded_records, 0u);
   EXPECT_EQ(r.entries.size(), 1u);
   EXPECT_EQ(r.entries.at(7).tokens, live.at(7).tokens);
+  // Appends after it keep it; an empty file, a missing one, or one whose start record was cut
+  // off is not started.
+  {
+    Journal j(p);
+    EXPECT_TRUE(j.erase(7, 100, true));
+  }
+  r = Journal::replay(p);
+  EXPECT_TRUE(r.started);
+  EXPECT_TRUE(r.entries.empty());
+  std::filesystem::resize_file(p, 0);
+  EXPECT_FALSE(Journal::replay(p).started);
+  EXPECT_FALSE(Journal::replay(dir + "/none.cbj").started);
+  Journal::rewrite(p, live);
+  {
+    std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24);  // inside the start record's payload
+    f.put('#');
+  }
+  r = Journal::replay(p);
+  EXPECT_FALSE(r.started);
+  EXPECT_EQ(r.entries.size(), 1u);  // the commit after it is intact
+  EXPECT_GT(r.corrupt_bytes, 0u);
   std::filesystem::remove_all(dir);
 }
 

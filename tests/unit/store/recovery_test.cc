@@ -104,6 +104,58 @@ TEST(Recovery, TornJournalTailAndDramEntriesAreNotRecovered) {
   std::filesystem::remove_all(dir);
 }
 
+// A store's journal begins with its start record from creation on, so a journal deleted or
+// emptied is reported lost (the entries it indexed are gone), not taken for a store that never
+// saved. A store made before the start record (marker version 1) cannot tell; it is marked
+// version 2 once opened, when its journal has been rewritten with one.
+TEST(Recovery, AnEmptiedOrMissingJournalIsReportedLost) {
+  const std::string dir = testing::fresh_dir("lost");
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);  // a new store
+    for (SessionId s = 1; s <= 3; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  }
+  EXPECT_EQ(read_store_marker(dir).version, kStoreVersion);
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
+    EXPECT_EQ(st.sessions().size(), 3u);
+  }
+  std::filesystem::resize_file(journal_path(dir), 0);
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 1u);
+    EXPECT_TRUE(st.sessions().empty());
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
+  }
+  std::filesystem::remove(journal_path(dir));
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 1u);
+  }
+  {
+    AttentionStore st(ssd_cfg(dir));  // the last open wrote a journal with its start record
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
+  }
+  // Version 1: an emptied journal cannot be told from a store that never saved.
+  StoreDirInfo info = read_store_marker(dir);
+  info.version = 1;
+  write_store_marker(dir, info);
+  std::filesystem::resize_file(journal_path(dir), 0);
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
+  }
+  EXPECT_EQ(read_store_marker(dir).version, kStoreVersion);
+  std::filesystem::resize_file(journal_path(dir), 0);
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 1u);
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // A corrupt record inside the journal (not its tail) loses that record only: the replay
 // resumes at the next intact record, and the journal as found is kept before compaction.
 TEST(Recovery, ACorruptRecordMidJournalLosesOnlyItsOwnEntry) {
