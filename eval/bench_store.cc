@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <random>
+#include <thread>
 
 #include "lib/core/error.h"
 #include "lib/policy/eviction.h"
@@ -228,6 +229,60 @@ std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, cons
   return {tw, secs_since(t0)};
 }
 
+/// The same bytes in `req`-byte O_DIRECT requests, `depth` of them in flight at once: thread
+/// t issues requests t, t + depth, ... over a file preallocated as the store's data files are;
+/// fdatasync ends the write. Deletes the file. Returns {write s, read s}.
+std::pair<double, double> parallel_io(const std::string& path, uint64_t bytes, uint64_t req,
+                                      int depth, const AlignedBuf& src) {
+  Fd f;
+  f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+  if (f.fd < 0 && errno == EINVAL)
+    f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (f.fd < 0) io_fail(path, "cannot create the baseline file", errno);
+  struct Unlink {
+    const std::string& p;
+    ~Unlink() { ::unlink(p.c_str()); }
+  } unlink_at_end{path};
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;  // O_DIRECT: whole blocks
+  if (const int rc = ::posix_fallocate(f.fd, 0, static_cast<off_t>(bytes)); rc != 0)
+    io_fail(path, "baseline fallocate", rc);
+  const uint64_t n_req = (bytes + req - 1) / req;
+  std::vector<AlignedBuf> dst;
+  for (int t = 0; t < depth; ++t) dst.emplace_back(req);
+  auto run = [&](bool write) {
+    std::vector<int> err(static_cast<size_t>(depth), 0);
+    std::vector<std::thread> threads;
+    const auto t0 = SteadyClock::now();
+    for (int t = 0; t < depth; ++t) {
+      threads.emplace_back([&, t] {
+        for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
+          const uint64_t off = i * req, n = std::min(req, bytes - off);
+          for (uint64_t done = 0; done < n;) {
+            char* p = write ? src.data.get() : dst[t].data.get();
+            const off_t at = static_cast<off_t>(off + done);
+            const ssize_t r = write ? ::pwrite(f.fd, p + done, n - done, at)
+                                    : ::pread(f.fd, p + done, n - done, at);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+              err[t] = r < 0 ? errno : EIO;
+              break;
+            }
+            done += static_cast<uint64_t>(r);
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int e : err) {
+      if (e != 0) io_fail(path, write ? "baseline write" : "baseline read", e);
+    }
+    if (write && ::fdatasync(f.fd) != 0) io_fail(path, "baseline fdatasync", errno);
+    return secs_since(t0);
+  };
+  const double tw = run(true);
+  return {tw, run(false)};
+}
+
 // --- directory handling ---------------------------------------------------------------
 
 /// Creates `dir` (and parents) when missing; true when it created the last component.
@@ -392,6 +447,12 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
   if (opt.n_layers <= 0 || opt.token_bytes == 0)
     throw make_error("bench store", "entry shape needs layers > 0 and token bytes > 0");
   if (opt.reps < 1) throw make_error("--reps", "needs at least 1 repetition");
+  if (opt.ref_depth < 1 || opt.ref_depth > 256)
+    throw make_error("--ref-depth", "needs 1..256 requests in flight");
+  if (opt.run_ssd && (opt.chunk_bytes == 0 || opt.chunk_bytes % kAlign != 0)) {
+    throw make_error("--chunk", "a chunk of " + std::to_string(opt.chunk_bytes) +
+                                    " bytes is not a whole number of 4 KiB blocks");
+  }
   const uint64_t per_token = 2ull * static_cast<uint64_t>(opt.n_layers) * opt.token_bytes;
   const int64_t tokens = static_cast<int64_t>(opt.entry_bytes / per_token);
   if (tokens < 1) {
@@ -476,9 +537,10 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
 
   if (opt.run_ssd) {
     const std::string& sub = scratch.path;
-    std::vector<double> pw, pr;
-    AlignedBuf io_buf(kPlainIo);
-    std::memcpy(io_buf.data.get(), e.src->data.get(), std::min(kPlainIo, e.bytes()));
+    std::vector<double> pw, pr, qw, qr;
+    AlignedBuf io_buf(std::max(kPlainIo, opt.chunk_bytes));
+    std::memcpy(io_buf.data.get(), e.src->data.get(), std::min(io_buf.size, e.bytes()));
+    r.ref_depth = opt.ref_depth;
     {
       store::StoreConfig cfg = base;
       cfg.ssd_bytes = store_bytes;
@@ -500,16 +562,21 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
         erase_all(st, first, n);
         const auto [tw, tr] =
             plain_io(sub + "/plain-baseline.bin", r.traffic_bytes, io_buf, &r.plain_direct);
+        const auto [pqw, pqr] = parallel_io(sub + "/plain-baseline.bin", r.traffic_bytes,
+                                            opt.chunk_bytes, opt.ref_depth, io_buf);
         if (rep > 0) {
           t.save.push_back(ts);
           t.load.push_back(tl);
           pw.push_back(tw);
           pr.push_back(tr);
+          qw.push_back(pqw);
+          qr.push_back(pqr);
         }
         std::fprintf(stderr,
                      "bench store: ssd round %d/%d: store write %.3f s read %.3f s; plain write "
-                     "%.3f s read %.3f s%s\n",
-                     rep, opt.reps, ts, tl, tw, tr, rep == 0 ? " (warm-up)" : "");
+                     "%.3f s read %.3f s; %d in flight: write %.3f s read %.3f s%s\n",
+                     rep, opt.reps, ts, tl, tw, tr, opt.ref_depth, pqw, pqr,
+                     rep == 0 ? " (warm-up)" : "");
       }
       r.ssd_write_gbs = gbs(r.traffic_bytes, median(t.save));
       r.ssd_read_gbs = gbs(r.traffic_bytes, median(t.load));
@@ -518,6 +585,12 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     r.plain_read_gbs = gbs(r.traffic_bytes, median(pr));
     r.ssd_write_ratio = ratio(r.ssd_write_gbs, r.plain_write_gbs);
     r.ssd_read_ratio = ratio(r.ssd_read_gbs, r.plain_read_gbs);
+    r.parallel_write_gbs = gbs(r.traffic_bytes, median(qw));
+    r.parallel_read_gbs = gbs(r.traffic_bytes, median(qr));
+    r.ssd_write_ceiling_ratio =
+        ratio(r.ssd_write_gbs, std::max(r.plain_write_gbs, r.parallel_write_gbs));
+    r.ssd_read_ceiling_ratio =
+        ratio(r.ssd_read_gbs, std::max(r.plain_read_gbs, r.parallel_read_gbs));
   }
 
   if (opt.run_policy && opt.policy_entries > 0) {

@@ -1,10 +1,11 @@
 #pragma once
 /// `cachebench bench store`: AttentionStore throughput and policy decision rates, each
 /// against a reference measured in the same run: DRAM save/load GB/s against memcpy of
-/// the same bytes, SSD write/read GB/s against a plain sequential O_DIRECT write/read of
-/// the same directory, XXH3 GB/s (the checksum on every chunk), and placement decisions
-/// per second over 100K entries. Everything written goes to a subdirectory of the store
-/// directory that the bench creates and removes.
+/// the same bytes, SSD write/read GB/s against plain O_DIRECT writes/reads of the same
+/// directory (one 4 MiB request at a time, and chunk-sized requests from `ref_depth` threads
+/// at once, as deep a queue as the store's I/O keeps; the faster is the ceiling), XXH3 GB/s (the
+/// checksum on every chunk), and placement decisions per second over 100K entries. Everything
+/// written goes to a subdirectory of the store directory that the bench creates and removes.
 
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@ struct BenchStoreOptions {
   uint32_t token_bytes = 4096 * 2;      ///< one token's K (or V) of one layer: 4096 fp16
   uint64_t chunk_bytes = 1ull << 20;    ///< store chunk size
   size_t io_threads = 4;                ///< store I/O threads
+  int ref_depth = 32;                   ///< the parallel reference's requests in flight
   std::string io = "auto";              ///< auto | uring | pread
   int reps = 5;                         ///< timed repetitions (after one warm-up)
   size_t policy_entries = 100000;       ///< entries the policies rank
@@ -64,6 +66,12 @@ struct BenchStoreResult {
   double ssd_write_gbs = 0, ssd_read_gbs = 0;      ///< through the store (commit incl. fsync)
   double plain_write_gbs = 0, plain_read_gbs = 0;  ///< 4 MiB O_DIRECT loop (write incl. fsync)
   double ssd_write_ratio = 0, ssd_read_ratio = 0;  ///< store / plain
+  /// Chunk-sized O_DIRECT requests from `ref_depth` threads at once over a preallocated file,
+  /// as the store's data files are (write incl. fdatasync).
+  int ref_depth = 0;
+  double parallel_write_gbs = 0, parallel_read_gbs = 0;
+  /// store / the faster of the two references, the most this device gave in the same run
+  double ssd_write_ceiling_ratio = 0, ssd_read_ceiling_ratio = 0;
 
   double xxh3_gbs = 0;  ///< single-thread XXH3-64 over an entry
 

@@ -1,5 +1,6 @@
 // cachebench bench store --store-dir D [--entry-size 256MiB] [--traffic 1GiB] [--reps 5]
-// [--io auto|uring|pread] [--io-threads 4] [--policy-entries 100000] [--out F.json]
+// [--io auto|uring|pread] [--io-threads 4] [--ref-depth 32] [--policy-entries 100000] [--out
+// F.json]
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,11 +45,25 @@ void print_table(const eval::BenchStoreResult& r) {
                 r.memcpy_gbs, r.dram_load_ratio);
   }
   if (r.ssd_write_gbs > 0) {
-    const char* ref = r.plain_direct ? "O_DIRECT" : "buffered";
-    std::printf("%-20s %10.2f %12s %10.2f %8.2f%s\n", "ssd write", r.ssd_write_gbs, ref,
-                r.plain_write_gbs, r.ssd_write_ratio, r.ssd_write_ratio >= 0.9 ? "" : "  (< 0.9)");
-    std::printf("%-20s %10.2f %12s %10.2f %8.2f%s\n", "ssd read", r.ssd_read_gbs, ref,
-                r.plain_read_gbs, r.ssd_read_ratio, r.ssd_read_ratio >= 0.9 ? "" : "  (< 0.9)");
+    // Against each reference; the target (0.9) is against the faster, the device's ceiling.
+    const std::string ref = r.plain_direct ? "O_DIRECT" : "buffered";
+    const std::string par = ref + " x" + std::to_string(r.ref_depth);
+    const auto line = [](const char* what, double store, const std::string& name, double gbs) {
+      const double q = gbs > 0 ? store / gbs : 0;
+      std::printf("%-20s %10.2f %12s %10.2f %8.2f\n", what, store, name.c_str(), gbs, q);
+    };
+    line("ssd write", r.ssd_write_gbs, ref, r.plain_write_gbs);
+    line("ssd write", r.ssd_write_gbs, par, r.parallel_write_gbs);
+    line("ssd read", r.ssd_read_gbs, ref, r.plain_read_gbs);
+    line("ssd read", r.ssd_read_gbs, par, r.parallel_read_gbs);
+    std::printf("ssd to ceiling       write %.2f, read %.2f (target 0.9%s)\n",
+                r.ssd_write_ceiling_ratio, r.ssd_read_ceiling_ratio,
+                r.ssd_write_ceiling_ratio >= 0.9 && r.ssd_read_ceiling_ratio >= 0.9 ? ", met"
+                                                                                    : ", not met");
+    std::printf(
+        "ssd references       %s: one 4 MiB request at a time; %s: %s requests, %d in "
+        "flight, preallocated file\n",
+        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth);
     std::printf("ssd I/O              %s, %s\n", r.io_backend.c_str(),
                 r.ssd_direct ? "O_DIRECT" : "buffered (O_DIRECT unavailable)");
   }
@@ -100,8 +115,13 @@ nlohmann::json to_json(const eval::BenchStoreResult& r, const std::string& io) {
           {"plain_read_gbs", r.plain_read_gbs},
           {"ssd_write_to_plain", r.ssd_write_ratio},
           {"ssd_read_to_plain", r.ssd_read_ratio},
+          {"parallel_ref_depth", r.ref_depth},
+          {"parallel_write_gbs", r.parallel_write_gbs},
+          {"parallel_read_gbs", r.parallel_read_gbs},
+          {"ssd_write_to_ceiling", r.ssd_write_ceiling_ratio},
+          {"ssd_read_to_ceiling", r.ssd_read_ceiling_ratio},
           {"ssd_target_ratio", 0.9},
-          {"ssd_target_met", r.ssd_write_ratio >= 0.9 && r.ssd_read_ratio >= 0.9},
+          {"ssd_target_met", r.ssd_write_ceiling_ratio >= 0.9 && r.ssd_read_ceiling_ratio >= 0.9},
           {"xxh3_gbs", r.xxh3_gbs},
           {"policy_entries", r.policy_entries},
           {"policy_queue", r.policy_queue},
@@ -114,8 +134,9 @@ void register_bench_store(CLI::App* bench) {
   auto a = std::make_shared<BenchStoreArgs>();
   CLI::App* cmd = bench->add_subcommand(
       "store",
-      "AttentionStore: DRAM save/load vs memcpy, SSD O_DIRECT write/read vs a plain sequential "
-      "O_DIRECT loop in the same directory, XXH3 GB/s, policy decisions/s");
+      "AttentionStore: DRAM save/load vs memcpy, SSD O_DIRECT write/read vs plain O_DIRECT "
+      "I/O in the same directory (one request at a time, and --ref-depth at once), XXH3 GB/s, "
+      "policy decisions/s");
   cmd->add_option("--store-dir", a->opt.store_dir,
                   "directory for the SSD files (created if missing; the bench works in its own "
                   "subdirectory and removes it)")
@@ -131,6 +152,10 @@ void register_bench_store(CLI::App* bench) {
   cmd->add_option("--io", a->opt.io, "SSD I/O backend: auto, uring or pread")
       ->capture_default_str();
   cmd->add_option("--io-threads", a->opt.io_threads, "store I/O threads")
+      ->capture_default_str()
+      ->check(in_range(1, 256));
+  cmd->add_option("--ref-depth", a->opt.ref_depth,
+                  "requests in flight in the parallel SSD reference (chunk-sized, one thread each)")
       ->capture_default_str()
       ->check(in_range(1, 256));
   cmd->add_option("--policy-entries", a->opt.policy_entries,

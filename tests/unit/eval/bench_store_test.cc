@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 
 #include "lib/core/error.h"
@@ -58,6 +59,14 @@ TEST(BenchStoreTest, TinyRunGivesPositiveNumbersAndLeavesNothing) {
   EXPECT_GT(r.plain_write_gbs, 0);
   EXPECT_GT(r.plain_read_gbs, 0);
   EXPECT_GT(r.ssd_read_ratio, 0);
+  EXPECT_EQ(r.ref_depth, 32);
+  EXPECT_GT(r.parallel_write_gbs, 0);
+  EXPECT_GT(r.parallel_read_gbs, 0);
+  // The ceiling is the faster reference, so the store's ratio to it is the smaller one.
+  EXPECT_NEAR(r.ssd_read_ceiling_ratio,
+              std::min(r.ssd_read_ratio, r.ssd_read_gbs / r.parallel_read_gbs), 1e-12);
+  EXPECT_NEAR(r.ssd_write_ceiling_ratio,
+              std::min(r.ssd_write_ratio, r.ssd_write_gbs / r.parallel_write_gbs), 1e-12);
   EXPECT_FALSE(r.io_backend.empty());
   // Scheduler-aware (make_room, order, plan_prefetch) + 3 baselines (make_room, order).
   ASSERT_EQ(r.policy.size(), 9u);
