@@ -61,13 +61,25 @@ double time_events(const device::Stream& s, int reps, Fn&& fn) {
   return metrics::median(t);
 }
 
+/// Host memory the device copies from directly: cudaHostAlloc'ed. mlock'ed memory (the
+/// fallback when that fails) is pageable to CUDA, whose copies from it are staged and
+/// synchronous, so timings over it would not be of the link.
+void require_cuda_pinned(const device::HostBuffer& host, const char* what) {
+  if (host.kind() != device::HostMemoryKind::CudaPinned) {
+    throw make_error("bench gpu",
+                     std::string("host memory for ") + what + " could not be pinned by CUDA (" +
+                         (host.lock_error().empty() ? "no reason given" : host.lock_error()) + ")",
+                     "free host memory or raise RLIMIT_MEMLOCK (ulimit -l)");
+  }
+}
+
 json copy_ceilings(const BenchGpuOptions& o, const device::Stream& s, double* d2d, double* h2d) {
   const uint64_t bytes = static_cast<uint64_t>(o.copy_mib) << 20;
   device::Arena arena = device::make_device_arena(2 * bytes, "copy ceilings");
   device::Arena::Block x = arena.allocate(bytes, "src");
   device::Arena::Block y = arena.allocate(bytes, "dst");
   device::HostBuffer host(bytes);
-  if (!host.pinned()) throw make_error("bench gpu", "host memory could not be pinned");
+  require_cuda_pinned(host, "the copy ceilings");
   const double t_d2d = time_events(s, o.reps, [&] {
     CB_CUDA_CHECK(cudaMemcpyAsync(y.data(), x.data(), bytes, cudaMemcpyDeviceToDevice, s.get()));
   });
@@ -384,6 +396,7 @@ json bench_kv(const model::ModelConfig& c, int64_t n, kc::Storage st, const devi
   const uint64_t all_bytes = 2 * layer_bytes * static_cast<uint64_t>(c.n_layers);
   const int64_t blocks = (n + bs - 1) / bs;
   device::HostBuffer host(all_bytes);
+  require_cuda_pinned(host, "KV restore and capture");
   const uint64_t pool = static_cast<uint64_t>(blocks * bs * kvd) * e;
   device::Arena arena = device::make_device_arena(
       2 * pool * static_cast<uint64_t>(c.n_layers) + all_bytes + 4 * layer_bytes + (4 << 20),

@@ -5,10 +5,11 @@
 # for an H100/H200); OUT is a directory for logs and JSON. STAGES (default "tests cli bench
 # calibrate") picks what runs:
 #   tests      test_cuda (parity of every kernel against kernels/cpu, whole-model logits); the
-#              tests of the opt-in kernels never yet run on a GPU (FA2 prefill attention, fused
-#              norm+GEMV) in a process of their own (test_optin), so that a fault in one, sticky
-#              for its CUDA context, cannot fail the others
-#   sanitize   compute-sanitizer memcheck and racecheck over the opt-in kernels' model tests
+#              tests of code never yet run on a GPU (the opt-in kernels: FA2 prefill attention,
+#              fused norm+GEMV; native KV entries and direct capture) in a process of their own
+#              (test_optin), so that a fault in one, sticky for its CUDA context, cannot fail
+#              the others
+#   sanitize   compute-sanitizer memcheck and racecheck over those same tests
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
 #   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture)
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
@@ -38,8 +39,10 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CB="$BUILD/apps/cachebench/cachebench"
 mkdir -p "$OUT"
 SUMMARY=()
-# The tests of the opt-in kernels (FlashAttention-2-style prefill, fused norm+GEMV decode).
+# The tests of code never yet run on a GPU: the opt-in kernels (FlashAttention-2-style prefill,
+# fused norm+GEMV decode), native KV entries and direct capture.
 OPTIN='*OnTensorCores*:*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*:*FusedDecode*'
+OPTIN+=':*NativeKv*:*DirectCapture*'
 SANITIZER="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"
 
 stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
@@ -74,8 +77,7 @@ for s in $STAGES; do
     sanitize)
       for tool in memcheck racecheck; do
         CACHEBENCH_TEST_TMP="$(mktemp -d)" stage "$tool" "$SANITIZER" --tool "$tool" \
-          --error-exitcode 1 "$BUILD/tests/unit/cuda/test_cuda" \
-          --gtest_filter='*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*'
+          --error-exitcode 1 "$BUILD/tests/unit/cuda/test_cuda" --gtest_filter="$OPTIN"
       done ;;
     cli)
       stage cli bash "$ROOT/tests/cli/cli_test.sh" "$CB" "$(mktemp -d)"

@@ -183,12 +183,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   }
   // On an exception the write stream may still be copying into the caller's memory: it is
   // waited for before the caller can free or reuse that memory.
-  struct WriteWait {
-    cudaStream_t s;
-    ~WriteWait() {
-      if (s != nullptr) (void)cudaStreamSynchronize(s);
-    }
-  } write_wait{direct.empty() ? nullptr : write_stream.get()};
+  const cuda_detail::StreamDrain write_wait{direct.empty() ? nullptr : write_stream.get()};
   const auto hand_over = [&](int layer) {  // its slot's copies have finished
     const char* hk = static_cast<const char*>(capture_host.data()) +
                      static_cast<size_t>(layer % kCaptureSlots) * cap_layer;

@@ -44,6 +44,18 @@ void check_cublas(cublasStatus_t s, const char* what);
 /// copies to and from directly; false for pageable memory.
 bool page_locked(const void* p);
 
+/// Waits for stream `s` (when not null) as it goes out of scope, however the scope is left:
+/// on an exception, copies still reading or writing the caller's memory or the staging
+/// buffers finish before either can be freed or reused.
+struct StreamDrain {
+  cudaStream_t s = nullptr;
+  StreamDrain(const StreamDrain&) = delete;
+  StreamDrain& operator=(const StreamDrain&) = delete;
+  ~StreamDrain() {
+    if (s != nullptr) (void)cudaStreamSynchronize(s);
+  }
+};
+
 }  // namespace cb::model::cuda_detail
 
 namespace cb::model {

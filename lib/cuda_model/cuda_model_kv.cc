@@ -88,6 +88,8 @@ void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, i
   if (n == 0) return;
   const std::vector<int32_t>& table = prepare_kv_access(
       cache, seq, layer, pos0, n, cache.capacity(seq), "cuda restore_kv", "reserved capacity");
+  // Block copies and the copies below read the caller's rows: finished however this ends.
+  const cuda_detail::StreamDrain drain{read_stream.get()};
   const int64_t kvd = cfg.kv_dim();
   // The host rows: fp32, or the storage type's (native); converted on the device unless they
   // are already in the storage type.
@@ -96,7 +98,8 @@ void CudaModel::Impl::restore_kv(kv::KvCache& cache, kv::SeqId seq, int layer, i
   const uint64_t tb = table.size() * 4;
   const uint64_t half = static_cast<uint64_t>(n * kvd) * esz;
   const uint64_t host_bytes = 2 * rows + tb;
-  grow(&restore_host, &restore_dev, host_bytes + 2 * half + 1024, read_stream, "restore staging");
+  grow(&restore_host, &restore_dev, host_bytes + (convert ? 2 * half : 0) + 1024, read_stream,
+       "restore staging");
   char* h = static_cast<char*>(restore_host.data());
   Arena::Block staged = restore_dev.allocate(host_bytes, "restore staging");
   char* d = static_cast<char*>(staged.data());
@@ -163,6 +166,7 @@ void CudaModel::Impl::read_kv(kv::KvCache& cache, kv::SeqId seq, int layer, int6
   if (n == 0) return;
   const std::vector<int32_t>& table =
       prepare_kv_access(cache, seq, layer, pos0, n, cache.length(seq), "cuda read_kv", "length");
+  const cuda_detail::StreamDrain drain{read_stream.get()};  // as in restore_kv
   const int64_t kvd = cfg.kv_dim();
   const uint64_t f32 = static_cast<uint64_t>(n * kvd) * 4;
   const uint64_t tb = table.size() * 4;

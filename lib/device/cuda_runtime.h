@@ -35,8 +35,9 @@ struct DeviceMemoryInfo {
 DeviceMemoryInfo device_memory_info();
 
 /// Reserves `bytes` of device memory with one cudaMalloc and hands it out as an Arena named
-/// `name`. When the device cannot provide it, throws cb::Error with the budget, the device's
-/// free and total memory and the fix, and leaves no CUDA error pending.
+/// `name`, `bytes` rounded up to whole `alignment` granules (so a block of `bytes` fits: the
+/// Arena uses whole granules only). When the device cannot provide it, throws cb::Error with
+/// the budget, the device's free and total memory and the fix, and leaves no CUDA error pending.
 Arena make_device_arena(uint64_t bytes, const std::string& name, uint64_t alignment = 256);
 
 /// An owned non-blocking CUDA stream (move-only). The backend runs three: compute, KV reads

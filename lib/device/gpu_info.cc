@@ -29,7 +29,10 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
   }
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
-    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+      (void)cudaGetLastError();  // not left for the next launch to report as its own
+      continue;
+    }
     GpuInfo g;
     g.index = i;
     g.name = p.name;

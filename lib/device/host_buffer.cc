@@ -60,6 +60,7 @@ HostBuffer::HostBuffer(size_t bytes, size_t alignment) : size_(bytes) {
   data_ = p;
   if (::mlock(p, rounded) == 0) {
     kind_ = HostMemoryKind::Locked;
+    locked_ = rounded;
   } else {
     kind_ = HostMemoryKind::Plain;
     lock_failed_ = true;
@@ -76,6 +77,7 @@ HostBuffer::HostBuffer(HostBuffer&& o) noexcept
     : data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
       kind_(o.kind_),
+      locked_(std::exchange(o.locked_, 0)),
       lock_failed_(o.lock_failed_),
       lock_error_(std::move(o.lock_error_)) {}
 
@@ -85,6 +87,7 @@ HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
     kind_ = o.kind_;
+    locked_ = std::exchange(o.locked_, 0);
     lock_failed_ = o.lock_failed_;
     lock_error_ = std::move(o.lock_error_);
   }
@@ -100,7 +103,7 @@ void HostBuffer::release() {
     return;
   }
 #endif
-  if (kind_ == HostMemoryKind::Locked) ::munlock(data_, size_);
+  if (kind_ == HostMemoryKind::Locked) ::munlock(data_, locked_);  // what mlock locked
   std::free(data_);
   data_ = nullptr;
 }

@@ -51,6 +51,7 @@ class HostBuffer {
   void* data_ = nullptr;
   size_t size_ = 0;
   HostMemoryKind kind_ = HostMemoryKind::Plain;
+  size_t locked_ = 0;  ///< bytes mlock'ed (the allocation rounded up to its alignment)
   bool lock_failed_ = false;
   std::string lock_error_;
 };

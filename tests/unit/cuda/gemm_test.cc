@@ -166,7 +166,12 @@ TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
   std::uniform_real_distribution<float> u(-1, 1);
   for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
     for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-             {1, 4096, 1000}, {2, 520, 37}, {4, 5120, 64}}) {
+             {1, 4096, 1000},
+             {2, 520, 37},
+             {4, 5120, 64},
+             // Above 48 KiB of shared memory (the launch opts in): 65B/70B decode rows.
+             {3, 8192, 40},
+             {4, 8192, 64}}) {
       for (bool glu : {false, true}) {
         const std::string what = std::to_string(n) + "x" + std::to_string(in) + "x" +
                                  std::to_string(out) + " " + storage_name(st) +
