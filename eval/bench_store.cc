@@ -1,6 +1,7 @@
 #include "eval/bench_store.h"
 
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -229,11 +230,110 @@ std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, cons
   return {tw, secs_since(t0)};
 }
 
-/// The same bytes in `req`-byte O_DIRECT requests, `depth` of them in flight at once: thread
-/// t issues requests t, t + depth, ... over a file preallocated as the store's data files are;
-/// fdatasync ends the write. Deletes the file. Returns {write s, read s}.
+/// Moves [0, bytes) of `fd` in `req`-byte requests, `depth` in flight through one io_uring of
+/// its own (not the store's I/O code), writes from `src`, reads into a buffer per request in
+/// flight; a short transfer is finished synchronously. False, with nothing done, when no ring
+/// can be made (io_uring disabled).
+bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth, const AlignedBuf& src,
+                const std::vector<AlignedBuf>& dst, const std::string& path) {
+  io_uring ring;
+  if (io_uring_queue_init(static_cast<unsigned>(depth), &ring, 0) < 0) return false;
+  struct Exit {
+    io_uring* r;
+    ~Exit() { io_uring_queue_exit(r); }
+  } exit_at_end{&ring};
+  const char* what = write ? "baseline write" : "baseline read";
+  const uint64_t n_req = (bytes + req - 1) / req;
+  std::vector<int> free_slots;
+  for (int t = depth - 1; t >= 0; --t) free_slots.push_back(t);
+  uint64_t next = 0, done = 0;
+  const auto finish = [&](io_uring_cqe* cqe) {
+    const uint64_t tag = io_uring_cqe_get_data64(cqe);
+    const int64_t res = cqe->res;
+    io_uring_cqe_seen(&ring, cqe);
+    const uint64_t i = tag / 256, off = i * req, n = std::min(req, bytes - off);
+    const int slot = static_cast<int>(tag % 256);
+    if (res < 0) io_fail(path, what, static_cast<int>(-res));
+    char* buf = write ? src.data.get() : dst[static_cast<size_t>(slot)].data.get();
+    for (uint64_t got = static_cast<uint64_t>(res); got < n;) {
+      const off_t at = static_cast<off_t>(off + got);
+      const ssize_t r =
+          write ? ::pwrite(fd, buf + got, n - got, at) : ::pread(fd, buf + got, n - got, at);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) io_fail(path, what, r < 0 ? errno : EIO);
+      got += static_cast<uint64_t>(r);
+    }
+    free_slots.push_back(slot);
+    ++done;
+  };
+  while (done < n_req) {
+    while (next < n_req && !free_slots.empty()) {
+      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+      if (sqe == nullptr) break;
+      const int slot = free_slots.back();
+      free_slots.pop_back();
+      const uint64_t off = next * req, n = std::min(req, bytes - off);
+      if (write) {
+        io_uring_prep_write(sqe, fd, src.data.get(), static_cast<unsigned>(n), off);
+      } else {
+        io_uring_prep_read(sqe, fd, dst[static_cast<size_t>(slot)].data.get(),
+                           static_cast<unsigned>(n), off);
+      }
+      io_uring_sqe_set_data64(sqe, next * 256 + static_cast<uint64_t>(slot));
+      ++next;
+    }
+    const int rc = io_uring_submit(&ring);
+    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
+      io_fail(path, "io_uring_submit", -rc);
+    io_uring_cqe* cqe = nullptr;
+    const int w = io_uring_wait_cqe(&ring, &cqe);
+    if (w == -EINTR) continue;
+    if (w < 0) io_fail(path, "io_uring_wait_cqe", -w);
+    finish(cqe);
+    while (io_uring_peek_cqe(&ring, &cqe) == 0) finish(cqe);
+  }
+  return true;
+}
+
+/// The same as uring_pass from `depth` threads of synchronous requests (thread t issues
+/// requests t, t + depth, ...), where io_uring is unavailable.
+void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
+                  const AlignedBuf& src, const std::vector<AlignedBuf>& dst,
+                  const std::string& path) {
+  const uint64_t n_req = (bytes + req - 1) / req;
+  std::vector<int> err(static_cast<size_t>(depth), 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < depth; ++t) {
+    threads.emplace_back([&, t] {
+      char* p = write ? src.data.get() : dst[static_cast<size_t>(t)].data.get();
+      for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
+        const uint64_t off = i * req, n = std::min(req, bytes - off);
+        for (uint64_t done = 0; done < n;) {
+          const off_t at = static_cast<off_t>(off + done);
+          const ssize_t r =
+              write ? ::pwrite(fd, p + done, n - done, at) : ::pread(fd, p + done, n - done, at);
+          if (r < 0 && errno == EINTR) continue;
+          if (r <= 0) {
+            err[t] = r < 0 ? errno : EIO;
+            break;
+          }
+          done += static_cast<uint64_t>(r);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int e : err) {
+    if (e != 0) io_fail(path, write ? "baseline write" : "baseline read", e);
+  }
+}
+
+/// The same bytes in `req`-byte O_DIRECT requests, `depth` of them in flight at once, through
+/// io_uring (`*engine` "io_uring") or else from `depth` threads ("threads"), over a file
+/// preallocated as the store's data files are; fdatasync ends the write. Deletes the file.
+/// Returns {write s, read s}.
 std::pair<double, double> parallel_io(const std::string& path, uint64_t bytes, uint64_t req,
-                                      int depth, const AlignedBuf& src) {
+                                      int depth, const AlignedBuf& src, std::string* engine) {
   Fd f;
   f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
   if (f.fd < 0 && errno == EINVAL)
@@ -246,35 +346,15 @@ std::pair<double, double> parallel_io(const std::string& path, uint64_t bytes, u
   bytes = (bytes + kAlign - 1) / kAlign * kAlign;  // O_DIRECT: whole blocks
   if (const int rc = ::posix_fallocate(f.fd, 0, static_cast<off_t>(bytes)); rc != 0)
     io_fail(path, "baseline fallocate", rc);
-  const uint64_t n_req = (bytes + req - 1) / req;
   std::vector<AlignedBuf> dst;
   for (int t = 0; t < depth; ++t) dst.emplace_back(req);
   auto run = [&](bool write) {
-    std::vector<int> err(static_cast<size_t>(depth), 0);
-    std::vector<std::thread> threads;
     const auto t0 = SteadyClock::now();
-    for (int t = 0; t < depth; ++t) {
-      threads.emplace_back([&, t] {
-        for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
-          const uint64_t off = i * req, n = std::min(req, bytes - off);
-          for (uint64_t done = 0; done < n;) {
-            char* p = write ? src.data.get() : dst[t].data.get();
-            const off_t at = static_cast<off_t>(off + done);
-            const ssize_t r = write ? ::pwrite(f.fd, p + done, n - done, at)
-                                    : ::pread(f.fd, p + done, n - done, at);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0) {
-              err[t] = r < 0 ? errno : EIO;
-              break;
-            }
-            done += static_cast<uint64_t>(r);
-          }
-        }
-      });
-    }
-    for (auto& th : threads) th.join();
-    for (int e : err) {
-      if (e != 0) io_fail(path, write ? "baseline write" : "baseline read", e);
+    if (uring_pass(f.fd, write, bytes, req, depth, src, dst, path)) {
+      *engine = "io_uring";
+    } else {
+      threads_pass(f.fd, write, bytes, req, depth, src, dst, path);
+      *engine = "threads";
     }
     if (write && ::fdatasync(f.fd) != 0) io_fail(path, "baseline fdatasync", errno);
     return secs_since(t0);
@@ -563,7 +643,7 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
         const auto [tw, tr] =
             plain_io(sub + "/plain-baseline.bin", r.traffic_bytes, io_buf, &r.plain_direct);
         const auto [pqw, pqr] = parallel_io(sub + "/plain-baseline.bin", r.traffic_bytes,
-                                            opt.chunk_bytes, opt.ref_depth, io_buf);
+                                            opt.chunk_bytes, opt.ref_depth, io_buf, &r.ref_engine);
         if (rep > 0) {
           t.save.push_back(ts);
           t.load.push_back(tl);

@@ -2,8 +2,9 @@
 /// `cachebench bench store`: AttentionStore throughput and policy decision rates, each
 /// against a reference measured in the same run: DRAM save/load GB/s against memcpy of
 /// the same bytes, SSD write/read GB/s against plain O_DIRECT writes/reads of the same
-/// directory (one 4 MiB request at a time, and chunk-sized requests from `ref_depth` threads
-/// at once, as deep a queue as the store's I/O keeps; the faster is the ceiling), XXH3 GB/s (the
+/// directory (one 4 MiB request at a time, and chunk-sized requests `ref_depth` at once through
+/// an io_uring of its own, as deep a queue as the store's I/O keeps; the faster is the
+/// ceiling), XXH3 GB/s (the
 /// checksum on every chunk), and placement decisions per second over 100K entries. Everything
 /// written goes to a subdirectory of the store directory that the bench creates and removes.
 
@@ -66,9 +67,10 @@ struct BenchStoreResult {
   double ssd_write_gbs = 0, ssd_read_gbs = 0;      ///< through the store (commit incl. fsync)
   double plain_write_gbs = 0, plain_read_gbs = 0;  ///< 4 MiB O_DIRECT loop (write incl. fsync)
   double ssd_write_ratio = 0, ssd_read_ratio = 0;  ///< store / plain
-  /// Chunk-sized O_DIRECT requests from `ref_depth` threads at once over a preallocated file,
-  /// as the store's data files are (write incl. fdatasync).
+  /// Chunk-sized O_DIRECT requests, `ref_depth` in flight, over a preallocated file, as the
+  /// store's data files are (write incl. fdatasync).
   int ref_depth = 0;
+  std::string ref_engine;  ///< "io_uring" (its own ring), or "threads" where that is unavailable
   double parallel_write_gbs = 0, parallel_read_gbs = 0;
   /// store / the faster of the two references, the most this device gave in the same run
   double ssd_write_ceiling_ratio = 0, ssd_read_ceiling_ratio = 0;

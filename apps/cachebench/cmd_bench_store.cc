@@ -62,8 +62,9 @@ void print_table(const eval::BenchStoreResult& r) {
                                                                                     : ", not met");
     std::printf(
         "ssd references       %s: one 4 MiB request at a time; %s: %s requests, %d in "
-        "flight, preallocated file\n",
-        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth);
+        "flight (%s), preallocated file\n",
+        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth,
+        r.ref_engine.c_str());
     std::printf("ssd I/O              %s, %s\n", r.io_backend.c_str(),
                 r.ssd_direct ? "O_DIRECT" : "buffered (O_DIRECT unavailable)");
   }
@@ -116,6 +117,7 @@ nlohmann::json to_json(const eval::BenchStoreResult& r, const std::string& io) {
           {"ssd_write_to_plain", r.ssd_write_ratio},
           {"ssd_read_to_plain", r.ssd_read_ratio},
           {"parallel_ref_depth", r.ref_depth},
+          {"parallel_ref_engine", r.ref_engine},
           {"parallel_write_gbs", r.parallel_write_gbs},
           {"parallel_read_gbs", r.parallel_read_gbs},
           {"ssd_write_to_ceiling", r.ssd_write_ceiling_ratio},
@@ -155,7 +157,8 @@ void register_bench_store(CLI::App* bench) {
       ->capture_default_str()
       ->check(in_range(1, 256));
   cmd->add_option("--ref-depth", a->opt.ref_depth,
-                  "requests in flight in the parallel SSD reference (chunk-sized, one thread each)")
+                  "requests in flight in the parallel SSD reference (chunk-sized, through its "
+                  "own io_uring)")
       ->capture_default_str()
       ->check(in_range(1, 256));
   cmd->add_option("--policy-entries", a->opt.policy_entries,
