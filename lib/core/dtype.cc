@@ -13,6 +13,13 @@ const char* dtype_name(DType t) {
     case DType::Q8_0: return "q8_0";
     case DType::Q4_0: return "q4_0";
     case DType::Q4_1: return "q4_1";
+    case DType::Q5_0: return "q5_0";
+    case DType::Q5_1: return "q5_1";
+    case DType::Q2_K: return "q2_k";
+    case DType::Q3_K: return "q3_k";
+    case DType::Q4_K: return "q4_k";
+    case DType::Q5_K: return "q5_k";
+    case DType::Q6_K: return "q6_k";
   }
   return "?";
 }
@@ -20,8 +27,9 @@ const char* dtype_name(DType t) {
 bool parse_dtype(const std::string& name, DType* out) {
   std::string n;
   for (char c : name) n += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  for (DType t :
-       {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Q8_0, DType::Q4_0, DType::Q4_1}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I32, DType::Q8_0, DType::Q4_0,
+                  DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
+                  DType::Q5_K, DType::Q6_K}) {
     if (n == dtype_name(t)) {
       *out = t;
       return true;
@@ -34,7 +42,14 @@ size_t dtype_block_elems(DType t) {
   switch (t) {
     case DType::Q8_0:
     case DType::Q4_0:
-    case DType::Q4_1: return 32;
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1: return 32;
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return 256;
     default: return 1;
   }
 }
@@ -48,6 +63,14 @@ size_t dtype_block_bytes(DType t) {
     case DType::Q8_0: return 2 + 32;      // fp16 scale d, 32 x int8
     case DType::Q4_0: return 2 + 16;      // fp16 scale d, 32 x 4-bit
     case DType::Q4_1: return 2 + 2 + 16;  // fp16 d, fp16 m, 32 x 4-bit
+    case DType::Q5_0: return 2 + 4 + 16;  // fp16 d, 32 high bits, 32 x 4 low bits
+    case DType::Q5_1: return 2 + 2 + 4 + 16;
+    // Super-blocks of 256 (ggml-common.h block_qN_K):
+    case DType::Q2_K: return 16 + 64 + 2 + 2;        // 4-bit scale/min x16, 2-bit q, d, dmin
+    case DType::Q3_K: return 32 + 64 + 12 + 2;       // high bits, 2-bit q, 6-bit scales x16, d
+    case DType::Q4_K: return 2 + 2 + 12 + 128;       // d, dmin, 6-bit scale/min x8, 4-bit q
+    case DType::Q5_K: return 2 + 2 + 12 + 32 + 128;  // as Q4_K plus a high bit per element
+    case DType::Q6_K: return 128 + 64 + 16 + 2;      // 4 low bits, 2 high bits, int8 scales x16, d
   }
   return 0;
 }

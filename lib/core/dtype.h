@@ -1,6 +1,7 @@
 #pragma once
 /// Element types of tensors and their storage: plain (F32/F16/BF16/I32) and the
-/// GGUF block-quantized types (Q8_0/Q4_0/Q4_1), plus exact fp16/bf16 conversions.
+/// GGUF block-quantized types (Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 in blocks of 32, the K-quants
+/// Q2_K..Q6_K in super-blocks of 256), plus exact fp16/bf16 conversions.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,13 +10,28 @@
 
 namespace cb {
 
-enum class DType : uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1 };
+enum class DType : uint8_t {
+  F32,
+  F16,
+  BF16,
+  I32,
+  Q8_0,
+  Q4_0,
+  Q4_1,
+  Q5_0,
+  Q5_1,
+  Q2_K,
+  Q3_K,
+  Q4_K,
+  Q5_K,
+  Q6_K
+};
 
 /// Lower-case name ("f32", "bf16", "q4_0").
 const char* dtype_name(DType t);
 /// Parses a name as printed by dtype_name (case-insensitive); returns false if unknown.
 bool parse_dtype(const std::string& name, DType* out);
-/// Elements per storage block (1 for plain types, 32 for the GGUF quant types).
+/// Elements per storage block (1 for plain types, 32 for Q8_0..Q5_1, 256 for the K-quants).
 size_t dtype_block_elems(DType t);
 /// Bytes per storage block.
 size_t dtype_block_bytes(DType t);

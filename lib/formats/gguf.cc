@@ -64,7 +64,14 @@ bool ggml_dtype(uint32_t id, DType* out) {
     case 1: *out = DType::F16; return true;
     case 2: *out = DType::Q4_0; return true;
     case 3: *out = DType::Q4_1; return true;
+    case 6: *out = DType::Q5_0; return true;
+    case 7: *out = DType::Q5_1; return true;
     case 8: *out = DType::Q8_0; return true;
+    case 10: *out = DType::Q2_K; return true;
+    case 11: *out = DType::Q3_K; return true;
+    case 12: *out = DType::Q4_K; return true;
+    case 13: *out = DType::Q5_K; return true;
+    case 14: *out = DType::Q6_K; return true;
     case 30: *out = DType::BF16; return true;
     default: return false;
   }
@@ -467,13 +474,14 @@ void GgufFile::parse() {
     if (!ggml_dtype(type_id, &t.dtype)) {
       r.fail(tn + " has ggml type id " + std::to_string(type_id) + " (" + ggml_type_name(type_id) +
                  "), which cachebench does not support",
-             "supported tensor types are f32, f16, bf16, q8_0, q4_0 and q4_1; re-quantize the "
-             "model to one of them with llama-quantize");
+             "supported tensor types are f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 and "
+             "q2_K-q6_K; re-quantize the model to one of them with llama-quantize");
     }
     t.offset = r.read<uint64_t>("data offset of " + tn);
     if (dtype_is_quantized(t.dtype) && t.ne[0] % dtype_block_elems(t.dtype) != 0) {
       r.fail(tn + " is " + dtype_name(t.dtype) + " but its row length ne[0] = " +
-                 std::to_string(t.ne[0]) + " is not a multiple of the 32-element block",
+                 std::to_string(t.ne[0]) + " is not a multiple of the " +
+                 std::to_string(dtype_block_elems(t.dtype)) + "-element block",
              kInvalid);
     }
     if (__builtin_mul_overflow(numel / dtype_block_elems(t.dtype), dtype_block_bytes(t.dtype),

@@ -21,7 +21,7 @@ void to_f32(const TensorRef& t, float* out) {
       "tensor '" + t.name + "' (" + dtype_name(t.dtype) + ", shape " + shape_str(t.shape) + ")";
   if (t.dtype == DType::I32) {
     throw make_error(t.file, what + " holds integers and cannot be converted to f32",
-                     "only f32, f16, bf16, q8_0, q4_0 and q4_1 tensors hold weights");
+                     "only float and GGUF quantized tensors hold weights");
   }
   uint64_t numel = 1;
   for (int64_t d : t.shape) {
@@ -32,8 +32,8 @@ void to_f32(const TensorRef& t, float* out) {
   }
   if (numel % dtype_block_elems(t.dtype) != 0) {
     throw make_error(t.file,
-                     what + " has " + std::to_string(numel) +
-                         " elements, not a multiple of the 32-element quantization block",
+                     what + " has " + std::to_string(numel) + " elements, not a multiple of the " +
+                         std::to_string(dtype_block_elems(t.dtype)) + "-element quantization block",
                      "the file is corrupt — re-download or re-convert it");
   }
   uint64_t expect = 0;

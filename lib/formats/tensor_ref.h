@@ -30,7 +30,7 @@ struct TensorRef {
 /// "[4096, 11008]"
 std::string shape_str(const std::vector<int64_t>& shape);
 
-/// Converts any supported dtype (F32, F16, BF16, Q8_0, Q4_0, Q4_1) to fp32.
+/// Converts any supported dtype (F32, F16, BF16 and the GGUF quantized types) to fp32.
 /// `out` must hold t.numel() floats. Throws cb::Error for dtypes it cannot convert.
 void to_f32(const TensorRef& t, float* out);
 

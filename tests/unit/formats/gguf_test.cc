@@ -51,7 +51,7 @@ class Bytes {
 
 // GGUF value type ids and ggml type ids used below.
 constexpr uint32_t kU8 = 0, kU32 = 4, kI32 = 5, kBool = 7, kStr = 8, kArr = 9, kU64 = 10;
-constexpr uint32_t kF32 = 0, kQ4_0 = 2, kQ4_K = 12;
+constexpr uint32_t kF32 = 0, kQ4_0 = 2, kQ4_K = 12, kIQ2_XXS = 16;
 
 std::string kv_u32(const std::string& key, uint32_t v) {
   return Bytes().str(key).u32(kU32).u32(v).s();
@@ -304,12 +304,13 @@ TEST(Gguf, FixtureTensorInfosAndDataPointers) {
   EXPECT_EQ(f->find_tensor("nope"), nullptr);
 }
 
-TEST(Gguf, FixtureDequantizedValuesMatchGgufPyBitwise) {
-  auto f = GgufFile::open(kFixtures + "all_types.gguf");
-  const std::vector<float> expected = read_f32_file(kFixtures + "all_types.expected.f32");
+// Every tensor of fixture `name`, dequantized, bit for bit against gguf-py's dequantizer.
+void expect_fixture_matches_gguf_py(const std::string& name) {
+  auto f = GgufFile::open(kFixtures + name + ".gguf");
+  const std::vector<float> expected = read_f32_file(kFixtures + name + ".expected.f32");
   size_t at = 0;
   for (const TensorRef& t : f->tensors()) {
-    SCOPED_TRACE(t.name);
+    SCOPED_TRACE(name + ": " + t.name);
     std::vector<float> got(static_cast<size_t>(t.numel()));
     to_f32(t, got.data());
     ASSERT_LE(at + got.size(), expected.size());
@@ -320,6 +321,29 @@ TEST(Gguf, FixtureDequantizedValuesMatchGgufPyBitwise) {
     at += got.size();
   }
   EXPECT_EQ(at, expected.size());
+}
+
+TEST(Gguf, FixtureDequantizedValuesMatchGgufPyBitwise) {
+  expect_fixture_matches_gguf_py("all_types");
+}
+
+// Q5_0, Q5_1 and the K-quants Q2_K..Q6_K (random blocks, zero, negative and subnormal
+// super-block scales), as llama.cpp's quantized models hold them (Q4_K_M: Q4_K and Q6_K).
+TEST(Gguf, FixtureKQuantsMatchGgufPyBitwise) {
+  auto f = GgufFile::open(kFixtures + "kquants.gguf");
+  const std::vector<std::pair<std::string, DType>> want = {
+      {"q5_0.a", DType::Q5_0},      {"q5_1.b", DType::Q5_1},      {"q2_k.blocks", DType::Q2_K},
+      {"q3_k.blocks", DType::Q3_K}, {"q4_k.blocks", DType::Q4_K}, {"q5_k.blocks", DType::Q5_K},
+      {"q6_k.blocks", DType::Q6_K}};
+  ASSERT_EQ(f->tensors().size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(f->tensors()[k].name, want[k].first);
+    EXPECT_EQ(f->tensors()[k].dtype, want[k].second) << want[k].first;
+    EXPECT_EQ(f->tensors()[k].nbytes,
+              dtype_bytes(want[k].second, static_cast<size_t>(f->tensors()[k].numel())));
+  }
+  EXPECT_EQ(f->tensors()[2].shape, (std::vector<int64_t>{4, 256}));
+  expect_fixture_matches_gguf_py("kquants");
 }
 
 TEST(Gguf, FixtureCustomAlignment64) {
@@ -563,11 +587,14 @@ TEST(GgufMalformed, Dimensions) {
                {"'big'", "overflow"});
   expect_error("q4_0_ne0_48", build({}, {{"q", {48, 2}, kQ4_0, 0}}, 64),
                {"'q'", "q4_0", "ne[0] = 48", "multiple of the 32"});
+  // K-quants come in super-blocks of 256: a row of 128 is not whole blocks.
+  expect_error("q4_k_ne0_128", build({}, {{"q", {128, 2}, kQ4_K, 0}}, 288),
+               {"'q'", "q4_k", "ne[0] = 128", "multiple of the 256"});
 }
 
 TEST(GgufMalformed, UnsupportedGgmlType) {
-  expect_error("q4_K", build({}, {{"blk.0.ffn_up.weight", {256}, kQ4_K, 0}}, 256),
-               {"'blk.0.ffn_up.weight'", "ggml type id 12", "q4_K"});
+  expect_error("iq2_xxs", build({}, {{"blk.0.ffn_up.weight", {256}, kIQ2_XXS, 0}}, 256),
+               {"'blk.0.ffn_up.weight'", "ggml type id 16", "iq2_xxs", "q2_K-q6_K"});
   expect_error("type_999", build({}, {{"x", {32}, 999, 0}}, 256), {"'x'", "ggml type id 999"});
 }
 
