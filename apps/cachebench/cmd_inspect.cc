@@ -2,7 +2,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
@@ -28,6 +30,18 @@ double clean(float v) {
     if (std::strtof(buf, nullptr) == v) break;
   }
   return std::strtod(buf, nullptr);
+}
+
+/// The element types of a file's tensors, in DType order ({the config's} for a preset). A
+/// llama.cpp quantization mixes several (Q4_K_M: q4_k, q6_k and f32 norms), while the
+/// config's weight dtype is one representative tensor's (blk.0.ffn_up).
+std::vector<std::string> tensor_dtypes(const model::ModelSource& src) {
+  std::set<DType> seen;
+  if (src.kind() == model::SourceKind::Preset) seen.insert(src.config().weight_dtype);
+  for (const auto& [name, t] : src.tensors()) seen.insert(t.dtype);
+  std::vector<std::string> out;
+  for (DType t : seen) out.push_back(dtype_name(t));
+  return out;
 }
 
 nlohmann::json to_json(const model::ModelSource& src, bool with_tensors) {
@@ -59,6 +73,7 @@ nlohmann::json to_json(const model::ModelSource& src, bool with_tensors) {
   j["tied_embeddings"] = c.tied_embeddings;
   j["qkv_layout"] = model::qkv_layout_name(c.qkv_layout);
   j["weight_dtype"] = dtype_name(c.weight_dtype);
+  j["tensor_dtypes"] = tensor_dtypes(src);
   j["parameters"] = model::parameter_count(c);
   j["weight_bytes"] = src.weight_bytes();
   j["kv_bytes_per_token_fp16"] = c.kv_bytes_per_token(DType::F16);
@@ -117,7 +132,11 @@ void print_table(const model::ModelSource& src, bool with_tensors) {
     row("qkv layout", model::qkv_layout_name(c.qkv_layout));
   }
   row("tied embeddings", c.tied_embeddings ? "yes" : "no");
-  row("weights dtype", dtype_name(c.weight_dtype));
+  const std::vector<std::string> types = tensor_dtypes(src);
+  std::string all;
+  for (const std::string& t : types) all += (all.empty() ? "" : ", ") + t;
+  row("weights dtype", std::string(dtype_name(c.weight_dtype)) +
+                           (types.size() > 1 ? " (blk.0.ffn_up; tensors: " + all + ")" : ""));
   const uint64_t params = model::parameter_count(c);
   row("parameters", human_count(params) + " (" + std::to_string(params) + ")");
   if (src.vocab_only()) {

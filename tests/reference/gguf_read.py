@@ -21,7 +21,29 @@ Block formats (ggml-common.h), 32 values per block, d / m stored as IEEE fp16:
                                           x[j+16] = d * ((qs[j] >> 4) - 8)
   Q4_1: d, m, u8 qs[16]                   x[j] = d * (qs[j] & 0xF) + m,
                                           x[j+16] = d * (qs[j] >> 4) + m
+  Q5_0: d, u32 qh, u8 qs[16]              q[j] = (qs[j] & 0xF) | bit j of qh << 4,
+                                          q[j+16] = (qs[j] >> 4) | bit j+16 of qh << 4;
+                                          x = d * (q - 16)
+  Q5_1: d, m, u32 qh, u8 qs[16]           as Q5_0, x = d * q + m
   BF16: the upper 16 bits of an IEEE fp32.
+
+K-quants (ggml-common.h block_qN_K, ggml-quants.c dequantize_row_qN_K): super-blocks of 256
+values in sub-blocks, fp16 super-block scales d (and dmin):
+  Q2_K: u8 scales[16] (lo nibble scale, hi nibble min of each 16 values), u8 qs[64], d, dmin.
+        Each half of 128 uses 32 bytes of qs as four 2-bit planes (shift 0, 2, 4, 6), each
+        plane two sub-blocks of 16 (bytes 0-15, 16-31): x = d*scale*q - dmin*min.
+  Q3_K: u8 hmask[32], u8 qs[64], u8 scales[12], d. The planes as Q2_K; sixteen 6-bit scales
+        (low nibbles: bytes 0-7 lo then hi; top 2 bits: bytes 8-11, 2 bits per group of 4)
+        minus 32; plane p (0..7 over both halves) clears 4 from q where bit p of hmask is 0:
+        x = d*scale*q.
+  Q4_K: d, dmin, u8 scales[12] (eight 6-bit scale/min pairs), u8 qs[128]. Each 64 values use
+        32 bytes: low nibbles sub-block 2i, high nibbles 2i+1; x = d*scale*q - dmin*min.
+        Pair j < 4: scale = s[j] & 63, min = s[j+4] & 63; j >= 4: scale = (s[j+4] & 0xF) |
+        (s[j-4] >> 6) << 4, min = (s[j+4] >> 4) | (s[j] >> 6) << 4.
+  Q5_K: d, dmin, scales[12], u8 qh[32], qs[128]: as Q4_K, plus 16 where bit j of qh[l] is set.
+  Q6_K: u8 ql[128], u8 qh[64], i8 scales[16], d. Each half of 128 uses 64 bytes of ql and 32
+        of qh: value l + 32k (k = 0..3) has the lo (k < 2) or hi nibble of ql[l + 32 (k % 2)]
+        and bits 2k..2k+1 of qh[l] on top, scale index l // 16 + 2k; x = (d*scale)*(q - 32).
 """
 
 from __future__ import annotations
@@ -38,11 +60,18 @@ DEFAULT_ALIGNMENT = 32
 
 # ggml_type ids (ggml.h)
 GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q4_1, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 3, 8, 30
+GGML_Q5_0, GGML_Q5_1 = 6, 7
+GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K = 10, 11, 12, 13, 14
 TYPE_NAMES = {GGML_F32: "F32", GGML_F16: "F16", GGML_Q4_0: "Q4_0", GGML_Q4_1: "Q4_1",
-              GGML_Q8_0: "Q8_0", GGML_BF16: "BF16"}
+              GGML_Q8_0: "Q8_0", GGML_BF16: "BF16", GGML_Q5_0: "Q5_0", GGML_Q5_1: "Q5_1",
+              GGML_Q2_K: "Q2_K", GGML_Q3_K: "Q3_K", GGML_Q4_K: "Q4_K", GGML_Q5_K: "Q5_K",
+              GGML_Q6_K: "Q6_K"}
 # (values per block, bytes per block)
 TYPE_BLOCK = {GGML_F32: (1, 4), GGML_F16: (1, 2), GGML_BF16: (1, 2),
-              GGML_Q8_0: (32, 34), GGML_Q4_0: (32, 18), GGML_Q4_1: (32, 20)}
+              GGML_Q8_0: (32, 34), GGML_Q4_0: (32, 18), GGML_Q4_1: (32, 20),
+              GGML_Q5_0: (32, 22), GGML_Q5_1: (32, 24),
+              GGML_Q2_K: (256, 84), GGML_Q3_K: (256, 110), GGML_Q4_K: (256, 144),
+              GGML_Q5_K: (256, 176), GGML_Q6_K: (256, 210)}
 
 # metadata value types (gguf.md)
 (T_U8, T_I8, T_U16, T_I16, T_U32, T_I32, T_F32, T_BOOL, T_STR, T_ARR,
@@ -178,6 +207,8 @@ def dequantize(raw: np.ndarray, ggml_type: int, n: int) -> np.ndarray:
         return raw.view("<f2").astype(np.float32)
     if ggml_type == GGML_BF16:
         return (raw.view("<u2").astype(np.uint32) << 16).view(np.float32)
+    if ggml_type in K_QUANTS:
+        return _dequantize_k(raw, ggml_type, n)
     if n % 32:
         raise GGUFError(f"quantized tensor with {n} elements (not a multiple of 32)")
     nb = n // 32
@@ -199,7 +230,78 @@ def dequantize(raw: np.ndarray, ggml_type: int, n: int) -> np.ndarray:
         qs = b[:, 4:]
         q = np.concatenate([qs & 0x0F, qs >> 4], axis=1).astype(np.float32)
         return (d * q + m).reshape(-1)
+    if ggml_type in (GGML_Q5_0, GGML_Q5_1):
+        one = ggml_type == GGML_Q5_1
+        b = raw.reshape(nb, 24 if one else 22)
+        d = _f16(b[:, 0:2])
+        qh = b[:, 4 if one else 2:][:, :4].copy().view("<u4").astype(np.uint32)  # [nb, 1]
+        qs = b[:, 8 if one else 6:].astype(np.uint32)
+        j = np.arange(16, dtype=np.uint32)
+        lo = (qs & 0xF) | (((qh >> j) & 1) << 4)
+        hi = (qs >> 4) | (((qh >> (j + 16)) & 1) << 4)
+        q = np.concatenate([lo, hi], axis=1).astype(np.float32)
+        if one:
+            return (d * q + _f16(b[:, 2:4])).reshape(-1)
+        return (d * (q - 16.0)).reshape(-1)
     raise GGUFError(f"unsupported ggml type {ggml_type}")
+
+
+K_QUANTS = (GGML_Q2_K, GGML_Q3_K, GGML_Q4_K, GGML_Q5_K, GGML_Q6_K)
+
+
+def _f16(b: np.ndarray) -> np.ndarray:
+    """[nb, 2] bytes -> [nb, 1] float32 (the fp16 they hold)."""
+    return b.copy().view("<f2").astype(np.float32)
+
+
+def _dequantize_k(raw: np.ndarray, ggml_type: int, n: int) -> np.ndarray:
+    """The K-quants (module docstring), one super-block of 256 values per row of `b`."""
+    if n % 256:
+        raise GGUFError(f"K-quantized tensor with {n} elements (not a multiple of 256)")
+    nb = n // 256
+    b = raw.reshape(nb, TYPE_BLOCK[ggml_type][1])
+    planes = np.array([0, 2, 4, 6], dtype=np.uint8)[None, None, :, None]
+    if ggml_type in (GGML_Q2_K, GGML_Q3_K):
+        qs = b[:, 16:80] if ggml_type == GGML_Q2_K else b[:, 32:96]
+        q = (qs.reshape(nb, 2, 1, 32) >> planes) & 3  # [block, half, plane, 32]
+        q = q.astype(np.float32)
+        if ggml_type == GGML_Q2_K:
+            sc = b[:, :16]
+            dl = _f16(b[:, 80:82]) * (sc & 0xF).astype(np.float32)   # [nb, 16]
+            ml = _f16(b[:, 82:84]) * (sc >> 4).astype(np.float32)
+            return (dl[:, :, None] * q.reshape(nb, 16, 16) - ml[:, :, None]).reshape(-1)
+        s = b[:, 96:108]
+        low = np.concatenate([s[:, :8] & 0xF, s[:, :8] >> 4], axis=1)
+        i = np.arange(16)
+        high = (s[:, 8 + i % 4] >> (2 * (i // 4)).astype(np.uint8)) & 3
+        scale = (low | (high << 4)).astype(np.float32) - 32.0
+        bit = np.arange(8, dtype=np.uint8).reshape(1, 2, 4, 1)     # plane p over both halves
+        hm = (b[:, None, None, :32] >> bit) & 1
+        q = q - np.where(hm != 0, 0.0, 4.0).astype(np.float32)
+        dl = _f16(b[:, 108:110]) * scale
+        return (dl[:, :, None] * q.reshape(nb, 16, 16)).reshape(-1)
+    if ggml_type in (GGML_Q4_K, GGML_Q5_K):
+        s = b[:, 4:16]
+        sc = np.concatenate([s[:, 0:4] & 63, (s[:, 8:12] & 0xF) | ((s[:, 0:4] >> 6) << 4)], axis=1)
+        mn = np.concatenate([s[:, 4:8] & 63, (s[:, 8:12] >> 4) | ((s[:, 4:8] >> 6) << 4)], axis=1)
+        qs = b[:, 48:176] if ggml_type == GGML_Q5_K else b[:, 16:144]
+        qs = qs.reshape(nb, 4, 32)
+        q = np.stack([qs & 0xF, qs >> 4], axis=2).reshape(nb, 8, 32).astype(np.float32)
+        if ggml_type == GGML_Q5_K:
+            j = np.arange(8, dtype=np.uint8)[None, :, None]
+            q = q + 16.0 * ((b[:, None, 16:48] >> j) & 1).astype(np.float32)
+        dl = _f16(b[:, 0:2]) * sc.astype(np.float32)
+        ml = _f16(b[:, 2:4]) * mn.astype(np.float32)
+        return (dl[:, :, None] * q - ml[:, :, None]).reshape(-1)
+    # Q6_K
+    ql = b[:, :128].reshape(nb, 2, 2, 32)                           # [block, half, k % 2, l]
+    low = np.concatenate([ql & 0xF, ql >> 4], axis=2)               # [block, half, k, l]
+    qh = b[:, 128:192].reshape(nb, 2, 1, 32)
+    high = (qh >> planes) & 3
+    q = (low | (high << 4)).astype(np.float32) - 32.0
+    sc = b[:, 192:208].copy().view(np.int8).astype(np.float32).reshape(nb, 2, 4, 2)
+    ds = _f16(b[:, 208:210]).reshape(nb, 1, 1, 1) * sc             # [block, half, k, l // 16]
+    return (ds[..., None] * q.reshape(nb, 2, 4, 2, 16)).reshape(-1)
 
 
 # --------------------------------------------------------------------------------------
@@ -283,9 +385,16 @@ def _pack_value(v, vt: int) -> bytes:
     raise TypeError(vt)
 
 
+@dataclass
+class Blocks:
+    """A tensor already in its ggml type's bytes (row-major `shape`), for write_gguf."""
+    shape: tuple
+    data: bytes
+
+
 def write_gguf(path: str, metadata: list, tensors: list, alignment: int = DEFAULT_ALIGNMENT):
     """metadata: list of (key, value) or (key, value, value_type); tensors: list of
-    (name, float array in row-major shape, ggml_type). Writes GGUF v3."""
+    (name, float array in row-major shape or Blocks, ggml_type). Writes GGUF v3."""
     out = bytearray()
     out += GGUF_MAGIC + struct.pack("<IQQ", 3, len(tensors), len(metadata))
     for item in metadata:
@@ -294,9 +403,12 @@ def write_gguf(path: str, metadata: list, tensors: list, alignment: int = DEFAUL
         out += _pack_str(key) + struct.pack("<I", vt) + _pack_value(val, vt)
     blobs, off = [], 0
     for name, arr, t in tensors:
-        arr = np.asarray(arr, dtype=np.float32)
-        ne = tuple(reversed(arr.shape))
-        data = quantize(arr, t)
+        if isinstance(arr, Blocks):
+            ne, data = tuple(reversed(arr.shape)), arr.data
+        else:
+            arr = np.asarray(arr, dtype=np.float32)
+            ne = tuple(reversed(arr.shape))
+            data = quantize(arr, t)
         out += _pack_str(name) + struct.pack("<I", len(ne))
         out += b"".join(struct.pack("<Q", d) for d in ne)
         out += struct.pack("<IQ", t, off)

@@ -25,6 +25,11 @@ GGUF files (as llama.cpp's convert_hf_to_gguf.py would write them from the HF on
   tiny-llama-rope-half.gguf  tiny-llama.gguf with llama.rope.dimension_count = head_dim/2
                       (partial rotary; NOT a conversion of an HF model, only a GGUF test)
   tiny-falcon-7b.gguf, tiny-falcon-40b.gguf   (fused QKV rearranged to [all Q, all K, all V])
+  tiny-llama-kquants.gguf  NOT a conversion: a LLaMA of hidden 256 (K-quant rows are whole
+                      super-blocks of 256), 4 heads / 2 KV heads, 2 layers, ffn 512, whose
+                      matrices are random blocks of Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q5_0 and
+                      Q5_1 (a mix, as llama.cpp's Q4_K_M mixes Q4_K and Q6_K), each scaled to
+                      the std below; norms F32
 The GGUF files carry a small made-up vocabulary (96 tokens) so loaders that expect one
 find it. The HF directories have no tokenizer files.
 
@@ -296,6 +301,73 @@ def write_llama_gguf(path, cfg, t, qtype=gguf_read.GGML_F32, name="tiny-llama", 
     gguf_read.write_gguf(path, md, [(n, a, _gguf_t(qtype, a)) for n, a in tensors])
 
 
+# ggml-common.h: byte offsets of each block's fp16 scales, as (d, dmin or m, dmin per d): a
+# block's values are d * A - dmin * B, so d = s and dmin = s * c scale them together; c puts
+# the mean of random blocks near 0.
+_K_SCALES = {gguf_read.GGML_Q2_K: (80, 82, 1.5), gguf_read.GGML_Q3_K: (108, None, 0),
+             gguf_read.GGML_Q4_K: (0, 2, 7.5), gguf_read.GGML_Q5_K: (0, 2, 15.5),
+             gguf_read.GGML_Q6_K: (208, None, 0), gguf_read.GGML_Q5_0: (0, None, 0),
+             gguf_read.GGML_Q5_1: (0, 2, -15.5)}
+
+
+def random_blocks(rng, qtype, shape, std):
+    """A `shape` tensor of random `qtype` blocks whose values have about this std."""
+    vb, bb = gguf_read.TYPE_BLOCK[qtype]
+    n = int(np.prod(shape))
+    raw = rng.integers(0, 256, size=(n // vb, bb), dtype=np.uint8)
+    d_off, m_off, c = _K_SCALES[qtype]
+
+    def scale(s):
+        raw[:, d_off:d_off + 2] = np.array([s], dtype="<f2").view(np.uint8)
+        if m_off is not None:  # Q5_1's m is added, the K-quants' dmin subtracted
+            raw[:, m_off:m_off + 2] = np.array([s * c], dtype="<f2").view(np.uint8)
+
+    scale(1.0)
+    s0 = float(gguf_read.dequantize(raw.reshape(-1), qtype, n).std())
+    scale(std / s0)
+    return gguf_read.Blocks(tuple(shape), raw.tobytes())
+
+
+def write_kquant_llama_gguf(path, seed=20261125):
+    G = gguf_read
+    rng = np.random.default_rng(seed)
+    E, H, KV, F, L, V = 256, 4, 2, 512, 2, 96
+    hd = E // H
+    md = [("general.architecture", "llama"), ("general.name", "tiny-llama-kquants"),
+          ("llama.context_length", 256), ("llama.embedding_length", E),
+          ("llama.block_count", L), ("llama.feed_forward_length", F),
+          ("llama.rope.dimension_count", hd), ("llama.attention.head_count", H),
+          ("llama.attention.head_count_kv", KV),
+          ("llama.attention.layer_norm_rms_epsilon", 1e-5), ("llama.rope.freq_base", 10000.0),
+          ("llama.vocab_size", V), ("general.file_type", 15)] + _spm_vocab(V)  # 15: Q4_K_M
+
+    def norm(n):
+        return (n, (1.0 + 0.1 * rng.standard_normal(E)).astype(np.float32), G.GGML_F32)
+
+    def mat(n, qtype, rows, cols, s):
+        return (n, random_blocks(rng, qtype, (rows, cols), s / np.sqrt(cols)), qtype)
+
+    # Every type in both layers, in different places.
+    kinds = [[G.GGML_Q4_K, G.GGML_Q5_K, G.GGML_Q6_K, G.GGML_Q3_K, G.GGML_Q2_K, G.GGML_Q5_0,
+              G.GGML_Q5_1],
+             [G.GGML_Q6_K, G.GGML_Q4_K, G.GGML_Q5_1, G.GGML_Q5_K, G.GGML_Q3_K, G.GGML_Q2_K,
+              G.GGML_Q5_0]]
+    tensors = [("token_embd.weight", random_blocks(rng, G.GGML_Q4_K, (V, E), 0.25), G.GGML_Q4_K)]
+    for i in range(L):
+        q, k = f"blk.{i}.", kinds[i]
+        tensors += [norm(q + "attn_norm.weight"),
+                    mat(q + "attn_q.weight", k[0], H * hd, E, 1.0),
+                    mat(q + "attn_k.weight", k[1], KV * hd, E, 1.0),
+                    mat(q + "attn_v.weight", k[2], KV * hd, E, 1.0),
+                    mat(q + "attn_output.weight", k[3], E, H * hd, 0.5),
+                    norm(q + "ffn_norm.weight"),
+                    mat(q + "ffn_gate.weight", k[4], F, E, 1.0),
+                    mat(q + "ffn_up.weight", k[5], F, E, 1.0),
+                    mat(q + "ffn_down.weight", k[6], E, F, 0.5)]
+    tensors += [norm("output_norm.weight"), mat("output.weight", G.GGML_Q6_K, V, E, 1.0)]
+    G.write_gguf(path, md, tensors)
+
+
 def write_falcon_gguf(path, cfg, t, qtype=gguf_read.GGML_F32, name="tiny-falcon"):
     E, H = cfg["hidden_size"], cfg["num_attention_heads"]
     new = cfg["new_decoder_architecture"]
@@ -386,6 +458,7 @@ def write_all(out_dir, only=None):
     gg("tiny-falcon-7b.gguf", write_falcon_gguf, c7, t7, name="tiny-falcon-7b")
     c40, t40 = ck["tiny-falcon-40b"]
     gg("tiny-falcon-40b.gguf", write_falcon_gguf, c40, t40, name="tiny-falcon-40b")
+    gg("tiny-llama-kquants.gguf", write_kquant_llama_gguf)
     return written
 
 

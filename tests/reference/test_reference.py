@@ -64,7 +64,7 @@ def tiny(name):
 class TestGGUFReader(unittest.TestCase):
     def test_fixture_tensors_match_expected(self):
         """Fixtures whose expected values were dequantized by gguf-py (make_gguf_fixtures)."""
-        for name in ("all_types", "align64"):
+        for name in ("all_types", "align64", "kquants"):
             path = os.path.join(FIXTURES, name + ".gguf")
             if not os.path.exists(path):
                 self.skipTest(f"{path} missing")
@@ -81,7 +81,8 @@ class TestGGUFReader(unittest.TestCase):
 
     @unittest.skipIf(gguf_py is None, "gguf-py not installed")
     def test_matches_gguf_py(self):
-        paths = [os.path.join(FIXTURES, "all_types.gguf"), os.path.join(tiny_dir(), "tiny-llama-q4_1.gguf"),
+        paths = [os.path.join(FIXTURES, "all_types.gguf"), os.path.join(FIXTURES, "kquants.gguf"),
+                 os.path.join(tiny_dir(), "tiny-llama-q4_1.gguf"),
                  os.path.join(tiny_dir(), "tiny-llama-q8_0.gguf"),
                  os.path.join(tiny_dir(), "tiny-llama-q4_0.gguf"),
                  os.path.join(tiny_dir(), "tiny-llama-bf16.gguf")]
