@@ -407,6 +407,9 @@ def main():
     for rel in ["models/stories260K/stories260K.gguf", "models/llamacpp-vocab/ggml-vocab-falcon.gguf",
                 "models/llamacpp-vocab/ggml-vocab-llama-spm.gguf"]:
         link(out, "fuzz_gguf", data, rel)
+    fixtures = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "fixtures")
+    for rel in ["gguf/all_types.gguf", "gguf/kquants.gguf"]:  # every tensor type read
+        link(out, "fuzz_gguf", fixtures, rel)
     link(out, "fuzz_sentencepiece", data, "models/tokenizers/llama2-tokenizer.model")
     for rel in ["models/llamacpp-vocab/ggml-vocab-falcon.gguf.inp",
                 "models/llamacpp-vocab/ggml-vocab-llama-spm.gguf.inp"]:
