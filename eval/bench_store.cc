@@ -231,11 +231,12 @@ std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, cons
 }
 
 /// Moves [0, bytes) of `fd` in `req`-byte requests, `depth` in flight through one io_uring of
-/// its own (not the store's I/O code), writes from `src`, reads into a buffer per request in
-/// flight; a short transfer is finished synchronously. False, with nothing done, when no ring
-/// can be made (io_uring disabled).
+/// its own (not the store's I/O code): writes from `src`, reads into `dst` (one buffer for
+/// every read: the bytes are not looked at). A short transfer is finished synchronously. On
+/// an error it stops submitting, waits for the requests in flight (they use the buffers),
+/// then throws. False, with nothing done, when no ring can be made (io_uring disabled).
 bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth, const AlignedBuf& src,
-                const std::vector<AlignedBuf>& dst, const std::string& path) {
+                AlignedBuf& dst, const std::string& path) {
   io_uring ring;
   if (io_uring_queue_init(static_cast<unsigned>(depth), &ring, 0) < 0) return false;
   struct Exit {
@@ -243,69 +244,99 @@ bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth, con
     ~Exit() { io_uring_queue_exit(r); }
   } exit_at_end{&ring};
   const char* what = write ? "baseline write" : "baseline read";
+  char* buf = write ? src.data.get() : dst.data.get();
   const uint64_t n_req = (bytes + req - 1) / req;
-  std::vector<int> free_slots;
-  for (int t = depth - 1; t >= 0; --t) free_slots.push_back(t);
-  uint64_t next = 0, done = 0;
+  uint64_t next = 0, inflight = 0;
+  int err = 0;
+  std::string err_what = what;
   const auto finish = [&](io_uring_cqe* cqe) {
-    const uint64_t tag = io_uring_cqe_get_data64(cqe);
+    const uint64_t i = io_uring_cqe_get_data64(cqe);
     const int64_t res = cqe->res;
     io_uring_cqe_seen(&ring, cqe);
-    const uint64_t i = tag / 256, off = i * req, n = std::min(req, bytes - off);
-    const int slot = static_cast<int>(tag % 256);
-    if (res < 0) io_fail(path, what, static_cast<int>(-res));
-    char* buf = write ? src.data.get() : dst[static_cast<size_t>(slot)].data.get();
+    --inflight;
+    if (err != 0) return;
+    if (res < 0) {
+      err = static_cast<int>(-res);
+      return;
+    }
+    const uint64_t off = i * req, n = std::min(req, bytes - off);
     for (uint64_t got = static_cast<uint64_t>(res); got < n;) {
       const off_t at = static_cast<off_t>(off + got);
       const ssize_t r =
           write ? ::pwrite(fd, buf + got, n - got, at) : ::pread(fd, buf + got, n - got, at);
       if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) io_fail(path, what, r < 0 ? errno : EIO);
+      if (r <= 0) {
+        err = r < 0 ? errno : EIO;
+        return;
+      }
       got += static_cast<uint64_t>(r);
     }
-    free_slots.push_back(slot);
-    ++done;
   };
-  while (done < n_req) {
-    while (next < n_req && !free_slots.empty()) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (sqe == nullptr) break;
-      const int slot = free_slots.back();
-      free_slots.pop_back();
-      const uint64_t off = next * req, n = std::min(req, bytes - off);
-      if (write) {
-        io_uring_prep_write(sqe, fd, src.data.get(), static_cast<unsigned>(n), off);
-      } else {
-        io_uring_prep_read(sqe, fd, dst[static_cast<size_t>(slot)].data.get(),
-                           static_cast<unsigned>(n), off);
+  bool submitting = true;  // false after io_uring_submit failed: the ring takes no more
+  while (inflight > 0 || (err == 0 && next < n_req)) {
+    if (submitting) {
+      while (err == 0 && next < n_req && inflight < static_cast<uint64_t>(depth)) {
+        io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+        if (sqe == nullptr) break;
+        const uint64_t off = next * req, n = std::min(req, bytes - off);
+        if (write) {
+          io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(n), off);
+        } else {
+          io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(n), off);
+        }
+        io_uring_sqe_set_data64(sqe, next);
+        ++next;
+        ++inflight;
       }
-      io_uring_sqe_set_data64(sqe, next * 256 + static_cast<uint64_t>(slot));
-      ++next;
+      const int rc = io_uring_submit(&ring);
+      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+        if (err == 0) {
+          err = -rc;
+          err_what = "io_uring_submit";
+        }
+        // What the ring took is waited for below; what it did not take never completes.
+        submitting = false;
+        inflight -= std::min<uint64_t>(inflight, io_uring_sq_ready(&ring));
+      }
     }
-    const int rc = io_uring_submit(&ring);
-    if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
-      io_fail(path, "io_uring_submit", -rc);
+    // Requests prepared but not yet taken by the kernel (EAGAIN, EBUSY) are not waited for:
+    // they are submitted again first.
+    if (inflight <= (submitting ? io_uring_sq_ready(&ring) : 0)) {
+      std::this_thread::yield();
+      continue;
+    }
     io_uring_cqe* cqe = nullptr;
     const int w = io_uring_wait_cqe(&ring, &cqe);
-    if (w == -EINTR) continue;
-    if (w < 0) io_fail(path, "io_uring_wait_cqe", -w);
+    if (w == -EINTR || w == -EAGAIN) continue;
+    if (w < 0) {
+      // The ring itself failed, so its reads cannot be waited for: their buffer is never
+      // freed (a read landing in reused memory would corrupt it). Writes only read `src`.
+      if (!write) (void)dst.data.release();
+      io_fail(path, "io_uring_wait_cqe", -w);
+    }
     finish(cqe);
-    while (io_uring_peek_cqe(&ring, &cqe) == 0) finish(cqe);
+    while (inflight > 0 && io_uring_peek_cqe(&ring, &cqe) == 0) finish(cqe);
   }
+  if (err != 0) io_fail(path, err_what.c_str(), err);
   return true;
 }
 
 /// The same as uring_pass from `depth` threads of synchronous requests (thread t issues
 /// requests t, t + depth, ...), where io_uring is unavailable.
 void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
-                  const AlignedBuf& src, const std::vector<AlignedBuf>& dst,
-                  const std::string& path) {
+                  const AlignedBuf& src, const AlignedBuf& dst, const std::string& path) {
   const uint64_t n_req = (bytes + req - 1) / req;
+  char* p = write ? src.data.get() : dst.data.get();
   std::vector<int> err(static_cast<size_t>(depth), 0);
   std::vector<std::thread> threads;
+  struct Join {  // also when starting a thread throws: none is left joinable
+    std::vector<std::thread>& t;
+    ~Join() {
+      for (auto& th : t) th.join();
+    }
+  } join_all{threads};
   for (int t = 0; t < depth; ++t) {
     threads.emplace_back([&, t] {
-      char* p = write ? src.data.get() : dst[static_cast<size_t>(t)].data.get();
       for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
         const uint64_t off = i * req, n = std::min(req, bytes - off);
         for (uint64_t done = 0; done < n;) {
@@ -323,45 +354,65 @@ void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
     });
   }
   for (auto& th : threads) th.join();
+  threads.clear();
   for (int e : err) {
     if (e != 0) io_fail(path, write ? "baseline write" : "baseline read", e);
   }
 }
 
-/// The same bytes in `req`-byte O_DIRECT requests, `depth` of them in flight at once, through
-/// io_uring (`*engine` "io_uring") or else from `depth` threads ("threads"), over a file
-/// preallocated as the store's data files are; fdatasync ends the write. Deletes the file.
-/// Returns {write s, read s}.
-std::pair<double, double> parallel_io(const std::string& path, uint64_t bytes, uint64_t req,
-                                      int depth, const AlignedBuf& src, std::string* engine) {
-  Fd f;
-  f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-  if (f.fd < 0 && errno == EINVAL)
-    f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f.fd < 0) io_fail(path, "cannot create the baseline file", errno);
-  struct Unlink {
-    const std::string& p;
-    ~Unlink() { ::unlink(p.c_str()); }
-  } unlink_at_end{path};
-  bytes = (bytes + kAlign - 1) / kAlign * kAlign;  // O_DIRECT: whole blocks
-  if (const int rc = ::posix_fallocate(f.fd, 0, static_cast<off_t>(bytes)); rc != 0)
-    io_fail(path, "baseline fallocate", rc);
-  std::vector<AlignedBuf> dst;
-  for (int t = 0; t < depth; ++t) dst.emplace_back(req);
-  auto run = [&](bool write) {
-    const auto t0 = SteadyClock::now();
-    if (uring_pass(f.fd, write, bytes, req, depth, src, dst, path)) {
-      *engine = "io_uring";
-    } else {
-      threads_pass(f.fd, write, bytes, req, depth, src, dst, path);
-      *engine = "threads";
+/// The queue-depth-matched reference: `bytes` in `req`-byte O_DIRECT requests, `depth` in
+/// flight, through io_uring (`engine()` "io_uring") or else from `depth` threads ("threads"),
+/// over one file made and preallocated once, as the store's data files are, and overwritten
+/// in place every round after the first (as the store's slots are); fdatasync ends the
+/// write. The file is deleted with the object.
+class ParallelReference {
+ public:
+  ParallelReference(std::string path, uint64_t bytes, uint64_t req, int depth)
+      : path_(std::move(path)),
+        bytes_((bytes + kAlign - 1) / kAlign * kAlign),  // O_DIRECT: whole blocks
+        req_(req),
+        depth_(depth),
+        dst_(req) {
+    fd_.fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+    if (fd_.fd < 0 && errno == EINVAL)
+      fd_.fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_.fd < 0) io_fail(path_, "cannot create the baseline file", errno);
+    if (const int rc = ::posix_fallocate(fd_.fd, 0, static_cast<off_t>(bytes_)); rc != 0) {
+      ::unlink(path_.c_str());
+      io_fail(path_, "baseline fallocate", rc);
     }
-    if (write && ::fdatasync(f.fd) != 0) io_fail(path, "baseline fdatasync", errno);
+  }
+  ~ParallelReference() { ::unlink(path_.c_str()); }
+  ParallelReference(const ParallelReference&) = delete;
+  ParallelReference& operator=(const ParallelReference&) = delete;
+
+  /// One round from `src` (at least `req` bytes): {write s, read s}.
+  std::pair<double, double> run(const AlignedBuf& src) {
+    const double tw = pass(true, src);
+    return {tw, pass(false, src)};
+  }
+  const std::string& engine() const { return engine_; }
+
+ private:
+  double pass(bool write, const AlignedBuf& src) {
+    const auto t0 = SteadyClock::now();
+    if (uring_pass(fd_.fd, write, bytes_, req_, depth_, src, dst_, path_)) {
+      engine_ = "io_uring";
+    } else {
+      threads_pass(fd_.fd, write, bytes_, req_, depth_, src, dst_, path_);
+      engine_ = "threads";
+    }
+    if (write && ::fdatasync(fd_.fd) != 0) io_fail(path_, "baseline fdatasync", errno);
     return secs_since(t0);
-  };
-  const double tw = run(true);
-  return {tw, run(false)};
-}
+  }
+
+  std::string path_;
+  uint64_t bytes_, req_;
+  int depth_;
+  AlignedBuf dst_;
+  Fd fd_;
+  std::string engine_;
+};
 
 // --- directory handling ---------------------------------------------------------------
 
@@ -529,6 +580,9 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
   if (opt.reps < 1) throw make_error("--reps", "needs at least 1 repetition");
   if (opt.ref_depth < 1 || opt.ref_depth > 256)
     throw make_error("--ref-depth", "needs 1..256 requests in flight");
+  if (opt.run_ssd && opt.chunk_bytes > (1ull << 30)) {
+    throw make_error("--chunk", "chunks above 1 GiB are not benchmarked (one request each)");
+  }
   if (opt.run_ssd && (opt.chunk_bytes == 0 || opt.chunk_bytes % kAlign != 0)) {
     throw make_error("--chunk", "a chunk of " + std::to_string(opt.chunk_bytes) +
                                     " bytes is not a whole number of 4 KiB blocks");
@@ -571,7 +625,8 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     scratch.parent = opt.store_dir;
     scratch.parent_created = make_dirs(opt.store_dir);
     store::check_store_dir(opt.store_dir);
-    check_space(opt.store_dir, store_bytes + r.traffic_bytes + (64ull << 20));
+    // The store's files, the one-request reference's file and the parallel reference's.
+    check_space(opt.store_dir, store_bytes + 2 * r.traffic_bytes + (64ull << 20));
     const std::string sub = opt.store_dir + "/cachebench-bench-store." + std::to_string(::getpid());
     if (::mkdir(sub.c_str(), 0755) != 0) {
       throw make_error(sub,
@@ -621,6 +676,8 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     AlignedBuf io_buf(std::max(kPlainIo, opt.chunk_bytes));
     std::memcpy(io_buf.data.get(), e.src->data.get(), std::min(io_buf.size, e.bytes()));
     r.ref_depth = opt.ref_depth;
+    ParallelReference parallel(sub + "/parallel-baseline.bin", r.traffic_bytes, opt.chunk_bytes,
+                               opt.ref_depth);
     {
       store::StoreConfig cfg = base;
       cfg.ssd_bytes = store_bytes;
@@ -642,8 +699,8 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
         erase_all(st, first, n);
         const auto [tw, tr] =
             plain_io(sub + "/plain-baseline.bin", r.traffic_bytes, io_buf, &r.plain_direct);
-        const auto [pqw, pqr] = parallel_io(sub + "/plain-baseline.bin", r.traffic_bytes,
-                                            opt.chunk_bytes, opt.ref_depth, io_buf, &r.ref_engine);
+        const auto [pqw, pqr] = parallel.run(io_buf);
+        r.ref_engine = parallel.engine();
         if (rep > 0) {
           t.save.push_back(ts);
           t.load.push_back(tl);

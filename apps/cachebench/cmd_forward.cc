@@ -32,7 +32,8 @@ void register_forward(CLI::App& app) {
   add_model_options(sub, &a->m, /*cuda=*/true);
   auto* text =
       sub->add_option("--text", a->text, "input text (tokenized with the model's tokenizer)");
-  auto* toks = sub->add_option("--tokens", a->tokens, "input token ids, separated by commas or spaces");
+  auto* toks =
+      sub->add_option("--tokens", a->tokens, "input token ids, separated by commas or spaces");
   text->excludes(toks);
   sub->add_flag("--no-bos", a->no_bos, "with --text: do not prepend BOS");
   sub->add_option("--dump-logits", a->dump,
@@ -41,17 +42,18 @@ void register_forward(CLI::App& app) {
   sub->add_option("--block-size", a->block_size, "KV cache block size (tokens)")
       ->capture_default_str()
       ->check(in_range(1, 1024));
-  set_action(sub, [a, text] {
-    // An empty --text is the BOS token alone, as generate's empty prompt.
+  set_action(sub, [a, text, toks] {
+    // An empty --text is the BOS token alone, as generate's empty prompt; an empty --tokens
+    // is an error of its own (parse_token_ids).
     const bool has_text = text->count() > 0;
-    if (!has_text && a->tokens.empty())
+    if (!has_text && toks->count() == 0)
       throw make_error("forward", "no input", "pass --text or --tokens");
     resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, has_text);
     const auto& cfg = lm.config();
     std::vector<int32_t> ids =
-        !a->tokens.empty() ? parse_token_ids(a->tokens, cfg.vocab_size, "--tokens")
-                           : lm.tok->encode(a->text, !a->no_bos && lm.tok->add_bos_default());
+        !has_text ? parse_token_ids(a->tokens, cfg.vocab_size, "--tokens")
+                  : lm.tok->encode(a->text, !a->no_bos && lm.tok->add_bos_default());
     if (ids.empty()) throw make_error("--text", "the text produced no tokens");
     if (static_cast<int>(ids.size()) > cfg.max_context) {
       throw make_error("forward", std::to_string(ids.size()) +

@@ -19,7 +19,7 @@ struct TokenizeArgs {
   bool no_bos = false;
   bool decode = false;
   bool pieces = false;
-  std::vector<std::string> text;
+  std::string text;  // TEXT's first word; the rest are the command's extras
 };
 
 std::string joined_input(const std::vector<std::string>& parts) {
@@ -48,14 +48,27 @@ void register_tokenize(CLI::App& app) {
       sub->add_flag("--pieces", args->pieces, "print id:piece pairs instead of bare ids");
   sub->add_flag("--decode", args->decode, "TEXT is a list of token ids; print their text")
       ->excludes(pieces);
+  // TEXT is one string option plus the command's extra arguments, not a vector option: CLI11
+  // reads a vector argument "[a,b]" as the list a, b (dropping empty items), so "[hi]" would
+  // be tokenized as "hi" and --decode "[403,,407]" would pass.
   sub->add_option("TEXT", args->text, "the text (or ids); '-' reads standard input")->required();
-  set_action(sub, [args] {
+  sub->allow_extras();
+  set_action(sub, [args, sub] {
     const std::string src = !args->tokenizer.empty() ? args->tokenizer : args->model;
     if (src.empty()) {
       throw make_error("tokenize", "no tokenizer given", "pass --model MODEL or --tokenizer FILE");
     }
     auto tok = tokenizer::load_tokenizer(src);
-    const std::string input = joined_input(args->text);
+    std::vector<std::string> words{args->text};
+    for (const std::string& w : sub->remaining()) {
+      if (w.size() > 2 && w.compare(0, 2, "--") == 0) {
+        throw make_error("tokenize", "unknown option " + w,
+                         "see cachebench tokenize --help; put text that starts with -- after "
+                         "a lone --");
+      }
+      words.push_back(w);
+    }
+    const std::string input = joined_input(words);
     if (args->decode) {
       std::printf("%s\n", tok->decode(parse_token_ids(input, static_cast<long>(tok->vocab_size()),
                                                       "--decode"))

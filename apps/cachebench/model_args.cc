@@ -109,7 +109,7 @@ std::vector<int32_t> parse_token_ids(const std::string& s, long vocab, const std
     } else if (s[i] == ',') {
       if (ids.empty() || comma_pending) {
         throw make_error(option,
-                         "empty item at character " + std::to_string(i - b + 1) +
+                         "empty item at character " + std::to_string(i + 1) +
                              " of the id list (a comma with no id before it)",
                          hint);
       }

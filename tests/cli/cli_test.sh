@@ -98,6 +98,16 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   expect_error bad_ids "--decode" "not a token id" "$CB" tokenize --model "$STORIES" --decode "1 99999"
   expect_error decode_no_ids "--decode" "no token ids given" "$CB" tokenize --model "$STORIES" --decode ""
   expect_out decode_json_list "Once upon a time" "$CB" tokenize --model "$STORIES" --decode "[1, 403, 407, 261, 378]"
+  expect_error decode_list_empty_item "--decode" "empty item at character 6" \
+    "$CB" tokenize --model "$STORIES" --decode "[403,,407]"
+  expect_error decode_list_trailing_comma "--decode" "ends with a comma" \
+    "$CB" tokenize --model "$STORIES" --decode "[403,407,]"
+  # Text in brackets is text (CLI11 would read "[a,b]" given to a list option as a, b).
+  if [ "$("$CB" tokenize --model "$STORIES" --pieces "[a,b]" 2>/dev/null | grep -c ',')" = 1 ]; then ok
+  else bad "tokenize of bracketed text lost its comma"; fi
+  expect_error tokenize_unknown_option "tokenize" "unknown option --pices" \
+    "$CB" tokenize --model "$STORIES" --pices hi
+  expect_error tokens_empty "--tokens" "no token ids given" "$CB" forward -m "$STORIES" --tokens ""
   expect_error tokens_trailing_comma "--tokens" "ends with a comma" "$CB" forward -m "$STORIES" --tokens 1,2,
   expect_error tokens_empty_item "--tokens" "empty item at character 3" "$CB" forward -m "$STORIES" --tokens 1,,2
   expect_error tokens_negative "--tokens" "'-1' is not a token id" "$CB" forward -m "$STORIES" --tokens 1,-1
