@@ -34,7 +34,7 @@ double clean(float v) {
 
 /// The element types of a file's tensors, in DType order ({the config's} for a preset). A
 /// llama.cpp quantization mixes several (Q4_K_M: q4_k, q6_k and f32 norms), while the
-/// config's weight dtype is one representative tensor's (blk.0.ffn_up).
+/// config's weight dtype is one representative tensor's.
 std::vector<std::string> tensor_dtypes(const model::ModelSource& src) {
   std::set<DType> seen;
   if (src.kind() == model::SourceKind::Preset) seen.insert(src.config().weight_dtype);
@@ -136,7 +136,7 @@ void print_table(const model::ModelSource& src, bool with_tensors) {
   std::string all;
   for (const std::string& t : types) all += (all.empty() ? "" : ", ") + t;
   row("weights dtype", std::string(dtype_name(c.weight_dtype)) +
-                           (types.size() > 1 ? " (blk.0.ffn_up; tensors: " + all + ")" : ""));
+                           (types.size() > 1 ? " (tensors: " + all + ")" : ""));
   const uint64_t params = model::parameter_count(c);
   row("parameters", human_count(params) + " (" + std::to_string(params) + ")");
   if (src.vocab_only()) {

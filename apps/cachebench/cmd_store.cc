@@ -34,7 +34,7 @@ int run_stat(const StoreArgs& a) {
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
-  const bool lost = info.version >= 2 && !r.started;  // see store verify
+  const bool lost = info.version >= 2 && !r.started && r.corrupt_bytes == 0;  // as recovery
   uint64_t chunks = 0, data = 0, tokens = 0;
   struct PerModel {
     uint64_t entries = 0, tokens = 0;
@@ -96,7 +96,7 @@ int run_stat(const StoreArgs& a) {
                                                 " corrupt bytes skipped (records lost)"
                                           : "") +
                      (lost ? "; LOST: it does not begin with its start record (missing, emptied "
-                             "or replaced), so the entries it indexed, if any, are gone"
+                             "or cut short), so the entries it indexed, if any, are gone"
                            : ""));
   for (const auto& [name, pm] : models) {
     row("  model", (name.empty() ? "(unnamed)" : name) + ": " + std::to_string(pm.entries) +
@@ -170,8 +170,8 @@ int run_verify(const StoreArgs& a) {
           "written); `store clear` starts over");
     } else if (journal_lost) {
       row("journal",
-          "does not begin with its start record (emptied, truncated or replaced): the entries "
-          "it indexed, if any, are lost (it was rewritten); `store clear` starts over");
+          "does not begin with its start record (emptied or cut short): the entries it "
+          "indexed, if any, are lost (it was rewritten); `store clear` starts over");
     }
     row("result", ok ? "ok" : "CORRUPTION FOUND");
   }

@@ -48,6 +48,7 @@ bool page_locked(const void* p);
 /// on an exception, copies still reading or writing the caller's memory or the staging
 /// buffers finish before either can be freed or reused.
 struct StreamDrain {
+  explicit StreamDrain(cudaStream_t stream) : s(stream) {}
   cudaStream_t s = nullptr;
   StreamDrain(const StreamDrain&) = delete;
   StreamDrain& operator=(const StreamDrain&) = delete;

@@ -153,7 +153,7 @@ void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorR
       throw make_error(t.file,
                        std::string("tensor ") + label + " has dtype " + dtype_name(t.dtype) +
                            ", which cachebench cannot use for this tensor",
-                       "use f32, f16 or bf16 (q8_0/q4_0/q4_1 for matrices)");
+                       "use f32, f16 or bf16 (GGUF quantized types for matrices only)");
     }
     index_[spec.name] = tensors_.size();
     tensors_.emplace_back(spec.name, t);

@@ -4,8 +4,8 @@
 /// so replay after a crash yields exactly the completed entries; a torn tail (the start of
 /// one record, or zeros) ends the replay and is cut off. Corrupt bytes elsewhere, a damaged
 /// tail included, are skipped and counted. Every journal `rewrite` writes (a new store's, and
-/// every compaction's) begins with a start record, so a journal that was emptied, or lost and
-/// written anew by hand, is told apart from a store that holds nothing (`started`).
+/// every compaction's) begins with a start record, so a journal that was deleted, emptied or
+/// cut short is told apart from a store that holds nothing (`started`).
 
 #include <cstdint>
 #include <map>

@@ -40,7 +40,7 @@ enum class Counter : int {
   DiscardedEntries,
   DiscardedRecords,
   CorruptJournalBytes,  ///< corrupt journal bytes, a damaged tail included (records lost)
-  JournalLost,          ///< 1 when the journal was missing or emptied (whatever it indexed is lost)
+  JournalLost,  ///< 1 when the journal was missing, emptied or cut short (its entries are lost)
   JournalCompactions,
   kCount
 };

@@ -122,6 +122,17 @@ TEST(Recovery, AnEmptiedOrMissingJournalIsReportedLost) {
     EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
     EXPECT_EQ(st.sessions().size(), 3u);
   }
+  {  // a damaged start record is corruption, not loss: the records after it are read
+    std::fstream f(journal_path(dir), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(24);
+    f.put('#');
+  }
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
+    EXPECT_GT(st.stats().get(Counter::CorruptJournalBytes), 0u);
+    EXPECT_EQ(st.sessions().size(), 3u);
+  }
   std::filesystem::resize_file(journal_path(dir), 0);
   {
     AttentionStore st(ssd_cfg(dir));
