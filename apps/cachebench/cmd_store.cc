@@ -123,8 +123,8 @@ int run_verify(const StoreArgs& a) {
   // Entries recovery could not place in this store (slots past its end, chunks too small for
   // their rows, slots claimed twice) were dropped from the journal: lost, not ok.
   const uint64_t dropped = s.get(store::Counter::DiscardedEntries);
-  // A store of marker version 2 whose journal lacks its start record (missing, emptied,
-  // replaced): what it indexed is lost.
+  // A store of marker version 2 whose journal lacks its start record (missing, emptied or
+  // cut short): what it indexed is lost.
   const bool journal_lost = s.get(store::Counter::JournalLost) > 0;
   const bool ok = bad == 0 && corrupt == 0 && !journal_missing && !journal_lost && dropped == 0;
   if (a.json) {

@@ -199,8 +199,8 @@ void dequant_q45_k(const uint8_t* src, float* dst, size_t nblocks, bool five) {
 
 // Q6_K: ql[128] (4 low bits), qh[64] (2 high bits), int8 scales[16], fp16 d. Each half of
 // 128 elements takes 64 bytes of ql and 32 of qh: element l + 32k (k = 0..3) has the low
-// (k even) or high (k odd) nibble of ql[l + 32 (k % 2)] and bits 2k of qh[l], scale
-// l / 16 + 2k; x = d * scale * (q - 32), d * scale rounded first.
+// (k < 2) or high (k >= 2) nibble of ql[l + 32 (k % 2)], bits 2k and 2k + 1 of qh[l] above
+// them, and scale l / 16 + 2k; x = d * scale * (q - 32), d * scale rounded first.
 void dequant_q6_k(const uint8_t* src, float* dst, size_t nblocks) {
   for (size_t b = 0; b < nblocks; ++b, src += 210) {
     const uint8_t* ql = src;
