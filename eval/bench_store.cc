@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <random>
@@ -230,13 +231,16 @@ std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, cons
   return {tw, secs_since(t0)};
 }
 
-/// Moves [0, bytes) of `fd` in `req`-byte requests, `depth` in flight through one io_uring of
-/// its own (not the store's I/O code): writes from `src`, reads into `dst` (one buffer for
-/// every read: the bytes are not looked at). A short transfer is finished synchronously. On
-/// an error it stops submitting, waits for the requests in flight (they use the buffers),
-/// then throws. False, with nothing done, when no ring can be made (io_uring disabled).
-bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth, const AlignedBuf& src,
-                AlignedBuf& dst, const std::string& path) {
+/// Moves requests [first, end) of [0, bytes) of `fd` (in `req`-byte requests, in order),
+/// `depth` in flight through one io_uring of its own (not the store's I/O code): writes from
+/// `src`, reads into `dst` (one buffer for every read: the bytes are not looked at). A short
+/// transfer is finished synchronously. On an error it stops submitting, waits for the
+/// requests in flight (they use the buffers), then throws; if the ring itself fails, so that
+/// they cannot be waited for, it sets `*ring_broken` first (the caller must then never free
+/// `dst`). False, with nothing done, when no ring can be made (io_uring disabled).
+bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, uint64_t first, uint64_t end,
+                int depth, const AlignedBuf& src, const AlignedBuf& dst, const std::string& path,
+                bool* ring_broken) {
   io_uring ring;
   if (io_uring_queue_init(static_cast<unsigned>(depth), &ring, 0) < 0) return false;
   struct Exit {
@@ -245,8 +249,8 @@ bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth, con
   } exit_at_end{&ring};
   const char* what = write ? "baseline write" : "baseline read";
   char* buf = write ? src.data.get() : dst.data.get();
-  const uint64_t n_req = (bytes + req - 1) / req;
-  uint64_t next = 0, inflight = 0;
+  const uint64_t n_req = std::min(end, (bytes + req - 1) / req);
+  uint64_t next = first, inflight = 0;  // the next request (an index into all of them)
   int err = 0;
   std::string err_what = what;
   const auto finish = [&](io_uring_cqe* cqe) {
@@ -309,9 +313,9 @@ bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth, con
     const int w = io_uring_wait_cqe(&ring, &cqe);
     if (w == -EINTR || w == -EAGAIN) continue;
     if (w < 0) {
-      // The ring itself failed, so its reads cannot be waited for: their buffer is never
+      // The ring itself failed, so its reads cannot be waited for: their buffer must never be
       // freed (a read landing in reused memory would corrupt it). Writes only read `src`.
-      if (!write) (void)dst.data.release();
+      if (!write) *ring_broken = true;
       io_fail(path, "io_uring_wait_cqe", -w);
     }
     finish(cqe);
@@ -361,17 +365,21 @@ void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
 }
 
 /// The queue-depth-matched reference: `bytes` in `req`-byte O_DIRECT requests, `depth` in
-/// flight, through io_uring (`engine()` "io_uring") or else from `depth` threads ("threads"),
+/// flight, through `rings` io_urings fed by a thread each (the store's I/O threads each have
+/// one), each ring a contiguous share of the requests (as each store thread moves a layer's
+/// consecutive slots) and of `depth` (`engine()` "io_uring"),
+/// or else from `depth` threads of synchronous requests ("threads"),
 /// over one file made and preallocated once, as the store's data files are, and overwritten
 /// in place every round after the first (as the store's slots are); fdatasync ends the
 /// write. The file is deleted with the object.
 class ParallelReference {
  public:
-  ParallelReference(std::string path, uint64_t bytes, uint64_t req, int depth)
+  ParallelReference(std::string path, uint64_t bytes, uint64_t req, int depth, int rings)
       : path_(std::move(path)),
         bytes_((bytes + kAlign - 1) / kAlign * kAlign),  // O_DIRECT: whole blocks
         req_(req),
         depth_(depth),
+        rings_(std::max(1, std::min(rings, depth))),
         dst_(req) {
     fd_.fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
     if (fd_.fd < 0 && errno == EINVAL)
@@ -382,7 +390,10 @@ class ParallelReference {
       io_fail(path_, "baseline fallocate", rc);
     }
   }
-  ~ParallelReference() { ::unlink(path_.c_str()); }
+  ~ParallelReference() {
+    ::unlink(path_.c_str());
+    if (ring_broken_) (void)dst_.data.release();  // reads may still land in it
+  }
   ParallelReference(const ParallelReference&) = delete;
   ParallelReference& operator=(const ParallelReference&) = delete;
 
@@ -396,7 +407,7 @@ class ParallelReference {
  private:
   double pass(bool write, const AlignedBuf& src) {
     const auto t0 = SteadyClock::now();
-    if (uring_pass(fd_.fd, write, bytes_, req_, depth_, src, dst_, path_)) {
+    if (rings_pass(write, src)) {
       engine_ = "io_uring";
     } else {
       threads_pass(fd_.fd, write, bytes_, req_, depth_, src, dst_, path_);
@@ -406,9 +417,54 @@ class ParallelReference {
     return secs_since(t0);
   }
 
+  /// One thread per ring, each over its share of the requests; false when io_uring is
+  /// unavailable (no ring could be made, nothing done). The first error is rethrown after
+  /// every thread has finished.
+  bool rings_pass(bool write, const AlignedBuf& src) {
+    std::vector<char> made(static_cast<size_t>(rings_), 0);
+    std::vector<bool> broken(static_cast<size_t>(rings_), false);
+    std::vector<std::exception_ptr> errors(static_cast<size_t>(rings_));
+    const auto one = [&](int r) {
+      try {
+        const int depth = depth_ / rings_ + (r < depth_ % rings_ ? 1 : 0);
+        const uint64_t n = (bytes_ + req_ - 1) / req_, k = static_cast<uint64_t>(rings_);
+        const uint64_t first = n * static_cast<uint64_t>(r) / k;
+        const uint64_t end = n * static_cast<uint64_t>(r + 1) / k;
+        bool b = false;
+        made[static_cast<size_t>(r)] =
+            uring_pass(fd_.fd, write, bytes_, req_, first, end, depth, src, dst_, path_, &b);
+        broken[static_cast<size_t>(r)] = b;
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    };
+    {
+      std::vector<std::thread> threads;
+      struct Join {  // also when starting a thread throws
+        std::vector<std::thread>& t;
+        ~Join() {
+          for (auto& th : t) th.join();
+        }
+      } join_all{threads};
+      for (int r = 1; r < rings_; ++r) threads.emplace_back(one, r);
+      one(0);
+    }
+    for (bool b : broken) ring_broken_ = ring_broken_ || b;
+    for (const auto& e : errors) {
+      if (e) std::rethrow_exception(e);
+    }
+    const size_t n = static_cast<size_t>(std::count(made.begin(), made.end(), 1));
+    if (n != 0 && n != made.size()) {
+      throw make_error(path_, "io_uring: some rings of the baseline could not be made",
+                       "lower --ref-threads");
+    }
+    return n != 0;
+  }
+
   std::string path_;
   uint64_t bytes_, req_;
-  int depth_;
+  int depth_, rings_;
+  bool ring_broken_ = false;
   AlignedBuf dst_;
   Fd fd_;
   std::string engine_;
@@ -580,6 +636,8 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
   if (opt.reps < 1) throw make_error("--reps", "needs at least 1 repetition");
   if (opt.ref_depth < 1 || opt.ref_depth > 256)
     throw make_error("--ref-depth", "needs 1..256 requests in flight");
+  if (opt.ref_threads < 0 || opt.ref_threads > 64)
+    throw make_error("--ref-threads", "needs 0 (as --io-threads) to 64 threads");
   if (opt.run_ssd && opt.chunk_bytes > (1ull << 30)) {
     throw make_error("--chunk", "chunks above 1 GiB are not benchmarked (one request each)");
   }
@@ -676,8 +734,10 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     AlignedBuf io_buf(std::max(kPlainIo, opt.chunk_bytes));
     std::memcpy(io_buf.data.get(), e.src->data.get(), std::min(io_buf.size, e.bytes()));
     r.ref_depth = opt.ref_depth;
+    const int want = opt.ref_threads > 0 ? opt.ref_threads : static_cast<int>(opt.io_threads);
+    r.ref_threads = std::max(1, std::min(want, opt.ref_depth));
     ParallelReference parallel(sub + "/parallel-baseline.bin", r.traffic_bytes, opt.chunk_bytes,
-                               opt.ref_depth);
+                               opt.ref_depth, r.ref_threads);
     {
       store::StoreConfig cfg = base;
       cfg.ssd_bytes = store_bytes;

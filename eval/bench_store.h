@@ -3,8 +3,8 @@
 /// against a reference measured in the same run: DRAM save/load GB/s against memcpy of
 /// the same bytes, SSD write/read GB/s against plain O_DIRECT writes/reads of the same
 /// directory (one 4 MiB request at a time, and chunk-sized requests `ref_depth` at once through
-/// an io_uring of its own, as deep a queue as the store's I/O keeps; the faster is the
-/// ceiling), XXH3 GB/s (the
+/// `ref_threads` io_urings of its own, as deep a queue from as many threads as the store's I/O;
+/// the faster is the ceiling), XXH3 GB/s (the
 /// checksum on every chunk), and placement decisions per second over 100K entries. Everything
 /// written goes to a subdirectory of the store directory that the bench creates and removes.
 
@@ -25,6 +25,7 @@ struct BenchStoreOptions {
   uint64_t chunk_bytes = 1ull << 20;    ///< store chunk size
   size_t io_threads = 4;                ///< store I/O threads
   int ref_depth = 32;                   ///< the parallel reference's requests in flight
+  int ref_threads = 0;                  ///< its rings, a thread each (0: io_threads, the store's)
   std::string io = "auto";              ///< auto | uring | pread
   int reps = 5;                         ///< timed repetitions (after one warm-up)
   size_t policy_entries = 100000;       ///< entries the policies rank
@@ -70,6 +71,7 @@ struct BenchStoreResult {
   /// Chunk-sized O_DIRECT requests, `ref_depth` in flight, over a preallocated file, as the
   /// store's data files are (write incl. fdatasync).
   int ref_depth = 0;
+  int ref_threads = 0;     ///< rings (threads) the requests were spread over
   std::string ref_engine;  ///< "io_uring" (its own ring), or "threads" where that is unavailable
   double parallel_write_gbs = 0, parallel_read_gbs = 0;
   /// store / the faster of the two references, the most this device gave in the same run

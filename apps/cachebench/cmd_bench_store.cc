@@ -1,6 +1,6 @@
 // cachebench bench store --store-dir D [--entry-size 256MiB] [--traffic 1GiB] [--reps 5]
-// [--io auto|uring|pread] [--io-threads 4] [--ref-depth 32] [--policy-entries 100000] [--out
-// F.json]
+// [--io auto|uring|pread] [--io-threads 4] [--ref-depth 32] [--ref-threads 0]
+// [--policy-entries 100000] [--out F.json]
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -62,8 +62,8 @@ void print_table(const eval::BenchStoreResult& r) {
                                                                                     : ", not met");
     std::printf(
         "ssd references       %s: one 4 MiB request at a time; %s: %s requests, %d in "
-        "flight (%s), preallocated file\n",
-        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth,
+        "flight from %d threads (%s), preallocated file\n",
+        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth, r.ref_threads,
         r.ref_engine.c_str());
     std::printf("ssd I/O              %s, %s\n", r.io_backend.c_str(),
                 r.ssd_direct ? "O_DIRECT" : "buffered (O_DIRECT unavailable)");
@@ -117,6 +117,7 @@ nlohmann::json to_json(const eval::BenchStoreResult& r, const std::string& io) {
           {"ssd_write_to_plain", r.ssd_write_ratio},
           {"ssd_read_to_plain", r.ssd_read_ratio},
           {"parallel_ref_depth", r.ref_depth},
+          {"parallel_ref_threads", r.ref_threads},
           {"parallel_ref_engine", r.ref_engine},
           {"parallel_write_gbs", r.parallel_write_gbs},
           {"parallel_read_gbs", r.parallel_read_gbs},
@@ -156,11 +157,17 @@ void register_bench_store(CLI::App* bench) {
   cmd->add_option("--io-threads", a->opt.io_threads, "store I/O threads")
       ->capture_default_str()
       ->check(in_range(1, 256));
-  cmd->add_option("--ref-depth", a->opt.ref_depth,
-                  "requests in flight in the parallel SSD reference (chunk-sized, through its "
-                  "own io_uring)")
+  cmd->add_option(
+         "--ref-depth", a->opt.ref_depth,
+         "requests in flight in the parallel SSD reference (chunk-sized, through io_urings "
+         "of its own)")
       ->capture_default_str()
       ->check(in_range(1, 256));
+  cmd->add_option("--ref-threads", a->opt.ref_threads,
+                  "io_urings (a thread each) the parallel reference spreads its requests over "
+                  "(0: as many as --io-threads, the store's)")
+      ->capture_default_str()
+      ->check(in_range(0, 64));
   cmd->add_option("--policy-entries", a->opt.policy_entries,
                   "entries the policies rank (0: skip the policy benchmark)")
       ->capture_default_str()

@@ -60,6 +60,7 @@ TEST(BenchStoreTest, TinyRunGivesPositiveNumbersAndLeavesNothing) {
   EXPECT_GT(r.plain_read_gbs, 0);
   EXPECT_GT(r.ssd_read_ratio, 0);
   EXPECT_EQ(r.ref_depth, 32);
+  EXPECT_EQ(r.ref_threads, 4);  // as many as the store's I/O threads
   EXPECT_TRUE(r.ref_engine == "io_uring" || r.ref_engine == "threads") << r.ref_engine;
   EXPECT_GT(r.parallel_write_gbs, 0);
   EXPECT_GT(r.parallel_read_gbs, 0);
