@@ -422,7 +422,7 @@ class ParallelReference {
   /// every thread has finished.
   bool rings_pass(bool write, const AlignedBuf& src) {
     std::vector<char> made(static_cast<size_t>(rings_), 0);
-    std::vector<bool> broken(static_cast<size_t>(rings_), false);
+    std::vector<char> broken(static_cast<size_t>(rings_), 0);  // not vector<bool>: one per thread
     std::vector<std::exception_ptr> errors(static_cast<size_t>(rings_));
     const auto one = [&](int r) {
       try {
@@ -433,7 +433,7 @@ class ParallelReference {
         bool b = false;
         made[static_cast<size_t>(r)] =
             uring_pass(fd_.fd, write, bytes_, req_, first, end, depth, src, dst_, path_, &b);
-        broken[static_cast<size_t>(r)] = b;
+        broken[static_cast<size_t>(r)] = b ? 1 : 0;
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
       }
@@ -449,7 +449,7 @@ class ParallelReference {
       for (int r = 1; r < rings_; ++r) threads.emplace_back(one, r);
       one(0);
     }
-    for (bool b : broken) ring_broken_ = ring_broken_ || b;
+    for (char b : broken) ring_broken_ = ring_broken_ || b != 0;
     for (const auto& e : errors) {
       if (e) std::rethrow_exception(e);
     }
