@@ -425,18 +425,18 @@ class ParallelReference {
     std::vector<char> broken(static_cast<size_t>(rings_), 0);  // not vector<bool>: one per thread
     std::vector<std::exception_ptr> errors(static_cast<size_t>(rings_));
     const auto one = [&](int r) {
+      bool b = false;  // set before uring_pass throws for a broken ring
       try {
         const int depth = depth_ / rings_ + (r < depth_ % rings_ ? 1 : 0);
         const uint64_t n = (bytes_ + req_ - 1) / req_, k = static_cast<uint64_t>(rings_);
         const uint64_t first = n * static_cast<uint64_t>(r) / k;
         const uint64_t end = n * static_cast<uint64_t>(r + 1) / k;
-        bool b = false;
         made[static_cast<size_t>(r)] =
             uring_pass(fd_.fd, write, bytes_, req_, first, end, depth, src, dst_, path_, &b);
-        broken[static_cast<size_t>(r)] = b ? 1 : 0;
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
       }
+      broken[static_cast<size_t>(r)] = b ? 1 : 0;
     };
     {
       std::vector<std::thread> threads;

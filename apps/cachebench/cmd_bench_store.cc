@@ -62,9 +62,9 @@ void print_table(const eval::BenchStoreResult& r) {
                                                                                     : ", not met");
     std::printf(
         "ssd references       %s: one 4 MiB request at a time; %s: %s requests, %d in "
-        "flight from %d threads (%s), preallocated file\n",
+        "flight from %d thread%s (%s), preallocated file\n",
         ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth, r.ref_threads,
-        r.ref_engine.c_str());
+        r.ref_threads == 1 ? "" : "s", r.ref_engine.c_str());
     std::printf("ssd I/O              %s, %s\n", r.io_backend.c_str(),
                 r.ssd_direct ? "O_DIRECT" : "buffered (O_DIRECT unavailable)");
   }
