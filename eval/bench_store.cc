@@ -232,21 +232,15 @@ std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, cons
 }
 
 /// Moves requests [first, end) of [0, bytes) of `fd` (in `req`-byte requests, in order),
-/// `depth` in flight through one io_uring of its own (not the store's I/O code): writes from
-/// `src`, reads into `dst` (one buffer for every read: the bytes are not looked at). A short
-/// transfer is finished synchronously. On an error it stops submitting, waits for the
+/// `depth` in flight through `ring` (the reference's own, not the store's I/O code): writes
+/// from `src`, reads into `dst` (one buffer for every read: the bytes are not looked at). A
+/// short transfer is finished synchronously. On an error it stops submitting, waits for the
 /// requests in flight (they use the buffers), then throws; if the ring itself fails, so that
 /// they cannot be waited for, it sets `*ring_broken` first (the caller must then never free
-/// `dst`). False, with nothing done, when no ring can be made (io_uring disabled).
-bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, uint64_t first, uint64_t end,
-                int depth, const AlignedBuf& src, const AlignedBuf& dst, const std::string& path,
-                bool* ring_broken) {
-  io_uring ring;
-  if (io_uring_queue_init(static_cast<unsigned>(depth), &ring, 0) < 0) return false;
-  struct Exit {
-    io_uring* r;
-    ~Exit() { io_uring_queue_exit(r); }
-  } exit_at_end{&ring};
+/// `dst`).
+void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req, uint64_t first,
+                uint64_t end, int depth, const AlignedBuf& src, const AlignedBuf& dst,
+                const std::string& path, bool* ring_broken) {
   const char* what = write ? "baseline write" : "baseline read";
   char* buf = write ? src.data.get() : dst.data.get();
   const uint64_t n_req = std::min(end, (bytes + req - 1) / req);
@@ -322,7 +316,6 @@ bool uring_pass(int fd, bool write, uint64_t bytes, uint64_t req, uint64_t first
     while (inflight > 0 && io_uring_peek_cqe(&ring, &cqe) == 0) finish(cqe);
   }
   if (err != 0) io_fail(path, err_what.c_str(), err);
-  return true;
 }
 
 /// The same as uring_pass from `depth` threads of synchronous requests (thread t issues
@@ -389,9 +382,20 @@ class ParallelReference {
       ::unlink(path_.c_str());
       io_fail(path_, "baseline fallocate", rc);
     }
+    // The rings live as long as the reference (made once, not per round); none at all where
+    // io_uring is unavailable.
+    for (int r = 0; r < rings_; ++r) {
+      auto ring = std::make_unique<io_uring>();
+      if (io_uring_queue_init(static_cast<unsigned>(ring_depth(r)), ring.get(), 0) < 0) {
+        close_rings();
+        break;
+      }
+      ring_set_.push_back(std::move(ring));
+    }
   }
   ~ParallelReference() {
     ::unlink(path_.c_str());
+    close_rings();
     if (ring_broken_) (void)dst_.data.release();  // reads may still land in it
   }
   ParallelReference(const ParallelReference&) = delete;
@@ -405,9 +409,16 @@ class ParallelReference {
   const std::string& engine() const { return engine_; }
 
  private:
+  int ring_depth(int r) const { return depth_ / rings_ + (r < depth_ % rings_ ? 1 : 0); }
+  void close_rings() {
+    for (auto& ring : ring_set_) io_uring_queue_exit(ring.get());
+    ring_set_.clear();
+  }
+
   double pass(bool write, const AlignedBuf& src) {
     const auto t0 = SteadyClock::now();
-    if (rings_pass(write, src)) {
+    if (!ring_set_.empty()) {
+      rings_pass(write, src);
       engine_ = "io_uring";
     } else {
       threads_pass(fd_.fd, write, bytes_, req_, depth_, src, dst_, path_);
@@ -417,22 +428,19 @@ class ParallelReference {
     return secs_since(t0);
   }
 
-  /// One thread per ring, each over its share of the requests; false when io_uring is
-  /// unavailable (no ring could be made, nothing done). The first error is rethrown after
-  /// every thread has finished.
-  bool rings_pass(bool write, const AlignedBuf& src) {
-    std::vector<char> made(static_cast<size_t>(rings_), 0);
+  /// One thread per ring, each over its share of the requests. The first error is rethrown
+  /// after every thread has finished.
+  void rings_pass(bool write, const AlignedBuf& src) {
     std::vector<char> broken(static_cast<size_t>(rings_), 0);  // not vector<bool>: one per thread
     std::vector<std::exception_ptr> errors(static_cast<size_t>(rings_));
     const auto one = [&](int r) {
       bool b = false;  // set before uring_pass throws for a broken ring
       try {
-        const int depth = depth_ / rings_ + (r < depth_ % rings_ ? 1 : 0);
         const uint64_t n = (bytes_ + req_ - 1) / req_, k = static_cast<uint64_t>(rings_);
         const uint64_t first = n * static_cast<uint64_t>(r) / k;
         const uint64_t end = n * static_cast<uint64_t>(r + 1) / k;
-        made[static_cast<size_t>(r)] =
-            uring_pass(fd_.fd, write, bytes_, req_, first, end, depth, src, dst_, path_, &b);
+        uring_pass(*ring_set_[static_cast<size_t>(r)], fd_.fd, write, bytes_, req_, first, end,
+                   ring_depth(r), src, dst_, path_, &b);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
       }
@@ -453,12 +461,6 @@ class ParallelReference {
     for (const auto& e : errors) {
       if (e) std::rethrow_exception(e);
     }
-    const size_t n = static_cast<size_t>(std::count(made.begin(), made.end(), 1));
-    if (n != 0 && n != made.size()) {
-      throw make_error(path_, "io_uring: some rings of the baseline could not be made",
-                       "lower --ref-threads");
-    }
-    return n != 0;
   }
 
   std::string path_;
@@ -467,6 +469,7 @@ class ParallelReference {
   bool ring_broken_ = false;
   AlignedBuf dst_;
   Fd fd_;
+  std::vector<std::unique_ptr<io_uring>> ring_set_;  // empty: io_uring unavailable
   std::string engine_;
 };
 
