@@ -199,14 +199,43 @@ struct Fd {
 
 /// Writes `bytes` sequentially in 4 MiB O_DIRECT requests, fdatasync, reads them back;
 /// deletes the file. Returns {write s, read s}.
+/// Creates (truncates) a baseline file with O_DIRECT, or without it where the filesystem
+/// refuses it (`*direct` says which); throws when it cannot be created.
+int open_baseline(const std::string& path, bool* direct) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
+  *direct = fd >= 0;
+  if (fd < 0 && errno == EINVAL)
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) io_fail(path, "cannot create the baseline file", errno);
+  return fd;
+}
+
+/// Moves bytes [done, n) of a request at `off` synchronously; 0, or the errno (EIO for an
+/// end of file) of the call that failed.
+int io_rest(int fd, bool write, char* buf, uint64_t n, uint64_t off, uint64_t done) {
+  while (done < n) {
+    const off_t at = static_cast<off_t>(off + done);
+    const ssize_t r =
+        write ? ::pwrite(fd, buf + done, n - done, at) : ::pread(fd, buf + done, n - done, at);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return r < 0 ? errno : EIO;
+    done += static_cast<uint64_t>(r);
+  }
+  return 0;
+}
+
+/// Joins every thread of `t` when it goes out of scope, also when starting one threw.
+struct JoinAll {
+  std::vector<std::thread>& t;
+  ~JoinAll() {
+    for (auto& th : t) th.join();
+  }
+};
+
 std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, const AlignedBuf& buf,
                                    bool* direct) {
   Fd f;
-  f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-  *direct = f.fd >= 0;
-  if (f.fd < 0 && errno == EINVAL)
-    f.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (f.fd < 0) io_fail(path, "cannot create the baseline file", errno);
+  f.fd = open_baseline(path, direct);
   struct Unlink {
     const std::string& p;
     ~Unlink() { ::unlink(p.c_str()); }
@@ -246,7 +275,7 @@ void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req
   const uint64_t n_req = std::min(end, (bytes + req - 1) / req);
   uint64_t next = first, inflight = 0;  // the next request (an index into all of them)
   int err = 0;
-  std::string err_what = what;
+  const char* err_what = what;
   const auto finish = [&](io_uring_cqe* cqe) {
     const uint64_t i = io_uring_cqe_get_data64(cqe);
     const int64_t res = cqe->res;
@@ -257,18 +286,8 @@ void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req
       err = static_cast<int>(-res);
       return;
     }
-    const uint64_t off = i * req, n = std::min(req, bytes - off);
-    for (uint64_t got = static_cast<uint64_t>(res); got < n;) {
-      const off_t at = static_cast<off_t>(off + got);
-      const ssize_t r =
-          write ? ::pwrite(fd, buf + got, n - got, at) : ::pread(fd, buf + got, n - got, at);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) {
-        err = r < 0 ? errno : EIO;
-        return;
-      }
-      got += static_cast<uint64_t>(r);
-    }
+    const uint64_t off = i * req;
+    err = io_rest(fd, write, buf, std::min(req, bytes - off), off, static_cast<uint64_t>(res));
   };
   bool submitting = true;  // false after io_uring_submit failed: the ring takes no more
   while (inflight > 0 || (err == 0 && next < n_req)) {
@@ -315,7 +334,7 @@ void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req
     finish(cqe);
     while (inflight > 0 && io_uring_peek_cqe(&ring, &cqe) == 0) finish(cqe);
   }
-  if (err != 0) io_fail(path, err_what.c_str(), err);
+  if (err != 0) io_fail(path, err_what, err);
 }
 
 /// The same as uring_pass from `depth` threads of synchronous requests (thread t issues
@@ -325,33 +344,18 @@ void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
   const uint64_t n_req = (bytes + req - 1) / req;
   char* p = write ? src.data.get() : dst.data.get();
   std::vector<int> err(static_cast<size_t>(depth), 0);
-  std::vector<std::thread> threads;
-  struct Join {  // also when starting a thread throws: none is left joinable
-    std::vector<std::thread>& t;
-    ~Join() {
-      for (auto& th : t) th.join();
-    }
-  } join_all{threads};
-  for (int t = 0; t < depth; ++t) {
-    threads.emplace_back([&, t] {
-      for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
-        const uint64_t off = i * req, n = std::min(req, bytes - off);
-        for (uint64_t done = 0; done < n;) {
-          const off_t at = static_cast<off_t>(off + done);
-          const ssize_t r =
-              write ? ::pwrite(fd, p + done, n - done, at) : ::pread(fd, p + done, n - done, at);
-          if (r < 0 && errno == EINTR) continue;
-          if (r <= 0) {
-            err[t] = r < 0 ? errno : EIO;
-            break;
-          }
-          done += static_cast<uint64_t>(r);
+  {
+    std::vector<std::thread> threads;
+    const JoinAll join_all{threads};
+    for (int t = 0; t < depth; ++t) {
+      threads.emplace_back([&, t] {
+        for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
+          const uint64_t off = i * req;
+          err[t] = io_rest(fd, write, p, std::min(req, bytes - off), off, 0);
         }
-      }
-    });
+      });
+    }
   }
-  for (auto& th : threads) th.join();
-  threads.clear();
   for (int e : err) {
     if (e != 0) io_fail(path, write ? "baseline write" : "baseline read", e);
   }
@@ -374,10 +378,8 @@ class ParallelReference {
         depth_(depth),
         rings_(std::max(1, std::min(rings, depth))),
         dst_(req) {
-    fd_.fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC | O_DIRECT, 0644);
-    if (fd_.fd < 0 && errno == EINVAL)
-      fd_.fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_.fd < 0) io_fail(path_, "cannot create the baseline file", errno);
+    bool direct = false;
+    fd_.fd = open_baseline(path_, &direct);
     if (const int rc = ::posix_fallocate(fd_.fd, 0, static_cast<off_t>(bytes_)); rc != 0) {
       ::unlink(path_.c_str());
       io_fail(path_, "baseline fallocate", rc);
@@ -406,7 +408,10 @@ class ParallelReference {
     const double tw = pass(true, src);
     return {tw, pass(false, src)};
   }
-  const std::string& engine() const { return engine_; }
+  /// "io_uring", or "threads" where no ring could be made.
+  const char* engine() const { return ring_set_.empty() ? "threads" : "io_uring"; }
+  /// Rings (threads) the requests are spread over.
+  int rings() const { return rings_; }
 
  private:
   int ring_depth(int r) const { return depth_ / rings_ + (r < depth_ % rings_ ? 1 : 0); }
@@ -419,10 +424,8 @@ class ParallelReference {
     const auto t0 = SteadyClock::now();
     if (!ring_set_.empty()) {
       rings_pass(write, src);
-      engine_ = "io_uring";
     } else {
       threads_pass(fd_.fd, write, bytes_, req_, depth_, src, dst_, path_);
-      engine_ = "threads";
     }
     if (write && ::fdatasync(fd_.fd) != 0) io_fail(path_, "baseline fdatasync", errno);
     return secs_since(t0);
@@ -448,12 +451,7 @@ class ParallelReference {
     };
     {
       std::vector<std::thread> threads;
-      struct Join {  // also when starting a thread throws
-        std::vector<std::thread>& t;
-        ~Join() {
-          for (auto& th : t) th.join();
-        }
-      } join_all{threads};
+      const JoinAll join_all{threads};
       for (int r = 1; r < rings_; ++r) threads.emplace_back(one, r);
       one(0);
     }
@@ -470,7 +468,6 @@ class ParallelReference {
   AlignedBuf dst_;
   Fd fd_;
   std::vector<std::unique_ptr<io_uring>> ring_set_;  // empty: io_uring unavailable
-  std::string engine_;
 };
 
 // --- directory handling ---------------------------------------------------------------
@@ -736,11 +733,12 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     std::vector<double> pw, pr, qw, qr;
     AlignedBuf io_buf(std::max(kPlainIo, opt.chunk_bytes));
     std::memcpy(io_buf.data.get(), e.src->data.get(), std::min(io_buf.size, e.bytes()));
+    ParallelReference parallel(
+        sub + "/parallel-baseline.bin", r.traffic_bytes, opt.chunk_bytes, opt.ref_depth,
+        opt.ref_threads > 0 ? opt.ref_threads : static_cast<int>(opt.io_threads));
     r.ref_depth = opt.ref_depth;
-    const int want = opt.ref_threads > 0 ? opt.ref_threads : static_cast<int>(opt.io_threads);
-    r.ref_threads = std::max(1, std::min(want, opt.ref_depth));
-    ParallelReference parallel(sub + "/parallel-baseline.bin", r.traffic_bytes, opt.chunk_bytes,
-                               opt.ref_depth, r.ref_threads);
+    r.ref_threads = parallel.rings();
+    r.ref_engine = parallel.engine();
     {
       store::StoreConfig cfg = base;
       cfg.ssd_bytes = store_bytes;
@@ -763,7 +761,6 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
         const auto [tw, tr] =
             plain_io(sub + "/plain-baseline.bin", r.traffic_bytes, io_buf, &r.plain_direct);
         const auto [pqw, pqr] = parallel.run(io_buf);
-        r.ref_engine = parallel.engine();
         if (rep > 0) {
           t.save.push_back(ts);
           t.load.push_back(tl);

@@ -34,7 +34,7 @@ int run_stat(const StoreArgs& a) {
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
-  const bool lost = info.version >= 2 && !r.started && r.corrupt_bytes == 0;  // as recovery
+  const bool lost = store::journal_lost(r, info.version);
   uint64_t chunks = 0, data = 0, tokens = 0;
   struct PerModel {
     uint64_t entries = 0, tokens = 0;

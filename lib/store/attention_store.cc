@@ -181,11 +181,7 @@ void AttentionStore::recover(int marker_version) {
   ReplayResult r = Journal::replay(path);
   stats_.add(Counter::DiscardedRecords, r.discarded_records);
   stats_.add(Counter::CorruptJournalBytes, r.corrupt_bytes);
-  // A version-2 store's journal begins with its start record from creation on: without one,
-  // and with no damaged bytes in its place (that is corruption, counted above, and the
-  // records after it are read), it was deleted, emptied or cut short, and the entries it
-  // indexed are lost.
-  if (marker_version >= 2 && !r.started && r.corrupt_bytes == 0) stats_.add(Counter::JournalLost);
+  if (journal_lost(r, marker_version)) stats_.add(Counter::JournalLost);
   if (r.corrupt_bytes > 0) {
     // Records were lost (not a torn tail): keep the journal as it was before compacting it,
     // for whoever investigates (`store verify` reports it).

@@ -29,6 +29,14 @@ struct ReplayResult {
   uint64_t max_generation = 0;
 };
 
+/// Whether a store whose marker has `marker_version` lost the journal `r` was read from: from
+/// version 2 on a journal begins with its start record, so one without it, and with no
+/// damaged bytes in its place (that is corruption, and the records after it are read), was
+/// deleted, emptied or cut short, and the entries it indexed are gone.
+inline bool journal_lost(const ReplayResult& r, int marker_version) {
+  return marker_version >= 2 && !r.started && r.corrupt_bytes == 0;
+}
+
 /// An open journal file (thread-safe appends).
 class Journal {
  public:
