@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_build_info.h"
@@ -15,8 +16,14 @@
 namespace cb::app {
 namespace {
 
-std::vector<std::pair<CLI::App*, std::function<int()>>>& actions() {
-  static std::vector<std::pair<CLI::App*, std::function<int()>>> a;
+struct Action {
+  CLI::App* sub;
+  std::function<int()> run;
+  int error_exit;  // the exit code of a cb::Error the action throws
+};
+
+std::vector<Action>& actions() {
+  static std::vector<Action> a;
   return a;
 }
 
@@ -29,12 +36,6 @@ bool is_output(CLI::Option* opt) {
   }
 }
 
-// The option's name as a user types it ("--out"), or the positional's name ("trace").
-std::string option_label(const CLI::Option* opt) {
-  const std::string& n = opt->get_single_name();
-  return opt->get_lnames().empty() ? n : "--" + n;
-}
-
 // An absolute, normalized form of a path that may not exist yet (its parent resolved).
 std::string normalized(const std::string& path) {
   std::error_code ec;
@@ -43,23 +44,13 @@ std::string normalized(const std::string& path) {
   return ec ? abs.string() : p.string();
 }
 
-// The options given to `cmd`, its option groups' (nameless sub-apps) included.
+// The options given to `cmd` (the CLI defines no option groups).
 std::vector<CLI::Option*> given_options(CLI::App& cmd) {
-  std::vector<CLI::Option*> given;
-  std::vector<CLI::App*> apps{&cmd};
-  for (size_t a = 0; a < apps.size(); ++a) {
-    for (CLI::App* group :
-         apps[a]->get_subcommands([](CLI::App* g) { return g->get_name().empty(); }))
-      apps.push_back(group);
-    for (CLI::Option* opt : apps[a]->get_options()) {
-      if (opt->count() > 0) given.push_back(opt);
-    }
-  }
-  return given;
+  return cmd.get_options([](CLI::Option* o) { return o->count() > 0; });
 }
 
-}  // namespace
-
+// Throws cb::Error naming the option when an unsigned option of `cmd` was given a negative
+// number (which CLI11 2.1 would wrap to a huge one).
 void check_unsigned_options(CLI::App& cmd) {
   // CLI11 2.1 reads "-1" into an unsigned option as 2^64 - 1 (strtoull).
   for (CLI::Option* opt : given_options(cmd)) {
@@ -67,12 +58,15 @@ void check_unsigned_options(CLI::App& cmd) {
     for (const std::string& v : opt->results()) {
       const size_t at = v.find_first_not_of(" \t");
       if (at != std::string::npos && v[at] == '-') {
-        throw make_error(option_label(opt), "must be a non-negative integer, got " + v);
+        throw make_error(opt->get_name(), "must be a non-negative integer, got " + v);
       }
     }
   }
 }
 
+// Throws cb::Error when an output option of `cmd` (one checked by output_file()) names the
+// same file as another of its options (an input: --model, a trace, a corpus) or as another
+// output, which the run would overwrite or lose.
 void check_output_paths(CLI::App& cmd) {
   struct Named {
     std::string label, path;
@@ -80,7 +74,7 @@ void check_output_paths(CLI::App& cmd) {
   std::vector<Named> outputs, others;
   for (CLI::Option* opt : given_options(cmd)) {
     for (const std::string& v : opt->results()) {
-      (is_output(opt) ? outputs : others).push_back({option_label(opt), v});
+      (is_output(opt) ? outputs : others).push_back({opt->get_name(), v});
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -108,6 +102,8 @@ void check_output_paths(CLI::App& cmd) {
   }
 }
 
+}  // namespace
+
 std::string version_string() {
   std::string s = std::string("cachebench ") + CB_VERSION + "\n  git revision: " + CB_GIT_REVISION +
                   "\n  build type:   " + CB_BUILD_TYPE + "\n  compiler:     " + CB_CXX_COMPILER;
@@ -132,17 +128,30 @@ std::string version_string() {
   return s;
 }
 
-void set_action(CLI::App* sub, std::function<int()> run) {
-  actions().emplace_back(sub, std::move(run));
+void set_action(CLI::App* sub, std::function<int()> run, int error_exit) {
+  actions().push_back({sub, std::move(run), error_exit});
+}
+
+int report_error(const Error& e, int exit_code) {
+  std::fprintf(stderr, "cachebench: error: %s\n", e.what());
+  return interrupt_signal() != 0 ? 128 + interrupt_signal() : exit_code;
 }
 
 int run_selected(CLI::App& app) {
   // The deepest parsed subcommand with an action (e.g. "bench cpu").
   for (auto it = actions().rbegin(); it != actions().rend(); ++it) {
-    if (it->first->parsed()) {
-      check_unsigned_options(*it->first);
-      check_output_paths(*it->first);
-      return it->second();
+    if (it->sub->parsed()) {
+      try {
+        check_unsigned_options(*it->sub);
+        check_output_paths(*it->sub);
+      } catch (const Error& e) {
+        return report_error(e, 1);  // a refused option, whatever the command
+      }
+      try {
+        return it->run();
+      } catch (const Error& e) {
+        return report_error(e, it->error_exit);
+      }
     }
   }
   std::fputs(app.help().c_str(), stdout);

@@ -124,14 +124,8 @@ void register_gate(CLI::App& app) {
                 "default)");
   // Exit 1 means a regression and nothing else: a gate that cannot compare (a missing or
   // malformed summary, runs of different setups) exits 2, so CI can tell the two apart.
-  set_action(sub, [a] {
-    try {
-      return run_gate_cmd(*a);
-    } catch (const Error& e) {
-      std::fprintf(stderr, "cachebench: error: %s\n", e.what());
-      return 2;
-    }
-  });
+  set_action(
+      sub, [a] { return run_gate_cmd(*a); }, /*error_exit=*/2);
 }
 
 }  // namespace cb::app

@@ -255,7 +255,7 @@ int run_replay_cmd(ReplayArgs& a) {
                    "cachebench: %s: %lld turns had a message longer than the %lld-token window, "
                    "cut to fit (clipped_turns)\n",
                    engine::mode_name(r.mode), static_cast<long long>(r.result.clipped_turns),
-                   static_cast<long long>(o.engine.ctx > 0 ? o.engine.ctx : mc.max_context));
+                   static_cast<long long>(engine::checked_window(o.engine, mc.max_context)));
     }
   }
   if (!a.csv.empty()) {

@@ -38,9 +38,8 @@ int main(int argc, char** argv) {
   }
   try {
     return cb::app::run_selected(app);
-  } catch (const cb::Error& e) {
-    std::fprintf(stderr, "cachebench: error: %s\n", e.what());
-    return cb::app::interrupt_signal() != 0 ? 128 + cb::app::interrupt_signal() : 1;
+  } catch (const cb::Error& e) {  // not from an action (run_selected reports those)
+    return cb::app::report_error(e, 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cachebench: internal error: %s\n", e.what());
     return 2;

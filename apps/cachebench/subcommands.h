@@ -5,15 +5,22 @@
 #include <functional>
 #include <string>
 
+#include "lib/core/error.h"
+
 namespace cb::app {
 
 /// "cachebench 0.1.0 (git ..., build ..., CUDA ..., BLAS ...)".
 std::string version_string();
 
-/// Records `run` as the action of subcommand `sub` (called by the register_* functions).
-void set_action(CLI::App* sub, std::function<int()> run);
-/// Runs the action of the subcommand that was parsed; returns the exit code.
+/// Records `run` as the action of subcommand `sub` (called by the register_* functions); a
+/// cb::Error it throws is reported and exits with `error_exit`.
+void set_action(CLI::App* sub, std::function<int()> run, int error_exit = 1);
+/// Runs the action of the subcommand that was parsed; returns the exit code (the action's, or
+/// its error_exit after reporting a cb::Error it threw; 1 for a refused option).
 int run_selected(CLI::App& app);
+/// Prints "cachebench: error: ..." and returns `exit_code`, or 128 + the signal when an
+/// interrupt stopped the run.
+int report_error(const Error& e, int exit_code);
 
 void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);

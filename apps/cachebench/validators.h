@@ -149,13 +149,4 @@ inline void refuse_outside_overflow_study(std::initializer_list<const CLI::Optio
   }
 }
 
-/// Throws cb::Error when an output option of `cmd` (one checked by output_file()) names the
-/// same file as another of its options (an input: --model, a trace, a corpus) or as another
-/// output, which the run would overwrite or lose.
-void check_output_paths(CLI::App& cmd);
-
-/// Throws cb::Error naming the option when an unsigned option of `cmd` was given a negative
-/// number (which CLI11 2.1 would wrap to a huge one).
-void check_unsigned_options(CLI::App& cmd);
-
 }  // namespace cb::app

@@ -1,12 +1,10 @@
 #include "lib/metrics/records_csv.h"
 
 #include <charconv>
-#include <cstdio>
 #include <initializer_list>
 #include <string>
 
 #include "lib/core/atomic_file.h"
-#include "lib/core/error.h"
 
 namespace cb::metrics {
 namespace {

@@ -19,7 +19,7 @@ std::string turn_csv_header();
 std::string turn_csv_row(const TurnRecord& r);
 
 /// Writes the header and one row per record (warmup turns included, flagged) to `path`:
-/// first to `path`.tmp, then renamed over `path`, so a reader never sees half a file. A
+/// whole or not at all (write_file_atomically), so a reader never sees half a file. A
 /// cb::Error naming the path when it cannot be written.
 void write_turn_csv(const std::string& path, const std::vector<TurnRecord>& records);
 

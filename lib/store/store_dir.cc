@@ -194,12 +194,11 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
   } catch (const Error&) {
     // No marker and none of the store's own files: not a store. A journal or a first data
     // file without the marker is a damaged store, cleared by its files' names.
-    const bool store_files = ::access(journal_path(dir).c_str(), F_OK) == 0 ||
-                             ::access(data_file_path(dir, 0).c_str(), F_OK) == 0;
-    if (::access(marker_path(dir).c_str(), F_OK) != 0 && !store_files) throw;
     for (;; ++n_files) {
       if (::access(data_file_path(dir, n_files).c_str(), F_OK) != 0) break;
     }
+    const bool store_files = n_files > 0 || ::access(journal_path(dir).c_str(), F_OK) == 0;
+    if (::access(marker_path(dir).c_str(), F_OK) != 0 && !store_files) throw;
   }
   std::vector<std::string> removed;
   auto rm = [&](const std::string& p) {
