@@ -24,6 +24,7 @@ struct ChatArgs {
   std::string mode = "ca";
   std::string kv_entries = "f32";
   int64_t ctx = 0;
+  model::SamplerConfig sampling;
 };
 
 constexpr uint64_t kSession = 1;
@@ -71,6 +72,7 @@ int run_chat(const ChatArgs& a) {
   ec.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
   engine::Engine eng(lm.runner(), st.get(), ec);
   eng.set_stop_token(tok.eos_id());
+  eng.set_sampling(a.sampling);
   std::fprintf(stderr, "cachebench chat: %s, mode %s. Type a message; /stats, /reset, /quit.\n",
                lm.config().name.c_str(), engine::mode_name(mode));
   std::string line;
@@ -153,6 +155,7 @@ void register_chat(CLI::App& app) {
   sub->add_option("--ctx", a->ctx, "context window (0: the model's)")
       ->capture_default_str()
       ->check(at_least(0));
+  add_sampling_options(sub, &a->sampling);
   set_action(sub, [a] {
     resolve_backend(&a->m);
     return run_chat(*a);

@@ -1,8 +1,7 @@
-// cachebench generate --model MODEL --prompt T [-n N] [--temperature 0] [--seed S]
+// cachebench generate --model MODEL --prompt T [-n N] [--temperature 0 --top-k --top-p --min-p
+// --repeat-penalty --seed S]
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <random>
 
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
@@ -16,32 +15,10 @@ struct GenerateArgs {
   ModelArgs m;
   std::string prompt;
   int n = 64;
-  double temperature = 0.0;
-  uint64_t seed = 0;
+  model::SamplerConfig sampling;
   bool ignore_eos = false;
   bool no_bos = false;
 };
-
-int32_t pick(const float* logits, int64_t vocab, double temperature, std::mt19937_64& rng) {
-  int32_t best = 0;
-  for (int64_t i = 1; i < vocab; ++i)
-    if (logits[i] > logits[best]) best = static_cast<int32_t>(i);
-  if (temperature <= 0.0) return best;
-  std::vector<double> p(static_cast<size_t>(vocab));
-  double sum = 0.0;
-  for (int64_t i = 0; i < vocab; ++i) {
-    p[static_cast<size_t>(i)] =
-        std::exp((static_cast<double>(logits[i]) - logits[best]) / temperature);
-    sum += p[static_cast<size_t>(i)];
-  }
-  std::uniform_real_distribution<double> u(0.0, sum);
-  double r = u(rng);
-  for (int64_t i = 0; i < vocab; ++i) {
-    r -= p[static_cast<size_t>(i)];
-    if (r <= 0.0) return static_cast<int32_t>(i);
-  }
-  return best;
-}
 
 }  // namespace
 
@@ -53,10 +30,7 @@ void register_generate(CLI::App& app) {
   sub->add_option("-n,--n-tokens", a->n, "tokens to generate")
       ->capture_default_str()
       ->check(in_range(1, 1 << 20));
-  sub->add_option("--temperature", a->temperature, "sampling temperature; 0 is greedy")
-      ->capture_default_str()
-      ->check(in_range(0.0, 100.0));
-  sub->add_option("--seed", a->seed, "sampling seed")->capture_default_str();
+  add_sampling_options(sub, &a->sampling);
   sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after the end-of-sequence token");
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to the prompt");
   set_action(sub, [a] {
@@ -82,7 +56,7 @@ void register_generate(CLI::App& app) {
     kv::KvCache cache(lm.runner().kv_config(static_cast<int>((total + 15) / 16)));
     cache.add_sequence(0);
     cache.reserve(0, total);
-    std::mt19937_64 rng(a->seed);
+    model::Sampler sampler(a->sampling);
     const auto t0 = std::chrono::steady_clock::now();
     std::vector<float> logits = lm.runner().forward({{0, prompt, false}}, cache);
     const auto t1 = std::chrono::steady_clock::now();
@@ -92,7 +66,7 @@ void register_generate(CLI::App& app) {
     size_t printed = prompt_text.size();
     int generated = 0;
     for (int i = 0; i < a->n; ++i) {
-      const int32_t next = pick(logits.data(), cfg.vocab_size, a->temperature, rng);
+      const int32_t next = sampler.sample(logits.data(), cfg.vocab_size, all.data(), all.size());
       ++generated;
       if (next == lm.tok->eos_id() && !a->ignore_eos) break;
       all.push_back(next);

@@ -21,6 +21,34 @@ bool file_exists(const std::string& p) {
 
 }  // namespace
 
+void add_sampling_options(CLI::App* sub, model::SamplerConfig* c) {
+  sub->add_option("--temperature", c->temperature, "sampling temperature; 0 is greedy")
+      ->capture_default_str()
+      ->check(in_range(0.0, 100.0));
+  sub->add_option("--top-k", c->top_k, "sample from the k likeliest tokens only; 0: all")
+      ->capture_default_str()
+      ->check(at_least(0));
+  sub->add_option("--top-p", c->top_p,
+                  "nucleus sampling: from the smallest set of likeliest tokens whose probability "
+                  "reaches p; 1: all")
+      ->capture_default_str()
+      ->check(detail::number("in (0, 1]", "in (0, 1]", [](double v) { return v > 0 && v <= 1; }));
+  sub->add_option("--min-p", c->min_p,
+                  "drop tokens less likely than min-p times the likeliest token; 0: none")
+      ->capture_default_str()
+      ->check(in_range(0.0, 1.0));
+  sub->add_option(
+         "--repeat-penalty", c->repeat_penalty,
+         "divide a recent token's positive logit by this (multiply a negative one); 1: off")
+      ->capture_default_str()
+      ->check(in_range(0.01, 100.0));
+  sub->add_option("--repeat-last-n", c->repeat_last_n,
+                  "how many recent tokens --repeat-penalty looks at; 0: the whole context")
+      ->capture_default_str()
+      ->check(at_least(0));
+  sub->add_option("--seed", c->seed, "sampling seed")->capture_default_str();
+}
+
 void add_backend_options(CLI::App* sub, ModelArgs* a) {
   sub->add_option("--backend", a->backend,
                   "compute backend: cpu; cuda (an NVIDIA GPU; parity-tested, not yet at the "

@@ -9,6 +9,7 @@
 
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
+#include "lib/model/sampler.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace cb::app {
@@ -38,6 +39,10 @@ void resolve_backend(ModelArgs* a, bool cuda_ok = true);
 /// Adds --model (required), --tokenizer, --backend, --weights-seed to `sub`; with `cuda`
 /// the subcommand runs on either backend (--backend cpu|cuda, --gpu-storage, --gpu).
 void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda = false);
+
+/// Adds --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n and --seed
+/// (the sampler's; greedy by default) to `sub`.
+void add_sampling_options(CLI::App* sub, model::SamplerConfig* c);
 
 struct LoadedModel {
   std::unique_ptr<model::ModelSource> source;

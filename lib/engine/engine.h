@@ -24,6 +24,7 @@
 #include "lib/kv/kv_cache.h"
 #include "lib/metrics/turn_record.h"
 #include "lib/model/model.h"
+#include "lib/model/sampler.h"
 #include "lib/sched/scheduler.h"
 #include "lib/store/attention_store.h"
 
@@ -152,6 +153,11 @@ class Engine {
                 const TokenFn& on_token = {});
   /// Stops a turn early when it produces `token` (chat); -1 (default): decode the full length.
   void set_stop_token(int32_t token) { stop_token_ = token; }
+  /// Picks output tokens with `c` (chat's --temperature, --top-k, ...; the repetition penalty
+  /// sees the turn's whole context) instead of the argmax, the default.
+  void set_sampling(const model::SamplerConfig& c) {
+    sampler_ = std::make_unique<model::Sampler>(c);
+  }
   /// Forgets a session's context (and, in CA/OF mode, its stored entry).
   void reset_session(uint64_t session);
   /// Tokens of context a session currently has (0 when unknown).
@@ -184,6 +190,8 @@ class Engine {
   void start_batch_loads(const std::vector<Job*>& jobs);
   void run_step(const std::vector<sched::StepItem>& items, RunResult* res, const TokenFn& on_token);
   void finish(Job& job, RunResult* res);
+  /// The token job `j` emits from its logits `row`: the argmax, or the sampler's pick.
+  int32_t next_token(const Job& j, const float* row, int vocab);
   void recompute_instead(Job& job, RunResult* res);
   void wait_save(uint64_t session, double* stall);
   void poll_saves();
@@ -232,6 +240,7 @@ class Engine {
   int64_t async_save_failures_ = 0;
   int64_t buffer_allocations_ = 0;  ///< write buffers allocated since run() began
   int32_t stop_token_ = -1;
+  std::unique_ptr<model::Sampler> sampler_;  ///< null: the argmax
   // measured rates for the automatic read buffer
   double load_s_per_token_layer_ = 0, prefill_s_per_token_layer_ = 0;
   /// Seconds per token fed by steps with prefill (0: none yet), read by the store's recompute

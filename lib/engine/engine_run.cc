@@ -123,7 +123,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     if (it.prefill) j.fed += it.tokens;
     if (!it.emits) continue;
     const float* row = logits.data() + i * static_cast<size_t>(vocab);
-    const int32_t tok = static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+    const int32_t tok = next_token(j, row, vocab);
     if (j.outputs.empty()) j.rec.first_token_s = when;
     j.outputs.push_back(tok);
     j.rec.token_times_s.push_back(when);
@@ -134,6 +134,15 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
     finish(*jobs_.at(r.id), res);
     jobs_.erase(r.id);
   }
+}
+
+int32_t Engine::next_token(const Job& j, const float* row, int vocab) {
+  if (!sampler_) return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
+  if (!sampler_->config().penalizes()) return sampler_->sample(row, vocab);
+  std::vector<int32_t> seen = j.context;
+  seen.insert(seen.end(), j.new_ids.begin(), j.new_ids.end());
+  seen.insert(seen.end(), j.outputs.begin(), j.outputs.end());
+  return sampler_->sample(row, vocab, seen.data(), seen.size());
 }
 
 void Engine::finish(Job& j, RunResult* res) {

@@ -175,6 +175,29 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
     expect_error bench_gpu_without_gpu "bench gpu" "no CUDA GPU" "$CB" bench gpu --reps 1
   fi
 
+  # Sampling: by definition top-k 1, top-p 0.01 and min-p 1 leave only the likeliest token, so
+  # at any temperature they generate the greedy text; a seed gives the same sampled text.
+  gen() { "$CB" generate -m "$STORIES" --backend cpu -p "Once upon a time" -n 48 "$@" 2>/dev/null; }
+  greedy=$(gen)
+  for narrow in "--top-k 1" "--top-p 0.01" "--min-p 1"; do
+    # shellcheck disable=SC2086
+    if [ -n "$greedy" ] && [ "$(gen --temperature 5 --seed 9 $narrow)" = "$greedy" ]; then ok
+    else bad "generate $narrow at temperature 5 is not the greedy text"; fi
+  done
+  s1=$(gen --temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.1 --seed 5)
+  s2=$(gen --temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.1 --seed 5)
+  if [ -n "$s1" ] && [ "$s1" = "$s2" ]; then ok; else bad "generate: one seed, two texts"; fi
+  chat_out() {
+    printf 'Once upon a time\nThe cat\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu \
+      --max-tokens 16 "$@" 2>/dev/null | sed 's/TTFT [0-9.]* ms//'
+  }
+  c0=$(chat_out)
+  if [ -n "$c0" ] && [ "$(chat_out --temperature 3 --top-k 1 --seed 2)" = "$c0" ]; then ok
+  else bad "chat --top-k 1 at temperature 3 is not the greedy conversation"; fi
+  c1=$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)
+  if [ -n "$c1" ] && [ "$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)" = "$c1" ]; then ok
+  else bad "chat: one seed, two conversations"; fi
+
   # Malformed files: one clear line each, exit 1.
   python3 "$(dirname "$0")/make_bad_inputs.py" "$TMP/bad" "$STORIES" >"$TMP/cases.tsv" || bad "fixture generation"
   while IFS=$'\t' read -r name path needle; do
@@ -222,6 +245,12 @@ expect_usage_error replay_lookahead_0 --lookahead "must be a finite number > 0, 
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --lookahead 0
 expect_usage_error ablate_sessions_0 --sessions "must be in 1..1e+08" \
   "$CB" ablate eviction --sessions 0
+expect_usage_error generate_top_p_0 --top-p "must be in (0, 1], got 0" \
+  "$CB" generate -m preset:tiny-llama -p hi --top-p 0
+expect_usage_error chat_min_p_2 --min-p "must be in 0..1, got 2" \
+  "$CB" chat -m preset:tiny-llama --min-p 2
+expect_usage_error generate_top_k_negative --top-k "must be a finite number >= 0, got -3" \
+  "$CB" generate -m preset:tiny-llama -p hi --top-k -3
 expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \
   "$CB" perplexity -m preset:tiny-llama --dataset text --file "$TMP/synth.json" --truncate-ratio 1
 "$CB" trace synth --sessions 3 --seed 1 --out "$TMP/synth3.json" >/dev/null 2>&1 || bad "trace synth 3"
