@@ -6,6 +6,7 @@
 #include "lib/core/error.h"
 #include "lib/engine/policy_advisor.h"
 #include "lib/policy/placement.h"
+#include "lib/store/size_parse.h"
 
 namespace cb::sim {
 
@@ -28,6 +29,9 @@ SimStore::SimStore(SimStoreConfig cfg, int layers, uint64_t token_bytes)
                          " bytes) must fit in a chunk",
                      "use a larger --chunk-size");
   }
+  store::check_tier_budget("--hbm", cfg_.hbm_bytes, cfg_.chunk_bytes);
+  store::check_tier_budget("--dram", cfg_.dram_bytes, cfg_.chunk_bytes);
+  store::check_tier_budget("--ssd", cfg_.ssd_bytes, cfg_.chunk_bytes);
   tpc_ = cfg_.chunk_bytes / token_bytes_;
   cap_[0] = cfg_.hbm_bytes / cfg_.chunk_bytes;
   cap_[1] = cfg_.dram_bytes / cfg_.chunk_bytes;

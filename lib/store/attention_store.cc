@@ -51,17 +51,8 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
         "chunk size " + std::to_string(cfg_.chunk_bytes) + " is not a positive multiple of 4096",
         "use e.g. 1MiB");
   }
-  // A budget that holds no chunk is a tier that can hold nothing: say so rather than run a
-  // store that misses every turn (0 means no such tier).
-  for (const auto& [opt, bytes] : {std::pair<const char*, uint64_t>{"--hbm", cfg_.hbm_bytes},
-                                   std::pair<const char*, uint64_t>{"--dram", cfg_.dram_bytes}}) {
-    if (bytes > 0 && bytes < cfg_.chunk_bytes) {
-      throw make_error(opt,
-                       format_size(bytes) + " is smaller than one chunk (" +
-                           format_size(cfg_.chunk_bytes) + "), so the tier could hold nothing",
-                       "give at least one chunk, 0 for no such tier, or a smaller --chunk-size");
-    }
-  }
+  check_tier_budget("--hbm", cfg_.hbm_bytes, cfg_.chunk_bytes);
+  check_tier_budget("--dram", cfg_.dram_bytes, cfg_.chunk_bytes);
   const uint64_t phys = physical_memory_bytes();
   if (phys > 0 && cfg_.dram_bytes + cfg_.hbm_bytes > phys) {
     throw make_error("--dram",

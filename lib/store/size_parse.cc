@@ -81,4 +81,13 @@ std::string format_size(uint64_t bytes) {
   return buf;
 }
 
+void check_tier_budget(const char* option, uint64_t bytes, uint64_t chunk_bytes) {
+  if (bytes > 0 && bytes < chunk_bytes) {
+    throw make_error(option,
+                     format_size(bytes) + " is smaller than one chunk (" +
+                         format_size(chunk_bytes) + "), so the tier could hold nothing",
+                     "give at least one chunk, 0 for no such tier, or a smaller --chunk-size");
+  }
+}
+
 }  // namespace cb::store

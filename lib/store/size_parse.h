@@ -11,5 +11,8 @@ namespace cb::store {
 uint64_t parse_size(const std::string& text, const std::string& what = "size");
 /// 1073741824 -> "1 GiB", 1536 -> "1.5 KiB".
 std::string format_size(uint64_t bytes);
+/// Throws cb::Error naming `option` when a tier budget is above 0 (no such tier) but below one
+/// chunk: a tier that could hold nothing would miss every turn, which is never what was meant.
+void check_tier_budget(const char* option, uint64_t bytes, uint64_t chunk_bytes);
 
 }  // namespace cb::store

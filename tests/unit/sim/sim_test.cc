@@ -111,6 +111,23 @@ SimStoreConfig small(uint64_t dram_entries, uint64_t ssd_entries, const std::str
   return c;
 }
 
+TEST(SimStore, ATierBudgetBelowOneChunkIsRefusedAsTheRealStoreRefusesIt) {
+  for (int tier = 0; tier < 3; ++tier) {
+    SimStoreConfig c = small(2, 1, "lru");
+    uint64_t* budget[3] = {&c.hbm_bytes, &c.dram_bytes, &c.ssd_bytes};
+    *budget[tier] = c.chunk_bytes - 1;
+    const char* option[3] = {"--hbm", "--dram", "--ssd"};
+    try {
+      SimStore s(c, 2, 128);
+      FAIL() << option[tier] << " below one chunk was accepted";
+    } catch (const cb::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(option[tier]), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("smaller than one chunk"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(SimStore, LruEvictsTheLeastRecentlyUsedToSsdThenDrops) {
   SimStore s(small(2, 1, "lru"), 2, 128);
   for (uint64_t id = 1; id <= 2; ++id) {
