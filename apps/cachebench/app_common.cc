@@ -1,6 +1,8 @@
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <utility>
 #include <vector>
@@ -49,17 +51,60 @@ std::vector<CLI::Option*> given_options(CLI::App& cmd) {
   return cmd.get_options([](CLI::Option* o) { return o->count() > 0; });
 }
 
-// Throws cb::Error naming the option when an unsigned option of `cmd` was given a negative
-// number (which CLI11 2.1 would wrap to a huge one).
-void check_unsigned_options(CLI::App& cmd) {
-  // CLI11 2.1 reads "-1" into an unsigned option as 2^64 - 1 (strtoull).
+// Throws cb::Error naming the option when an integer option of `cmd` was given a number its
+// type cannot hold (which CLI11 2.1 clamps to the type's limit without a word), or an unsigned
+// one a negative number (which it wraps to a huge one).
+void check_integer_options(CLI::App& cmd) {
   for (CLI::Option* opt : given_options(cmd)) {
-    if (opt->get_type_name().rfind("UINT", 0) != 0) continue;
+    const std::string type = opt->get_type_name();
+    const bool is_unsigned = type.rfind("UINT", 0) == 0;
+    if (!is_unsigned && type.rfind("INT", 0) != 0) continue;
     for (const std::string& v : opt->results()) {
       const size_t at = v.find_first_not_of(" \t");
-      if (at != std::string::npos && v[at] == '-') {
+      if (is_unsigned && at != std::string::npos && v[at] == '-') {
         throw make_error(opt->get_name(), "must be a non-negative integer, got " + v);
       }
+      errno = 0;  // the parse CLI11 makes (base 0), to see whether it overflowed
+      if (is_unsigned) {
+        (void)std::strtoull(v.c_str(), nullptr, 0);
+      } else {
+        (void)std::strtoll(v.c_str(), nullptr, 0);
+      }
+      if (errno == ERANGE) {
+        throw make_error(opt->get_name(), v + " is out of range",
+                         std::string("give at most ") +
+                             (is_unsigned ? "18446744073709551615" : "9223372036854775807"));
+      }
+    }
+  }
+}
+
+struct Named {
+  std::string label, path;
+};
+
+// The values of `cmd`'s given options: those checked by output_file(), or all the others.
+std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
+  std::vector<Named> v;
+  for (CLI::Option* opt : given_options(cmd)) {
+    if (is_output(opt) != outputs) continue;
+    for (const std::string& r : opt->results()) v.push_back({opt->get_name(), r});
+  }
+  return v;
+}
+
+// Throws cb::Error when the existing file `out` is one of `inputs` (the same inode).
+void check_not_an_input(const Named& out, const std::vector<Named>& inputs) {
+  struct stat so {};
+  if (::stat(out.path.c_str(), &so) != 0) return;
+  for (const Named& in : inputs) {
+    struct stat si {};
+    if (::stat(in.path.c_str(), &si) == 0 && S_ISREG(si.st_mode) && si.st_dev == so.st_dev &&
+        si.st_ino == so.st_ino) {
+      throw make_error(out.label + " " + out.path,
+                       "is the file given to " + in.label + " (" + in.path +
+                           "); the run would overwrite its input",
+                       "write the result to another file");
     }
   }
 }
@@ -68,29 +113,10 @@ void check_unsigned_options(CLI::App& cmd) {
 // same file as another of its options (an input: --model, a trace, a corpus) or as another
 // output, which the run would overwrite or lose.
 void check_output_paths(CLI::App& cmd) {
-  struct Named {
-    std::string label, path;
-  };
-  std::vector<Named> outputs, others;
-  for (CLI::Option* opt : given_options(cmd)) {
-    for (const std::string& v : opt->results()) {
-      (is_output(opt) ? outputs : others).push_back({opt->get_name(), v});
-    }
-  }
+  const std::vector<Named> outputs = given_values(cmd, true), inputs = given_values(cmd, false);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Named& out = outputs[i];
-    struct stat so {};
-    const bool exists = ::stat(out.path.c_str(), &so) == 0;
-    for (const Named& in : others) {
-      struct stat si {};
-      if (exists && ::stat(in.path.c_str(), &si) == 0 && S_ISREG(si.st_mode) &&
-          si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
-        throw make_error(out.label + " " + out.path,
-                         "is the file given to " + in.label + " (" + in.path +
-                             "); the run would overwrite its input",
-                         "write the result to another file");
-      }
-    }
+    check_not_an_input(out, inputs);
     for (size_t k = 0; k < i; ++k) {
       if (normalized(outputs[k].path) == normalized(out.path)) {
         throw make_error(
@@ -132,6 +158,12 @@ void set_action(CLI::App* sub, std::function<int()> run, int error_exit) {
   actions().push_back({sub, std::move(run), error_exit});
 }
 
+void check_derived_outputs(CLI::App& cmd, const std::string& label,
+                           const std::vector<std::string>& outputs) {
+  const std::vector<Named> inputs = given_values(cmd, false);
+  for (const std::string& path : outputs) check_not_an_input({label, path}, inputs);
+}
+
 int report_error(const Error& e, int exit_code) {
   std::fprintf(stderr, "cachebench: error: %s\n", e.what());
   return interrupt_signal() != 0 ? 128 + interrupt_signal() : exit_code;
@@ -142,7 +174,7 @@ int run_selected(CLI::App& app) {
   for (auto it = actions().rbegin(); it != actions().rend(); ++it) {
     if (it->sub->parsed()) {
       try {
-        check_unsigned_options(*it->sub);
+        check_integer_options(*it->sub);
         check_output_paths(*it->sub);
       } catch (const Error& e) {
         return report_error(e, 1);  // a refused option, whatever the command

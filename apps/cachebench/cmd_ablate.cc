@@ -58,7 +58,7 @@ void run_gnuplot(const std::string& dir, const std::string& script, const std::s
   }
 }
 
-int run_ablate(AblateArgs& a) {
+int run_ablate(AblateArgs& a, CLI::App& sub) {
   eval::AblateOptions& o = a.o;
   if (a.mode != "sim" && a.mode != "real") {
     throw make_error("--mode", "expected sim or real, got '" + a.mode + "'");
@@ -77,6 +77,16 @@ int run_ablate(AblateArgs& a) {
     }
   } else {
     studies.push_back(a.study);
+  }
+  if (!a.out.empty()) {
+    std::vector<std::string> outputs;
+    for (const auto& s : studies) {
+      for (const char* ext : {".json", ".svg", ".gp", ".dat"}) {
+        if (a.no_plot && std::string(ext) != ".json") continue;
+        outputs.push_back(a.out + "/" + s + ext);
+      }
+    }
+    check_derived_outputs(sub, "--out", outputs);
   }
   if (a.m.model.empty()) {
     if (!o.sim) {
@@ -220,9 +230,9 @@ void register_ablate(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
-  set_action(sub, [a] {
+  set_action(sub, [a, sub] {
     resolve_backend(&a->m, a->mode == "real");
-    return run_ablate(*a);
+    return run_ablate(*a, *sub);
   });
 }
 

@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "lib/core/error.h"
 
@@ -21,6 +22,12 @@ int run_selected(CLI::App& app);
 /// Prints "cachebench: error: ..." and returns `exit_code`, or 128 + the signal when an
 /// interrupt stopped the run.
 int report_error(const Error& e, int exit_code);
+
+/// Throws cb::Error when one of `outputs`, files `cmd` will write under names it derives (ablate's
+/// DIR/STUDY.json, named by its option `label`), is a file given to one of `cmd`'s options: the
+/// run would overwrite its input. (Outputs named by an option are checked before every command.)
+void check_derived_outputs(CLI::App& cmd, const std::string& label,
+                           const std::vector<std::string>& outputs);
 
 void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);

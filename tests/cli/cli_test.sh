@@ -258,6 +258,17 @@ expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --warmup-turns 1000
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 1000000
+# An integer its option's type cannot hold is refused (CLI11 would clamp it to the limit).
+expect_error seed_overflow "--seed" "out of range" \
+  "$CB" generate -m preset:tiny-llama -p hi --seed 99999999999999999999999999
+expect_error ctx_overflow "--ctx" "out of range" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 99999999999999999999
+# ablate names its outputs after --out DIR: one that is an input file is refused, untouched.
+mkdir -p "$TMP/ablate_in"
+cp "$TMP/synth3.json" "$TMP/ablate_in/eviction.json"
+expect_error ablate_over_its_trace "$TMP/ablate_in/eviction.json" "overwrite its input" \
+  "$CB" ablate eviction --sessions 3 --trace "$TMP/ablate_in/eviction.json" --out "$TMP/ablate_in" --quiet
+if cmp -s "$TMP/synth3.json" "$TMP/ablate_in/eviction.json"; then ok; else bad "ablate changed its input trace"; fi
 expect_error forward_preset_too_big "preset:llama-65b" "more than this machine's" \
   "$CB" forward -m preset:llama-65b --tokens 1,2,3
 
