@@ -183,7 +183,7 @@ void register_bench_store(CLI::App* bench) {
     opt.traffic_bytes = store::parse_size(a->traffic, "--traffic");
     opt.chunk_bytes = store::parse_size(a->chunk, "--chunk");
     store::parse_io_mode(opt.io);  // reject a bad --io before any work
-    install_interrupt_handlers();  // SIGINT/SIGTERM: stop at the next round, scratch removed
+    install_interrupt_handlers();  // SIGINT/SIGTERM/SIGHUP: stop at the next round, scratch removed
     opt.poll = check_interrupted;
     const eval::BenchStoreResult r = eval::bench_store(opt);
     print_table(r);

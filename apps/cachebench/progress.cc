@@ -30,8 +30,12 @@ void install_interrupt_handlers() {
   sa.sa_handler = on_interrupt;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;  // the store's I/O goes on; the run stops at its next report
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    // A signal the process was started ignoring (nohup, a background job's SIGINT) stays ignored.
+    struct sigaction old;
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 int interrupt_signal() {
@@ -40,7 +44,10 @@ int interrupt_signal() {
 
 void check_interrupted() {
   if (g_signal == 0) return;
-  throw make_error(g_signal == SIGINT ? "SIGINT" : "SIGTERM", "interrupted",
+  throw make_error(g_signal == SIGINT    ? "SIGINT"
+                   : g_signal == SIGTERM ? "SIGTERM"
+                                         : "SIGHUP",
+                   "interrupted",
                    "the run stopped before its end; its scratch store directories were removed");
 }
 

@@ -8,7 +8,8 @@
 
 namespace cb::app {
 
-/// SIGINT and SIGTERM stop a long subcommand cleanly: the first is noted, and the next
+/// SIGINT, SIGTERM and SIGHUP (a closed terminal) stop a long subcommand cleanly, unless the
+/// process was started ignoring them (nohup): the first is noted, and the next
 /// progress report (or check_interrupted) throws cb::Error, so the run's scratch store
 /// directories are removed as the stack unwinds; a second signal ends the process at once.
 /// Subcommands that make scratch files install this; others keep the default handlers.

@@ -332,5 +332,29 @@ fi
 "$CB" replay "$SHAREGPT" --model "$MODEL" --sim --backend cuda --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 1 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--sim --backend cuda: $(cat "$TMP/err")"; fi
 
+# 7. A closed terminal (SIGHUP) or a kill (SIGTERM) stops a replay whose store is on SSD: it
+# exits 128 + the signal and removes its scratch store directory.
+"$CB" trace synth --sessions 200 --seed 2 --out "$TMP/sig_trace.json" >/dev/null 2>&1
+for sig in HUP TERM; do
+  rm -rf "$TMP/sig_store" && mkdir -p "$TMP/sig_store"
+  "$CB" replay "$TMP/sig_trace.json" --model "$MODEL" --backend cpu --ssd 64MiB --dram 2MiB \
+    --store-dir "$TMP/sig_store" --quiet >/dev/null 2>"$TMP/sig_err" &
+  pid=$!
+  for _ in $(seq 100); do
+    compgen -G "$TMP/sig_store/cachebench-replay-*" >/dev/null && break
+    sleep 0.1
+  done
+  sleep 0.5
+  kill -s "$sig" "$pid"
+  wait "$pid"
+  rc=$?
+  want=$((128 + $(kill -l "$sig")))
+  if [ "$rc" -eq "$want" ] && [ -z "$(ls -A "$TMP/sig_store")" ] && grep -qF "SIG$sig: interrupted" "$TMP/sig_err"; then
+    ok
+  else
+    bad "SIG$sig: rc=$rc (want $want), left: $(ls "$TMP/sig_store"), $(head -c 300 "$TMP/sig_err")"
+  fi
+done
+
 echo "replay_test: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
