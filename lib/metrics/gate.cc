@@ -109,6 +109,39 @@ std::vector<Bound> default_bounds() {
   return v;
 }
 
+std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults) {
+  for (size_t i = 0; i < given.size(); ++i) {
+    for (size_t k = 0; k < i; ++k) {
+      if (given[k].metric == given[i].metric) {
+        throw make_error("--max-regression " + given[i].metric,
+                         "is given twice; which bound is meant is unclear",
+                         "give each metric once");
+      }
+    }
+  }
+  std::vector<Bound> v;
+  std::vector<bool> used(given.size(), false);
+  if (!no_defaults) {
+    for (Bound d : default_bounds()) {
+      for (size_t i = 0; i < given.size(); ++i) {
+        if (given[i].metric == d.metric) {
+          d = given[i];
+          used[i] = true;
+        }
+      }
+      v.push_back(d);
+    }
+  }
+  for (size_t i = 0; i < given.size(); ++i) {
+    if (!used[i]) v.push_back(given[i]);
+  }
+  if (v.empty()) {
+    throw make_error("--no-default-bounds", "leaves nothing to check",
+                     "give at least one --max-regression METRIC=PCT");
+  }
+  return v;
+}
+
 const json& select_summary(const json& doc, const std::string& name) {
   if (doc.is_object()) {
     const auto it = doc.find("summary");

@@ -43,6 +43,11 @@ Bound parse_bound(const std::string& arg);
 /// recomputed_tokens, bytes_loaded, bytes_saved, completed.
 std::vector<Bound> default_bounds();
 
+/// The gates a run applies: default_bounds() (unless `no_defaults`), each replaced by a given
+/// bound of the same metric, then the given bounds of other metrics, in their order. A metric
+/// given twice is a cb::Error naming it (which bound was meant is unclear), as is an empty set.
+std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults);
+
 /// How one gated metric fared.
 enum class Verdict {
   Ok,          ///< within the bound

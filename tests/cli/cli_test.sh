@@ -75,6 +75,16 @@ if grep -qF '"passed": true' "$G/report.json" 2>/dev/null; then ok; else bad "ga
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "1 regression in 8 checks" "$TMP/out" && grep -qF "REGRESSION" "$TMP/out"; then ok
 else bad "gate regression: rc=$rc, $(head -c 600 "$TMP/out") $(head -c 300 "$TMP/err")"; fi
+# A given bound adds to the default ones: a hit-rate drop still fails beside a TTFT bound,
+# unless --no-default-bounds asks for the given ones alone.
+"$CB" gate --baseline "$G/base.json" --current "$G/worse.json" --max-regression ttft_ms.mean=5 >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "1 regression in 9 checks" "$TMP/out"; then ok
+else bad "gate with a bound dropped the defaults: rc=$rc, $(head -c 600 "$TMP/out")"; fi
+expect_out gate_no_defaults "no regression in 1 checks" "$CB" gate --baseline "$G/base.json" \
+  --current "$G/worse.json" --max-regression ttft_ms.mean=5 --no-default-bounds
+expect_error gate_bound_twice "ttft_ms.mean" "twice" "$CB" gate --baseline "$G/base.json" \
+  --current "$G/better.json" --max-regression ttft_ms.mean=5 --max-regression ttft_ms.mean=9
 expect_error gate_malformed "$G/broken.json" "not valid JSON" "$CB" gate --baseline "$G/base.json" --current "$G/broken.json"
 expect_error gate_missing_file "$G/nope.json" "cannot be opened" "$CB" gate --baseline "$G/nope.json" --current "$G/base.json"
 expect_error gate_missing_metric "tpot_ms.p99" "$G/base.json" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" --max-regression tpot_ms.p99=5

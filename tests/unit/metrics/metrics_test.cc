@@ -390,6 +390,37 @@ TEST(GateTest, ParseBound) {
   }
 }
 
+TEST(GateTest, GivenBoundsAddToTheDefaultsAndReplaceTheirOwnMetric) {
+  using cb::metrics::gate_bounds;
+  using cb::metrics::parse_bound;
+  const size_t n_defaults = cb::metrics::default_bounds().size();
+  EXPECT_EQ(gate_bounds({}, false).size(), n_defaults);
+  const std::vector<Bound> b =
+      gate_bounds({parse_bound("ttft_ms.mean=5"), parse_bound("hit_rate.ssd=2")}, false);
+  ASSERT_EQ(b.size(), n_defaults + 1);
+  EXPECT_EQ(b.back().metric, "ttft_ms.mean");
+  int ssd = 0;
+  for (const Bound& x : b) {
+    if (x.metric == "hit_rate.ssd") {
+      ++ssd;
+      EXPECT_EQ(x.max_regression_pct, 2.0);
+    } else if (x.metric != "ttft_ms.mean") {
+      EXPECT_EQ(x.max_regression_pct, 0.0) << x.metric;
+    }
+  }
+  EXPECT_EQ(ssd, 1);
+  const std::vector<Bound> only = gate_bounds({parse_bound("ttft_ms.mean=5")}, true);
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only[0].metric, "ttft_ms.mean");
+  EXPECT_NE(error_of([&] { gate_bounds({}, true); }).find("--no-default-bounds"),
+            std::string::npos);
+  const std::string twice = error_of([&] {
+    gate_bounds({parse_bound("ttft_ms.mean=5"), parse_bound("ttft_ms.mean=9")}, false);
+  });
+  EXPECT_NE(twice.find("ttft_ms.mean"), std::string::npos) << twice;
+  EXPECT_NE(twice.find("twice"), std::string::npos) << twice;
+}
+
 TEST(GateTest, DefaultBoundsAreTheDeterministicFieldsAtZero) {
   const std::vector<Bound> d = cb::metrics::default_bounds();
   std::vector<std::string> names;
