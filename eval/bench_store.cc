@@ -639,11 +639,11 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
   if (opt.ref_threads < 0 || opt.ref_threads > 64)
     throw make_error("--ref-threads", "needs 0 (as --io-threads) to 64 threads");
   if (opt.run_ssd && opt.chunk_bytes > (1ull << 30)) {
-    throw make_error("--chunk", "chunks above 1 GiB are not benchmarked (one request each)");
+    throw make_error("--chunk-size", "chunks above 1 GiB are not benchmarked (one request each)");
   }
   if (opt.run_ssd && (opt.chunk_bytes == 0 || opt.chunk_bytes % kAlign != 0)) {
-    throw make_error("--chunk", "a chunk of " + std::to_string(opt.chunk_bytes) +
-                                    " bytes is not a whole number of 4 KiB blocks");
+    throw make_error("--chunk-size", "a chunk of " + std::to_string(opt.chunk_bytes) +
+                                         " bytes is not a whole number of 4 KiB blocks");
   }
   const uint64_t per_token = 2ull * static_cast<uint64_t>(opt.n_layers) * opt.token_bytes;
   const int64_t tokens = static_cast<int64_t>(opt.entry_bytes / per_token);
@@ -670,7 +670,7 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
   base.io_mode = store::parse_io_mode(opt.io);
   // Store capacity: the chunks of `n` entries.
   const uint64_t tpc = opt.chunk_bytes / opt.token_bytes;
-  if (tpc == 0) throw make_error("--chunk", "a chunk is smaller than one token of one layer");
+  if (tpc == 0) throw make_error("--chunk-size", "a chunk is smaller than one token of one layer");
   const uint64_t chunks_per_entry = 2ull * static_cast<uint64_t>(opt.n_layers) *
                                     ((static_cast<uint64_t>(tokens) + tpc - 1) / tpc);
   const uint64_t store_bytes = chunks_per_entry * opt.chunk_bytes * static_cast<uint64_t>(n);

@@ -148,7 +148,7 @@ void register_bench_store(CLI::App* bench) {
       ->capture_default_str();
   cmd->add_option("--traffic", a->traffic, "bytes saved and loaded per round and tier")
       ->capture_default_str();
-  cmd->add_option("--chunk", a->chunk, "store chunk size")->capture_default_str();
+  cmd->add_option("--chunk-size,--chunk", a->chunk, "store chunk size")->capture_default_str();
   cmd->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str()
       ->check(in_range(1, 1000));
@@ -181,7 +181,7 @@ void register_bench_store(CLI::App* bench) {
     eval::BenchStoreOptions opt = a->opt;
     opt.entry_bytes = store::parse_size(a->entry_size, "--entry-size");
     opt.traffic_bytes = store::parse_size(a->traffic, "--traffic");
-    opt.chunk_bytes = store::parse_size(a->chunk, "--chunk");
+    opt.chunk_bytes = store::parse_size(a->chunk, "--chunk-size");
     store::parse_io_mode(opt.io);  // reject a bad --io before any work
     install_interrupt_handlers();  // SIGINT/SIGTERM/SIGHUP: stop at the next round, scratch removed
     opt.poll = check_interrupted;

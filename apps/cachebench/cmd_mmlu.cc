@@ -195,7 +195,9 @@ void register_mmlu(CLI::App& app) {
       "mmlu",
       "MMLU accuracy (lm-evaluation-harness conventions), optionally after an overflowed history");
   add_model_options(sub, &a->m, /*cuda=*/true);
-  sub->add_option("--data", a->data, "MMLU directory with test/ and dev/ CSV files")->required();
+  sub->add_option("--data", a->data, "MMLU directory with test/ and dev/ CSV files")
+      ->required()
+      ->check(existing_dir("test/ and dev/ (MMLU's CSV files)"));
   sub->add_option("--shots", a->shots, "few-shot examples from dev (first k in file order)")
       ->capture_default_str()
       ->check(in_range(0, 64));

@@ -90,7 +90,8 @@ void register_piqa(CLI::App& app) {
       "piqa", "PIQA accuracy (lm-evaluation-harness conventions: acc and acc_norm)");
   add_model_options(sub, &a->m, /*cuda=*/true);
   sub->add_option("--data", a->data, "PIQA directory with <split>.jsonl and <split>-labels.lst")
-      ->required();
+      ->required()
+      ->check(existing_dir("<split>.jsonl and <split>-labels.lst (PIQA's files)"));
   sub->add_option("--split", a->split, "which split's files to read")->capture_default_str();
   sub->add_option("--limit", a->limit, "evaluate only the first N examples (0: all)")
       ->capture_default_str()

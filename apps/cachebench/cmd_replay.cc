@@ -131,6 +131,12 @@ int run_replay_cmd(ReplayArgs& a) {
     throw make_error("--keep-store",
                      "needs a real SSD tier (--ssd SIZE --store-dir DIR, not --sim)");
   }
+  if (!a.store_dir.empty() && (a.sim || o.store.ssd_bytes == 0)) {
+    throw make_error("--store-dir",
+                     a.sim ? "sim mode's store moves no bytes, so it has no directory"
+                           : "holds the SSD tier's files, and this run has no SSD tier",
+                     a.sim ? "drop --store-dir" : "give --ssd SIZE too, or drop --store-dir");
+  }
   if (o.store.ssd_bytes > 0 && a.store_dir.empty() && !a.sim) {
     throw make_error("--ssd", "an SSD budget needs --store-dir DIR (where the files go)");
   }

@@ -121,6 +121,22 @@ inline CLI::Validator writable_dir() {
       "DIR");
 }
 
+/// A dataset directory the command reads: exists and is a directory (`what` says what it
+/// should hold, for the message when a file was given instead).
+inline CLI::Validator existing_dir(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        struct stat st {};
+        if (s.empty()) return "an empty path; pass the directory holding " + what;
+        if (::stat(s.c_str(), &st) != 0) return "'" + s + "' does not exist";
+        if (!S_ISDIR(st.st_mode)) {
+          return "'" + s + "' is a file; pass the directory holding " + what;
+        }
+        return "";
+      },
+      "DIR");
+}
+
 /// The context-overflow study's --truncate-ratio and --sink (perplexity and mmlu).
 struct OverflowOptions {
   CLI::Option* truncate_ratio;

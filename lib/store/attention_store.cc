@@ -47,7 +47,7 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
   if (!cfg_.store_dir.empty()) open_ssd();  // may adopt the store's chunk size
   if (cfg_.chunk_bytes == 0 || cfg_.chunk_bytes % 4096 != 0) {
     throw make_error(
-        "--chunk",
+        "--chunk-size",
         "chunk size " + std::to_string(cfg_.chunk_bytes) + " is not a positive multiple of 4096",
         "use e.g. 1MiB");
   }

@@ -70,7 +70,14 @@ StoreDirInfo read_store_marker(const std::string& dir) {
   ss << f.rdbuf();
   try {
     const auto j = nlohmann::json::parse(ss.str());
-    if (j.at("format").get<std::string>() != kFormat) throw std::runtime_error("wrong format");
+    const auto format = j.is_object() ? j.find("format") : j.end();
+    if (!j.is_object() || format == j.end() || !format->is_string()) {
+      throw std::runtime_error("no \"format\" field naming it a cachebench store marker");
+    }
+    if (format->get<std::string>() != kFormat) {
+      throw std::runtime_error("\"format\" is " + format->dump() + ", not \"" +
+                               std::string(kFormat) + "\"");
+    }
     StoreDirInfo info;
     const uint64_t version = marker_count(j, "version");
     if (version < 1 || version > static_cast<uint64_t>(kStoreVersion)) {
@@ -140,7 +147,7 @@ void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
 
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
   if (chunk_bytes == 0 || chunk_bytes % 4096 != 0) {
-    throw make_error("--chunk",
+    throw make_error("--chunk-size",
                      "chunk size " + std::to_string(chunk_bytes) +
                          " is not a positive multiple of 4096 (O_DIRECT alignment)",
                      "use e.g. 1MiB");
@@ -157,6 +164,7 @@ StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
 }
 
 void check_store_dir(const std::string& dir, bool writable) {
+  if (dir.empty()) throw make_error("--store-dir", "is empty", "name the store's directory");
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     throw make_error(dir,

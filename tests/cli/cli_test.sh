@@ -268,6 +268,13 @@ expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --warmup-turns 1000
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 1000000
+expect_error store_dir_empty "--store-dir" "is empty" "$CB" store stat --store-dir ""
+expect_error replay_store_dir_without_ssd "--store-dir" "give --ssd SIZE" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --store-dir "$TMP"
+expect_usage_error mmlu_data_missing --data "'$TMP/no-mmlu' does not exist" \
+  "$CB" mmlu -m preset:tiny-llama --data "$TMP/no-mmlu"
+expect_usage_error piqa_data_file --data "'$TMP/synth3.json' is a file; pass the directory" \
+  "$CB" piqa -m preset:tiny-llama --data "$TMP/synth3.json"
 # An integer its option's type cannot hold is refused (CLI11 would clamp it to the limit).
 expect_error seed_overflow "--seed" "out of range" \
   "$CB" generate -m preset:tiny-llama -p hi --seed 99999999999999999999999999

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iterator>
 #include <set>
+#include <utility>
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
@@ -253,6 +254,33 @@ TEST(Recovery, AMissingDataFileIsAnErrorAndClearStartsOver) {
   EXPECT_EQ(removed.size(), 2u);  // data file, journal
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   EXPECT_THROW(clear_store_dir(dir), Error);  // nothing of a store: not one
+  std::filesystem::remove_all(dir);
+}
+
+// A marker that is not one of ours (no "format", another format, not an object) says so in
+// words, not in the JSON library's.
+TEST(Recovery, AMarkerOfAnotherFormatIsNamedSo) {
+  const std::string dir = testing::fresh_dir("other_marker");
+  const std::pair<const char*, const char*> cases[] = {
+      {"{}", "no \"format\" field"},
+      {"[1, 2]", "no \"format\" field"},
+      {R"({"format": 3})", "no \"format\" field"},
+      {R"({"format": "other-tool"})", R"("format" is "other-tool", not "cachebench-store")"}};
+  for (const auto& [body, want] : cases) {
+    {
+      std::ofstream m(marker_path(dir), std::ios::trunc);
+      m << body;
+    }
+    try {
+      read_store_marker(dir);
+      ADD_FAILURE() << "accepted " << body;
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(marker_path(dir) + ": malformed store marker: " + want), std::string::npos)
+          << m;
+      EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
