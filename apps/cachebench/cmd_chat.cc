@@ -28,6 +28,24 @@ struct ChatArgs {
 };
 
 constexpr uint64_t kSession = 1;
+constexpr size_t kMaxLineBytes = 1 << 20;
+
+/// One line of stdin into `line` (without its newline); false at the end of input. A line
+/// longer than kMaxLineBytes is an error: chat reads one message per line, and input that has
+/// no line ends (a binary file, /dev/zero) would otherwise be read into memory without bound.
+bool read_message(std::string& line) {
+  line.clear();
+  int c;
+  while ((c = std::cin.get()) != EOF) {
+    if (c == '\n') return true;
+    if (line.size() == kMaxLineBytes) {
+      throw make_error("stdin", "a line longer than 1 MiB",
+                       "chat reads one message per line of text; type or pipe shorter lines");
+    }
+    line.push_back(static_cast<char>(c));
+  }
+  return !line.empty();
+}
 
 void print_stats(const store::AttentionStore* st, const engine::Engine& e) {
   std::printf("context: %lld tokens\n", static_cast<long long>(e.context_tokens(kSession)));
@@ -79,7 +97,7 @@ int run_chat(const ChatArgs& a) {
   while (true) {
     std::fputs("> ", stdout);
     std::fflush(stdout);
-    if (!std::getline(std::cin, line)) break;
+    if (!read_message(line)) break;
     if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF input
     if (line == "/quit" || line == "/exit") break;
     if (line == "/stats") {

@@ -208,6 +208,13 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   if [ -n "$c1" ] && [ "$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)" = "$c1" ]; then ok
   else bad "chat: one seed, two conversations"; fi
 
+  # Input without line ends is refused after 1 MiB rather than read into memory without bound.
+  head -c 2000000 /dev/zero >"$TMP/zeros"
+  "$CB" chat -m "$STORIES" --backend cpu <"$TMP/zeros" >/dev/null 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -qF "stdin: a line longer than 1 MiB" "$TMP/err"; then ok
+  else bad "chat on input without line ends: rc=$rc, $(head -c 300 "$TMP/err")"; fi
+
   # Malformed files: one clear line each, exit 1.
   python3 "$(dirname "$0")/make_bad_inputs.py" "$TMP/bad" "$STORIES" >"$TMP/cases.tsv" || bad "fixture generation"
   while IFS=$'\t' read -r name path needle; do
