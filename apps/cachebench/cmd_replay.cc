@@ -424,13 +424,13 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->check(at_least(0));
   sub->add_option("--price-gpu", a->o.prices.gpu_usd_per_hour, "USD per GPU hour")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(in_range(0, 1e6));
   sub->add_option("--price-dram", a->o.prices.dram_usd_per_gb_hour, "USD per GB-hour of DRAM")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(in_range(0, 1e6));
   sub->add_option("--price-ssd", a->o.prices.ssd_usd_per_gb_hour, "USD per GB-hour of SSD")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(in_range(0, 1e6));
   sub->add_option("--gpus", a->o.gpus, "accelerators charged (sim: also tensor parallel over them)")
       ->capture_default_str()
       ->check(in_range(1, 4096));

@@ -24,7 +24,7 @@ bool parse_seconds(const std::string& s, double* out) {
   if (s.empty()) return false;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) return false;
+  if (end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 || v > kMaxThinkTimeS) return false;
   *out = v;
   return true;
 }
@@ -33,8 +33,9 @@ bool parse_seconds(const std::string& s, double* out) {
 
 ThinkTime ThinkTime::parse(const std::string& text) {
   const auto bad = [&]() {
-    return make_error("--think-time", "cannot parse '" + text + "'",
-                      "use 0, const:SECONDS, exp:MEAN_SECONDS or uniform:LO:HI (non-negative)");
+    return make_error(
+        "--think-time", "cannot parse '" + text + "'",
+        "use 0, const:SECONDS, exp:MEAN_SECONDS or uniform:LO:HI (seconds from 0 to 1e6)");
   };
   ThinkTime t;
   double v = 0;
@@ -99,6 +100,16 @@ std::string ThinkTime::describe() const {
 std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed) {
   std::vector<double> t(n, 0.0);
   if (!(rate > 0) || std::isinf(rate)) return t;
+  // Times are doubles in seconds; past ~4.5e9 s their spacing exceeds a microsecond, and the
+  // millisecond metrics (TTFT, TPOT) of a run would be rounding noise.
+  if (static_cast<double>(n) / rate > kMaxVirtualSpanS) {
+    char b[160];
+    std::snprintf(b, sizeof b,
+                  "at %g sessions per second, %zu sessions arrive over about %.3g s, beyond the "
+                  "%.0g s the clock resolves to a microsecond",
+                  rate, n, static_cast<double>(n) / rate, kMaxVirtualSpanS);
+    throw make_error("--rate", b, "raise --rate (or 0: all at once)");
+  }
   std::mt19937_64 rng(seed);
   for (size_t i = 1; i < n; ++i) t[i] = t[i - 1] + exponential(rng, 1.0 / rate);
   return t;

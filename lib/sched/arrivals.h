@@ -32,8 +32,15 @@ struct ThinkTime {
   std::string describe() const;
 };
 
+/// The longest span of arrivals a run may have (s): up to it, doubles in seconds resolve a
+/// microsecond, so the millisecond metrics stay exact.
+inline constexpr double kMaxVirtualSpanS = 1e9;
+/// The largest think time (s) ThinkTime::parse accepts (11.6 days).
+inline constexpr double kMaxThinkTimeS = 1e6;
+
 /// Arrival times of `n` sessions: a Poisson process of `rate` sessions per second starting
-/// at 0 (the first session arrives at 0). rate <= 0 or infinite: all at 0.
+/// at 0 (the first session arrives at 0). rate <= 0 or infinite: all at 0. A rate whose
+/// sessions would arrive over more than kMaxVirtualSpanS is a cb::Error naming --rate.
 std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed);
 
 }  // namespace cb::sched

@@ -271,6 +271,14 @@ expect_usage_error generate_top_k_negative --top-k "must be a finite number >= 0
 expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \
   "$CB" perplexity -m preset:tiny-llama --dataset text --file "$TMP/synth.json" --truncate-ratio 1
 "$CB" trace synth --sessions 3 --seed 1 --out "$TMP/synth3.json" >/dev/null 2>&1 || bad "trace synth 3"
+# Virtual time is a double in seconds: a rate or think time that would stretch a run past the
+# span it resolves to a microsecond is refused (the millisecond metrics would be noise).
+expect_error replay_rate_tiny "--rate" "raise --rate" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --rate 1e-20
+expect_error replay_think_huge "--think-time" "from 0 to 1e6" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --think-time const:1e15
+expect_usage_error replay_price_huge --price-gpu "must be in 0..1e+06" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --price-gpu 1e308
 expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --warmup-turns 1000
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \

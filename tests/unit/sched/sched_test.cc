@@ -26,6 +26,10 @@ TEST(Arrivals, PoissonIsSeededAndHasTheRequestedRate) {
   EXPECT_NEAR(std::sqrt(var / (a.size() - 1)) / mean, 1.0, 0.05);
   for (double t : poisson_arrivals(5, 0, 1)) EXPECT_EQ(t, 0.0);
   for (double t : poisson_arrivals(5, INFINITY, 1)) EXPECT_EQ(t, 0.0);
+  // Arrivals spread past the span the clock resolves to a microsecond are refused.
+  EXPECT_NO_THROW(poisson_arrivals(10, 1e-8, 1));  // 1e9 s
+  EXPECT_THROW(poisson_arrivals(11, 1e-8, 1), cb::Error);
+  EXPECT_THROW(poisson_arrivals(2, 1e-20, 1), cb::Error);
 }
 
 TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
@@ -52,7 +56,9 @@ TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
     EXPECT_EQ(back.b, t.b) << text;
     EXPECT_EQ(t.describe(), text);
   }
-  for (const char* bad : {"", "-1", "exp:", "exp:-2", "uniform:3:1", "normal:1", "abc"}) {
+  EXPECT_EQ(ThinkTime::parse("const:1e6").sample(rng), 1e6);  // the largest accepted
+  for (const char* bad : {"", "-1", "exp:", "exp:-2", "uniform:3:1", "normal:1", "abc",
+                          "const:1e15", "uniform:0:2e6"}) {
     try {
       ThinkTime::parse(bad);
       ADD_FAILURE() << bad;
