@@ -141,6 +141,38 @@ std::vector<std::string> load_c4_rows(const std::string& path) {
   return parse_c4_rows(maybe_gunzip(read_file_bytes(path), path), path);
 }
 
+namespace {
+
+// Whether `text` looks like JSON lines: its first non-blank line is a {...} object.
+bool looks_like_json_lines(std::string_view text) {
+  const size_t b = text.find_first_not_of(" \t\r\n");
+  if (b == std::string_view::npos || text[b] != '{') return false;
+  const size_t e = text.find('\n', b);
+  const std::string_view first = py_strip(text.substr(b, e == std::string_view::npos ? e : e - b));
+  return first.size() >= 2 && first.back() == '}' && first.find("\":") != std::string_view::npos;
+}
+
+std::string corpus_mismatch(CorpusKind kind, std::string_view text) {
+  if (kind == CorpusKind::kC4) return "";
+  if (looks_like_json_lines(text)) {
+    return "it looks like JSON lines (C4's format), so their syntax would be scored as text; "
+           "--dataset c4 scores their \"text\" fields";
+  }
+  if (kind == CorpusKind::kWikiText2 || kind == CorpusKind::kWikiText2Raw) {
+    // WikiText's articles open with a " = Title = " line.
+    for (const std::string_view& a : {std::string_view("\n = "), std::string_view("\n= ")}) {
+      if (text.find(a) != std::string_view::npos || text.substr(0, a.size() - 1) == a.substr(1)) {
+        return "";
+      }
+    }
+    return "it has no WikiText article heading (a \" = Title = \" line), so it is not "
+           "WikiText-2; --dataset text scores any text";
+  }
+  return "";
+}
+
+}  // namespace
+
 Corpus load_corpus(CorpusKind kind, const std::string& path) {
   Corpus c;
   c.kind = kind;
@@ -180,6 +212,7 @@ Corpus load_corpus(CorpusKind kind, const std::string& path) {
   if (c.text.empty()) {
     throw make_error(path, "the corpus is empty", "pass a non-empty text file");
   }
+  c.mismatch = corpus_mismatch(kind, c.text);
   return c;
 }
 

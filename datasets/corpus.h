@@ -46,6 +46,9 @@ struct Corpus {
   bool gzipped = false;     ///< whether the file was gzip
   int64_t documents = 0;    ///< lines (ptb) or rows (c4); 0 for kinds kept as one text
   std::string convention;   ///< one line describing how `text` was built
+  /// Why the file may not be of `kind` (empty: it looks like one): JSON lines given as plain
+  /// text, PTB or WikiText (C4's format), or WikiText without a single article heading.
+  std::string mismatch;
 };
 
 /// Loads `path` following `kind`'s convention (see the top of this header).

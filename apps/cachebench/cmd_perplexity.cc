@@ -411,6 +411,10 @@ void register_perplexity(CLI::App& app) {
         lmeval_documents(*a) ? std::vector<int32_t>() : lm.tok->encode(corpus.text, add_bos);
     std::fprintf(stderr, "dataset %s: %s (sha256 %.16s...)\n", a->dataset.c_str(),
                  corpus.convention.c_str(), corpus.sha256.c_str());
+    if (!corpus.mismatch.empty()) {
+      std::fprintf(stderr, "cachebench: warning: --dataset %s with %s: %s\n", a->dataset.c_str(),
+                   a->file.c_str(), corpus.mismatch.c_str());
+    }
     if (a->method != "full") return run_overflow_study(*a, lm, tokens, corpus.sha256);
     if (a->convention != "llama.cpp") return run_convention(*a, lm, corpus, tokens);
     eval::PerplexityOptions opt;

@@ -370,5 +370,32 @@ TEST(WikiTextArticles, RealWikiText2Tokens) {
   EXPECT_EQ(sha256_hex(detok), "bdfc3d8647695d0e569cc57e0582da029e5eea47944d79d474d7ea2823c72a52");
 }
 
+TEST(Corpus, AFileOfAnotherKindIsFlagged) {
+  const std::string jsonl =
+      test::write_tmp("rows.jsonl", "{\"text\": \"a b\"}\n{\"text\": \"c\"}\n");
+  for (CorpusKind k : {CorpusKind::kText, CorpusKind::kPtb, CorpusKind::kWikiText2Raw}) {
+    EXPECT_NE(load_corpus(k, jsonl).mismatch.find("--dataset c4"), std::string::npos);
+  }
+  EXPECT_EQ(load_corpus(CorpusKind::kC4, jsonl).mismatch, "");
+  const std::string prose = test::write_tmp("prose.txt", "Once upon a time.\n{not json}\n");
+  EXPECT_EQ(load_corpus(CorpusKind::kText, prose).mismatch, "");
+  EXPECT_NE(load_corpus(CorpusKind::kWikiText2Raw, prose).mismatch.find("no WikiText article"),
+            std::string::npos);
+  const std::string wiki = test::write_tmp("wiki.txt", " \n = Title = \n \n Text . \n");
+  EXPECT_EQ(load_corpus(CorpusKind::kWikiText2, wiki).mismatch, "");
+  const std::string at_start = test::write_tmp("wiki0.txt", "= Title =\nText.\n");
+  EXPECT_EQ(load_corpus(CorpusKind::kWikiText2Raw, at_start).mismatch, "");
+}
+
+TEST(Corpus, TheSharedFilesAreTheirOwnKind) {
+  CB_REQUIRE_DATA(raw, "data/wikitext-2-raw/wiki.test.raw");
+  CB_REQUIRE_DATA(tokens, "data/wikitext-2/wiki.test.tokens");
+  CB_REQUIRE_DATA(c4, "data/c4/c4_realnewslike_prompt_response_200.jsonl");
+  EXPECT_EQ(load_corpus(CorpusKind::kWikiText2Raw, raw).mismatch, "");
+  EXPECT_EQ(load_corpus(CorpusKind::kWikiText2, tokens).mismatch, "");
+  EXPECT_EQ(load_corpus(CorpusKind::kC4, c4).mismatch, "");
+  EXPECT_NE(load_corpus(CorpusKind::kText, c4).mismatch, "");
+}
+
 }  // namespace
 }  // namespace cb::datasets
