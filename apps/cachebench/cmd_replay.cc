@@ -437,7 +437,14 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_option("--out", a->out, "write the summary JSON here")->check(output_file());
   sub->add_option("--csv", a->csv, "write per-turn records here (CSV)")->check(output_file());
   sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
-  set_action(sub, [a, think] {
+  set_action(sub, [a, think, sub] {
+    if (a->sim) {
+      refuse_given(*sub,
+                   {"--io-threads", "--slow-read", "--slow-write", "--gpu-storage", "--gpu",
+                    "--weights-seed"},
+                   "has no effect in sim mode (it moves no bytes and runs no model)",
+                   "drop it, or drop --sim");
+    }
     install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;

@@ -279,6 +279,8 @@ expect_error replay_think_huge "--think-time" "from 0 to 1e6" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --think-time const:1e15
 expect_usage_error replay_price_huge --price-gpu "must be in 0..1e+06" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --price-gpu 1e308
+expect_error replay_sim_io_threads "--io-threads" "no effect in sim mode" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --io-threads 7
 expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --warmup-turns 1000
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
