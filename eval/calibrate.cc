@@ -154,7 +154,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   }
   for (int b : {4, 16}) {  // batches of prefill chunks, as continuous batching makes them
     grid.push_back({b, 32, win / 4});
-    grid.push_back({b, 96, 16});
+    if (96 + 16 <= win) grid.push_back({b, 96, 16});  // each sequence within the window
   }
   const int bs = 16;
   const int blocks = static_cast<int>(16 * ((win + bs - 1) / bs + 1));
@@ -169,7 +169,8 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
       const kv::SeqId seq = i;
       cache.add_sequence(seq);
       if (!cache.reserve(seq, s.context + s.new_tokens)) {
-        throw make_error("calibrate", "KV pool too small for the calibration grid");
+        throw make_error("calibrate",
+                         "KV pool too small for the calibration grid (internal error)");
       }
       cache.set_length(seq, s.context);  // context slots hold whatever: timing only
       model::SeqInput in;

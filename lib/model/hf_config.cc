@@ -23,7 +23,7 @@ class Fields {
     const json& v = j_.at(k);
     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
         v.get<int64_t>() > std::numeric_limits<int>::max()) {
-      throw make_error(path_, "field '" + k + "' must be a non-negative integer, found " + v.dump(),
+      throw make_error(path_, "field '" + k + "' must be an integer from 0 to 2147483647, found " + v.dump(),
                        "fix config.json");
     }
     return static_cast<int>(v.get<int64_t>());
