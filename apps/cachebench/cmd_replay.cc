@@ -265,16 +265,15 @@ int run_replay_cmd(ReplayArgs& a) {
     }
   }
   if (!a.csv.empty()) {
-    std::vector<metrics::TurnRecord> all;
-    for (const auto& r : runs) {
-      if (runs.size() == 1) {
-        all = r.result.records;
-      } else {
-        const std::string p = a.csv + "." + engine::mode_name(r.mode) + ".csv";
-        metrics::write_turn_csv(p, r.result.records);
-      }
+    std::vector<std::string> names(trace.sessions.size());
+    for (const datasets::TraceSession& s : trace.sessions) {
+      if (s.id < names.size()) names[s.id] = s.name;
     }
-    if (runs.size() == 1) metrics::write_turn_csv(a.csv, all);
+    for (const auto& r : runs) {
+      const std::string p =
+          runs.size() == 1 ? a.csv : a.csv + "." + engine::mode_name(r.mode) + ".csv";
+      metrics::write_turn_csv(p, r.result.records, names);
+    }
   }
   if (!a.out.empty()) {
     nlohmann::json j;

@@ -32,10 +32,10 @@ std::string field(const std::string& s) {
 std::string turn_csv_header() {
   return "session,turn,warmup,arrival_s,start_s,first_token_s,finish_s,ttft_ms,history_tokens,"
          "new_tokens,output_tokens,reused_tokens,recomputed_tokens,truncated_tokens,tier,"
-         "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms";
+         "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms,conversation";
 }
 
-std::string turn_csv_row(const TurnRecord& r) {
+std::string turn_csv_row(const TurnRecord& r, const std::string& conversation) {
   std::string s;
   s += std::to_string(r.session) + ',' + std::to_string(r.turn) + ',' + (r.warmup ? "1" : "0");
   for (double v : {r.arrival_s, r.start_s, r.first_token_s, r.finish_s,
@@ -48,12 +48,17 @@ std::string turn_csv_row(const TurnRecord& r) {
   s += ',' + std::to_string(r.bytes_loaded) + ',' + std::to_string(r.bytes_saved);
   for (double v : {r.load_s * 1000.0, r.preload_stall_s * 1000.0, r.save_stall_s * 1000.0})
     s += ',' + num(v);
+  s += ',' + field(conversation);
   return s;
 }
 
-void write_turn_csv(const std::string& path, const std::vector<TurnRecord>& records) {
+void write_turn_csv(const std::string& path, const std::vector<TurnRecord>& records,
+                    const std::vector<std::string>& conversations) {
   std::string out = turn_csv_header() + '\n';
-  for (const TurnRecord& r : records) out += turn_csv_row(r) + '\n';
+  for (const TurnRecord& r : records) {
+    const bool named = r.session < conversations.size();
+    out += turn_csv_row(r, named ? conversations[r.session] : std::string()) + '\n';
+  }
   write_file_atomically(path, out, "the turn CSV");
 }
 

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -321,18 +323,21 @@ TEST(RecordsCsvTest, HeaderAndRows) {
   v[1].save_stall_s = 0.5;
   const std::string path = cb::test::tmp_dir() + "/metrics_turns.csv";
   cb::metrics::write_turn_csv(path, v);
-  EXPECT_FALSE(cb::test::file_exists(path + ".tmp"));
+  // Written whole through a temporary (path.tmp.PID), which is gone.
+  for (const auto& e : std::filesystem::directory_iterator(cb::test::tmp_dir())) {
+    EXPECT_NE(e.path().filename().string().rfind("metrics_turns.csv.tmp", 0), 0u) << e.path();
+  }
   const std::string text = cb::test::read_file(path);
   const std::string header =
       "session,turn,warmup,arrival_s,start_s,first_token_s,finish_s,ttft_ms,history_tokens,"
       "new_tokens,output_tokens,reused_tokens,recomputed_tokens,truncated_tokens,tier,"
-      "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms\n";
+      "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms,conversation\n";
   ASSERT_EQ(text.substr(0, header.size()), header);
   // One line per record (warmup included) after the header.
   size_t lines = 0;
   for (char ch : text) lines += ch == '\n';
   EXPECT_EQ(lines, 1 + v.size());
-  EXPECT_NE(text.find("\n1,0,0,0,0,0.5,1.5,500,0,100,3,0,0,0,none,0,1000,0,0,500\n"),
+  EXPECT_NE(text.find("\n1,0,0,0,0,0.5,1.5,500,0,100,3,0,0,0,none,0,1000,0,0,500,\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n9,0,1,"), std::string::npos);  // the warmup turn, flagged
@@ -345,7 +350,23 @@ TEST(RecordsCsvTest, HeaderAndRows) {
   r.preload_stall_s = 0.0625;
   r.save_stall_s = 0.25;
   EXPECT_EQ(cb::metrics::turn_csv_row(r),
-            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250");
+            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250,");
+  EXPECT_EQ(cb::metrics::turn_csv_row(r, "conv,7"),
+            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250,\"conv,7\"");
+  // Each record's conversation by its session index; none past the names given.
+  cb::metrics::write_turn_csv(path, v, {"first", "second", "third"});
+  std::istringstream rows(cb::test::read_file(path));
+  std::string line;
+  std::getline(rows, line);  // the header
+  int named = 0;
+  while (std::getline(rows, line)) {
+    const std::string session = line.substr(0, line.find(','));
+    const std::string last = line.substr(line.rfind(',') + 1);
+    const std::string want = session == "1" ? "second" : session == "2" ? "third" : "";
+    EXPECT_EQ(last, want) << line;
+    named += !want.empty();
+  }
+  EXPECT_EQ(named, 2);
   TurnRecord odd = v[1];
   odd.tier = "a,\"b\"";
   EXPECT_NE(cb::metrics::turn_csv_row(odd).find(",\"a,\"\"b\"\"\","), std::string::npos);
