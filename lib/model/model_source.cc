@@ -113,6 +113,10 @@ void ModelSource::open_hf(const std::string& dir) {
     if (!c.empty()) by_canonical.emplace(c, t);
   }
   bind_and_validate(by_canonical, dir);
+  // The tensors' own type, as for GGUF (config.json's torch_dtype may say otherwise).
+  const formats::TensorRef* probe = tensor("blk.0.ffn_up.weight");
+  if (probe == nullptr) probe = tensor("token_embd.weight");
+  if (probe != nullptr) config_.weight_dtype = probe->dtype;
 }
 
 void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,

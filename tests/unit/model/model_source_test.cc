@@ -110,6 +110,12 @@ TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
   EXPECT_EQ(m->config().arch, cb::model::Arch::Mistral);
   EXPECT_EQ(m->config().sliding_window, 16);
   EXPECT_EQ(m->tensors().size(), src->tensors().size());
+
+  // The tensors' own type wins over config.json's torch_dtype (bfloat16 here).
+  auto f32 = ModelSource::open(cb::test::write_checkpoint(
+      "hf_llama_f32", llama_config("LlamaForCausalLM"),
+      filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32")));
+  EXPECT_EQ(f32->config().weight_dtype, cb::DType::F32);
 }
 
 TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
