@@ -23,7 +23,12 @@ namespace cb::app {
 namespace detail {
 inline std::string bound(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%g", v);
+  // Whole numbers in full (1048576, not 1.04858e+06), others in %g.
+  if (v == std::floor(v) && std::fabs(v) < 1e15) {
+    std::snprintf(b, sizeof b, "%.0f", v);
+  } else {
+    std::snprintf(b, sizeof b, "%g", v);
+  }
   return b;
 }
 

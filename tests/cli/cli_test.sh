@@ -260,7 +260,7 @@ expect_usage_error replay_gpus_0 --gpus "must be in 1..4096" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --gpus 0
 expect_usage_error replay_lookahead_0 --lookahead "must be a finite number > 0, got 0" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --lookahead 0
-expect_usage_error ablate_sessions_0 --sessions "must be in 1..1e+08" \
+expect_usage_error ablate_sessions_0 --sessions "must be in 1..100000000" \
   "$CB" ablate eviction --sessions 0
 expect_usage_error generate_top_p_0 --top-p "must be in (0, 1], got 0" \
   "$CB" generate -m preset:tiny-llama -p hi --top-p 0
@@ -277,7 +277,7 @@ expect_error replay_rate_tiny "--rate" "raise --rate" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --rate 1e-20
 expect_error replay_think_huge "--think-time" "from 0 to 1e6" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --think-time const:1e15
-expect_usage_error replay_price_huge --price-gpu "must be in 0..1e+06" \
+expect_usage_error replay_price_huge --price-gpu "must be in 0..1000000" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --price-gpu 1e308
 expect_error replay_sim_io_threads "--io-threads" "no effect in sim mode" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --io-threads 7
@@ -339,7 +339,7 @@ expect_usage_error out_empty --out "an empty path" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out ""
 expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
-expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..1e+07" \
+expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10000000" \
   "$CB" bench store --store-dir "$O" --policy-entries 100000000000
 expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
   "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
