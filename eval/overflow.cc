@@ -59,7 +59,11 @@ OverflowGroup::OverflowGroup(const model::ForwardModel& m,
                      "must be in (0, 1) and drop at least one token of the window");
   }
   if (opt.sink < 0 || opt.sink + drop_ > opt.n_ctx) {
-    throw make_error("--sink", "sink tokens plus dropped tokens exceed the window");
+    throw make_error("--sink",
+                     std::to_string(opt.sink) + " sink tokens plus the " + std::to_string(drop_) +
+                         " tokens each overflow drops (--truncate-ratio) exceed the " +
+                         std::to_string(opt.n_ctx) + "-token window",
+                     "use at most --sink " + std::to_string(opt.n_ctx - drop_));
   }
   const auto layers = static_cast<size_t>(m.config().n_layers);
   for (OverflowMethod method : methods) {

@@ -122,8 +122,12 @@ void check_store_files(const std::string& dir, const StoreDirInfo& info) {
       throw make_error(p, std::string("cannot stat data file: ") + std::strerror(errno),
                        "check the store directory");
     }
-    if (!S_ISREG(st.st_mode))
-      throw make_error(p, "data file of the store is not a regular file", fix);
+    if (!S_ISREG(st.st_mode)) {
+      throw make_error(p, "data file of the store is not a regular file",
+                       "move it out of the way by hand (`store clear` removes only regular "
+                       "files), then run `cachebench store clear --store-dir " +
+                           dir + "`");
+    }
     if (static_cast<uint64_t>(st.st_size) < bytes) {
       throw make_error(p,
                        "data file of the store holds " + std::to_string(st.st_size) +
