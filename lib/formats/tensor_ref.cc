@@ -1,6 +1,10 @@
 #include "lib/formats/tensor_ref.h"
 
+#include <algorithm>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "lib/core/error.h"
 #include "lib/formats/dequant.h"
@@ -48,7 +52,35 @@ void to_f32(const TensorRef& t, float* out) {
   if (numel != 0 && t.data == nullptr) {
     throw make_error(t.file, what + " has no data", "the tensor was not loaded from a file");
   }
-  dequantize(t.dtype, t.data, out, static_cast<size_t>(numel));
+  dequantize_parallel(t.dtype, t.data, out, static_cast<size_t>(numel));
+}
+
+void dequantize_parallel(DType t, const uint8_t* src, float* dst, size_t n, unsigned threads) {
+  const size_t be = dtype_block_elems(t), bb = dtype_block_bytes(t);
+  if (threads == 0) threads = std::min(16u, std::max(1u, std::thread::hardware_concurrency()));
+  // At least 256 Ki elements a thread: below that, starting one costs more than it saves.
+  const size_t blocks = n / be;
+  const size_t parts = std::min<size_t>({threads, n >> 18, blocks});
+  if (parts <= 1 || n % be != 0) {
+    dequantize(t, src, dst, n);
+    return;
+  }
+  // Each part a contiguous run of whole blocks; every block decodes on its own, so the result
+  // is the serial one bit for bit.
+  std::vector<std::thread> pool;
+  const auto run = [&](size_t k) {
+    const size_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
+    dequantize(t, src + b0 * bb, dst + b0 * be, (b1 - b0) * be);
+  };
+  for (size_t k = 1; k < parts; ++k) {
+    try {
+      pool.emplace_back(run, k);
+    } catch (const std::system_error&) {  // no thread to be had: this one does that part
+      run(k);
+    }
+  }
+  run(0);
+  for (std::thread& th : pool) th.join();
 }
 
 }  // namespace cb::formats

@@ -34,4 +34,9 @@ std::string shape_str(const std::vector<int64_t>& shape);
 /// `out` must hold t.numel() floats. Throws cb::Error for dtypes it cannot convert.
 void to_f32(const TensorRef& t, float* out);
 
+/// dequantize() of `n` elements of type `t` split over `threads` threads (0: the machine's
+/// cores, at most 16), each a contiguous run of whole blocks of at least 256 Ki elements; the
+/// same floats as the serial call. Small tensors run on the calling thread.
+void dequantize_parallel(DType t, const uint8_t* src, float* dst, size_t n, unsigned threads = 0);
+
 }  // namespace cb::formats

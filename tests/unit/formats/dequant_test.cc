@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -172,6 +173,33 @@ TEST(Dequant, ShapeStr) {
   EXPECT_EQ(shape_str({4096, 11008}), "[4096, 11008]");
   EXPECT_EQ(shape_str({7}), "[7]");
   EXPECT_EQ(shape_str({}), "[]");
+}
+
+// Splitting a tensor over threads gives the serial floats bit for bit, for every type, with
+// parts that do not divide the blocks evenly, and a small tensor stays on one thread.
+TEST(Dequant, ParallelMatchesSerialBitForBit) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;  // xorshift bytes: scales of every magnitude
+  const auto next = [&x] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<uint8_t>(x >> 56);
+  };
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                  DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const size_t be = dtype_block_elems(t);
+    const size_t n = be * ((1u << 20) / be + 7);  // just over 1 Mi elements, an odd block count
+    std::vector<uint8_t> src(n / be * dtype_block_bytes(t));
+    for (uint8_t& b : src) b = next();
+    std::vector<float> serial(n), parallel(n);
+    dequantize(t, src.data(), serial.data(), n);
+    for (unsigned threads : {2u, 3u, 7u}) {
+      std::fill(parallel.begin(), parallel.end(), -1.0f);
+      dequantize_parallel(t, src.data(), parallel.data(), n, threads);
+      EXPECT_EQ(std::memcmp(serial.data(), parallel.data(), n * sizeof(float)), 0)
+          << dtype_name(t) << " over " << threads << " threads";
+    }
+  }
 }
 
 }  // namespace
