@@ -342,8 +342,11 @@ void capacity(Runner& run, AblateResult* r) {
                      "(measured by an unbounded replay); DRAM first, the rest on SSD");
   for (double f : {0.1, 0.2, 0.3, 0.5, 0.7, 1.0}) {
     const double c = f * cc;
-    o.store.dram_bytes = static_cast<uint64_t>(std::min<double>(static_cast<double>(dram), c));
-    o.store.ssd_bytes = static_cast<uint64_t>(c - static_cast<double>(o.store.dram_bytes));
+    // Whole chunks (a tier of less than one holds nothing and is refused): 0 below one.
+    const uint64_t chunk = o.store.chunk_bytes;
+    const auto whole = [chunk](double b) { return static_cast<uint64_t>(b) / chunk * chunk; };
+    o.store.dram_bytes = whole(std::min<double>(static_cast<double>(dram), c));
+    o.store.ssd_bytes = whole(c - static_cast<double>(o.store.dram_bytes));
     char label[32];
     std::snprintf(label, sizeof label, "%.1f", f);
     r->rows.push_back(

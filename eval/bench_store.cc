@@ -262,16 +262,19 @@ std::pair<double, double> plain_io(const std::string& path, uint64_t bytes, cons
 
 /// Moves requests [first, end) of [0, bytes) of `fd` (in `req`-byte requests, in order),
 /// `depth` in flight through `ring` (the reference's own, not the store's I/O code): writes
-/// from `src`, reads into `dst` (one buffer for every read: the bytes are not looked at). A
-/// short transfer is finished synchronously. On an error it stops submitting, waits for the
-/// requests in flight (they use the buffers), then throws; if the ring itself fails, so that
-/// they cannot be waited for, it sets `*ring_broken` first (the caller must then never free
-/// `dst`).
+/// from `src`, reads into `dst`, `depth` buffers of `req` bytes, a request into buffer
+/// (index - first) % depth, so no two reads in flight share memory (the store reads each chunk
+/// into its own; the bytes are not looked at). A short transfer is finished synchronously. On an
+/// error it stops submitting, waits for the requests in flight (they use the buffers), then throws;
+/// if the ring itself fails, so that they cannot be waited for, it sets `*ring_broken` first (the
+/// caller must then never free `dst`).
 void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req, uint64_t first,
-                uint64_t end, int depth, const AlignedBuf& src, const AlignedBuf& dst,
-                const std::string& path, bool* ring_broken) {
+                uint64_t end, int depth, const AlignedBuf& src, char* dst, const std::string& path,
+                bool* ring_broken) {
   const char* what = write ? "baseline write" : "baseline read";
-  char* buf = write ? src.data.get() : dst.data.get();
+  const auto buf_of = [&](uint64_t i) {
+    return write ? src.data.get() : dst + (i - first) % static_cast<uint64_t>(depth) * req;
+  };
   const uint64_t n_req = std::min(end, (bytes + req - 1) / req);
   uint64_t next = first, inflight = 0;  // the next request (an index into all of them)
   int err = 0;
@@ -287,7 +290,8 @@ void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req
       return;
     }
     const uint64_t off = i * req;
-    err = io_rest(fd, write, buf, std::min(req, bytes - off), off, static_cast<uint64_t>(res));
+    err =
+        io_rest(fd, write, buf_of(i), std::min(req, bytes - off), off, static_cast<uint64_t>(res));
   };
   bool submitting = true;  // false after io_uring_submit failed: the ring takes no more
   while (inflight > 0 || (err == 0 && next < n_req)) {
@@ -297,9 +301,9 @@ void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req
         if (sqe == nullptr) break;
         const uint64_t off = next * req, n = std::min(req, bytes - off);
         if (write) {
-          io_uring_prep_write(sqe, fd, buf, static_cast<unsigned>(n), off);
+          io_uring_prep_write(sqe, fd, buf_of(next), static_cast<unsigned>(n), off);
         } else {
-          io_uring_prep_read(sqe, fd, buf, static_cast<unsigned>(n), off);
+          io_uring_prep_read(sqe, fd, buf_of(next), static_cast<unsigned>(n), off);
         }
         io_uring_sqe_set_data64(sqe, next);
         ++next;
@@ -338,11 +342,11 @@ void uring_pass(io_uring& ring, int fd, bool write, uint64_t bytes, uint64_t req
 }
 
 /// The same as uring_pass from `depth` threads of synchronous requests (thread t issues
-/// requests t, t + depth, ...), where io_uring is unavailable.
+/// requests t, t + depth, ..., reading into the t-th `req` bytes of `dst`), where io_uring is
+/// unavailable.
 void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
                   const AlignedBuf& src, const AlignedBuf& dst, const std::string& path) {
   const uint64_t n_req = (bytes + req - 1) / req;
-  char* p = write ? src.data.get() : dst.data.get();
   std::vector<int> err(static_cast<size_t>(depth), 0);
   {
     std::vector<std::thread> threads;
@@ -351,6 +355,7 @@ void threads_pass(int fd, bool write, uint64_t bytes, uint64_t req, int depth,
       threads.emplace_back([&, t] {
         for (uint64_t i = static_cast<uint64_t>(t); i < n_req && err[t] == 0; i += depth) {
           const uint64_t off = i * req;
+          char* p = write ? src.data.get() : dst.data.get() + static_cast<uint64_t>(t) * req;
           err[t] = io_rest(fd, write, p, std::min(req, bytes - off), off, 0);
         }
       });
@@ -377,7 +382,7 @@ class ParallelReference {
         req_(req),
         depth_(depth),
         rings_(std::max(1, std::min(rings, depth))),
-        dst_(req) {
+        dst_(req * static_cast<uint64_t>(std::max(1, depth))) {
     bool direct = false;
     fd_.fd = open_baseline(path_, &direct);
     if (const int rc = ::posix_fallocate(fd_.fd, 0, static_cast<off_t>(bytes_)); rc != 0) {
@@ -442,8 +447,11 @@ class ParallelReference {
         const uint64_t n = (bytes_ + req_ - 1) / req_, k = static_cast<uint64_t>(rings_);
         const uint64_t first = n * static_cast<uint64_t>(r) / k;
         const uint64_t end = n * static_cast<uint64_t>(r + 1) / k;
+        // The ring's own `ring_depth(r)` read buffers, after those of the rings before it.
+        uint64_t slot = 0;
+        for (int q = 0; q < r; ++q) slot += static_cast<uint64_t>(ring_depth(q));
         uring_pass(*ring_set_[static_cast<size_t>(r)], fd_.fd, write, bytes_, req_, first, end,
-                   ring_depth(r), src, dst_, path_, &b);
+                   ring_depth(r), src, dst_.data.get() + slot * req_, path_, &b);
       } catch (...) {
         errors[static_cast<size_t>(r)] = std::current_exception();
       }

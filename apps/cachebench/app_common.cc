@@ -71,9 +71,11 @@ void check_integer_options(CLI::App& cmd) {
         (void)std::strtoll(v.c_str(), nullptr, 0);
       }
       if (errno == ERANGE) {
+        const bool negative = at != std::string::npos && v[at] == '-';
         throw make_error(opt->get_name(), v + " is out of range",
-                         std::string("give at most ") +
-                             (is_unsigned ? "18446744073709551615" : "9223372036854775807"));
+                         negative      ? "give at least -9223372036854775808"
+                         : is_unsigned ? "give at most 18446744073709551615"
+                                       : "give at most 9223372036854775807");
       }
     }
   }

@@ -76,10 +76,10 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
 int run_gate_cmd(const GateArgs& a) {
   std::vector<metrics::Bound> given;
   for (const std::string& s : a.bounds) given.push_back(metrics::parse_bound(s));
-  const std::vector<metrics::Bound> bounds = metrics::gate_bounds(given, a.no_defaults);
   const nlohmann::json base_doc = load_document(a.baseline), cur_doc = load_document(a.current);
   const nlohmann::json& base = metrics::select_summary(base_doc, a.baseline);
   const nlohmann::json& cur = metrics::select_summary(cur_doc, a.current);
+  const std::vector<metrics::Bound> bounds = metrics::gate_bounds(given, a.no_defaults, base);
   check_comparable(base_doc, cur_doc, a);
   const metrics::GateReport r = metrics::run_gate(base, cur, bounds, a.baseline, a.current);
 
@@ -120,7 +120,8 @@ void register_gate(CLI::App& app) {
   sub->add_option("--max-regression", a->bounds,
                   "METRIC=PCT: dotted metric (e.g. ttft_ms.mean) may get PCT percent worse; "
                   "repeatable, each metric once. Added to the default bounds (replacing a "
-                  "default's own): hit_rate.overall, hit_rate.dram, hit_rate.ssd, "
+                  "default's own; defaults the baseline lacks left out): hit_rate.overall, "
+                  "hit_rate.dram, hit_rate.ssd, "
                   "reused_tokens, recomputed_tokens, bytes_loaded, bytes_saved, completed at 0");
   sub->add_flag("--no-default-bounds", a->no_defaults,
                 "check only the --max-regression bounds (e.g. timing runs whose hits may vary)");

@@ -43,9 +43,10 @@ void add_sampling_options(CLI::App* sub, model::SamplerConfig* c) {
       ->capture_default_str()
       ->check(in_range(0.01, 100.0));
   sub->add_option("--repeat-last-n", c->repeat_last_n,
-                  "how many recent tokens --repeat-penalty looks at; 0: the whole context")
+                  "how many recent tokens --repeat-penalty looks at; -1: the whole context, 0: "
+                  "none (as llama.cpp)")
       ->capture_default_str()
-      ->check(at_least(0));
+      ->check(at_least(-1));
   sub->add_option("--seed", c->seed, "sampling seed")->capture_default_str();
 }
 

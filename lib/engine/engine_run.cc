@@ -139,9 +139,18 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
 int32_t Engine::next_token(const Job& j, const float* row, int vocab) {
   if (!sampler_) return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
   if (!sampler_->config().penalizes()) return sampler_->sample(row, vocab);
-  std::vector<int32_t> seen = j.context;
-  seen.insert(seen.end(), j.new_ids.begin(), j.new_ids.end());
-  seen.insert(seen.end(), j.outputs.begin(), j.outputs.end());
+  // The sequence's last repeat_last_n tokens (-1: all): the tails of context, new, outputs.
+  const int64_t last_n = sampler_->config().repeat_last_n;
+  size_t want = j.context.size() + j.new_ids.size() + j.outputs.size();
+  if (last_n > 0) want = std::min(want, static_cast<size_t>(last_n));
+  std::vector<int32_t> seen(want);
+  size_t at = want;
+  for (const std::vector<int32_t>* part : {&j.outputs, &j.new_ids, &j.context}) {
+    const size_t take = std::min(at, part->size());
+    std::copy(part->end() - static_cast<std::ptrdiff_t>(take), part->end(),
+              seen.begin() + static_cast<std::ptrdiff_t>(at - take));
+    at -= take;
+  }
   return sampler_->sample(row, vocab, seen.data(), seen.size());
 }
 

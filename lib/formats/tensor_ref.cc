@@ -61,7 +61,7 @@ void dequantize_parallel(DType t, const uint8_t* src, float* dst, size_t n, unsi
   // At least 256 Ki elements a thread: below that, starting one costs more than it saves.
   const size_t blocks = n / be;
   const size_t parts = std::min<size_t>({threads, n >> 18, blocks});
-  if (parts <= 1 || n % be != 0) {
+  if (parts <= 1 || n % be != 0 || t == DType::I32) {  // (dequantize refuses I32 itself)
     dequantize(t, src, dst, n);
     return;
   }

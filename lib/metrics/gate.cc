@@ -109,7 +109,8 @@ std::vector<Bound> default_bounds() {
   return v;
 }
 
-std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults) {
+std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults,
+                               const json& baseline) {
   for (size_t i = 0; i < given.size(); ++i) {
     for (size_t k = 0; k < i; ++k) {
       if (given[k].metric == given[i].metric) {
@@ -123,6 +124,7 @@ std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults
   std::vector<bool> used(given.size(), false);
   if (!no_defaults) {
     for (Bound d : default_bounds()) {
+      if (!given.empty() && json_at(baseline, d.metric) == nullptr) continue;
       for (size_t i = 0; i < given.size(); ++i) {
         if (given[i].metric == d.metric) {
           d = given[i];

@@ -44,9 +44,13 @@ Bound parse_bound(const std::string& arg);
 std::vector<Bound> default_bounds();
 
 /// The gates a run applies: default_bounds() (unless `no_defaults`), each replaced by a given
-/// bound of the same metric, then the given bounds of other metrics, in their order. A metric
-/// given twice is a cb::Error naming it (which bound was meant is unclear), as is an empty set.
-std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults);
+/// bound of the same metric, then the given bounds of other metrics, in their order. When
+/// bounds are given, a default whose metric the baseline lacks (`baseline`, a summary; e.g. a
+/// perplexity result has no hit rates) is left out; with none given every default applies, so
+/// a missing one is an error. A metric given twice is a cb::Error naming it (which bound was
+/// meant is unclear), as is an empty set.
+std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults,
+                               const nlohmann::json& baseline);
 
 /// How one gated metric fared.
 enum class Verdict {

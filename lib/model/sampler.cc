@@ -27,7 +27,7 @@ void validate(const SamplerConfig& c, const char* prefix) {
   check(c.min_p >= 0 && c.min_p <= 1, prefix, "min-p", "in [0, 1] (0 keeps every token)", c.min_p);
   check(std::isfinite(c.repeat_penalty) && c.repeat_penalty > 0, prefix, "repeat-penalty",
         "a finite number > 0 (1 is off)", c.repeat_penalty);
-  check(c.repeat_last_n >= 0, prefix, "repeat-last-n", ">= 0 (0 looks at every token)",
+  check(c.repeat_last_n >= -1, prefix, "repeat-last-n", ">= -1 (-1: every token, 0: none)",
         static_cast<double>(c.repeat_last_n));
 }
 
@@ -86,7 +86,9 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const int32_t* recen
                      more_likely);
     cand_.resize(m);
   }
-  if (c_.top_p < 1.0) std::sort(cand_.begin(), cand_.end(), more_likely);
+  // A fixed order to walk in the draw (nth_element's is the library's own), and the order
+  // top-p needs: a sort of the whole vocabulary only when top-p has no top-k before it.
+  if (m < n || c_.top_p < 1.0) std::sort(cand_.begin(), cand_.end(), more_likely);
 
   // Probabilities at the temperature, relative to the likeliest token's (which is 1).
   prob_.resize(m);

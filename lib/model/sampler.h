@@ -1,10 +1,12 @@
 #pragma once
 /// Picking the next token from a row of logits: greedy, or sampled with temperature, top-k,
-/// top-p (nucleus) and min-p, after an optional repetition penalty. The steps run in vLLM's
-/// and Hugging Face's order: penalty, temperature, top-k, top-p, min-p, then one draw from what
-/// is left, renormalized. Ties go to the lower token id. A seed gives the same draws on every
-/// platform (the uniform variate is built from the generator's bits, not by a library
-/// distribution).
+/// top-p (nucleus) and min-p, after an optional repetition penalty. The steps run in Hugging
+/// Face's order (and vLLM's before its V1 engine, which applies min-p before top-k/top-p):
+/// penalty, temperature, top-k, top-p, min-p, then one draw from what is left, renormalized.
+/// Top-k keeps exactly k tokens, ties at the k-th going to the lower token id (Hugging Face and
+/// vLLM keep every token tied with the k-th). Given the same logits, a seed gives the same
+/// token on every platform: the candidates are walked in a fixed order and the uniform variate
+/// is built from the generator's bits, not by a library distribution.
 
 #include <cstdint>
 #include <random>
@@ -19,16 +21,17 @@ struct SamplerConfig {
   double min_p = 0.0;           ///< keep tokens at least min_p times the likeliest's probability
   double repeat_penalty = 1.0;  ///< CTRL's penalty: a recent token's logit l becomes
                                 ///< l / penalty if l > 0, else l * penalty; 1: off
-  int64_t repeat_last_n = 64;   ///< how many recent tokens the penalty looks at; 0: all given
+  int64_t repeat_last_n = 64;   ///< how many recent tokens the penalty looks at; 0: none (the
+                                ///< penalty is off), -1: all given (llama.cpp's values)
   uint64_t seed = 0;
 
   bool greedy() const { return temperature <= 0.0; }
-  bool penalizes() const { return repeat_penalty != 1.0; }
+  bool penalizes() const { return repeat_penalty != 1.0 && repeat_last_n != 0; }
 };
 
 /// Throws cb::Error naming the option (as `prefix` + "temperature", ...) when a field is out
 /// of its range: temperature >= 0 and finite, top_k >= 0, top_p in (0, 1], min_p in [0, 1],
-/// repeat_penalty > 0 and finite, repeat_last_n >= 0.
+/// repeat_penalty > 0 and finite, repeat_last_n >= -1.
 void validate(const SamplerConfig& c, const char* prefix = "--");
 
 class Sampler {

@@ -99,15 +99,16 @@ std::string ThinkTime::describe() const {
 
 std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed) {
   std::vector<double> t(n, 0.0);
-  if (!(rate > 0) || std::isinf(rate)) return t;
+  if (n <= 1 || !(rate > 0) || std::isinf(rate)) return t;
   // Times are doubles in seconds; past ~4.5e9 s their spacing exceeds a microsecond, and the
   // millisecond metrics (TTFT, TPOT) of a run would be rounding noise.
-  if (static_cast<double>(n) / rate > kMaxVirtualSpanS) {
+  const double span = static_cast<double>(n - 1) / rate;  // mean time to the last arrival
+  if (span > kMaxVirtualSpanS) {
     char b[160];
     std::snprintf(b, sizeof b,
                   "at %g sessions per second, %zu sessions arrive over about %.3g s, beyond the "
                   "%.0g s the clock resolves to a microsecond",
-                  rate, n, static_cast<double>(n) / rate, kMaxVirtualSpanS);
+                  rate, n, span, kMaxVirtualSpanS);
     throw make_error("--rate", b, "raise --rate (or 0: all at once)");
   }
   std::mt19937_64 rng(seed);

@@ -40,7 +40,8 @@ inline constexpr double kMaxThinkTimeS = 1e6;
 
 /// Arrival times of `n` sessions: a Poisson process of `rate` sessions per second starting
 /// at 0 (the first session arrives at 0). rate <= 0 or infinite: all at 0. A rate whose
-/// sessions would arrive over more than kMaxVirtualSpanS is a cb::Error naming --rate.
+/// sessions would arrive over more than kMaxVirtualSpanS ((n - 1) / rate) is a cb::Error
+/// naming --rate.
 std::vector<double> poisson_arrivals(size_t n, double rate, uint64_t seed);
 
 }  // namespace cb::sched

@@ -81,6 +81,11 @@ else bad "gate regression: rc=$rc, $(head -c 600 "$TMP/out") $(head -c 300 "$TMP
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "1 regression in 9 checks" "$TMP/out"; then ok
 else bad "gate with a bound dropped the defaults: rc=$rc, $(head -c 600 "$TMP/out")"; fi
+# A summary without the default metrics (e.g. a perplexity result) gates on its own bound.
+printf '{"ppl": 4.0}' >"$G/ppl_base.json"
+printf '{"ppl": 4.1}' >"$G/ppl_cur.json"
+expect_out gate_ppl_only "no regression in 1 checks" "$CB" gate --baseline "$G/ppl_base.json" \
+  --current "$G/ppl_cur.json" --max-regression ppl=5
 expect_out gate_no_defaults "no regression in 1 checks" "$CB" gate --baseline "$G/base.json" \
   --current "$G/worse.json" --max-regression ttft_ms.mean=5 --no-default-bounds
 expect_error gate_bound_twice "ttft_ms.mean" "twice" "$CB" gate --baseline "$G/base.json" \
@@ -197,6 +202,10 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   s1=$(gen --temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.1 --seed 5)
   s2=$(gen --temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.1 --seed 5)
   if [ -n "$s1" ] && [ "$s1" = "$s2" ]; then ok; else bad "generate: one seed, two texts"; fi
+  # ...and sampling does sample: at temperature 0.9 over 48 tokens, two seeds and greedy all
+  # agreeing would mean the options were ignored.
+  s3=$(gen --temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.1 --seed 6)
+  if [ "$s1" != "$greedy" ] && [ "$s3" != "$s1" ]; then ok; else bad "generate: sampled text is greedy's or one seed's"; fi
   chat_out() {
     printf 'Once upon a time\nThe cat\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu \
       --max-tokens 16 "$@" 2>/dev/null | sed 's/TTFT [0-9.]* ms//'
@@ -207,6 +216,7 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   c1=$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)
   if [ -n "$c1" ] && [ "$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)" = "$c1" ]; then ok
   else bad "chat: one seed, two conversations"; fi
+  if [ "$c1" != "$c0" ]; then ok; else bad "chat: the sampled conversation is the greedy one (options ignored?)"; fi
 
   # Input without line ends is refused after 1 MiB rather than read into memory without bound.
   head -c 2000000 /dev/zero >"$TMP/zeros"

@@ -415,9 +415,18 @@ TEST(GateTest, GivenBoundsAddToTheDefaultsAndReplaceTheirOwnMetric) {
   using cb::metrics::gate_bounds;
   using cb::metrics::parse_bound;
   const size_t n_defaults = cb::metrics::default_bounds().size();
-  EXPECT_EQ(gate_bounds({}, false).size(), n_defaults);
+  json full;  // a summary with every default metric
+  for (const Bound& d : cb::metrics::default_bounds()) {
+    json* at = &full;
+    size_t from = 0;
+    for (size_t dot; (dot = d.metric.find('.', from)) != std::string::npos; from = dot + 1) {
+      at = &(*at)[d.metric.substr(from, dot - from)];
+    }
+    (*at)[d.metric.substr(from)] = 1;
+  }
+  EXPECT_EQ(gate_bounds({}, false, full).size(), n_defaults);
   const std::vector<Bound> b =
-      gate_bounds({parse_bound("ttft_ms.mean=5"), parse_bound("hit_rate.ssd=2")}, false);
+      gate_bounds({parse_bound("ttft_ms.mean=5"), parse_bound("hit_rate.ssd=2")}, false, full);
   ASSERT_EQ(b.size(), n_defaults + 1);
   EXPECT_EQ(b.back().metric, "ttft_ms.mean");
   int ssd = 0;
@@ -430,16 +439,24 @@ TEST(GateTest, GivenBoundsAddToTheDefaultsAndReplaceTheirOwnMetric) {
     }
   }
   EXPECT_EQ(ssd, 1);
-  const std::vector<Bound> only = gate_bounds({parse_bound("ttft_ms.mean=5")}, true);
+  const std::vector<Bound> only = gate_bounds({parse_bound("ttft_ms.mean=5")}, true, full);
   ASSERT_EQ(only.size(), 1u);
   EXPECT_EQ(only[0].metric, "ttft_ms.mean");
-  EXPECT_NE(error_of([&] { gate_bounds({}, true); }).find("--no-default-bounds"),
+  EXPECT_NE(error_of([&] { gate_bounds({}, true, full); }).find("--no-default-bounds"),
             std::string::npos);
   const std::string twice = error_of([&] {
-    gate_bounds({parse_bound("ttft_ms.mean=5"), parse_bound("ttft_ms.mean=9")}, false);
+    gate_bounds({parse_bound("ttft_ms.mean=5"), parse_bound("ttft_ms.mean=9")}, false, full);
   });
   EXPECT_NE(twice.find("ttft_ms.mean"), std::string::npos) << twice;
   EXPECT_NE(twice.find("twice"), std::string::npos) << twice;
+  // A given bound on a summary without the default metrics (a perplexity result): the defaults
+  // it lacks are left out; with no bound given they all apply (and then fail as missing).
+  const json ppl = {{"ppl", 4.2}, {"hit_rate", {{"overall", 0.5}}}};
+  const std::vector<Bound> p = gate_bounds({parse_bound("ppl=1")}, false, ppl);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_EQ(p[0].metric, "hit_rate.overall");
+  EXPECT_EQ(p[1].metric, "ppl");
+  EXPECT_EQ(gate_bounds({}, false, ppl).size(), n_defaults);
 }
 
 TEST(GateTest, DefaultBoundsAreTheDeterministicFieldsAtZero) {

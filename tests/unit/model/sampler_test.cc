@@ -162,7 +162,15 @@ TEST(Sampler, RepeatPenaltyLooksOnlyAtTheLastN) {
   const std::vector<float> l = {2.0f, 1.9f};
   const std::vector<int32_t> old_then_new = {0, 1};  // only token 1 is penalized
   EXPECT_EQ(s.sample(l.data(), 2, old_then_new.data(), old_then_new.size()), 0);
-  c.repeat_last_n = 0;  // all: both penalized, 2/1.5 > 1.9/1.5
+  // A window that ignored last_n would penalize token 0 here too and pick token 1.
+  const std::vector<float> three = {2.0f, 1.9f, -5.0f};
+  const std::vector<int32_t> zero_then_two = {0, 2};
+  EXPECT_EQ(s.sample(three.data(), 3, zero_then_two.data(), zero_then_two.size()), 0);
+  c.repeat_last_n = 0;  // llama.cpp's 0: the penalty is off
+  Sampler off(c);
+  const std::vector<int32_t> zero = {0};
+  EXPECT_EQ(off.sample(three.data(), 3, zero.data(), zero.size()), 0);
+  c.repeat_last_n = -1;  // all: both penalized, 2/1.5 > 1.9/1.5
   Sampler all(c);
   const std::vector<int32_t> just_zero_long_ago = {0, 1, 1, 1};
   EXPECT_EQ(all.sample(l.data(), 2, just_zero_long_ago.data(), just_zero_long_ago.size()), 0);
@@ -228,6 +236,10 @@ TEST(Sampler, OutOfRangeSettingsNameTheOption) {
   c = SamplerConfig();
   c.top_k = -1;
   EXPECT_NE(message(c).find("--top-k"), std::string::npos);
+  c = SamplerConfig();
+  c.repeat_last_n = -2;
+  EXPECT_NE(message(c).find("--repeat-last-n"), std::string::npos);
+  c.top_k = -1;
   EXPECT_THROW(Sampler{c}, cb::Error);
 }
 

@@ -27,9 +27,10 @@ TEST(Arrivals, PoissonIsSeededAndHasTheRequestedRate) {
   for (double t : poisson_arrivals(5, 0, 1)) EXPECT_EQ(t, 0.0);
   for (double t : poisson_arrivals(5, INFINITY, 1)) EXPECT_EQ(t, 0.0);
   // Arrivals spread past the span the clock resolves to a microsecond are refused.
-  EXPECT_NO_THROW(poisson_arrivals(10, 1e-8, 1));  // 1e9 s
-  EXPECT_THROW(poisson_arrivals(11, 1e-8, 1), cb::Error);
+  EXPECT_NO_THROW(poisson_arrivals(11, 1e-8, 1));  // 10 gaps of 1e8 s: 1e9 s
+  EXPECT_THROW(poisson_arrivals(12, 1e-8, 1), cb::Error);
   EXPECT_THROW(poisson_arrivals(2, 1e-20, 1), cb::Error);
+  EXPECT_NO_THROW(poisson_arrivals(1, 1e-20, 1));  // one session arrives at 0 whatever the rate
 }
 
 TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
