@@ -72,7 +72,8 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const int32_t* recen
   // Greedy, and rows whose likeliest logit is infinite (+inf wins outright; all -inf is a tie).
   if (c_.greedy() || std::isinf(top)) return static_cast<int32_t>(best);
 
-  // Candidates in order of likelihood (ties: lower id first); only top-k/top-p need an order.
+  // Candidates: every token in id order, or (after top-k, or for top-p) by likelihood, ties
+  // going to the lower id.
   cand_.resize(n);
   for (size_t i = 0; i < n; ++i) cand_[i] = static_cast<int32_t>(i);
   const auto more_likely = [this](int32_t a, int32_t b) {
