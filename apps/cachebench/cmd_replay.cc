@@ -442,6 +442,10 @@ void add(CLI::App& app, const char* name, const char* help) {
                    "has no effect in sim mode (it moves no bytes and runs no model)",
                    "drop it, or drop --sim");
     }
+    if (!a->csv.empty() && !a->compare.empty()) {  // one CSV per mode: --csv F gives F.MODE.csv
+      check_derived_outputs(*sub, "--csv",
+                            {a->csv + "." + a->mode + ".csv", a->csv + "." + a->compare + ".csv"});
+    }
     install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;

@@ -289,6 +289,10 @@ expect_error replay_think_huge "--think-time" "from 0 to 1e6" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --think-time const:1e15
 expect_usage_error replay_price_huge --price-gpu "must be in 0..1000000" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --price-gpu 1e308
+# With --compare, --csv F writes F.MODE.csv per mode: one that is an input is refused.
+cp "$TMP/synth3.json" "$TMP/turns.re.csv"
+expect_error replay_csv_over_input "$TMP/turns.re.csv" "overwrite its input" \
+  "$CB" replay "$TMP/turns.re.csv" -m preset:tiny-llama --sim --quiet --compare re --csv "$TMP/turns"
 expect_error replay_sim_io_threads "--io-threads" "no effect in sim mode" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --io-threads 7
 expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
