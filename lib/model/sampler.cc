@@ -43,15 +43,20 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const int32_t* recen
                         size_t n_recent) {
   if (vocab <= 0) throw make_error("sampler", "empty logits row (internal error)");
   const auto n = static_cast<size_t>(vocab);
-  logits_.assign(logits, logits + n);
   for (size_t i = 0; i < n; ++i) {
-    if (std::isnan(logits_[i])) {
+    if (std::isnan(logits[i])) {
       throw make_error("sampler", "logit of token " + std::to_string(i) + " is NaN",
                        "the model's forward pass produced NaN; check the weights (inspect) or "
                        "run on --backend cpu");
     }
   }
-  if (c_.penalizes() && n_recent > 0) {
+  const bool penalize = c_.penalizes() && n_recent > 0;
+  // Greedy with nothing to penalize: the first maximum of the row as given, no copy.
+  if (c_.greedy() && !penalize) {
+    return static_cast<int32_t>(std::max_element(logits, logits + n) - logits);
+  }
+  logits_.assign(logits, logits + n);
+  if (penalize) {
     const size_t from = c_.repeat_last_n > 0 && static_cast<size_t>(c_.repeat_last_n) < n_recent
                             ? n_recent - static_cast<size_t>(c_.repeat_last_n)
                             : 0;
@@ -65,7 +70,8 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const int32_t* recen
       l = l > 0 ? l / pen : l * pen;
     }
   }
-  // Greedy: the first maximum, so ties go to the lower id.
+  // The first maximum (ties to the lower id): greedy's pick after the penalty, and the logit
+  // the probabilities below are relative to.
   const size_t best =
       static_cast<size_t>(std::max_element(logits_.begin(), logits_.end()) - logits_.begin());
   const double top = logits_[best];

@@ -257,6 +257,24 @@ TEST(Recovery, AMissingDataFileIsAnErrorAndClearStartsOver) {
   std::filesystem::remove_all(dir);
 }
 
+// Writes `body` as the store marker of `dir` and returns read_store_marker's error, which
+// must call the marker malformed (a failure, and "", when the body is accepted).
+std::string marker_read_error(const std::string& dir, const std::string& body) {
+  {
+    std::ofstream m(marker_path(dir), std::ios::trunc);
+    m << body;
+  }
+  try {
+    read_store_marker(dir);
+    ADD_FAILURE() << "accepted " << body;
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(marker_path(dir) + ": malformed store marker: "), std::string::npos) << m;
+    return m;
+  }
+  return std::string();
+}
+
 // A marker that is not one of ours (no "format", another format, not an object) says so in
 // words, not in the JSON library's.
 TEST(Recovery, AMarkerOfAnotherFormatIsNamedSo) {
@@ -267,19 +285,10 @@ TEST(Recovery, AMarkerOfAnotherFormatIsNamedSo) {
       {R"({"format": 3})", "no \"format\" field"},
       {R"({"format": "other-tool"})", R"("format" is "other-tool", not "cachebench-store")"}};
   for (const auto& [body, want] : cases) {
-    {
-      std::ofstream m(marker_path(dir), std::ios::trunc);
-      m << body;
-    }
-    try {
-      read_store_marker(dir);
-      ADD_FAILURE() << "accepted " << body;
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(marker_path(dir) + ": malformed store marker: " + want), std::string::npos)
-          << m;
-      EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
-    }
+    const std::string m = marker_read_error(dir, body);
+    EXPECT_NE(m.find(marker_path(dir) + ": malformed store marker: " + want), std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("json.exception"), std::string::npos) << m;
   }
   std::filesystem::remove_all(dir);
 }
@@ -292,22 +301,10 @@ TEST(Recovery, MarkerGeometryIsCheckedBeforeUse) {
   const std::string dir = testing::fresh_dir("bad_marker");
   const auto marker_error = [&](const std::string& chunk, const std::string& ssd,
                                 const std::string& per_file, const std::string& files) {
-    const std::string body = R"({"format": "cachebench-store", "version": 1, "chunk_bytes": )" +
-                             chunk + R"(, "ssd_bytes": )" + ssd + R"(, "slots_per_file": )" +
-                             per_file + R"(, "n_files": )" + files + "}";
-    {
-      std::ofstream m(marker_path(dir), std::ios::trunc);
-      m << body;
-    }
-    try {
-      read_store_marker(dir);
-      ADD_FAILURE() << "accepted " << body;
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find(marker_path(dir) + ": malformed store marker: "), std::string::npos) << m;
-      return m;
-    }
-    return std::string();
+    return marker_read_error(
+        dir, R"({"format": "cachebench-store", "version": 1, "chunk_bytes": )" + chunk +
+                 R"(, "ssd_bytes": )" + ssd + R"(, "slots_per_file": )" + per_file +
+                 R"(, "n_files": )" + files + "}");
   };
   write_store_marker(dir, plan_store(64 << 20, 1 << 20));
   EXPECT_EQ(read_store_marker(dir).n_slots(), 64u);
