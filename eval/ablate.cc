@@ -425,20 +425,24 @@ bool ablation_runs_real(const std::string& study) {
          study == "truncation";
 }
 
-AblateResult run_ablation(const AblateOptions& a) {
+void check_ablation_study(const std::string& study, bool sim) {
   const auto& all = ablation_studies();
-  if (std::find(all.begin(), all.end(), a.study) == all.end()) {
+  if (std::find(all.begin(), all.end(), study) == all.end()) {
     std::string names;
     for (const auto& s : all) names += (names.empty() ? "" : ", ") + s;
-    throw make_error("ablate", "unknown study '" + a.study + "'", "one of: " + names + ", all");
+    throw make_error("ablate", "unknown study '" + study + "'", "one of: " + names + ", all");
   }
-  if (!a.sim && !ablation_runs_real(a.study)) {
+  if (!sim && !ablation_runs_real(study)) {
     throw make_error("ablate",
-                     a.study +
+                     study +
                          " replays thousands of conversations against 128 GB of DRAM and "
                          "terabytes of SSD; it runs in sim mode only",
                      "use --mode sim");
   }
+}
+
+AblateResult run_ablation(const AblateOptions& a) {
+  check_ablation_study(a.study, a.sim);
   if (!a.sim && a.model == nullptr) throw make_error("ablate", "real mode needs a model");
   AblateResult r;
   r.study = a.study;

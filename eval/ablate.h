@@ -28,6 +28,10 @@ bool ablation_needs_trace(const std::string& study);
 /// True when `study` runs on the real backend (the micro studies and truncation; the
 /// others need paper-scale DRAM and SSD).
 bool ablation_runs_real(const std::string& study);
+/// Throws cb::Error for a study that is not one of ablation_studies(), or that does not run
+/// in real mode when `sim` is false (run_ablation checks it too; a CLI checks it before it
+/// loads a model, so the refusal does not wait for, or depend on, the weights).
+void check_ablation_study(const std::string& study, bool sim);
 
 struct AblateOptions {
   std::string study;

@@ -76,6 +76,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
       if (o.sim || eval::ablation_runs_real(s)) studies.push_back(s);
     }
   } else {
+    eval::check_ablation_study(a.study, o.sim);
     studies.push_back(a.study);
   }
   if (!a.out.empty()) {
