@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <random>
 
 #include "kernels/cpu/ops.h"
+#include "lib/kv/kv_cache.h"
 
 namespace cb::eval {
 namespace {
@@ -53,6 +55,72 @@ double time_gemms(const std::vector<std::vector<int64_t>>& shapes, int reps, dou
   return median(t);
 }
 
+/// Mean seconds of one call of `fn`, repeated until at least 20 ms have passed (one warm-up
+/// call first).
+template <typename Fn>
+double time_repeated(Fn&& fn) {
+  fn();
+  int n = 0;
+  const auto t0 = Clock::now();
+  double t = 0;
+  do {
+    fn();
+    ++n;
+    t = secs_since(t0);
+  } while (t < 0.02);
+  return t / n;
+}
+
+/// One decode step's attention (every layer, one query at the last position) by each CPU
+/// kernel over `cache`'s sequence 0, and a plain read of as many bytes as the K/V it reads;
+/// appends to the per-repetition vectors.
+void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache, int64_t ctx,
+                           std::vector<double>* sgemm_t, std::vector<double>* direct_t,
+                           std::vector<double>* read_t, double* kv_bytes) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
+  for (auto& x : q) x = d(rng);
+  const int32_t pos = static_cast<int32_t>(ctx - 1);
+  std::vector<kernels::cpu::PagedAttention> calls(static_cast<size_t>(c.n_layers));
+  for (int l = 0; l < c.n_layers; ++l) {
+    kernels::cpu::PagedAttention& p = calls[static_cast<size_t>(l)];
+    p.q = q.data();
+    p.out = out.data();
+    p.q_pos = &pos;
+    p.n_q = 1;
+    p.n_heads = c.n_heads;
+    p.n_kv_heads = c.n_kv_heads;
+    p.head_dim = c.head_dim;
+    p.k_pool = cache.k_pool(l);
+    p.v_pool = cache.v_pool(l);
+    p.block_table = cache.block_table(0).data();
+    p.block_size = cache.config().block_size;
+    p.n_ctx = ctx;
+    p.window = c.sliding_window;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  }
+  const int64_t keys = c.sliding_window > 0 ? std::min<int64_t>(ctx, c.sliding_window) : ctx;
+  *kv_bytes = 2.0 * static_cast<double>(keys) * static_cast<double>(c.kv_dim()) * sizeof(float) *
+              c.n_layers;
+  sgemm_t->push_back(time_repeated([&] {
+    for (const auto& p : calls) kernels::cpu::paged_attention_sgemm(p);
+  }));
+  direct_t->push_back(time_repeated([&] {
+    for (const auto& p : calls) kernels::cpu::paged_attention_direct(p);
+  }));
+  // The read ceiling: one front-to-back pass over as many bytes, eight running sums.
+  std::vector<float> src(static_cast<size_t>(*kv_bytes) / sizeof(float), 1.0f);
+  volatile float sink = 0;
+  read_t->push_back(time_repeated([&] {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i + 8 <= src.size(); i += 8) {
+      for (size_t k = 0; k < 8; ++k) acc[k] += src[i + k];
+    }
+    sink = sink + acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+  }));
+}
+
 }  // namespace
 
 std::vector<std::vector<int64_t>> gemm_shapes(const model::ModelConfig& c, int64_t n) {
@@ -90,7 +158,8 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
   // The sgemm baseline runs inside every repetition, right after the prefill it is compared
   // with, so machine-load drift (shared cores) affects both alike; ratios are per repetition.
   const auto shapes = gemm_shapes(c, opt.prompt_tokens);
-  std::vector<double> prefill_t, decode_t, gemm_t, ratio_t;
+  std::vector<double> prefill_t, decode_t, gemm_t, ratio_t, attn_sgemm_t, attn_direct_t, read_t;
+  double kv_bytes = 0;
   double gemm_flop = 0;
   for (int rep = 0; rep < opt.reps + 1; ++rep) {
     kv::KvCache cache(m.kv_config(total / 16 + 2));
@@ -113,9 +182,12 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     gemm_t.push_back(tg);
     ratio_t.push_back(tg / tp);
     if (!steps.empty()) decode_t.push_back(median(steps));
+    time_decode_attention(c, cache, total, &attn_sgemm_t, &attn_direct_t, &read_t, &kv_bytes);
     std::fprintf(stderr,
-                 "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token\n", rep,
-                 opt.reps, tp, tg, steps.empty() ? 0.0 : 1e3 * median(steps));
+                 "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token, "
+                 "decode attention %.3f ms (sgemm) / %.3f ms (direct)\n",
+                 rep, opt.reps, tp, tg, steps.empty() ? 0.0 : 1e3 * median(steps),
+                 1e3 * attn_sgemm_t.back(), 1e3 * attn_direct_t.back());
   }
   r.prefill_s = median(prefill_t);
   r.prefill_tok_s = opt.prompt_tokens / r.prefill_s;
@@ -133,6 +205,19 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     eff.push_back((r.prefill_gflop / prefill_t[i]) / (gemm_flop / 1e9 / gemm_t[i]));
   }
   r.ratio_to_sgemm = median(eff);
+  r.attn_ctx = total;
+  r.attn_sgemm_s = median(attn_sgemm_t);
+  r.attn_direct_s = median(attn_direct_t);
+  r.attn_kv_bytes = kv_bytes;
+  r.attn_direct_gbs = kv_bytes / r.attn_direct_s / 1e9;
+  r.read_gbs = kv_bytes / median(read_t) / 1e9;
+  std::vector<double> speedup, to_read;
+  for (size_t i = 0; i < attn_direct_t.size(); ++i) {
+    speedup.push_back(attn_sgemm_t[i] / attn_direct_t[i]);
+    to_read.push_back(read_t[i] / attn_direct_t[i]);
+  }
+  r.attn_speedup = median(speedup);
+  r.attn_to_read = median(to_read);
   if (!decode_t.empty()) {
     r.decode_s_per_token = median(decode_t);
     r.decode_tok_s = 1.0 / r.decode_s_per_token;

@@ -1,7 +1,8 @@
 #pragma once
 /// `cachebench bench cpu`: prefill and decode throughput of the CPU backend, and, in the
 /// same run, the sgemm rate of this machine at exactly the GEMM shapes the model runs:
-/// the physical reference the model's throughput is reported against.
+/// the physical reference the model's throughput is reported against; decode attention by
+/// both CPU kernels, against a plain read of as many bytes as the K/V they read.
 
 #include <cstdint>
 #include <string>
@@ -32,6 +33,16 @@ struct BenchCpuResult {
   double decode_tok_s = 0;
   double decode_gemm_gflops = 0;  ///< sgemm rate at the decode shapes (n = 1)
   double decode_weight_gbs = 0;   ///< fp32 weight bytes read per second while decoding
+  /// Decode attention at the end of the context (prompt + decode tokens), every layer once,
+  /// the model's KV cache as the run left it: the two CPU kernels side by side (medians).
+  int64_t attn_ctx = 0;
+  double attn_sgemm_s = 0;     ///< paged_attention_sgemm, one decode step's calls
+  double attn_direct_s = 0;    ///< paged_attention_direct, the same calls
+  double attn_speedup = 0;     ///< sgemm time / direct time, per repetition, median
+  double attn_kv_bytes = 0;    ///< K and V bytes those calls must read
+  double attn_direct_gbs = 0;  ///< attn_kv_bytes / attn_direct_s
+  double read_gbs = 0;         ///< a plain front-to-back read of attn_kv_bytes (the ceiling)
+  double attn_to_read = 0;     ///< attn_direct_gbs / read_gbs, per repetition, median
 };
 
 /// Runs the benchmark; `progress` lines go to stderr.

@@ -81,6 +81,11 @@ void register_bench(CLI::App& app) {
           1e3 * r.decode_s_per_token, r.decode_tok_s, r.decode_weight_gbs);
       std::printf("sgemm, decode shapes %.1f GFLOP/s\n", r.decode_gemm_gflops);
     }
+    std::printf(
+        "decode attention     %lld tokens of context, all layers: sgemm kernel %.3f ms, direct "
+        "kernel %.3f ms (%.2fx), %.2f GB/s of K/V = %.2f of a plain read's %.2f GB/s\n",
+        static_cast<long long>(r.attn_ctx), 1e3 * r.attn_sgemm_s, 1e3 * r.attn_direct_s,
+        r.attn_speedup, r.attn_direct_gbs, r.attn_to_read, r.read_gbs);
     std::printf("repetitions          %d (median; one warm-up run excluded)\n", r.reps);
     if (!a->out.empty()) {
       nlohmann::json j = {{"bench", "cpu"},
@@ -102,7 +107,16 @@ void register_bench(CLI::App& app) {
                           {"decode_ms_per_token", 1e3 * r.decode_s_per_token},
                           {"decode_tok_s", r.decode_tok_s},
                           {"decode_weight_gbs", r.decode_weight_gbs},
-                          {"decode_sgemm_gflops", r.decode_gemm_gflops}};
+                          {"decode_sgemm_gflops", r.decode_gemm_gflops},
+                          {"decode_attention",
+                           {{"ctx", r.attn_ctx},
+                            {"kv_bytes", r.attn_kv_bytes},
+                            {"sgemm_ms", 1e3 * r.attn_sgemm_s},
+                            {"direct_ms", 1e3 * r.attn_direct_s},
+                            {"direct_speedup", r.attn_speedup},
+                            {"direct_kv_gbs", r.attn_direct_gbs},
+                            {"read_gbs", r.read_gbs},
+                            {"direct_to_read", r.attn_to_read}}}};
       write_json(a->out, j);
     }
     return 0;

@@ -1,8 +1,10 @@
 #pragma once
-/// Shared by the two paged-attention kernels (reference and fast): the argument checks that
-/// decide when there is nothing to compute or the output is all zeros.
+/// Shared by the paged-attention kernels (reference, fast and direct): the argument checks that
+/// decide when there is nothing to compute or the output is all zeros, and the walk over a
+/// key range's slots block by block.
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cpu/ops.h"
 
@@ -17,6 +19,22 @@ inline bool attention_trivial(const PagedAttention& p) {
     return true;
   }
   return false;
+}
+
+/// Calls fn(j, n, row) for each run [j, j + n) of key positions within [lo, hi] that lies in
+/// one block; row is the element offset of slot j's [n_kv_heads, head_dim] row in the pools.
+template <typename Fn>
+inline void for_each_run(const int32_t* block_table, int64_t block_size, int64_t row_stride,
+                         int64_t lo, int64_t hi, Fn&& fn) {
+  for (int64_t j = lo; j <= hi;) {
+    const int64_t blk = j / block_size;
+    const int64_t first = blk * block_size;
+    const int64_t end = std::min(hi + 1, first + block_size);
+    const int64_t row =
+        (static_cast<int64_t>(block_table[blk]) * block_size + (j - first)) * row_stride;
+    fn(j, end - j, row);
+    j = end;
+  }
 }
 
 }  // namespace cb::kernels::cpu

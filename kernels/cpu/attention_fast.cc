@@ -1,5 +1,7 @@
 // Fast paged attention (see PagedAttention in ops.h): same contract as the reference in
-// attention.cc, with the dot products and the weighted V sums done by sgemm in fp32.
+// attention.cc, with the dot products and the weighted V sums done by sgemm in fp32
+// (paged_attention_sgemm). paged_attention_fast sends calls of at most
+// kDirectAttentionMaxQueries queries (decode) to attention_direct.cc instead.
 //
 // Per call:
 // 1. Queries with no allowed key get zero rows. The others are ordered by position and the
@@ -42,22 +44,6 @@ struct Segment {
   int64_t lo, hi, at;
 };
 
-/// Calls fn(j, n, row) for each run [j, j + n) of key positions within [lo, hi] that lies in
-/// one block; row is the element offset of slot j's [n_kv_heads, head_dim] row in the pools.
-template <typename Fn>
-void for_each_run(const int32_t* block_table, int64_t block_size, int64_t row_stride, int64_t lo,
-                  int64_t hi, Fn&& fn) {
-  for (int64_t j = lo; j <= hi;) {
-    const int64_t blk = j / block_size;
-    const int64_t first = blk * block_size;
-    const int64_t end = std::min(hi + 1, first + block_size);
-    const int64_t row =
-        (static_cast<int64_t>(block_table[blk]) * block_size + (j - first)) * row_stride;
-    fn(j, end - j, row);
-    j = end;
-  }
-}
-
 /// Copies head `g`'s rows of the segments' slots from `pool` into dst[n_keys, head_dim].
 void gather_head(const PagedAttention& p, const float* pool, int64_t g,
                  const std::vector<Segment>& segs, float* dst) {
@@ -99,6 +85,14 @@ double masked_exp(float* s, int64_t n, int64_t a, int64_t b) {
 }  // namespace
 
 void paged_attention_fast(const PagedAttention& p) {
+  if (attention_prefers_direct(p)) {
+    paged_attention_direct(p);
+  } else {
+    paged_attention_sgemm(p);
+  }
+}
+
+void paged_attention_sgemm(const PagedAttention& p) {
   if (attention_trivial(p)) return;
   const int64_t hd = p.head_dim;
   const int64_t q_row = p.n_heads * hd;

@@ -61,7 +61,19 @@ void paged_attention(const PagedAttention& p);
 /// Same contract as paged_attention; fp32 accumulation via sgemm (per KV head: K and V of the
 /// allowed key positions gathered contiguous, one sgemm for the scores of the whole query
 /// group, fp32 softmax, one sgemm for P.V); agrees with it to ~1e-5 relative. Reads only slots
-/// some query may attend to.
+/// some query may attend to. For prefill: many queries per call.
+void paged_attention_sgemm(const PagedAttention& p);
+/// The CPU backend's attention: paged_attention_direct when attention_prefers_direct(p), else
+/// paged_attention_sgemm.
 void paged_attention_fast(const PagedAttention& p);
+/// Same contract as paged_attention; per query and KV head, the group's scores and P.V taken
+/// straight from the pool (no gather, no BLAS), fp32 with the softmax sum in double; agrees
+/// with it to ~1e-5 relative. For decode: a few queries, where the sgemm path's gathering,
+/// packing and threads cost more than the arithmetic (docs/perf.md).
+void paged_attention_direct(const PagedAttention& p);
+/// The most queries per call that paged_attention_fast hands to paged_attention_direct.
+constexpr int64_t kDirectAttentionMaxQueries = 4;
+/// True when paged_attention_fast runs `p` through paged_attention_direct.
+bool attention_prefers_direct(const PagedAttention& p);
 
 }  // namespace cb::kernels::cpu

@@ -50,6 +50,18 @@ expect_out preset_tensors "blk.31.ffn_down.weight" "$CB" inspect --tensors prese
 expect_error unknown_preset "preset:gpt-5" "available presets" "$CB" inspect preset:gpt-5
 expect_error missing_file "/no/such.gguf" "no such file" "$CB" inspect /no/such.gguf
 expect_error preset_tokenizer "preset:tiny-llama" "no vocabulary" "$CB" tokenize --model preset:tiny-llama hi
+# bench cpu on a random preset: prefill, decode and decode attention by both kernels, with its
+# same-run baselines, in the table and the JSON.
+expect_out bench_cpu "decode attention" "$CB" bench cpu --model preset:tiny-llama --prompt 48 \
+  --decode 4 --reps 1 --out "$TMP/bench_cpu.json"
+if python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+a = j["decode_attention"]
+assert a["ctx"] == 52, a
+assert a["kv_bytes"] > 0 and a["sgemm_ms"] > 0 and a["direct_ms"] > 0 and a["read_gbs"] > 0, a
+assert j["prefill_to_sgemm"] > 0 and j["decode_ms_per_token"] > 0, j
+' "$TMP/bench_cpu.json" 2>"$TMP/err"; then ok; else bad "bench_cpu json: $(tail -c 400 "$TMP/err")"; fi
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
 

@@ -1,5 +1,6 @@
-// paged_attention_fast (sgemm, fp32) against paged_attention (the double-accumulating oracle)
-// over the sweeps ops_test.cc runs for the oracle: head_dim 8/64/128, GQA 1/4/8 and MQA,
+// The CPU backend's attention kernels, paged_attention_sgemm and paged_attention_direct (fp32)
+// and their dispatcher paged_attention_fast, against paged_attention (the double-accumulating
+// oracle) over the sweeps ops_test.cc runs for the oracle: head_dim 8/64/128, GQA 1/4/8 and MQA,
 // shuffled block tables, windows, unsorted queries far into the context, queries past n_ctx,
 // no queries. Outputs start as NaN and every pool slot the kernel must not read is NaN, so a
 // forgotten row or a stray read (even one multiplied by a zero probability) fails.
@@ -13,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -116,30 +118,37 @@ std::vector<float> check_fast(const FastCase& c, std::mt19937& rng) {
   p.window = c.window;
   p.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
 
-  std::vector<float> ref(q.size(), kNaN), out(q.size(), kNaN);
+  std::vector<float> ref(q.size(), kNaN);
   p.out = ref.data();
   paged_attention(p);
-  p.out = out.data();
-  paged_attention_fast(p);
-
-  double worst = -1;
-  size_t worst_i = 0;
-  for (size_t i = 0; i < out.size(); ++i) {
-    const double r = ref[i];
-    double err = std::abs(static_cast<double>(out[i]) - r) / std::max(std::abs(r), kFloor);
-    if (std::isnan(err)) err = std::numeric_limits<double>::infinity();
-    if (r == 0.0 && out[i] != 0.0f) err = std::numeric_limits<double>::infinity();  // exact zeros
-    if (err > worst) {
-      worst = err;
-      worst_i = i;
+  // Each path on its own (the dispatcher's choice depends on n_q alone), then the dispatcher.
+  std::vector<float> out;
+  for (const auto& [name, kernel] :
+       {std::pair{"sgemm", &paged_attention_sgemm}, std::pair{"direct", &paged_attention_direct},
+        std::pair{"fast", &paged_attention_fast}}) {
+    SCOPED_TRACE(name);
+    out.assign(q.size(), kNaN);
+    p.out = out.data();
+    kernel(p);
+    double worst = -1;
+    size_t worst_i = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const double r = ref[i];
+      double err = std::abs(static_cast<double>(out[i]) - r) / std::max(std::abs(r), kFloor);
+      if (std::isnan(err)) err = std::numeric_limits<double>::infinity();
+      if (r == 0.0 && out[i] != 0.0f) err = std::numeric_limits<double>::infinity();  // zeros
+      if (err > worst) {
+        worst = err;
+        worst_i = i;
+      }
     }
-  }
-  if (!out.empty()) {
-    const std::string name = c.tol == kTol ? "paged_attention_fast" : "paged_attention_fast x40";
-    double& rec = max_errors()[name];
-    rec = std::max(rec, worst);
-    EXPECT_LE(worst, c.tol) << "element " << worst_i << " got " << out[worst_i] << " want "
-                            << ref[worst_i];
+    if (!out.empty()) {
+      const std::string kind = std::string("paged_attention_") + name;
+      double& rec = max_errors()[c.tol == kTol ? kind : kind + " x40"];
+      rec = std::max(rec, worst);
+      EXPECT_LE(worst, c.tol) << "element " << worst_i << " got " << out[worst_i] << " want "
+                              << ref[worst_i];
+    }
   }
   return out;
 }
@@ -239,8 +248,11 @@ TEST(PagedAttentionFastTest, InvalidHeadSplitZeroFills) {
   p.n_kv_heads = 4;  // does not divide n_heads
   p.head_dim = 8;
   p.n_ctx = 2;
-  paged_attention_fast(p);
-  for (float x : out) EXPECT_EQ(x, 0.f);
+  for (auto kernel : {&paged_attention_sgemm, &paged_attention_direct, &paged_attention_fast}) {
+    std::fill(out.begin(), out.end(), kNaN);
+    kernel(p);
+    for (float x : out) EXPECT_EQ(x, 0.f);
+  }
 }
 
 TEST(PagedAttentionFastTest, NoQueriesIsANoOp) {
@@ -249,8 +261,36 @@ TEST(PagedAttentionFastTest, NoQueriesIsANoOp) {
   p.n_kv_heads = 2;
   p.head_dim = 64;
   p.n_ctx = 10;
+  paged_attention_sgemm(p);
+  paged_attention_direct(p);
   paged_attention_fast(p);
   SUCCEED();
+}
+
+TEST(PagedAttentionFastTest, DecodeGoesDirectPrefillThroughSgemm) {
+  PagedAttention p;
+  for (int64_t n = 1; n <= kDirectAttentionMaxQueries; ++n) {
+    p.n_q = n;
+    EXPECT_TRUE(attention_prefers_direct(p)) << n;
+  }
+  p.n_q = kDirectAttentionMaxQueries + 1;
+  EXPECT_FALSE(attention_prefers_direct(p));
+}
+
+TEST(PagedAttentionFastTest, DecodeBatchesOverLongContexts) {
+  std::mt19937 rng(28);
+  // The decode shapes the direct path exists for: 1-4 queries at the end of a long context,
+  // LLaMA-2-7B's and Mistral's heads (128 x 32/32, 32/8) and stories260K's (8 x 8/4), and
+  // head dims the direct kernel runs with a run-time length.
+  for (int64_t window : {0, 1024, 300}) {
+    check_fast({128, 32, 32, 16, 1500, window, {1499}}, rng);
+    check_fast({128, 32, 8, 16, 1500, window, {1496, 1497, 1498, 1499}}, rng);
+    check_fast({8, 8, 4, 16, 2048, window, {2047, 2046}}, rng);
+    // Head dims without a compiled kernel: whole groups of eight plus a tail, and none.
+    check_fast({80, 8, 8, 16, 900, window, {898, 899}}, rng);
+    check_fast({12, 4, 2, 5, 900, window, {899}}, rng);
+    check_fast({6, 4, 1, 16, 900, window, {899, 500}}, rng);
+  }
 }
 
 }  // namespace
