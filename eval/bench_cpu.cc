@@ -4,7 +4,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <utility>
 
 #include "kernels/cpu/ops.h"
 #include "lib/kv/kv_cache.h"
@@ -71,12 +73,46 @@ double time_repeated(Fn&& fn) {
   return t / n;
 }
 
+/// Four floats in one SSE register (GCC/Clang vector extension).
+using Float4 = float __attribute__((vector_size(16)));
+
+Float4 load4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+/// Sum of x[0, n) with eight vector sums held in registers (enough independent chains that the
+/// adds keep up with reads from cache); the empty asm keeps the compiler from assuming `x`
+/// unchanged between calls.
+float read_sum(const float* x, int64_t n) {
+  asm volatile("" : : "r"(x) : "memory");
+  Float4 a0{}, a1{}, a2{}, a3{}, a4{}, a5{}, a6{}, a7{};
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 += load4(x + i);
+    a1 += load4(x + i + 4);
+    a2 += load4(x + i + 8);
+    a3 += load4(x + i + 12);
+    a4 += load4(x + i + 16);
+    a5 += load4(x + i + 20);
+    a6 += load4(x + i + 24);
+    a7 += load4(x + i + 28);
+  }
+  const Float4 t = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
+  float r = (t[0] + t[1]) + (t[2] + t[3]);
+  for (; i < n; ++i) r += x[i];
+  return r;
+}
+
 /// One decode step's attention (every layer, one query at the last position) by each CPU
-/// kernel over `cache`'s sequence 0, and a plain read of as many bytes as the K/V it reads;
-/// appends to the per-repetition vectors.
+/// kernel over `cache`'s sequence 0, and a plain read of the K and V slots those calls read
+/// (the same bytes, block by block); appends to the per-repetition vectors. The two kernels
+/// run in the order `direct_first` says (alternated by the caller).
 void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache, int64_t ctx,
-                           std::vector<double>* sgemm_t, std::vector<double>* direct_t,
-                           std::vector<double>* read_t, double* kv_bytes) {
+                           bool direct_first, std::vector<double>* sgemm_t,
+                           std::vector<double>* direct_t, std::vector<double>* read_t,
+                           double* kv_bytes) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
   std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
@@ -100,24 +136,49 @@ void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache
     p.window = c.sliding_window;
     p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   }
-  const int64_t keys = c.sliding_window > 0 ? std::min<int64_t>(ctx, c.sliding_window) : ctx;
-  *kv_bytes = 2.0 * static_cast<double>(keys) * static_cast<double>(c.kv_dim()) * sizeof(float) *
-              c.n_layers;
-  sgemm_t->push_back(time_repeated([&] {
-    for (const auto& p : calls) kernels::cpu::paged_attention_sgemm(p);
-  }));
-  direct_t->push_back(time_repeated([&] {
-    for (const auto& p : calls) kernels::cpu::paged_attention_direct(p);
-  }));
-  // The read ceiling: one front-to-back pass over as many bytes, eight running sums.
-  std::vector<float> src(static_cast<size_t>(*kv_bytes) / sizeof(float), 1.0f);
+  // The slots a query at ctx - 1 sees, as runs of consecutive slots in the pool (a block, or
+  // blocks that follow each other there).
+  const int64_t lo = c.sliding_window > 0 ? std::max<int64_t>(0, ctx - c.sliding_window) : 0;
+  const int64_t bs = cache.config().block_size, row = c.kv_dim();
+  std::vector<std::pair<int64_t, int64_t>> runs;  // (element offset in a pool, elements)
+  const std::vector<int32_t>& table = cache.block_table(0);
+  for (int64_t j = lo; j < ctx;) {
+    const int64_t b = j / bs, end = std::min(ctx, (b + 1) * bs);
+    const int64_t off = (table[static_cast<size_t>(b)] * bs + (j - b * bs)) * row;
+    if (!runs.empty() && runs.back().first + runs.back().second == off) {
+      runs.back().second += (end - j) * row;  // contiguous with the run before: one read
+    } else {
+      runs.emplace_back(off, (end - j) * row);
+    }
+    j = end;
+  }
+  *kv_bytes =
+      2.0 * static_cast<double>(ctx - lo) * static_cast<double>(row) * sizeof(float) * c.n_layers;
+  const auto sgemm = [&] {
+    sgemm_t->push_back(time_repeated([&] {
+      for (const auto& p : calls) kernels::cpu::paged_attention_sgemm(p);
+    }));
+  };
+  const auto direct = [&] {
+    direct_t->push_back(time_repeated([&] {
+      for (const auto& p : calls) kernels::cpu::paged_attention_direct(p);
+    }));
+  };
+  if (direct_first) {
+    direct();
+    sgemm();
+  } else {
+    sgemm();
+    direct();
+  }
   volatile float sink = 0;
   read_t->push_back(time_repeated([&] {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (size_t i = 0; i + 8 <= src.size(); i += 8) {
-      for (size_t k = 0; k < 8; ++k) acc[k] += src[i + k];
+    float total = 0;
+    for (const auto& p : calls) {
+      for (const auto& [off, n] : runs)
+        total += read_sum(p.k_pool + off, n) + read_sum(p.v_pool + off, n);
     }
-    sink = sink + acc[0] + acc[1] + acc[2] + acc[3] + acc[4] + acc[5] + acc[6] + acc[7];
+    sink = sink + total;
   }));
 }
 
@@ -182,7 +243,8 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     gemm_t.push_back(tg);
     ratio_t.push_back(tg / tp);
     if (!steps.empty()) decode_t.push_back(median(steps));
-    time_decode_attention(c, cache, total, &attn_sgemm_t, &attn_direct_t, &read_t, &kv_bytes);
+    time_decode_attention(c, cache, total, rep % 2 == 1, &attn_sgemm_t, &attn_direct_t, &read_t,
+                          &kv_bytes);
     std::fprintf(stderr,
                  "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token, "
                  "decode attention %.3f ms (sgemm) / %.3f ms (direct)\n",

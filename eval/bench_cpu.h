@@ -2,7 +2,7 @@
 /// `cachebench bench cpu`: prefill and decode throughput of the CPU backend, and, in the
 /// same run, the sgemm rate of this machine at exactly the GEMM shapes the model runs:
 /// the physical reference the model's throughput is reported against; decode attention by
-/// both CPU kernels, against a plain read of as many bytes as the K/V they read.
+/// both CPU kernels, against a plain read of the K/V slots they read.
 
 #include <cstdint>
 #include <string>
@@ -41,7 +41,7 @@ struct BenchCpuResult {
   double attn_speedup = 0;     ///< sgemm time / direct time, per repetition, median
   double attn_kv_bytes = 0;    ///< K and V bytes those calls must read
   double attn_direct_gbs = 0;  ///< attn_kv_bytes / attn_direct_s
-  double read_gbs = 0;         ///< a plain front-to-back read of attn_kv_bytes (the ceiling)
+  double read_gbs = 0;         ///< a plain read of the same K/V slots (the ceiling)
   double attn_to_read = 0;     ///< attn_direct_gbs / read_gbs, per repetition, median
 };
 

@@ -32,7 +32,9 @@ void register_bench(CLI::App& app) {
   auto a = std::make_shared<BenchCpuArgs>();
   CLI::App* cpu = bench->add_subcommand("cpu",
                                         "CPU backend: prefill and decode tokens/s against this "
-                                        "machine's sgemm rate at the same shapes");
+                                        "machine's sgemm rate at the same shapes; decode "
+                                        "attention by both CPU kernels against a plain read of "
+                                        "its K/V");
   add_model_options(cpu, &a->m);
   cpu->add_option(
          "--layers", a->layers,

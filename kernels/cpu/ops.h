@@ -66,9 +66,10 @@ void paged_attention_sgemm(const PagedAttention& p);
 /// The CPU backend's attention: paged_attention_direct when attention_prefers_direct(p), else
 /// paged_attention_sgemm.
 void paged_attention_fast(const PagedAttention& p);
-/// Same contract as paged_attention; per query and KV head, the group's scores and P.V taken
-/// straight from the pool (no gather, no BLAS), fp32 with the softmax sum in double; agrees
-/// with it to ~1e-5 relative. For decode: a few queries, where the sgemm path's gathering,
+/// Same contract as paged_attention; per query, every head's scores and P.V taken straight
+/// from the pool, slot by slot in order (no gather, no BLAS), fp32 with the softmax sums in
+/// double; agrees with it to ~1e-5 relative (as the sgemm kernel, scores that overflow fp32
+/// give NaN). For decode: a few queries, where the sgemm path's gathering,
 /// packing and threads cost more than the arithmetic (docs/perf.md).
 void paged_attention_direct(const PagedAttention& p);
 /// The most queries per call that paged_attention_fast hands to paged_attention_direct.

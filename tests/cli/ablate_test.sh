@@ -114,6 +114,7 @@ if [ "$WHAT" = sim ]; then
   svg arrival-rate "$O"
   fails unknown "unknown study 'nope'" nope
   fails realonly "use --mode sim" eviction --mode real --model "$MODEL"
+  fails realonly_first "use --mode sim" eviction --mode real --model /no/such.gguf
   fails nomodel "pass --model" preload --mode real
   fails badmode "expected sim or real" preload --mode gpu
   fails simentries "kv_bytes_per_element" preload --kv-entries native

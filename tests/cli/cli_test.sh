@@ -62,6 +62,15 @@ assert a["ctx"] == 52, a
 assert a["kv_bytes"] > 0 and a["sgemm_ms"] > 0 and a["direct_ms"] > 0 and a["read_gbs"] > 0, a
 assert j["prefill_to_sgemm"] > 0 and j["decode_ms_per_token"] > 0, j
 ' "$TMP/bench_cpu.json" 2>"$TMP/err"; then ok; else bad "bench_cpu json: $(tail -c 400 "$TMP/err")"; fi
+# With a sliding window (tiny-mistral: 2 layers, KV rows of 2 x 16, window 32) decode attention
+# reads the window's 32 slots of K and V per layer: 2 * 32 * 32 * 4 bytes * 2 layers.
+expect_ok bench_cpu_window "$CB" bench cpu --model preset:tiny-mistral --prompt 48 --decode 4 \
+  --reps 1 --out "$TMP/bench_cpu_window.json"
+if python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["decode_attention"]
+assert a["ctx"] == 52 and a["kv_bytes"] == 2 * 32 * 32 * 4 * 2, a
+' "$TMP/bench_cpu_window.json" 2>"$TMP/err"; then ok; else bad "bench_cpu window: $(tail -c 400 "$TMP/err")"; fi
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -65,8 +66,9 @@ bool allowed(const FastCase& c, int64_t qp, int64_t j) {
   return j < c.n_ctx && j <= qp && (c.window <= 0 || j > qp - c.window);
 }
 
-/// Runs both kernels on one shuffled, NaN-padded pool and compares them; returns the fast
-/// kernel's output.
+/// Runs the reference, both fast kernels and their dispatcher on one shuffled, NaN-padded
+/// pool; checks each against the reference and the dispatcher's output against the kernel it
+/// should have picked, bit for bit; returns the dispatcher's output.
 std::vector<float> check_fast(const FastCase& c, std::mt19937& rng) {
   SCOPED_TRACE(describe(c));
   const int64_t hd = c.head_dim, nh = c.n_heads, nkv = c.n_kv_heads, bs = c.block_size;
@@ -122,7 +124,7 @@ std::vector<float> check_fast(const FastCase& c, std::mt19937& rng) {
   p.out = ref.data();
   paged_attention(p);
   // Each path on its own (the dispatcher's choice depends on n_q alone), then the dispatcher.
-  std::vector<float> out;
+  std::vector<float> out, by_sgemm, by_direct;
   for (const auto& [name, kernel] :
        {std::pair{"sgemm", &paged_attention_sgemm}, std::pair{"direct", &paged_attention_direct},
         std::pair{"fast", &paged_attention_fast}}) {
@@ -149,6 +151,13 @@ std::vector<float> check_fast(const FastCase& c, std::mt19937& rng) {
       EXPECT_LE(worst, c.tol) << "element " << worst_i << " got " << out[worst_i] << " want "
                               << ref[worst_i];
     }
+    if (std::string(name) == "sgemm") by_sgemm = out;
+    if (std::string(name) == "direct") by_direct = out;
+  }
+  const std::vector<float>& picked = attention_prefers_direct(p) ? by_direct : by_sgemm;
+  if (!out.empty()) {
+    EXPECT_EQ(0, std::memcmp(out.data(), picked.data(), out.size() * sizeof(float)))
+        << "paged_attention_fast did not run the kernel attention_prefers_direct names";
   }
   return out;
 }
@@ -213,6 +222,20 @@ TEST(PagedAttentionFastTest, ReadsOnlyKeysSomeQuerySees) {
       c.poison_unseen = true;
       check_fast(c, rng);
     }
+  }
+}
+
+TEST(PagedAttentionFastTest, DecodeReadsOnlyItsWindow) {
+  std::mt19937 rng(29);
+  // Mistral's decode: one query whose sliding window left the start of the context behind,
+  // those slots NaN and their blocks' table entries bogus (as after a window eviction).
+  for (int64_t bs : {1, 16}) {
+    FastCase c{128, 32, 8, bs, 1500, 256, {1499}};
+    c.poison_unseen = true;
+    check_fast(c, rng);
+    FastCase two{64, 8, 2, bs, 1500, 100, {1499, 1400}};
+    two.poison_unseen = true;
+    check_fast(two, rng);
   }
 }
 
@@ -286,6 +309,8 @@ TEST(PagedAttentionFastTest, DecodeBatchesOverLongContexts) {
     check_fast({128, 32, 32, 16, 1500, window, {1499}}, rng);
     check_fast({128, 32, 8, 16, 1500, window, {1496, 1497, 1498, 1499}}, rng);
     check_fast({8, 8, 4, 16, 2048, window, {2047, 2046}}, rng);
+    check_fast({16, 8, 2, 16, 900, window, {899}}, rng);
+    check_fast({32, 8, 4, 16, 900, window, {897, 898, 899}}, rng);
     // Head dims without a compiled kernel: whole groups of eight plus a tail, and none.
     check_fast({80, 8, 8, 16, 900, window, {898, 899}}, rng);
     check_fast({12, 4, 2, 5, 900, window, {899}}, rng);
