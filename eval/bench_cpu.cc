@@ -8,6 +8,7 @@
 #include <random>
 #include <utility>
 
+#include "kernels/cpu/attention_args.h"
 #include "kernels/cpu/ops.h"
 #include "lib/kv/kv_cache.h"
 
@@ -138,22 +139,20 @@ void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache
   }
   // The slots a query at ctx - 1 sees, as runs of consecutive slots in the pool (a block, or
   // blocks that follow each other there).
-  const int64_t lo = c.sliding_window > 0 ? std::max<int64_t>(0, ctx - c.sliding_window) : 0;
-  const int64_t bs = cache.config().block_size, row = c.kv_dim();
+  const kernels::cpu::KeyRange keys = kernels::cpu::key_range(calls[0], ctx - 1);
+  const int64_t lo = keys.lo, hi = keys.hi;
+  const int64_t row = c.kv_dim();
   std::vector<std::pair<int64_t, int64_t>> runs;  // (element offset in a pool, elements)
-  const std::vector<int32_t>& table = cache.block_table(0);
-  for (int64_t j = lo; j < ctx;) {
-    const int64_t b = j / bs, end = std::min(ctx, (b + 1) * bs);
-    const int64_t off = (table[static_cast<size_t>(b)] * bs + (j - b * bs)) * row;
-    if (!runs.empty() && runs.back().first + runs.back().second == off) {
-      runs.back().second += (end - j) * row;  // contiguous with the run before: one read
-    } else {
-      runs.emplace_back(off, (end - j) * row);
-    }
-    j = end;
-  }
-  *kv_bytes =
-      2.0 * static_cast<double>(ctx - lo) * static_cast<double>(row) * sizeof(float) * c.n_layers;
+  kernels::cpu::for_each_run(calls[0].block_table, calls[0].block_size, row, lo, hi,
+                             [&](int64_t, int64_t n, int64_t off) {
+                               if (!runs.empty() && runs.back().first + runs.back().second == off) {
+                                 runs.back().second += n * row;  // contiguous: one read
+                               } else {
+                                 runs.emplace_back(off, n * row);
+                               }
+                             });
+  *kv_bytes = 2.0 * static_cast<double>(hi - lo + 1) * static_cast<double>(row) * sizeof(float) *
+              c.n_layers;
   const auto sgemm = [&] {
     sgemm_t->push_back(time_repeated([&] {
       for (const auto& p : calls) kernels::cpu::paged_attention_sgemm(p);

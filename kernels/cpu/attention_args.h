@@ -1,7 +1,7 @@
 #pragma once
-/// Shared by the paged-attention kernels (reference, fast and direct): the argument checks that
-/// decide when there is nothing to compute or the output is all zeros, and the walk over a
-/// key range's slots block by block.
+/// Shared by the paged-attention kernels (reference, sgemm and direct): the argument checks that
+/// decide when there is nothing to compute or the output is all zeros, a query's key range and
+/// the walk over a key range's slots block by block.
 
 #include <algorithm>
 #include <cstdint>
@@ -19,6 +19,15 @@ inline bool attention_trivial(const PagedAttention& p) {
     return true;
   }
   return false;
+}
+
+/// The key positions [lo, hi] a query at `pos` attends to (ops.h's definition); empty when
+/// hi < lo. The reference kernel keeps its own copy of the rule, as the oracle.
+struct KeyRange {
+  int64_t lo, hi;
+};
+inline KeyRange key_range(const PagedAttention& p, int64_t pos) {
+  return {p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0, std::min(pos, p.n_ctx - 1)};
 }
 
 /// Calls fn(j, n, row) for each run [j, j + n) of key positions within [lo, hi] that lies in

@@ -66,14 +66,13 @@ void run(const PagedAttention& p) {
   const int64_t q_row = p.n_heads * hd;
   const int64_t group = p.n_heads / p.n_kv_heads;
   const int64_t row_stride = p.n_kv_heads * hd;
-  const int64_t rows = p.n_heads;
+  const int64_t rows = p.n_heads;  // one row of scores per query head
   std::vector<float> s, mx, acc(static_cast<size_t>(rows * hd));
   std::vector<double> sum;
 
   for (int64_t t = 0; t < p.n_q; ++t) {
-    const int64_t pos = p.q_pos[t];
-    const int64_t hi = std::min(pos, p.n_ctx - 1);
-    const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+    const KeyRange keys = key_range(p, p.q_pos[t]);
+    const int64_t lo = keys.lo, hi = keys.hi;  // plain names: the lambdas below capture them
     float* out = p.out + t * q_row;
     if (hi < lo) {
       std::fill(out, out + rows * hd, 0.0f);
@@ -129,18 +128,6 @@ void run(const PagedAttention& p) {
   }
 }
 
-/// The kernel compiled for p.head_dim, or the run-time one.
-void run_any(const PagedAttention& p) {
-  switch (p.head_dim) {
-    case 8: return run<8>(p);
-    case 16: return run<16>(p);
-    case 32: return run<32>(p);
-    case 64: return run<64>(p);
-    case 128: return run<128>(p);
-    default: return run<0>(p);
-  }
-}
-
 }  // namespace
 
 bool attention_prefers_direct(const PagedAttention& p) {
@@ -149,7 +136,14 @@ bool attention_prefers_direct(const PagedAttention& p) {
 
 void paged_attention_direct(const PagedAttention& p) {
   if (attention_trivial(p)) return;
-  run_any(p);
+  switch (p.head_dim) {  // the kernel compiled for the head dim, or the run-time one
+    case 8: return run<8>(p);
+    case 16: return run<16>(p);
+    case 32: return run<32>(p);
+    case 64: return run<64>(p);
+    case 128: return run<128>(p);
+    default: return run<0>(p);
+  }
 }
 
 }  // namespace cb::kernels::cpu

@@ -103,9 +103,8 @@ void paged_attention_sgemm(const PagedAttention& p) {
   std::vector<int64_t> order;
   order.reserve(static_cast<size_t>(p.n_q));
   for (int64_t t = 0; t < p.n_q; ++t) {
-    const int64_t pos = p.q_pos[t];
-    const int64_t hi = std::min(pos, p.n_ctx - 1);
-    const int64_t lo = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+    const KeyRange keys = key_range(p, p.q_pos[t]);
+    const int64_t lo = keys.lo, hi = keys.hi;
     if (hi < lo) {
       std::fill(p.out + t * q_row, p.out + (t + 1) * q_row, 0.0f);
       continue;

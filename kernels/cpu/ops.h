@@ -69,8 +69,8 @@ void paged_attention_fast(const PagedAttention& p);
 /// Same contract as paged_attention; per query, every head's scores and P.V taken straight
 /// from the pool, slot by slot in order (no gather, no BLAS), fp32 with the softmax sums in
 /// double; agrees with it to ~1e-5 relative (as the sgemm kernel, scores that overflow fp32
-/// give NaN). For decode: a few queries, where the sgemm path's gathering,
-/// packing and threads cost more than the arithmetic (docs/perf.md).
+/// give NaN). For decode: a few queries, where the sgemm kernel's gathering and packing cost
+/// more than the arithmetic (docs/perf.md).
 void paged_attention_direct(const PagedAttention& p);
 /// The most queries per call that paged_attention_fast hands to paged_attention_direct.
 constexpr int64_t kDirectAttentionMaxQueries = 4;
