@@ -6,10 +6,12 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "kernels/cpu/attention_args.h"
 #include "kernels/cpu/ops.h"
+#include "lib/core/dtype.h"
 #include "lib/kv/kv_cache.h"
 
 namespace cb::eval {
@@ -181,6 +183,95 @@ void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache
   }));
 }
 
+/// read_sum over x[0, n) split into `parts` pieces, one thread each (the caller's the first).
+float parallel_read(const float* x, int64_t n, int64_t parts) {
+  if (parts <= 1) return read_sum(x, n);
+  std::vector<float> part(static_cast<size_t>(parts), 0.0f);
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < parts; ++t) {
+    pool.emplace_back([&part, x, n, parts, t] {
+      part[static_cast<size_t>(t)] = read_sum(x + n * t / parts, n * (t + 1) / parts - n * t / parts);
+    });
+  }
+  part[0] = read_sum(x, n / parts);
+  for (std::thread& th : pool) th.join();
+  float s = 0;
+  for (float v : part) s += v;
+  return s;
+}
+
+/// One layer's linear layers, random weights of the model's shapes held both ways.
+struct LayerLinears {
+  std::vector<std::vector<int64_t>> shapes;  // (n, in, out), n set per call
+  std::vector<std::vector<float>> f32;
+  std::vector<std::vector<uint16_t>> bf16;  // f32 rounded to nearest even
+  double bf16_bytes = 0;
+
+  explicit LayerLinears(const model::ModelConfig& c) {
+    model::ModelConfig one = c;
+    one.n_layers = 1;
+    shapes = gemm_shapes(one, 1);
+    shapes.pop_back();  // the LM head is not a layer's
+    std::mt19937_64 rng(11);
+    std::uniform_real_distribution<float> d(-0.05f, 0.05f);
+    for (const auto& s : shapes) {
+      std::vector<float> w(static_cast<size_t>(s[1] * s[2]));
+      std::vector<uint16_t> b(w.size());
+      for (size_t i = 0; i < w.size(); ++i) {
+        w[i] = d(rng);
+        b[i] = fp32_to_bf16(w[i]);
+      }
+      bf16_bytes += 2.0 * static_cast<double>(w.size());
+      f32.push_back(std::move(w));
+      bf16.push_back(std::move(b));
+    }
+  }
+
+  /// Times every layer once in f32 and in bf16 at `n` rows (order by `bf16_first`), and with
+  /// `read`, a read of the bf16 bytes split as the GEMV splits them; appends per-call times.
+  void time(int64_t n, bool bf16_first, std::vector<double>* f32_t, std::vector<double>* bf16_t,
+            std::vector<double>* read_t) const {
+    int64_t max_x = 0, max_y = 0;
+    for (const auto& s : shapes) {
+      max_x = std::max(max_x, n * s[1]);
+      max_y = std::max(max_y, n * s[2]);
+    }
+    std::vector<float> x(static_cast<size_t>(max_x), 0.5f), y(static_cast<size_t>(max_y));
+    const auto run_f32 = [&] {
+      const auto t0 = Clock::now();
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        kernels::cpu::matmul_wt(x.data(), f32[i].data(), y.data(), n, shapes[i][1], shapes[i][2]);
+      }
+      f32_t->push_back(secs_since(t0));
+    };
+    const auto run_bf16 = [&] {
+      const auto t0 = Clock::now();
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        kernels::cpu::matmul_wt_bf16(x.data(), bf16[i].data(), y.data(), n, shapes[i][1],
+                                     shapes[i][2]);
+      }
+      bf16_t->push_back(secs_since(t0));
+    };
+    if (bf16_first) {
+      run_bf16();
+      run_f32();
+    } else {
+      run_f32();
+      run_bf16();
+    }
+    if (read_t == nullptr) return;
+    volatile float sink = 0;
+    const auto t0 = Clock::now();
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      // The bf16 bytes as floats: the same bytes, half as many elements.
+      sink = sink + parallel_read(reinterpret_cast<const float*>(bf16[i].data()),
+                                  static_cast<int64_t>(bf16[i].size() / 2),
+                                  kernels::cpu::bf16_gemv_parts(shapes[i][1], shapes[i][2]));
+    }
+    read_t->push_back(secs_since(t0));
+  }
+};
+
 }  // namespace
 
 std::vector<std::vector<int64_t>> gemm_shapes(const model::ModelConfig& c, int64_t n) {
@@ -209,6 +300,7 @@ std::vector<std::vector<int64_t>> gemm_shapes(const model::ModelConfig& c, int64
 BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
   const model::ModelConfig& c = m.config();
   BenchCpuResult r;
+  r.weights = model::weight_storage_name(m.weight_storage());
   r.prompt_tokens = opt.prompt_tokens;
   r.decode_tokens = opt.decode_tokens;
   r.reps = opt.reps;
@@ -285,8 +377,34 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     double dflop = 0;
     const double dg = time_gemms(gemm_shapes(c, 1), opt.reps, &dflop);
     r.decode_gemm_gflops = dflop / dg / 1e9;
-    r.decode_weight_gbs = dflop / 2.0 * sizeof(float) / r.decode_s_per_token / 1e9;
+    r.decode_weight_bytes = dflop / 2.0 * (r.weights == "bf16" ? 2.0 : 4.0);
+    r.decode_weight_gbs = r.decode_weight_bytes / r.decode_s_per_token / 1e9;
   }
+  // fp32 and bf16 weights side by side, one layer's linear layers, the same inputs.
+  std::fprintf(stderr, "  linear layers, f32 and bf16 weights (one layer's shapes)...\n");
+  const LayerLinears lin(c);
+  std::vector<double> df, db, dr, pf, pb;
+  for (int rep = 0; rep < opt.reps + 1; ++rep) {
+    lin.time(1, rep % 2 == 1, &df, &db, &dr);
+    lin.time(opt.prompt_tokens, rep % 2 == 1, &pf, &pb, nullptr);
+  }
+  // The first repetition is a warm-up.
+  for (auto* v : {&df, &db, &dr, &pf, &pb}) v->erase(v->begin());
+  std::vector<double> dspeed, dto_read, pratio;
+  for (size_t i = 0; i < db.size(); ++i) {
+    dspeed.push_back(df[i] / db[i]);
+    dto_read.push_back(dr[i] / db[i]);
+    pratio.push_back(pf[i] / pb[i]);
+  }
+  r.lin_decode_f32_s = median(df);
+  r.lin_decode_bf16_s = median(db);
+  r.lin_decode_speedup = median(dspeed);
+  r.lin_bf16_gbs = lin.bf16_bytes / r.lin_decode_bf16_s / 1e9;
+  r.lin_read_gbs = lin.bf16_bytes / median(dr) / 1e9;
+  r.lin_bf16_to_read = median(dto_read);
+  r.lin_prefill_f32_s = median(pf);
+  r.lin_prefill_bf16_s = median(pb);
+  r.lin_prefill_ratio = median(pratio);
   return r;
 }
 

@@ -43,6 +43,20 @@ struct BenchCpuResult {
   double attn_direct_gbs = 0;  ///< attn_kv_bytes / attn_direct_s
   double read_gbs = 0;         ///< a plain read of the same K/V slots (the ceiling)
   double attn_to_read = 0;     ///< attn_direct_gbs / read_gbs, per repetition, median
+  /// The model's weight storage ("f32" or "bf16") and the bytes its decode reads per token
+  /// from its linear layers and LM head.
+  std::string weights = "f32";
+  double decode_weight_bytes = 0;
+  /// One layer's linear layers (random weights of the model's shapes) by both storages, the
+  /// same inputs: at one row (decode) against a read of the bf16 bytes by as many threads as
+  /// the GEMV uses; at the prompt's rows (prefill). Medians of per-repetition times and ratios.
+  double lin_decode_f32_s = 0, lin_decode_bf16_s = 0;
+  double lin_decode_speedup = 0;  ///< f32 time / bf16 time
+  double lin_bf16_gbs = 0;        ///< bf16 bytes / lin_decode_bf16_s
+  double lin_read_gbs = 0;        ///< the same bytes, read
+  double lin_bf16_to_read = 0;    ///< lin_bf16_gbs / lin_read_gbs
+  double lin_prefill_f32_s = 0, lin_prefill_bf16_s = 0;
+  double lin_prefill_ratio = 0;   ///< f32 time / bf16 time (below 1: bf16 is slower)
 };
 
 /// Runs the benchmark; `progress` lines go to stderr.

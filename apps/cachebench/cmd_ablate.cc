@@ -99,6 +99,10 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     throw make_error("--backend", "sim mode runs no model (its cost model stands in for one)",
                      "drop --backend, or use --mode real");
   }
+  if (o.sim) {
+    refuse_given(sub, {"--cpu-weights"}, "sim mode runs no model (its cost model stands in for one)",
+                 "drop it, or use --mode real");
+  }
   LoadedModel lm = load_model(a.m, false, !o.sim);
   if (!o.sim) o.model = &lm.runner();
   o.config = lm.source->config();
@@ -187,6 +191,7 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--model,-m", a->m.model,
                   "model (.gguf, checkpoint dir, preset:NAME); sim default preset:llama-13b");
   add_backend_options(sub, &a->m);
+  add_cpu_weights_option(sub, &a->m);
   sub->add_option("--profile", a->profile, "sim: a100-80gb, h100-80gb, h200 or a profile file")
       ->capture_default_str();
   sub->add_option("--gpus", a->gpus, "sim: tensor-parallel GPUs (0: the profile's)")

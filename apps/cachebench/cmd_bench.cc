@@ -67,10 +67,10 @@ void register_bench(CLI::App& app) {
     }
     std::fprintf(stderr, "bench cpu: loading %s (%d of %d layers)...\n", a->m.model.c_str(),
                  cfg.n_layers, src->config().n_layers);
-    model::Model m(cfg, model::Weights::load(*src, cfg, a->m.seed));
+    model::Model m(cfg, model::Weights::load(*src, cfg, a->m.seed, cpu_weight_storage(a->m)));
     const eval::BenchCpuResult r = eval::bench_cpu(m, a->opt);
-    std::printf("model                %s, %d layers, backend cpu\n", a->m.model.c_str(),
-                cfg.n_layers);
+    std::printf("model                %s, %d layers, backend cpu, %s weights\n",
+                a->m.model.c_str(), cfg.n_layers, r.weights.c_str());
     std::printf("prefill              %d tokens: median %.3f s = %.1f tokens/s, %.1f GFLOP/s\n",
                 r.prompt_tokens, r.prefill_s, r.prefill_tok_s, r.prefill_gflops);
     std::printf("sgemm, same shapes   %.1f GFLOP/s (the prefill's GEMMs alone: %.3f s)\n",
@@ -79,8 +79,8 @@ void register_bench(CLI::App& app) {
     std::printf("prefill / sgemm      %.2f\n", r.ratio_to_sgemm);
     if (r.decode_tokens > 0) {
       std::printf(
-          "decode               median %.2f ms/token = %.1f tokens/s, %.2f GB/s of fp32 weights\n",
-          1e3 * r.decode_s_per_token, r.decode_tok_s, r.decode_weight_gbs);
+          "decode               median %.2f ms/token = %.1f tokens/s, %.2f GB/s of %s weights\n",
+          1e3 * r.decode_s_per_token, r.decode_tok_s, r.decode_weight_gbs, r.weights.c_str());
       std::printf("sgemm, decode shapes %.1f GFLOP/s\n", r.decode_gemm_gflops);
     }
     std::printf(
@@ -88,6 +88,14 @@ void register_bench(CLI::App& app) {
         "kernel %.3f ms (%.2fx), %.2f GB/s of K/V = %.2f of a plain read's %.2f GB/s\n",
         static_cast<long long>(r.attn_ctx), 1e3 * r.attn_sgemm_s, 1e3 * r.attn_direct_s,
         r.attn_speedup, r.attn_direct_gbs, r.attn_to_read, r.read_gbs);
+    std::printf(
+        "linear layers, 1 row one layer: f32 (sgemm) %.2f ms, bf16 (GEMV) %.2f ms (%.2fx), "
+        "%.2f GB/s of bf16 = %.2f of a plain read's %.2f GB/s\n",
+        1e3 * r.lin_decode_f32_s, 1e3 * r.lin_decode_bf16_s, r.lin_decode_speedup, r.lin_bf16_gbs,
+        r.lin_bf16_to_read, r.lin_read_gbs);
+    std::printf("linear layers, %d rows one layer: f32 %.1f ms, bf16 %.1f ms (f32/bf16 %.2f)\n",
+                r.prompt_tokens, 1e3 * r.lin_prefill_f32_s, 1e3 * r.lin_prefill_bf16_s,
+                r.lin_prefill_ratio);
     std::printf("repetitions          %d (median; one warm-up run excluded)\n", r.reps);
     if (!a->out.empty()) {
       nlohmann::json j = {{"bench", "cpu"},
@@ -96,6 +104,7 @@ void register_bench(CLI::App& app) {
                           {"git", CB_GIT_REVISION},
                           {"mode", "real"},
                           {"backend", "cpu"},
+                          {"weights", r.weights},
                           {"prompt_tokens", r.prompt_tokens},
                           {"decode_tokens", r.decode_tokens},
                           {"reps", r.reps},
@@ -109,6 +118,18 @@ void register_bench(CLI::App& app) {
                           {"decode_ms_per_token", 1e3 * r.decode_s_per_token},
                           {"decode_tok_s", r.decode_tok_s},
                           {"decode_weight_gbs", r.decode_weight_gbs},
+                          {"decode_weight_bytes", r.decode_weight_bytes},
+                          {"linear_f32_vs_bf16",
+                           {{"decode_f32_ms", 1e3 * r.lin_decode_f32_s},
+                            {"decode_bf16_ms", 1e3 * r.lin_decode_bf16_s},
+                            {"decode_speedup", r.lin_decode_speedup},
+                            {"decode_bf16_gbs", r.lin_bf16_gbs},
+                            {"read_gbs", r.lin_read_gbs},
+                            {"decode_bf16_to_read", r.lin_bf16_to_read},
+                            {"prefill_rows", r.prompt_tokens},
+                            {"prefill_f32_ms", 1e3 * r.lin_prefill_f32_s},
+                            {"prefill_bf16_ms", 1e3 * r.lin_prefill_bf16_s},
+                            {"prefill_f32_over_bf16", r.lin_prefill_ratio}}},
                           {"decode_sgemm_gflops", r.decode_gemm_gflops},
                           {"decode_attention",
                            {{"ctx", r.attn_ctx},

@@ -91,6 +91,7 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--model,-m", a->m.model, "a .gguf file, a checkpoint directory, or preset:NAME");
   sub->add_option("--weights-seed", a->m.seed, "seed of preset weights")->capture_default_str();
   add_backend_options(sub, &a->m);
+  add_cpu_weights_option(sub, &a->m);
   sub->add_option("--out,-o", a->out, "profile JSON to write")->check(output_file());
   sub->add_option(
          "--ssd-dir", a->o.ssd_dir,

@@ -65,6 +65,30 @@ void add_backend_options(CLI::App* sub, ModelArgs* a) {
       ->capture_default_str();
 }
 
+void add_cpu_weights_option(CLI::App* sub, ModelArgs* a) {
+  sub->add_option("--cpu-weights", a->cpu_weights,
+                  "--backend cpu: weight storage; bf16 holds the matrices (embedding, linear "
+                  "layers, LM head) in bfloat16, half the memory, rounded to nearest even (fp32 "
+                  "math either way)")
+      ->check(CLI::IsMember({"f32", "bf16"}))
+      ->capture_default_str();
+}
+
+model::WeightStorage cpu_weight_storage(const ModelArgs& a) {
+  model::WeightStorage s = model::WeightStorage::F32;
+  if (!model::parse_weight_storage(a.cpu_weights, &s)) {
+    throw make_error("--cpu-weights", "unknown storage '" + a.cpu_weights + "'",
+                     "pass f32 or bf16");
+  }
+  if (s != model::WeightStorage::F32 && a.backend == "cuda") {
+    throw make_error("--cpu-weights",
+                     "applies to the CPU backend, and this run uses --backend cuda (its weight "
+                     "storage is --gpu-storage)",
+                     "add --backend cpu, or drop --cpu-weights");
+  }
+  return s;
+}
+
 void resolve_backend(ModelArgs* a, bool cuda_ok) {
   if (a->backend != "auto") return;
   std::string why;
@@ -87,6 +111,7 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
         ->check(CLI::IsMember({"cpu"}))
         ->capture_default_str();
   }
+  add_cpu_weights_option(sub, a);
   sub->add_option("--weights-seed", a->seed, "seed of preset weights")->capture_default_str();
 }
 
@@ -115,10 +140,11 @@ LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weight
   if (a.backend == "auto") {
     throw make_error("--backend", "auto was not resolved (internal error)");
   }
+  const model::WeightStorage storage = cpu_weight_storage(a);
   if (load_weights && a.backend == "cuda") {
     m.device_model = make_cuda_model(*m.source, a.seed, a.gpu_storage, a.gpu);
   } else if (load_weights) {
-    m.model = model::Model::load(*m.source, a.seed);
+    m.model = model::Model::load(*m.source, a.seed, storage);
   }
   return m;
 }

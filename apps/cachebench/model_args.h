@@ -19,13 +19,16 @@ struct ModelArgs {
   std::string tokenizer;
   std::string backend = "auto";     ///< cpu, cuda, or auto (resolve_backend picks one)
   std::string gpu_storage = "f16";  ///< --backend cuda: f32, f16 or bf16
+  std::string cpu_weights = "f32";  ///< --backend cpu: f32, or bf16 matrices
   int gpu = 0;                      ///< --backend cuda: device index
   uint64_t seed = 0;                ///< preset weights
 };
 
-/// "cpu", or "cuda f16" (the backend and the GPU storage) for results and reports.
+/// "cpu", "cpu bf16" (bf16 weights), or "cuda f16" (the backend and the GPU storage) for
+/// results and reports.
 inline std::string backend_label(const ModelArgs& a) {
-  return a.backend == "cuda" ? "cuda " + a.gpu_storage : a.backend;
+  if (a.backend == "cuda") return "cuda " + a.gpu_storage;
+  return a.backend == "cpu" && a.cpu_weights != "f32" ? "cpu " + a.cpu_weights : a.backend;
 }
 
 /// Adds --backend auto|cpu|cuda, --gpu-storage and --gpu to `sub`.
@@ -36,8 +39,8 @@ void add_backend_options(CLI::App* sub, ModelArgs* a);
 /// An explicit cpu or cuda is kept (load_model reports a cuda that cannot run).
 void resolve_backend(ModelArgs* a, bool cuda_ok = true);
 
-/// Adds --model (required), --tokenizer, --backend, --weights-seed to `sub`; with `cuda`
-/// the subcommand runs on either backend (--backend cpu|cuda, --gpu-storage, --gpu).
+/// Adds --model (required), --tokenizer, --backend, --cpu-weights, --weights-seed to `sub`;
+/// with `cuda` the subcommand runs on either backend (--backend cpu|cuda, --gpu-storage, --gpu).
 void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda = false);
 
 /// Adds --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n and --seed
@@ -56,6 +59,11 @@ struct LoadedModel {
   }
   const model::ModelConfig& config() const { return source->config(); }
 };
+
+/// Adds --cpu-weights f32|bf16 (the CPU backend's weight storage) to `sub`.
+void add_cpu_weights_option(CLI::App* sub, ModelArgs* a);
+/// The storage --cpu-weights names; refuses bf16 with --backend cuda, which would ignore it.
+model::WeightStorage cpu_weight_storage(const ModelArgs& a);
 
 /// Opens the source, validates --backend, loads weights, and the tokenizer (required when
 /// `need_tokenizer`; a clear error names what to pass). Without `load_weights` (sim mode)

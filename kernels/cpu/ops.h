@@ -10,6 +10,33 @@ namespace cb::kernels::cpu {
 /// y[n, out] = x[n, in] . w[out, in]^T (a linear layer with PyTorch weight layout), via sgemm.
 void matmul_wt(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out);
 
+/// matmul_wt with bfloat16 weights w[out, in] (fp32 math): matmul_wt_bf16_gemv for at most
+/// kBf16GemvMaxRows rows of x (decode), with the best instruction set and this machine's
+/// cores; matmul_wt_bf16_blocked otherwise (prefill).
+void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                    int64_t out);
+/// The most rows of x that matmul_wt_bf16 hands to the GEMV (about where the blocked path
+/// overtakes it on a 2-core AVX2 machine at LLaMA-2-7B shapes: docs/perf.md).
+constexpr int64_t kBf16GemvMaxRows = 12;
+bool matmul_bf16_prefers_gemv(int64_t n);
+enum class Bf16Isa : uint8_t { Sse2, Avx2Fma };
+/// Avx2Fma when this CPU has AVX2 and FMA, else Sse2.
+Bf16Isa bf16_best_isa();
+/// How many parts (threads) matmul_wt_bf16 splits a [out, in] matrix's GEMV into on this
+/// machine: one per 2^21 weights, at most one per core (up to 16).
+int64_t bf16_gemv_parts(int64_t in, int64_t out);
+/// Streams w once per group of four rows of x, widening in registers; output rows split over
+/// up to `threads` threads when w is large (the result is the same for any thread count).
+/// An `isa` this CPU lacks falls back to Sse2.
+void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                         int64_t out, Bf16Isa isa, int threads);
+/// Blocks of rows of w widened to fp32 (about 4 MiB at a time), each multiplied by sgemm.
+void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                            int64_t out);
+/// embedding() from a bfloat16 table.
+void embedding_bf16(const uint16_t* table, const int32_t* ids, float* out, int64_t n,
+                    int64_t dim);
+
 /// y = x / sqrt(mean(x^2) + eps) * w, per row of `dim`. y may alias x.
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t dim, float eps);
 /// y = (x - mean) / sqrt(var + eps) * w + b, per row of `dim` (biased variance). y may alias x.

@@ -53,6 +53,17 @@ void norm(const ModelConfig& c, const Weights& w, const std::string& base, const
   }
 }
 
+// y[n, out] = x[n, in] . W^T for the 2-D weight `name`, in whichever storage it has.
+void linear(const Weights& w, const std::string& name, const float* x, float* y, int64_t n,
+            int64_t in, int64_t out) {
+  const WeightMatrix m = w.matrix(name);
+  if (m.bf16 != nullptr) {
+    k::matmul_wt_bf16(x, m.bf16, y, n, in, out);
+  } else {
+    k::matmul_wt(x, m.f32, y, n, in, out);
+  }
+}
+
 }  // namespace
 
 BatchRows batch_rows(const ModelConfig& c, const std::vector<SeqInput>& batch,
@@ -97,8 +108,8 @@ BatchRows batch_rows(const ModelConfig& c, const std::vector<SeqInput>& batch,
 Model::Model(ModelConfig cfg, std::unique_ptr<Weights> weights)
     : cfg_(std::move(cfg)), w_(std::move(weights)) {}
 
-std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed) {
-  return std::make_unique<Model>(src.config(), Weights::load(src, seed));
+std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed, WeightStorage storage) {
+  return std::make_unique<Model>(src.config(), Weights::load(src, seed, storage));
 }
 
 void ForwardModel::restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,
@@ -193,20 +204,25 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
   } else {
     gate.resize(sz(N * F));
   }
-  k::embedding(w_->get("token_embd.weight"), ids.data(), x.data(), N, H);
+  const WeightMatrix embd = w_->matrix("token_embd.weight");
+  if (embd.bf16 != nullptr) {
+    k::embedding_bf16(embd.bf16, ids.data(), x.data(), N, H);
+  } else {
+    k::embedding(embd.f32, ids.data(), x.data(), N, H);
+  }
   const k::Rope rope = rope_of(c.rope_style);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
   for (int l = 0; l < c.n_layers; ++l) {
     norm(c, *w_, layer_name(l, "attn_norm"), x.data(), h.data(), N);
     if (c.arch == Arch::Falcon) {
-      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_qkv.weight")), qkv.data(), N, H,
+      linear(*w_, layer_name(l, "attn_qkv.weight"), h.data(), qkv.data(), N, H,
                    qd + 2 * kvd);
       split_qkv(c, qkv.data(), N, q.data(), kk.data(), v.data());
     } else {
-      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_q.weight")), q.data(), N, H, qd);
-      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_k.weight")), kk.data(), N, H, kvd);
-      k::matmul_wt(h.data(), w_->get(layer_name(l, "attn_v.weight")), v.data(), N, H, kvd);
+      linear(*w_, layer_name(l, "attn_q.weight"), h.data(), q.data(), N, H, qd);
+      linear(*w_, layer_name(l, "attn_k.weight"), h.data(), kk.data(), N, H, kvd);
+      linear(*w_, layer_name(l, "attn_v.weight"), h.data(), v.data(), N, H, kvd);
     }
     if (hooks.on_new_kv_native || hooks.on_new_kv) {
       for (size_t i = 0; i < batch.size(); ++i) {
@@ -253,7 +269,7 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
       p.scale = scale;
       k::paged_attention_fast(p);
     }
-    k::matmul_wt(attn.data(), w_->get(layer_name(l, "attn_output.weight")), o.data(), N, qd, H);
+    linear(*w_, layer_name(l, "attn_output.weight"), attn.data(), o.data(), N, qd, H);
     if (c.arch == Arch::Falcon) {
       // Parallel block: attention and MLP both read the block input; x += attn + mlp.
       const float* mlp_in = h.data();
@@ -261,18 +277,18 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
         norm(c, *w_, layer_name(l, "attn_norm_2"), x.data(), h2.data(), N);
         mlp_in = h2.data();
       }
-      k::matmul_wt(mlp_in, w_->get(layer_name(l, "ffn_up.weight")), up.data(), N, H, F);
+      linear(*w_, layer_name(l, "ffn_up.weight"), mlp_in, up.data(), N, H, F);
       k::gelu(up.data(), N * F);
       k::add_inplace(x.data(), o.data(), N * H);
-      k::matmul_wt(up.data(), w_->get(layer_name(l, "ffn_down.weight")), o.data(), N, F, H);
+      linear(*w_, layer_name(l, "ffn_down.weight"), up.data(), o.data(), N, F, H);
       k::add_inplace(x.data(), o.data(), N * H);
     } else {
       k::add_inplace(x.data(), o.data(), N * H);
       norm(c, *w_, layer_name(l, "ffn_norm"), x.data(), h.data(), N);
-      k::matmul_wt(h.data(), w_->get(layer_name(l, "ffn_gate.weight")), gate.data(), N, H, F);
-      k::matmul_wt(h.data(), w_->get(layer_name(l, "ffn_up.weight")), up.data(), N, H, F);
+      linear(*w_, layer_name(l, "ffn_gate.weight"), h.data(), gate.data(), N, H, F);
+      linear(*w_, layer_name(l, "ffn_up.weight"), h.data(), up.data(), N, H, F);
       k::swiglu(gate.data(), up.data(), gate.data(), N * F);
-      k::matmul_wt(gate.data(), w_->get(layer_name(l, "ffn_down.weight")), o.data(), N, F, H);
+      linear(*w_, layer_name(l, "ffn_down.weight"), gate.data(), o.data(), N, F, H);
       k::add_inplace(x.data(), o.data(), N * H);
     }
   }
@@ -288,8 +304,8 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
     std::memcpy(sel.data() + r * H, x.data() + rows[sz(r)] * H, sz(H) * sizeof(float));
   }
   norm(c, *w_, "output_norm", sel.data(), normed.data(), R);
-  const float* head = c.tied_embeddings ? w_->get("token_embd.weight") : w_->get("output.weight");
-  k::matmul_wt(normed.data(), head, logits.data(), R, H, c.vocab_size);
+  linear(*w_, c.tied_embeddings ? "token_embd.weight" : "output.weight", normed.data(),
+         logits.data(), R, H, c.vocab_size);
   return logits;
 }
 

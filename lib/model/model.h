@@ -128,10 +128,13 @@ class ForwardModel {
 class Model : public ForwardModel {
  public:
   Model(ModelConfig cfg, std::unique_ptr<Weights> weights);
-  /// Loads weights from `src` (presets: generated with `seed`).
-  static std::unique_ptr<Model> load(const ModelSource& src, uint64_t seed = 0);
+  /// Loads weights from `src` (presets: generated with `seed`), the matrices in `storage`.
+  static std::unique_ptr<Model> load(const ModelSource& src, uint64_t seed = 0,
+                                     WeightStorage storage = WeightStorage::F32);
 
   const ModelConfig& config() const override { return cfg_; }
+  /// How the weights are held (fp32, or bf16 matrices).
+  WeightStorage weight_storage() const { return w_->storage(); }
 
   using ForwardModel::forward;
   std::vector<float> forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,

@@ -1,19 +1,64 @@
 #include "lib/model/weights.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "lib/core/error.h"
 #include "lib/core/sysinfo.h"
 #include "lib/model/presets.h"
+#include "lib/model/tensor_specs.h"
 
 namespace cb::model {
 
-std::unique_ptr<Weights> Weights::load(const ModelSource& src, uint64_t seed) {
-  return load(src, src.config(), seed);
+namespace {
+
+bool is_matrix(const TensorSpec& spec) {
+  return spec.role == TensorRole::Embedding || spec.role == TensorRole::Matrix ||
+         spec.role == TensorRole::Output;
+}
+
+// Preset values and converted tensors are produced this many elements at a time when they are
+// rounded to bf16, so no whole fp32 copy of a large tensor is held.
+constexpr int64_t kConvertChunk = int64_t{1} << 20;
+
+}  // namespace
+
+const char* weight_storage_name(WeightStorage s) {
+  return s == WeightStorage::BF16 ? "bf16" : "f32";
+}
+
+bool parse_weight_storage(const std::string& name, WeightStorage* out) {
+  if (name == "f32") {
+    *out = WeightStorage::F32;
+  } else if (name == "bf16") {
+    *out = WeightStorage::BF16;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+uint64_t weights_host_bytes(const ModelSource& src, const ModelConfig& cfg,
+                            WeightStorage storage) {
+  uint64_t bytes = 0;
+  for (const auto& spec : expected_tensors(cfg)) {
+    const formats::TensorRef* t =
+        src.kind() == SourceKind::Preset ? nullptr : src.tensor(spec.name);
+    const bool bf16 = storage == WeightStorage::BF16 && is_matrix(spec);
+    const DType want = bf16 ? DType::BF16 : DType::F32;
+    if (t != nullptr && t->dtype == want) continue;  // used in place (or one copy if unaligned)
+    bytes += (bf16 ? 2ull : 4ull) * static_cast<uint64_t>(spec.numel());
+  }
+  return bytes;
+}
+
+std::unique_ptr<Weights> Weights::load(const ModelSource& src, uint64_t seed,
+                                       WeightStorage storage) {
+  return load(src, src.config(), seed, storage);
 }
 
 std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig& cfg,
-                                       uint64_t seed) {
+                                       uint64_t seed, WeightStorage storage) {
   ModelConfig same_but_layers = src.config();
   same_but_layers.n_layers = cfg.n_layers;
   if (cfg.n_layers < 1 || cfg.n_layers > src.config().n_layers ||
@@ -26,59 +71,100 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
     throw make_error(src.location(), "the file holds a vocabulary but no weights",
                      "pass a model file with tensors");
   }
-  // The CPU backend computes in fp32: a preset, and every tensor not stored as fp32, takes
-  // 4 bytes per weight of host memory. Refuse up front what this machine cannot hold.
-  uint64_t host_bytes = 0;
-  for (const auto& spec : expected_tensors(cfg)) {
-    const formats::TensorRef* t =
-        src.kind() == SourceKind::Preset ? nullptr : src.tensor(spec.name);
-    if (t == nullptr || t->dtype != DType::F32) host_bytes += 4ull * spec.numel();
-  }
+  // The CPU backend computes in fp32 from weights it holds in host memory: refuse up front
+  // what this machine cannot hold.
+  const uint64_t host_bytes = weights_host_bytes(src, cfg, storage);
   const uint64_t phys = physical_memory_bytes();
   if (phys > 0 && host_bytes > phys) {
+    const uint64_t bf16_bytes = weights_host_bytes(src, cfg, WeightStorage::BF16);
+    const bool bf16_fits = storage == WeightStorage::F32 && bf16_bytes <= phys;
     throw make_error(src.location(),
-                     "its fp32 weights for the CPU backend take " +
-                         std::to_string(host_bytes >> 20) + " MiB, more than this machine's " +
-                         std::to_string(phys >> 20) + " MiB of memory",
-                     "use --backend cuda (weights made or uploaded on the GPU), a smaller model, "
-                     "or fewer layers where the command offers --layers");
+                     std::string("its ") + weight_storage_name(storage) +
+                         " weights for the CPU backend take " + std::to_string(host_bytes >> 20) +
+                         " MiB, more than this machine's " + std::to_string(phys >> 20) +
+                         " MiB of memory",
+                     std::string(bf16_fits ? "use --cpu-weights bf16 (" +
+                                                 std::to_string(bf16_bytes >> 20) + " MiB), " +
+                                                 "--backend cuda"
+                                           : "use --backend cuda") +
+                         " (weights made or uploaded on the GPU), a smaller model, or fewer "
+                         "layers where the command offers --layers");
   }
   auto w = std::make_unique<Weights>();
+  w->storage_ = storage;
   for (const auto& spec : expected_tensors(cfg)) {
     const size_t n = static_cast<size_t>(spec.numel());
-    if (src.kind() == SourceKind::Preset) {
+    const bool bf16 = storage == WeightStorage::BF16 && is_matrix(spec);
+    const formats::TensorRef* t =
+        src.kind() == SourceKind::Preset ? nullptr : src.tensor(spec.name);
+    if (src.kind() != SourceKind::Preset && t == nullptr) {
+      throw make_error(src.location(), "missing tensor '" + spec.name + "'");
+    }
+    if (bf16) {
+      if (t != nullptr && t->dtype == DType::BF16 &&
+          reinterpret_cast<uintptr_t>(t->data) % alignof(uint16_t) == 0) {
+        w->ptr_[spec.name].bf16 = reinterpret_cast<const uint16_t*>(t->data);
+        continue;
+      }
+      std::vector<uint16_t> out(n);
+      if (t == nullptr) {
+        std::vector<float> part(static_cast<size_t>(std::min<int64_t>(kConvertChunk, spec.numel())));
+        for (int64_t b = 0; b < spec.numel(); b += kConvertChunk) {
+          const int64_t m = std::min(kConvertChunk, spec.numel() - b);
+          preset_fill(cfg, spec, seed, b, m, part.data());
+          for (int64_t i = 0; i < m; ++i) out[static_cast<size_t>(b + i)] = fp32_to_bf16(part[static_cast<size_t>(i)]);
+        }
+      } else {
+        std::vector<float> f(n);
+        formats::to_f32(*t, f.data());
+        for (size_t i = 0; i < n; ++i) out[i] = fp32_to_bf16(f[i]);
+      }
+      w->owned_bytes_ += n * sizeof(uint16_t);
+      w->owned_bf16_.push_back(std::move(out));
+      w->ptr_[spec.name].bf16 = w->owned_bf16_.back().data();
+      continue;
+    }
+    if (t == nullptr) {
       std::vector<float> buf(n);
       preset_fill(cfg, spec, seed, 0, spec.numel(), buf.data());
       w->owned_bytes_ += n * sizeof(float);
       w->owned_.push_back(std::move(buf));
-      w->ptr_[spec.name] = w->owned_.back().data();
+      w->ptr_[spec.name].f32 = w->owned_.back().data();
       continue;
     }
-    const formats::TensorRef* t = src.tensor(spec.name);
-    if (t == nullptr) throw make_error(src.location(), "missing tensor '" + spec.name + "'");
     const bool aligned = reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0;
     if (t->dtype == DType::F32 && aligned) {
-      w->ptr_[spec.name] = reinterpret_cast<const float*>(t->data);
+      w->ptr_[spec.name].f32 = reinterpret_cast<const float*>(t->data);
       continue;
     }
     std::vector<float> buf(n);
     formats::to_f32(*t, buf.data());
     w->owned_bytes_ += n * sizeof(float);
     w->owned_.push_back(std::move(buf));
-    w->ptr_[spec.name] = w->owned_.back().data();
+    w->ptr_[spec.name].f32 = w->owned_.back().data();
   }
   return w;
 }
 
 const float* Weights::find(const std::string& name) const {
   auto it = ptr_.find(name);
-  return it == ptr_.end() ? nullptr : it->second;
+  if (it == ptr_.end()) return nullptr;
+  if (it->second.f32 == nullptr) {
+    throw Error("internal: weight '" + name + "' is stored in bf16; read it with matrix()");
+  }
+  return it->second.f32;
 }
 
 const float* Weights::get(const std::string& name) const {
   const float* p = find(name);
   if (p == nullptr) throw Error("internal: weight '" + name + "' was not loaded");
   return p;
+}
+
+WeightMatrix Weights::matrix(const std::string& name) const {
+  auto it = ptr_.find(name);
+  if (it == ptr_.end()) throw Error("internal: weight '" + name + "' was not loaded");
+  return it->second;
 }
 
 }  // namespace cb::model

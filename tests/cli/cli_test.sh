@@ -71,6 +71,22 @@ import json, sys
 a = json.load(open(sys.argv[1]))["decode_attention"]
 assert a["ctx"] == 52 and a["kv_bytes"] == 2 * 32 * 32 * 4 * 2, a
 ' "$TMP/bench_cpu_window.json" 2>"$TMP/err"; then ok; else bad "bench_cpu window: $(tail -c 400 "$TMP/err")"; fi
+# --cpu-weights bf16: the model's matrices in bfloat16; bench cpu names the storage, counts two
+# bytes per decode weight, and times one layer's linear layers both ways in the same run.
+expect_out bench_cpu_bf16 "bf16 weights" "$CB" bench cpu --model preset:tiny-llama --prompt 48 \
+  --decode 4 --reps 1 --cpu-weights bf16 --out "$TMP/bench_cpu_bf16.json"
+if python3 -c '
+import json, sys
+b, f = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["weights"] == "bf16" and f["weights"] == "f32", (b["weights"], f["weights"])
+assert b["decode_weight_bytes"] * 2 == f["decode_weight_bytes"] > 0, (b["decode_weight_bytes"], f["decode_weight_bytes"])
+l = b["linear_f32_vs_bf16"]
+assert all(l[k] > 0 for k in ("decode_f32_ms", "decode_bf16_ms", "read_gbs", "prefill_bf16_ms")), l
+assert l["prefill_rows"] == 48, l
+' "$TMP/bench_cpu_bf16.json" "$TMP/bench_cpu.json" 2>"$TMP/err"; then ok; else bad "bench_cpu bf16 json: $(tail -c 400 "$TMP/err")"; fi
+expect_error cpu_weights_with_cuda "--cpu-weights" "--backend cpu" "$CB" forward -m preset:tiny-llama \
+  --tokens 1,2 --cpu-weights bf16 --backend cuda
+expect_error cpu_weights_ablate_sim "--cpu-weights" "sim mode" "$CB" ablate preload --cpu-weights bf16
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
 
@@ -147,6 +163,8 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   expect_error tokens_trailing_comma "--tokens" "ends with a comma" "$CB" forward -m "$STORIES" --tokens 1,2,
   expect_error tokens_empty_item "--tokens" "empty item at character 3" "$CB" forward -m "$STORIES" --tokens 1,,2
   expect_error tokens_negative "--tokens" "'-1' is not a token id" "$CB" forward -m "$STORIES" --tokens 1,-1
+  expect_out forward_bf16 "backend cpu bf16" "$CB" forward -m "$STORIES" --tokens 1,403,407 \
+    --cpu-weights bf16
   # --backend cuda: the GPU's logits where a GPU is usable; elsewhere one line naming the
   # option and the way out (no CUDA in this build, or no GPU visible).
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -283,6 +301,8 @@ expect_usage_error() {  # name, option, needle, command...
   if ! grep -qF -- "$opt: $needle" "$TMP/err"; then bad "$name: wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; return; fi
   ok
 }
+expect_usage_error cpu_weights_unknown --cpu-weights "f16 not in {f32,bf16}" \
+  "$CB" forward -m preset:tiny-llama --tokens 1,2 --cpu-weights f16
 expect_usage_error replay_block_size_0 --block-size "must be in 1..1024" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --block-size 0
 expect_usage_error replay_rate_nan --rate "must be a finite number >= 0" \

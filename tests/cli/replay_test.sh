@@ -309,6 +309,16 @@ else
   bad "chat: $(head -c 800 <<<"$out") $(head -c 300 "$TMP/err")"
 fi
 
+# 5b. --cpu-weights bf16: the CPU engine with its matrices in bfloat16; CA still hits every later
+# turn, and the result names the storage. Sim mode runs no model: the option is refused there.
+"$CB" replay "$SHAREGPT" --model "$MODEL" --cpu-weights bf16 --mode ca --rate 0 --max-batch 4 \
+  --max-output-tokens 16 --quiet --out "$TMP/bf16.json" >/dev/null 2>"$TMP/err" \
+  && ok || bad "replay --cpu-weights bf16: $(head -c 600 "$TMP/err")"
+check_json "bf16 replay: every later turn a CA hit" "j['backend'] == 'cpu bf16' and \
+  j['summary']['hit_rate']['overall'] == 1.0 and j['summary']['recomputed_tokens'] == 0" "$TMP/bf16.json"
+"$CB" replay "$SHAREGPT" --model preset:llama-13b --sim --cpu-weights bf16 --quiet >/dev/null 2>"$TMP/err"
+if [ $? -eq 1 ] && grep -qF -- "--cpu-weights" "$TMP/err"; then ok; else bad "replay --sim --cpu-weights: $(cat "$TMP/err")"; fi
+
 # 6. --backend cuda: where a GPU is usable, CA on the GPU (fp32) hits every later turn and the
 # result names the backend; elsewhere one line naming --backend. Sim mode runs no model, so
 # --backend cuda with --sim is refused.

@@ -126,6 +126,10 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, default=1e-4, help="max relative error (default 1e-4)")
     ap.add_argument("--extra-arg", action="append", default=[],
                     help="extra argument appended to `cachebench forward` (repeatable)")
+    ap.add_argument("--round-weights", choices=["bf16"],
+                    help="round the reference's matrices to this type first (for an engine run "
+                         "with --cpu-weights bf16, also pass --extra-arg=--cpu-weights "
+                         "--extra-arg=bf16)")
     ap.add_argument("--logits-json", help="compare this existing dump instead of running BIN")
     ap.add_argument("--keep", help="copy the cachebench dump to this path")
     ap.add_argument("--reference-json", help="also write the reference logits here (same format)")
@@ -144,6 +148,8 @@ def main(argv=None) -> int:
 
     try:
         model = reference.load_model(a.model)
+        if a.round_weights == "bf16":
+            model = model.with_bf16_matrices()
         ref = model.forward(tokens)
     except (reference.RefError, ValueError, OSError) as e:
         print(f"FAIL: reference could not run on {a.model}: {e}")

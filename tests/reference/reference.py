@@ -206,6 +206,18 @@ def attention(h, L: Layer, hp: Hparams, cos, sin, mask):
     return linear(o, L.wo, L.bo)
 
 
+def round_to_bf16(a):
+    """a rounded to fp32, then to bfloat16 (the top 16 bits of an fp32) by round-to-nearest-
+    even, returned as float64: the values an engine holding its weights in bf16 multiplies by."""
+    if a is None:
+        return None
+    f = np.ascontiguousarray(np.asarray(a, dtype=np.float32))
+    u = f.view(np.uint32).astype(np.uint64)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    out = (r & 0xFFFFFFFF).astype(np.uint32).view(np.float32).astype(np.float64)
+    return np.where(np.isnan(f), np.nan, out).reshape(np.shape(a))
+
+
 # --------------------------------------------------------------------------------------
 class Model:
     def __init__(self, hp: Hparams, w: Weights, vocab_pieces=None):
@@ -213,6 +225,17 @@ class Model:
         self.w = w
         self.vocab_pieces = vocab_pieces   # list[str] from GGUF, or None
         self._cast = {}
+
+    def with_bf16_matrices(self):
+        """This model with its matrices (embedding, attention and MLP weights, LM head) rounded
+        to bfloat16 (round_to_bf16); norms and biases unchanged."""
+        mats = ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down")
+        layers = [Layer(**{k: (round_to_bf16(v) if k in mats else v) for k, v in vars(L).items()})
+                  for L in self.w.layers]
+        embd = round_to_bf16(self.w.tok_embd)
+        out = embd if self.w.output is self.w.tok_embd else round_to_bf16(self.w.output)
+        return Model(self.hp, Weights(embd, layers, self.w.out_norm, self.w.out_norm_b, out),
+                     self.vocab_pieces)
 
     def _weights(self, dtype):
         if dtype == np.float64:

@@ -286,6 +286,41 @@ class TestStories260K(unittest.TestCase):
         self.assertNotEqual(m.decode(m.greedy([1], 40)), text)
 
 
+class TestBf16Rounding(unittest.TestCase):
+    """round_to_bf16 by the definition of round-to-nearest-even on the top 16 bits."""
+
+    def test_known_values(self):
+        e = 2.0 ** -8  # half a bf16 ulp at 1.0
+        cases = [
+            (1.0, 1.0), (-2.0, -2.0),
+            (1 + e, 1.0),                   # tie: to the even mantissa (1.0)
+            (1 + 3 * e, 1 + 4 * e),         # tie: to the even mantissa (1 + 2^-6)
+            (1 + e + 2.0 ** -20, 1 + 2 * e),  # just above the tie: up
+            (1 + e - 2.0 ** -20, 1.0),      # just below: down
+            (3.4e38, math.inf),             # past the largest finite bf16: overflows
+            (float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).tiny)),
+            (math.inf, math.inf), (-math.inf, -math.inf),
+        ]
+        for x, want in cases:
+            self.assertEqual(R.round_to_bf16(np.array([x]))[0], want, msg=repr(x))
+        self.assertTrue(np.isnan(R.round_to_bf16(np.array([math.nan]))[0]))
+
+    def test_matrices_rounded_norms_kept(self):
+        m = tiny("tiny-llama")
+        b = m.with_bf16_matrices()
+        L, Lb = m.w.layers[0], b.w.layers[0]
+        for name in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"):
+            got = getattr(Lb, name)
+            np.testing.assert_array_equal(got, R.round_to_bf16(getattr(L, name)))
+            # every value is a bf16: its fp32 bits end in 16 zeros
+            self.assertTrue(np.all(got.astype(np.float32).view(np.uint32) & 0xFFFF == 0))
+        np.testing.assert_array_equal(Lb.attn_norm, L.attn_norm)
+        np.testing.assert_array_equal(b.w.out_norm, m.w.out_norm)
+        ref, got = m.forward(TOKS[:8]), b.forward(TOKS[:8])
+        self.assertGreater(np.abs(ref - got).max(), 0)  # rounding changed the logits...
+        self.assertLess(np.abs(ref - got).max(), 0.05 * np.abs(ref).max())  # ...a little
+
+
 class TestRopeConventions(unittest.TestCase):
     def _hf(self, name):
         d = os.path.join(tiny_dir(), name)

@@ -9,6 +9,7 @@
 #include "lib/core/error.h"
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
+#include "lib/model/tensor_specs.h"
 #include "lib/tokenizer/load.h"
 #include "tests/support/random_tokens.h"
 #include "tests/support/test_data.h"
@@ -229,6 +230,76 @@ TEST(ForwardTest, SlidingWindowOnlyMattersBeyondTheWindow) {
       EXPECT_GT(e, 1e-4) << t;
     }
   }
+}
+
+// --cpu-weights bf16: decode (the bf16 GEMV, one row) and prefill (widened blocks and sgemm)
+// compute the same function, and it stays near the fp32 model's (the numpy reference with the
+// same rounded weights is the oracle: tests/reference, reference.logits_bf16.*).
+TEST_P(ForwardTest, Bf16WeightsDecodeMatchesPrefillAndStaysNearF32) {
+  auto src = ModelSource::open(GetParam());
+  auto m = Model::load(*src, 3, cb::model::WeightStorage::BF16);
+  auto f = Model::load(*src, 3);
+  ASSERT_EQ(m->weight_storage(), cb::model::WeightStorage::BF16);
+  const int V = m->config().vocab_size;
+  const auto toks = random_tokens(40, V, 2);
+  const auto full = prefill(*m, toks, 16);
+  const auto ref = prefill(*f, toks, 16);
+  KvCache cache(m->kv_config(4, 16));
+  cache.add_sequence(5);
+  ASSERT_TRUE(cache.reserve(5, 40));
+  double worst_vs_f32 = 0;
+  for (size_t t = 0; t < toks.size(); ++t) {
+    const auto row = m->forward({{5, {toks[t]}, false}}, cache);
+    ASSERT_LT(rel_err(row.data(), full.data() + t * V, static_cast<size_t>(V)), 1e-5)
+        << "position " << t;
+    worst_vs_f32 =
+        std::max(worst_vs_f32, rel_err(row.data(), ref.data() + t * V, static_cast<size_t>(V)));
+  }
+  // bf16 keeps 8 significant bits (relative rounding error up to 2^-9 per weight).
+  EXPECT_GT(worst_vs_f32, 0.0);
+  EXPECT_LT(worst_vs_f32, 5e-2);
+}
+
+// Every matrix of a bf16 load is the fp32 load's value rounded to nearest even (lib/core's
+// fp32_to_bf16, tested against its definition in dtype_test); norms stay fp32, unchanged.
+TEST(ForwardTest, Bf16WeightsAreTheRoundedF32Weights) {
+  for (const char* name : kModels) {
+    auto src = ModelSource::open(name);
+    auto b = cb::model::Weights::load(*src, 3, cb::model::WeightStorage::BF16);
+    auto f = cb::model::Weights::load(*src, 3);
+    int matrices = 0;
+    for (const auto& spec : cb::model::expected_tensors(src->config())) {
+      const auto n = static_cast<size_t>(spec.numel());
+      if (spec.role == cb::model::TensorRole::NormWeight ||
+          spec.role == cb::model::TensorRole::NormBias) {
+        const float* x = b->get(spec.name);
+        const float* y = f->get(spec.name);
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(x[i], y[i]) << spec.name;
+        continue;
+      }
+      const cb::model::WeightMatrix mb = b->matrix(spec.name);
+      ASSERT_NE(mb.bf16, nullptr) << spec.name;
+      ASSERT_EQ(mb.f32, nullptr) << spec.name;
+      EXPECT_THROW(b->get(spec.name), cb::Error) << spec.name;  // not fp32: matrix() only
+      const float* y = f->get(spec.name);
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(mb.bf16[i], cb::fp32_to_bf16(y[i])) << spec.name;
+      ++matrices;
+    }
+    EXPECT_GT(matrices, 3) << name;
+    // Half the bytes for the matrices.
+    EXPECT_LT(b->owned_bytes(), f->owned_bytes() * 0.55) << name;
+  }
+}
+
+TEST(ForwardTest, WeightsHostBytesCountTwoBytesPerBf16Weight) {
+  auto src = ModelSource::open("preset:llama-2-7b");
+  const auto& c = src->config();
+  const uint64_t f32 = cb::model::weights_host_bytes(*src, c, cb::model::WeightStorage::F32);
+  const uint64_t bf16 = cb::model::weights_host_bytes(*src, c, cb::model::WeightStorage::BF16);
+  EXPECT_EQ(f32, 4 * cb::model::parameter_count(c));
+  // Only the norms (2 per layer and the final one, of `hidden` each) stay fp32.
+  const uint64_t norms = static_cast<uint64_t>(2 * c.n_layers + 1) * static_cast<uint64_t>(c.hidden);
+  EXPECT_EQ(bf16, 2 * (cb::model::parameter_count(c) - norms) + 4 * norms);
 }
 
 TEST(ForwardTest, RejectsUnreservedCapacityAndBadTokens) {

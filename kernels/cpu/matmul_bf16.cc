@@ -1,0 +1,224 @@
+// Linear layers with bfloat16 weights (the CPU backend's --cpu-weights bf16): half the bytes
+// of fp32 weights, fp32 math. A bfloat16 is the top half of an fp32, so widening is a shift.
+//
+// - Few rows (decode): a GEMV that streams the bf16 rows once per group of up to four input
+//   rows, widening in registers (AVX2+FMA when the CPU has them, else SSE2), output rows split
+//   over threads when the matrix is large. Each output element is one thread's fixed-order sum,
+//   so the result does not depend on the thread count.
+// - Many rows (prefill): blocks of weight rows widened into an fp32 scratch, then sgemm.
+// No BLAS has a bf16 GEMM here (OpenBLAS's sbgemm is a build option Debian's lacks).
+
+#include <cblas.h>
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+
+namespace cb::kernels::cpu {
+namespace {
+
+inline float widen(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// y[r * ldy + o] for o in [o0, o1), r < R (R <= 4), in the SSE2 instruction set.
+template <int R>
+void gemv_sse2(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float* y, int64_t ldy,
+               int64_t o0, int64_t o1) {
+  const __m128i zero = _mm_setzero_si128();
+  for (int64_t o = o0; o < o1; ++o) {
+    const uint16_t* wr = w + o * in;
+    __m128 a0[R], a1[R];
+    for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= in; i += 8) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i));
+      const __m128 lo = _mm_castsi128_ps(_mm_unpacklo_epi16(zero, v));
+      const __m128 hi = _mm_castsi128_ps(_mm_unpackhi_epi16(zero, v));
+      for (int r = 0; r < R; ++r) {
+        a0[r] = _mm_add_ps(a0[r], _mm_mul_ps(lo, _mm_loadu_ps(x + r * ldx + i)));
+        a1[r] = _mm_add_ps(a1[r], _mm_mul_ps(hi, _mm_loadu_ps(x + r * ldx + i + 4)));
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      alignas(16) float lane[4];
+      _mm_store_ps(lane, _mm_add_ps(a0[r], a1[r]));
+      float s = (lane[0] + lane[1]) + (lane[2] + lane[3]);
+      for (int64_t j = i; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
+      y[r * ldy + o] = s;
+    }
+  }
+}
+
+// The same with 256-bit vectors and fused multiply-adds, 16 weights an iteration.
+template <int R>
+__attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, const uint16_t* w,
+                                                   int64_t in, float* y, int64_t ldy, int64_t o0,
+                                                   int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
+    const uint16_t* wr = w + o * in;
+    __m256 a0[R], a1[R];
+    for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= in; i += 16) {
+      const __m256i v0 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i)));
+      const __m256i v1 =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i + 8)));
+      const __m256 w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+      const __m256 w1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+      for (int r = 0; r < R; ++r) {
+        a0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + i), a0[r]);
+        a1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * ldx + i + 8), a1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float lane[8];
+      _mm256_store_ps(lane, _mm256_add_ps(a0[r], a1[r]));
+      float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      for (int64_t j = i; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
+      y[r * ldy + o] = s;
+    }
+  }
+}
+
+using GemvFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
+                        int64_t);
+
+GemvFn pick(Bf16Isa isa, int rows) {
+  static const GemvFn sse[4] = {gemv_sse2<1>, gemv_sse2<2>, gemv_sse2<3>, gemv_sse2<4>};
+  static const GemvFn avx[4] = {gemv_avx2<1>, gemv_avx2<2>, gemv_avx2<3>, gemv_avx2<4>};
+  return (isa == Bf16Isa::Avx2Fma ? avx : sse)[rows - 1];
+}
+
+// Output rows [o0, o1) for every input row, in groups of four input rows.
+void gemv_part(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+               int64_t out, int64_t o0, int64_t o1) {
+  for (int64_t r = 0; r < n; r += 4) {
+    const int rows = static_cast<int>(std::min<int64_t>(4, n - r));
+    pick(isa, rows)(x + r * in, in, w, in, y + r * out, out, o0, o1);
+  }
+}
+
+// At least this many weights a thread: below it, starting a thread costs more than it saves.
+constexpr int64_t kWeightsPerThread = int64_t{1} << 21;
+
+int64_t gemv_parts(int64_t in, int64_t out, int threads) {
+  const int64_t parts =
+      std::min<int64_t>(threads, std::max<int64_t>(1, out * in / kWeightsPerThread));
+  return std::min(parts, out);
+}
+
+void gemv(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+          int64_t out, int threads) {
+  const int64_t parts = gemv_parts(in, out, threads);
+  if (parts <= 1) {
+    gemv_part(isa, x, w, y, n, in, out, 0, out);
+    return;
+  }
+  std::vector<std::thread> pool;
+  // The rows this thread computes itself: part 0, and any part no thread could be started for.
+  std::vector<std::pair<int64_t, int64_t>> mine;
+  for (int64_t p = 0; p < parts; ++p) {
+    const int64_t o0 = out * p / parts, o1 = out * (p + 1) / parts;
+    if (p == 0) {
+      mine.emplace_back(o0, o1);
+      continue;
+    }
+    try {
+      pool.emplace_back(gemv_part, isa, x, w, y, n, in, out, o0, o1);
+    } catch (const std::system_error&) {
+      mine.emplace_back(o0, o1);
+    }
+  }
+  for (const auto& [o0, o1] : mine) gemv_part(isa, x, w, y, n, in, out, o0, o1);
+  for (std::thread& t : pool) t.join();
+}
+
+// Weight rows widened a block at a time (about 4 MiB of fp32), each block one sgemm.
+void widen_then_sgemm(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                      int64_t out) {
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / in, 16, out);
+  std::vector<float> wf(static_cast<size_t>(block * in));
+  const int64_t max_rows = std::numeric_limits<blasint>::max();
+  for (int64_t o0 = 0; o0 < out; o0 += block) {
+    const int64_t rows_w = std::min(block, out - o0);
+    const uint16_t* src = w + o0 * in;
+    for (int64_t i = 0; i < rows_w * in; ++i) wf[static_cast<size_t>(i)] = widen(src[i]);
+    for (int64_t r = 0; r < n; r += max_rows) {
+      const int64_t rows = std::min(max_rows, n - r);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(rows),
+                  static_cast<blasint>(rows_w), static_cast<blasint>(in), 1.0f, x + r * in,
+                  static_cast<blasint>(in), wf.data(), static_cast<blasint>(in), 0.0f,
+                  y + r * out + o0, static_cast<blasint>(out));
+    }
+  }
+}
+
+int default_threads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+}
+
+}  // namespace
+
+Bf16Isa bf16_best_isa() {
+  static const Bf16Isa best = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Bf16Isa::Avx2Fma
+                                                                            : Bf16Isa::Sse2;
+  }();
+  return best;
+}
+
+int64_t bf16_gemv_parts(int64_t in, int64_t out) {
+  return gemv_parts(in, out, default_threads());
+}
+
+bool matmul_bf16_prefers_gemv(int64_t n) {
+  return n <= kBf16GemvMaxRows;
+}
+
+void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                         int64_t out, Bf16Isa isa, int threads) {
+  if (n <= 0 || out <= 0) return;
+  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Sse2;
+  gemv(isa, x, w, y, n, in, out, std::max(1, threads));
+}
+
+void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                            int64_t out) {
+  if (n <= 0 || out <= 0) return;
+  if (in <= 0) {
+    std::fill(y, y + n * out, 0.0f);
+    return;
+  }
+  widen_then_sgemm(x, w, y, n, in, out);
+}
+
+void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+                    int64_t out) {
+  if (matmul_bf16_prefers_gemv(n)) {
+    matmul_wt_bf16_gemv(x, w, y, n, in, out, bf16_best_isa(), default_threads());
+  } else {
+    matmul_wt_bf16_blocked(x, w, y, n, in, out);
+  }
+}
+
+void embedding_bf16(const uint16_t* table, const int32_t* ids, float* out, int64_t n,
+                    int64_t dim) {
+  for (int64_t t = 0; t < n; ++t) {
+    const uint16_t* row = table + static_cast<int64_t>(ids[t]) * dim;
+    for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = widen(row[i]);
+  }
+}
+
+}  // namespace cb::kernels::cpu
