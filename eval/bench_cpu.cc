@@ -227,9 +227,12 @@ struct LayerLinears {
     }
   }
 
-  /// Times every layer once in f32 and in bf16 at `n` rows (order by `bf16_first`), and with
-  /// `read`, a read of the bf16 bytes split as the GEMV splits them; appends per-call times.
-  void time(int64_t n, bool bf16_first, std::vector<double>* f32_t, std::vector<double>* bf16_t,
+  /// Times the layer's linear layers in bf16 and in f32 at `n` rows, and with `read`, first a
+  /// read of the bf16 bytes split as the GEMV splits them; appends the seconds of one pass.
+  /// With `repeat` each is time_repeated's mean (small matrices take microseconds), else one
+  /// pass. The f32 sgemms run last, after a pause: OpenBLAS's worker threads spin for a while
+  /// after an sgemm, and on a machine with few cores they would take them from what ran next.
+  void time(int64_t n, bool repeat, std::vector<double>* f32_t, std::vector<double>* bf16_t,
             std::vector<double>* read_t) const {
     int64_t max_x = 0, max_y = 0;
     for (const auto& s : shapes) {
@@ -237,38 +240,35 @@ struct LayerLinears {
       max_y = std::max(max_y, n * s[2]);
     }
     std::vector<float> x(static_cast<size_t>(max_x), 0.5f), y(static_cast<size_t>(max_y));
-    const auto run_f32 = [&] {
+    const auto timed = [repeat](auto&& fn) {
+      if (repeat) return time_repeated(fn);
       const auto t0 = Clock::now();
-      for (size_t i = 0; i < shapes.size(); ++i) {
-        kernels::cpu::matmul_wt(x.data(), f32[i].data(), y.data(), n, shapes[i][1], shapes[i][2]);
-      }
-      f32_t->push_back(secs_since(t0));
+      fn();
+      return secs_since(t0);
     };
-    const auto run_bf16 = [&] {
-      const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (read_t != nullptr) {
+      volatile float sink = 0;
+      read_t->push_back(timed([&] {
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          // The bf16 bytes as floats: the same bytes, half as many elements.
+          sink = sink + parallel_read(reinterpret_cast<const float*>(bf16[i].data()),
+                                      static_cast<int64_t>(bf16[i].size() / 2),
+                                      kernels::cpu::bf16_gemv_parts(shapes[i][1], shapes[i][2]));
+        }
+      }));
+    }
+    bf16_t->push_back(timed([&] {
       for (size_t i = 0; i < shapes.size(); ++i) {
         kernels::cpu::matmul_wt_bf16(x.data(), bf16[i].data(), y.data(), n, shapes[i][1],
                                      shapes[i][2]);
       }
-      bf16_t->push_back(secs_since(t0));
-    };
-    if (bf16_first) {
-      run_bf16();
-      run_f32();
-    } else {
-      run_f32();
-      run_bf16();
-    }
-    if (read_t == nullptr) return;
-    volatile float sink = 0;
-    const auto t0 = Clock::now();
-    for (size_t i = 0; i < shapes.size(); ++i) {
-      // The bf16 bytes as floats: the same bytes, half as many elements.
-      sink = sink + parallel_read(reinterpret_cast<const float*>(bf16[i].data()),
-                                  static_cast<int64_t>(bf16[i].size() / 2),
-                                  kernels::cpu::bf16_gemv_parts(shapes[i][1], shapes[i][2]));
-    }
-    read_t->push_back(secs_since(t0));
+    }));
+    f32_t->push_back(timed([&] {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        kernels::cpu::matmul_wt(x.data(), f32[i].data(), y.data(), n, shapes[i][1], shapes[i][2]);
+      }
+    }));
   }
 };
 
@@ -385,8 +385,8 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
   const LayerLinears lin(c);
   std::vector<double> df, db, dr, pf, pb;
   for (int rep = 0; rep < opt.reps + 1; ++rep) {
-    lin.time(1, rep % 2 == 1, &df, &db, &dr);
-    lin.time(opt.prompt_tokens, rep % 2 == 1, &pf, &pb, nullptr);
+    lin.time(1, true, &df, &db, &dr);
+    lin.time(opt.prompt_tokens, false, &pf, &pb, nullptr);
   }
   // The first repetition is a warm-up.
   for (auto* v : {&df, &db, &dr, &pf, &pb}) v->erase(v->begin());

@@ -17,7 +17,7 @@ void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int6
                     int64_t out);
 /// The most rows of x that matmul_wt_bf16 hands to the GEMV (about where the blocked path
 /// overtakes it on a 2-core AVX2 machine at LLaMA-2-7B shapes: docs/perf.md).
-constexpr int64_t kBf16GemvMaxRows = 12;
+constexpr int64_t kBf16GemvMaxRows = 24;
 bool matmul_bf16_prefers_gemv(int64_t n);
 enum class Bf16Isa : uint8_t { Sse2, Avx2Fma };
 /// Avx2Fma when this CPU has AVX2 and FMA, else Sse2.
@@ -30,7 +30,8 @@ int64_t bf16_gemv_parts(int64_t in, int64_t out);
 /// An `isa` this CPU lacks falls back to Sse2.
 void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                          int64_t out, Bf16Isa isa, int threads);
-/// Blocks of rows of w widened to fp32 (about 4 MiB at a time), each multiplied by sgemm.
+/// Blocks of rows of w widened to fp32 (about 16 MiB, at least 512 rows, at a time), each
+/// multiplied by sgemm.
 void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                             int64_t out);
 /// embedding() from a bfloat16 table.
