@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -104,7 +105,11 @@ float read_sum(const float* x, int64_t n) {
   }
   const Float4 t = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7));
   float r = (t[0] + t[1]) + (t[2] + t[3]);
-  for (; i < n; ++i) r += x[i];
+  for (; i < n; ++i) {  // memcpy: the caller may pass other storage's bytes (bf16 weights)
+    float v;
+    std::memcpy(&v, x + i, sizeof v);
+    r += v;
+  }
   return r;
 }
 
@@ -187,13 +192,19 @@ void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache
 float parallel_read(const float* x, int64_t n, int64_t parts) {
   if (parts <= 1) return read_sum(x, n);
   std::vector<float> part(static_cast<size_t>(parts), 0.0f);
+  const auto piece = [&part, x, n, parts](int64_t t) {
+    part[static_cast<size_t>(t)] = read_sum(x + n * t / parts, n * (t + 1) / parts - n * t / parts);
+  };
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(parts - 1));
   for (int64_t t = 1; t < parts; ++t) {
-    pool.emplace_back([&part, x, n, parts, t] {
-      part[static_cast<size_t>(t)] = read_sum(x + n * t / parts, n * (t + 1) / parts - n * t / parts);
-    });
+    try {
+      pool.emplace_back(piece, t);
+    } catch (const std::system_error&) {  // no thread to be had: this one reads that part
+      piece(t);
+    }
   }
-  part[0] = read_sum(x, n / parts);
+  piece(0);
   for (std::thread& th : pool) th.join();
   float s = 0;
   for (float v : part) s += v;

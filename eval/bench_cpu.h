@@ -56,7 +56,7 @@ struct BenchCpuResult {
   double lin_read_gbs = 0;        ///< the same bytes, read
   double lin_bf16_to_read = 0;    ///< lin_bf16_gbs / lin_read_gbs
   double lin_prefill_f32_s = 0, lin_prefill_bf16_s = 0;
-  double lin_prefill_ratio = 0;   ///< f32 time / bf16 time (below 1: bf16 is slower)
+  double lin_prefill_ratio = 0;  ///< f32 time / bf16 time (below 1: bf16 is slower)
 };
 
 /// Runs the benchmark; `progress` lines go to stderr.

@@ -100,7 +100,8 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
                      "drop --backend, or use --mode real");
   }
   if (o.sim) {
-    refuse_given(sub, {"--cpu-weights"}, "sim mode runs no model (its cost model stands in for one)",
+    refuse_given(sub, {"--cpu-weights"},
+                 "sim mode runs no model (its cost model stands in for one)",
                  "drop it, or use --mode real");
   }
   LoadedModel lm = load_model(a.m, false, !o.sim);

@@ -69,8 +69,8 @@ void register_bench(CLI::App& app) {
                  cfg.n_layers, src->config().n_layers);
     model::Model m(cfg, model::Weights::load(*src, cfg, a->m.seed, cpu_weight_storage(a->m)));
     const eval::BenchCpuResult r = eval::bench_cpu(m, a->opt);
-    std::printf("model                %s, %d layers, backend cpu, %s weights\n",
-                a->m.model.c_str(), cfg.n_layers, r.weights.c_str());
+    std::printf("model                %s, %d layers, backend cpu, %s weights\n", a->m.model.c_str(),
+                cfg.n_layers, r.weights.c_str());
     std::printf("prefill              %d tokens: median %.3f s = %.1f tokens/s, %.1f GFLOP/s\n",
                 r.prompt_tokens, r.prefill_s, r.prefill_tok_s, r.prefill_gflops);
     std::printf("sgemm, same shapes   %.1f GFLOP/s (the prefill's GEMMs alone: %.3f s)\n",

@@ -438,7 +438,8 @@ void add(CLI::App& app, const char* name, const char* help) {
   sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
   set_action(sub, [a, think, sub] {
     if (a->sim) {
-      refuse_given(*sub, {"--io-threads", "--gpu-storage", "--gpu", "--cpu-weights", "--weights-seed"},
+      refuse_given(*sub,
+                   {"--io-threads", "--gpu-storage", "--gpu", "--cpu-weights", "--weights-seed"},
                    "has no effect in sim mode (it moves no bytes and runs no model)",
                    "drop it, or drop --sim");
     }

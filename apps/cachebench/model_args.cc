@@ -91,6 +91,10 @@ model::WeightStorage cpu_weight_storage(const ModelArgs& a) {
 
 void resolve_backend(ModelArgs* a, bool cuda_ok) {
   if (a->backend != "auto") return;
+  if (a->cpu_weights != "f32") {  // --cpu-weights asks for the CPU backend
+    a->backend = "cpu";
+    return;
+  }
   std::string why;
   a->backend = cuda_ok && !device::list_gpus(&why).empty() ? "cuda" : "cpu";
 }

@@ -35,7 +35,8 @@ inline std::string backend_label(const ModelArgs& a) {
 void add_backend_options(CLI::App* sub, ModelArgs* a);
 
 /// Replaces --backend auto by what runs: cuda when `cuda_ok` (the subcommand, in the mode
-/// asked for, runs on the GPU), this build has the CUDA backend and a GPU is usable; else cpu.
+/// asked for, runs on the GPU), no --cpu-weights other than f32 was asked for, this build has
+/// the CUDA backend and a GPU is usable; else cpu.
 /// An explicit cpu or cuda is kept (load_model reports a cuda that cannot run).
 void resolve_backend(ModelArgs* a, bool cuda_ok = true);
 

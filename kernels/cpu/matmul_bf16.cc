@@ -2,14 +2,21 @@
 // of fp32 weights, fp32 math. A bfloat16 is the top half of an fp32, so widening is a shift.
 //
 // - Few rows (decode): a GEMV that streams the bf16 rows once per group of up to four input
-//   rows, widening in registers (AVX2+FMA when the CPU has them, else SSE2), output rows split
+//   rows, widening in registers (AVX2+FMA when the CPU has them, else SSE2; plain C++ off x86),
+//   output rows split
 //   over threads when the matrix is large. Each output element is one thread's fixed-order sum,
 //   so the result does not depend on the thread count.
 // - Many rows (prefill): blocks of weight rows widened into an fp32 scratch, then sgemm.
 // No BLAS has a bf16 GEMM here (OpenBLAS's sbgemm is a build option Debian's lacks).
 
 #include <cblas.h>
+
+#if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#define CB_BF16_X86 1
+#else
+#define CB_BF16_X86 0
+#endif
 
 #include <algorithm>
 #include <cstring>
@@ -30,7 +37,22 @@ inline float widen(uint16_t b) {
   return f;
 }
 
-// y[r * ldy + o] for o in [o0, o1), r < R (R <= 4), in the SSE2 instruction set.
+// y[r * ldy + o] for o in [o0, o1), r < R (R <= 4), in plain C++ (machines without SSE2).
+template <int R>
+void gemv_scalar(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float* y, int64_t ldy,
+                 int64_t o0, int64_t o1) {
+  for (int64_t o = o0; o < o1; ++o) {
+    const uint16_t* wr = w + o * in;
+    for (int r = 0; r < R; ++r) {
+      float s = 0;
+      for (int64_t j = 0; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
+      y[r * ldy + o] = s;
+    }
+  }
+}
+
+#if CB_BF16_X86
+// The same in the SSE2 instruction set, eight weights an iteration.
 template <int R>
 void gemv_sse2(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float* y, int64_t ldy,
                int64_t o0, int64_t o1) {
@@ -70,7 +92,8 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, 
     for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= in; i += 16) {
-      const __m256i v0 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i)));
+      const __m256i v0 =
+          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i)));
       const __m256i v1 =
           _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i + 8)));
       const __m256 w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
@@ -83,21 +106,29 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, 
     for (int r = 0; r < R; ++r) {
       alignas(32) float lane[8];
       _mm256_store_ps(lane, _mm256_add_ps(a0[r], a1[r]));
-      float s = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
-                ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      float s =
+          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
       for (int64_t j = i; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
       y[r * ldy + o] = s;
     }
   }
 }
 
+#endif  // CB_BF16_X86
+
 using GemvFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
                         int64_t);
 
 GemvFn pick(Bf16Isa isa, int rows) {
-  static const GemvFn sse[4] = {gemv_sse2<1>, gemv_sse2<2>, gemv_sse2<3>, gemv_sse2<4>};
+#if CB_BF16_X86
+  static const GemvFn base[4] = {gemv_sse2<1>, gemv_sse2<2>, gemv_sse2<3>, gemv_sse2<4>};
   static const GemvFn avx[4] = {gemv_avx2<1>, gemv_avx2<2>, gemv_avx2<3>, gemv_avx2<4>};
-  return (isa == Bf16Isa::Avx2Fma ? avx : sse)[rows - 1];
+  return (isa == Bf16Isa::Avx2Fma ? avx : base)[rows - 1];
+#else
+  (void)isa;
+  static const GemvFn base[4] = {gemv_scalar<1>, gemv_scalar<2>, gemv_scalar<3>, gemv_scalar<4>};
+  return base[rows - 1];
+#endif
 }
 
 // Output rows [o0, o1) for every input row, in groups of four input rows.
@@ -126,8 +157,10 @@ void gemv(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, i
     return;
   }
   std::vector<std::thread> pool;
+  pool.reserve(static_cast<size_t>(parts - 1));  // no reallocation while threads run
   // The rows this thread computes itself: part 0, and any part no thread could be started for.
   std::vector<std::pair<int64_t, int64_t>> mine;
+  mine.reserve(static_cast<size_t>(parts));
   for (int64_t p = 0; p < parts; ++p) {
     const int64_t o0 = out * p / parts, o1 = out * (p + 1) / parts;
     if (p == 0) {
@@ -144,15 +177,17 @@ void gemv(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, i
   for (std::thread& t : pool) t.join();
 }
 
-// dst[i] = widen(src[i]) for i < n, eight at a time with SSE2.
+// dst[i] = widen(src[i]) for i < n, eight at a time with SSE2 where there is SSE2.
 void widen_n(const uint16_t* src, float* dst, int64_t n) {
-  const __m128i zero = _mm_setzero_si128();
   int64_t i = 0;
+#if CB_BF16_X86
+  const __m128i zero = _mm_setzero_si128();
   for (; i + 8 <= n; i += 8) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm_storeu_ps(dst + i, _mm_castsi128_ps(_mm_unpacklo_epi16(zero, v)));
     _mm_storeu_ps(dst + i + 4, _mm_castsi128_ps(_mm_unpackhi_epi16(zero, v)));
   }
+#endif
   for (; i < n; ++i) dst[i] = widen(src[i]);
 }
 
@@ -160,7 +195,7 @@ void widen_n(const uint16_t* src, float* dst, int64_t n) {
 // blocks cost sgemm more than the scratch saves), each block one sgemm.
 void widen_then_sgemm(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                       int64_t out) {
-  const int64_t block = std::clamp<int64_t>((int64_t{1} << 22) / in, 512, out);
+  const int64_t block = std::min(out, std::max<int64_t>(512, (int64_t{1} << 22) / in));
   std::vector<float> wf(static_cast<size_t>(block * in));
   const int64_t max_rows = std::numeric_limits<blasint>::max();
   for (int64_t o0 = 0; o0 < out; o0 += block) {
@@ -184,12 +219,16 @@ int default_threads() {
 }  // namespace
 
 Bf16Isa bf16_best_isa() {
+#if CB_BF16_X86
   static const Bf16Isa best = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Bf16Isa::Avx2Fma
-                                                                            : Bf16Isa::Sse2;
+                                                                           : Bf16Isa::Baseline;
   }();
   return best;
+#else
+  return Bf16Isa::Baseline;
+#endif
 }
 
 int64_t bf16_gemv_parts(int64_t in, int64_t out) {
@@ -203,7 +242,7 @@ bool matmul_bf16_prefers_gemv(int64_t n) {
 void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                          int64_t out, Bf16Isa isa, int threads) {
   if (n <= 0 || out <= 0) return;
-  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Sse2;
+  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
   gemv(isa, x, w, y, n, in, out, std::max(1, threads));
 }
 
@@ -226,8 +265,7 @@ void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int6
   }
 }
 
-void embedding_bf16(const uint16_t* table, const int32_t* ids, float* out, int64_t n,
-                    int64_t dim) {
+void embedding_bf16(const uint16_t* table, const int32_t* ids, float* out, int64_t n, int64_t dim) {
   for (int64_t t = 0; t < n; ++t) {
     const uint16_t* row = table + static_cast<int64_t>(ids[t]) * dim;
     for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = widen(row[i]);

@@ -19,15 +19,16 @@ void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int6
 /// overtakes it on a 2-core AVX2 machine at LLaMA-2-7B shapes: docs/perf.md).
 constexpr int64_t kBf16GemvMaxRows = 24;
 bool matmul_bf16_prefers_gemv(int64_t n);
-enum class Bf16Isa : uint8_t { Sse2, Avx2Fma };
-/// Avx2Fma when this CPU has AVX2 and FMA, else Sse2.
+/// Baseline: SSE2 on x86 (which every x86-64 CPU has), plain C++ elsewhere.
+enum class Bf16Isa : uint8_t { Baseline, Avx2Fma };
+/// Avx2Fma when this CPU has AVX2 and FMA, else Baseline.
 Bf16Isa bf16_best_isa();
 /// How many parts (threads) matmul_wt_bf16 splits a [out, in] matrix's GEMV into on this
 /// machine: one per 2^21 weights, at most one per core (up to 16).
 int64_t bf16_gemv_parts(int64_t in, int64_t out);
 /// Streams w once per group of four rows of x, widening in registers; output rows split over
 /// up to `threads` threads when w is large (the result is the same for any thread count).
-/// An `isa` this CPU lacks falls back to Sse2.
+/// An `isa` this CPU lacks falls back to Baseline.
 void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                          int64_t out, Bf16Isa isa, int threads);
 /// Blocks of rows of w widened to fp32 (about 16 MiB, at least 512 rows, at a time), each
@@ -35,8 +36,7 @@ void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n,
 void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                             int64_t out);
 /// embedding() from a bfloat16 table.
-void embedding_bf16(const uint16_t* table, const int32_t* ids, float* out, int64_t n,
-                    int64_t dim);
+void embedding_bf16(const uint16_t* table, const int32_t* ids, float* out, int64_t n, int64_t dim);
 
 /// y = x / sqrt(mean(x^2) + eps) * w, per row of `dim`. y may alias x.
 void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t dim, float eps);

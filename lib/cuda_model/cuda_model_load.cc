@@ -79,6 +79,12 @@ void CudaModel::Impl::upload_tensors(Ref&& ref) {
 }
 
 void CudaModel::Impl::upload_all(const Weights& src) {
+  if (src.storage() != WeightStorage::F32) {
+    throw make_error("cuda model",
+                     "weights held in " + std::string(weight_storage_name(src.storage())) +
+                         " for the CPU backend cannot be uploaded",
+                     "load fp32 weights (WeightStorage::F32) for the GPU (internal error)");
+  }
   std::map<std::string, formats::TensorRef> refs;  // the fp32 weights as F32 tensors
   for (const TensorSpec& t : expected_tensors(cfg)) {
     const float* p = src.find(t.name);

@@ -216,8 +216,7 @@ std::vector<float> Model::forward(const std::vector<SeqInput>& batch, kv::KvCach
   for (int l = 0; l < c.n_layers; ++l) {
     norm(c, *w_, layer_name(l, "attn_norm"), x.data(), h.data(), N);
     if (c.arch == Arch::Falcon) {
-      linear(*w_, layer_name(l, "attn_qkv.weight"), h.data(), qkv.data(), N, H,
-                   qd + 2 * kvd);
+      linear(*w_, layer_name(l, "attn_qkv.weight"), h.data(), qkv.data(), N, H, qd + 2 * kvd);
       split_qkv(c, qkv.data(), N, q.data(), kk.data(), v.data());
     } else {
       linear(*w_, layer_name(l, "attn_q.weight"), h.data(), q.data(), N, H, qd);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "lib/core/error.h"
 #include "lib/core/sysinfo.h"
@@ -15,6 +16,25 @@ namespace {
 bool is_matrix(const TensorSpec& spec) {
   return spec.role == TensorRole::Embedding || spec.role == TensorRole::Matrix ||
          spec.role == TensorRole::Output;
+}
+
+// A file tensor Weights::load uses where it lies: already in the storage type, and aligned.
+bool used_in_place(const formats::TensorRef& t, bool bf16) {
+  const auto addr = reinterpret_cast<uintptr_t>(t.data);
+  return bf16 ? t.dtype == DType::BF16 && addr % alignof(uint16_t) == 0
+              : t.dtype == DType::F32 && addr % alignof(float) == 0;
+}
+
+// Element i of a plain (F32, F16, BF16) tensor as fp32, read from possibly unaligned bytes.
+float element_f32(const formats::TensorRef& t, size_t i) {
+  if (t.dtype == DType::F32) {
+    float v;
+    std::memcpy(&v, t.data + i * sizeof v, sizeof v);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, t.data + i * sizeof h, sizeof h);
+  return t.dtype == DType::F16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
 }
 
 // Preset values and converted tensors are produced this many elements at a time when they are
@@ -38,15 +58,13 @@ bool parse_weight_storage(const std::string& name, WeightStorage* out) {
   return true;
 }
 
-uint64_t weights_host_bytes(const ModelSource& src, const ModelConfig& cfg,
-                            WeightStorage storage) {
+uint64_t weights_host_bytes(const ModelSource& src, const ModelConfig& cfg, WeightStorage storage) {
   uint64_t bytes = 0;
   for (const auto& spec : expected_tensors(cfg)) {
     const formats::TensorRef* t =
         src.kind() == SourceKind::Preset ? nullptr : src.tensor(spec.name);
     const bool bf16 = storage == WeightStorage::BF16 && is_matrix(spec);
-    const DType want = bf16 ? DType::BF16 : DType::F32;
-    if (t != nullptr && t->dtype == want) continue;  // used in place (or one copy if unaligned)
+    if (t != nullptr && used_in_place(*t, bf16)) continue;
     bytes += (bf16 ? 2ull : 4ull) * static_cast<uint64_t>(spec.numel());
   }
   return bytes;
@@ -78,17 +96,16 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
   if (phys > 0 && host_bytes > phys) {
     const uint64_t bf16_bytes = weights_host_bytes(src, cfg, WeightStorage::BF16);
     const bool bf16_fits = storage == WeightStorage::F32 && bf16_bytes <= phys;
-    throw make_error(src.location(),
-                     std::string("its ") + weight_storage_name(storage) +
-                         " weights for the CPU backend take " + std::to_string(host_bytes >> 20) +
-                         " MiB, more than this machine's " + std::to_string(phys >> 20) +
-                         " MiB of memory",
-                     std::string(bf16_fits ? "use --cpu-weights bf16 (" +
-                                                 std::to_string(bf16_bytes >> 20) + " MiB), " +
-                                                 "--backend cuda"
-                                           : "use --backend cuda") +
-                         " (weights made or uploaded on the GPU), a smaller model, or fewer "
-                         "layers where the command offers --layers");
+    throw make_error(
+        src.location(),
+        std::string("its ") + weight_storage_name(storage) + " weights for the CPU backend take " +
+            std::to_string(host_bytes >> 20) + " MiB, more than this machine's " +
+            std::to_string(phys >> 20) + " MiB of memory",
+        std::string(bf16_fits ? "use --cpu-weights bf16 (" + std::to_string(bf16_bytes >> 20) +
+                                    " MiB), " + "--backend cuda"
+                              : "use --backend cuda") +
+            " (weights made or uploaded on the GPU), a smaller model, or fewer "
+            "layers where the command offers --layers");
   }
   auto w = std::make_unique<Weights>();
   w->storage_ = storage;
@@ -101,20 +118,26 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
       throw make_error(src.location(), "missing tensor '" + spec.name + "'");
     }
     if (bf16) {
-      if (t != nullptr && t->dtype == DType::BF16 &&
-          reinterpret_cast<uintptr_t>(t->data) % alignof(uint16_t) == 0) {
+      if (t != nullptr && used_in_place(*t, true)) {
         w->ptr_[spec.name].bf16 = reinterpret_cast<const uint16_t*>(t->data);
         continue;
       }
       std::vector<uint16_t> out(n);
       if (t == nullptr) {
-        std::vector<float> part(static_cast<size_t>(std::min<int64_t>(kConvertChunk, spec.numel())));
+        std::vector<float> part(
+            static_cast<size_t>(std::min<int64_t>(kConvertChunk, spec.numel())));
         for (int64_t b = 0; b < spec.numel(); b += kConvertChunk) {
           const int64_t m = std::min(kConvertChunk, spec.numel() - b);
           preset_fill(cfg, spec, seed, b, m, part.data());
-          for (int64_t i = 0; i < m; ++i) out[static_cast<size_t>(b + i)] = fp32_to_bf16(part[static_cast<size_t>(i)]);
+          for (int64_t i = 0; i < m; ++i)
+            out[static_cast<size_t>(b + i)] = fp32_to_bf16(part[static_cast<size_t>(i)]);
         }
+      } else if (t->dtype == DType::F32 || t->dtype == DType::F16 || t->dtype == DType::BF16) {
+        // Element by element: no fp32 copy of the whole tensor (an unaligned BF16 tensor is
+        // copied bit for bit).
+        for (size_t i = 0; i < n; ++i) out[i] = fp32_to_bf16(element_f32(*t, i));
       } else {
+        // Quantized blocks: dequantized whole (a transient fp32 copy of this one tensor).
         std::vector<float> f(n);
         formats::to_f32(*t, f.data());
         for (size_t i = 0; i < n; ++i) out[i] = fp32_to_bf16(f[i]);
@@ -132,8 +155,7 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
       w->ptr_[spec.name].f32 = w->owned_.back().data();
       continue;
     }
-    const bool aligned = reinterpret_cast<uintptr_t>(t->data) % alignof(float) == 0;
-    if (t->dtype == DType::F32 && aligned) {
+    if (used_in_place(*t, false)) {
       w->ptr_[spec.name].f32 = reinterpret_cast<const float*>(t->data);
       continue;
     }

@@ -28,8 +28,7 @@ struct WeightMatrix {
 
 /// Host bytes Weights::load would allocate for `cfg` from `src` in `storage` (tensors used in
 /// place count nothing).
-uint64_t weights_host_bytes(const ModelSource& src, const ModelConfig& cfg,
-                            WeightStorage storage);
+uint64_t weights_host_bytes(const ModelSource& src, const ModelConfig& cfg, WeightStorage storage);
 
 class Weights {
  public:

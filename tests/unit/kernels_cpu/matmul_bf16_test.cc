@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -29,7 +30,7 @@ struct Problem {
   int64_t n, in, out;
   std::vector<float> x;
   std::vector<uint16_t> w;
-  std::vector<double> want;  // double-precision x . widen(w)^T
+  std::vector<double> want;   // double-precision x . widen(w)^T
   std::vector<double> scale;  // sum |x| |w| per element: the size of its rounding error
 
   Problem(int64_t n_, int64_t in_, int64_t out_, uint64_t seed) : n(n_), in(in_), out(out_) {
@@ -86,12 +87,15 @@ std::string shape(const Problem& p) {
 }
 
 TEST(MatmulBf16, BothInstructionSetsAndTheBlockedPathMatchTheExactProduct) {
+  if (bf16_best_isa() != Bf16Isa::Avx2Fma) {
+    std::printf("[ note ] this CPU lacks AVX2/FMA: the Avx2Fma cases run the baseline path\n");
+  }
   uint64_t seed = 1;
   for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
     for (int64_t in : {1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 64, 100, 257}) {
       for (int64_t out : {1, 2, 5, 33}) {
         const Problem p(n, in, out, seed++);
-        for (Bf16Isa isa : {Bf16Isa::Sse2, Bf16Isa::Avx2Fma}) {
+        for (Bf16Isa isa : {Bf16Isa::Baseline, Bf16Isa::Avx2Fma}) {
           std::vector<float> y = poisoned(p);
           matmul_wt_bf16_gemv(p.x.data(), p.w.data(), y.data(), n, in, out, isa, 1);
           p.check(y, "gemv isa " + std::to_string(static_cast<int>(isa)) + " " + shape(p));
@@ -105,6 +109,15 @@ TEST(MatmulBf16, BothInstructionSetsAndTheBlockedPathMatchTheExactProduct) {
       }
     }
   }
+}
+
+// Wide inputs make the blocked path widen several blocks of at least 512 weight rows (2^22
+// weights a block): each block's sgemm writes its own columns of y (ldc = out).
+TEST(MatmulBf16, TheBlockedPathCoversEveryBlockOfAWideMatrix) {
+  const Problem p(5, 8200, 1100, 77);  // blocks of 512, 512 and 76 rows
+  std::vector<float> y = poisoned(p);
+  matmul_wt_bf16_blocked(p.x.data(), p.w.data(), y.data(), p.n, p.in, p.out);
+  p.check(y, "blocked " + shape(p));
 }
 
 TEST(MatmulBf16, TheDispatcherGivesThePathItPicksBitForBit) {
@@ -162,14 +175,10 @@ TEST(MatmulBf16, EmbeddingWidensTheRowsExactly) {
   const int32_t ids[3] = {1, 0, 1};
   std::vector<float> out(9, std::numeric_limits<float>::quiet_NaN());
   embedding_bf16(table.data(), ids, out.data(), 3, 3);
-  const float want[9] = {0.5f,
-                         std::numeric_limits<float>::infinity(),
-                         3.38953139e38f,
-                         1.0f,
-                         -2.0f,
-                         std::numeric_limits<float>::min(),
-                         0.5f,
-                         std::numeric_limits<float>::infinity(),
+  const float want[9] = {0.5f,           std::numeric_limits<float>::infinity(),
+                         3.38953139e38f, 1.0f,
+                         -2.0f,          std::numeric_limits<float>::min(),
+                         0.5f,           std::numeric_limits<float>::infinity(),
                          3.38953139e38f};
   for (int i = 0; i < 9; ++i) EXPECT_EQ(out[static_cast<size_t>(i)], want[i]) << i;
 }

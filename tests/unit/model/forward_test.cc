@@ -11,6 +11,7 @@
 #include "lib/model/model_source.h"
 #include "lib/model/tensor_specs.h"
 #include "lib/tokenizer/load.h"
+#include "tests/support/hf_checkpoint.h"
 #include "tests/support/random_tokens.h"
 #include "tests/support/test_data.h"
 
@@ -291,6 +292,42 @@ TEST(ForwardTest, Bf16WeightsAreTheRoundedF32Weights) {
   }
 }
 
+// A checkpoint already in bf16 is used where it lies (pointers into the file's mapping, no copy
+// of a matrix); what the load owns is what weights_host_bytes counted. Also for fp32 and f16
+// files converted to bf16, and bf16 files widened to fp32.
+TEST(ForwardTest, Bf16FilesAreUsedInPlaceAndHostBytesMatchTheLoad) {
+  const nlohmann::json cfg = {{"architectures", {"LlamaForCausalLM"}},
+                              {"hidden_size", 32},
+                              {"intermediate_size", 48},
+                              {"num_hidden_layers", 2},
+                              {"num_attention_heads", 4},
+                              {"num_key_value_heads", 2},
+                              {"vocab_size", 40},
+                              {"max_position_embeddings", 128},
+                              {"rms_norm_eps", 1e-6}};
+  const auto specs = cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40);
+  for (const char* dtype : {"BF16", "F16", "F32"}) {
+    auto src = ModelSource::open(cb::test::write_checkpoint(
+        std::string("bf16_in_place_") + dtype, cfg, cb::test::random_filled(specs, dtype, 9)));
+    for (auto storage : {cb::model::WeightStorage::BF16, cb::model::WeightStorage::F32}) {
+      auto w = cb::model::Weights::load(*src, 0, storage);
+      EXPECT_EQ(w->owned_bytes(), cb::model::weights_host_bytes(*src, src->config(), storage))
+          << dtype << " as " << cb::model::weight_storage_name(storage);
+      const cb::model::WeightMatrix q = w->matrix("blk.1.attn_q.weight");
+      const cb::formats::TensorRef* t = src->tensor("blk.1.attn_q.weight");
+      const bool in_place =
+          std::string(dtype) == (storage == cb::model::WeightStorage::BF16 ? "BF16" : "F32");
+      const void* p = q.bf16 != nullptr ? static_cast<const void*>(q.bf16) : q.f32;
+      EXPECT_EQ(p == t->data, in_place)
+          << dtype << " as " << cb::model::weight_storage_name(storage);
+      if (std::string(dtype) == "BF16" && storage == cb::model::WeightStorage::BF16) {
+        // Only the norms are owned: 2 per layer and the final one, 32 fp32 each.
+        EXPECT_EQ(w->owned_bytes(), 5u * 32u * 4u);
+      }
+    }
+  }
+}
+
 TEST(ForwardTest, WeightsHostBytesCountTwoBytesPerBf16Weight) {
   auto src = ModelSource::open("preset:llama-2-7b");
   const auto& c = src->config();
@@ -298,7 +335,8 @@ TEST(ForwardTest, WeightsHostBytesCountTwoBytesPerBf16Weight) {
   const uint64_t bf16 = cb::model::weights_host_bytes(*src, c, cb::model::WeightStorage::BF16);
   EXPECT_EQ(f32, 4 * cb::model::parameter_count(c));
   // Only the norms (2 per layer and the final one, of `hidden` each) stay fp32.
-  const uint64_t norms = static_cast<uint64_t>(2 * c.n_layers + 1) * static_cast<uint64_t>(c.hidden);
+  const uint64_t norms =
+      static_cast<uint64_t>(2 * c.n_layers + 1) * static_cast<uint64_t>(c.hidden);
   EXPECT_EQ(bf16, 2 * (cb::model::parameter_count(c) - norms) + 4 * norms);
 }
 
