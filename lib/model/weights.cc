@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "lib/core/error.h"
+#include "lib/core/parallel.h"
 #include "lib/core/sysinfo.h"
 #include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
@@ -38,7 +39,9 @@ float element_f32(const formats::TensorRef& t, size_t i) {
 }
 
 // Preset values and converted tensors are produced this many elements at a time when they are
-// rounded to bf16, so no whole fp32 copy of a large tensor is held.
+// rounded to bf16, so no whole fp32 copy of a large tensor is held; also the least a thread
+// generates or converts (preset elements are pure functions of their index: any split gives
+// the same values).
 constexpr int64_t kConvertChunk = int64_t{1} << 20;
 
 }  // namespace
@@ -123,19 +126,24 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
         continue;
       }
       std::vector<uint16_t> out(n);
+      uint16_t* o = out.data();
       if (t == nullptr) {
-        std::vector<float> part(
-            static_cast<size_t>(std::min<int64_t>(kConvertChunk, spec.numel())));
-        for (int64_t b = 0; b < spec.numel(); b += kConvertChunk) {
-          const int64_t m = std::min(kConvertChunk, spec.numel() - b);
-          preset_fill(cfg, spec, seed, b, m, part.data());
-          for (int64_t i = 0; i < m; ++i)
-            out[static_cast<size_t>(b + i)] = fp32_to_bf16(part[static_cast<size_t>(i)]);
-        }
+        for_each_piece(spec.numel(), kConvertChunk, worker_threads(), [&](int64_t b, int64_t m) {
+          std::vector<float> part(static_cast<size_t>(std::min(kConvertChunk, m)));
+          for (int64_t c = b; c < b + m; c += kConvertChunk) {
+            const int64_t k = std::min(kConvertChunk, b + m - c);
+            preset_fill(cfg, spec, seed, c, k, part.data());
+            for (int64_t i = 0; i < k; ++i) o[c + i] = fp32_to_bf16(part[static_cast<size_t>(i)]);
+          }
+        });
       } else if (t->dtype == DType::F32 || t->dtype == DType::F16 || t->dtype == DType::BF16) {
         // Element by element: no fp32 copy of the whole tensor (an unaligned BF16 tensor is
         // copied bit for bit).
-        for (size_t i = 0; i < n; ++i) out[i] = fp32_to_bf16(element_f32(*t, i));
+        for_each_piece(spec.numel(), kConvertChunk, worker_threads(), [&](int64_t b, int64_t m) {
+          for (int64_t i = b; i < b + m; ++i) {
+            o[i] = fp32_to_bf16(element_f32(*t, static_cast<size_t>(i)));
+          }
+        });
       } else {
         // Quantized blocks: dequantized whole (a transient fp32 copy of this one tensor).
         std::vector<float> f(n);
@@ -149,7 +157,9 @@ std::unique_ptr<Weights> Weights::load(const ModelSource& src, const ModelConfig
     }
     if (t == nullptr) {
       std::vector<float> buf(n);
-      preset_fill(cfg, spec, seed, 0, spec.numel(), buf.data());
+      float* o = buf.data();
+      for_each_piece(spec.numel(), kConvertChunk, worker_threads(),
+                     [&](int64_t b, int64_t m) { preset_fill(cfg, spec, seed, b, m, o + b); });
       w->owned_bytes_ += n * sizeof(float);
       w->owned_.push_back(std::move(buf));
       w->ptr_[spec.name].f32 = w->owned_.back().data();
