@@ -1,18 +1,19 @@
 #include "eval/bench_cpu.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
-#include <system_error>
 #include <thread>
 #include <utility>
 
 #include "kernels/cpu/attention_args.h"
 #include "kernels/cpu/ops.h"
 #include "lib/core/dtype.h"
+#include "lib/core/parallel.h"
 #include "lib/kv/kv_cache.h"
 
 namespace cb::eval {
@@ -190,22 +191,10 @@ void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache
 
 /// read_sum over x[0, n) split into `parts` pieces, one thread each (the caller's the first).
 float parallel_read(const float* x, int64_t n, int64_t parts) {
-  if (parts <= 1) return read_sum(x, n);
   std::vector<float> part(static_cast<size_t>(parts), 0.0f);
-  const auto piece = [&part, x, n, parts](int64_t t) {
-    part[static_cast<size_t>(t)] = read_sum(x + n * t / parts, n * (t + 1) / parts - n * t / parts);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(parts - 1));
-  for (int64_t t = 1; t < parts; ++t) {
-    try {
-      pool.emplace_back(piece, t);
-    } catch (const std::system_error&) {  // no thread to be had: this one reads that part
-      piece(t);
-    }
-  }
-  piece(0);
-  for (std::thread& th : pool) th.join();
+  std::atomic<size_t> next{0};
+  for_each_piece(n, std::max<int64_t>(1, n / parts), static_cast<int>(parts),
+                 [&](int64_t b, int64_t c) { part[next++] = read_sum(x + b, c); });
   float s = 0;
   for (float v : part) s += v;
   return s;
@@ -388,7 +377,8 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     double dflop = 0;
     const double dg = time_gemms(gemm_shapes(c, 1), opt.reps, &dflop);
     r.decode_gemm_gflops = dflop / dg / 1e9;
-    r.decode_weight_bytes = dflop / 2.0 * (r.weights == "bf16" ? 2.0 : 4.0);
+    r.decode_weight_bytes =
+        dflop / 2.0 * (m.weight_storage() == model::WeightStorage::BF16 ? 2.0 : 4.0);
     r.decode_weight_gbs = r.decode_weight_bytes / r.decode_s_per_token / 1e9;
   }
   // fp32 and bf16 weights side by side, one layer's linear layers, the same inputs.

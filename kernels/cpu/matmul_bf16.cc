@@ -37,17 +37,20 @@ inline float widen(uint16_t b) {
   return f;
 }
 
+// s plus the products of weights [from, in) of the row wr with the row xr: the scalar sum, and
+// the vector loops' tail.
+inline float add_products(float s, const uint16_t* wr, const float* xr, int64_t from, int64_t in) {
+  for (int64_t j = from; j < in; ++j) s += widen(wr[j]) * xr[j];
+  return s;
+}
+
 // y[r * ldy + o] for o in [o0, o1), r < R (R <= 4), in plain C++ (machines without SSE2).
 template <int R>
 void gemv_scalar(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float* y, int64_t ldy,
                  int64_t o0, int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
     const uint16_t* wr = w + o * in;
-    for (int r = 0; r < R; ++r) {
-      float s = 0;
-      for (int64_t j = 0; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
-      y[r * ldy + o] = s;
-    }
+    for (int r = 0; r < R; ++r) y[r * ldy + o] = add_products(0.0f, wr, x + r * ldx, 0, in);
   }
 }
 
@@ -75,8 +78,7 @@ void gemv_sse2(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float
       alignas(16) float lane[4];
       _mm_store_ps(lane, _mm_add_ps(a0[r], a1[r]));
       float s = (lane[0] + lane[1]) + (lane[2] + lane[3]);
-      for (int64_t j = i; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
-      y[r * ldy + o] = s;
+      y[r * ldy + o] = add_products(s, wr, x + r * ldx, i, in);
     }
   }
 }
@@ -108,8 +110,7 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, 
       _mm256_store_ps(lane, _mm256_add_ps(a0[r], a1[r]));
       float s =
           ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-      for (int64_t j = i; j < in; ++j) s += widen(wr[j]) * x[r * ldx + j];
-      y[r * ldy + o] = s;
+      y[r * ldy + o] = add_products(s, wr, x + r * ldx, i, in);
     }
   }
 }
@@ -156,24 +157,19 @@ void gemv(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, i
     gemv_part(isa, x, w, y, n, in, out, 0, out);
     return;
   }
+  const auto part = [&](int64_t p) {
+    gemv_part(isa, x, w, y, n, in, out, out * p / parts, out * (p + 1) / parts);
+  };
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(parts - 1));  // no reallocation while threads run
-  // The rows this thread computes itself: part 0, and any part no thread could be started for.
-  std::vector<std::pair<int64_t, int64_t>> mine;
-  mine.reserve(static_cast<size_t>(parts));
-  for (int64_t p = 0; p < parts; ++p) {
-    const int64_t o0 = out * p / parts, o1 = out * (p + 1) / parts;
-    if (p == 0) {
-      mine.emplace_back(o0, o1);
-      continue;
-    }
+  for (int64_t p = 1; p < parts; ++p) {
     try {
-      pool.emplace_back(gemv_part, isa, x, w, y, n, in, out, o0, o1);
-    } catch (const std::system_error&) {
-      mine.emplace_back(o0, o1);
+      pool.emplace_back(part, p);
+    } catch (const std::system_error&) {  // no thread to be had: this one computes that part
+      part(p);
     }
   }
-  for (const auto& [o0, o1] : mine) gemv_part(isa, x, w, y, n, in, out, o0, o1);
+  part(0);
   for (std::thread& t : pool) t.join();
 }
 

@@ -2,11 +2,9 @@
 
 #include <algorithm>
 #include <string>
-#include <system_error>
-#include <thread>
-#include <vector>
 
 #include "lib/core/error.h"
+#include "lib/core/parallel.h"
 #include "lib/formats/dequant.h"
 
 namespace cb::formats {
@@ -57,30 +55,20 @@ void to_f32(const TensorRef& t, float* out) {
 
 void dequantize_parallel(DType t, const uint8_t* src, float* dst, size_t n, unsigned threads) {
   const size_t be = dtype_block_elems(t), bb = dtype_block_bytes(t);
-  if (threads == 0) threads = std::min(16u, std::max(1u, std::thread::hardware_concurrency()));
-  // At least 256 Ki elements a thread: below that, starting one costs more than it saves.
-  const size_t blocks = n / be;
-  const size_t parts = std::min<size_t>({threads, n >> 18, blocks});
-  if (parts <= 1 || n % be != 0 || t == DType::I32) {  // (dequantize refuses I32 itself)
+  if (n % be != 0 || t == DType::I32) {  // (dequantize refuses these itself)
     dequantize(t, src, dst, n);
     return;
   }
-  // Each part a contiguous run of whole blocks; every block decodes on its own, so the result
-  // is the serial one bit for bit.
-  std::vector<std::thread> pool;
-  const auto run = [&](size_t k) {
-    const size_t b0 = blocks * k / parts, b1 = blocks * (k + 1) / parts;
-    dequantize(t, src + b0 * bb, dst + b0 * be, (b1 - b0) * be);
-  };
-  for (size_t k = 1; k < parts; ++k) {
-    try {
-      pool.emplace_back(run, k);
-    } catch (const std::system_error&) {  // no thread to be had: this one does that part
-      run(k);
-    }
-  }
-  run(0);
-  for (std::thread& th : pool) th.join();
+  // Each piece a contiguous run of whole blocks, at least 256 Ki elements (below that, starting
+  // a thread costs more than it saves); every block decodes on its own, so the result is the
+  // serial one bit for bit.
+  const auto min_blocks = static_cast<int64_t>(std::max<size_t>(1, (size_t{1} << 18) / be));
+  for_each_piece(static_cast<int64_t>(n / be), min_blocks,
+                 threads == 0 ? worker_threads() : static_cast<int>(threads),
+                 [&](int64_t b0, int64_t nb) {
+                   dequantize(t, src + static_cast<size_t>(b0) * bb,
+                              dst + static_cast<size_t>(b0) * be, static_cast<size_t>(nb) * be);
+                 });
 }
 
 }  // namespace cb::formats

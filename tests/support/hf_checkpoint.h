@@ -38,6 +38,20 @@ inline HfSpecs llama_hf_tensors(int layers, int h, int q, int kv, int f, int voc
   return v;
 }
 
+/// config.json of a LlamaForCausalLM with llama_hf_tensors(2, 32, 32, 16, 48, 40)'s shapes:
+/// 2 layers, hidden 32, 4 heads over 2 KV heads, FFN 48, vocabulary 40.
+inline nlohmann::json tiny_llama_hf_config() {
+  return {{"architectures", {"LlamaForCausalLM"}},
+          {"hidden_size", 32},
+          {"intermediate_size", 48},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"vocab_size", 40},
+          {"max_position_embeddings", 128},
+          {"rms_norm_eps", 1e-6}};
+}
+
 /// FalconForCausalLM: 7B style (one input_layernorm) or new_decoder_architecture (ln_attn +
 /// ln_mlp); `kv` KV heads of h / heads elements; tied embeddings (no lm_head).
 inline HfSpecs falcon_hf_tensors(bool new_arch, int layers, int h, int heads, int kv, int f,

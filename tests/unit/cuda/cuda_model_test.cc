@@ -565,16 +565,8 @@ TEST(CudaModel, DirectCaptureMixesWithStagedItemsAcrossTheCaptureRing) {
 // for LLaMA (Q, K, V stacked) and Falcon-40B (grouped fused QKV, rows reordered).
 TEST(CudaModel, DirectUploadEqualsUploadingHostWeights) {
   SKIP_WITHOUT_GPU();
-  const nlohmann::json llama = {{"architectures", {"LlamaForCausalLM"}},
-                                {"hidden_size", 32},
-                                {"intermediate_size", 48},
-                                {"num_hidden_layers", 2},
-                                {"num_attention_heads", 4},
-                                {"num_key_value_heads", 2},
-                                {"vocab_size", 40},
-                                {"max_position_embeddings", 128},
-                                {"rms_norm_eps", 1e-6},
-                                {"rope_theta", 10000.0}};
+  nlohmann::json llama = cb::test::tiny_llama_hf_config();
+  llama["rope_theta"] = 10000.0;
   const nlohmann::json falcon40 = {{"architectures", {"RWForCausalLM"}},
                                    {"n_embed", 32},
                                    {"n_layer", 2},

@@ -296,15 +296,7 @@ TEST(ForwardTest, Bf16WeightsAreTheRoundedF32Weights) {
 // of a matrix); what the load owns is what weights_host_bytes counted. Also for fp32 and f16
 // files converted to bf16, and bf16 files widened to fp32.
 TEST(ForwardTest, Bf16FilesAreUsedInPlaceAndHostBytesMatchTheLoad) {
-  const nlohmann::json cfg = {{"architectures", {"LlamaForCausalLM"}},
-                              {"hidden_size", 32},
-                              {"intermediate_size", 48},
-                              {"num_hidden_layers", 2},
-                              {"num_attention_heads", 4},
-                              {"num_key_value_heads", 2},
-                              {"vocab_size", 40},
-                              {"max_position_embeddings", 128},
-                              {"rms_norm_eps", 1e-6}};
+  const nlohmann::json cfg = cb::test::tiny_llama_hf_config();
   const auto specs = cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40);
   for (const char* dtype : {"BF16", "F16", "F32"}) {
     auto src = ModelSource::open(cb::test::write_checkpoint(
