@@ -5,13 +5,15 @@
 # for an H100/H200); OUT is a directory for logs and JSON. STAGES (default "tests cli bench
 # calibrate") picks what runs:
 #   tests      test_cuda (parity of every kernel against kernels/cpu, whole-model logits); the
-#              tests of code never yet run on a GPU (the opt-in kernels: FA2 prefill attention,
-#              fused norm+GEMV; native KV entries and direct capture) in a process of their own
-#              (test_optin), so that a fault in one, sticky for its CUDA context, cannot fail
+#              tests that have not yet passed on a GPU (NEW below) in a process of their own
+#              (test_new), so that a fault in one, sticky for its CUDA context, cannot fail
 #              the others
-#   sanitize   compute-sanitizer memcheck and racecheck over those same tests
+#   sanitize   compute-sanitizer memcheck and racecheck over the tests of the kernels and
+#              paths last added (SANITIZE below; on 2026-11-27 memcheck took 53 s and found
+#              nothing, racecheck did not finish in 90 s)
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
-#   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture)
+#   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture);
+#              BENCH_ARGS (e.g. "--models preset:llama-2-7b") adds to its arguments
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
 #   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1 (the
 #              GPU's own clocks, caches kept warm between kernels)
@@ -20,10 +22,10 @@
 #              calibration: give it STAGE_TIMEOUT=600
 #   engine     tools/gpu_engine.sh: chat --backend cuda, and replay --backend cuda through a
 #              DRAM tier over an SSD tier (write-back, cuts on arrival), with fp32 and native
-#              entries, beside --backend cpu (ran on an H100 on 2026-11-24, before native
-#              entries existed)
+#              entries, beside --backend cpu (passed on an H100 on 2026-11-27)
 #   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real, llama-7b,
-#              with fp32 and with native entries (not yet run on a GPU)
+#              with fp32 and with native entries (on 2026-11-27 its 256 MiB DRAM tier held no
+#              7B entry; the tier is now sized to the study, and that has not run on a GPU)
 #   (profile's --clock-control none --cache-control none are also not yet run here.)
 # Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
 # 300; rc 124 when it ran out); the last lines are a summary. DEADLINE (seconds from the start,
@@ -39,10 +41,13 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CB="$BUILD/apps/cachebench/cachebench"
 mkdir -p "$OUT"
 SUMMARY=()
-# The tests of code never yet run on a GPU: the opt-in kernels (FlashAttention-2-style prefill,
-# fused norm+GEMV decode), native KV entries and direct capture.
-OPTIN='*OnTensorCores*:*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*:*FusedDecode*'
-OPTIN+=':*NativeKv*:*DirectCapture*'
+# The tests that have not yet passed on a GPU: native KV entries (failed on 2026-11-27 on the
+# test's own expected size, since corrected).
+NEW='*NativeKv*'
+# The tests of the kernels and paths last added (FlashAttention-2-style prefill, fused
+# norm+GEMV decode, native KV entries, direct capture).
+SANITIZE='*OnTensorCores*:*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*:*FusedDecode*'
+SANITIZE+=':*NativeKv*:*DirectCapture*'
 SANITIZER="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"
 
 stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
@@ -71,19 +76,20 @@ for s in $STAGES; do
   case "$s" in
     tests)
       CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_cuda "$BUILD/tests/unit/cuda/test_cuda" \
-        --gtest_filter="-$OPTIN"
-      CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_optin "$BUILD/tests/unit/cuda/test_cuda" \
-        --gtest_filter="$OPTIN" ;;
+        --gtest_filter="-$NEW"
+      CACHEBENCH_TEST_TMP="$(mktemp -d)" stage test_new "$BUILD/tests/unit/cuda/test_cuda" \
+        --gtest_filter="$NEW" ;;
     sanitize)
       for tool in memcheck racecheck; do
         CACHEBENCH_TEST_TMP="$(mktemp -d)" stage "$tool" "$SANITIZER" --tool "$tool" \
-          --error-exitcode 1 "$BUILD/tests/unit/cuda/test_cuda" --gtest_filter="$OPTIN"
+          --error-exitcode 1 "$BUILD/tests/unit/cuda/test_cuda" --gtest_filter="$SANITIZE"
       done ;;
     cli)
       stage cli bash "$ROOT/tests/cli/cli_test.sh" "$CB" "$(mktemp -d)"
       stage replay bash "$ROOT/tests/cli/replay_test.sh" "$CB" "$(mktemp -d)" ;;
     bench)
-      stage bench "$CB" bench gpu --reps 3 --out "$OUT/bench-gpu.json" ;;
+      # shellcheck disable=SC2086
+      stage bench "$CB" bench gpu --reps 3 ${BENCH_ARGS:-} --out "$OUT/bench-gpu.json" ;;
     calibrate)
       stage calibrate "$CB" calibrate -m preset:llama-2-7b --backend cuda --reps 3 \
         --ssd-dir "$(mktemp -d)" --out "$OUT/profile-calibrated.json" ;;

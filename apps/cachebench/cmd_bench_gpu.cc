@@ -37,23 +37,23 @@ void print(const nlohmann::json& j) {
       c["d2d_gbs_read_plus_write"].get<double>(), c["h2d_pinned_gbs"].get<double>(),
       c["d2h_pinned_gbs"].get<double>());
   std::printf(
-      "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | FA2-style "
-      "attention: ratio (speedup; logits' max diff / max) |\n"
+      "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | wmma "
+      "attention, same run: ratio (default's speedup; logits' max diff / max) |\n"
       "|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["prefill"]) {
       if (p.contains("skipped")) continue;
-      char fa2[96] = "-";
-      if (p.contains("fa2_speedup")) {
-        std::snprintf(fa2, sizeof fa2, "%.2f (%.2fx; %.2g)",
-                      p["fa2_ratio_to_gemm_ceiling"].get<double>(), p["fa2_speedup"].get<double>(),
-                      p["fa2_logits_max_diff_over_max"].get<double>());
+      char wmma[96] = "-";
+      if (p.contains("speedup_over_wmma")) {
+        std::snprintf(
+            wmma, sizeof wmma, "%.2f (%.2fx; %.2g)", p["wmma_ratio_to_gemm_ceiling"].get<double>(),
+            p["speedup_over_wmma"].get<double>(), p["wmma_logits_max_diff_over_max"].get<double>());
       }
       std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s |\n",
                   m["model"].get<std::string>().c_str(), p["prompt"].get<long long>(),
                   p["prefix"].get<long long>(), p["tok_s"].get<double>(), p["tflops"].get<double>(),
                   p["gemm_ceiling_tflops"].get<double>(), p["ratio_to_gemm_ceiling"].get<double>(),
-                  fa2);
+                  wmma);
     }
   }
   std::printf(

@@ -1,5 +1,5 @@
 // Launcher of the FlashAttention-2-style tensor-core paged attention kernel
-// (attention_fa2_kernel.cuh; never yet run on a GPU).
+// (attention_fa2_kernel.cuh; CudaModel's default prefill attention, run on an H100).
 #include "kernels/cuda/attention_fa2_kernel.cuh"
 
 namespace cb::kernels::cuda {

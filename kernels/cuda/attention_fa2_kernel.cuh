@@ -1,7 +1,7 @@
 #pragma once
 // The FlashAttention-2-style tensor-core paged attention kernel (see attention.h; launched by
-// attention_fa2.cu where PagedAttentionParams::fa2 asks for it; NEVER YET RUN ON A GPU, so the
-// wmma kernel of attention_mma.cu stays the default). A block takes a tile of 64 query rows of
+// attention_fa2.cu where PagedAttentionParams::fa2 asks for it, as CudaModel does by default:
+// on an H100 it passed the parity tests and beat attention_mma.cu's wmma kernel). A block takes a tile of 64 query rows of
 // one sequence and one head, 4 warps of 16 rows. Keys and values stream through shared memory
 // 64 slots at a time, gathered from the paged blocks with cp.async into two buffers (the next
 // tile loads while this one is computed). Per warp and tile, everything stays in registers:

@@ -338,7 +338,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     ap.splits = splits;
     ap.workspace = workspace;
     ap.tile_rows = tile_rows;
-    ap.fa2 = prefill_fa2;
+    // The FlashAttention-2-style kernel also loads K and V as 16-byte vectors (cp.async);
+    // pools that are not so aligned keep the wmma kernel.
+    ap.fa2 = prefill_fa2 && reinterpret_cast<uintptr_t>(ap.k_pool) % 16 == 0 &&
+             reinterpret_cast<uintptr_t>(ap.v_pool) % 16 == 0;
     CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
     if (c.arch == Arch::Falcon) {
       // Parallel block: x += attn_out(attn) + mlp(norm(x)); both read the block input.

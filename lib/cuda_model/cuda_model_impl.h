@@ -72,7 +72,7 @@ struct CudaModel::Impl {
   int sms = 1;                 // its multiprocessors
   int smem_optin = 48 << 10;   // its shared memory per block with the opt-in
   bool decode_gemv = true;     // CudaModel::set_decode_gemv
-  bool prefill_fa2 = false;    // CudaModel::set_prefill_attention_fa2
+  bool prefill_fa2 = true;     // CudaModel::set_prefill_attention_fa2
   bool decode_fusion = false;  // CudaModel::set_decode_fusion
   kc::Storage st;
   size_t esz;

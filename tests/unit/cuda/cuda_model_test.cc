@@ -430,7 +430,8 @@ TEST(CudaModel, NativeKvIsTheStorageTypesRowsAndRestoresAsFp32Does) {
     }
     for (int l = 0; l < cfg.n_layers; ++l) {
       for (const auto& [wide, narrow] : {std::pair{&fk[l][4], &nk[l]}, {&fv[l][4], &nv[l]}}) {
-        ASSERT_EQ(narrow->size(), wide->size() * esz / 4) << what;
+        // wide holds fp32 values, narrow bytes: esz bytes per value.
+        ASSERT_EQ(narrow->size(), wide->size() * esz) << what;
         std::vector<uint8_t> want(narrow->size());
         for (size_t i = 0; i < wide->size(); ++i) {
           const float x = (*wide)[i];
