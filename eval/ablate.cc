@@ -4,12 +4,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "eval/replay.h"
 #include "eval/sim_replay.h"
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
+#include "lib/engine/engine.h"
 #include "lib/metrics/stats.h"
+#include "lib/store/size_parse.h"
 
 namespace cb::eval {
 namespace {
@@ -52,6 +56,10 @@ datasets::Trace micro_trace(int sessions, const std::vector<std::pair<int64_t, i
   return t;
 }
 
+int64_t window(const AblateOptions& a) {
+  return a.ctx > 0 ? a.ctx : a.config.max_context;
+}
+
 class Runner {
  public:
   explicit Runner(const AblateOptions& a) : a_(a) {}
@@ -71,12 +79,36 @@ class Runner {
     // The paper's mechanisms only: the demotion budget (not in the paper) would make the hit
     // rates of the eviction and capacity studies measure the SSD's write queue too.
     o.store.drop_slow_demotions = false;
-    // Real mode: 256 MiB holds every micro study's entries (the tier is allocated, zeroed
-    // and locked up front, for every run).
+    // Real mode: the study sizes the tier to its trace (fit_dram).
     o.store.dram_bytes = !a_.sim                     ? (256ull << 20)
                          : a_.profile.dram_bytes > 0 ? static_cast<uint64_t>(a_.profile.dram_bytes)
                                                      : 128000000000ull;
     return o;
+  }
+
+  // Real mode: a DRAM tier that keeps the entries of `t`'s `resident` largest sessions (all of
+  // them by default), so the study measures loading and saving rather than eviction. The tier
+  // is allocated, zeroed and locked up front for every run: a need beyond three quarters of
+  // this machine's memory is refused with what to change. Sim mode keeps the profile's DRAM.
+  void fit_dram(const datasets::Trace& t, ReplayOptions* o,
+                size_t resident = std::numeric_limits<size_t>::max()) const {
+    if (a_.sim) return;
+    const uint64_t need =
+        ablation_dram_bytes(t, resident, window(a_), o->max_output_tokens, a_.config.n_layers,
+                            engine::entry_row_bytes(*a_.model, o->engine), o->store.chunk_bytes);
+    const uint64_t phys = physical_memory_bytes();
+    if (phys > 0 && need > phys / 4 * 3) {
+      throw make_error(
+          "ablate",
+          a_.study + " with " + a_.config.name + " keeps up to " +
+              std::to_string(std::min(resident, t.sessions.size())) +
+              " sessions' KV entries in a DRAM tier of " + store::format_size(need) +
+              " (entries of " + (o->engine.native_kv_entries ? "the backend's KV type" : "fp32") +
+              "), more than three quarters of this machine's " + store::format_size(phys),
+          "lower --batch (or --sessions), use --kv-entries native on the GPU (half the bytes), "
+          "or run it with --mode sim");
+    }
+    o->store.dram_bytes = need;
   }
 
   // A micro study's batch: all requests at once, `batch` per step, `prepared` prepared ahead;
@@ -134,10 +166,6 @@ class Runner {
   const AblateOptions& a_;
 };
 
-int64_t window(const AblateOptions& a) {
-  return a.ctx > 0 ? a.ctx : a.config.max_context;
-}
-
 std::string fmt_bytes(double b) {
   char s[32];
   if (b >= 1e12) {
@@ -165,6 +193,8 @@ void recompute_vs_ca(Runner& run, AblateResult* r) {
     // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
     const datasets::Trace t = micro_trace(a.batch, {{hist, 1}, {1000 - hist - 1, 1}});
     ReplayOptions o = run.micro(a.batch, 1000, a.batch, a.batch);
+    run.fit_dram(t, &o);
+    r->config["dram_bytes"] = o.store.dram_bytes;
     const std::string label = std::to_string(hist) + "/" + std::to_string(1000 - hist);
     struct V {
       const char* series;
@@ -200,6 +230,8 @@ void preload(Runner& run, AblateResult* r) {
   // Twice the batch: the second half waits while the first computes, its read buffer filling.
   const datasets::Trace t = micro_trace(2 * a.batch, {{1000, 1}, {99, 1}});
   ReplayOptions o = run.micro(a.batch, 1000, 2 * a.batch, 2 * a.batch);
+  run.fit_dram(t, &o);
+  r->config["dram_bytes"] = o.store.dram_bytes;
   o.engine.preload = false;
   r->rows.push_back({"CA", "no preload", 0, run.run(t, engine::Mode::CA, o, "no preload")});
   o.engine.preload = true;
@@ -244,6 +276,9 @@ void async_save(Runner& run, AblateResult* r) {
     // Four batches: a synchronous save holds up the batch after it.
     const datasets::Trace t = micro_trace(4 * a.batch, {{p, 20}});
     ReplayOptions o = run.micro(a.batch, p + 1, 4, 0);
+    // One turn a session, never loaded again: a batch saving and the one before it.
+    run.fit_dram(t, &o, 2 * static_cast<size_t>(a.batch));
+    r->config["dram_bytes"] = o.store.dram_bytes;
     for (bool async : {false, true}) {
       o.engine.async_save = async;
       const char* series = async ? "async save" : "sync save";
@@ -305,6 +340,8 @@ void truncation(Runner& run, AblateResult* r) {
   const datasets::Trace& t = need_trace(a);
   ReplayOptions o = run.base();
   if (a.sim) o.store.ssd_bytes = 10000000000000ull;
+  run.fit_dram(t, &o);
+  if (!a.sim) r->config["dram_bytes"] = o.store.dram_bytes;
   double x = 0;
   for (engine::Mode m : {engine::Mode::CA, engine::Mode::OF, engine::Mode::RE}) {
     const std::string name = m == engine::Mode::CA   ? "CA (truncate KV)"
@@ -471,6 +508,29 @@ AblateResult run_ablation(const AblateOptions& a) {
     r.config["max_batch"] = a.max_batch;
   }
   return r;
+}
+
+uint64_t ablation_dram_bytes(const datasets::Trace& trace, size_t resident, int64_t window,
+                             int64_t max_output_tokens, int n_layers, uint64_t row_bytes,
+                             uint64_t chunk_bytes) {
+  const uint64_t per_chunk = std::max<uint64_t>(1, row_bytes == 0 ? 1 : chunk_bytes / row_bytes);
+  std::vector<uint64_t> sizes;
+  for (const datasets::TraceSession& s : trace.sessions) {
+    int64_t tokens = 0;
+    for (const datasets::TraceTurn& t : s.turns) {
+      const int64_t out =
+          max_output_tokens > 0 ? std::min(t.output_tokens, max_output_tokens) : t.output_tokens;
+      tokens += t.input_tokens + out;
+    }
+    if (window > 0) tokens = std::min(tokens, window);
+    const uint64_t chunks = (static_cast<uint64_t>(tokens) + per_chunk - 1) / per_chunk + 1;
+    sizes.push_back(2 * static_cast<uint64_t>(n_layers) * chunks * chunk_bytes);
+  }
+  std::sort(sizes.begin(), sizes.end(), std::greater<>());
+  // At least a chunk per layer's K and V: a tier for one short entry.
+  uint64_t total = 2 * static_cast<uint64_t>(std::max(n_layers, 1)) * chunk_bytes;
+  for (size_t i = 0; i < sizes.size() && i < resident; ++i) total += sizes[i];
+  return total;
 }
 
 double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl,
