@@ -1,10 +1,11 @@
 #pragma once
 // The FlashAttention-2-style tensor-core paged attention kernel (see attention.h; launched by
 // attention_fa2.cu where PagedAttentionParams::fa2 asks for it, as CudaModel does by default:
-// on an H100 it passed the parity tests and beat attention_mma.cu's wmma kernel). A block takes a tile of 64 query rows of
-// one sequence and one head, 4 warps of 16 rows. Keys and values stream through shared memory
-// 64 slots at a time, gathered from the paged blocks with cp.async into two buffers (the next
-// tile loads while this one is computed). Per warp and tile, everything stays in registers:
+// on an H100 it passed the parity tests and beat attention_mma.cu's wmma kernel). A block takes a
+// tile of 64 query rows of one sequence and one head, 4 warps of 16 rows. Keys and values stream
+// through shared memory 64 slots at a time, gathered from the paged blocks with cp.async into two
+// buffers (the next tile loads while this one is computed). Per warp and tile, everything stays in
+// registers:
 //   - S = Q.K^T on mma.sync m16n8k16 (fp32 accumulation), Q's fragments loaded once;
 //   - the online softmax of each row in fp32 (a row's 4 lanes agree on its max by shuffles);
 //   - P rounded to the storage type, reused in place as the A operand of P.V (the

@@ -1,9 +1,9 @@
 #pragma once
 // The fused RMSNorm + GEMV (+ SwiGLU) decode kernel (see norm_gemv.h; launched by
-// norm_gemv.cu; opt-in, slower than the separate launches on an H100). CB_SIMT_EMULATION (tests/unit/cuda/simt_emulator.h,
-// host compilers only) replaces its inline PTX, so the kernel's own source runs on the host.
-// Unlike gemv_kernel.cuh's dot8, elements are taken from the vectors' 32-bit words (no
-// aliasing of a uint4 as T), so the host compiler builds the same code as nvcc.
+// norm_gemv.cu; opt-in, slower than the separate launches on an H100). CB_SIMT_EMULATION
+// (tests/unit/cuda/simt_emulator.h, host compilers only) replaces its inline PTX, so the kernel's
+// own source runs on the host. Unlike gemv_kernel.cuh's dot8, elements are taken from the vectors'
+// 32-bit words (no aliasing of a uint4 as T), so the host compiler builds the same code as nvcc.
 #include <type_traits>
 
 #include "kernels/cuda/device_math.cuh"
