@@ -200,9 +200,10 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t bs = 16;
   // Slots a decoding sequence needs: its history plus o.decode_steps * (o.reps + 1) tokens per
-  // timed variant (at batch 1-4 also cuBLAS and the fused GEMVs; one variant above that).
+  // timed variant (the default and the decode attention kernel; at batch 1-4 also cuBLAS and
+  // the fused GEMVs).
   const auto decode_per_seq = [&](int64_t b) {
-    return o.decode_context + (b <= kc::kGemvMaxRows ? 3 : 1) * o.decode_steps * (o.reps + 1);
+    return o.decode_context + (b <= kc::kGemvMaxRows ? 4 : 2) * o.decode_steps * (o.reps + 1);
   };
   int64_t blocks = (o.prefix + max_prompt) / bs + 1;
   for (int64_t b : o.batches) blocks = std::max(blocks, b * (decode_per_seq(b) / bs + 1));
@@ -345,6 +346,20 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                  "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
                  name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
+    if (c.head_dim == 64 || c.head_dim == 128) {
+      // The same steps with the decode attention kernel (kernels/cuda attention_decode), on
+      // histories o.decode_steps * (o.reps + 1) tokens longer (a small bias against it).
+      m.set_decode_attention(true);
+      const double ta = time_steps();
+      m.set_decode_attention(false);
+      row["decode_kernel_seconds_per_step"] = ta;
+      row["decode_kernel_tok_s"] = static_cast<double>(b) / ta;
+      row["decode_kernel_speedup"] = t / ta;
+      std::fprintf(stderr,
+                   "bench gpu: %s decode batch %lld with the decode attention kernel: %.1f tok/s "
+                   "(%.2fx)\n",
+                   name.c_str(), static_cast<long long>(b), static_cast<double>(b) / ta, t / ta);
+    }
     if (b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16)) {
       // The same steps with cuBLAS for every linear layer: the baseline of the GEMV kernel.
       // The histories are o.decode_steps * (o.reps + 1) tokens longer by now: more KV bytes a

@@ -58,10 +58,11 @@ void print(const nlohmann::json& j) {
   }
   std::printf(
       "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
-      "| with fused GEMVs |\n|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| with fused GEMVs | with the decode attention kernel |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["decode"]) {
-      char base[64] = "-", fused[64] = "-";
+      char base[64] = "-", fused[64] = "-", dk[64] = "-";
       if (p.contains("cublas_tok_s")) {
         std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p["cublas_tok_s"].get<double>(),
                       p["speedup_over_cublas"].get<double>());
@@ -70,11 +71,15 @@ void print(const nlohmann::json& j) {
         std::snprintf(fused, sizeof fused, "%.1f tok/s (%.2fx)", p["fused_tok_s"].get<double>(),
                       p["fused_speedup"].get<double>());
       }
-      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s |\n",
+      if (p.contains("decode_kernel_tok_s")) {
+        std::snprintf(dk, sizeof dk, "%.1f tok/s (%.2fx)", p["decode_kernel_tok_s"].get<double>(),
+                      p["decode_kernel_speedup"].get<double>());
+      }
+      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s |\n",
                   m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
                   p["context"].get<long long>(), p["tok_s"].get<double>(),
-                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base,
-                  fused);
+                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base, fused,
+                  dk);
     }
   }
   std::printf(

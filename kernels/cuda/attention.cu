@@ -1,5 +1,6 @@
 // Paged attention (see attention.h): launchers of the tiled online-softmax kernel and the split
 // combiner (attention_kernel.cuh).
+#include "kernels/cuda/attention_decode_kernel.cuh"
 #include "kernels/cuda/attention_kernel.cuh"
 
 namespace cb::kernels::cuda {
@@ -43,18 +44,35 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
   // The compiled head sizes load whole 16-byte vectors: pools must be 16-byte aligned.
   const bool aligned = reinterpret_cast<uintptr_t>(p.k_pool) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(p.v_pool) % 16 == 0;
-#define CB_LAUNCH(T)                        \
-  if (aligned && p.head_dim == 128) {       \
-    CB_ATTN(T, 128);                        \
-  } else if (aligned && p.head_dim == 64) { \
-    CB_ATTN(T, 64);                         \
-  } else {                                  \
-    CB_ATTN(T, 0);                          \
+  const bool decode =
+      p.decode_kernel && aligned && p.n_tiles == p.rows && (p.head_dim == 64 || p.head_dim == 128);
+  const dim3 dgrid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.n_heads),
+                   static_cast<unsigned>(p.splits));
+#define CB_DECODE(T, HD)                                                                          \
+  decode_detail::paged_attention_decode_kernel<T, HD>                                             \
+      <<<dgrid, decode_detail::kThreads, 0, stream>>>(                                            \
+          static_cast<const T*>(p.q), q_stride, static_cast<T*>(p.out), p.q_pos, p.q_seq,         \
+          p.n_heads, p.n_kv_heads, static_cast<const T*>(p.k_pool),                               \
+          static_cast<const T*>(p.v_pool), p.block_tables, p.table_stride, p.n_ctx, p.block_size, \
+          p.window, p.scale, p.splits, p.workspace, p.counters)
+#define CB_LAUNCH(T)                         \
+  if (decode && p.head_dim == 128) {         \
+    CB_DECODE(T, 128);                       \
+  } else if (decode) {                       \
+    CB_DECODE(T, 64);                        \
+  } else if (aligned && p.head_dim == 128) { \
+    CB_ATTN(T, 128);                         \
+  } else if (aligned && p.head_dim == 64) {  \
+    CB_ATTN(T, 64);                          \
+  } else {                                   \
+    CB_ATTN(T, 0);                           \
   }
   CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
 #undef CB_ATTN
+#undef CB_DECODE
 #undef CB_LAUNCH
-  if (p.splits == 1) return cudaGetLastError();
+  // The decode kernel merges the splits itself when it has counters.
+  if (p.splits == 1 || (decode && p.counters != nullptr)) return cudaGetLastError();
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return e;
   const dim3 cgrid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.n_heads));

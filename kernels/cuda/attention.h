@@ -87,6 +87,16 @@ struct PagedAttentionParams {
   /// cp.async; K and V pools 16-byte aligned) instead of the wmma one (attention_mma.cu).
   /// CudaModel sets it by default (it ran and passed on an H100, docs/perf.md).
   bool fa2 = false;
+  /// With tile_rows kAttentionTileRows, single-row tiles (n_tiles == rows: decode), head_dim
+  /// 64 or 128 and 16-byte aligned pools: run the decode kernel (attention_decode_kernel.cuh:
+  /// a block per row, head and split, every lane on keys, K and V read straight into
+  /// registers) instead of the CUDA-core one; ignored otherwise. Opt-in: passes the host
+  /// emulation of its source, not yet run on a GPU.
+  bool decode_kernel = false;
+  /// With the decode kernel and splits > 1: rows * n_heads ints, zero before the launch (and
+  /// zero again after it), with which the last split block of each row and head merges the
+  /// splits itself instead of a second kernel. Null: the combine kernel runs.
+  int32_t* counters = nullptr;
 };
 
 /// rows == 0 is a no-op. cudaErrorInvalidValue for null pointers, head_dim outside

@@ -96,6 +96,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
   const int64_t splits = mma ? 1 : kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
   const int64_t ws = kc::attention_workspace_floats(N, c.n_heads, c.head_dim, splits);
+  // The decode kernel's split counters (kernels/cuda attention.h), zeroed once per forward.
+  const int64_t counters = decode_attention && splits > 1 ? N * c.n_heads : 0;
 
   const auto e = [&](int64_t n) { return static_cast<uint64_t>(n) * esz; };
   const auto i32 = [](size_t n) { return static_cast<uint64_t>(n) * 4; };
@@ -122,7 +124,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
                       i32(tables.size()),
                       i32(tiles.size()),
                       i32(sel.size()),
-                      4});
+                      4,
+                      static_cast<uint64_t>(std::max<int64_t>(counters, 1)) * 4});
   void *x = b[0].data(), *h = b[1].data(), *h2 = b[2].data(), *qkv = b[3].data(),
        *attn = b[4].data(), *gate = b[5].data(), *up = b[6].data(), *xs = b[7].data(),
        *xn = b[8].data(), *logits = b[9].data(), *f32 = b[10].data(), *kcap = b[11].data(),
@@ -137,6 +140,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   auto* d_tiles = static_cast<int32_t*>(b[20].data());
   auto* d_sel = static_cast<int32_t*>(b[21].data());
   auto* d_bad = static_cast<int32_t*>(b[22].data());
+  auto* d_counters = counters > 0 ? static_cast<int32_t*>(b[23].data()) : nullptr;
+  if (d_counters != nullptr) {
+    CB_CUDA_CHECK(cudaMemsetAsync(d_counters, 0, static_cast<size_t>(counters) * 4, stream.get()));
+  }
   to_device(d_ids, br.ids);
   to_device(d_pos, br.pos);
   to_device(d_rope, br.rope_pos);
@@ -342,6 +349,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     // pools that are not so aligned keep the wmma kernel.
     ap.fa2 = prefill_fa2 && reinterpret_cast<uintptr_t>(ap.k_pool) % 16 == 0 &&
              reinterpret_cast<uintptr_t>(ap.v_pool) % 16 == 0;
+    ap.decode_kernel = decode_attention;
+    ap.counters = d_counters;
     CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
     if (c.arch == Arch::Falcon) {
       // Parallel block: x += attn_out(attn) + mlp(norm(x)); both read the block input.
@@ -445,6 +454,10 @@ void CudaModel::set_decode_gemv(bool on) const {
 }
 void CudaModel::set_decode_fusion(bool on) const {
   impl_->decode_fusion = on;
+}
+
+void CudaModel::set_decode_attention(bool on) const {
+  impl_->decode_attention = on;
 }
 void CudaModel::set_prefill_attention_fa2(bool on) const {
   impl_->prefill_fa2 = on;

@@ -96,6 +96,11 @@ class CudaModel : public ForwardModel {
   /// launches (the default). Only with
   /// set_decode_gemv(true); `bench gpu` measures both in one run.
   void set_decode_fusion(bool on) const;
+  /// Whether attention over single-row tiles (decode) at head sizes 64 and 128 runs the decode
+  /// kernel (PagedAttentionParams::decode_kernel: every lane on keys, K and V straight into
+  /// registers; passes the host emulation of its source, not yet run on a GPU) instead of the
+  /// CUDA-core one (the default); `bench gpu` measures both in one run.
+  void set_decode_attention(bool on) const;
   /// Whether prefill attention on tensor cores runs the FlashAttention-2-style kernel
   /// (PagedAttentionParams::fa2; the default since it ran on an H100, 1.03-1.52x faster
   /// prefills, docs/perf.md) or the wmma one it replaced; `bench gpu` measures both in one run.

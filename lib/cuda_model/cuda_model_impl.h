@@ -66,14 +66,15 @@ namespace kc = cb::kernels::cuda;
 struct CudaModel::Impl {
   using Arena = device::Arena;
   ModelConfig cfg;
-  kv::KvConfig kv;             // of the pools below
-  uint64_t pools_for = 0;      // KvCache::id() of the cache whose blocks the pools hold
-  int gpu = 0;                 // device index
-  int sms = 1;                 // its multiprocessors
-  int smem_optin = 48 << 10;   // its shared memory per block with the opt-in
-  bool decode_gemv = true;     // CudaModel::set_decode_gemv
-  bool prefill_fa2 = true;     // CudaModel::set_prefill_attention_fa2
-  bool decode_fusion = false;  // CudaModel::set_decode_fusion
+  kv::KvConfig kv;                // of the pools below
+  uint64_t pools_for = 0;         // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;                    // device index
+  int sms = 1;                    // its multiprocessors
+  int smem_optin = 48 << 10;      // its shared memory per block with the opt-in
+  bool decode_gemv = true;        // CudaModel::set_decode_gemv
+  bool prefill_fa2 = true;        // CudaModel::set_prefill_attention_fa2
+  bool decode_fusion = false;     // CudaModel::set_decode_fusion
+  bool decode_attention = false;  // CudaModel::set_decode_attention
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute

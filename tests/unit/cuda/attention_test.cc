@@ -128,6 +128,8 @@ struct Case {
   int64_t q_pad = 0;  // > 0: q's rows q_pad elements apart beyond their heads (q_stride), as the
                       // model's fused QKV rows are, with random values in between
   bool fa2 = false;   // with kAttentionMmaTileRows: the FlashAttention-2-style kernel
+  bool decode_kernel = false;    // single-row tiles: the decode kernel (attention_decode_kernel)
+  bool merge_in_kernel = false;  // with it and splits > 1: counters, no combine kernel
 };
 
 // 45 new tokens after a 300-token paged prefix beside a fresh 17-token sequence, in one
@@ -239,8 +241,12 @@ void run_case(Case c, std::mt19937& rng) {
   p.workspace = c.splits > 1 ? dws.get() : nullptr;
   p.tile_rows = c.tile_rows;
   p.fa2 = c.fa2;
+  p.decode_kernel = c.decode_kernel;
+  DeviceArray<int32_t> counters(std::vector<int32_t>(static_cast<size_t>(rows * nh), 0));
+  if (c.merge_in_kernel) p.counters = counters.get();
   ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess) << c.what;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.what;
+  for (int32_t n : counters.download()) ASSERT_EQ(n, 0) << c.what << ": a counter left non-zero";
 
   const std::vector<float> got = dout.download();
   const float tol = c.storage == kc::Storage::F32   ? 2e-5f
@@ -294,6 +300,48 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
                        kc::kAttentionTileRows,
                        splits == 4 ? 2 * nkv * hd : 0};
               run_case(dec, rng);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// The decode kernel (opt-in, PagedAttentionParams::decode_kernel) over the decode cases of the
+// sweep above: one row per sequence, histories of 1 to 3,000 tokens, keys split or not, q at a
+// stride; every head size, GQA ratio, block size, storage type and window.
+TEST(CudaKernels, PagedAttentionDecodeKernelMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(12);
+  const std::vector<std::pair<int64_t, int64_t>> heads = {{8, 8}, {8, 2}, {16, 2}, {8, 1}};
+  for (int64_t hd : {64, 128}) {
+    for (const auto& [nh, nkv] : heads) {
+      for (int64_t bs : {1, 16, 32}) {
+        for (kc::Storage st : {kc::Storage::F32, kc::Storage::F16, kc::Storage::BF16}) {
+          for (int64_t window : {0, 37}) {
+            for (int64_t splits : {1, 4, 7}) {
+              Case dec{hd,
+                       nh,
+                       nkv,
+                       bs,
+                       window,
+                       st,
+                       {{1, 1, {}}, {33, 1, {}}, {700, 1, {}}, {3000, 1, {}}, {129, 1, {}}},
+                       splits,
+                       "decode kernel hd " + std::to_string(hd) + " heads " + std::to_string(nh) +
+                           "/" + std::to_string(nkv) + " block " + std::to_string(bs) + " " +
+                           storage_name(st) + " window " + std::to_string(window) + " splits " +
+                           std::to_string(splits),
+                       kc::kAttentionTileRows,
+                       splits == 4 ? 2 * nkv * hd : 0};
+              dec.decode_kernel = true;
+              run_case(dec, rng);
+              if (splits > 1) {  // the splits merged by the kernel's last block, not a combine
+                dec.merge_in_kernel = true;
+                dec.what += " merged in the kernel";
+                run_case(dec, rng);
+              }
             }
           }
         }

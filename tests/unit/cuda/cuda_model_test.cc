@@ -642,6 +642,46 @@ TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
   }
 }
 
+// The decode attention kernel (opt-in) inside a whole model: one layer of llama-2-7b (head_dim
+// 128, fp32 and f16), mistral-7b (GQA 4, sliding window, bf16) and falcon-7b (head_dim 64, MQA,
+// f16); two sequences prefilled (300 and 9 tokens), then batched decode steps, logits against
+// the CPU forward.
+TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [name, st] :
+       {std::pair<const char*, kc::Storage>{"preset:llama-2-7b", kc::Storage::F32},
+        {"preset:llama-2-7b", kc::Storage::F16},
+        {"preset:mistral-7b", kc::Storage::BF16},
+        {"preset:falcon-7b", kc::Storage::F16}}) {
+    auto src = ModelSource::open(name);
+    ModelConfig cfg = src->config();
+    cfg.n_layers = 1;
+    auto weights = cb::model::Weights::load(*src, cfg, 2);
+    CudaModel gpu(cfg, *weights, {st, 0});
+    Model cpu(cfg, std::move(weights));
+    gpu.set_decode_attention(true);
+    const std::string what = std::string(name) + " " + storage_name(st) + " decode kernel";
+    KvCache cc(cpu.kv_config(24, 16)), gc(gpu.kv_config(24, 16));  // 384 slots
+    for (KvCache* c : {&cc, &gc}) {
+      c->add_sequence(0);
+      c->add_sequence(1);
+      ASSERT_TRUE(c->reserve(0, 310));
+      ASSERT_TRUE(c->reserve(1, 20));
+    }
+    // 300 tokens of history: the decode steps split their keys (and merge them in the kernel).
+    const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(300, cfg.vocab_size, 1), false},
+                                       {1, cb::test::random_tokens(9, cfg.vocab_size, 2), false}};
+    EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), tolerance(st)) << what;
+    for (int step = 0; step < 6; ++step) {
+      const std::vector<SeqInput> dec = {
+          {0, {static_cast<int32_t>((step * 7 + 3) % cfg.vocab_size)}, false},
+          {1, {static_cast<int32_t>((step * 11 + 5) % cfg.vocab_size)}, false}};
+      EXPECT_LT(rel_err(gpu.forward(dec, gc), cpu.forward(dec, cc)), tolerance(st))
+          << what << " step " << step;
+    }
+  }
+}
+
 // Forks and copy-on-write (what lm-eval scoring does: many continuations of one context): the
 // cache records its block copies and the device applies them. Continuations after a fork with
 // a partial block, a block-aligned fork, and a truncate-then-reserve copy-on-write give the

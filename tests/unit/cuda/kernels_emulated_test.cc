@@ -38,6 +38,7 @@
 #include "tests/unit/cuda/simt_emulator.h"
 //
 #include "kernels/cuda/activation_kernel.cuh"
+#include "kernels/cuda/attention_decode_kernel.cuh"
 #include "kernels/cuda/attention_fa2_kernel.cuh"
 #include "kernels/cuda/attention_kernel.cuh"
 #include "kernels/cuda/attention_mma_kernel.cuh"
@@ -465,6 +466,60 @@ TEST(CudaKernelsEmulated, CudaCoreAttentionSourceMatchesTheCpuReference) {
   check_attention<__half, 128>(128, 2, 2, 1, 0, 5, decode);
   check_attention<__nv_bfloat16, 64>(64, 4, 1, 16, 37, 3, decode);
   check_attention<__half, 0>(80, 2, 1, 16, 37, 5, decode);
+}
+
+// The decode kernel (attention_decode_kernel.cuh: a block per row, head and split; groups of
+// lanes on keys, 16 bytes a lane), with the split combiner, against kernels/cpu.
+template <typename T, int HD>
+void check_decode_attention(int64_t nh, int64_t nkv, int64_t bs, int64_t window, int64_t splits,
+                            bool merge, const std::vector<std::pair<int64_t, int64_t>>& seqs) {
+  const AttentionCase c = make_attention_case(
+      storage_of<T>(), HD, nh, nkv, bs, window, seqs,
+      static_cast<uint32_t>(HD * 5 + nh + bs * 7 + window + splits * 13),
+      "decode kernel splits " + std::to_string(splits) + (merge ? " merged in the kernel" : ""));
+  std::vector<T> dq = to_storage<T>(c.q_rows), dk = to_storage<T>(c.k), dv = to_storage<T>(c.v);
+  std::vector<T> dout(c.want.size(), nan_value<T>());
+  std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(
+                            kc::attention_workspace_floats(c.rows, nh, HD, splits), 1)),
+                        std::nanf(""));
+  // With counters the last split block of each row and head merges the splits (and leaves
+  // its counter at zero); without, the combine kernel does.
+  std::vector<int32_t> counters(static_cast<size_t>(c.rows * nh), 0);
+  namespace dd = kc::decode_detail;
+  cb::simt::Emulator::get().launch(
+      {static_cast<unsigned>(c.rows), static_cast<unsigned>(nh), static_cast<unsigned>(splits)},
+      {dd::kThreads, 1, 1}, 0, [&] {
+        dd::paged_attention_decode_kernel<T, HD>(
+            dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv, dk.data(),
+            dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale, splits,
+            splits > 1 ? ws.data() : nullptr, merge ? counters.data() : nullptr);
+      });
+  EXPECT_TRUE(std::all_of(counters.begin(), counters.end(), [](int32_t n) { return n == 0; }))
+      << c.what;
+  if (splits > 1 && !merge) {
+    cb::simt::Emulator::get().launch(
+        {static_cast<unsigned>(c.rows), static_cast<unsigned>(nh), 1}, {32, 1, 1}, 0, [&] {
+          kc::attention_detail::combine_splits_kernel<T>(ws.data(), dout.data(), nh, HD, splits);
+        });
+  }
+  expect_attention_output(c, dout);
+}
+
+// Decode rows over histories of 1 to 300 keys (shorter than a block's step of keys, a step and
+// a partial one, several), one launch for all, keys split over 1, 3 or 8 blocks (some splits
+// empty for the 1-key history), merged by the combine kernel or in the kernel; GQA and MQA,
+// windows, block sizes 1 and 16; fp32, fp16, bf16 at head sizes 64 and 128 (1, 2 and 4 keys
+// per warp read at once).
+TEST(CudaKernelsEmulated, DecodeAttentionSourceMatchesTheCpuReference) {
+  const std::vector<std::pair<int64_t, int64_t>> decode = {{1, 1}, {33, 1}, {300, 1}, {129, 1}};
+  for (bool merge : {false, true}) {
+    check_decode_attention<float, 64>(4, 2, 16, 0, 1, merge, decode);
+    check_decode_attention<float, 128>(2, 1, 1, 37, 3, merge, decode);
+    check_decode_attention<__half, 128>(2, 2, 1, 0, 8, merge, decode);
+    check_decode_attention<__half, 64>(4, 1, 16, 37, 3, merge, decode);
+    check_decode_attention<__nv_bfloat16, 64>(4, 4, 16, 0, 1, merge, decode);
+    check_decode_attention<__nv_bfloat16, 128>(4, 2, 16, 300, 8, merge, decode);
+  }
 }
 
 // A tensor-core kernel on 64-row tiles against kernels/cpu: the wmma one

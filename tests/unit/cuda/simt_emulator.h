@@ -270,6 +270,18 @@ template <typename V>
 V __ldg(const V* p) {
   return *p;
 }
+template <typename V>
+V __ldcg(const V* p) {
+  return *p;
+}
+// Blocks run one after another on one host thread: an atomic is a plain read-modify-write and
+// a fence orders nothing that is not already ordered.
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+inline void __threadfence() {}
 inline float rsqrtf(float x) {
   return 1.0f / std::sqrt(x);
 }

@@ -1,0 +1,213 @@
+#pragma once
+// The decode attention kernel (see attention.h, PagedAttentionParams::decode_kernel; launched
+// by attention.cu), in a header so that tests/unit/cuda/kernels_emulated_test.cc runs its
+// source on the host. Opt-in and not yet run on a GPU.
+//
+// One block of 4 warps per (query row, head, split), for launches whose tiles are single rows
+// (decode). A key's head row is read by a group of kLanes lanes, 16 bytes each, so a warp
+// reads 32 / kLanes keys at once (fp16/bf16: 2 keys at head size 128, 4 at 64) and the block 4
+// times as many, consecutive slots side by side. Each group scores its key with the query
+// elements its lanes hold in registers (a shuffle reduction over the group) and keeps its own
+// online softmax: the running max, the sum, and its lanes' share of P.V. A step issues the K
+// and V loads of kUnroll keys per group before using any. At the end the groups' states are
+// merged through shared memory into the output row (splits == 1) or into the split's (max,
+// sum, unnormalized output) in the workspace layout that combine_splits_kernel reads. With
+// `counters` (one int per row and head, zero before the launch), the last split block of each
+// (row, head) to finish merges the splits itself, as the threadFenceReduction pattern does,
+// and sets its counter back to zero: no combine launch.
+//
+// Against the CUDA-core kernel on a decode row, which stages 32-key tiles in shared memory
+// with all 4 warps and then scores them with one warp (its other three idle, each lane looping
+// over the head's dimensions alone), this keeps every lane of the block on keys and reads K
+// and V straight into registers.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_math.cuh"
+
+namespace cb::kernels::cuda {
+namespace decode_detail {
+
+using detail::from_f;
+using detail::to_f;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kUnroll = 4;  // keys per group per step, their loads issued together
+
+template <typename T, int HD>
+struct DecodeShape {
+  static constexpr int kVec = 16 / static_cast<int>(sizeof(T));  // elements a lane loads
+  static constexpr int kLanes = HD / kVec;                       // lanes per key row
+  static constexpr int kGroups = 32 / kLanes;                    // keys a warp reads at once
+  static constexpr int kBlockGroups = kWarps * kGroups;
+  static_assert(HD % kVec == 0 && kLanes >= 1 && kLanes <= 32 && 32 % kLanes == 0,
+                "a head row must be 1-32 whole 16-byte vectors");
+};
+
+// kVec elements as one 16-byte load, copied into an array of T (memcpy: no aliasing of the
+// vector as T), then widened.
+template <typename T, int kVec>
+__device__ __forceinline__ void load_row16(const T* __restrict__ src, float (&dst)[kVec]) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+  T tmp[kVec];
+  memcpy(static_cast<void*>(tmp), &v, 16);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) dst[e] = to_f(tmp[e]);
+}
+
+// grid (rows, heads, splits), kThreads threads; HD is 64 or 128 (a multiple of 16 bytes of T
+// in general), K and V pools 16-byte aligned.
+template <typename T, int HD>
+__global__ void __launch_bounds__(kThreads)
+    paged_attention_decode_kernel(const T* __restrict__ q, int64_t q_stride, T* __restrict__ out,
+                                  const int32_t* __restrict__ q_pos,
+                                  const int32_t* __restrict__ q_seq, int64_t n_heads,
+                                  int64_t n_kv_heads, const T* __restrict__ k_pool,
+                                  const T* __restrict__ v_pool,
+                                  const int32_t* __restrict__ block_tables, int64_t table_stride,
+                                  const int32_t* __restrict__ n_ctx_of, int64_t block_size,
+                                  int64_t window, float scale, int64_t splits,
+                                  float* __restrict__ workspace, int32_t* __restrict__ counters) {
+  using S = DecodeShape<T, HD>;
+  constexpr int kVec = S::kVec, kLanes = S::kLanes, kBlockGroups = S::kBlockGroups;
+  __shared__ float sm_m[kBlockGroups];
+  __shared__ float sm_l[kBlockGroups];
+  __shared__ float sm_acc[kBlockGroups][HD];
+
+  const int64_t row = blockIdx.x, h = blockIdx.y, split = blockIdx.z;
+  const int64_t kvh = h / (n_heads / n_kv_heads);
+  const int64_t seq = q_seq[row];
+  const int32_t* table = block_tables + seq * table_stride;
+  const int64_t kv_row = n_kv_heads * HD;  // elements per slot
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = warp * S::kGroups + lane / kLanes;  // 0 .. kBlockGroups - 1
+  const int d0 = (lane % kLanes) * kVec;                // this lane's dims d0 .. d0 + kVec - 1
+
+  int64_t lo, hi;
+  detail::attention_key_range(q_pos[row], n_ctx_of[seq], window, &lo, &hi);
+  if (hi >= lo) {  // this split's share of the row's keys (empty for the last ones when short)
+    const int64_t per = (hi - lo + splits) / splits;
+    const int64_t first = lo + split * per;
+    hi = hi < first + per - 1 ? hi : first + per - 1;
+    lo = first;
+  }
+
+  float qv[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) qv[e] = to_f(q[row * q_stride + h * HD + d0 + e]) * scale;
+
+  float m = -INFINITY, l = 0.0f, acc[kVec];
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) acc[e] = 0.0f;
+
+  // The loop is uniform over the block (every lane takes part in the group's shuffles); a
+  // group whose slot is past hi scores -inf and adds nothing.
+  for (int64_t base = lo; base <= hi; base += kBlockGroups * kUnroll) {
+    float kf[kUnroll][kVec], vf[kUnroll][kVec];
+    bool ok[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t slot = base + u * kBlockGroups + group;
+      ok[u] = slot <= hi;
+      if (ok[u]) {
+        const int64_t off = detail::paged_head_offset(table, slot, block_size, kv_row, kvh, HD);
+        load_row16<T, kVec>(k_pool + off + d0, kf[u]);
+        load_row16<T, kVec>(v_pool + off + d0, vf[u]);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) kf[u][e] = vf[u][e] = 0.0f;
+      }
+    }
+    float s[kUnroll];
+    float mx = m;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) dot += qv[e] * kf[u][e];
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      s[u] = ok[u] ? dot : -INFINITY;
+      mx = fmaxf(mx, s[u]);
+    }
+    // The butterfly leaves the same sum in every lane of a group, so its lanes agree on mx.
+    if (mx != -INFINITY) {  // else no key of this group in this step, nor before
+      const float corr = m == -INFINITY ? 0.0f : expf(m - mx);
+      l *= corr;
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) acc[e] *= corr;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const float p = ok[u] ? expf(s[u] - mx) : 0.0f;
+        l += p;
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) acc[e] += p * vf[u][e];
+      }
+      m = mx;
+    }
+  }
+
+  if (lane % kLanes == 0) {
+    sm_m[group] = m;
+    sm_l[group] = l;
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) sm_acc[group][d0 + e] = acc[e];
+  __syncthreads();
+  for (int d = threadIdx.x; d < HD; d += kThreads) {
+    float mx = -INFINITY;
+    for (int g = 0; g < kBlockGroups; ++g) mx = fmaxf(mx, sm_m[g]);
+    float sum = 0.0f, o = 0.0f;
+    if (mx != -INFINITY) {
+      for (int g = 0; g < kBlockGroups; ++g) {
+        if (sm_m[g] == -INFINITY) continue;
+        const float w = expf(sm_m[g] - mx);
+        sum += sm_l[g] * w;
+        o += sm_acc[g][d] * w;
+      }
+    }
+    if (splits == 1) {
+      out[(row * n_heads + h) * HD + d] = from_f<T>(sum > 0.0f ? o / sum : 0.0f);
+    } else {
+      float* w = workspace + ((row * n_heads + h) * splits + split) * (HD + 2);
+      if (d == 0) {
+        w[0] = mx;
+        w[1] = sum;
+      }
+      w[2 + d] = o;
+    }
+  }
+  if (splits == 1 || counters == nullptr) return;
+  // Publish this split's partial, then count it; the block that counts last merges them all.
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(&counters[row * n_heads + h], 1) == static_cast<int>(splits) - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* w = workspace + (row * n_heads + h) * splits * (HD + 2);
+  float mx = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, __ldcg(w + sp * (HD + 2)));
+  for (int d = threadIdx.x; d < HD; d += kThreads) {
+    float sum = 0.0f, o = 0.0f;
+    for (int64_t sp = 0; sp < splits; ++sp) {
+      const float* ws = w + sp * (HD + 2);
+      const float ms = __ldcg(ws);
+      if (ms == -INFINITY) continue;
+      const float e = expf(ms - mx);
+      sum += __ldcg(ws + 1) * e;
+      o += __ldcg(ws + 2 + d) * e;
+    }
+    out[(row * n_heads + h) * HD + d] = from_f<T>(sum > 0.0f ? o / sum : 0.0f);
+  }
+  if (threadIdx.x == 0) counters[row * n_heads + h] = 0;  // ready for the next launch
+}
+
+}  // namespace decode_detail
+}  // namespace cb::kernels::cuda
