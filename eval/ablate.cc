@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <map>
 
 #include "eval/replay.h"
@@ -86,22 +85,22 @@ class Runner {
     return o;
   }
 
-  // Real mode: a DRAM tier that keeps the entries of `t`'s `resident` largest sessions (all of
-  // them by default), so the study measures loading and saving rather than eviction. The tier
-  // is allocated, zeroed and locked up front for every run: a need beyond three quarters of
-  // this machine's memory is refused with what to change. Sim mode keeps the profile's DRAM.
-  void fit_dram(const datasets::Trace& t, ReplayOptions* o,
-                size_t resident = std::numeric_limits<size_t>::max()) const {
+  // Real mode: a DRAM tier that keeps the entry of every session of `t`, so the study
+  // measures loading and saving rather than eviction (a full tier would also make saves wait
+  // for the ones in flight before it: async-save's asynchronous saves would turn synchronous).
+  // The tier is allocated, zeroed and locked up front for every run: a need beyond three
+  // quarters of this machine's memory is refused with what to change. Sim mode keeps the
+  // profile's DRAM.
+  void fit_dram(const datasets::Trace& t, ReplayOptions* o) const {
     if (a_.sim) return;
-    const uint64_t need =
-        ablation_dram_bytes(t, resident, window(a_), o->max_output_tokens, a_.config.n_layers,
-                            engine::entry_row_bytes(*a_.model, o->engine), o->store.chunk_bytes);
+    const uint64_t need = ablation_dram_bytes(
+        trace_sessions(t, a_.config.vocab_size, o->seed, o->max_output_tokens), window(a_),
+        a_.config.n_layers, engine::entry_row_bytes(*a_.model, o->engine), o->store.chunk_bytes);
     const uint64_t phys = physical_memory_bytes();
     if (phys > 0 && need > phys / 4 * 3) {
       throw make_error(
           "ablate",
-          a_.study + " with " + a_.config.name + " keeps up to " +
-              std::to_string(std::min(resident, t.sessions.size())) +
+          a_.study + " with " + a_.config.name + " keeps " + std::to_string(t.sessions.size()) +
               " sessions' KV entries in a DRAM tier of " + store::format_size(need) +
               " (entries of " + (o->engine.native_kv_entries ? "the backend's KV type" : "fp32") +
               "), more than three quarters of this machine's " + store::format_size(phys),
@@ -276,8 +275,7 @@ void async_save(Runner& run, AblateResult* r) {
     // Four batches: a synchronous save holds up the batch after it.
     const datasets::Trace t = micro_trace(4 * a.batch, {{p, 20}});
     ReplayOptions o = run.micro(a.batch, p + 1, 4, 0);
-    // One turn a session, never loaded again: a batch saving and the one before it.
-    run.fit_dram(t, &o, 2 * static_cast<size_t>(a.batch));
+    run.fit_dram(t, &o);
     r->config["dram_bytes"] = o.store.dram_bytes;
     for (bool async : {false, true}) {
       o.engine.async_save = async;
@@ -510,26 +508,20 @@ AblateResult run_ablation(const AblateOptions& a) {
   return r;
 }
 
-uint64_t ablation_dram_bytes(const datasets::Trace& trace, size_t resident, int64_t window,
-                             int64_t max_output_tokens, int n_layers, uint64_t row_bytes,
-                             uint64_t chunk_bytes) {
+uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, int64_t window,
+                             int n_layers, uint64_t row_bytes, uint64_t chunk_bytes) {
   const uint64_t per_chunk = std::max<uint64_t>(1, row_bytes == 0 ? 1 : chunk_bytes / row_bytes);
-  std::vector<uint64_t> sizes;
-  for (const datasets::TraceSession& s : trace.sessions) {
+  // At least a chunk per layer's K and V: a tier for one short entry.
+  uint64_t total = 2 * static_cast<uint64_t>(std::max(n_layers, 1)) * chunk_bytes;
+  for (const engine::SessionInput& s : sessions) {
     int64_t tokens = 0;
-    for (const datasets::TraceTurn& t : s.turns) {
-      const int64_t out =
-          max_output_tokens > 0 ? std::min(t.output_tokens, max_output_tokens) : t.output_tokens;
-      tokens += t.input_tokens + out;
+    for (const engine::TurnInput& t : s.turns) {
+      tokens += static_cast<int64_t>(t.ids.size()) + t.output_tokens;
     }
     if (window > 0) tokens = std::min(tokens, window);
     const uint64_t chunks = (static_cast<uint64_t>(tokens) + per_chunk - 1) / per_chunk + 1;
-    sizes.push_back(2 * static_cast<uint64_t>(n_layers) * chunks * chunk_bytes);
+    total += 2 * static_cast<uint64_t>(n_layers) * chunks * chunk_bytes;
   }
-  std::sort(sizes.begin(), sizes.end(), std::greater<>());
-  // At least a chunk per layer's K and V: a tier for one short entry.
-  uint64_t total = 2 * static_cast<uint64_t>(std::max(n_layers, 1)) * chunk_bytes;
-  for (size_t i = 0; i < sizes.size() && i < resident; ++i) total += sizes[i];
   return total;
 }
 

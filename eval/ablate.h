@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "datasets/trace.h"
+#include "lib/engine/engine.h"
 #include "lib/metrics/turn_record.h"
 #include "lib/model/model.h"
 #include "lib/sched/arrivals.h"
@@ -90,15 +91,14 @@ std::string ablation_table(const AblateResult& r);
 /// panel per plotted metric); returns the script's path.
 std::string write_ablation_plot(const AblateResult& r, const std::string& dir);
 
-/// Real mode: the DRAM tier a study's replay needs so that no entry it loads again is evicted:
-/// the `resident` largest sessions of `trace`, each at its largest entry (all its turns'
-/// tokens, answers capped at `max_output_tokens` when > 0, at most `window`), in whole chunks
-/// of `chunk_bytes` per layer's K and per layer's V (rows of `row_bytes`, so
+/// Real mode: the DRAM tier a study's replay needs so that no entry it keeps is evicted: every
+/// session of `sessions` (as the replay runs them: trace_sessions' token ids and answer
+/// lengths) at its largest entry (all its turns' tokens, at most `window` when > 0), in whole
+/// chunks of `chunk_bytes` per layer's K and per layer's V (rows of `row_bytes`, so
 /// `chunk_bytes / row_bytes` tokens a chunk), plus one chunk each for an append save's tail
 /// (written anew while the entry it extends still holds its own).
-uint64_t ablation_dram_bytes(const datasets::Trace& trace, size_t resident, int64_t window,
-                             int64_t max_output_tokens, int n_layers, uint64_t row_bytes,
-                             uint64_t chunk_bytes);
+uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, int64_t window,
+                             int n_layers, uint64_t row_bytes, uint64_t chunk_bytes);
 
 /// Capacity a store needs to keep every conversation for `ttl` seconds after its last turn
 /// (the CCpUT of the paper's Figure 23): the peak over the run of the summed KV bytes of the

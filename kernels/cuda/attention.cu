@@ -44,8 +44,7 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
   // The compiled head sizes load whole 16-byte vectors: pools must be 16-byte aligned.
   const bool aligned = reinterpret_cast<uintptr_t>(p.k_pool) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(p.v_pool) % 16 == 0;
-  const bool decode =
-      p.decode_kernel && aligned && p.n_tiles == p.rows && (p.head_dim == 64 || p.head_dim == 128);
+  const bool decode = attention_uses_decode_kernel(p);
   const dim3 dgrid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.n_heads),
                    static_cast<unsigned>(p.splits));
 #define CB_DECODE(T, HD)                                                                          \

@@ -106,4 +106,8 @@ struct PagedAttentionParams {
 /// run. A row with no allowed key gets an all-zero output row.
 cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream);
 
+/// Whether launch_paged_attention runs the decode kernel for `p` (decode_kernel asked for, the
+/// CUDA-core tiles all single rows, head_dim 64 or 128, K and V pools 16-byte aligned).
+bool attention_uses_decode_kernel(const PagedAttentionParams& p);
+
 }  // namespace cb::kernels::cuda

@@ -182,15 +182,19 @@ __global__ void __launch_bounds__(kThreads)
   }
   if (splits == 1 || counters == nullptr) return;
   // Publish this split's partial, then count it; the block that counts last merges them all.
+  // The block's writes are ordered before thread 0's fence by the barrier; thread 0 releases
+  // them with its count and acquires the other blocks' with its second fence (the pattern of
+  // cooperative groups' grid sync).
   __shared__ int last;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     last = atomicAdd(&counters[row * n_heads + h], 1) == static_cast<int>(splits) - 1;
+    __threadfence();
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   const float* w = workspace + (row * n_heads + h) * splits * (HD + 2);
   float mx = -INFINITY;
   for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, __ldcg(w + sp * (HD + 2)));

@@ -35,6 +35,13 @@ int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys
   return std::max<int64_t>(1, std::min({by_fill, by_keys, kMaxSplits}));
 }
 
+bool attention_uses_decode_kernel(const PagedAttentionParams& p) {
+  return p.decode_kernel && p.tile_rows == kAttentionTileRows && p.n_tiles == p.rows &&
+         (p.head_dim == 64 || p.head_dim == 128) &&
+         reinterpret_cast<uintptr_t>(p.k_pool) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.v_pool) % 16 == 0;
+}
+
 bool attention_uses_mma(Storage storage, int64_t head_dim, int64_t rows, int64_t n_seqs) {
   return storage != Storage::F32 && (head_dim == 64 || head_dim == 128) &&
          rows >= kAttentionMmaTileRows && n_seqs > 0 && rows >= 16 * n_seqs;

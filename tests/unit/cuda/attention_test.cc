@@ -64,6 +64,30 @@ TEST(CudaAttentionPlan, SplitsOnlyWhenTheGridIsSmallAndTheKeysMany) {
   EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 4), 5 * 8 * 4 * 130);
 }
 
+TEST(CudaAttentionPlan, DecodeKernelRunsOnlyForSingleRowTilesOfCompiledHeadSizes) {
+  alignas(16) static int32_t pool[8];
+  kc::PagedAttentionParams p;
+  p.rows = p.n_tiles = 3;
+  p.head_dim = 128;
+  p.k_pool = p.v_pool = pool;
+  EXPECT_FALSE(kc::attention_uses_decode_kernel(p));  // not asked for
+  p.decode_kernel = true;
+  EXPECT_TRUE(kc::attention_uses_decode_kernel(p));
+  p.head_dim = 64;
+  EXPECT_TRUE(kc::attention_uses_decode_kernel(p));
+  p.head_dim = 80;  // no compiled size
+  EXPECT_FALSE(kc::attention_uses_decode_kernel(p));
+  p.head_dim = 64;
+  p.n_tiles = 2;  // a tile of two rows (prefill)
+  EXPECT_FALSE(kc::attention_uses_decode_kernel(p));
+  p.n_tiles = 3;
+  p.tile_rows = kc::kAttentionMmaTileRows;  // the tensor-core path
+  EXPECT_FALSE(kc::attention_uses_decode_kernel(p));
+  p.tile_rows = kc::kAttentionTileRows;
+  p.v_pool = reinterpret_cast<const char*>(pool) + 2;  // not 16-byte aligned
+  EXPECT_FALSE(kc::attention_uses_decode_kernel(p));
+}
+
 TEST(CudaAttentionPlan, LaunchRejectsBadParametersBeforeTouchingTheGpu) {
   kc::PagedAttentionParams p;
   EXPECT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess);  // rows == 0
@@ -244,6 +268,7 @@ void run_case(Case c, std::mt19937& rng) {
   p.decode_kernel = c.decode_kernel;
   DeviceArray<int32_t> counters(std::vector<int32_t>(static_cast<size_t>(rows * nh), 0));
   if (c.merge_in_kernel) p.counters = counters.get();
+  ASSERT_EQ(kc::attention_uses_decode_kernel(p), c.decode_kernel) << c.what;
   ASSERT_EQ(kc::launch_paged_attention(p, nullptr), cudaSuccess) << c.what;
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << c.what;
   for (int32_t n : counters.download()) ASSERT_EQ(n, 0) << c.what << ": a counter left non-zero";

@@ -642,10 +642,11 @@ TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
   }
 }
 
-// The decode attention kernel (opt-in) inside a whole model: one layer of llama-2-7b (head_dim
-// 128, fp32 and f16), mistral-7b (GQA 4, sliding window, bf16) and falcon-7b (head_dim 64, MQA,
-// f16); two sequences prefilled (300 and 9 tokens), then batched decode steps, logits against
-// the CPU forward.
+// The decode attention kernel (opt-in) inside a whole model: two layers (the split counters
+// reused from one layer's launch to the next) of llama-2-7b (head_dim 128, fp32 and f16),
+// mistral-7b (GQA 4, bf16) and falcon-7b (head_dim 64, MQA, f16); two sequences prefilled (300
+// and 9 tokens), then batched decode steps whose keys split over blocks, logits against the CPU
+// forward.
 TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   for (const auto& [name, st] :
@@ -655,7 +656,7 @@ TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
         {"preset:falcon-7b", kc::Storage::F16}}) {
     auto src = ModelSource::open(name);
     ModelConfig cfg = src->config();
-    cfg.n_layers = 1;
+    cfg.n_layers = 2;
     auto weights = cb::model::Weights::load(*src, cfg, 2);
     CudaModel gpu(cfg, *weights, {st, 0});
     Model cpu(cfg, std::move(weights));
