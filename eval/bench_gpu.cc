@@ -228,7 +228,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       const std::vector<int32_t> pre = tokens(std::max<int64_t>(prefix, 1), c.vocab_size, 3);
       const std::vector<int32_t> toks = tokens(prompt, c.vocab_size, 4);
       // Median seconds of the prompt's forward; `logits` gets the last one's.
-      const auto time_prefill = [&](std::vector<float>* logits) {
+      const auto time_prefill = [&](std::vector<float>* logits, bool profile) {
         std::vector<double> times;
         for (int r = 0; r <= o.reps; ++r) {  // r == 0 warms up
           if (cache.has_sequence(0)) cache.free_sequence(0);
@@ -237,14 +237,17 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
           if (prefix > 0) {
             m.forward({{0, std::vector<int32_t>(pre.begin(), pre.begin() + prefix), false}}, cache);
           }
+          const bool profiled = profile && r == o.reps;
+          if (profiled) (void)cudaProfilerStart();
           const auto t0 = Clock::now();
           *logits = m.forward({{0, toks, false}}, cache);  // returns once they are on the host
           if (r > 0) times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+          if (profiled) (void)cudaProfilerStop();
         }
         return metrics::median(times);
       };
       std::vector<float> logits;
-      const double tm = time_prefill(&logits);
+      const double tm = time_prefill(&logits, o.profile_phase == "prefill");
       const double tflops = prefill_flop(c, prompt, prefix) / tm / 1e12;
       json row = {{"prompt", prompt},
                   {"prefix", prefix},
@@ -263,7 +266,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         // its last logits against the default's, as a sanity check beside the parity tests.
         std::vector<float> wmma_logits;
         m.set_prefill_attention_fa2(false);
-        const double tw = time_prefill(&wmma_logits);
+        const double tw = time_prefill(&wmma_logits, false);
         m.set_prefill_attention_fa2(true);
         double diff = 0, mag = 0;
         for (size_t i = 0; i < logits.size() && i < wmma_logits.size(); ++i) {
@@ -330,10 +333,11 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       }
       return metrics::median(step_t);
     };
-    // A profiler started with --profile-from-start off (ncu, nsys) sees the decode steps only.
-    (void)cudaProfilerStart();
+    // A profiler started with --profile-from-start off (ncu, nsys) sees these decode steps
+    // (with --profile-phase decode), or the default's last timed prefill (prefill).
+    if (o.profile_phase == "decode") (void)cudaProfilerStart();
     const double t = time_steps();
-    (void)cudaProfilerStop();
+    if (o.profile_phase == "decode") (void)cudaProfilerStop();
     const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 1) / 2.0;
     const double bytes = weight_bytes + static_cast<double>(b) * ctx * kv_token;
     json row = {{"batch", b},

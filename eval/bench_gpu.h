@@ -27,6 +27,9 @@ struct BenchGpuOptions {
   int64_t copy_mib = 1024;       ///< buffer of the copy ceilings
   int reps = 5;
   std::string storage = "f16";
+  /// What a profiler started with --profile-from-start off sees: "decode" (the default
+  /// variant's timed decode steps) or "prefill" (the default variant's last timed prefill).
+  std::string profile_phase = "decode";
   int device = 0;
   uint64_t seed = 1;
 };

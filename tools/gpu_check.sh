@@ -16,7 +16,8 @@
 #              BENCH_ARGS (e.g. "--models preset:llama-2-7b") adds to its arguments
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
 #   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1 (the
-#              GPU's own clocks, caches kept warm between kernels)
+#              GPU's own clocks, caches kept warm between kernels), and of one 2,048-token
+#              prefill (profile-prefill.log: where its time beyond the GEMMs goes)
 #   simval     sim against real on the GPU (tools/compare_turns.py on their per-turn CSVs), for
 #              fp32 and for native (--kv-entries native) entries; four 7B replays and a
 #              calibration: give it STAGE_TIMEOUT=600
@@ -97,7 +98,11 @@ for s in $STAGES; do
       stage profile ncu --profile-from-start off --clock-control none --cache-control none \
         --metrics gpu__time_duration.sum \
         --print-summary per-kernel "$CB" bench gpu --models preset:llama-2-7b --prompts 512 \
-        --batches 1 --reps 1 --decode-steps 4 ;;
+        --batches 1 --reps 1 --decode-steps 4
+      stage profile-prefill ncu --profile-from-start off --clock-control none \
+        --cache-control none --metrics gpu__time_duration.sum --print-summary per-kernel "$CB" \
+        bench gpu --models preset:llama-2-7b --prompts 2048 --prefix 0 --batches 1 --reps 1 \
+        --decode-steps 1 --profile-phase prefill ;;
     simval)
       stage simval bash "$ROOT/tools/gpu_simval.sh" "$CB" "$OUT" ;;
     engine)

@@ -133,6 +133,11 @@ void register_bench_gpu(CLI::App* bench) {
       ->check(CLI::IsMember({"f32", "f16", "bf16"}))
       ->capture_default_str();
   sub->add_option("--gpu", a->o.device, "device index")->capture_default_str();
+  sub->add_option("--profile-phase", a->o.profile_phase,
+                  "what a profiler run with --profile-from-start off sees: the default's timed "
+                  "decode steps, or its last timed prefill")
+      ->check(CLI::IsMember({"decode", "prefill"}))
+      ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(sub, [a] {

@@ -303,6 +303,10 @@ expect_usage_error() {  # name, option, needle, command...
 }
 expect_usage_error cpu_weights_unknown --cpu-weights "f16 not in {f32,bf16}" \
   "$CB" forward -m preset:tiny-llama --tokens 1,2 --cpu-weights f16
+if ! "$CB" --version | grep -qE "CUDA: +off"; then  # bench gpu's options exist in CUDA builds
+  expect_usage_error bench_gpu_profile_phase --profile-phase "x not in {decode,prefill}" \
+    "$CB" bench gpu --profile-phase x
+fi
 expect_usage_error replay_block_size_0 --block-size "must be in 1..1024" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --block-size 0
 expect_usage_error replay_rate_nan --rate "must be a finite number >= 0" \
