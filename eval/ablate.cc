@@ -89,21 +89,23 @@ class Runner {
   // measures loading and saving rather than eviction (a full tier would also make saves wait
   // for the ones in flight before it: async-save's asynchronous saves would turn synchronous).
   // The tier is allocated, zeroed and locked up front for every run: a need beyond three
-  // quarters of this machine's memory is refused with what to change. Sim mode keeps the
-  // profile's DRAM.
+  // quarters of the memory free with the model loaded is refused with what to change. Sim mode
+  // keeps the profile's DRAM.
   void fit_dram(const datasets::Trace& t, ReplayOptions* o) const {
     if (a_.sim) return;
     const uint64_t need = ablation_dram_bytes(
         trace_sessions(t, a_.config.vocab_size, o->seed, o->max_output_tokens), window(a_),
         a_.config.n_layers, engine::entry_row_bytes(*a_.model, o->engine), o->store.chunk_bytes);
-    const uint64_t phys = physical_memory_bytes();
-    if (phys > 0 && need > phys / 4 * 3) {
+    // What is free now, with the model loaded (its weights are in host memory on the CPU).
+    const uint64_t avail = available_memory_bytes();
+    if (avail > 0 && need > avail / 4 * 3) {
       throw make_error(
           "ablate",
           a_.study + " with " + a_.config.name + " keeps " + std::to_string(t.sessions.size()) +
               " sessions' KV entries in a DRAM tier of " + store::format_size(need) +
               " (entries of " + (o->engine.native_kv_entries ? "the backend's KV type" : "fp32") +
-              "), more than three quarters of this machine's " + store::format_size(phys),
+              "), more than three quarters of the " + store::format_size(avail) +
+              " of memory this machine has free with the model loaded",
           "lower --batch (or --sessions), use --kv-entries native on the GPU (half the bytes), "
           "or run it with --mode sim");
     }
