@@ -8,9 +8,10 @@
 #              tests that have not yet passed on a GPU (NEW below) in a process of their own
 #              (test_new), so that a fault in one, sticky for its CUDA context, cannot fail
 #              the others
-#   sanitize   compute-sanitizer memcheck and racecheck over the tests of the kernels and
-#              paths last added (SANITIZE below; on 2026-11-27 memcheck took 53 s and found
-#              nothing, racecheck did not finish in 90 s)
+#   sanitize   compute-sanitizer memcheck and racecheck over the tests of the kernels not
+#              yet sanitized (SANITIZE below). On 2026-11-27 memcheck over the FA2-style
+#              attention, fused decode, native-entry and direct-capture tests took 53 s and
+#              found nothing; racecheck over them did not finish in 90 s (the FA2 sweep)
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
 #   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture);
 #              BENCH_ARGS (e.g. "--models preset:llama-2-7b") adds to its arguments
@@ -45,10 +46,10 @@ SUMMARY=()
 # The tests that have not yet passed on a GPU: native KV entries (failed on 2026-11-27 on the
 # test's own expected size, since corrected) and the decode attention kernel (written after it).
 NEW='*NativeKv*:*DecodeKernel*:*DecodeAttentionKernel*'
-# The tests of the kernels and paths last added (FlashAttention-2-style prefill, fused
-# norm+GEMV decode, native KV entries, direct capture, the decode attention kernel).
-SANITIZE='*OnTensorCores*:*TensorCoreAttentionInAWholeModel*:*FusedNormGemv*:*FusedDecode*'
-SANITIZE+=':*NativeKv*:*DirectCapture*:*DecodeKernel*:*DecodeAttentionKernel*'
+# The tests of the kernels not yet through compute-sanitizer: the decode attention kernel (its
+# shared-memory merge and split counters) and native KV entries; racecheck has not yet
+# finished over the FA2-style attention either (a stage of its own would need minutes).
+SANITIZE='*DecodeKernel*:*DecodeAttentionKernel*:*NativeKv*'
 SANITIZER="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"
 
 stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
