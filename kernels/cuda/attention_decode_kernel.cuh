@@ -22,14 +22,15 @@
 // and V straight into registers.
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_kernel.cuh"
 #include "kernels/cuda/device_math.cuh"
 
 namespace cb::kernels::cuda {
 namespace decode_detail {
 
+using attention_detail::load16;
 using detail::from_f;
 using detail::to_f;
 
@@ -46,17 +47,6 @@ struct DecodeShape {
   static_assert(HD % kVec == 0 && kLanes >= 1 && kLanes <= 32 && 32 % kLanes == 0,
                 "a head row must be 1-32 whole 16-byte vectors");
 };
-
-// kVec elements as one 16-byte load, copied into an array of T (memcpy: no aliasing of the
-// vector as T), then widened.
-template <typename T, int kVec>
-__device__ __forceinline__ void load_row16(const T* __restrict__ src, float (&dst)[kVec]) {
-  const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
-  T tmp[kVec];
-  memcpy(static_cast<void*>(tmp), &v, 16);
-#pragma unroll
-  for (int e = 0; e < kVec; ++e) dst[e] = to_f(tmp[e]);
-}
 
 // grid (rows, heads, splits), kThreads threads; HD is 64 or 128 (a multiple of 16 bytes of T
 // in general), K and V pools 16-byte aligned.
@@ -114,8 +104,8 @@ __global__ void __launch_bounds__(kThreads)
       ok[u] = slot <= hi;
       if (ok[u]) {
         const int64_t off = detail::paged_head_offset(table, slot, block_size, kv_row, kvh, HD);
-        load_row16<T, kVec>(k_pool + off + d0, kf[u]);
-        load_row16<T, kVec>(v_pool + off + d0, vf[u]);
+        load16<T, kVec>(k_pool + off + d0, kf[u]);
+        load16<T, kVec>(v_pool + off + d0, vf[u]);
       } else {
 #pragma unroll
         for (int e = 0; e < kVec; ++e) kf[u][e] = vf[u][e] = 0.0f;

@@ -294,43 +294,58 @@ void run_case(Case c, std::mt19937& rng) {
   }
 }
 
-TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
-  SKIP_WITHOUT_GPU();
-  std::mt19937 rng(11);
+// Every head size, GQA ratio, block size, storage type and window of the CUDA-core sweeps:
+// fn(hd, nh, nkv, bs, st, window, a description of them).
+template <typename Fn>
+void for_each_shape(Fn fn) {
   const std::vector<std::pair<int64_t, int64_t>> heads = {{8, 8}, {8, 2}, {16, 2}, {8, 1}};
   for (int64_t hd : {64, 128}) {
     for (const auto& [nh, nkv] : heads) {
       for (int64_t bs : {1, 16, 32}) {
         for (kc::Storage st : {kc::Storage::F32, kc::Storage::F16, kc::Storage::BF16}) {
           for (int64_t window : {0, 37}) {
-            const std::string base = "hd " + std::to_string(hd) + " heads " + std::to_string(nh) +
-                                     "/" + std::to_string(nkv) + " block " + std::to_string(bs) +
-                                     " " + storage_name(st) + " window " + std::to_string(window);
-            // Prefill: 45 new tokens after a 300-token paged prefix, and a fresh 17-token
-            // sequence, in one launch.
-            run_case(short_prefill(hd, nh, nkv, bs, window, st, base + " prefill, strided q",
-                                   kc::kAttentionTileRows, 2 * (nh + nkv) * hd),
-                     rng);
-            // Decode: one row per sequence, histories up to 3,000 tokens, keys split or not.
-            for (int64_t splits : {1, 4, 7}) {
-              Case dec{hd,
-                       nh,
-                       nkv,
-                       bs,
-                       window,
-                       st,
-                       {{1, 1, {}}, {33, 1, {}}, {700, 1, {}}, {3000, 1, {}}, {129, 1, {}}},
-                       splits,
-                       base + " decode splits " + std::to_string(splits),
-                       kc::kAttentionTileRows,
-                       splits == 4 ? 2 * nkv * hd : 0};
-              run_case(dec, rng);
-            }
+            fn(hd, nh, nkv, bs, st, window,
+               "hd " + std::to_string(hd) + " heads " + std::to_string(nh) + "/" +
+                   std::to_string(nkv) + " block " + std::to_string(bs) + " " + storage_name(st) +
+                   " window " + std::to_string(window));
           }
         }
       }
     }
   }
+}
+
+// Decode: one row per sequence, histories up to 3,000 tokens, keys over `splits` blocks; q at a
+// stride with 4 splits.
+Case decode_case(int64_t hd, int64_t nh, int64_t nkv, int64_t bs, kc::Storage st, int64_t window,
+                 int64_t splits, const std::string& base) {
+  return {hd,
+          nh,
+          nkv,
+          bs,
+          window,
+          st,
+          {{1, 1, {}}, {33, 1, {}}, {700, 1, {}}, {3000, 1, {}}, {129, 1, {}}},
+          splits,
+          base + " decode splits " + std::to_string(splits),
+          kc::kAttentionTileRows,
+          splits == 4 ? 2 * nkv * hd : 0};
+}
+
+TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(11);
+  for_each_shape([&](int64_t hd, int64_t nh, int64_t nkv, int64_t bs, kc::Storage st,
+                     int64_t window, const std::string& base) {
+    // Prefill: 45 new tokens after a 300-token paged prefix, and a fresh 17-token sequence, in
+    // one launch.
+    run_case(short_prefill(hd, nh, nkv, bs, window, st, base + " prefill, strided q",
+                           kc::kAttentionTileRows, 2 * (nh + nkv) * hd),
+             rng);
+    for (int64_t splits : {1, 4, 7}) {
+      run_case(decode_case(hd, nh, nkv, bs, st, window, splits, base), rng);
+    }
+  });
 }
 
 // The decode kernel (opt-in, PagedAttentionParams::decode_kernel) over the decode cases of the
@@ -339,40 +354,19 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
 TEST(CudaKernels, PagedAttentionDecodeKernelMatchesTheCpuReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
-  const std::vector<std::pair<int64_t, int64_t>> heads = {{8, 8}, {8, 2}, {16, 2}, {8, 1}};
-  for (int64_t hd : {64, 128}) {
-    for (const auto& [nh, nkv] : heads) {
-      for (int64_t bs : {1, 16, 32}) {
-        for (kc::Storage st : {kc::Storage::F32, kc::Storage::F16, kc::Storage::BF16}) {
-          for (int64_t window : {0, 37}) {
-            for (int64_t splits : {1, 4, 7}) {
-              Case dec{hd,
-                       nh,
-                       nkv,
-                       bs,
-                       window,
-                       st,
-                       {{1, 1, {}}, {33, 1, {}}, {700, 1, {}}, {3000, 1, {}}, {129, 1, {}}},
-                       splits,
-                       "decode kernel hd " + std::to_string(hd) + " heads " + std::to_string(nh) +
-                           "/" + std::to_string(nkv) + " block " + std::to_string(bs) + " " +
-                           storage_name(st) + " window " + std::to_string(window) + " splits " +
-                           std::to_string(splits),
-                       kc::kAttentionTileRows,
-                       splits == 4 ? 2 * nkv * hd : 0};
-              dec.decode_kernel = true;
-              run_case(dec, rng);
-              if (splits > 1) {  // the splits merged by the kernel's last block, not a combine
-                dec.merge_in_kernel = true;
-                dec.what += " merged in the kernel";
-                run_case(dec, rng);
-              }
-            }
-          }
-        }
+  for_each_shape([&](int64_t hd, int64_t nh, int64_t nkv, int64_t bs, kc::Storage st,
+                     int64_t window, const std::string& base) {
+    for (int64_t splits : {1, 4, 7}) {
+      Case dec = decode_case(hd, nh, nkv, bs, st, window, splits, base + " decode kernel");
+      dec.decode_kernel = true;
+      run_case(dec, rng);
+      if (splits > 1) {  // the splits merged by the kernel's last block, not a combine
+        dec.merge_in_kernel = true;
+        dec.what += " merged in the kernel";
+        run_case(dec, rng);
       }
     }
-  }
+  });
 }
 
 // The tensor-core kernels, wmma and FlashAttention-2-style (fp16/bf16, head_dim 64 and 128),
