@@ -97,15 +97,22 @@ json copy_ceilings(const BenchGpuOptions& o, const device::Stream& s, double* d2
           {"d2h_pinned_gbs", static_cast<double>(bytes) / t_d2h / 1e9}};
 }
 
-// The GEMMs of one CudaModel prefill of n tokens: fused QKV, output, MLP; LM head on one row.
-std::vector<std::vector<int64_t>> gpu_gemm_shapes(const model::ModelConfig& c, int64_t n) {
+// The GEMMs of one CudaModel prefill of n tokens: fused QKV, output, MLP (gate and up as one
+// GEMM with `fused_gate_up`, CudaModel::set_mlp_fusion); LM head on one row.
+std::vector<std::vector<int64_t>> gpu_gemm_shapes(const model::ModelConfig& c, int64_t n,
+                                                  bool fused_gate_up = false) {
   const int64_t H = c.hidden, q = c.q_dim(), kv = c.kv_dim(), F = c.ffn_hidden;
+  const bool gate = c.arch != model::Arch::Falcon;
   std::vector<std::vector<int64_t>> s;
   for (int l = 0; l < c.n_layers; ++l) {
     s.push_back({n, H, q + 2 * kv});
     s.push_back({n, q, H});
-    s.push_back({n, H, F});
-    if (c.arch != model::Arch::Falcon) s.push_back({n, H, F});
+    if (gate && fused_gate_up) {
+      s.push_back({n, H, 2 * F});
+    } else {
+      s.push_back({n, H, F});
+      if (gate) s.push_back({n, H, F});
+    }
     s.push_back({n, F, H});
   }
   s.push_back({1, H, c.vocab_size});
@@ -126,8 +133,8 @@ void fill_random(void* p, uint64_t n, kc::Storage st, uint64_t key, const device
 
 // cuBLAS on every GEMM shape of one prefill of n tokens, back to back: TFLOP/s.
 double gemm_ceiling(const model::ModelConfig& c, int64_t n, kc::Storage st, const device::Stream& s,
-                    const device::CublasHandle& h, int reps) {
-  const std::vector<std::vector<int64_t>> shapes = gpu_gemm_shapes(c, n);
+                    const device::CublasHandle& h, int reps, bool fused_gate_up = false) {
+  const std::vector<std::vector<int64_t>> shapes = gpu_gemm_shapes(c, n, fused_gate_up);
   uint64_t mx = 0, mw = 0, my = 0;
   double flop = 0;
   for (const auto& sh : shapes) {
@@ -190,6 +197,16 @@ double prefill_flop(const model::ModelConfig& c, int64_t n, int64_t prefix) {
   return f + 4.0 * c.n_layers * c.n_heads * c.head_dim * keys;
 }
 
+// The largest difference between two runs' logits, over the largest magnitude of `ref`'s.
+double max_diff_over_max(const std::vector<float>& got, const std::vector<float>& ref) {
+  double diff = 0, mag = 0;
+  for (size_t i = 0; i < ref.size() && i < got.size(); ++i) {
+    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - ref[i])));
+    mag = std::max(mag, static_cast<double>(std::fabs(ref[i])));
+  }
+  return mag > 0 ? diff / mag : diff;
+}
+
 json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage st,
                  const device::Stream& s, const device::CublasHandle& h, double d2d) {
   auto src = model::ModelSource::open(name);
@@ -200,11 +217,17 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t bs = 16;
   // Slots a decoding sequence needs: its history plus o.decode_steps * (o.reps + 1) tokens per
-  // timed variant (the default and the decode attention kernel; at batch 1-4 also cuBLAS and
-  // the fused GEMVs).
+  // timed variant (the default, the decode attention kernel, the launch fusions and all three
+  // opt-ins; at batch 1-4 also cuBLAS and the fused norm GEMVs).
   const auto decode_per_seq = [&](int64_t b) {
-    return o.decode_context + (b <= kc::kGemvMaxRows ? 4 : 2) * o.decode_steps * (o.reps + 1);
+    return o.decode_context + (b <= kc::kGemvMaxRows ? 6 : 4) * o.decode_steps * (o.reps + 1);
   };
+  // The launch fusions (CudaModel::set_mlp_fusion, set_rope_append_fusion) on or off.
+  const auto fuse_launches = [&](bool on) {
+    m.set_mlp_fusion(on);
+    m.set_rope_append_fusion(on);
+  };
+  const bool decode_kernel_fits = c.head_dim == 64 || c.head_dim == 128;
   int64_t blocks = (o.prefix + max_prompt) / bs + 1;
   for (int64_t b : o.batches) blocks = std::max(blocks, b * (decode_per_seq(b) / bs + 1));
   kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
@@ -216,6 +239,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       continue;
     }
     const double ceiling = gemm_ceiling(c, prompt, st, s, h, o.reps);
+    // cuBLAS at the shapes the model runs with gate and up as one GEMM (set_mlp_fusion).
+    const double fused_ceiling =
+        c.arch == model::Arch::Falcon ? ceiling : gemm_ceiling(c, prompt, st, s, h, o.reps, true);
     std::vector<int64_t> prefixes = {0};
     if (o.prefix > 0) prefixes.push_back(o.prefix);
     for (int64_t prefix : prefixes) {
@@ -268,24 +294,42 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         m.set_prefill_attention_fa2(false);
         const double tw = time_prefill(&wmma_logits, false);
         m.set_prefill_attention_fa2(true);
-        double diff = 0, mag = 0;
-        for (size_t i = 0; i < logits.size() && i < wmma_logits.size(); ++i) {
-          diff = std::max(diff, static_cast<double>(std::fabs(wmma_logits[i] - logits[i])));
-          mag = std::max(mag, static_cast<double>(std::fabs(logits[i])));
-        }
+        const double wmma_diff = max_diff_over_max(wmma_logits, logits);
         const double wmma_tflops = prefill_flop(c, prompt, prefix) / tw / 1e12;
         row["wmma_seconds"] = tw;
         row["wmma_tok_s"] = static_cast<double>(prompt) / tw;
         row["wmma_ratio_to_gemm_ceiling"] = wmma_tflops / ceiling;
         row["speedup_over_wmma"] = tw / tm;
-        row["wmma_logits_max_diff_over_max"] = mag > 0 ? diff / mag : diff;
+        row["wmma_logits_max_diff_over_max"] = wmma_diff;
         std::fprintf(stderr,
                      "bench gpu: %s prefill %lld (+%lld prefix) with the wmma attention kernel: "
                      "%.0f tok/s (default %.2fx faster), %.0f%% of GEMM, logits differ by %.2g "
                      "of their max\n",
                      name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
                      static_cast<double>(prompt) / tw, tw / tm, 100.0 * wmma_tflops / ceiling,
-                     mag > 0 ? diff / mag : diff);
+                     wmma_diff);
+      }
+      {
+        // The same prefill with the launch fusions (gate and up as one GEMM, RoPE with the
+        // append), against the default in this run; the ratio is given against both ceilings.
+        std::vector<float> fused_logits;
+        fuse_launches(true);
+        const double tf = time_prefill(&fused_logits, false);
+        fuse_launches(false);
+        const double fused_tflops = prefill_flop(c, prompt, prefix) / tf / 1e12;
+        row["fused_seconds"] = tf;
+        row["fused_tok_s"] = static_cast<double>(prompt) / tf;
+        row["fused_speedup"] = tm / tf;
+        row["fused_ratio_to_gemm_ceiling"] = fused_tflops / ceiling;
+        row["fused_gemm_ceiling_tflops"] = fused_ceiling;
+        row["fused_ratio_to_fused_gemm_ceiling"] = fused_tflops / fused_ceiling;
+        row["fused_logits_max_diff_over_max"] = max_diff_over_max(fused_logits, logits);
+        std::fprintf(stderr,
+                     "bench gpu: %s prefill %lld (+%lld prefix) with the launch fusions: %.0f "
+                     "tok/s (%.2fx), %.0f%% of GEMM (%.0f%% of the fused shapes' GEMM)\n",
+                     name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
+                     static_cast<double>(prompt) / tf, tm / tf, 100.0 * fused_tflops / ceiling,
+                     100.0 * fused_tflops / fused_ceiling);
       }
       prefill.push_back(row);
     }
@@ -350,7 +394,33 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                  "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
                  name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
-    if (c.head_dim == 64 || c.head_dim == 128) {
+    {
+      // The same steps with the launch fusions (two launches fewer a layer with gate and up,
+      // one fewer with RoPE and the append), then with those and the decode attention kernel:
+      // all the opt-ins not yet run on a GPU, against the default. Their histories are longer
+      // again (the same small bias, against them).
+      fuse_launches(true);
+      const double tf = time_steps();
+      m.set_decode_attention(decode_kernel_fits);
+      const double tall = time_steps();
+      m.set_decode_attention(false);
+      fuse_launches(false);
+      row["launch_fused_seconds_per_step"] = tf;
+      row["launch_fused_tok_s"] = static_cast<double>(b) / tf;
+      row["launch_fused_speedup"] = t / tf;
+      row["launch_fused_ratio_to_copy_ceiling"] = bytes / tf / 1e9 / d2d;
+      row["all_opt_ins_seconds_per_step"] = tall;
+      row["all_opt_ins_tok_s"] = static_cast<double>(b) / tall;
+      row["all_opt_ins_speedup"] = t / tall;
+      row["all_opt_ins_ratio_to_copy_ceiling"] = bytes / tall / 1e9 / d2d;
+      std::fprintf(stderr,
+                   "bench gpu: %s decode batch %lld with the launch fusions: %.1f tok/s (%.2fx); "
+                   "with those and the decode attention kernel: %.1f tok/s (%.2fx, %.0f%% of "
+                   "copy)\n",
+                   name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf, t / tf,
+                   static_cast<double>(b) / tall, t / tall, 100.0 * bytes / tall / 1e9 / d2d);
+    }
+    if (decode_kernel_fits) {
       // The same steps with the decode attention kernel (kernels/cuda attention_decode), on
       // histories o.decode_steps * (o.reps + 1) tokens longer (a small bias against it).
       m.set_decode_attention(true);

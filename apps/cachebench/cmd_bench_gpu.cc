@@ -38,8 +38,9 @@ void print(const nlohmann::json& j) {
       c["d2h_pinned_gbs"].get<double>());
   std::printf(
       "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | wmma "
-      "attention, same run: ratio (default's speedup; logits' max diff / max) |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+      "attention, same run: ratio (default's speedup; logits' max diff / max) | launch "
+      "fusions, same run: ratio, to the fused shapes' ceiling (speedup) |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["prefill"]) {
       if (p.contains("skipped")) continue;
@@ -49,20 +50,35 @@ void print(const nlohmann::json& j) {
             wmma, sizeof wmma, "%.2f (%.2fx; %.2g)", p["wmma_ratio_to_gemm_ceiling"].get<double>(),
             p["speedup_over_wmma"].get<double>(), p["wmma_logits_max_diff_over_max"].get<double>());
       }
-      std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s |\n",
+      char fused[96] = "-";
+      if (p.contains("fused_speedup")) {
+        std::snprintf(fused, sizeof fused, "%.2f, %.2f (%.2fx)",
+                      p["fused_ratio_to_gemm_ceiling"].get<double>(),
+                      p["fused_ratio_to_fused_gemm_ceiling"].get<double>(),
+                      p["fused_speedup"].get<double>());
+      }
+      std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s | %s |\n",
                   m["model"].get<std::string>().c_str(), p["prompt"].get<long long>(),
                   p["prefix"].get<long long>(), p["tok_s"].get<double>(), p["tflops"].get<double>(),
                   p["gemm_ceiling_tflops"].get<double>(), p["ratio_to_gemm_ceiling"].get<double>(),
-                  wmma);
+                  wmma, fused);
     }
   }
   std::printf(
       "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
-      "| with fused GEMVs | with the decode attention kernel |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| with fused GEMVs | with the decode attention kernel | with the launch fusions | with "
+      "the launch fusions and the decode kernel (/ copy ceiling) |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["decode"]) {
-      char base[64] = "-", fused[64] = "-", dk[64] = "-";
+      char base[64] = "-", fused[64] = "-", dk[64] = "-", lf[64] = "-", all[64] = "-";
+      if (p.contains("launch_fused_tok_s")) {
+        std::snprintf(lf, sizeof lf, "%.1f tok/s (%.2fx)", p["launch_fused_tok_s"].get<double>(),
+                      p["launch_fused_speedup"].get<double>());
+        std::snprintf(all, sizeof all, "%.1f tok/s (%.2fx; %.2f)",
+                      p["all_opt_ins_tok_s"].get<double>(), p["all_opt_ins_speedup"].get<double>(),
+                      p["all_opt_ins_ratio_to_copy_ceiling"].get<double>());
+      }
       if (p.contains("cublas_tok_s")) {
         std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p["cublas_tok_s"].get<double>(),
                       p["speedup_over_cublas"].get<double>());
@@ -75,11 +91,11 @@ void print(const nlohmann::json& j) {
         std::snprintf(dk, sizeof dk, "%.1f tok/s (%.2fx)", p["decode_kernel_tok_s"].get<double>(),
                       p["decode_kernel_speedup"].get<double>());
       }
-      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s |\n",
+      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s |\n",
                   m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
                   p["context"].get<long long>(), p["tok_s"].get<double>(),
                   p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base, fused,
-                  dk);
+                  dk, lf, all);
     }
   }
   std::printf(

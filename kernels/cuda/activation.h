@@ -12,11 +12,16 @@
 namespace cb::kernels::cuda {
 
 struct SwigluParams {
-  const void* gate = nullptr;  ///< [n]
-  const void* up = nullptr;    ///< [n]
-  void* out = nullptr;         ///< [n]; may alias gate or up
+  const void* gate = nullptr;  ///< [n], or rows of `cols` elements `in_stride` apart
+  const void* up = nullptr;    ///< as gate
+  void* out = nullptr;         ///< [n], contiguous; may alias gate or up when they are too
   int64_t n = 0;
   Storage storage = Storage::F32;
+  /// 0: gate, up and out are n contiguous elements. Otherwise gate and up hold n / cols rows
+  /// of `cols` elements, row r at r * in_stride (in_stride >= cols): the halves of a fused
+  /// gate|up GEMM's output rows ([rows, 2 * cols], up = gate + cols, in_stride = 2 * cols).
+  int64_t cols = 0;
+  int64_t in_stride = 0;
 };
 
 struct GeluParams {
@@ -32,7 +37,8 @@ struct AddParams {
   Storage storage = Storage::F32;
 };
 
-/// Launch on `stream`; n == 0 is a no-op; null pointers or n < 0 give cudaErrorInvalidValue.
+/// Launch on `stream`; n == 0 is a no-op; null pointers or n < 0 give cudaErrorInvalidValue,
+/// as do SwiGLU rows with n not a multiple of cols or in_stride < cols.
 cudaError_t launch_swiglu(const SwigluParams& p, cudaStream_t stream);
 cudaError_t launch_gelu(const GeluParams& p, cudaStream_t stream);
 cudaError_t launch_add(const AddParams& p, cudaStream_t stream);

@@ -19,6 +19,20 @@ __global__ void swiglu_kernel(const T* gate, const T* up, T* out, int64_t n) {
   }
 }
 
+// Rows of SwigluParams::cols elements: row r of gate and up at r * in_stride (the halves of a
+// fused gate|up GEMM's rows), out contiguous. Rows over the grid's y dimension, columns over x.
+template <typename T>
+__global__ void swiglu_rows_kernel(const T* gate, const T* up, T* out, int64_t rows, int64_t cols,
+                                   int64_t in_stride) {
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
+         c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+      const float g = to_f(gate[r * in_stride + c]);
+      out[r * cols + c] = from_f<T>(g / (1.0f + expf(-g)) * to_f(up[r * in_stride + c]));
+    }
+  }
+}
+
 template <typename T>
 __global__ void gelu_kernel(T* x, int64_t n) {
   CB_GRID_STRIDE(i, n) {

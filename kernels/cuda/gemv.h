@@ -29,4 +29,13 @@ unsigned gemv_blocks(int64_t out);
 /// Runs the kernel; cudaErrorInvalidValue where !gemv_applies(p) or y is null.
 cudaError_t launch_gemv_wt(const GemmWtParams& p, cudaStream_t stream);
 
+/// LLaMA's gate and up layers with their SwiGLU, one launch for 1-4 rows (decode):
+/// y[n, out] = silu(x . w^T) * (x . w_up^T), each product rounded to the storage type first, as
+/// two gemm_wt calls and launch_swiglu compute it. One warp per output element reads both
+/// weight rows (four 16-byte vectors of each in flight per lane) against x read once: two
+/// launches fewer than GEMV, GEMV, SwiGLU. `p.accumulate` must be false.
+bool gemv_swiglu_applies(const GemmWtParams& p, const void* w_up);
+/// cudaErrorInvalidValue where !gemv_swiglu_applies(p, w_up) or y is null.
+cudaError_t launch_gemv_swiglu(const GemmWtParams& p, const void* w_up, cudaStream_t stream);
+
 }  // namespace cb::kernels::cuda

@@ -51,6 +51,43 @@ __device__ __forceinline__ void dot8(const uint4& w4, const T* __restrict__ x, i
   }
 }
 
+// ga[b] += g4 . x[b][v * 8 ..) and ua[b] += u4 . x[b][v * 8 ..): two weight rows against the
+// same 16 bytes of x, read once.
+template <typename T, int NB>
+__device__ __forceinline__ void dot8_pair(const uint4& g4, const uint4& u4, const T* __restrict__ x,
+                                          int64_t in, int64_t v, float (&ga)[NB], float (&ua)[NB]) {
+  T g[8], u[8];
+  memcpy(static_cast<void*>(g), &g4, 16);
+  memcpy(static_cast<void*>(u), &u4, 16);
+  float gf[8], uf[8];
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    gf[e] = to_f(g[e]);
+    uf[e] = to_f(u[e]);
+  }
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+    const uint4 x4 = __ldg(reinterpret_cast<const uint4*>(x + b * in) + v);
+    T xv[8];
+    memcpy(static_cast<void*>(xv), &x4, 16);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float xf = to_f(xv[e]);
+      ga[b] = fmaf(gf[e], xf, ga[b]);
+      ua[b] = fmaf(uf[e], xf, ua[b]);
+    }
+  }
+}
+
+template <int NB>
+__device__ __forceinline__ void warp_sum(float (&acc)[NB]) {
+#pragma unroll
+  for (int b = 0; b < NB; ++b) {
+#pragma unroll
+    for (int o = 16; o > 0; o /= 2) acc[b] += __shfl_xor_sync(0xffffffffu, acc[b], o);
+  }
+}
+
 // grid gemv_blocks(out), kGemvWarps * 32 threads: warp w of block b computes output row
 // b * kGemvWarps + w for all NB rows of x.
 template <typename T, int NB>
@@ -75,16 +112,54 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     dot8<T, NB>(a3, x, in, v + 96, acc);
   }
   for (; v < nvec; v += 32) dot8<T, NB>(load_stream(wr + v), x, in, v, acc);
-#pragma unroll
-  for (int b = 0; b < NB; ++b) {
-#pragma unroll
-    for (int o = 16; o > 0; o /= 2) acc[b] += __shfl_xor_sync(0xffffffffu, acc[b], o);
-  }
+  warp_sum<NB>(acc);
   if (lane == 0) {
 #pragma unroll
     for (int b = 0; b < NB; ++b) {
       T* yp = y + b * out + row;
       *yp = from_f<T>(accumulate ? acc[b] + to_f(*yp) : acc[b]);
+    }
+  }
+}
+
+// LLaMA's gate and up layers and their SwiGLU in one launch (gemv.h launch_gemv_swiglu):
+// y[b][j] = silu(x[b] . wg[j]) * (x[b] . wu[j]), each product rounded to T first, as
+// launch_swiglu reads them from the two GEMVs' outputs. Grid gemv_blocks(out), kGemvWarps * 32
+// threads: warp w of block b computes output j = b * kGemvWarps + w, four vectors of each of
+// its two weight rows in flight per lane.
+template <typename T, int NB>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_swiglu_kernel(const T* __restrict__ x, const T* __restrict__ wg, const T* __restrict__ wu,
+                       T* __restrict__ y, int64_t in, int64_t out) {
+  const int lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
+  if (row >= out) return;
+  const auto* gr = reinterpret_cast<const uint4*>(wg + row * in);
+  const auto* ur = reinterpret_cast<const uint4*>(wu + row * in);
+  const int64_t nvec = in / 8;
+  float ga[NB], ua[NB];
+#pragma unroll
+  for (int b = 0; b < NB; ++b) ga[b] = ua[b] = 0.0f;
+  int64_t v = lane;
+  for (; v + 96 < nvec; v += 128) {
+    uint4 g4[4], u4[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) g4[k] = load_stream(gr + v + 32 * k);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) u4[k] = load_stream(ur + v + 32 * k);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) dot8_pair<T, NB>(g4[k], u4[k], x, in, v + 32 * k, ga, ua);
+  }
+  for (; v < nvec; v += 32) {
+    dot8_pair<T, NB>(load_stream(gr + v), load_stream(ur + v), x, in, v, ga, ua);
+  }
+  warp_sum<NB>(ga);
+  warp_sum<NB>(ua);
+  if (lane == 0) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+      const float g = to_f(from_f<T>(ga[b])), u = to_f(from_f<T>(ua[b]));
+      y[b * out + row] = from_f<T>(g / (1.0f + expf(-g)) * u);
     }
   }
 }

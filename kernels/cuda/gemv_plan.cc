@@ -26,6 +26,10 @@ bool gemv_applies(const GemmWtParams& p) {
   return gemv_shape_fits(p.n, p.in, p.out, p.storage, p.x, p.w);
 }
 
+bool gemv_swiglu_applies(const GemmWtParams& p, const void* w_up) {
+  return gemv_applies(p) && !p.accumulate && w_up != nullptr && aligned16(w_up);
+}
+
 size_t norm_gemv_smem_bytes(const NormGemvParams& p) {
   if (p.n <= 0 || p.in <= 0) return 0;
   const size_t n = static_cast<size_t>(p.n);

@@ -60,6 +60,30 @@ struct KvAppendParams {
   int64_t table_stride = 0;
 };
 
+/// RoPE and append in one launch (the model's per-layer path): the new tokens' Q heads rotated
+/// in place in their fused QKV rows, their K heads rotated on the way into the paged blocks
+/// (the rows keep the pre-RoPE keys) and their V heads copied there. The same values as
+/// launch_rope on the Q and K heads, then launch_kv_append of the rotated rows: one launch and
+/// one pass over K fewer.
+struct RopeKvAppendParams {
+  void* qkv = nullptr;  ///< row t at qkv + t * token_stride: q_heads of Q, then K's and V's heads
+  const int32_t* positions = nullptr;  ///< [n], device memory: each row's rotary position
+  int64_t n = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
+  int64_t rope_dims = 0;     ///< even, <= head_dim: the first rope_dims of each head rotate
+  int64_t token_stride = 0;  ///< elements between rows (>= (q_heads + 2 * kv_heads) * head_dim)
+  float theta = 10000.0f;
+  RopeStyle style = RopeStyle::Interleaved;
+  Storage storage = Storage::F32;
+  void* k_pool = nullptr;  ///< one layer: [num_blocks, block_size, kv_dim]
+  void* v_pool = nullptr;
+  PagedView view;  ///< block tables (device memory), sizes; kv_dim == kv_heads * head_dim
+  /// Row t belongs to the sequence whose block table is view.block_table + row_seq[t] *
+  /// table_stride and goes to its slot row_slot[t] (device memory, [n] each).
+  const int32_t* row_seq = nullptr;
+  const int32_t* row_slot = nullptr;
+  int64_t table_stride = 0;
+};
+
 /// The inverse of append: slots [pos0, pos0 + n) of a sequence's paged blocks (K as cached,
 /// i.e. rotated) into contiguous rows [n, kv_dim] (for NKVT, which keeps rotated keys).
 struct KvGatherParams {
@@ -80,6 +104,9 @@ cudaError_t launch_kv_capture(const KvCaptureParams& p, cudaStream_t stream);
 /// One thread per element of K and of V; n == 0 is a no-op, bad shapes or null pointers give
 /// cudaErrorInvalidValue (batched: row_seq and row_slot both set, table_stride > 0).
 cudaError_t launch_kv_append(const KvAppendParams& p, cudaStream_t stream);
+/// One thread per (8 tokens, head, pair); n == 0 is a no-op, bad shapes or null pointers give
+/// cudaErrorInvalidValue.
+cudaError_t launch_rope_kv_append(const RopeKvAppendParams& p, cudaStream_t stream);
 /// One thread per element of K and of V; n == 0 is a no-op, bad shapes or null pointers give
 /// cudaErrorInvalidValue.
 cudaError_t launch_kv_gather(const KvGatherParams& p, cudaStream_t stream);

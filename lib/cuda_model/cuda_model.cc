@@ -7,15 +7,19 @@ std::string layer_name(int l, const char* suffix) {
   return "blk." + std::to_string(l) + "." + suffix;
 }
 
-bool fused_away(const std::string& name) {
+bool has_gate_up(const ModelConfig& c) {
+  return c.arch != Arch::Falcon;
+}
+
+bool fused_away(const ModelConfig& c, const std::string& name) {
+  const auto ends_with = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return name.size() > n && name.compare(name.size() - n, n, suffix) == 0;
+  };
   for (const char* s : {".attn_q.weight", ".attn_k.weight", ".attn_v.weight", ".attn_qkv.weight"}) {
-    const std::string suffix = s;
-    if (name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      return true;
-    }
+    if (ends_with(s)) return true;
   }
-  return false;
+  return has_gate_up(c) && (ends_with(".ffn_gate.weight") || ends_with(".ffn_up.weight"));
 }
 
 void check_cublas(cublasStatus_t s, const char* what) {
@@ -52,6 +56,78 @@ std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c) {
     for (size_t r = 0; r < rows.size(); ++r) rows[r] = static_cast<int64_t>(r);
   }
   return rows;
+}
+
+void CudaModel::Impl::gate_up_swiglu(int l, const void* x, void* y, void* up_out, int64_t n) {
+  const int64_t H = cfg.hidden, F = cfg.ffn_hidden;
+  const auto [gate_w, up_w] = gate_up(l);
+  kc::SwigluParams sp;
+  sp.out = y;
+  sp.n = n * F;
+  sp.storage = st;
+  if (!mlp_fusion) {  // two GEMMs (GEMVs), then SwiGLU
+    gemm(x, gate_w, layer_name(l, "ffn_gate"), y, n, H, F);
+    gemm(x, up_w, layer_name(l, "ffn_up"), up_out, n, H, F);
+    sp.gate = y;
+    sp.up = up_out;
+    CB_CUDA_CHECK(kc::launch_swiglu(sp, stream.get()));
+    return;
+  }
+  kc::GemmWtParams p;
+  p.x = x;
+  p.w = gate_w;
+  p.y = y;
+  p.n = n;
+  p.in = H;
+  p.out = F;
+  p.storage = st;
+  if (decode_gemv && kc::gemv_swiglu_applies(p, up_w)) {  // 1-4 rows: one launch
+    CB_CUDA_CHECK(kc::launch_gemv_swiglu(p, up_w, stream.get()));
+    return;
+  }
+  // One GEMM over the fused matrix: row r of up_out is [gate . x_r | up . x_r].
+  gemm(x, gate_w, layer_name(l, "gate_up_fused"), up_out, n, H, 2 * F);
+  const char* gu = static_cast<const char*>(up_out);
+  sp.gate = gu;
+  sp.up = gu + static_cast<size_t>(F) * esz;
+  sp.cols = F;
+  sp.in_stride = 2 * F;
+  CB_CUDA_CHECK(kc::launch_swiglu(sp, stream.get()));
+}
+
+void CudaModel::Impl::rope_and_append(void* qkv, const int32_t* rope_pos, const int32_t* row_seq,
+                                      const int32_t* row_slot, const int32_t* tables,
+                                      int64_t table_stride, int64_t n, int l) {
+  const int64_t qd = cfg.q_dim(), kvd = cfg.kv_dim(), QKV = qd + 2 * kvd;
+  {  // Q's heads and then K's follow each other in a fused row: one launch rotates both
+    kc::RopeParams rp;
+    rp.x = qkv;
+    rp.positions = rope_pos;
+    rp.n = n;
+    rp.heads = cfg.n_heads + cfg.n_kv_heads;
+    rp.head_dim = cfg.head_dim;
+    rp.rope_dims = cfg.rope_dims;
+    rp.token_stride = QKV;
+    rp.theta = cfg.rope_theta;
+    rp.style = rope_style();
+    rp.storage = st;
+    CB_CUDA_CHECK(kc::launch_rope(rp, stream.get()));
+  }
+  // Every item's new K (rotated) and V into its blocks: one launch for the batch.
+  char* const bytes = static_cast<char*>(qkv);
+  kc::KvAppendParams ap;
+  ap.k_src = bytes + static_cast<size_t>(qd) * esz;
+  ap.v_src = bytes + static_cast<size_t>(qd + kvd) * esz;
+  ap.src_stride = QKV;
+  ap.k_pool = k_pool[static_cast<size_t>(l)].data();
+  ap.v_pool = v_pool[static_cast<size_t>(l)].data();
+  ap.view = {tables, kv.block_size, kvd};
+  ap.n = n;
+  ap.row_seq = row_seq;
+  ap.row_slot = row_slot;
+  ap.table_stride = table_stride;
+  ap.storage = st;
+  CB_CUDA_CHECK(kc::launch_kv_append(ap, stream.get()));
 }
 
 std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,
@@ -108,7 +184,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
                       e(N * QKV),
                       e(N * qd),
                       e(N * F),
-                      e(N * F),
+                      e(N * F * (cuda_detail::has_gate_up(c) ? 2 : 1)),  // a fused gate|up GEMM's
                       e(R * H),
                       e(R * H),
                       e(R * V),
@@ -216,8 +292,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   char* const qkv_bytes = static_cast<char*>(qkv);
 
   for (int l = 0; l < c.n_layers; ++l) {
-    if (!fused_norm_gemv(x, layer_name(l, "attn_norm"), layer_name(l, "qkv_fused"), "", qkv, N, H,
-                         QKV)) {
+    if (!fused_norm_gemv(x, layer_name(l, "attn_norm"), wt(layer_name(l, "qkv_fused")), nullptr,
+                         qkv, N, H, QKV)) {
       norm(layer_name(l, "attn_norm"), x, h, N);
       gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
     }
@@ -289,34 +365,28 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       }
       copied[slot].record(write_stream);
     }
-    {  // Q's heads and then K's follow each other in a fused row: one launch rotates both
-      kc::RopeParams rp;
-      rp.x = qkv;
+    if (rope_append_fusion) {  // Q rotated in place, K rotated into the blocks, V copied
+      kc::RopeKvAppendParams rp;
+      rp.qkv = qkv;
       rp.positions = d_rope;
       rp.n = N;
-      rp.heads = c.n_heads + c.n_kv_heads;
+      rp.q_heads = c.n_heads;
+      rp.kv_heads = c.n_kv_heads;
       rp.head_dim = c.head_dim;
       rp.rope_dims = c.rope_dims;
       rp.token_stride = QKV;
       rp.theta = c.rope_theta;
       rp.style = rope;
       rp.storage = st;
-      CB_CUDA_CHECK(kc::launch_rope(rp, stream.get()));
-    }
-    {  // every item's new K (rotated) and V into its blocks: one launch for the batch
-      kc::KvAppendParams ap;
-      ap.k_src = qkv_bytes + e(qd);
-      ap.v_src = qkv_bytes + e(qd + kvd);
-      ap.src_stride = QKV;
-      ap.k_pool = k_pool[static_cast<size_t>(l)].data();
-      ap.v_pool = v_pool[static_cast<size_t>(l)].data();
-      ap.view = {d_tables, kv.block_size, kvd};
-      ap.n = N;
-      ap.row_seq = d_seq;
-      ap.row_slot = d_pos;
-      ap.table_stride = stride;
-      ap.storage = st;
-      CB_CUDA_CHECK(kc::launch_kv_append(ap, stream.get()));
+      rp.k_pool = k_pool[static_cast<size_t>(l)].data();
+      rp.v_pool = v_pool[static_cast<size_t>(l)].data();
+      rp.view = {d_tables, kv.block_size, kvd};
+      rp.row_seq = d_seq;
+      rp.row_slot = d_pos;
+      rp.table_stride = stride;
+      CB_CUDA_CHECK(kc::launch_rope_kv_append(rp, stream.get()));
+    } else {
+      rope_and_append(qkv, d_rope, d_seq, d_pos, d_tables, stride, N, l);
     }
     // The layer's preloaded history: restore_kv runs on the read stream and returns when it
     // is in place, while this stream goes on with the work already enqueued.
@@ -369,18 +439,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       gemm(up, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
     } else {
       gemm(attn, layer_name(l, "attn_output.weight"), x, N, qd, H, /*accumulate=*/true);
-      if (!fused_norm_gemv(x, layer_name(l, "ffn_norm"), layer_name(l, "ffn_gate.weight"),
-                           layer_name(l, "ffn_up.weight"), gate, N, H, F)) {
+      const auto [gate_w, up_w] = gate_up(l);
+      if (!fused_norm_gemv(x, layer_name(l, "ffn_norm"), gate_w, up_w, gate, N, H, F)) {
         norm(layer_name(l, "ffn_norm"), x, h, N);
-        gemm(h, layer_name(l, "ffn_gate.weight"), gate, N, H, F);
-        gemm(h, layer_name(l, "ffn_up.weight"), up, N, H, F);
-        kc::SwigluParams sp;
-        sp.gate = gate;
-        sp.up = up;
-        sp.out = gate;
-        sp.n = N * F;
-        sp.storage = st;
-        CB_CUDA_CHECK(kc::launch_swiglu(sp, stream.get()));
+        gate_up_swiglu(l, h, gate, up, N);
       }
       gemm(gate, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
     }
@@ -456,6 +518,12 @@ void CudaModel::set_decode_fusion(bool on) const {
   impl_->decode_fusion = on;
 }
 
+void CudaModel::set_mlp_fusion(bool on) const {
+  impl_->mlp_fusion = on;
+}
+void CudaModel::set_rope_append_fusion(bool on) const {
+  impl_->rope_append_fusion = on;
+}
 void CudaModel::set_decode_attention(bool on) const {
   impl_->decode_attention = on;
 }

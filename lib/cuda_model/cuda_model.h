@@ -105,6 +105,18 @@ class CudaModel : public ForwardModel {
   /// (PagedAttentionParams::fa2; the default since it ran on an H100, 1.03-1.52x faster
   /// prefills, docs/perf.md) or the wmma one it replaced; `bench gpu` measures both in one run.
   void set_prefill_attention_fa2(bool on) const;
+  /// Whether SwiGLU models (LLaMA, Mistral) run their gate and up layers as one linear layer
+  /// over the fused gate|up weight the device holds, with the SwiGLU in the same launch at 1-4
+  /// rows (kernels/cuda launch_gemv_swiglu) or a strided SwiGLU after one GEMM otherwise,
+  /// instead of two GEMMs and a SwiGLU (the default): two launches fewer a layer in decode, one
+  /// in prefill. Passes the host emulation of its kernels; not yet run on a GPU. `bench gpu`
+  /// measures both in one run.
+  void set_mlp_fusion(bool on) const;
+  /// Whether each layer rotates Q and K and appends K and V to the paged blocks in one launch
+  /// (kernels/cuda launch_rope_kv_append) instead of a RoPE and an append launch (the default).
+  /// Passes the host emulation of its kernel; not yet run on a GPU. `bench gpu` measures both
+  /// in one run.
+  void set_rope_append_fusion(bool on) const;
 
   /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
   /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32), or

@@ -19,6 +19,7 @@
 #include "kernels/cuda/convert.h"
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_restore.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/norm_gemv.h"
@@ -36,8 +37,11 @@
 namespace cb::model::cuda_detail {
 
 std::string layer_name(int l, const char* suffix);
-/// Q, K and V projections live on the device only as the fused "blk.L.qkv_fused".
-bool fused_away(const std::string& name);
+/// Q, K and V projections live on the device only as the fused "blk.L.qkv_fused", and SwiGLU
+/// models' gate and up projections as "blk.L.gate_up_fused" (gate's rows, then up's).
+bool fused_away(const ModelConfig& c, const std::string& name);
+/// Whether `c`'s MLP is gate/up/down with SwiGLU (every family but Falcon).
+bool has_gate_up(const ModelConfig& c);
 /// Throws cb::Error naming `what` when a cuBLAS call failed.
 void check_cublas(cublasStatus_t s, const char* what);
 /// True when `p` is page-locked host memory (cudaHostAlloc or registered), which the device
@@ -66,15 +70,17 @@ namespace kc = cb::kernels::cuda;
 struct CudaModel::Impl {
   using Arena = device::Arena;
   ModelConfig cfg;
-  kv::KvConfig kv;                // of the pools below
-  uint64_t pools_for = 0;         // KvCache::id() of the cache whose blocks the pools hold
-  int gpu = 0;                    // device index
-  int sms = 1;                    // its multiprocessors
-  int smem_optin = 48 << 10;      // its shared memory per block with the opt-in
-  bool decode_gemv = true;        // CudaModel::set_decode_gemv
-  bool prefill_fa2 = true;        // CudaModel::set_prefill_attention_fa2
-  bool decode_fusion = false;     // CudaModel::set_decode_fusion
-  bool decode_attention = false;  // CudaModel::set_decode_attention
+  kv::KvConfig kv;                  // of the pools below
+  uint64_t pools_for = 0;           // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;                      // device index
+  int sms = 1;                      // its multiprocessors
+  int smem_optin = 48 << 10;        // its shared memory per block with the opt-in
+  bool decode_gemv = true;          // CudaModel::set_decode_gemv
+  bool prefill_fa2 = true;          // CudaModel::set_prefill_attention_fa2
+  bool decode_fusion = false;       // CudaModel::set_decode_fusion
+  bool decode_attention = false;    // CudaModel::set_decode_attention
+  bool mlp_fusion = false;          // CudaModel::set_mlp_fusion
+  bool rope_append_fusion = false;  // CudaModel::set_rope_append_fusion
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute
@@ -91,7 +97,8 @@ struct CudaModel::Impl {
   device::CublasHandle cublas;
   Arena weights_arena;
   Arena kv_arena{nullptr, 0, "KV blocks"};
-  std::map<std::string, Arena::Block> w;     // canonical names; Q, K, V as "blk.L.qkv_fused"
+  // Canonical names; Q, K, V as "blk.L.qkv_fused", gate and up as "blk.L.gate_up_fused".
+  std::map<std::string, Arena::Block> w;
   std::vector<Arena::Block> k_pool, v_pool;  // per layer
   // Per-call scratch, regrown when a call needs more.
   Arena scratch{nullptr, 0, "forward scratch"};
@@ -121,12 +128,16 @@ struct CudaModel::Impl {
   static uint64_t weight_budget(const ModelConfig& c, kc::Storage s) {
     uint64_t total = 0;
     for (const TensorSpec& t : expected_tensors(c)) {
-      if (!cuda_detail::fused_away(t.name))
+      if (!cuda_detail::fused_away(c, t.name))
         total += padded(static_cast<uint64_t>(t.numel()) * kc::storage_bytes(s));
     }
-    // One fused QKV matrix per layer.
+    // One fused QKV matrix per layer, and one fused gate|up matrix for SwiGLU models.
     const uint64_t qkv = static_cast<uint64_t>(c.q_dim() + 2 * c.kv_dim()) * c.hidden;
-    return total + static_cast<uint64_t>(c.n_layers) * padded(qkv * kc::storage_bytes(s));
+    const uint64_t gate_up =
+        cuda_detail::has_gate_up(c) ? 2 * static_cast<uint64_t>(c.ffn_hidden) * c.hidden : 0;
+    return total + static_cast<uint64_t>(c.n_layers) *
+                       (padded(qkv * kc::storage_bytes(s)) +
+                        (gate_up > 0 ? padded(gate_up * kc::storage_bytes(s)) : 0));
   }
 
   static uint64_t kv_budget(const ModelConfig& c, const kv::KvConfig& k, kc::Storage s) {
@@ -153,7 +164,8 @@ struct CudaModel::Impl {
 
   // Allocates every device tensor and has it filled: fill_plain(spec, dst) for each tensor
   // kept as it is, then fill_fused(layer, q, k, v) for each layer's fused QKV matrix, with the
-  // Q, K and V row blocks' destinations (Falcon's fused tensor fills all three from q).
+  // Q, K and V row blocks' destinations (Falcon's fused tensor fills all three from q), and
+  // fill_plain(spec, dst) for the gate and up tensors' row blocks of a fused gate|up matrix.
   template <typename Plain, typename Fused>
   void make_tensors(Plain&& fill_plain, Fused&& fill_fused);
 
@@ -194,9 +206,13 @@ struct CudaModel::Impl {
 
   void gemm(const void* x, const std::string& weight, void* y, int64_t n, int64_t in, int64_t out,
             bool accumulate = false) {
+    gemm(x, wt(weight), weight, y, n, in, out, accumulate);
+  }
+  void gemm(const void* x, const void* weight_data, const std::string& weight, void* y, int64_t n,
+            int64_t in, int64_t out, bool accumulate = false) {
     kc::GemmWtParams p;
     p.x = x;
-    p.w = wt(weight);
+    p.w = weight_data;
     p.y = y;
     p.n = n;
     p.in = in;
@@ -211,8 +227,8 @@ struct CudaModel::Impl {
   /// y = silu(RMSNorm(x) . w^T) * (RMSNorm(x) . w2^T). Returns false, launching nothing, where
   /// the kernel does not apply (prefill, fp32, LayerNorm models, Falcon, fusion or the GEMV
   /// off); the caller then runs norm, gemm and swiglu.
-  bool fused_norm_gemv(const void* x, const std::string& norm_base, const std::string& weight,
-                       const std::string& weight2, void* y, int64_t n, int64_t in, int64_t out) {
+  bool fused_norm_gemv(const void* x, const std::string& norm_base, const void* weight,
+                       const void* weight2, void* y, int64_t n, int64_t in, int64_t out) {
     if (!decode_fusion || !decode_gemv || cfg.norm != NormType::RmsNorm ||
         cfg.arch == Arch::Falcon) {
       return false;
@@ -221,8 +237,8 @@ struct CudaModel::Impl {
     p.x = x;
     p.norm_w = wt(norm_base + ".weight");
     p.norm_eps = cfg.norm_eps;
-    p.w = wt(weight);
-    p.w2 = weight2.empty() ? nullptr : wt(weight2);
+    p.w = weight;
+    p.w2 = weight2;
     p.y = y;
     p.n = n;
     p.in = in;
@@ -233,6 +249,24 @@ struct CudaModel::Impl {
     CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
     return true;
   }
+
+  /// The gate and up row blocks of layer l's fused gate|up matrix.
+  std::pair<const char*, const char*> gate_up(int l) const {
+    const char* g = static_cast<const char*>(wt(cuda_detail::layer_name(l, "gate_up_fused")));
+    return {g, g + static_cast<size_t>(cfg.ffn_hidden * cfg.hidden) * esz};
+  }
+
+  /// silu(x . gate^T) * (x . up^T) of layer l into y [n, ffn_hidden], as set_mlp_fusion
+  /// chooses: gate and up GEMMs, then SwiGLU (`up_out`: [n, ffn_hidden] scratch); or one launch
+  /// at 1-4 rows; or one GEMM over the fused matrix into `up_out` ([n, 2 * ffn_hidden] scratch)
+  /// and a SwiGLU over its halves.
+  void gate_up_swiglu(int l, const void* x, void* y, void* up_out, int64_t n);
+
+  /// Layer l's RoPE of Q and K in the fused rows `qkv` [n, q_dim + 2 * kv_dim], then the append
+  /// of K and V to its blocks (row r to sequence row_seq[r]'s slot row_slot[r]): two launches.
+  void rope_and_append(void* qkv, const int32_t* rope_pos, const int32_t* row_seq,
+                       const int32_t* row_slot, const int32_t* tables, int64_t table_stride,
+                       int64_t n, int l);
 
   void norm(const std::string& base, const void* x, void* y, int64_t n) {
     if (cfg.norm == NormType::RmsNorm) {

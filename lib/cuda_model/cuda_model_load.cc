@@ -5,14 +5,19 @@
 namespace cb::model {
 
 using cuda_detail::fused_away;
+using cuda_detail::has_gate_up;
 using cuda_detail::layer_name;
 using device::Arena;
 
 template <typename Plain, typename Fused>
 void CudaModel::Impl::make_tensors(Plain&& fill_plain, Fused&& fill_fused) {
-  const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim();
+  const int64_t H = cfg.hidden, qd = cfg.q_dim(), kvd = cfg.kv_dim(), F = cfg.ffn_hidden;
+  std::map<std::string, TensorSpec> fused;  // gate and up specs, by name
   for (const TensorSpec& t : expected_tensors(cfg)) {
-    if (fused_away(t.name)) continue;
+    if (fused_away(cfg, t.name)) {
+      fused.emplace(t.name, t);
+      continue;
+    }
     Arena::Block b = weights_arena.allocate(static_cast<uint64_t>(t.numel()) * esz, t.name);
     fill_plain(t, b.data());
     w.emplace(t.name, std::move(b));
@@ -24,6 +29,13 @@ void CudaModel::Impl::make_tensors(Plain&& fill_plain, Fused&& fill_fused) {
     fill_fused(l, base, base + static_cast<size_t>(qd * H) * esz,
                base + static_cast<size_t>((qd + kvd) * H) * esz);
     w.emplace(name, std::move(b));
+    if (!has_gate_up(cfg)) continue;
+    const std::string gu = layer_name(l, "gate_up_fused");
+    Arena::Block g = weights_arena.allocate(static_cast<uint64_t>(2 * F * H) * esz, gu);
+    char* gate = static_cast<char*>(g.data());
+    fill_plain(fused.at(layer_name(l, "ffn_gate.weight")), gate);
+    fill_plain(fused.at(layer_name(l, "ffn_up.weight")), gate + static_cast<size_t>(F * H) * esz);
+    w.emplace(gu, std::move(g));
   }
 }
 

@@ -75,15 +75,41 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return num / std::max(den, 1e-30);
 }
 
-// `fusion`: decode with RMSNorm and SwiGLU fused into the GEMVs (CudaModel::set_decode_fusion).
-void run_family(const std::string& arg, kc::Storage st, double tol, bool fusion = false) {
+// Which of CudaModel's opt-in paths a parity run takes.
+enum class Variant {
+  kDefault,
+  kNormFusion,     // set_decode_fusion: RMSNorm and SwiGLU folded into the decode GEMVs
+  kDecodeKernel,   // set_decode_attention
+  kLaunchFusions,  // set_mlp_fusion and set_rope_append_fusion
+  kAllOptIns,      // the launch fusions and set_decode_attention
+};
+
+void configure(const CudaModel& gpu, Variant v) {
+  gpu.set_decode_fusion(v == Variant::kNormFusion);
+  gpu.set_mlp_fusion(v == Variant::kLaunchFusions || v == Variant::kAllOptIns);
+  gpu.set_rope_append_fusion(v == Variant::kLaunchFusions || v == Variant::kAllOptIns);
+  gpu.set_decode_attention(v == Variant::kDecodeKernel || v == Variant::kAllOptIns);
+}
+
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::kNormFusion: return " fused decode";
+    case Variant::kDecodeKernel: return " decode kernel";
+    case Variant::kLaunchFusions: return " launch fusions";
+    case Variant::kAllOptIns: return " launch fusions + decode kernel";
+    default: return "";
+  }
+}
+
+void run_family(const std::string& arg, kc::Storage st, double tol,
+                Variant variant = Variant::kDefault) {
   auto src = ModelSource::open(arg);
   auto weights = cb::model::Weights::load(*src, 3);
   const ModelConfig cfg = src->config();
   Model cpu(cfg, cb::model::Weights::load(*src, 3));
   const int64_t V = cfg.vocab_size;
   CudaModel gpu(cfg, *weights, {st, 0});
-  gpu.set_decode_fusion(fusion);
+  configure(gpu, variant);
   KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
   for (KvCache* c : {&cc, &gc}) {
     c->add_sequence(1);
@@ -92,7 +118,7 @@ void run_family(const std::string& arg, kc::Storage st, double tol, bool fusion 
     ASSERT_TRUE(c->reserve(2, 40));
   }
   const std::string what =
-      arg + " storage " + std::to_string(static_cast<int>(st)) + (fusion ? " fused decode" : "");
+      arg + " storage " + std::to_string(static_cast<int>(st)) + variant_name(variant);
   // Prefill: 70 tokens (past tiny-mistral's 32-token window) and 25, all logits.
   std::vector<SeqInput> pre = {{1, cb::test::random_tokens(70, static_cast<int>(V), 1), true},
                                {2, cb::test::random_tokens(25, static_cast<int>(V), 2), true}};
@@ -154,11 +180,29 @@ TEST(CudaModel, FusedDecodeMatchesTheCpuForward) {
   SKIP_WITHOUT_GPU();
   for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
     for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral"}) {
-      run_family(m, st, tolerance(st), /*fusion=*/true);
+      run_family(m, st, tolerance(st), Variant::kNormFusion);
     }
     if (const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
         cb::test::file_exists(path)) {  // with the shared data
-      run_family(path, st, tolerance(st), /*fusion=*/true);
+      run_family(path, st, tolerance(st), Variant::kNormFusion);
+    }
+  }
+}
+
+// Gate and up as one launch (the GEMV with its SwiGLU in decode; one GEMM over the fused matrix
+// and a SwiGLU over its halves in prefill and in fp32) and RoPE with the append, alone and with
+// the decode attention kernel: every tiny family (Falcon has no gate: RoPE with the append
+// only) in every storage, and stories260K, step by step against the CPU.
+TEST(CudaModel, LaunchFusionsMatchTheCpuForward) {
+  SKIP_WITHOUT_GPU();
+  const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
+  for (Variant v : {Variant::kLaunchFusions, Variant::kAllOptIns}) {
+    for (kc::Storage st : kStorages) {
+      for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b",
+                            "preset:tiny-falcon-40b"}) {
+        run_family(m, st, tolerance(st), v);
+      }
+      if (cb::test::file_exists(path)) run_family(path, st, tolerance(st), v);  // shared data
     }
   }
 }
@@ -642,45 +686,56 @@ TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
   }
 }
 
-// The decode attention kernel (opt-in) inside a whole model: two layers (the split counters
-// reused from one layer's launch to the next) of llama-2-7b (head_dim 128, fp32 and f16),
-// mistral-7b (GQA 4, bf16) and falcon-7b (head_dim 64, MQA, f16); two sequences prefilled (300
-// and 9 tokens), then batched decode steps whose keys split over blocks, logits against the CPU
-// forward.
+// Two layers of a 7B preset (the real shapes) with `variant`'s paths: two sequences prefilled
+// (300 and 9 tokens), then batched decode steps whose keys split over blocks, logits against
+// the CPU forward.
+void check_two_layers(const char* name, kc::Storage st, Variant variant) {
+  auto src = ModelSource::open(name);
+  ModelConfig cfg = src->config();
+  cfg.n_layers = 2;
+  auto weights = cb::model::Weights::load(*src, cfg, 2);
+  CudaModel gpu(cfg, *weights, {st, 0});
+  Model cpu(cfg, std::move(weights));
+  configure(gpu, variant);
+  const std::string what = std::string(name) + " " + storage_name(st) + variant_name(variant);
+  KvCache cc(cpu.kv_config(24, 16)), gc(gpu.kv_config(24, 16));  // 384 slots
+  for (KvCache* c : {&cc, &gc}) {
+    c->add_sequence(0);
+    c->add_sequence(1);
+    ASSERT_TRUE(c->reserve(0, 310));
+    ASSERT_TRUE(c->reserve(1, 20));
+  }
+  // 300 tokens of history: the decode steps split their keys (and merge them in the kernel).
+  const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(300, cfg.vocab_size, 1), false},
+                                     {1, cb::test::random_tokens(9, cfg.vocab_size, 2), false}};
+  EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), tolerance(st)) << what;
+  for (int step = 0; step < 6; ++step) {
+    const std::vector<SeqInput> dec = {
+        {0, {static_cast<int32_t>((step * 7 + 3) % cfg.vocab_size)}, false},
+        {1, {static_cast<int32_t>((step * 11 + 5) % cfg.vocab_size)}, false}};
+    EXPECT_LT(rel_err(gpu.forward(dec, gc), cpu.forward(dec, cc)), tolerance(st))
+        << what << " step " << step;
+  }
+}
+
+const std::pair<const char*, kc::Storage> kSevenB[] = {{"preset:llama-2-7b", kc::Storage::F32},
+                                                       {"preset:llama-2-7b", kc::Storage::F16},
+                                                       {"preset:mistral-7b", kc::Storage::BF16},
+                                                       {"preset:falcon-7b", kc::Storage::F16}};
+
+// The decode attention kernel (opt-in) inside a whole model, the split counters reused from one
+// layer's launch to the next: llama-2-7b (head_dim 128, fp32 and f16), mistral-7b (GQA 4,
+// bf16) and falcon-7b (head_dim 64, MQA, f16).
 TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [name, st] :
-       {std::pair<const char*, kc::Storage>{"preset:llama-2-7b", kc::Storage::F32},
-        {"preset:llama-2-7b", kc::Storage::F16},
-        {"preset:mistral-7b", kc::Storage::BF16},
-        {"preset:falcon-7b", kc::Storage::F16}}) {
-    auto src = ModelSource::open(name);
-    ModelConfig cfg = src->config();
-    cfg.n_layers = 2;
-    auto weights = cb::model::Weights::load(*src, cfg, 2);
-    CudaModel gpu(cfg, *weights, {st, 0});
-    Model cpu(cfg, std::move(weights));
-    gpu.set_decode_attention(true);
-    const std::string what = std::string(name) + " " + storage_name(st) + " decode kernel";
-    KvCache cc(cpu.kv_config(24, 16)), gc(gpu.kv_config(24, 16));  // 384 slots
-    for (KvCache* c : {&cc, &gc}) {
-      c->add_sequence(0);
-      c->add_sequence(1);
-      ASSERT_TRUE(c->reserve(0, 310));
-      ASSERT_TRUE(c->reserve(1, 20));
-    }
-    // 300 tokens of history: the decode steps split their keys (and merge them in the kernel).
-    const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(300, cfg.vocab_size, 1), false},
-                                       {1, cb::test::random_tokens(9, cfg.vocab_size, 2), false}};
-    EXPECT_LT(rel_err(gpu.forward(pre, gc), cpu.forward(pre, cc)), tolerance(st)) << what;
-    for (int step = 0; step < 6; ++step) {
-      const std::vector<SeqInput> dec = {
-          {0, {static_cast<int32_t>((step * 7 + 3) % cfg.vocab_size)}, false},
-          {1, {static_cast<int32_t>((step * 11 + 5) % cfg.vocab_size)}, false}};
-      EXPECT_LT(rel_err(gpu.forward(dec, gc), cpu.forward(dec, cc)), tolerance(st))
-          << what << " step " << step;
-    }
-  }
+  for (const auto& [name, st] : kSevenB) check_two_layers(name, st, Variant::kDecodeKernel);
+}
+
+// The launch fusions at 7B shapes (gate|up of 2 x 11,008 rows; the GEMV with its SwiGLU at
+// batch 2, a GEMM over the fused matrix in prefill).
+TEST(CudaModel, LaunchFusionsAtSevenBShapesMatchTheCpu) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [name, st] : kSevenB) check_two_layers(name, st, Variant::kLaunchFusions);
 }
 
 // Forks and copy-on-write (what lm-eval scoring does: many continuations of one context): the

@@ -87,6 +87,32 @@ TEST(CudaKernels, BadParametersAreRejectedBeforeLaunch) {
   r.n = 1;
   EXPECT_EQ(kc::launch_rope(r, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kc::launch_swiglu({nullptr, nullptr, nullptr, -1}, nullptr), cudaErrorInvalidValue);
+  alignas(16) static char buf[64];
+  kc::SwigluParams rows{buf, buf + 6, buf, 6, Storage::F16, 3, 6};  // 2 rows of 3, gate|up
+  EXPECT_EQ(kc::launch_swiglu(
+                [&] {
+                  auto q = rows;
+                  q.n = 7;
+                  return q;
+                }(),
+                nullptr),
+            cudaErrorInvalidValue);  // not whole rows
+  EXPECT_EQ(kc::launch_swiglu(
+                [&] {
+                  auto q = rows;
+                  q.in_stride = 2;
+                  return q;
+                }(),
+                nullptr),
+            cudaErrorInvalidValue);  // rows overlap
+  EXPECT_EQ(kc::launch_swiglu(
+                [&] {
+                  auto q = rows;
+                  q.cols = -1;
+                  return q;
+                }(),
+                nullptr),
+            cudaErrorInvalidValue);
   EXPECT_EQ(kc::launch_embedding({}, nullptr), cudaSuccess);  // n == 0
 }
 
@@ -197,6 +223,42 @@ TEST(CudaKernels, ActivationsAndResidualAddMatchTheCpuReference) {
       ASSERT_EQ(kc::launch_add({dg.get(), du.get(), n, s}, nullptr), cudaSuccess);
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       expect_close(dg.download(), rounded(s, want), rel_tol(s), 1e-3f, "add " + what);
+    }
+  }
+}
+
+// SwiGLU over the halves of a fused gate|up GEMM's output rows ([rows, 2 * cols] in, [rows,
+// cols] out): one row of LLaMA-7B's width, a few odd ones, and more rows than the grid's 65,535
+// y blocks.
+TEST(CudaKernels, SwigluOverFusedGateUpRowsMatchesTheCpuReference) {
+  SKIP_WITHOUT_GPU();
+  for (Storage s : kStorages) {
+    for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1, 11008}, {7, 300}, {70000, 3}}) {
+      const std::string what =
+          std::string(storage_name(s)) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+      const auto gu =
+          rounded(s, random_values(static_cast<size_t>(rows * 2 * cols), 7, -6.0f, 6.0f));
+      std::vector<float> g(static_cast<size_t>(rows * cols)), u(g.size()), want(g.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t c = 0; c < cols; ++c) {
+          g[static_cast<size_t>(r * cols + c)] = gu[static_cast<size_t>(r * 2 * cols + c)];
+          u[static_cast<size_t>(r * cols + c)] = gu[static_cast<size_t>(r * 2 * cols + cols + c)];
+        }
+      }
+      cb::kernels::cpu::swiglu(g.data(), u.data(), want.data(), rows * cols);
+      DeviceTensor dgu(s, gu), dout(s, g.size());
+      dout.poison();
+      kc::SwigluParams p;
+      p.gate = dgu.get();
+      p.up = static_cast<const char*>(dgu.get()) + static_cast<size_t>(cols) * kc::storage_bytes(s);
+      p.out = dout.get();
+      p.n = rows * cols;
+      p.storage = s;
+      p.cols = cols;
+      p.in_stride = 2 * cols;
+      ASSERT_EQ(kc::launch_swiglu(p, nullptr), cudaSuccess) << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      expect_close(dout.download(), rounded(s, want), rel_tol(s), 1e-3f, "swiglu rows " + what);
     }
   }
 }

@@ -105,6 +105,35 @@ TEST(CudaGemv, AppliesToFewRowsOfHalfPrecisionWithWholeVectors) {
   EXPECT_EQ(kc::launch_gemv_wt(p, nullptr), cudaErrorInvalidValue);
 }
 
+TEST(CudaGemv, SwigluFusionAppliesWhereThePlainGemvDoesWithoutAccumulating) {
+  alignas(16) static const char buf[64] = {};
+  alignas(16) static char y[64];
+  kc::GemmWtParams p;
+  p.x = buf;
+  p.w = buf;
+  p.y = y;
+  p.n = 1;
+  p.in = 4096;
+  p.out = 11008;
+  p.storage = kc::Storage::F16;
+  EXPECT_TRUE(kc::gemv_swiglu_applies(p, buf));
+  EXPECT_FALSE(kc::gemv_swiglu_applies(p, nullptr));
+  EXPECT_FALSE(kc::gemv_swiglu_applies(p, buf + 8));  // up's rows not 16-byte aligned
+  kc::GemmWtParams q = p;
+  q.accumulate = true;
+  EXPECT_FALSE(kc::gemv_swiglu_applies(q, buf));
+  q = p;
+  q.n = kc::kGemvMaxRows + 1;  // prefill: one GEMM over the fused matrix instead
+  EXPECT_FALSE(kc::gemv_swiglu_applies(q, buf));
+  q = p;
+  q.storage = kc::Storage::F32;
+  EXPECT_FALSE(kc::gemv_swiglu_applies(q, buf));
+  q.storage = kc::Storage::F16;
+  EXPECT_EQ(kc::launch_gemv_swiglu(q, buf + 8, nullptr), cudaErrorInvalidValue);  // no GPU needed
+  q.y = nullptr;
+  EXPECT_EQ(kc::launch_gemv_swiglu(q, buf, nullptr), cudaErrorInvalidValue);
+}
+
 TEST(CudaGemv, NormFusionAppliesWhereTheNormalizedRowsFitInSharedMemory) {
   alignas(16) static const char buf[64] = {};
   kc::NormGemvParams p;
@@ -215,6 +244,54 @@ TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
           ASSERT_LE(std::fabs(got[i] - want[i]), tol * (std::fabs(want[i]) + 0.1f))
               << what << " at " << i << ": got " << got[i] << " want " << want[i];
         }
+      }
+    }
+  }
+}
+
+// The gate|up GEMV with its SwiGLU (one launch) on a fused [2 * out, in] matrix, gate's rows
+// then up's, as the model holds it: kernels/cpu matmul_wt of each half, each product rounded,
+// then swiglu.
+TEST(CudaKernels, GemvSwigluMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    for (const auto& [n, in, out] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+             {1, 4096, 11008}, {2, 5120, 13824}, {3, 136, 37}, {4, 1032, 20}, {4, 8, 5}}) {
+      const std::string what = std::to_string(n) + "x" + std::to_string(in) + "x" +
+                               std::to_string(out) + " " + storage_name(st);
+      std::vector<float> x(static_cast<size_t>(n * in)), w(static_cast<size_t>(2 * out * in));
+      for (float& v : x) v = round_to(st, u(rng));
+      for (float& v : w) v = round_to(st, u(rng) / 16);
+      std::vector<float> a(static_cast<size_t>(n * out)), b(a.size()), want(a.size());
+      cb::kernels::cpu::matmul_wt(x.data(), w.data(), a.data(), n, in, out);
+      cb::kernels::cpu::matmul_wt(x.data(), w.data() + out * in, b.data(), n, in, out);
+      for (float& v : a) v = round_to(st, v);
+      for (float& v : b) v = round_to(st, v);
+      cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), n * out);
+      DeviceTensor dx(st, x), dw(st, w), dy(st, want.size());
+      dy.poison();
+      kc::GemmWtParams p;
+      p.x = dx.get();
+      p.w = dw.get();
+      p.y = dy.get();
+      p.n = n;
+      p.in = in;
+      p.out = out;
+      p.storage = st;
+      const void* up = static_cast<const char*>(dw.get()) +
+                       static_cast<size_t>(out * in) * kc::storage_bytes(st);
+      ASSERT_EQ(kc::launch_gemv_swiglu(p, up, nullptr), cudaSuccess) << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const std::vector<float> got = dy.download();
+      // One rounding of the result, and a product rounded the other way by a different
+      // summation order (errors scale with a row's typical magnitude, sqrt(in) / 16).
+      const float tol = st == kc::Storage::F16 ? 4e-3f : 3e-2f;
+      const float mag = std::sqrt(static_cast<float>(in)) / 16 + 0.1f;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_LE(std::fabs(got[i] - want[i]), tol * (std::fabs(want[i]) + mag))
+            << what << " at " << i << ": got " << got[i] << " want " << want[i];
       }
     }
   }

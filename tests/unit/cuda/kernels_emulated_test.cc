@@ -49,6 +49,7 @@
 #include "kernels/cuda/norm_kernel.cuh"
 #include "kernels/cuda/preset_fill_kernel.cuh"
 #include "kernels/cuda/rope_kernel.cuh"
+#include "tests/unit/cuda/emulated_values.h"
 
 namespace {
 
@@ -56,69 +57,16 @@ namespace kc = cb::kernels::cuda;
 using cb::cuda_test::expect_close;
 using cb::cuda_test::rel_tol;
 using cb::cuda_test::round_to;
+using cb::emulated::aligned16;
+using cb::emulated::Aligned16;
+using cb::emulated::as_float;
+using cb::emulated::as_floats;
+using cb::emulated::launch_elementwise;
+using cb::emulated::nan_value;
+using cb::emulated::storage_of;
+using cb::emulated::to_storage;
+using cb::emulated::uniform;
 using kc::Storage;
-
-// Values as the kernel's storage type T (a vector of T, initialized from floats) and back.
-template <typename T>
-std::vector<T> to_storage(const std::vector<float>& v) {
-  std::vector<T> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    if constexpr (std::is_same<T, float>::value) {
-      r[i] = v[i];
-    } else if constexpr (std::is_same<T, __half>::value) {
-      r[i] = __float2half_rn(v[i]);
-    } else {
-      r[i] = __float2bfloat16_rn(v[i]);
-    }
-  }
-  return r;
-}
-// Values as the storage type T in 16-byte aligned memory, as the kernels' vector loads need.
-template <typename T>
-struct Aligned16 {
-  std::vector<uint4> words;
-  const T* get() const { return reinterpret_cast<const T*>(words.data()); }
-};
-template <typename T>
-Aligned16<T> aligned16(const std::vector<float>& v) {
-  const std::vector<T> t = to_storage<T>(v);
-  Aligned16<T> r{std::vector<uint4>(t.size() / 8 + 1)};
-  std::memcpy(static_cast<void*>(r.words.data()), t.data(), t.size() * sizeof(T));
-  return r;
-}
-template <typename T>
-float as_float(T v) {
-  if constexpr (std::is_same<T, float>::value) {
-    return v;
-  } else if constexpr (std::is_same<T, __half>::value) {
-    return __half2float(v);
-  } else {
-    return __bfloat162float(v);
-  }
-}
-// The kernel's outputs as floats.
-template <typename T>
-std::vector<float> as_floats(const std::vector<T>& v) {
-  std::vector<float> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = as_float(v[i]);
-  return r;
-}
-
-template <typename T>
-T nan_value() {
-  return to_storage<T>({std::nanf("")})[0];
-}
-template <typename T>
-constexpr Storage storage_of() {
-  return std::is_same<T, float>::value    ? Storage::F32
-         : std::is_same<T, __half>::value ? Storage::F16
-                                          : Storage::BF16;
-}
-// Runs body() as the grid of elementwise_dims(items), as the launchers do.
-void launch_elementwise(int64_t items, const std::function<void()>& body) {
-  const kc::LaunchDims d = kc::elementwise_dims(static_cast<size_t>(items));
-  cb::simt::Emulator::get().launch({d.grid, 1, 1}, {d.block, 1, 1}, 0, body);
-}
 
 template <typename T>
 void check_rope(int64_t n, int64_t heads, int64_t head_dim, int64_t rope_dims, int64_t stride,
@@ -669,14 +617,6 @@ TEST(CudaKernelsEmulated, NormGemvSourceMatchesTheCpuReference) {
   check_norm_gemv<__half, 3, true>(520, 17);
   check_norm_gemv<__nv_bfloat16, 1, true>(1032, 7);
   check_norm_gemv<__half, 4, true>(264, 9);
-}
-
-std::vector<float> uniform(size_t n, uint32_t seed, float lo, float hi, Storage st) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = round_to(st, u(rng));
-  return v;
 }
 
 template <typename T>

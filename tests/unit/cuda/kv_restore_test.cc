@@ -313,6 +313,109 @@ TEST(CudaKernels, KvAppendBatchedWritesEachRowToItsSequenceSlot) {
   }
 }
 
+// RoPE and the batched append in one launch, on fused QKV rows of three sequences (LLaMA-style
+// interleaved pairs, GQA 4:2; Falcon-style rotate-half over half of each head, MQA 8:1): Q
+// rotated in place and K rotated into its sequence's slots as kernels/cpu rope rotates them, V
+// copied, K and V left pre-RoPE in the rows; no other pool element written.
+TEST(CudaKernels, RopeKvAppendRotatesQInPlaceAndKIntoTheBlocks) {
+  SKIP_WITHOUT_GPU();
+  using cb::cuda_test::DeviceTensor;
+  using cb::cuda_test::round_to;
+  for (kc::Storage st : {kc::Storage::F32, kc::Storage::F16, kc::Storage::BF16}) {
+    for (const bool llama : {true, false}) {
+      const int qh = llama ? 4 : 8, kvh = llama ? 2 : 1, hd = llama ? 128 : 64, bs = llama ? 16 : 1;
+      const int64_t rope_dims = llama ? hd : hd / 2, kvd = kvh * hd;
+      const int64_t stride = (qh + 2 * kvh) * hd;
+      const auto style =
+          llama ? cb::kernels::cpu::Rope::Interleaved : cb::kernels::cpu::Rope::RotateHalf;
+      const std::string what =
+          std::string(cb::cuda_test::storage_name(st)) + (llama ? " llama-style" : " falcon-style");
+      cb::kv::KvCache cache = scattered_cache(kvh, hd, bs, 60);
+      const std::vector<cb::kv::SeqId> seqs = {1, 7, 2};
+      size_t tstride = 0;
+      for (auto q : seqs) tstride = std::max(tstride, cache.block_table(q).size());
+      std::vector<int32_t> tables(seqs.size() * tstride, 0);
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const auto& t = cache.block_table(seqs[i]);
+        std::copy(t.begin(), t.end(), tables.begin() + static_cast<int64_t>(i * tstride));
+      }
+      const std::vector<int32_t> row_seq = {0, 0, 0, 0, 0, 1, 1, 1, 2, 2};
+      const std::vector<int32_t> row_slot = {10, 11, 12, 13, 14, 40, 41, 42, 19, 20};
+      const std::vector<int32_t> pos = {10, 11, 12, 13, 14, 4040, 4041, 4042, 7, 9};
+      const int64_t n = static_cast<int64_t>(row_seq.size());
+      std::mt19937 rng(static_cast<unsigned>(qh + hd));
+      std::uniform_real_distribution<float> u(-2, 2);
+      std::vector<float> qkv(static_cast<size_t>(n * stride));
+      for (float& x : qkv) x = round_to(st, u(rng));
+      const size_t pool = static_cast<size_t>(cache.config().num_blocks) * bs * kvd;
+      DeviceTensor drows(st, qkv), dkp(st, pool), dvp(st, pool);
+      DeviceArray<int32_t> dt(tables), dseq(row_seq), dslot(row_slot), dpos(pos);
+      dkp.poison();
+      dvp.poison();
+      kc::RopeKvAppendParams p;
+      p.qkv = drows.get();
+      p.positions = dpos.get();
+      p.n = n;
+      p.q_heads = qh;
+      p.kv_heads = kvh;
+      p.head_dim = hd;
+      p.rope_dims = rope_dims;
+      p.token_stride = stride;
+      p.style = llama ? kc::RopeStyle::Interleaved : kc::RopeStyle::RotateHalf;
+      p.storage = st;
+      p.k_pool = dkp.get();
+      p.v_pool = dvp.get();
+      p.view = {dt.get(), bs, kvd};
+      p.row_seq = dseq.get();
+      p.row_slot = dslot.get();
+      p.table_stride = static_cast<int64_t>(tstride);
+      ASSERT_EQ(kc::launch_rope_kv_append(p, nullptr), cudaSuccess) << what;
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+      const std::vector<float> rows = drows.download(), gk = dkp.download(), gv = dvp.download();
+      const float tol = cb::cuda_test::rel_tol(st);
+      std::vector<char> written(pool, 0);
+      for (int64_t t = 0; t < n; ++t) {
+        // Q and K of the row rotated on the host (kernels/cpu rope, angles in double).
+        std::vector<float> q(qkv.begin() + t * stride, qkv.begin() + t * stride + qh * hd);
+        std::vector<float> k(qkv.begin() + t * stride + qh * hd,
+                             qkv.begin() + t * stride + qh * hd + kvd);
+        cb::kernels::cpu::rope(q.data(), &pos[static_cast<size_t>(t)], 1, qh, hd, rope_dims,
+                               10000.0f, style);
+        cb::kernels::cpu::rope(k.data(), &pos[static_cast<size_t>(t)], 1, kvh, hd, rope_dims,
+                               10000.0f, style);
+        for (int64_t j = 0; j < qh * hd; ++j) {
+          const float want = round_to(st, q[static_cast<size_t>(j)]);
+          ASSERT_LE(std::fabs(rows[static_cast<size_t>(t * stride + j)] - want),
+                    tol * (std::fabs(want) + 1e-2f))
+              << what << " Q row " << t << " element " << j;
+        }
+        for (int64_t j = qh * hd; j < stride; ++j) {  // K and V stay pre-RoPE in the rows
+          ASSERT_EQ(rows[static_cast<size_t>(t * stride + j)],
+                    qkv[static_cast<size_t>(t * stride + j)])
+              << what << " row " << t << " element " << j;
+        }
+        const cb::kv::SeqId q_id = seqs[static_cast<size_t>(row_seq[static_cast<size_t>(t)])];
+        const int64_t off =
+            cache.k_slot(0, q_id, row_slot[static_cast<size_t>(t)]) - cache.k_pool(0);
+        for (int64_t j = 0; j < kvd; ++j) {
+          const size_t o = static_cast<size_t>(off + j);
+          written[o] = 1;
+          const float want = round_to(st, k[static_cast<size_t>(j)]);
+          ASSERT_LE(std::fabs(gk[o] - want), tol * (std::fabs(want) + 1e-2f))
+              << what << " K row " << t << " element " << j;
+          ASSERT_EQ(gv[o], qkv[static_cast<size_t>(t * stride + qh * hd + kvd + j)])
+              << what << " V row " << t << " element " << j;
+        }
+      }
+      for (size_t o = 0; o < pool; ++o) {
+        if (!written[o]) {
+          ASSERT_TRUE(std::isnan(gk[o]) && std::isnan(gv[o])) << what << " stray write " << o;
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   kc::KvRestoreParams p;
   EXPECT_EQ(kc::launch_kv_restore(p, nullptr), cudaSuccess);  // n == 0
@@ -337,6 +440,25 @@ TEST(CudaKernels, KvRestoreRejectsBadShapesBeforeLaunch) {
   EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);
   a.row_slot = dummy;  // batched without a table stride
   EXPECT_EQ(kc::launch_kv_append(a, nullptr), cudaErrorInvalidValue);
+  kc::RopeKvAppendParams r;
+  EXPECT_EQ(kc::launch_rope_kv_append(r, nullptr), cudaSuccess);  // n == 0
+  r.n = 1;
+  EXPECT_EQ(kc::launch_rope_kv_append(r, nullptr), cudaErrorInvalidValue);  // null pointers
+  r.qkv = buf;
+  r.positions = dummy;
+  r.k_pool = r.v_pool = buf;
+  r.view = {dummy, 1, 4};
+  r.row_seq = r.row_slot = dummy;
+  r.table_stride = 1;
+  r.q_heads = 2;
+  r.kv_heads = 1;
+  r.head_dim = 4;
+  r.rope_dims = 4;
+  r.token_stride = 15;  // under (q_heads + 2 * kv_heads) * head_dim: rows overlap
+  EXPECT_EQ(kc::launch_rope_kv_append(r, nullptr), cudaErrorInvalidValue);
+  r.token_stride = 16;
+  r.view.kv_dim = 8;  // not kv_heads * head_dim
+  EXPECT_EQ(kc::launch_rope_kv_append(r, nullptr), cudaErrorInvalidValue);
   kc::KvGatherParams g;
   EXPECT_EQ(kc::launch_kv_gather(g, nullptr), cudaSuccess);  // n == 0
   g.n = 1;
