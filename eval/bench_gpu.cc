@@ -396,13 +396,16 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
     {
       // The same steps with the launch fusions (two launches fewer a layer with gate and up,
-      // one fewer with RoPE and the append), then with those and the decode attention kernel:
-      // all the opt-ins not yet run on a GPU, against the default. Their histories are longer
-      // again (the same small bias, against them).
+      // one fewer with RoPE and the append), then with those, the decode attention kernel and
+      // RMSNorm folded into the GEMVs (at 1-4 rows of RMSNorm models): every opt-in not yet
+      // run on a GPU, against the default, six launches a LLaMA layer instead of twelve.
+      // Their histories are longer again (the same small bias, against them).
       fuse_launches(true);
       const double tf = time_steps();
       m.set_decode_attention(decode_kernel_fits);
+      m.set_decode_fusion(true);
       const double tall = time_steps();
+      m.set_decode_fusion(false);
       m.set_decode_attention(false);
       fuse_launches(false);
       row["launch_fused_seconds_per_step"] = tf;
@@ -448,8 +451,8 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                    name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tb);
       if (c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon) {
         // The same steps with RMSNorm and SwiGLU fused into the GEMVs (kernels/cuda
-        // norm_gemv), against the unfused GEMVs above; its histories are longer still (the
-        // same small bias, against the fusion).
+        // norm_gemv: the norm's scale applied after the dot products), against the unfused
+        // GEMVs above; its histories are longer still (the same small bias, against it).
         m.set_decode_fusion(true);
         const double tf = time_steps();
         m.set_decode_fusion(false);

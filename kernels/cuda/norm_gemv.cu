@@ -1,5 +1,4 @@
-// Launcher of the fused RMSNorm + GEMV (+ SwiGLU) decode kernel (norm_gemv_kernel.cuh; opt-in,
-// slower than the separate launches on an H100).
+// Launcher of the fused RMSNorm + GEMV (+ SwiGLU) decode kernel (norm_gemv_kernel.cuh; opt-in).
 #include "kernels/cuda/norm_gemv_kernel.cuh"
 
 namespace cb::kernels::cuda {
@@ -8,22 +7,14 @@ namespace {
 using norm_gemv_detail::norm_gemv_kernel;
 using norm_gemv_detail::NormGemvArgs;
 
-template <typename T, int NB, bool GLU>
-cudaError_t launch_shape(const NormGemvArgs<T>& a, size_t smem, cudaStream_t stream) {
-  if (smem > (48u << 10)) {
-    const cudaError_t e =
-        cudaFuncSetAttribute(norm_gemv_kernel<T, NB, GLU>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
-    if (e != cudaSuccess) return e;
-  }
-  norm_gemv_kernel<T, NB, GLU><<<gemv_blocks(a.out), kGemvWarps * 32, smem, stream>>>(a);
-  return cudaGetLastError();
-}
-
 template <typename T, int NB>
-cudaError_t launch_rows(const NormGemvArgs<T>& a, size_t smem, cudaStream_t stream) {
-  return a.w2 != nullptr ? launch_shape<T, NB, true>(a, smem, stream)
-                         : launch_shape<T, NB, false>(a, smem, stream);
+cudaError_t launch_rows(const NormGemvArgs<T>& a, cudaStream_t stream) {
+  if (a.w2 != nullptr) {
+    norm_gemv_kernel<T, NB, true><<<gemv_blocks(a.out), kGemvWarps * 32, 0, stream>>>(a);
+  } else {
+    norm_gemv_kernel<T, NB, false><<<gemv_blocks(a.out), kGemvWarps * 32, 0, stream>>>(a);
+  }
+  return cudaGetLastError();
 }
 
 template <typename T>
@@ -36,12 +27,11 @@ cudaError_t launch_typed(const NormGemvParams& p, cudaStream_t stream) {
                           static_cast<T*>(p.y),
                           p.in,
                           p.out};
-  const size_t smem = norm_gemv_smem_bytes(p);
   switch (p.n) {
-    case 1: return launch_rows<T, 1>(a, smem, stream);
-    case 2: return launch_rows<T, 2>(a, smem, stream);
-    case 3: return launch_rows<T, 3>(a, smem, stream);
-    case 4: return launch_rows<T, 4>(a, smem, stream);
+    case 1: return launch_rows<T, 1>(a, stream);
+    case 2: return launch_rows<T, 2>(a, stream);
+    case 3: return launch_rows<T, 3>(a, stream);
+    case 4: return launch_rows<T, 4>(a, stream);
     default: return cudaErrorInvalidValue;
   }
 }

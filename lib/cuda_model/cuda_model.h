@@ -91,10 +91,12 @@ class CudaModel : public ForwardModel {
   /// or cuBLAS; `bench gpu` measures both in one run.
   void set_decode_gemv(bool on) const;
   /// Whether decode (1-4 rows, fp16/bf16, RMSNorm models but Falcon) folds RMSNorm into the QKV
-  /// and gate/up GEMVs and SwiGLU into the latter (kernels/cuda norm_gemv; on an H100 it passed
-  /// its parity tests but ran 0.94-0.99x as fast) instead of separate norm, GEMV and SwiGLU
-  /// launches (the default). Only with
-  /// set_decode_gemv(true); `bench gpu` measures both in one run.
+  /// and gate/up GEMVs and SwiGLU into the latter (kernels/cuda norm_gemv: the norm's scale
+  /// applied after the dot products, from squares each warp sums as it reads x; passes the
+  /// host emulation of its source, not yet run on a GPU; the first form, with a shared-memory
+  /// prologue, ran 0.94-0.99x as fast on an H100) instead of separate norm, GEMV and SwiGLU
+  /// launches (the default). Only with set_decode_gemv(true); `bench gpu` measures both in one
+  /// run.
   void set_decode_fusion(bool on) const;
   /// Whether attention over single-row tiles (decode) at head sizes 64 and 128 runs the decode
   /// kernel (PagedAttentionParams::decode_kernel: every lane on keys, K and V straight into

@@ -74,7 +74,6 @@ struct CudaModel::Impl {
   uint64_t pools_for = 0;           // KvCache::id() of the cache whose blocks the pools hold
   int gpu = 0;                      // device index
   int sms = 1;                      // its multiprocessors
-  int smem_optin = 48 << 10;        // its shared memory per block with the opt-in
   bool decode_gemv = true;          // CudaModel::set_decode_gemv
   bool prefill_fa2 = true;          // CudaModel::set_prefill_attention_fa2
   bool decode_fusion = false;       // CudaModel::set_decode_fusion
@@ -119,8 +118,6 @@ struct CudaModel::Impl {
         esz(kc::storage_bytes(s)),
         weights_arena(device::make_device_arena(weight_budget(c, s), "weights")) {
     CB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu));
-    CB_CUDA_CHECK(
-        cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, gpu));
   }
 
   static uint64_t padded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -244,7 +241,6 @@ struct CudaModel::Impl {
     p.in = in;
     p.out = out;
     p.storage = st;
-    p.smem_limit = static_cast<size_t>(smem_optin);
     if (!kc::norm_gemv_applies(p)) return false;
     CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
     return true;
