@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/activation_kernel.cuh"
 
@@ -18,14 +19,35 @@ cudaError_t launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.cols > 0) {
     if (p.n % p.cols != 0 || p.in_stride < p.cols) return cudaErrorInvalidValue;
     const int64_t rows = p.n / p.cols;
+    const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+    // 16-byte vectors of fp16/bf16 where whole vectors tile every row.
+    const bool vec = p.storage != Storage::F32 && p.cols % 8 == 0 && p.in_stride % 8 == 0 &&
+                     aligned(p.gate) && aligned(p.up) && aligned(p.out);
+    const int64_t groups = vec ? p.cols / 8 : p.cols;
     const dim3 block(256);
-    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((p.cols + 255) / 256, 1024)),
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>((groups + 255) / 256, 1024)),
                     static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-#define CB_LAUNCH(T)                                                                           \
-  swiglu_rows_kernel<T>                                                                        \
+#define CB_LAUNCH(T, VEC)                                                                      \
+  swiglu_rows_kernel<T, VEC>                                                                   \
       <<<grid, block, 0, stream>>>(static_cast<const T*>(p.gate), static_cast<const T*>(p.up), \
                                    static_cast<T*>(p.out), rows, p.cols, p.in_stride)
-    CB_DISPATCH_STORAGE(p.storage, CB_LAUNCH);
+    if (p.storage == Storage::F32) {
+      CB_LAUNCH(float, 1);
+    } else if (p.storage == Storage::F16) {
+      if (vec) {
+        CB_LAUNCH(__half, 8);
+      } else {
+        CB_LAUNCH(__half, 1);
+      }
+    } else if (p.storage == Storage::BF16) {
+      if (vec) {
+        CB_LAUNCH(__nv_bfloat16, 8);
+      } else {
+        CB_LAUNCH(__nv_bfloat16, 1);
+      }
+    } else {
+      return cudaErrorInvalidValue;
+    }
 #undef CB_LAUNCH
     return cudaGetLastError();
   }

@@ -43,7 +43,7 @@ struct Aligned16 {
 template <typename T>
 Aligned16<T> aligned16(const std::vector<float>& v) {
   const std::vector<T> t = to_storage<T>(v);
-  Aligned16<T> r{std::vector<uint4>(t.size() / 8 + 1)};
+  Aligned16<T> r{std::vector<uint4>(t.size() * sizeof(T) / 16 + 1)};
   std::memcpy(static_cast<void*>(r.words.data()), t.data(), t.size() * sizeof(T));
   return r;
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -78,19 +79,34 @@ void check_swiglu_rows(int64_t rows, int64_t cols) {
   cb::kernels::cpu::swiglu(g.data(), u.data(), want.data(), n);
   for (float& v : want) v = round_to(st, v);
   expect_close(as_floats(flat), want, rel_tol(st), 1e-3f, "flat swiglu " + what);
-  const unsigned gx = static_cast<unsigned>(std::min<int64_t>((cols + 255) / 256, 1024));
-  for (unsigned gy : {static_cast<unsigned>(rows), 2u}) {
-    std::vector<T> out(g.size(), nan_value<T>());
+  // Element by element, and (fp16/bf16, whole vectors) in 16-byte vectors.
+  const auto run = [&](auto vec, unsigned gy) {
+    constexpr int kVec = decltype(vec)::value;
+    const int64_t groups = cols / kVec;
+    const unsigned gx = static_cast<unsigned>(std::min<int64_t>((groups + 255) / 256, 1024));
+    const Aligned16<T> in = aligned16<T>(gu);
+    std::vector<uint4> words(static_cast<size_t>(rows * cols) * sizeof(T) / 16 + 1);
+    T* out = reinterpret_cast<T*>(words.data());
+    std::fill(out, out + rows * cols, nan_value<T>());
     cb::simt::Emulator::get().launch({gx, gy, 1}, {256, 1, 1}, 0, [&] {
-      kc::detail::swiglu_rows_kernel<T>(dgu.data(), dgu.data() + cols, out.data(), rows, cols,
-                                        2 * cols);
+      kc::detail::swiglu_rows_kernel<T, kVec>(in.get(), in.get() + cols, out, rows, cols, 2 * cols);
     });
-    EXPECT_TRUE(same_bits(out, flat)) << what << " grid.y " << gy;
+    return std::vector<T>(out, out + rows * cols);
+  };
+  for (unsigned gy : {static_cast<unsigned>(rows), 2u}) {
+    EXPECT_TRUE(same_bits(run(std::integral_constant<int, 1>{}, gy), flat))
+        << what << " grid.y " << gy;
+    if constexpr (!std::is_same<T, float>::value) {
+      if (cols % 8 == 0) {
+        EXPECT_TRUE(same_bits(run(std::integral_constant<int, 8>{}, gy), flat))
+            << what << " in vectors, grid.y " << gy;
+      }
+    }
   }
 }
 
 TEST(CudaFusedKernelsEmulated, SwigluRowsOfAFusedGateUpOutputAreTheFlatKernelsValues) {
-  for (int64_t cols : {1, 255, 300}) {  // within a block, and a block and a bit
+  for (int64_t cols : {1, 255, 296, 2056}) {  // within a block, a block and a bit, vectors
     check_swiglu_rows<float>(5, cols);
     check_swiglu_rows<__half>(3, cols);
     check_swiglu_rows<__nv_bfloat16>(4, cols);
