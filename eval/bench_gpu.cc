@@ -240,8 +240,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
     }
     const double ceiling = gemm_ceiling(c, prompt, st, s, h, o.reps);
     // cuBLAS at the shapes the model runs with gate and up as one GEMM (set_mlp_fusion).
-    const double fused_ceiling =
-        c.arch == model::Arch::Falcon ? ceiling : gemm_ceiling(c, prompt, st, s, h, o.reps, true);
+    const double fused_ceiling = c.arch == model::Arch::Falcon || !o.opt_ins
+                                     ? ceiling
+                                     : gemm_ceiling(c, prompt, st, s, h, o.reps, true);
     std::vector<int64_t> prefixes = {0};
     if (o.prefix > 0) prefixes.push_back(o.prefix);
     for (int64_t prefix : prefixes) {
@@ -309,7 +310,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                      static_cast<double>(prompt) / tw, tw / tm, 100.0 * wmma_tflops / ceiling,
                      wmma_diff);
       }
-      {
+      if (o.opt_ins) {
         // The same prefill with the launch fusions (gate and up as one GEMM, RoPE with the
         // append), against the default in this run; the ratio is given against both ceilings.
         std::vector<float> fused_logits;
@@ -394,7 +395,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                  "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
                  name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
-    {
+    if (o.opt_ins) {
       // The same steps with the launch fusions (two launches fewer a layer with gate and up,
       // one fewer with RoPE and the append), then with those, the decode attention kernel and
       // RMSNorm folded into the GEMVs (at 1-4 rows of RMSNorm models): every opt-in not yet
@@ -423,7 +424,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                    name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf, t / tf,
                    static_cast<double>(b) / tall, t / tall, 100.0 * bytes / tall / 1e9 / d2d);
     }
-    if (decode_kernel_fits) {
+    if (o.opt_ins && decode_kernel_fits) {
       // The same steps with the decode attention kernel (kernels/cuda attention_decode), on
       // histories o.decode_steps * (o.reps + 1) tokens longer (a small bias against it).
       m.set_decode_attention(true);
@@ -449,7 +450,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       row["speedup_over_cublas"] = tb / t;
       std::fprintf(stderr, "bench gpu: %s decode batch %lld with cuBLAS GEMVs: %.1f tok/s\n",
                    name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tb);
-      if (c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon) {
+      if (o.opt_ins && c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon) {
         // The same steps with RMSNorm and SwiGLU fused into the GEMVs (kernels/cuda
         // norm_gemv: the norm's scale applied after the dot products), against the unfused
         // GEMVs above; its histories are longer still (the same small bias, against it).

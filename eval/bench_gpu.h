@@ -30,6 +30,11 @@ struct BenchGpuOptions {
   /// What a profiler started with --profile-from-start off sees: "decode" (the default
   /// variant's timed decode steps) or "prefill" (the default variant's last timed prefill).
   std::string profile_phase = "decode";
+  /// Also time the opt-in paths not yet run on a GPU against the default, in the same run (the
+  /// decode attention kernel, the RMSNorm-in-GEMV decode fusion, the launch fusions). Off, only
+  /// the default and its measured baselines (the wmma prefill attention, cuBLAS GEMVs) run, so
+  /// that a fault in an untried kernel cannot take the default's numbers with it.
+  bool opt_ins = true;
   int device = 0;
   uint64_t seed = 1;
 };

@@ -14,7 +14,9 @@
 #              found nothing; racecheck over them did not finish in 90 s (the FA2 sweep)
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
 #   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture);
-#              BENCH_ARGS (e.g. "--models preset:llama-2-7b") adds to its arguments
+#              BENCH_ARGS (e.g. "--models preset:llama-2-7b") adds to its arguments. Should it
+#              write no JSON (a fault in one of the opt-in paths it also times), it runs again
+#              with --no-opt-ins (bench-default.log, bench-gpu-default.json)
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
 #   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1 (the
 #              GPU's own clocks, caches kept warm between kernels), and of one 2,048-token
@@ -96,7 +98,12 @@ for s in $STAGES; do
       stage replay bash "$ROOT/tests/cli/replay_test.sh" "$CB" "$(mktemp -d)" ;;
     bench)
       # shellcheck disable=SC2086
-      stage bench "$CB" bench gpu --reps 3 ${BENCH_ARGS:-} --out "$OUT/bench-gpu.json" ;;
+      stage bench "$CB" bench gpu --reps 3 ${BENCH_ARGS:-} --out "$OUT/bench-gpu.json"
+      if [ ! -s "$OUT/bench-gpu.json" ]; then  # an untried opt-in failed: the default alone
+        # shellcheck disable=SC2086
+        stage bench-default "$CB" bench gpu --reps 3 --no-opt-ins ${BENCH_ARGS:-} \
+          --out "$OUT/bench-gpu-default.json"
+      fi ;;
     calibrate)
       stage calibrate "$CB" calibrate -m preset:llama-2-7b --backend cuda --reps 3 \
         --ssd-dir "$(mktemp -d)" --out "$OUT/profile-calibrated.json" ;;

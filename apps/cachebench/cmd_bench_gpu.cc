@@ -1,5 +1,6 @@
 // cachebench bench gpu [--models preset:llama-2-7b,...] [--prompts 512,2048,4096] [--prefix 2048]
-//   [--batches 1,16,64] [--reps 5] [--gpu-storage f16] [--out F.json]   (CUDA builds)
+//   [--batches 1,16,64] [--reps 5] [--gpu-storage f16] [--no-opt-ins] [--out F.json]
+//   (CUDA builds)
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -154,6 +155,9 @@ void register_bench_gpu(CLI::App* bench) {
                   "decode steps, or its last timed prefill")
       ->check(CLI::IsMember({"decode", "prefill"}))
       ->capture_default_str();
+  sub->add_flag("!--no-opt-ins", a->o.opt_ins,
+                "time only the default and its measured baselines, not the opt-in paths that "
+                "have not yet run on a GPU");
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(sub, [a] {

@@ -227,6 +227,8 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
     expect_error bench_gpu_without_cuda "bench gpu" "no CUDA backend" "$CB" bench gpu --reps 1
   elif ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; }; then
     expect_error bench_gpu_without_gpu "bench gpu" "no CUDA GPU" "$CB" bench gpu --reps 1
+    expect_error bench_gpu_no_opt_ins_without_gpu "bench gpu" "no CUDA GPU" \
+      "$CB" bench gpu --reps 1 --no-opt-ins
   fi
 
   # Sampling: by definition top-k 1, top-p 0.01 and min-p 1 leave only the likeliest token, so
