@@ -18,6 +18,8 @@ cudaError_t launch_swiglu(const SwigluParams& p, cudaStream_t stream) {
   if (p.n < 0 || !p.gate || !p.up || !p.out || p.cols < 0) return cudaErrorInvalidValue;
   if (p.cols > 0) {
     if (p.n % p.cols != 0 || p.in_stride < p.cols) return cudaErrorInvalidValue;
+    // In place only where rows are contiguous: else one block's writes land on rows others read.
+    if (p.in_stride != p.cols && (p.out == p.gate || p.out == p.up)) return cudaErrorInvalidValue;
     const int64_t rows = p.n / p.cols;
     const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
     // 16-byte vectors of fp16/bf16 where whole vectors tile every row.

@@ -14,7 +14,7 @@ namespace cb::kernels::cuda {
 struct SwigluParams {
   const void* gate = nullptr;  ///< [n], or rows of `cols` elements `in_stride` apart
   const void* up = nullptr;    ///< as gate
-  void* out = nullptr;         ///< [n], contiguous; may alias gate or up when they are too
+  void* out = nullptr;         ///< [n], contiguous; may be gate or up when they are too
   int64_t n = 0;
   Storage storage = Storage::F32;
   /// 0: gate, up and out are n contiguous elements. Otherwise gate and up hold n / cols rows
@@ -38,7 +38,8 @@ struct AddParams {
 };
 
 /// Launch on `stream`; n == 0 is a no-op; null pointers or n < 0 give cudaErrorInvalidValue,
-/// as do SwiGLU rows with n not a multiple of cols or in_stride < cols.
+/// as do SwiGLU rows with n not a multiple of cols, in_stride < cols, or out being gate or up
+/// with in_stride > cols.
 cudaError_t launch_swiglu(const SwigluParams& p, cudaStream_t stream);
 cudaError_t launch_gelu(const GeluParams& p, cudaStream_t stream);
 cudaError_t launch_add(const AddParams& p, cudaStream_t stream);

@@ -7,7 +7,8 @@
 /// each product rounded to the storage type as launch_swiglu reads it. RMSNorm's scale is a
 /// factor of the whole row, so it is applied after the dot product: every warp reads all of x
 /// for its output row anyway, and sums x^2 as it goes (x * norm_w is not rounded, where the
-/// separate launches round the normalized row: the results differ by about a rounding). That
+/// separate launches round the normalized row, which moves a product by up to sqrt(in)
+/// roundings of its terms: the two paths' results differ by that much). That
 /// saves the norm launch before QKV and the norm, second GEMV and SwiGLU launches of the MLP
 /// (three a layer) at no extra memory traffic and with no shared memory or block
 /// synchronization. (The first form of this fusion normalized x into shared memory in every

@@ -177,31 +177,15 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
 
   const auto e = [&](int64_t n) { return static_cast<uint64_t>(n) * esz; };
   const auto i32 = [](size_t n) { return static_cast<uint64_t>(n) * 4; };
-  std::vector<Arena::Block> b =
-      scratch_blocks({e(N * H),
-                      e(N * H),
-                      e(N * H),
-                      e(N * QKV),
-                      e(N * qd),
-                      e(N * F),
-                      e(N * F * (cuda_detail::has_gate_up(c) ? 2 : 1)),  // a fused gate|up GEMM's
-                      e(R * H),
-                      e(R * H),
-                      e(R * V),
-                      static_cast<uint64_t>(std::max<int64_t>(R * V, N * kvd)) * 4,
-                      e(N * kvd),
-                      e(N * kvd),
-                      static_cast<uint64_t>(ws) * 4,
-                      i32(br.ids.size()),
-                      i32(br.pos.size()),
-                      i32(br.rope_pos.size()),
-                      i32(q_seq.size()),
-                      i32(n_ctx.size()),
-                      i32(tables.size()),
-                      i32(tiles.size()),
-                      i32(sel.size()),
-                      4,
-                      static_cast<uint64_t>(std::max<int64_t>(counters, 1)) * 4});
+  std::vector<Arena::Block> b = scratch_blocks(
+      {e(N * H), e(N * H), e(N * H), e(N * QKV), e(N * qd), e(N * F),
+       // up's output, or a fused gate|up GEMM's (set_mlp_fusion)
+       e(N * F * (cuda_detail::has_gate_up(c) && mlp_fusion ? 2 : 1)), e(R * H), e(R * H), e(R * V),
+       static_cast<uint64_t>(std::max<int64_t>(R * V, N * kvd)) * 4, e(N * kvd), e(N * kvd),
+       static_cast<uint64_t>(ws) * 4, i32(br.ids.size()), i32(br.pos.size()),
+       i32(br.rope_pos.size()), i32(q_seq.size()), i32(n_ctx.size()), i32(tables.size()),
+       i32(tiles.size()), i32(sel.size()), 4,
+       static_cast<uint64_t>(std::max<int64_t>(counters, 1)) * 4});
   void *x = b[0].data(), *h = b[1].data(), *h2 = b[2].data(), *qkv = b[3].data(),
        *attn = b[4].data(), *gate = b[5].data(), *up = b[6].data(), *xs = b[7].data(),
        *xn = b[8].data(), *logits = b[9].data(), *f32 = b[10].data(), *kcap = b[11].data(),

@@ -249,7 +249,7 @@ struct CudaModel::Impl {
   /// The gate and up row blocks of layer l's fused gate|up matrix.
   std::pair<const char*, const char*> gate_up(int l) const {
     const char* g = static_cast<const char*>(wt(cuda_detail::layer_name(l, "gate_up_fused")));
-    return {g, g + static_cast<size_t>(cfg.ffn_hidden * cfg.hidden) * esz};
+    return {g, g + static_cast<size_t>(cfg.ffn_hidden) * static_cast<size_t>(cfg.hidden) * esz};
   }
 
   /// silu(x . gate^T) * (x . up^T) of layer l into y [n, ffn_hidden], as set_mlp_fusion

@@ -139,4 +139,40 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
   }
 }
 
+// The fused RMSNorm GEMV's reference (kernels/cuda norm_gemv computes it this way): the rows
+// of x times the norm's weights g, not normalized or rounded ...
+inline std::vector<float> norm_gemv_input(const std::vector<float>& x, const std::vector<float>& g,
+                                          int64_t rows, int64_t in) {
+  std::vector<float> h(x.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < in; ++k) {
+      const size_t i = static_cast<size_t>(r * in + k);
+      h[i] = x[i] * g[static_cast<size_t>(k)];
+    }
+  }
+  return h;
+}
+// ... RMSNorm's scale of each row, 1 / sqrt(mean(x^2) + eps) ...
+inline std::vector<float> rms_scales(const std::vector<float>& x, int64_t rows, int64_t in,
+                                     float eps) {
+  std::vector<float> inv(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t k = 0; k < in; ++k) {
+      const double v = x[static_cast<size_t>(r * in + k)];
+      ss += v * v;
+    }
+    inv[static_cast<size_t>(r)] =
+        static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(in) + eps));
+  }
+  return inv;
+}
+// ... applied to each row of the products [rows, out], then rounded to the storage type.
+inline void scale_rows(std::vector<float>* y, const std::vector<float>& inv, int64_t out,
+                       kernels::cuda::Storage st) {
+  for (size_t i = 0; i < y->size(); ++i) {
+    (*y)[i] = round_to(st, (*y)[i] * inv[i / static_cast<size_t>(out)]);
+  }
+}
+
 }  // namespace cb::cuda_test

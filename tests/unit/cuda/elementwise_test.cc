@@ -88,31 +88,18 @@ TEST(CudaKernels, BadParametersAreRejectedBeforeLaunch) {
   EXPECT_EQ(kc::launch_rope(r, nullptr), cudaErrorInvalidValue);
   EXPECT_EQ(kc::launch_swiglu({nullptr, nullptr, nullptr, -1}, nullptr), cudaErrorInvalidValue);
   alignas(16) static char buf[64];
-  kc::SwigluParams rows{buf, buf + 6, buf, 6, Storage::F16, 3, 6};  // 2 rows of 3, gate|up
-  EXPECT_EQ(kc::launch_swiglu(
-                [&] {
-                  auto q = rows;
-                  q.n = 7;
-                  return q;
-                }(),
-                nullptr),
-            cudaErrorInvalidValue);  // not whole rows
-  EXPECT_EQ(kc::launch_swiglu(
-                [&] {
-                  auto q = rows;
-                  q.in_stride = 2;
-                  return q;
-                }(),
-                nullptr),
-            cudaErrorInvalidValue);  // rows overlap
-  EXPECT_EQ(kc::launch_swiglu(
-                [&] {
-                  auto q = rows;
-                  q.cols = -1;
-                  return q;
-                }(),
-                nullptr),
-            cudaErrorInvalidValue);
+  // 2 rows of 3, gate|up halves of rows 6 apart, out elsewhere; each change below is refused.
+  const kc::SwigluParams rows{buf, buf + 6, buf + 32, 6, Storage::F16, 3, 6};
+  const auto with = [&](auto change) {
+    kc::SwigluParams q = rows;
+    change(q);
+    return kc::launch_swiglu(q, nullptr);
+  };
+  EXPECT_EQ(with([](kc::SwigluParams& q) { q.n = 7; }), cudaErrorInvalidValue);  // not whole rows
+  EXPECT_EQ(with([](kc::SwigluParams& q) { q.in_stride = 2; }), cudaErrorInvalidValue);  // overlap
+  EXPECT_EQ(with([](kc::SwigluParams& q) { q.cols = -1; }), cudaErrorInvalidValue);
+  // In place over rows 6 apart: one block's writes would land on rows others still read.
+  EXPECT_EQ(with([](kc::SwigluParams& q) { q.out = buf; }), cudaErrorInvalidValue);
   EXPECT_EQ(kc::launch_embedding({}, nullptr), cudaSuccess);  // n == 0
 }
 

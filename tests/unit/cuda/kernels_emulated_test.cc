@@ -561,9 +561,9 @@ TEST(CudaKernelsEmulated, GemvSourceMatchesMatmulWt) {
   check_gemv<__half, 4>(520, 16, false);
 }
 
-// The fused RMSNorm + GEMV (+ SwiGLU) kernel for NB rows, against kernels/cpu with the
-// separate launches' roundings: RMSNorm(x) * g rounded, products rounded, then SwiGLU (with
-// GLU). The kernel does not round the normalized row, so it is about a rounding away.
+// The fused RMSNorm + GEMV (+ SwiGLU) kernel for NB rows, against kernels/cpu computed as the
+// kernel computes it: h = x * g (not rounded), each product h . w^T scaled by 1 / rms(x) and
+// rounded, then SwiGLU (with GLU); the GPU test's reference.
 template <typename T, int NB, bool GLU>
 void check_norm_gemv(int64_t in, int64_t out) {
   constexpr Storage st = storage_of<T>();
@@ -578,15 +578,15 @@ void check_norm_gemv(int64_t in, int64_t out) {
   for (float& v : g) v = round_to(st, 1.0f + 0.5f * u(rng));
   for (float& v : w) v = round_to(st, u(rng) / 16);
   for (float& v : w2) v = round_to(st, u(rng) / 16);
-  std::vector<float> h(x.size()), a(static_cast<size_t>(NB * out)), b(a.size());
-  cb::kernels::cpu::rmsnorm(x.data(), g.data(), h.data(), NB, in, 1e-5f);
-  for (float& v : h) v = round_to(st, v);
+  std::vector<float> a(static_cast<size_t>(NB * out)), b(a.size());
+  const std::vector<float> h = cb::cuda_test::norm_gemv_input(x, g, NB, in);
+  const std::vector<float> inv = cb::cuda_test::rms_scales(x, NB, in, 1e-5f);
   cb::kernels::cpu::matmul_wt(h.data(), w.data(), a.data(), NB, in, out);
-  for (float& v : a) v = round_to(st, v);
+  cb::cuda_test::scale_rows(&a, inv, out, st);
   std::vector<float> want = a;
   if (GLU) {
     cb::kernels::cpu::matmul_wt(h.data(), w2.data(), b.data(), NB, in, out);
-    for (float& v : b) v = round_to(st, v);
+    cb::cuda_test::scale_rows(&b, inv, out, st);
     cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), NB * out);
   }
   const Aligned16<T> dx = aligned16<T>(x), dg = aligned16<T>(g), dw = aligned16<T>(w),
@@ -597,8 +597,7 @@ void check_norm_gemv(int64_t in, int64_t out) {
   cb::simt::Emulator::get().launch(
       {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0,
       [&] { kc::norm_gemv_detail::norm_gemv_kernel<T, NB, GLU>(args); });
-  // As the GPU test: one rounding of the result, the normalized row's rounding, and the rare
-  // product rounded the other way.
+  // As the GPU test: one rounding of the result, and the rare product rounded the other way.
   const float tol = st == Storage::F16 ? 4e-3f : 3e-2f;
   for (size_t i = 0; i < y.size(); ++i) {
     ASSERT_LE(std::fabs(as_float(y[i]) - want[i]), tol * (std::fabs(want[i]) + 0.1f))
