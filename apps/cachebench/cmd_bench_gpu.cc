@@ -52,11 +52,11 @@ void print(const nlohmann::json& j) {
             p["speedup_over_wmma"].get<double>(), p["wmma_logits_max_diff_over_max"].get<double>());
       }
       char fused[96] = "-";
-      if (p.contains("fused_speedup")) {
+      if (p.contains("launch_fused_speedup")) {
         std::snprintf(fused, sizeof fused, "%.2f, %.2f (%.2fx)",
-                      p["fused_ratio_to_gemm_ceiling"].get<double>(),
-                      p["fused_ratio_to_fused_gemm_ceiling"].get<double>(),
-                      p["fused_speedup"].get<double>());
+                      p["launch_fused_ratio_to_gemm_ceiling"].get<double>(),
+                      p["launch_fused_ratio_to_fused_gemm_ceiling"].get<double>(),
+                      p["launch_fused_speedup"].get<double>());
       }
       std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s | %s |\n",
                   m["model"].get<std::string>().c_str(), p["prompt"].get<long long>(),
