@@ -221,7 +221,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   // opt-ins; at batch 1-4 also cuBLAS and the fused norm GEMVs).
   const auto decode_per_seq = [&](int64_t b) {
     const int64_t variants =
-        (o.opt_ins ? 4 : 1) + (b <= kc::kGemvMaxRows ? (o.opt_ins ? 2 : 1) : 0);
+        (o.opt_ins ? 4 : 1) + (b <= kc::kGemvMaxRows ? (o.opt_ins ? 3 : 1) : 0);
     return o.decode_context + variants * o.decode_steps * (o.reps + 1);
   };
   // The launch fusions (CudaModel::set_mlp_fusion, set_rope_append_fusion) on or off.
@@ -400,15 +400,17 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
     if (o.opt_ins) {
       // The same steps with the launch fusions (two launches fewer a layer with gate and up,
       // one fewer with RoPE and the append), then with those, the decode attention kernel and
-      // RMSNorm folded into the GEMVs (at 1-4 rows of RMSNorm models): every opt-in not yet
-      // run on a GPU, against the default (at 1-4 rows six launches a LLaMA layer instead of
-      // twelve).
+      // RMSNorm folded into the GEMVs and the GEMVs launched with programmatic dependent
+      // launch (both at 1-4 rows; the norm for RMSNorm models): every opt-in not yet run on a
+      // GPU, against the default (at 1-4 rows six launches a LLaMA layer instead of twelve).
       // Their histories are longer again (the same small bias, against them).
       fuse_launches(true);
       const double tf = time_steps();
       m.set_decode_attention(decode_kernel_fits);
       m.set_decode_fusion(true);
+      m.set_decode_pdl(true);
       const double tall = time_steps();
+      m.set_decode_pdl(false);
       m.set_decode_fusion(false);
       m.set_decode_attention(false);
       fuse_launches(false);
@@ -465,6 +467,20 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         row["fused_speedup"] = t / tf;
         std::fprintf(stderr, "bench gpu: %s decode batch %lld with fused GEMVs: %.1f tok/s\n",
                      name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf);
+      }
+      if (o.opt_ins) {
+        // The same steps with the GEMVs launched with programmatic dependent launch, against
+        // the default (their histories longer again: the same small bias, against it).
+        m.set_decode_pdl(true);
+        const double tp = time_steps();
+        m.set_decode_pdl(false);
+        row["pdl_seconds_per_step"] = tp;
+        row["pdl_tok_s"] = static_cast<double>(b) / tp;
+        row["pdl_speedup"] = t / tp;
+        std::fprintf(stderr,
+                     "bench gpu: %s decode batch %lld with PDL-launched GEMVs: %.1f tok/s "
+                     "(%.2fx)\n",
+                     name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tp, t / tp);
       }
     }
     decode.push_back(row);

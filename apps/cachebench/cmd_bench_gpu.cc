@@ -67,12 +67,17 @@ void print(const nlohmann::json& j) {
   }
   std::printf(
       "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
-      "| with fused GEMVs | with the decode attention kernel | with the launch fusions | with "
-      "every opt-in (/ copy ceiling) |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+      "| with fused GEMVs | with PDL-launched GEMVs | with the decode attention kernel | with the "
+      "launch fusions | with every opt-in (/ copy ceiling) |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const auto& m : j["models"]) {
     for (const auto& p : m["decode"]) {
-      char base[64] = "-", fused[64] = "-", dk[64] = "-", lf[64] = "-", all[64] = "-";
+      char base[64] = "-", fused[64] = "-", dk[64] = "-", lf[64] = "-", all[64] = "-",
+           pdl[64] = "-";
+      if (p.contains("pdl_tok_s")) {
+        std::snprintf(pdl, sizeof pdl, "%.1f tok/s (%.2fx)", p["pdl_tok_s"].get<double>(),
+                      p["pdl_speedup"].get<double>());
+      }
       if (p.contains("launch_fused_tok_s")) {
         std::snprintf(lf, sizeof lf, "%.1f tok/s (%.2fx)", p["launch_fused_tok_s"].get<double>(),
                       p["launch_fused_speedup"].get<double>());
@@ -92,11 +97,11 @@ void print(const nlohmann::json& j) {
         std::snprintf(dk, sizeof dk, "%.1f tok/s (%.2fx)", p["decode_kernel_tok_s"].get<double>(),
                       p["decode_kernel_speedup"].get<double>());
       }
-      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s |\n",
+      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
                   m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
                   p["context"].get<long long>(), p["tok_s"].get<double>(),
                   p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base, fused,
-                  dk, lf, all);
+                  pdl, dk, lf, all);
     }
   }
   std::printf(

@@ -30,6 +30,10 @@ struct GemmWtParams {
   Storage storage = Storage::F32;  ///< of x, w and y
   bool accumulate = false;         ///< y += x . w^T instead of y = x . w^T (residual fusion)
   bool gemv = true;  ///< kernels/cuda gemv's kernel where gemv_applies (decode), else cuBLAS
+  /// gemv's kernel launched with programmatic dependent launch (sm_90): it may start while the
+  /// kernel before it finishes, prefetch its weights into L2 and wait for that kernel before
+  /// reading x or y. Opt-in (CudaModel::set_decode_pdl), not yet run on a GPU.
+  bool pdl = false;
 };
 
 /// Runs on `stream` (set on the handle; lib/device's CublasHandle owns one). n == 0 or

@@ -1,5 +1,6 @@
 // Launchers of the decode GEMV kernel (gemv_kernel.cuh).
 #include "kernels/cuda/gemv_kernel.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace cb::kernels::cuda {
 namespace {
@@ -7,48 +8,55 @@ namespace {
 using gemv_detail::gemv_swiglu_kernel;
 using gemv_detail::gemv_wt_kernel;
 
-template <typename T>
-cudaError_t launch_typed(const GemmWtParams& p, cudaStream_t stream) {
-  const unsigned grid = gemv_blocks(p.out);
+template <typename T, int NB>
+cudaError_t launch_rows(const GemmWtParams& p, cudaStream_t stream) {
+  const dim3 grid(gemv_blocks(p.out)), block(kGemvWarps * 32);
   const auto* x = static_cast<const T*>(p.x);
   const auto* w = static_cast<const T*>(p.w);
   auto* y = static_cast<T*>(p.y);
+  if (p.pdl) {
+    return launch_pdl(gemv_wt_kernel<T, NB, true>, grid, block, stream, x, w, y, p.in, p.out,
+                      p.accumulate);
+  }
+  gemv_wt_kernel<T, NB><<<grid, block, 0, stream>>>(x, w, y, p.in, p.out, p.accumulate);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_typed(const GemmWtParams& p, cudaStream_t stream) {
   switch (p.n) {
-#define CB_CASE(NB)                                                                 \
-  case NB:                                                                          \
-    gemv_wt_kernel<T, NB>                                                           \
-        <<<grid, kGemvWarps * 32, 0, stream>>>(x, w, y, p.in, p.out, p.accumulate); \
-    break;
-    CB_CASE(1)
-    CB_CASE(2)
-    CB_CASE(3)
-    CB_CASE(4)
-#undef CB_CASE
+    case 1: return launch_rows<T, 1>(p, stream);
+    case 2: return launch_rows<T, 2>(p, stream);
+    case 3: return launch_rows<T, 3>(p, stream);
+    case 4: return launch_rows<T, 4>(p, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+template <typename T, int NB>
+cudaError_t launch_swiglu_rows(const GemmWtParams& p, const void* w_up, cudaStream_t stream) {
+  const dim3 grid(gemv_blocks(p.out)), block(kGemvWarps * 32);
+  const auto* x = static_cast<const T*>(p.x);
+  const auto* wg = static_cast<const T*>(p.w);
+  const auto* wu = static_cast<const T*>(w_up);
+  auto* y = static_cast<T*>(p.y);
+  if (p.pdl) {
+    return launch_pdl(gemv_swiglu_kernel<T, NB, true>, grid, block, stream, x, wg, wu, y, p.in,
+                      p.out);
+  }
+  gemv_swiglu_kernel<T, NB><<<grid, block, 0, stream>>>(x, wg, wu, y, p.in, p.out);
   return cudaGetLastError();
 }
 
 template <typename T>
 cudaError_t launch_swiglu_typed(const GemmWtParams& p, const void* w_up, cudaStream_t stream) {
-  const unsigned grid = gemv_blocks(p.out);
-  const auto* x = static_cast<const T*>(p.x);
-  const auto* wg = static_cast<const T*>(p.w);
-  const auto* wu = static_cast<const T*>(w_up);
-  auto* y = static_cast<T*>(p.y);
   switch (p.n) {
-#define CB_CASE(NB)                                                                             \
-  case NB:                                                                                      \
-    gemv_swiglu_kernel<T, NB><<<grid, kGemvWarps * 32, 0, stream>>>(x, wg, wu, y, p.in, p.out); \
-    break;
-    CB_CASE(1)
-    CB_CASE(2)
-    CB_CASE(3)
-    CB_CASE(4)
-#undef CB_CASE
+    case 1: return launch_swiglu_rows<T, 1>(p, w_up, stream);
+    case 2: return launch_swiglu_rows<T, 2>(p, w_up, stream);
+    case 3: return launch_swiglu_rows<T, 3>(p, w_up, stream);
+    case 4: return launch_swiglu_rows<T, 4>(p, w_up, stream);
     default: return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 static_assert(kGemvMaxRows == 4, "launch_typed has a case per row count");

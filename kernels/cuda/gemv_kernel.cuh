@@ -19,7 +19,20 @@ using detail::to_f;
 inline uint4 load_stream(const uint4* p) {
   return *p;
 }
+inline void prefetch_l2(const void*) {}
+inline void grid_dependency_wait() {}  // one grid at a time: nothing to wait for
 #else
+// Fetches the 128-byte line holding p into L2 (no register, no effect on results).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+// Programmatic dependent launch (sm_90): returns once the grid this one was launched after has
+// completed and its writes are visible; at once for a grid launched without the attribute.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   uint4 r;
   asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
@@ -28,6 +41,24 @@ __device__ __forceinline__ uint4 load_stream(const uint4* p) {
   return r;
 }
 #endif  // CB_SIMT_EMULATION
+
+// With programmatic dependent launch (PDL true; the launcher sets the attribute), a GEMV may
+// start while the kernel before it finishes: it asks L2 for the first vectors of its weight
+// rows (which no kernel writes), then waits for that kernel before touching x or y.
+template <bool PDL>
+__device__ __forceinline__ void prefetch_then_wait(const uint4* w1, const uint4* w2, int lane,
+                                                   int64_t nvec) {
+  if constexpr (PDL) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (lane + 32 * k < nvec) {
+        prefetch_l2(w1 + lane + 32 * k);
+        if (w2 != nullptr) prefetch_l2(w2 + lane + 32 * k);
+      }
+    }
+    grid_dependency_wait();
+  }
+}
 
 // acc[b] += w4 . x[b][v * 8 .. v * 8 + 8) for every row b of x (rows `in` apart). The 16-byte
 // vectors are copied into arrays of T (memcpy, which nvcc turns into register moves: the
@@ -90,7 +121,7 @@ __device__ __forceinline__ void warp_sum(float (&acc)[NB]) {
 
 // grid gemv_blocks(out), kGemvWarps * 32 threads: warp w of block b computes output row
 // b * kGemvWarps + w for all NB rows of x.
-template <typename T, int NB>
+template <typename T, int NB, bool PDL = false>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_wt_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t in,
                    int64_t out, bool accumulate) {
@@ -99,6 +130,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   if (row >= out) return;
   const auto* wr = reinterpret_cast<const uint4*>(w + row * in);
   const int64_t nvec = in / 8;
+  prefetch_then_wait<PDL>(wr, nullptr, lane, nvec);
   float acc[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
@@ -127,7 +159,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 // launch_swiglu reads them from the two GEMVs' outputs. Grid gemv_blocks(out), kGemvWarps * 32
 // threads: warp w of block b computes output j = b * kGemvWarps + w, four vectors of each of
 // its two weight rows in flight per lane.
-template <typename T, int NB>
+template <typename T, int NB, bool PDL = false>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_swiglu_kernel(const T* __restrict__ x, const T* __restrict__ wg, const T* __restrict__ wu,
                        T* __restrict__ y, int64_t in, int64_t out) {
@@ -137,6 +169,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   const auto* gr = reinterpret_cast<const uint4*>(wg + row * in);
   const auto* ur = reinterpret_cast<const uint4*>(wu + row * in);
   const int64_t nvec = in / 8;
+  prefetch_then_wait<PDL>(gr, ur, lane, nvec);
   float ga[NB], ua[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) ga[b] = ua[b] = 0.0f;

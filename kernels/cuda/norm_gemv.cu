@@ -1,5 +1,6 @@
 // Launcher of the fused RMSNorm + GEMV (+ SwiGLU) decode kernel (norm_gemv_kernel.cuh; opt-in).
 #include "kernels/cuda/norm_gemv_kernel.cuh"
+#include "kernels/cuda/pdl_launch.cuh"
 
 namespace cb::kernels::cuda {
 namespace {
@@ -7,14 +8,18 @@ namespace {
 using norm_gemv_detail::norm_gemv_kernel;
 using norm_gemv_detail::NormGemvArgs;
 
-template <typename T, int NB>
-cudaError_t launch_rows(const NormGemvArgs<T>& a, cudaStream_t stream) {
-  if (a.w2 != nullptr) {
-    norm_gemv_kernel<T, NB, true><<<gemv_blocks(a.out), kGemvWarps * 32, 0, stream>>>(a);
-  } else {
-    norm_gemv_kernel<T, NB, false><<<gemv_blocks(a.out), kGemvWarps * 32, 0, stream>>>(a);
-  }
+template <typename T, int NB, bool GLU>
+cudaError_t launch_shape(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
+  const dim3 grid(gemv_blocks(a.out)), block(kGemvWarps * 32);
+  if (pdl) return launch_pdl(norm_gemv_kernel<T, NB, GLU, true>, grid, block, stream, a);
+  norm_gemv_kernel<T, NB, GLU><<<grid, block, 0, stream>>>(a);
   return cudaGetLastError();
+}
+
+template <typename T, int NB>
+cudaError_t launch_rows(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
+  return a.w2 != nullptr ? launch_shape<T, NB, true>(a, pdl, stream)
+                         : launch_shape<T, NB, false>(a, pdl, stream);
 }
 
 template <typename T>
@@ -28,10 +33,10 @@ cudaError_t launch_typed(const NormGemvParams& p, cudaStream_t stream) {
                           p.in,
                           p.out};
   switch (p.n) {
-    case 1: return launch_rows<T, 1>(a, stream);
-    case 2: return launch_rows<T, 2>(a, stream);
-    case 3: return launch_rows<T, 3>(a, stream);
-    case 4: return launch_rows<T, 4>(a, stream);
+    case 1: return launch_rows<T, 1>(a, p.pdl, stream);
+    case 2: return launch_rows<T, 2>(a, p.pdl, stream);
+    case 3: return launch_rows<T, 3>(a, p.pdl, stream);
+    case 4: return launch_rows<T, 4>(a, p.pdl, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -65,7 +65,7 @@ __device__ __forceinline__ void norm_dot8(const uint4& w4, const uint4& u4,
 // grid gemv_blocks(out), kGemvWarps * 32 threads, no shared memory: warp w of block b computes
 // output row b * kGemvWarps + w for all NB rows of x, four vectors of each weight row in flight
 // per lane, and RMSNorm's scale of each row of x from the squares its lanes summed.
-template <typename T, int NB, bool GLU>
+template <typename T, int NB, bool GLU, bool PDL = false>
 __global__ void __launch_bounds__(kGemvWarps * 32) norm_gemv_kernel(const NormGemvArgs<T> a) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
@@ -73,6 +73,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) norm_gemv_kernel(const NormGe
   const int64_t in = a.in, nvec = in / 8;
   const auto* wr = reinterpret_cast<const uint4*>(a.w + row * in);
   const auto* wr2 = reinterpret_cast<const uint4*>(GLU ? a.w2 + row * in : a.w);
+  gemv_detail::prefetch_then_wait<PDL>(wr, GLU ? wr2 : nullptr, lane, nvec);
   float ss[NB], acc[NB], acc2[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) ss[b] = acc[b] = acc2[b] = 0.0f;

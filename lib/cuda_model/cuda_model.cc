@@ -81,6 +81,7 @@ void CudaModel::Impl::gate_up_swiglu(int l, const void* x, void* y, void* up_out
   p.in = H;
   p.out = F;
   p.storage = st;
+  p.pdl = decode_pdl;
   if (decode_gemv && kc::gemv_swiglu_applies(p, up_w)) {  // 1-4 rows: one launch
     CB_CUDA_CHECK(kc::launch_gemv_swiglu(p, up_w, stream.get()));
     return;
@@ -507,6 +508,11 @@ void CudaModel::set_mlp_fusion(bool on) const {
 }
 void CudaModel::set_rope_append_fusion(bool on) const {
   impl_->rope_append_fusion = on;
+}
+void CudaModel::set_decode_pdl(bool on) const {
+  int major = 0;
+  CB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl_->gpu));
+  impl_->decode_pdl = on && major >= 9;  // griddepcontrol is sm_90's
 }
 void CudaModel::set_decode_attention(bool on) const {
   impl_->decode_attention = on;

@@ -80,6 +80,7 @@ struct CudaModel::Impl {
   bool decode_attention = false;    // CudaModel::set_decode_attention
   bool mlp_fusion = false;          // CudaModel::set_mlp_fusion
   bool rope_append_fusion = false;  // CudaModel::set_rope_append_fusion
+  bool decode_pdl = false;          // CudaModel::set_decode_pdl
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute
@@ -217,6 +218,7 @@ struct CudaModel::Impl {
     p.storage = st;
     p.accumulate = accumulate;
     p.gemv = decode_gemv;
+    p.pdl = decode_pdl;
     cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
   }
 
@@ -241,6 +243,7 @@ struct CudaModel::Impl {
     p.in = in;
     p.out = out;
     p.storage = st;
+    p.pdl = decode_pdl;
     if (!kc::norm_gemv_applies(p)) return false;
     CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
     return true;

@@ -81,7 +81,7 @@ enum class Variant {
   kNormFusion,     // set_decode_fusion: RMSNorm and SwiGLU folded into the decode GEMVs
   kDecodeKernel,   // set_decode_attention
   kLaunchFusions,  // set_mlp_fusion and set_rope_append_fusion
-  kAllOptIns,      // the launch fusions and set_decode_attention
+  kAllOptIns,      // the launch fusions, set_decode_attention and set_decode_pdl
 };
 
 void configure(const CudaModel& gpu, Variant v) {
@@ -89,6 +89,7 @@ void configure(const CudaModel& gpu, Variant v) {
   gpu.set_mlp_fusion(v == Variant::kLaunchFusions || v == Variant::kAllOptIns);
   gpu.set_rope_append_fusion(v == Variant::kLaunchFusions || v == Variant::kAllOptIns);
   gpu.set_decode_attention(v == Variant::kDecodeKernel || v == Variant::kAllOptIns);
+  gpu.set_decode_pdl(v == Variant::kAllOptIns);
 }
 
 const char* variant_name(Variant v) {
@@ -96,7 +97,7 @@ const char* variant_name(Variant v) {
     case Variant::kNormFusion: return " fused decode";
     case Variant::kDecodeKernel: return " decode kernel";
     case Variant::kLaunchFusions: return " launch fusions";
-    case Variant::kAllOptIns: return " launch fusions + decode kernel";
+    case Variant::kAllOptIns: return " launch fusions + decode kernel + PDL";
     default: return "";
   }
 }
@@ -191,8 +192,8 @@ TEST(CudaModel, FusedDecodeMatchesTheCpuForward) {
 
 // Gate and up as one launch (the GEMV with its SwiGLU in decode; one GEMM over the fused matrix
 // and a SwiGLU over its halves in prefill and in fp32) and RoPE with the append, alone and with
-// the decode attention kernel: every tiny family (Falcon has no gate: RoPE with the append
-// only) in every storage, and stories260K, step by step against the CPU.
+// the decode attention kernel and PDL-launched GEMVs: every tiny family (Falcon has no gate: RoPE
+// with the append only) in every storage, and stories260K, step by step against the CPU.
 TEST(CudaModel, LaunchFusionsMatchTheCpuForward) {
   SKIP_WITHOUT_GPU();
   const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");

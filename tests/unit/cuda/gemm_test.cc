@@ -218,6 +218,7 @@ TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
         p.in = in;
         p.out = out;
         p.storage = st;
+        p.pdl = glu;  // the SwiGLU form launched with programmatic dependent launch
         ASSERT_EQ(kc::launch_norm_gemv(p, nullptr), cudaSuccess) << what;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
         const std::vector<float> got = dy.download();
@@ -266,6 +267,7 @@ TEST(CudaKernels, GemvSwigluMatchesTheCpu) {
       p.storage = st;
       const void* up = static_cast<const char*>(dw.get()) +
                        static_cast<size_t>(out * in) * kc::storage_bytes(st);
+      p.pdl = n % 2 == 0;  // half the shapes launched with programmatic dependent launch
       ASSERT_EQ(kc::launch_gemv_swiglu(p, up, nullptr), cudaSuccess) << what;
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
       const std::vector<float> got = dy.download();
@@ -328,6 +330,7 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
         p.out = out;
         p.storage = st;
         p.accumulate = acc;
+        p.pdl = acc;  // the GEMV's accumulating shapes launched with programmatic dependent launch
         ASSERT_EQ(kc::gemm_wt(handle.get(), p, nullptr), CUBLAS_STATUS_SUCCESS) << what;
         const std::vector<float> got = dy.download();
         // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs).

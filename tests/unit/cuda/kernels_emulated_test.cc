@@ -543,6 +543,14 @@ void check_gemv(int64_t in, int64_t out, bool accumulate) {
       {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0, [&] {
         kc::gemv_detail::gemv_wt_kernel<T, NB>(xb.get(), wb.get(), y.data(), in, out, accumulate);
       });
+  // The programmatic-dependent-launch form (its L2 prefetch and wait are no-ops here): the same.
+  std::vector<T> y_pdl = accumulate ? to_storage<T>(y0) : std::vector<T>(y0.size(), nan_value<T>());
+  cb::simt::Emulator::get().launch({kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0,
+                                   [&] {
+                                     kc::gemv_detail::gemv_wt_kernel<T, NB, true>(
+                                         xb.get(), wb.get(), y_pdl.data(), in, out, accumulate);
+                                   });
+  ASSERT_EQ(std::memcmp(y.data(), y_pdl.data(), y.size() * sizeof(T)), 0) << what << " PDL";
   // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs), as in the GPU test.
   const float mag = std::sqrt(static_cast<float>(in)) + 1.0f;
   const float tol = st == Storage::F16 ? 2e-3f : 1.6e-2f;
