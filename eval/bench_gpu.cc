@@ -217,8 +217,8 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t bs = 16;
   // Slots a decoding sequence needs: its history plus o.decode_steps * (o.reps + 1) tokens per
-  // timed variant (the default, the decode attention kernel, the launch fusions and all three
-  // opt-ins; at batch 1-4 also cuBLAS and the fused norm GEMVs).
+  // timed variant (the default, the decode attention kernel, the launch fusions and every
+  // opt-in at once; at batch 1-4 also cuBLAS, the fused norm GEMVs and PDL).
   const auto decode_per_seq = [&](int64_t b) {
     const int64_t variants =
         (o.opt_ins ? 4 : 1) + (b <= kc::kGemvMaxRows ? (o.opt_ins ? 3 : 1) : 0);
@@ -468,10 +468,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         std::fprintf(stderr, "bench gpu: %s decode batch %lld with fused GEMVs: %.1f tok/s\n",
                      name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf);
       }
-      if (o.opt_ins) {
+      if (o.opt_ins && m.set_decode_pdl(true)) {  // sm_90 kernels: see gemv_pdl_supported
         // The same steps with the GEMVs launched with programmatic dependent launch, against
         // the default (their histories longer again: the same small bias, against it).
-        m.set_decode_pdl(true);
         const double tp = time_steps();
         m.set_decode_pdl(false);
         row["pdl_seconds_per_step"] = tp;

@@ -15,6 +15,7 @@ namespace detail {
 
 template <typename T>
 __global__ void swiglu_kernel(const T* gate, const T* up, T* out, int64_t n) {
+  allow_dependent_launch();
   CB_GRID_STRIDE(i, n) {
     const float g = to_f(gate[i]);
     out[i] = from_f<T>(g / (1.0f + expf(-g)) * to_f(up[i]));
@@ -28,6 +29,7 @@ __global__ void swiglu_kernel(const T* gate, const T* up, T* out, int64_t n) {
 template <typename T, int VEC>
 __global__ void swiglu_rows_kernel(const T* gate, const T* up, T* out, int64_t rows, int64_t cols,
                                    int64_t in_stride) {
+  allow_dependent_launch();
   const int64_t groups = cols / VEC;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
     for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < groups;

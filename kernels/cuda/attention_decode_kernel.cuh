@@ -31,6 +31,7 @@ namespace cb::kernels::cuda {
 namespace decode_detail {
 
 using attention_detail::load16;
+using detail::allow_dependent_launch;
 using detail::from_f;
 using detail::to_f;
 
@@ -61,6 +62,7 @@ __global__ void __launch_bounds__(kThreads)
                                   const int32_t* __restrict__ n_ctx_of, int64_t block_size,
                                   int64_t window, float scale, int64_t splits,
                                   float* __restrict__ workspace, int32_t* __restrict__ counters) {
+  allow_dependent_launch();
   using S = DecodeShape<T, HD>;
   constexpr int kVec = S::kVec, kLanes = S::kLanes, kBlockGroups = S::kBlockGroups;
   __shared__ float sm_m[kBlockGroups];

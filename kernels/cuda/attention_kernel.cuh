@@ -12,6 +12,7 @@
 namespace cb::kernels::cuda {
 namespace attention_detail {
 
+using detail::allow_dependent_launch;
 using detail::from_f;
 using detail::to_f;
 
@@ -126,6 +127,7 @@ __global__ void __launch_bounds__(kThreads)
                            const int32_t* __restrict__ n_ctx_of, int64_t block_size, int64_t window,
                            float scale, const int32_t* __restrict__ tiles, int64_t splits,
                            float* __restrict__ workspace) {
+  allow_dependent_launch();
   constexpr int kDims = HD > 0 ? HD / 32 : kDimsPerLane;  // dims per lane
   const int head_dim = HD > 0 ? HD : head_dim_rt;
   __shared__ float qs[kAttentionTileRows][kAttentionMaxHeadDim];
@@ -258,6 +260,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void combine_splits_kernel(const float* __restrict__ workspace, T* __restrict__ out,
                                       int64_t n_heads, int64_t head_dim, int64_t splits) {
+  allow_dependent_launch();
   const int64_t row = blockIdx.x, h = blockIdx.y;
   const float* w = workspace + (row * n_heads + h) * splits * (head_dim + 2);
   float mx = -INFINITY;

@@ -34,6 +34,17 @@ __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
+/// Lets a grid launched after this one with programmatic dependent launch (decode's GEMVs with
+/// GemmWtParams::pdl) start once every block of this one has begun, rather than once every block
+/// has exited; that grid still waits for this one to complete before reading what it writes
+/// (gemv_kernel.cuh's grid_dependency_wait). No effect on a grid launched without the attribute;
+/// sm_90 and later, nothing below.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
+}
+
 /// Pair i's inverse frequency theta^(-2i / rope_dims), in double as kernels/cpu rope computes
 /// it. The RoPE kernels compute it once per thread and reuse it for several tokens.
 __device__ __forceinline__ double rope_inv_freq(int64_t i, int64_t rope_dims, double theta) {

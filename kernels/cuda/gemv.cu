@@ -14,7 +14,7 @@ cudaError_t launch_rows(const GemmWtParams& p, cudaStream_t stream) {
   const auto* x = static_cast<const T*>(p.x);
   const auto* w = static_cast<const T*>(p.w);
   auto* y = static_cast<T*>(p.y);
-  if (p.pdl) {
+  if (p.pdl && gemv_pdl_supported()) {
     return launch_pdl(gemv_wt_kernel<T, NB, true>, grid, block, stream, x, w, y, p.in, p.out,
                       p.accumulate);
   }
@@ -40,7 +40,7 @@ cudaError_t launch_swiglu_rows(const GemmWtParams& p, const void* w_up, cudaStre
   const auto* wg = static_cast<const T*>(p.w);
   const auto* wu = static_cast<const T*>(w_up);
   auto* y = static_cast<T*>(p.y);
-  if (p.pdl) {
+  if (p.pdl && gemv_pdl_supported()) {
     return launch_pdl(gemv_swiglu_kernel<T, NB, true>, grid, block, stream, x, wg, wu, y, p.in,
                       p.out);
   }
@@ -62,6 +62,18 @@ cudaError_t launch_swiglu_typed(const GemmWtParams& p, const void* w_up, cudaStr
 static_assert(kGemvMaxRows == 4, "launch_typed has a case per row count");
 
 }  // namespace
+
+bool gemv_pdl_supported() {
+  static const bool supported = [] {
+    cudaFuncAttributes a{};
+    if (cudaFuncGetAttributes(&a, gemv_wt_kernel<__half, 1, true>) != cudaSuccess) {
+      (void)cudaGetLastError();  // no usable device: nothing is launched early
+      return false;
+    }
+    return a.ptxVersion >= 90;
+  }();
+  return supported;
+}
 
 cudaError_t launch_gemv_wt(const GemmWtParams& p, cudaStream_t stream) {
   if (!gemv_applies(p) || p.y == nullptr) return cudaErrorInvalidValue;

@@ -29,6 +29,12 @@ unsigned gemv_blocks(int64_t out);
 /// Runs the kernel; cudaErrorInvalidValue where !gemv_applies(p) or y is null.
 cudaError_t launch_gemv_wt(const GemmWtParams& p, cudaStream_t stream);
 
+/// Whether GemmWtParams::pdl (and NormGemvParams::pdl) takes effect on the current device: the
+/// GEMV kernels it runs were compiled from PTX for sm_90 or later, so they wait for the grid
+/// before them. (A build for older architectures, JIT-compiled on a newer GPU, has no wait in
+/// them: launched early they would race.) Where it is false the launchers ignore `pdl`.
+bool gemv_pdl_supported();
+
 /// LLaMA's gate and up layers with their SwiGLU, one launch for 1-4 rows (decode):
 /// y[n, out] = silu(x . w^T) * (x . w_up^T), each product rounded to the storage type first, as
 /// two gemm_wt calls and launch_swiglu compute it. One warp per output element reads both

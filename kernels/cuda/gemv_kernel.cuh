@@ -24,7 +24,7 @@ inline void grid_dependency_wait() {}  // one grid at a time: nothing to wait fo
 #else
 // Fetches the 128-byte line holding p into L2 (no register, no effect on results).
 __device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(p)));
 }
 // Programmatic dependent launch (sm_90): returns once the grid this one was launched after has
 // completed and its writes are visible; at once for a grid launched without the attribute.
@@ -51,12 +51,13 @@ __device__ __forceinline__ void prefetch_then_wait(const uint4* w1, const uint4*
   if constexpr (PDL) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-      if (lane + 32 * k < nvec) {
+      if (lane % 8 == 0 && lane + 32 * k < nvec) {  // one request per 128-byte line
         prefetch_l2(w1 + lane + 32 * k);
         if (w2 != nullptr) prefetch_l2(w2 + lane + 32 * k);
       }
     }
     grid_dependency_wait();
+    detail::allow_dependent_launch();  // the next GEMV may start as this one's blocks run
   }
 }
 

@@ -62,6 +62,7 @@ __global__ void kv_append_kernel(const T* __restrict__ k_src, const T* __restric
                                  PagedView view, int64_t pos0, int64_t n,
                                  const int32_t* __restrict__ row_seq,
                                  const int32_t* __restrict__ row_slot, int64_t table_stride) {
+  allow_dependent_launch();
   const int64_t total = n * view.kv_dim;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -88,6 +89,7 @@ __global__ void rope_kv_append_kernel(T* qkv, const int32_t* __restrict__ positi
                                       T* __restrict__ v_pool, PagedView view,
                                       const int32_t* __restrict__ row_seq,
                                       const int32_t* __restrict__ row_slot, int64_t table_stride) {
+  allow_dependent_launch();
   const int64_t half = rope_dims / 2, pairs = head_dim / 2;
   const int64_t q_items = q_heads * half, per_chunk = q_items + kv_heads * pairs;
   const int64_t total = (n + kRopeTokensPerThread - 1) / kRopeTokensPerThread * per_chunk;

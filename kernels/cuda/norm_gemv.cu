@@ -11,7 +11,8 @@ using norm_gemv_detail::NormGemvArgs;
 template <typename T, int NB, bool GLU>
 cudaError_t launch_shape(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
   const dim3 grid(gemv_blocks(a.out)), block(kGemvWarps * 32);
-  if (pdl) return launch_pdl(norm_gemv_kernel<T, NB, GLU, true>, grid, block, stream, a);
+  if (pdl && gemv_pdl_supported())
+    return launch_pdl(norm_gemv_kernel<T, NB, GLU, true>, grid, block, stream, a);
   norm_gemv_kernel<T, NB, GLU><<<grid, block, 0, stream>>>(a);
   return cudaGetLastError();
 }

@@ -9,6 +9,7 @@ namespace detail {
 
 template <typename T>
 __global__ void rmsnorm_kernel(const T* x, const T* __restrict__ w, T* y, int64_t dim, float eps) {
+  allow_dependent_launch();
   const T* xr = x + static_cast<int64_t>(blockIdx.x) * dim;
   T* yr = y + static_cast<int64_t>(blockIdx.x) * dim;
   float ss = 0.0f;

@@ -14,6 +14,7 @@ template <typename T>
 __global__ void rope_kernel(T* x, const int32_t* __restrict__ positions, int64_t n, int64_t heads,
                             int64_t head_dim, int64_t half, int64_t rope_dims, int64_t token_stride,
                             double theta, bool interleaved) {
+  allow_dependent_launch();
   const int64_t pairs = heads * half;
   const int64_t total = (n + kRopeTokensPerThread - 1) / kRopeTokensPerThread * pairs;
   for (int64_t k = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; k < total;

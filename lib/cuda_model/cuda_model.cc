@@ -509,10 +509,10 @@ void CudaModel::set_mlp_fusion(bool on) const {
 void CudaModel::set_rope_append_fusion(bool on) const {
   impl_->rope_append_fusion = on;
 }
-void CudaModel::set_decode_pdl(bool on) const {
-  int major = 0;
-  CB_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, impl_->gpu));
-  impl_->decode_pdl = on && major >= 9;  // griddepcontrol is sm_90's
+bool CudaModel::set_decode_pdl(bool on) const {
+  CB_CUDA_CHECK(cudaSetDevice(impl_->gpu));
+  impl_->decode_pdl = on && kc::gemv_pdl_supported();  // kernels with griddepcontrol.wait
+  return impl_->decode_pdl;
 }
 void CudaModel::set_decode_attention(bool on) const {
   impl_->decode_attention = on;

@@ -122,10 +122,11 @@ class CudaModel : public ForwardModel {
   /// Whether decode's GEMV kernels (1-4 rows) are launched with programmatic dependent launch
   /// (sm_90): each may start while the kernel before it finishes, prefetch its first weight
   /// vectors into L2 and wait for that kernel before reading its input, so the weight stream
-  /// overlaps the small kernels between GEMVs and the tails of the GEMVs. Off by default, and on
-  /// devices before sm_90 whatever is asked; not yet run on a GPU. `bench gpu` measures both in
-  /// one run.
-  void set_decode_pdl(bool on) const;
+  /// overlaps the small kernels between GEMVs (which let it start as soon as all their blocks
+  /// have begun) and the tails of the GEMVs. Off by default, and wherever the GEMV kernels were
+  /// not compiled for sm_90 or later (kc::gemv_pdl_supported) whatever is asked; returns whether
+  /// it is on. Not yet run on a GPU. `bench gpu` measures both in one run.
+  bool set_decode_pdl(bool on) const;
 
   /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
   /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32), or

@@ -82,14 +82,16 @@ enum class Variant {
   kDecodeKernel,   // set_decode_attention
   kLaunchFusions,  // set_mlp_fusion and set_rope_append_fusion
   kAllOptIns,      // the launch fusions, set_decode_attention and set_decode_pdl
+  kEverything,     // those and kNormFusion: bench gpu's all_opt_ins
 };
 
 void configure(const CudaModel& gpu, Variant v) {
-  gpu.set_decode_fusion(v == Variant::kNormFusion);
-  gpu.set_mlp_fusion(v == Variant::kLaunchFusions || v == Variant::kAllOptIns);
-  gpu.set_rope_append_fusion(v == Variant::kLaunchFusions || v == Variant::kAllOptIns);
-  gpu.set_decode_attention(v == Variant::kDecodeKernel || v == Variant::kAllOptIns);
-  gpu.set_decode_pdl(v == Variant::kAllOptIns);
+  const bool all = v == Variant::kAllOptIns || v == Variant::kEverything;
+  gpu.set_decode_fusion(v == Variant::kNormFusion || v == Variant::kEverything);
+  gpu.set_mlp_fusion(v == Variant::kLaunchFusions || all);
+  gpu.set_rope_append_fusion(v == Variant::kLaunchFusions || all);
+  gpu.set_decode_attention(v == Variant::kDecodeKernel || all);
+  gpu.set_decode_pdl(all);
 }
 
 const char* variant_name(Variant v) {
@@ -98,6 +100,7 @@ const char* variant_name(Variant v) {
     case Variant::kDecodeKernel: return " decode kernel";
     case Variant::kLaunchFusions: return " launch fusions";
     case Variant::kAllOptIns: return " launch fusions + decode kernel + PDL";
+    case Variant::kEverything: return " every opt-in";
     default: return "";
   }
 }
@@ -197,7 +200,7 @@ TEST(CudaModel, FusedDecodeMatchesTheCpuForward) {
 TEST(CudaModel, LaunchFusionsMatchTheCpuForward) {
   SKIP_WITHOUT_GPU();
   const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
-  for (Variant v : {Variant::kLaunchFusions, Variant::kAllOptIns}) {
+  for (Variant v : {Variant::kLaunchFusions, Variant::kAllOptIns, Variant::kEverything}) {
     for (kc::Storage st : kStorages) {
       for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b",
                             "preset:tiny-falcon-40b"}) {
@@ -733,10 +736,15 @@ TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
 }
 
 // The launch fusions at 7B shapes (gate|up of 2 x 11,008 rows; the GEMV with its SwiGLU at
-// batch 2, a GEMM over the fused matrix in prefill).
+// batch 2, a GEMM over the fused matrix in prefill), and every opt-in at once: the longest
+// chains of PDL-launched GEMVs (the norm+gate+up GEMV, the down GEMV, the next layer's
+// norm+QKV GEMV) pass x from one to the next.
 TEST(CudaModel, LaunchFusionsAtSevenBShapesMatchTheCpu) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [name, st] : kSevenB) check_two_layers(name, st, Variant::kLaunchFusions);
+  for (const auto& [name, st] : kSevenB) {
+    check_two_layers(name, st, Variant::kLaunchFusions);
+    check_two_layers(name, st, Variant::kEverything);  // bench gpu's all_opt_ins: PDL chains
+  }
 }
 
 // Forks and copy-on-write (what lm-eval scoring does: many continuations of one context): the

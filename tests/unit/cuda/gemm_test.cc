@@ -134,6 +134,14 @@ TEST(CudaGemv, SwigluFusionAppliesWhereThePlainGemvDoesWithoutAccumulating) {
   EXPECT_EQ(kc::launch_gemv_swiglu(q, buf, nullptr), cudaErrorInvalidValue);
 }
 
+// PDL is used only where the GEMV kernels were compiled for sm_90 or later: never without a GPU.
+TEST(CudaGemv, ProgrammaticDependentLaunchNeedsSm90Kernels) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) GTEST_SKIP() << "a GPU is present";
+  (void)cudaGetLastError();
+  EXPECT_FALSE(kc::gemv_pdl_supported());
+}
+
 TEST(CudaGemv, NormFusionAppliesWhereThePlainGemvDoesWithAnAlignedNorm) {
   alignas(16) static const char buf[64] = {};
   kc::NormGemvParams p;

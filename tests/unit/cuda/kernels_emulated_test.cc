@@ -605,6 +605,13 @@ void check_norm_gemv(int64_t in, int64_t out) {
   cb::simt::Emulator::get().launch(
       {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0,
       [&] { kc::norm_gemv_detail::norm_gemv_kernel<T, NB, GLU>(args); });
+  std::vector<T> y_pdl(want.size(), nan_value<T>());  // its PDL form writes the same
+  kc::norm_gemv_detail::NormGemvArgs<T> args_pdl = args;
+  args_pdl.y = y_pdl.data();
+  cb::simt::Emulator::get().launch(
+      {kc::gemv_blocks(out), 1, 1}, {kc::kGemvWarps * 32, 1, 1}, 0,
+      [&] { kc::norm_gemv_detail::norm_gemv_kernel<T, NB, GLU, true>(args_pdl); });
+  ASSERT_EQ(std::memcmp(y.data(), y_pdl.data(), y.size() * sizeof(T)), 0) << what << " PDL";
   // As the GPU test: one rounding of the result, and the rare product rounded the other way.
   const float tol = st == Storage::F16 ? 4e-3f : 3e-2f;
   for (size_t i = 0; i < y.size(); ++i) {
