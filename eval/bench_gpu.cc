@@ -397,6 +397,19 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                  "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
                  name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
+    // A variant's seconds per step as `prefix`_* keys of the row, against the default's, with
+    // its share of the copy ceiling where `ratio`.
+    const auto record = [&](const char* prefix, const char* what, double tv, bool ratio) {
+      const std::string k = prefix;
+      row[k + "_seconds_per_step"] = tv;
+      row[k + "_tok_s"] = static_cast<double>(b) / tv;
+      row[k + "_speedup"] = t / tv;
+      if (ratio) row[k + "_ratio_to_copy_ceiling"] = bytes / tv / 1e9 / d2d;
+      std::fprintf(stderr,
+                   "bench gpu: %s decode batch %lld with %s: %.1f tok/s (%.2fx, %.0f%% of copy)\n",
+                   name.c_str(), static_cast<long long>(b), what, static_cast<double>(b) / tv,
+                   t / tv, 100.0 * bytes / tv / 1e9 / d2d);
+    };
     if (o.opt_ins) {
       // The same steps with the launch fusions (two launches fewer a layer with gate and up,
       // one fewer with RoPE and the append), then with those, the decode attention kernel and
@@ -414,20 +427,8 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       m.set_decode_fusion(false);
       m.set_decode_attention(false);
       fuse_launches(false);
-      row["launch_fused_seconds_per_step"] = tf;
-      row["launch_fused_tok_s"] = static_cast<double>(b) / tf;
-      row["launch_fused_speedup"] = t / tf;
-      row["launch_fused_ratio_to_copy_ceiling"] = bytes / tf / 1e9 / d2d;
-      row["all_opt_ins_seconds_per_step"] = tall;
-      row["all_opt_ins_tok_s"] = static_cast<double>(b) / tall;
-      row["all_opt_ins_speedup"] = t / tall;
-      row["all_opt_ins_ratio_to_copy_ceiling"] = bytes / tall / 1e9 / d2d;
-      std::fprintf(stderr,
-                   "bench gpu: %s decode batch %lld with the launch fusions: %.1f tok/s (%.2fx); "
-                   "with every opt-in (and the decode attention kernel and RMSNorm in the GEMVs "
-                   "where they apply): %.1f tok/s (%.2fx, %.0f%% of copy)\n",
-                   name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf, t / tf,
-                   static_cast<double>(b) / tall, t / tall, 100.0 * bytes / tall / 1e9 / d2d);
+      record("launch_fused", "the launch fusions", tf, true);
+      record("all_opt_ins", "every opt-in that applies", tall, true);
     }
     if (o.opt_ins && decode_kernel_fits) {
       // The same steps with the decode attention kernel (kernels/cuda attention_decode), on
@@ -435,13 +436,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       m.set_decode_attention(true);
       const double ta = time_steps();
       m.set_decode_attention(false);
-      row["decode_kernel_seconds_per_step"] = ta;
-      row["decode_kernel_tok_s"] = static_cast<double>(b) / ta;
-      row["decode_kernel_speedup"] = t / ta;
-      std::fprintf(stderr,
-                   "bench gpu: %s decode batch %lld with the decode attention kernel: %.1f tok/s "
-                   "(%.2fx)\n",
-                   name.c_str(), static_cast<long long>(b), static_cast<double>(b) / ta, t / ta);
+      record("decode_kernel", "the decode attention kernel", ta, false);
     }
     if (b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16)) {
       // The same steps with cuBLAS for every linear layer: the baseline of the GEMV kernel.
@@ -462,24 +457,14 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         m.set_decode_fusion(true);
         const double tf = time_steps();
         m.set_decode_fusion(false);
-        row["fused_seconds_per_step"] = tf;
-        row["fused_tok_s"] = static_cast<double>(b) / tf;
-        row["fused_speedup"] = t / tf;
-        std::fprintf(stderr, "bench gpu: %s decode batch %lld with fused GEMVs: %.1f tok/s\n",
-                     name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tf);
+        record("fused", "fused GEMVs", tf, false);
       }
       if (o.opt_ins && m.set_decode_pdl(true)) {  // sm_90 kernels: see gemv_pdl_supported
         // The same steps with the GEMVs launched with programmatic dependent launch, against
         // the default (their histories longer again: the same small bias, against it).
         const double tp = time_steps();
         m.set_decode_pdl(false);
-        row["pdl_seconds_per_step"] = tp;
-        row["pdl_tok_s"] = static_cast<double>(b) / tp;
-        row["pdl_speedup"] = t / tp;
-        std::fprintf(stderr,
-                     "bench gpu: %s decode batch %lld with PDL-launched GEMVs: %.1f tok/s "
-                     "(%.2fx)\n",
-                     name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tp, t / tp);
+        record("pdl", "PDL-launched GEMVs", tp, false);
       }
     }
     decode.push_back(row);

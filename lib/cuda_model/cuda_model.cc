@@ -58,9 +58,9 @@ std::vector<int64_t> fused_qkv_source_rows(const ModelConfig& c) {
   return rows;
 }
 
-void CudaModel::Impl::gate_up_swiglu(int l, const void* x, void* y, void* up_out, int64_t n) {
+void CudaModel::Impl::gate_up_swiglu(int l, const char* gate_w, const char* up_w, const void* x,
+                                     void* y, void* up_out, int64_t n) {
   const int64_t H = cfg.hidden, F = cfg.ffn_hidden;
-  const auto [gate_w, up_w] = gate_up(l);
   kc::SwigluParams sp;
   sp.out = y;
   sp.n = n * F;
@@ -100,6 +100,28 @@ void CudaModel::Impl::rope_and_append(void* qkv, const int32_t* rope_pos, const 
                                       const int32_t* row_slot, const int32_t* tables,
                                       int64_t table_stride, int64_t n, int l) {
   const int64_t qd = cfg.q_dim(), kvd = cfg.kv_dim(), QKV = qd + 2 * kvd;
+  if (rope_append_fusion) {  // Q rotated in place, K rotated into the blocks, V copied
+    kc::RopeKvAppendParams rp;
+    rp.qkv = qkv;
+    rp.positions = rope_pos;
+    rp.n = n;
+    rp.q_heads = cfg.n_heads;
+    rp.kv_heads = cfg.n_kv_heads;
+    rp.head_dim = cfg.head_dim;
+    rp.rope_dims = cfg.rope_dims;
+    rp.token_stride = QKV;
+    rp.theta = cfg.rope_theta;
+    rp.style = rope_style();
+    rp.storage = st;
+    rp.k_pool = k_pool[static_cast<size_t>(l)].data();
+    rp.v_pool = v_pool[static_cast<size_t>(l)].data();
+    rp.view = {tables, kv.block_size, kvd};
+    rp.row_seq = row_seq;
+    rp.row_slot = row_slot;
+    rp.table_stride = table_stride;
+    CB_CUDA_CHECK(kc::launch_rope_kv_append(rp, stream.get()));
+    return;
+  }
   {  // Q's heads and then K's follow each other in a fused row: one launch rotates both
     kc::RopeParams rp;
     rp.x = qkv;
@@ -225,7 +247,6 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   emb.bad_id = d_bad;
   emb.storage = st;
   CB_CUDA_CHECK(kc::launch_embedding(emb, stream.get()));
-  const kc::RopeStyle rope = rope_style();
   // New pre-RoPE K and V for hooks.on_new_kv (fp32) or on_new_kv_native (the storage type,
   // not converted): per layer, captured on the compute stream into a ring slot and copied to
   // pinned host memory on the write stream; a layer's hooks run when its slot comes round
@@ -350,29 +371,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       }
       copied[slot].record(write_stream);
     }
-    if (rope_append_fusion) {  // Q rotated in place, K rotated into the blocks, V copied
-      kc::RopeKvAppendParams rp;
-      rp.qkv = qkv;
-      rp.positions = d_rope;
-      rp.n = N;
-      rp.q_heads = c.n_heads;
-      rp.kv_heads = c.n_kv_heads;
-      rp.head_dim = c.head_dim;
-      rp.rope_dims = c.rope_dims;
-      rp.token_stride = QKV;
-      rp.theta = c.rope_theta;
-      rp.style = rope;
-      rp.storage = st;
-      rp.k_pool = k_pool[static_cast<size_t>(l)].data();
-      rp.v_pool = v_pool[static_cast<size_t>(l)].data();
-      rp.view = {d_tables, kv.block_size, kvd};
-      rp.row_seq = d_seq;
-      rp.row_slot = d_pos;
-      rp.table_stride = stride;
-      CB_CUDA_CHECK(kc::launch_rope_kv_append(rp, stream.get()));
-    } else {
-      rope_and_append(qkv, d_rope, d_seq, d_pos, d_tables, stride, N, l);
-    }
+    rope_and_append(qkv, d_rope, d_seq, d_pos, d_tables, stride, N, l);
     // The layer's preloaded history: restore_kv runs on the read stream and returns when it
     // is in place, while this stream goes on with the work already enqueued.
     if (hooks.wait_ready) hooks.wait_ready(l);
@@ -427,7 +426,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       const auto [gate_w, up_w] = gate_up(l);
       if (!fused_norm_gemv(x, layer_name(l, "ffn_norm"), gate_w, up_w, gate, N, H, F)) {
         norm(layer_name(l, "ffn_norm"), x, h, N);
-        gate_up_swiglu(l, h, gate, up, N);
+        gate_up_swiglu(l, gate_w, up_w, h, gate, up, N);
       }
       gemm(gate, layer_name(l, "ffn_down.weight"), x, N, F, H, /*accumulate=*/true);
     }

@@ -255,14 +255,16 @@ struct CudaModel::Impl {
     return {g, g + static_cast<size_t>(cfg.ffn_hidden) * static_cast<size_t>(cfg.hidden) * esz};
   }
 
-  /// silu(x . gate^T) * (x . up^T) of layer l into y [n, ffn_hidden], as set_mlp_fusion
-  /// chooses: gate and up GEMMs, then SwiGLU (`up_out`: [n, ffn_hidden] scratch); or one launch
-  /// at 1-4 rows; or one GEMM over the fused matrix into `up_out` ([n, 2 * ffn_hidden] scratch)
-  /// and a SwiGLU over its halves.
-  void gate_up_swiglu(int l, const void* x, void* y, void* up_out, int64_t n);
+  /// silu(x . gate^T) * (x . up^T) of layer l (gate_w, up_w: gate_up(l)) into y [n, ffn_hidden],
+  /// as set_mlp_fusion chooses: gate and up GEMMs, then SwiGLU (`up_out`: [n, ffn_hidden]
+  /// scratch); or one launch at 1-4 rows; or one GEMM over the fused matrix into `up_out`
+  /// ([n, 2 * ffn_hidden] scratch) and a SwiGLU over its halves.
+  void gate_up_swiglu(int l, const char* gate_w, const char* up_w, const void* x, void* y,
+                      void* up_out, int64_t n);
 
-  /// Layer l's RoPE of Q and K in the fused rows `qkv` [n, q_dim + 2 * kv_dim], then the append
-  /// of K and V to its blocks (row r to sequence row_seq[r]'s slot row_slot[r]): two launches.
+  /// Layer l's RoPE of Q and K in the fused rows `qkv` [n, q_dim + 2 * kv_dim], and the append
+  /// of K and V to its blocks (row r to sequence row_seq[r]'s slot row_slot[r]): one launch with
+  /// set_rope_append_fusion (the rows keep pre-RoPE K), else a RoPE and an append launch.
   void rope_and_append(void* qkv, const int32_t* rope_pos, const int32_t* row_seq,
                        const int32_t* row_slot, const int32_t* tables, int64_t table_stride,
                        int64_t n, int l);
