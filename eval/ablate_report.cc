@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include "eval/ablate.h"
-#include "lib/core/error.h"
+#include "lib/core/atomic_file.h"
 
 namespace cb::eval {
 namespace {
@@ -105,8 +105,7 @@ std::string write_ablation_plot(const AblateResult& r, const std::string& dir) {
   }
   const std::vector<std::string> series = series_of(r);
   const std::string dat = r.study + ".dat", gp = dir + "/" + r.study + ".gp";
-  std::ofstream d(dir + "/" + dat);
-  if (!d) throw make_error(dir + "/" + dat, "cannot write the plot data", "check --out");
+  std::ostringstream d;
   const auto value = [](const AblateRow& row, const std::string& key) {
     const auto& v = row.values.contains(key) ? row.values[key] : nlohmann::json();
     return v.is_number() ? num(v, 9) : std::string("NaN");
@@ -142,9 +141,8 @@ std::string write_ablation_plot(const AblateResult& r, const std::string& dir) {
       d << "\n\n";
     }
   }
-  if (!d.flush()) throw make_error(dir + "/" + dat, "write failed");
-  std::ofstream g(gp);
-  if (!g) throw make_error(gp, "cannot write the plot script", "check --out");
+  write_file_atomically(dir + "/" + dat, d.str(), "the plot data");
+  std::ostringstream g;
   const size_t k = std::max<size_t>(ms.size(), 1);
   g << "# gnuplot script written by cachebench ablate; run: gnuplot " << r.study << ".gp\n"
     << "set terminal svg size " << 480 * k << ",420 dynamic enhanced font 'Helvetica,11' "
@@ -172,7 +170,7 @@ std::string write_ablation_plot(const AblateResult& r, const std::string& dir) {
     g << "\n";
   }
   g << "unset multiplot\n";
-  if (!g.flush()) throw make_error(gp, "write failed");
+  write_file_atomically(gp, g.str(), "the plot script");
   return gp;
 }
 

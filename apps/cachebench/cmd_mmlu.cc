@@ -14,6 +14,7 @@
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "cachebench_version.h"
 #include "datasets/mmlu.h"
 #include "datasets/sha256.h"
 #include "datasets/text_io.h"
@@ -150,7 +151,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
                         {"files_sha256", files}, {"shots", a.shots},
                         {"limit", a.limit},      {"add_bos", a.method == "none" ? add_bos : true},
                         {"method", a.method},    {"backend", backend_label(a.m)},
-                        {"mode", "real"}};
+                        {"mode", "real"},        {"git", CB_GIT_REVISION}};
     if (a.method != "none") {
       j["history_file"] = a.history_file;
       j["history_sha256"] = datasets::sha256_file_hex(a.history_file);

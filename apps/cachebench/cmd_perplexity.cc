@@ -11,6 +11,7 @@
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "cachebench_version.h"
 #include "datasets/corpus.h"
 #include "eval/overflow.h"
 #include "eval/perplexity.h"
@@ -149,7 +150,8 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                         {"forward_calls", calls},
                         {"seconds", total_s},
                         {"backend", backend_label(a.m)},
-                        {"mode", "real"}};
+                        {"mode", "real"},
+                        {"git", CB_GIT_REVISION}};
     for (const auto& r : rs) {
       j["results"].push_back({{"method", eval::overflow_method_name(r.method)},
                               {"ppl", r.ppl},
@@ -302,7 +304,8 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"forward_calls", r.forward_calls},
                         {"seconds", r.seconds},
                         {"backend", backend_label(a.m)},
-                        {"mode", "real"}};
+                        {"mode", "real"},
+                        {"git", CB_GIT_REVISION}};
     if (lmeval) {
       j["prefix_token"] = opt.bos_id;
       j["documents"] = r.documents;
@@ -446,7 +449,8 @@ void register_perplexity(CLI::App& app) {
                           {"forward_calls", r.forward_calls},
                           {"seconds", r.seconds},
                           {"backend", backend_label(a->m)},
-                          {"mode", "real"}};
+                          {"mode", "real"},
+                          {"git", CB_GIT_REVISION}};
       write_json(a->out, j);
     }
     return 0;

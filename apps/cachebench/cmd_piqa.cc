@@ -11,6 +11,7 @@
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "cachebench_version.h"
 #include "datasets/piqa.h"
 #include "datasets/sha256.h"
 #include "eval/loglik.h"
@@ -76,7 +77,8 @@ int run_piqa_cmd(const PiqaArgs& a) {
         {"tokens_reused", r.stats.tokens_reused},
         {"seconds", r.seconds},
         {"backend", backend_label(a.m)},
-        {"mode", "real"}};
+        {"mode", "real"},
+        {"git", CB_GIT_REVISION}};
     write_json(a.out, j);
   }
   return 0;

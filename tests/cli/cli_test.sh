@@ -24,6 +24,12 @@ expect_out() {  # name, needle, command...
   local rc=$?
   if [ $rc -eq 0 ] && grep -qF -- "$needle" <<<"$out"; then ok; else bad "$name: rc=$rc, wanted '$needle' in: $(head -c 400 <<<"$out") $(head -c 300 "$TMP/err")"; fi
 }
+# Every result file records the git revision of the binary that wrote it (as --version says).
+REV=$("$CB" --version | sed -n 's/^ *git revision: *//p')
+expect_git() {  # name, result file
+  if python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('git') == sys.argv[2] else 1)" \
+    "$2" "$REV" 2>/dev/null; then ok; else bad "$1: $2 lacks \"git\": \"$REV\""; fi
+}
 expect_error() {  # name, path that must be named, needle, command...
   local name="$1" path="$2" needle="$3"; shift 3
   "$@" >"$TMP/out" 2>"$TMP/err"
@@ -185,6 +191,7 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   if [ -f "$PIQA/valid.jsonl" ]; then
     expect_out piqa_cpu "| 20 |" "$CB" piqa -m "$STORIES" --data "$PIQA" --limit 20 --backend cpu \
       --out "$TMP/piqa_cpu.json"
+    expect_git piqa_cpu_git "$TMP/piqa_cpu.json"
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
       expect_out piqa_cuda "| 20 |" "$CB" piqa -m "$STORIES" --data "$PIQA" --limit 20 --backend cuda \
         --gpu-storage f32 --out "$TMP/piqa_gpu.json"
@@ -201,12 +208,24 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
   fi
   expect_error mmlu_overflow_cuda "--method ca" "CPU backend only" "$CB" mmlu -m "$STORIES" \
     --data "$DATA/data/mmlu" --method ca --backend cuda
+  if [ -d "$DATA/data/mmlu/test" ]; then
+    expect_out mmlu_out "abstract_algebra" "$CB" mmlu -m "$STORIES" --data "$DATA/data/mmlu" \
+      --subjects abstract_algebra --limit 4 --shots 1 --backend cpu --out "$TMP/mmlu.json"
+    expect_git mmlu_out_git "$TMP/mmlu.json"
+  fi
   # The overflow study (TT, CA, NKVT in lockstep) on either backend: fp32 on the GPU gives the
   # CPU's perplexities (NKVT reads and rewrites the rotated KV on the device).
   TS="$DATA/data/tinystories/tinystories_val_part1.txt"
   if [ -f "$TS" ]; then
     expect_out overflow_cpu "| NKVT |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --method all --ctx 64 --max-tokens 300 --backend cpu --out "$TMP/ov_cpu.json"
+    expect_git overflow_cpu_git "$TMP/ov_cpu.json"
+    expect_out ppl_out "| llama.cpp | 64 | 2 |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
+      --ctx 64 --chunks 2 --backend cpu --out "$TMP/ppl_cpu.json"
+    expect_git ppl_out_git "$TMP/ppl_cpu.json"
+    expect_out ppl_lm_eval_out "PPL" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
+      --ctx 64 --max-tokens 300 --convention lm-eval --backend cpu --out "$TMP/ppl_lm_eval.json"
+    expect_git ppl_lm_eval_out_git "$TMP/ppl_lm_eval.json"
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
       expect_out overflow_cuda "| NKVT |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
         --method all --ctx 64 --max-tokens 300 --backend cuda --gpu-storage f32 --out "$TMP/ov_gpu.json"
@@ -402,6 +421,8 @@ expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
 expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10000000" \
   "$CB" bench store --store-dir "$O" --policy-entries 100000000000
+expect_ok calibrate_cpu "$CB" calibrate -m preset:tiny-llama --out "$O/cal.json"
+expect_git calibrate_cpu_git "$O/cal.json"
 expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
   "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
 expect_error calibrate_print_and_measure "--print-profile" "measures nothing" \
