@@ -49,9 +49,9 @@ SUMMARY=()
 # test's own expected size, since corrected), the decode attention kernel (written after it),
 # the launch fusions (gate|up GEMV with its SwiGLU, SwiGLU over fused rows, RoPE with the
 # append) and the rewritten RMSNorm-in-GEMV (FusedNormGemv, FusedDecode), written on 2026-11-27
-# too.
+# too, and the PDL ordering probes (a producer that lets the GEMVs start early, then writes late).
 NEW='*NativeKv*:*DecodeKernel*:*DecodeAttentionKernel*:*LaunchFusions*:*GemvSwiglu*:'
-NEW+='*SwigluOverFused*:*RopeKvAppend*:*FusedNormGemv*:*FusedDecode*'
+NEW+='*SwigluOverFused*:*RopeKvAppend*:*FusedNormGemv*:*FusedDecode*:*ProgrammaticDependentLaunch*'
 # The tests of the kernels not yet through compute-sanitizer: the decode attention kernel (its
 # shared-memory merge and split counters), native KV entries, the launch fusions' kernels and
 # the rewritten norm_gemv;

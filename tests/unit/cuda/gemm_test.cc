@@ -19,10 +19,12 @@
 #include "lib/core/dtype.h"
 #include "lib/device/cuda_runtime.h"
 #include "tests/unit/cuda/cuda_test_util.h"
+#include "tests/unit/cuda/pdl_probe.h"
 
 namespace {
 
 namespace kc = cb::kernels::cuda;
+using cb::cuda_test::DeviceArray;
 using cb::cuda_test::DeviceTensor;
 using cb::cuda_test::round_to;
 using cb::cuda_test::storage_name;
@@ -346,6 +348,135 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
         const float tol = st == kc::Storage::F32 ? 1e-4f : st == kc::Storage::F16 ? 2e-3f : 1.6e-2f;
         for (size_t i = 0; i < got.size(); ++i) {
           ASSERT_LE(std::fabs(got[i] - want[i]), tol * mag) << what << " at " << i;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+constexpr uint64_t kLateNs = 2'000'000;  // how long the producer waits before writing
+
+// A grid launched with programmatic dependent launch after a kernel that signals
+// launch_dependents as it starts does start before that kernel ends: otherwise the ordering
+// test below could not tell a GEMV that waits from one that does not.
+TEST(CudaGemv, ProgrammaticDependentLaunchStartsBeforeTheKernelBeforeEnds) {
+  SKIP_WITHOUT_GPU();
+  if (!kc::gemv_pdl_supported()) GTEST_SKIP() << "PDL needs GEMV kernels compiled for sm_90";
+  cb::device::Stream stream;
+  DeviceArray<uint32_t> x(std::vector<uint32_t>{7, 7, 7, 7}),
+      src(std::vector<uint32_t>{1, 1, 1, 1});
+  DeviceArray<uint32_t> seen(1);
+  seen.poison();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // the copies above, before the stream's work
+  ASSERT_EQ(cb::cuda_test::launch_late_copy(x.get(), src.get(), 16, nullptr, nullptr, 0, kLateNs,
+                                            stream.get()),
+            cudaSuccess);
+  ASSERT_EQ(cb::cuda_test::launch_pdl_peek(x.get(), seen.get(), stream.get()), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream.get()), cudaSuccess);
+  EXPECT_EQ(seen.download()[0], 7u) << "the PDL reader ran only after the producer had written";
+  EXPECT_EQ(x.download()[0], 1u);
+}
+
+// Each GEMV form launched with PDL right after a producer that lets it start at once but writes
+// x (and an accumulating GEMV's y) 2 ms later writes the same bits as the same launch made
+// after x and y were in place; so does a second PDL GEMV reading the first one's output (its
+// wait covers the producer too, through the first one's). Poisoned outputs: a GEMV that read x
+// or y early gives NaN or other bits.
+TEST(CudaGemv, ProgrammaticDependentLaunchWaitsForTheKernelBefore) {
+  SKIP_WITHOUT_GPU();
+  if (!kc::gemv_pdl_supported()) GTEST_SKIP() << "PDL needs GEMV kernels compiled for sm_90";
+  cb::device::Stream stream;
+  cudaStream_t s = stream.get();
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const int64_t in = 4096, out = 1024;
+  enum Form { kPlain, kAccumulate, kSwiglu, kNorm, kNormSwiglu, kChain };
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    std::vector<float> w(static_cast<size_t>(2 * out * in)), w2(static_cast<size_t>(in * out));
+    std::vector<float> g(static_cast<size_t>(in));
+    for (float& v : w) v = round_to(st, u(rng) / 16);
+    for (float& v : w2) v = round_to(st, u(rng) / 16);
+    for (float& v : g) v = round_to(st, 1 + u(rng) / 4);
+    DeviceTensor dw(st, w), dw2(st, w2), dg(st, g);
+    const size_t esz = kc::storage_bytes(st);
+    const void* up = static_cast<const char*>(dw.get()) + static_cast<size_t>(out * in) * esz;
+    for (int64_t n : {int64_t{1}, int64_t{4}}) {
+      std::vector<float> x(static_cast<size_t>(n * in)), y0(static_cast<size_t>(n * out));
+      for (float& v : x) v = round_to(st, u(rng));
+      for (float& v : y0) v = round_to(st, u(rng));
+      DeviceTensor xsrc(st, x), ysrc(st, y0);
+      for (Form f : {kPlain, kAccumulate, kSwiglu, kNorm, kNormSwiglu, kChain}) {
+        const std::string what = std::string(storage_name(st)) + " n=" + std::to_string(n) +
+                                 " form " + std::to_string(static_cast<int>(f));
+        // pdl: the late producer, then PDL launches; else x and y copied first, plain launches.
+        const auto run = [&](bool pdl) {
+          DeviceTensor dx(st, x.size()), dy(st, y0.size()), dz(st, static_cast<size_t>(n * in));
+          dx.poison();
+          dy.poison();
+          dz.poison();
+          EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // before the (non-blocking) stream
+          const bool acc = f == kAccumulate;
+          const size_t xb = x.size() * esz, yb = acc ? y0.size() * esz : 0;
+          if (pdl) {
+            EXPECT_EQ(
+                cb::cuda_test::launch_late_copy(dx.get(), xsrc.get(), xb, acc ? dy.get() : nullptr,
+                                                ysrc.get(), yb, kLateNs, s),
+                cudaSuccess);
+          } else {
+            EXPECT_EQ(cudaMemcpyAsync(dx.get(), xsrc.get(), xb, cudaMemcpyDeviceToDevice, s),
+                      cudaSuccess);
+            EXPECT_EQ(cudaMemcpyAsync(dy.get(), ysrc.get(), yb, cudaMemcpyDeviceToDevice, s),
+                      cudaSuccess);
+          }
+          kc::GemmWtParams p;
+          p.x = dx.get();
+          p.w = dw.get();
+          p.y = dy.get();
+          p.n = n;
+          p.in = in;
+          p.out = out;
+          p.storage = st;
+          p.accumulate = acc;
+          p.pdl = pdl;
+          kc::NormGemvParams q;
+          q.x = dx.get();
+          q.norm_w = dg.get();
+          q.w = dw.get();
+          q.w2 = f == kNormSwiglu ? up : nullptr;
+          q.y = dy.get();
+          q.n = n;
+          q.in = in;
+          q.out = out;
+          q.storage = st;
+          q.pdl = pdl;
+          if (f == kSwiglu) {
+            EXPECT_EQ(kc::launch_gemv_swiglu(p, up, s), cudaSuccess) << what;
+          } else if (f == kNorm || f == kNormSwiglu) {
+            EXPECT_EQ(kc::launch_norm_gemv(q, s), cudaSuccess) << what;
+          } else {
+            EXPECT_EQ(kc::launch_gemv_wt(p, s), cudaSuccess) << what;
+          }
+          if (f == kChain) {  // z = y . w2^T, launched right after the first GEMV
+            kc::GemmWtParams p2 = p;
+            p2.x = dy.get();
+            p2.w = dw2.get();
+            p2.y = dz.get();
+            p2.in = out;
+            p2.out = in;
+            EXPECT_EQ(kc::launch_gemv_wt(p2, s), cudaSuccess) << what;
+          }
+          EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+          return f == kChain ? dz.download() : dy.download();
+        };
+        const std::vector<float> want = run(false), got = run(true);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_FALSE(std::isnan(want[i])) << what << " at " << i;
+          ASSERT_EQ(got[i], want[i]) << what << " at " << i;
         }
       }
     }
