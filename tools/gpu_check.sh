@@ -51,7 +51,8 @@ SUMMARY=()
 # append) and the rewritten RMSNorm-in-GEMV (FusedNormGemv, FusedDecode), written on 2026-11-27
 # too, and the PDL ordering probes (a producer that lets the GEMVs start early, then writes late).
 NEW='*NativeKv*:*DecodeKernel*:*DecodeAttentionKernel*:*LaunchFusions*:*GemvSwiglu*:'
-NEW+='*SwigluOverFused*:*RopeKvAppend*:*FusedNormGemv*:*FusedDecode*:*ProgrammaticDependentLaunch*'
+NEW+='*SwigluOverFused*:*RopeKvAppend*:*FusedNormGemv*:*FusedDecode*:'
+NEW+='*ProgrammaticDependentLaunchStarts*:*ProgrammaticDependentLaunchWaits*'
 # The tests of the kernels not yet through compute-sanitizer: the decode attention kernel (its
 # shared-memory merge and split counters), native KV entries, the launch fusions' kernels and
 # the rewritten norm_gemv;

@@ -42,4 +42,10 @@ cudaError_t launch_pdl_peek(const void* x, uint32_t* seen, cudaStream_t stream) 
                                    static_cast<const uint32_t*>(x), seen);
 }
 
+cudaError_t preload_pdl_probes() {
+  cudaFuncAttributes a;
+  const cudaError_t e = cudaFuncGetAttributes(&a, late_copy_kernel);
+  return e != cudaSuccess ? e : cudaFuncGetAttributes(&a, peek_kernel);
+}
+
 }  // namespace cb::cuda_test

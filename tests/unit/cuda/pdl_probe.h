@@ -21,4 +21,9 @@ cudaError_t launch_late_copy(void* dst, const void* src, size_t bytes, void* dst
 /// held before the copy whenever the reader started before the producer wrote.
 cudaError_t launch_pdl_peek(const void* x, uint32_t* seen, cudaStream_t stream);
 
+/// Loads both probe kernels now (cudaFuncGetAttributes): with lazy module loading (CUDA 12.2+'s
+/// default) a kernel's first launch loads it, which may wait for the work in flight and so
+/// serialize exactly the launches the probes time.
+cudaError_t preload_pdl_probes();
+
 }  // namespace cb::cuda_test
