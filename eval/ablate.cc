@@ -494,6 +494,10 @@ AblateResult run_ablation(const AblateOptions& a) {
                                                 {"medium", medium},
                                                 {"arrival-rate", arrival_rate}};
   fns.at(a.study)(run, &r);
+  if (a.sim && ablation_needs_trace(a.study)) {
+    const std::string note = saturation_note(r);
+    if (!note.empty()) r.notes.push_back(note);
+  }
   r.config["execution"] = a.sim ? "sim" : "real";
   r.config["model"] = a.config.name;
   if (a.sim) r.config["profile"] = a.profile.name;
@@ -508,6 +512,32 @@ AblateResult run_ablation(const AblateOptions& a) {
     r.config["max_batch"] = a.max_batch;
   }
   return r;
+}
+
+std::string saturation_note(const AblateResult& r) {
+  constexpr double kSaturatedMs = 60000;  // no interactive server keeps users a minute waiting
+  int saturated = 0, measured = 0;
+  double worst = 0;
+  for (const AblateRow& row : r.rows) {
+    if (!row.values.contains("ttft_mean_ms") || !row.values["ttft_mean_ms"].is_number()) continue;
+    ++measured;
+    const double t = row.values["ttft_mean_ms"].get<double>();
+    if (t > kSaturatedMs) {
+      ++saturated;
+      worst = std::max(worst, t);
+    }
+  }
+  if (saturated == 0) return "";
+  char head[160];
+  std::snprintf(head, sizeof head,
+                "%d of %d runs saturated (mean TTFT over a minute, up to %.0f s)", saturated,
+                measured, worst / 1e3);
+  return std::string(head) +
+         ": sessions arrived faster than the modelled GPUs served them, so the queue grew through "
+         "the run and these numbers describe a server that is always behind (where, for one, "
+         "FIFO can keep more histories than LRU: results/paper/README.md). For an unsaturated "
+         "server: more GPUs (--gpus), larger batches (--max-batch), a lower --rate or think "
+         "times (--think-time)";
 }
 
 uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, int64_t window,

@@ -82,6 +82,13 @@ struct AblateResult {
 /// that needs sim mode in real mode, or a trace study without a trace.
 AblateResult run_ablation(const AblateOptions& opts);
 
+/// A trace study's runs whose mean TTFT exceeds a minute (`ttft_mean_ms` above 60,000): sessions
+/// arrived faster than the modelled GPUs served them and the queue grew through the run, so its
+/// numbers describe a server that is always behind. Empty when none is; else a note saying how
+/// many, the worst mean TTFT, and which options give an unsaturated server. run_ablation adds it
+/// to a sim study's notes.
+std::string saturation_note(const AblateResult& r);
+
 /// The result as JSON (rows, metrics, config, notes).
 nlohmann::json ablation_json(const AblateResult& r);
 /// The result as a Markdown table (one row per point).

@@ -95,6 +95,9 @@ if [ "$WHAT" = sim ]; then
   check "eviction: 8 rows; Belady bounds every policy; 10TB never below 2TB" "$O/eviction.json" \
     "len(r) == 8 and all(v(s, 'belady', 'hit') + 1e-9 >= v(s, p, 'hit') for s in ['128GB + 2TB', '128GB + 10TB'] for p in ['scheduler-aware', 'lru', 'fifo']) and all(v('128GB + 10TB', p, 'hit') + 1e-9 >= v('128GB + 2TB', p, 'hit') for p in ['scheduler-aware', 'lru', 'fifo', 'belady'])"
   check "eviction: profile recorded" "$O/eviction.json" "j['profile']['name'] == 'a100-80gb' and j['config']['execution'] == 'sim'"
+  # Every run whose mean TTFT is over a minute is counted in a note, and only then.
+  check "eviction: saturated runs noted" "$O/eviction.json" \
+    "(sum(x['values']['ttft_mean_ms'] > 60000 for x in r) > 0) == any('saturated' in n for n in j['notes'])"
   svg eviction "$O"
   run truncation truncation $T
   check "truncation: CA keeps more history than OF; RE none" "$O/truncation.json" \

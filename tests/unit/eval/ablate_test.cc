@@ -93,3 +93,31 @@ TEST(AblationDram, AnEmptyTraceStillGetsATier) {
 
 }  // namespace
 }  // namespace cb::eval
+
+namespace cb::eval {
+namespace {
+
+AblateRow row_with_ttft(double ttft_ms) {
+  AblateRow row;
+  row.values = {{"hit", 0.5}, {"ttft_mean_ms", ttft_ms}};
+  return row;
+}
+
+TEST(AblationSaturation, NotedOnlyWhenAMeanTtftExceedsAMinute) {
+  AblateResult r;
+  r.rows = {row_with_ttft(120.0), row_with_ttft(59999.0)};
+  EXPECT_EQ(saturation_note(r), "");
+  r.rows.push_back(row_with_ttft(2100210.1));
+  r.rows.push_back(row_with_ttft(90000.0));
+  AblateRow no_ttft;
+  no_ttft.values = {{"hit", 1.0}};  // a study's row without the metric is not counted
+  r.rows.push_back(no_ttft);
+  const std::string note = saturation_note(r);
+  EXPECT_NE(note.find("2 of 4 runs saturated"), std::string::npos) << note;
+  EXPECT_NE(note.find("up to 2100 s"), std::string::npos) << note;
+  EXPECT_NE(note.find("--gpus"), std::string::npos) << note;
+  EXPECT_NE(note.find("--think-time"), std::string::npos) << note;
+}
+
+}  // namespace
+}  // namespace cb::eval
