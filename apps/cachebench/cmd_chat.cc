@@ -160,7 +160,8 @@ void register_chat(CLI::App& app) {
   CLI::App* sub =
       app.add_subcommand("chat", "Interactive multi-turn chat with CachedAttention underneath");
   add_model_options(sub, &a->m, /*cuda=*/true);
-  sub->add_option("--max-tokens", a->max_tokens, "tokens per answer at most (stops at EOS)")
+  sub->add_option("-n,--max-tokens", a->max_tokens,
+                  "tokens per answer at most (stops at EOS; -n as for generate)")
       ->capture_default_str()
       ->check(in_range(1, 1 << 20));
   sub->add_option("--dram", a->dram, "store DRAM budget")->capture_default_str();

@@ -277,6 +277,9 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   if [ -n "$c1" ] && [ "$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)" = "$c1" ]; then ok
   else bad "chat: one seed, two conversations"; fi
   if [ "$c1" != "$c0" ]; then ok; else bad "chat: the sampled conversation is the greedy one (options ignored?)"; fi
+  # -n caps the answers as generate's -n does: 4 tokens out per turn.
+  if printf 'Once upon a time\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 2>/dev/null |
+    grep -qF "| 4 tokens out]"; then ok; else bad "chat -n 4: answers not capped at 4 tokens"; fi
 
   # Input without line ends is refused after 1 MiB rather than read into memory without bound.
   head -c 2000000 /dev/zero >"$TMP/zeros"
