@@ -1,13 +1,19 @@
 // cachebench bench gpu [--models preset:llama-2-7b,...] [--prompts 512,2048,4096] [--prefix 2048]
 //   [--batches 1,16,64] [--reps 5] [--gpu-storage f16] [--no-opt-ins] [--out F.json]
-//   (CUDA builds)
+//   (CUDA builds); cachebench bench gpu --report F.json (any build: a saved result's tables and
+//   its targets)
+#include <cstdarg>
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_version.h"
+#include "eval/bench_gpu_targets.h"
 #include "lib/core/error.h"
 
 #ifdef CB_HAVE_CUDA
@@ -16,109 +22,182 @@
 
 namespace cb::app {
 
+namespace {
+
+// printf into a string.
+void appendf(std::string* out, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+void appendf(std::string* out, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char buf[1024];
+  const int n = std::vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (static_cast<size_t>(n) < sizeof buf) {
+    out->append(buf, static_cast<size_t>(n));
+    return;
+  }
+  std::string big(static_cast<size_t>(n) + 1, '\0');
+  va_start(ap, fmt);
+  std::vsnprintf(big.data(), big.size(), fmt, ap);
+  va_end(ap);
+  out->append(big.data(), static_cast<size_t>(n));
+}
+
+// A `bench gpu` result's tables (nlohmann's exceptions where it lacks a field).
+void render_tables(const nlohmann::json& j, std::string* out_ptr) {
+  const auto& d = j.at("device");
+  const auto& c = j.at("ceilings");
+  appendf(out_ptr, "device          %s (cc %s, %.1f GiB), storage %s, median of %d\n",
+          d.at("name").get<std::string>().c_str(),
+          d.at("compute_capability").get<std::string>().c_str(),
+          d.at("memory_bytes").get<double>() / (1 << 30),
+          j.at("storage").get<std::string>().c_str(), j.at("reps").get<int>());
+  appendf(out_ptr,
+          "copy ceilings   D2D %.0f GB/s (read + write), H2D %.1f GB/s, D2H %.1f GB/s "
+          "(pinned)\n",
+          c.at("d2d_gbs_read_plus_write").get<double>(), c.at("h2d_pinned_gbs").get<double>(),
+          c.at("d2h_pinned_gbs").get<double>());
+  appendf(out_ptr,
+          "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | wmma "
+          "attention, same run: ratio (default's speedup; logits' max diff / max) | launch "
+          "fusions, same run: ratio, to the fused shapes' ceiling (speedup) |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& m : j.at("models")) {
+    for (const auto& p : m.at("prefill")) {
+      if (p.contains("skipped")) continue;
+      char wmma[96] = "-";
+      if (p.contains("speedup_over_wmma")) {
+        std::snprintf(wmma, sizeof wmma, "%.2f (%.2fx; %.2g)",
+                      p.at("wmma_ratio_to_gemm_ceiling").get<double>(),
+                      p.at("speedup_over_wmma").get<double>(),
+                      p.at("wmma_logits_max_diff_over_max").get<double>());
+      }
+      char fused[96] = "-";
+      if (p.contains("launch_fused_speedup")) {
+        std::snprintf(fused, sizeof fused, "%.2f, %.2f (%.2fx)",
+                      p.at("launch_fused_ratio_to_gemm_ceiling").get<double>(),
+                      p.at("launch_fused_ratio_to_fused_gemm_ceiling").get<double>(),
+                      p.at("launch_fused_speedup").get<double>());
+      }
+      appendf(out_ptr, "| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s | %s |\n",
+              m.at("model").get<std::string>().c_str(), p.at("prompt").get<long long>(),
+              p.at("prefix").get<long long>(), p.at("tok_s").get<double>(),
+              p.at("tflops").get<double>(), p.at("gemm_ceiling_tflops").get<double>(),
+              p.at("ratio_to_gemm_ceiling").get<double>(), wmma, fused);
+    }
+  }
+  appendf(
+      out_ptr,
+      "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
+      "| with fused GEMVs | with PDL-launched GEMVs | with the decode attention kernel | with the "
+      "launch fusions | with every opt-in (/ copy ceiling) |\n"
+      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& m : j.at("models")) {
+    for (const auto& p : m.at("decode")) {
+      char base[64] = "-", fused[64] = "-", dk[64] = "-", lf[64] = "-", all[64] = "-",
+           pdl[64] = "-";
+      if (p.contains("pdl_tok_s")) {
+        std::snprintf(pdl, sizeof pdl, "%.1f tok/s (%.2fx)", p.at("pdl_tok_s").get<double>(),
+                      p.at("pdl_speedup").get<double>());
+      }
+      if (p.contains("launch_fused_tok_s")) {
+        std::snprintf(lf, sizeof lf, "%.1f tok/s (%.2fx)", p.at("launch_fused_tok_s").get<double>(),
+                      p.at("launch_fused_speedup").get<double>());
+        std::snprintf(all, sizeof all, "%.1f tok/s (%.2fx; %.2f)",
+                      p.at("all_opt_ins_tok_s").get<double>(),
+                      p.at("all_opt_ins_speedup").get<double>(),
+                      p.at("all_opt_ins_ratio_to_copy_ceiling").get<double>());
+      }
+      if (p.contains("cublas_tok_s")) {
+        std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p.at("cublas_tok_s").get<double>(),
+                      p.at("speedup_over_cublas").get<double>());
+      }
+      if (p.contains("fused_tok_s")) {
+        std::snprintf(fused, sizeof fused, "%.1f tok/s (%.2fx)", p.at("fused_tok_s").get<double>(),
+                      p.at("fused_speedup").get<double>());
+      }
+      if (p.contains("decode_kernel_tok_s")) {
+        std::snprintf(dk, sizeof dk, "%.1f tok/s (%.2fx)",
+                      p.at("decode_kernel_tok_s").get<double>(),
+                      p.at("decode_kernel_speedup").get<double>());
+      }
+      appendf(out_ptr, "| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
+              m.at("model").get<std::string>().c_str(), p.at("batch").get<long long>(),
+              p.at("context").get<long long>(), p.at("tok_s").get<double>(),
+              p.at("hbm_gbs").get<double>(), p.at("ratio_to_copy_ceiling").get<double>(), base,
+              fused, pdl, dk, lf, all);
+    }
+  }
+  appendf(out_ptr,
+          "\n| model | tokens | KV restore GB/s, one stream (/ H2D) | pipelined (/ H2D) | one copy "
+          "of the same bytes GB/s | pipelined / it | KV capture to host GB/s |\n"
+          "|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& k : j.at("kv")) {
+    // The pipelined restore and its same-bytes copy came later (results before 2026-11-27).
+    char pipe[64] = "-", same[32] = "-", per[32] = "-";
+    if (k.contains("restore_pipelined_gbs")) {
+      std::snprintf(pipe, sizeof pipe, "%.1f (%.2f)", k.at("restore_pipelined_gbs").get<double>(),
+                    k.at("restore_pipelined_ratio_to_h2d").get<double>());
+      std::snprintf(same, sizeof same, "%.1f", k.at("h2d_same_bytes_gbs").get<double>());
+      std::snprintf(per, sizeof per, "%.2f",
+                    k.at("restore_pipelined_ratio_to_same_bytes_h2d").get<double>());
+    }
+    appendf(out_ptr, "| %s | %lld | %.1f (%.2f) | %s | %s | %s | %.1f |\n",
+            k.at("model").get<std::string>().c_str(), k.at("tokens").get<long long>(),
+            k.at("restore_gbs").get<double>(), k.at("restore_ratio_to_h2d").get<double>(), pipe,
+            same, per, k.at("capture_to_host_gbs").get<double>());
+  }
+}
+
+// The tables of a `bench gpu` result, then its targets; whole, or a cb::Error naming `origin`
+// when `j` is not such a result.
+std::string render(const nlohmann::json& j, const std::string& origin) {
+  const nlohmann::json targets = eval::bench_gpu_targets(j, origin);
+  std::string out;
+  try {
+    render_tables(j, &out);
+  } catch (const nlohmann::json::exception& e) {
+    throw make_error(origin, std::string("is not a complete `bench gpu` result (") + e.what() + ")",
+                     "pass the JSON that `bench gpu --out` wrote");
+  }
+  appendf(
+      &out,
+      "\n| target | model | configuration | ratio | goal | met |\n|---|---|---|---:|---:|---|\n");
+  for (const auto& t : targets) {
+    appendf(&out, "| %s | %s | %s | %.3f | %.2f | %s |\n", t["target"].get<std::string>().c_str(),
+            t["model"].get<std::string>().c_str(), t["config"].get<std::string>().c_str(),
+            t["ratio"].get<double>(), t["goal"].get<double>(), t["met"].get<bool>() ? "yes" : "no");
+  }
+  if (targets.empty())
+    appendf(&out, "| (no point this result measured has a target) | | | | | |\n");
+  return out;
+}
+
+// `bench gpu --report F.json`: a saved result's tables and targets, no GPU needed.
+int print_report(const std::string& path) {
+  std::fputs(render(load_json_document(path), path).c_str(), stdout);
+  return 0;
+}
+
+CLI::Option* add_report_option(CLI::App* sub, std::string* path) {
+  return sub->add_option(
+      "--report", *path,
+      "print the tables and the targets (prefill 7B at 2K >= 0.70 of the GEMM "
+      "ceiling, decode at batch 1 >= 0.80 of the copy ceiling, KV restore >= 0.90 "
+      "of host-to-device) of a result saved with --out; measures nothing, needs no "
+      "GPU");
+}
+
+}  // namespace
+
 #ifdef CB_HAVE_CUDA
 namespace {
 
 struct BenchGpuArgs {
   eval::BenchGpuOptions o;
-  std::string out;
+  std::string out, report;
 };
-
-void print(const nlohmann::json& j) {
-  const auto& d = j["device"];
-  const auto& c = j["ceilings"];
-  std::printf("device          %s (cc %s, %.1f GiB), storage %s, median of %d\n",
-              d["name"].get<std::string>().c_str(),
-              d["compute_capability"].get<std::string>().c_str(),
-              d["memory_bytes"].get<double>() / (1 << 30), j["storage"].get<std::string>().c_str(),
-              j["reps"].get<int>());
-  std::printf(
-      "copy ceilings   D2D %.0f GB/s (read + write), H2D %.1f GB/s, D2H %.1f GB/s "
-      "(pinned)\n",
-      c["d2d_gbs_read_plus_write"].get<double>(), c["h2d_pinned_gbs"].get<double>(),
-      c["d2h_pinned_gbs"].get<double>());
-  std::printf(
-      "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | wmma "
-      "attention, same run: ratio (default's speedup; logits' max diff / max) | launch "
-      "fusions, same run: ratio, to the fused shapes' ceiling (speedup) |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& m : j["models"]) {
-    for (const auto& p : m["prefill"]) {
-      if (p.contains("skipped")) continue;
-      char wmma[96] = "-";
-      if (p.contains("speedup_over_wmma")) {
-        std::snprintf(
-            wmma, sizeof wmma, "%.2f (%.2fx; %.2g)", p["wmma_ratio_to_gemm_ceiling"].get<double>(),
-            p["speedup_over_wmma"].get<double>(), p["wmma_logits_max_diff_over_max"].get<double>());
-      }
-      char fused[96] = "-";
-      if (p.contains("launch_fused_speedup")) {
-        std::snprintf(fused, sizeof fused, "%.2f, %.2f (%.2fx)",
-                      p["launch_fused_ratio_to_gemm_ceiling"].get<double>(),
-                      p["launch_fused_ratio_to_fused_gemm_ceiling"].get<double>(),
-                      p["launch_fused_speedup"].get<double>());
-      }
-      std::printf("| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s | %s |\n",
-                  m["model"].get<std::string>().c_str(), p["prompt"].get<long long>(),
-                  p["prefix"].get<long long>(), p["tok_s"].get<double>(), p["tflops"].get<double>(),
-                  p["gemm_ceiling_tflops"].get<double>(), p["ratio_to_gemm_ceiling"].get<double>(),
-                  wmma, fused);
-    }
-  }
-  std::printf(
-      "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
-      "| with fused GEMVs | with PDL-launched GEMVs | with the decode attention kernel | with the "
-      "launch fusions | with every opt-in (/ copy ceiling) |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& m : j["models"]) {
-    for (const auto& p : m["decode"]) {
-      char base[64] = "-", fused[64] = "-", dk[64] = "-", lf[64] = "-", all[64] = "-",
-           pdl[64] = "-";
-      if (p.contains("pdl_tok_s")) {
-        std::snprintf(pdl, sizeof pdl, "%.1f tok/s (%.2fx)", p["pdl_tok_s"].get<double>(),
-                      p["pdl_speedup"].get<double>());
-      }
-      if (p.contains("launch_fused_tok_s")) {
-        std::snprintf(lf, sizeof lf, "%.1f tok/s (%.2fx)", p["launch_fused_tok_s"].get<double>(),
-                      p["launch_fused_speedup"].get<double>());
-        std::snprintf(all, sizeof all, "%.1f tok/s (%.2fx; %.2f)",
-                      p["all_opt_ins_tok_s"].get<double>(), p["all_opt_ins_speedup"].get<double>(),
-                      p["all_opt_ins_ratio_to_copy_ceiling"].get<double>());
-      }
-      if (p.contains("cublas_tok_s")) {
-        std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p["cublas_tok_s"].get<double>(),
-                      p["speedup_over_cublas"].get<double>());
-      }
-      if (p.contains("fused_tok_s")) {
-        std::snprintf(fused, sizeof fused, "%.1f tok/s (%.2fx)", p["fused_tok_s"].get<double>(),
-                      p["fused_speedup"].get<double>());
-      }
-      if (p.contains("decode_kernel_tok_s")) {
-        std::snprintf(dk, sizeof dk, "%.1f tok/s (%.2fx)", p["decode_kernel_tok_s"].get<double>(),
-                      p["decode_kernel_speedup"].get<double>());
-      }
-      std::printf("| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
-                  m["model"].get<std::string>().c_str(), p["batch"].get<long long>(),
-                  p["context"].get<long long>(), p["tok_s"].get<double>(),
-                  p["hbm_gbs"].get<double>(), p["ratio_to_copy_ceiling"].get<double>(), base, fused,
-                  pdl, dk, lf, all);
-    }
-  }
-  std::printf(
-      "\n| model | tokens | KV restore GB/s, one stream (/ H2D) | pipelined (/ H2D) | one copy "
-      "of the same bytes GB/s | pipelined / it | KV capture to host GB/s |\n"
-      "|---|---:|---:|---:|---:|---:|---:|\n");
-  for (const auto& k : j["kv"]) {
-    std::printf("| %s | %lld | %.1f (%.2f) | %.1f (%.2f) | %.1f | %.2f | %.1f |\n",
-                k["model"].get<std::string>().c_str(), k["tokens"].get<long long>(),
-                k["restore_gbs"].get<double>(), k["restore_ratio_to_h2d"].get<double>(),
-                k["restore_pipelined_gbs"].get<double>(),
-                k["restore_pipelined_ratio_to_h2d"].get<double>(),
-                k["h2d_same_bytes_gbs"].get<double>(),
-                k["restore_pipelined_ratio_to_same_bytes_h2d"].get<double>(),
-                k["capture_to_host_gbs"].get<double>());
-  }
-}
 
 }  // namespace
 
@@ -165,12 +244,21 @@ void register_bench_gpu(CLI::App* bench) {
                 "have not yet run on a GPU");
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
+  // --report measures nothing: every other option is refused beside it.
+  std::vector<CLI::Option*> measuring;
+  for (CLI::Option* opt : sub->get_options()) {
+    if (opt->get_name() != "--help") measuring.push_back(opt);
+  }
+  CLI::Option* report = add_report_option(sub, &a->report);
+  for (CLI::Option* opt : measuring) report->excludes(opt);
   set_action(sub, [a] {
+    if (!a->report.empty()) return print_report(a->report);
     nlohmann::json j = eval::bench_gpu(a->o);
     j["bench"] = "gpu";
     j["git"] = CB_GIT_REVISION;
     j["mode"] = "real";
-    print(j);
+    j["targets"] = eval::bench_gpu_targets(j, "bench gpu");
+    std::fputs(render(j, "bench gpu").c_str(), stdout);
     if (!a->out.empty()) write_json(a->out, j);
     return 0;
   });
@@ -180,9 +268,22 @@ void register_bench_gpu(CLI::App* bench) {
 // an unknown subcommand.
 void register_bench_gpu(CLI::App* bench) {
   CLI::App* sub = bench->add_subcommand(
-      "gpu", "CUDA builds only: GEMM/copy ceilings and model throughput on this GPU");
+      "gpu",
+      "CUDA builds only: GEMM/copy ceilings and model throughput on this GPU (--report F.json, a "
+      "saved result's tables and targets, in any build)");
   sub->allow_extras();
-  set_action(sub, []() -> int {
+  auto report = std::make_shared<std::string>();
+  add_report_option(sub, report.get());
+  set_action(sub, [sub, report]() -> int {
+    if (!report->empty()) {
+      if (!sub->remaining().empty()) {
+        throw make_error("bench gpu",
+                         "--report reads a saved result; '" + sub->remaining()[0] +
+                             "' measures, which this build cannot",
+                         "drop it, or rebuild with the CUDA backend");
+      }
+      return print_report(*report);
+    }
     throw make_error("bench gpu",
                      "this build has no CUDA backend (built with CACHEBENCH_CUDA=OFF or without "
                      "nvcc)",

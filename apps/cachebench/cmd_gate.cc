@@ -1,11 +1,8 @@
 // cachebench gate --baseline B.json --current C.json [--max-regression METRIC=PCT ...]
 //                 [--out report.json]
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,19 +23,6 @@ struct GateArgs {
   bool allow_mismatch = false;
   bool no_defaults = false;
 };
-
-/// The JSON document at `path`.
-nlohmann::json load_document(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    throw make_error(path, "is a directory", "pass a JSON summary file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw make_error(path, "cannot be opened", "check the path (no such file?)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw make_error(path, "cannot be read", "check the file's permissions");
-  return metrics::parse_document(text.str(), path);
-}
 
 /// What makes two runs comparable, as replay's JSON records it (absent in a bare summary).
 std::string field(const nlohmann::json& doc, const char* a, const char* b = nullptr) {
@@ -76,7 +60,8 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
 int run_gate_cmd(const GateArgs& a) {
   std::vector<metrics::Bound> given;
   for (const std::string& s : a.bounds) given.push_back(metrics::parse_bound(s));
-  const nlohmann::json base_doc = load_document(a.baseline), cur_doc = load_document(a.current);
+  const nlohmann::json base_doc = load_json_document(a.baseline),
+                       cur_doc = load_json_document(a.current);
   const nlohmann::json& base = metrics::select_summary(base_doc, a.baseline);
   const nlohmann::json& cur = metrics::select_summary(cur_doc, a.current);
   const std::vector<metrics::Bound> bounds = metrics::gate_bounds(given, a.no_defaults, base);

@@ -1,8 +1,14 @@
 #include "apps/cachebench/format.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "lib/core/atomic_file.h"
+#include "lib/core/error.h"
+#include "lib/core/json_depth.h"
+#include "lib/metrics/gate.h"
 
 namespace cb::app {
 
@@ -39,6 +45,23 @@ std::string human_bytes(uint64_t n) {
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   write_file_atomically(path, j.dump(2) + "\n", "the JSON result");
+}
+
+nlohmann::json load_json_document(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw make_error(path, "is a directory", "pass a JSON result file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw make_error(path, "cannot be opened", "check the path (no such file?)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw make_error(path, "cannot be read", "check the file's permissions");
+  // Results nest a few levels; rendering or copying a value recurses once per level.
+  if (json_nesting_depth(text.str()) > 64) {
+    throw make_error(path, "nests JSON deeper than 64 levels", "pass a result written with --out");
+  }
+  return metrics::parse_document(text.str(), path);
 }
 
 }  // namespace cb::app

@@ -15,4 +15,8 @@ std::string human_bytes(uint64_t n);
 /// Writes `j` (indented) to `path`; a cb::Error naming the path when it cannot be written.
 void write_json(const std::string& path, const nlohmann::json& j);
 
+/// The JSON document at `path` (a result another command wrote with --out): a cb::Error naming
+/// the path when it is a directory, cannot be read, is not JSON or nests deeper than 64 levels.
+nlohmann::json load_json_document(const std::string& path);
+
 }  // namespace cb::app

@@ -249,6 +249,22 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
     expect_error bench_gpu_no_opt_ins_without_gpu "bench gpu" "no CUDA GPU" \
       "$CB" bench gpu --reps 1 --no-opt-ins
   fi
+  # `bench gpu --report`: a saved result's tables and targets in any build, no GPU needed.
+  SAVED="$(dirname "$0")/../../results/gpu/bench-gpu-h100-2026-11-27.json"
+  expect_out bench_gpu_report "| decode | preset:llama-2-13b | default |" "$CB" bench gpu --report "$SAVED"
+  expect_out bench_gpu_report_alternatives "| prefill | preset:llama-2-7b | FlashAttention-2-style attention |" \
+    "$CB" bench gpu --report "$SAVED"
+  expect_ok bench_gpu_report_oldest "$CB" bench gpu --report "$(dirname "$0")/../../results/gpu/bench-gpu-h100-2026-11-22.json"
+  printf 'not json' >"$TMP/bad_bench.json"
+  expect_error bench_gpu_report_not_json "$TMP/bad_bench.json" "not valid JSON" "$CB" bench gpu --report "$TMP/bad_bench.json"
+  printf '{"models": [{"model": "m-7b", "prefill": [{"prompt": 2048, "prefix": 0}]}]}' >"$TMP/bad_bench.json"
+  expect_error bench_gpu_report_no_ratio "$TMP/bad_bench.json" "ratio_to_gemm_ceiling" "$CB" bench gpu --report "$TMP/bad_bench.json"
+  printf '{"models": [], "kv": []}' >"$TMP/bad_bench.json"
+  expect_error bench_gpu_report_incomplete "$TMP/bad_bench.json" "not a complete" "$CB" bench gpu --report "$TMP/bad_bench.json"
+  expect_error bench_gpu_report_missing "$TMP/no_such_bench.json" "cannot be opened" "$CB" bench gpu --report "$TMP/no_such_bench.json"
+  expect_error bench_gpu_report_dir "$TMP" "is a directory" "$CB" bench gpu --report "$TMP"
+  "$CB" bench gpu --report "$SAVED" --reps 3 >/dev/null 2>&1
+  if [ $? -ne 0 ]; then ok; else bad "bench gpu --report with --reps: accepted a measuring option"; fi
 
   # Sampling: by definition top-k 1, top-p 0.01 and min-p 1 leave only the likeliest token, so
   # at any temperature they generate the greedy text; a seed gives the same sampled text.
