@@ -1,7 +1,6 @@
 #include "eval/bench_gpu_targets.h"
 
 #include <algorithm>
-#include <cctype>
 #include <string>
 #include <utility>
 
@@ -12,10 +11,12 @@ namespace {
 
 using nlohmann::json;
 
-bool is_7b(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-  return name.find("7b") != std::string::npos;
+// A 7B-class model by the parameter count the result records (LLaMA-2-7B 6.7B, Mistral-7B
+// 7.2B, Falcon-7B 6.9B); names say too little (preset:tiny-falcon-7b has 119K).
+bool is_7b(const json& model) {
+  if (!model.contains("parameters") || !model["parameters"].is_number()) return false;
+  const double n = model["parameters"].get<double>();
+  return n >= 6e9 && n < 8e9;
 }
 
 // The array `key` of `j`, or an empty one when absent.
@@ -45,7 +46,8 @@ std::string text(const json& row, const char* key, const std::string& origin) {
   return row[key].get<std::string>();
 }
 
-// What `bench gpu` calls each same-run alternative (its keys' prefix).
+// The configurations `bench gpu` measures beside the default (its keys' prefixes), by name;
+// "" for any other prefix (a baseline such as cuBLAS's, or a key of no configuration).
 std::string alternative_name(const std::string& prefix) {
   static const std::pair<const char*, const char*> names[] = {
       {"fa2", "FlashAttention-2-style attention"},
@@ -54,12 +56,11 @@ std::string alternative_name(const std::string& prefix) {
       {"all_opt_ins", "every opt-in"},
       {"decode_kernel", "decode attention kernel"},
       {"fused", "RMSNorm in the GEMVs"},
-      {"pdl", "PDL-launched GEMVs"},
-      {"cublas", "cuBLAS GEMVs"}};
+      {"pdl", "PDL-launched GEMVs"}};
   for (const auto& [p, name] : names) {
     if (prefix == p) return name;
   }
-  return prefix;
+  return "";
 }
 
 }  // namespace
@@ -88,19 +89,21 @@ json bench_gpu_targets(const json& bench, const std::string& origin) {
         continue;
       }
       const std::string prefix = k.substr(0, k.size() - key.size() - 1);
+      const std::string name = alternative_name(prefix);
+      if (name.empty()) continue;
       double ratio = v.get<double>();
       if (prefix == "launch_fused" && row.contains("launch_fused_ratio_to_fused_gemm_ceiling")) {
         // The fused GEMM's shapes have a ceiling of their own: the lower ratio counts.
         ratio = std::min(ratio, number(row, "launch_fused_ratio_to_fused_gemm_ceiling", origin));
       }
-      add(target, model, alternative_name(prefix), ratio, goal);
+      add(target, model, name, ratio, goal);
     }
   };
   const json& models = array_of(bench, "models", origin);
   for (const json& m : models) {
     const std::string model = text(m, "model", origin);
     for (const json& p : array_of(m, "prefill", origin)) {
-      if (p.contains("skipped") || !is_7b(model)) continue;
+      if (p.contains("skipped") || !is_7b(m)) continue;
       if (number(p, "prompt", origin) != 2048 || number(p, "prefix", origin) != 0) continue;
       add_all("prefill", model, p, "ratio_to_gemm_ceiling", kPrefillTarget);
     }

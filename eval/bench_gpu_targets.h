@@ -16,7 +16,8 @@ constexpr double kRestoreTarget = 0.90;  ///< of the pinned host-to-device ceili
 /// {"target": "prefill"|"decode"|"restore", "model", "config" ("default", or the same-run
 /// alternative a row's `PREFIX_ratio_to_...` key measured: "every opt-in", "launch fusions",
 /// "wmma attention", ...; "one stream" or "pipelined" for restore), "ratio", "goal", "met"}.
-/// Prefill: rows of 2,048 tokens and no prefix of models whose name says 7b (launch fusions
+/// Prefill: rows of 2,048 tokens and no prefix of 7B-class models (6-8 billion `parameters`,
+/// as the result records them; launch fusions
 /// against the lower of their two GEMM ceilings); decode: batch-1 rows; restore: every KV row.
 /// Rows or keys a run did not produce are left out; anything else malformed throws cb::Error
 /// naming `origin`.

@@ -44,15 +44,26 @@ void appendf(std::string* out, const char* fmt, ...) {
   out->append(big.data(), static_cast<size_t>(n));
 }
 
+// An integer field: a JSON integer, never a float (converting one beyond long long's range is
+// undefined), else nlohmann's type error as for any other field of the wrong type.
+long long integer(const nlohmann::json& row, const char* key) {
+  const nlohmann::json& v = row.at(key);
+  if (!v.is_number_integer()) {
+    throw nlohmann::json::type_error::create(
+        302, std::string("field '") + key + "' must be an integer", &v);
+  }
+  return v.get<long long>();
+}
+
 // A `bench gpu` result's tables (nlohmann's exceptions where it lacks a field).
 void render_tables(const nlohmann::json& j, std::string* out_ptr) {
   const auto& d = j.at("device");
   const auto& c = j.at("ceilings");
-  appendf(out_ptr, "device          %s (cc %s, %.1f GiB), storage %s, median of %d\n",
+  appendf(out_ptr, "device          %s (cc %s, %.1f GiB), storage %s, median of %lld\n",
           d.at("name").get<std::string>().c_str(),
           d.at("compute_capability").get<std::string>().c_str(),
           d.at("memory_bytes").get<double>() / (1 << 30),
-          j.at("storage").get<std::string>().c_str(), j.at("reps").get<int>());
+          j.at("storage").get<std::string>().c_str(), integer(j, "reps"));
   appendf(out_ptr,
           "copy ceilings   D2D %.0f GB/s (read + write), H2D %.1f GB/s, D2H %.1f GB/s "
           "(pinned)\n",
@@ -81,9 +92,9 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
                       p.at("launch_fused_speedup").get<double>());
       }
       appendf(out_ptr, "| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s | %s |\n",
-              m.at("model").get<std::string>().c_str(), p.at("prompt").get<long long>(),
-              p.at("prefix").get<long long>(), p.at("tok_s").get<double>(),
-              p.at("tflops").get<double>(), p.at("gemm_ceiling_tflops").get<double>(),
+              m.at("model").get<std::string>().c_str(), integer(p, "prompt"), integer(p, "prefix"),
+              p.at("tok_s").get<double>(), p.at("tflops").get<double>(),
+              p.at("gemm_ceiling_tflops").get<double>(),
               p.at("ratio_to_gemm_ceiling").get<double>(), wmma, fused);
     }
   }
@@ -123,10 +134,9 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
                       p.at("decode_kernel_speedup").get<double>());
       }
       appendf(out_ptr, "| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
-              m.at("model").get<std::string>().c_str(), p.at("batch").get<long long>(),
-              p.at("context").get<long long>(), p.at("tok_s").get<double>(),
-              p.at("hbm_gbs").get<double>(), p.at("ratio_to_copy_ceiling").get<double>(), base,
-              fused, pdl, dk, lf, all);
+              m.at("model").get<std::string>().c_str(), integer(p, "batch"), integer(p, "context"),
+              p.at("tok_s").get<double>(), p.at("hbm_gbs").get<double>(),
+              p.at("ratio_to_copy_ceiling").get<double>(), base, fused, pdl, dk, lf, all);
     }
   }
   appendf(out_ptr,
@@ -144,7 +154,7 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
                     k.at("restore_pipelined_ratio_to_same_bytes_h2d").get<double>());
     }
     appendf(out_ptr, "| %s | %lld | %.1f (%.2f) | %s | %s | %s | %.1f |\n",
-            k.at("model").get<std::string>().c_str(), k.at("tokens").get<long long>(),
+            k.at("model").get<std::string>().c_str(), integer(k, "tokens"),
             k.at("restore_gbs").get<double>(), k.at("restore_ratio_to_h2d").get<double>(), pipe,
             same, per, k.at("capture_to_host_gbs").get<double>());
   }
@@ -176,6 +186,7 @@ std::string render(const nlohmann::json& j, const std::string& origin) {
 
 // `bench gpu --report F.json`: a saved result's tables and targets, no GPU needed.
 int print_report(const std::string& path) {
+  if (path.empty()) throw make_error("--report", "an empty path", "pass a result saved with --out");
   std::fputs(render(load_json_document(path), path).c_str(), stdout);
   return 0;
 }
@@ -251,15 +262,15 @@ void register_bench_gpu(CLI::App* bench) {
   }
   CLI::Option* report = add_report_option(sub, &a->report);
   for (CLI::Option* opt : measuring) report->excludes(opt);
-  set_action(sub, [a] {
-    if (!a->report.empty()) return print_report(a->report);
+  set_action(sub, [a, report] {
+    if (report->count() > 0) return print_report(a->report);
     nlohmann::json j = eval::bench_gpu(a->o);
     j["bench"] = "gpu";
     j["git"] = CB_GIT_REVISION;
     j["mode"] = "real";
     j["targets"] = eval::bench_gpu_targets(j, "bench gpu");
+    if (!a->out.empty()) write_json(a->out, j);  // first: a long run's result is kept whatever
     std::fputs(render(j, "bench gpu").c_str(), stdout);
-    if (!a->out.empty()) write_json(a->out, j);
     return 0;
   });
 }
@@ -273,14 +284,14 @@ void register_bench_gpu(CLI::App* bench) {
       "saved result's tables and targets, in any build)");
   sub->allow_extras();
   auto report = std::make_shared<std::string>();
-  add_report_option(sub, report.get());
-  set_action(sub, [sub, report]() -> int {
-    if (!report->empty()) {
+  CLI::Option* given = add_report_option(sub, report.get());
+  set_action(sub, [sub, report, given]() -> int {
+    if (given->count() > 0) {
       if (!sub->remaining().empty()) {
         throw make_error("bench gpu",
-                         "--report reads a saved result; '" + sub->remaining()[0] +
-                             "' measures, which this build cannot",
-                         "drop it, or rebuild with the CUDA backend");
+                         "--report reads a saved result and takes no other argument; got '" +
+                             sub->remaining()[0] + "'",
+                         "drop it (measuring needs a build with the CUDA backend)");
       }
       return print_report(*report);
     }

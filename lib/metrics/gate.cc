@@ -158,9 +158,9 @@ const json& select_summary(const json& doc, const std::string& name) {
 json parse_document(const std::string& text, const std::string& name) {
   try {
     return json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers beyond a double
     throw make_error(name, std::string("is not valid JSON (") + e.what() + ")",
-                     "pass a summary written with --out");
+                     "pass a result written with --out");
   }
 }
 

@@ -257,12 +257,18 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   expect_ok bench_gpu_report_oldest "$CB" bench gpu --report "$(dirname "$0")/../../results/gpu/bench-gpu-h100-2026-11-22.json"
   printf 'not json' >"$TMP/bad_bench.json"
   expect_error bench_gpu_report_not_json "$TMP/bad_bench.json" "not valid JSON" "$CB" bench gpu --report "$TMP/bad_bench.json"
-  printf '{"models": [{"model": "m-7b", "prefill": [{"prompt": 2048, "prefix": 0}]}]}' >"$TMP/bad_bench.json"
+  printf '{"models": [{"model": "m", "parameters": 7e9, "prefill": [{"prompt": 2048, "prefix": 0}]}]}' >"$TMP/bad_bench.json"
   expect_error bench_gpu_report_no_ratio "$TMP/bad_bench.json" "ratio_to_gemm_ceiling" "$CB" bench gpu --report "$TMP/bad_bench.json"
   printf '{"models": [], "kv": []}' >"$TMP/bad_bench.json"
   expect_error bench_gpu_report_incomplete "$TMP/bad_bench.json" "not a complete" "$CB" bench gpu --report "$TMP/bad_bench.json"
   expect_error bench_gpu_report_missing "$TMP/no_such_bench.json" "cannot be opened" "$CB" bench gpu --report "$TMP/no_such_bench.json"
   expect_error bench_gpu_report_dir "$TMP" "is a directory" "$CB" bench gpu --report "$TMP"
+  expect_error bench_gpu_report_empty "--report" "empty path" "$CB" bench gpu --report ""
+  printf '{"models": [], "a": 1e400}' >"$TMP/bad_bench.json"  # beyond a double
+  expect_error bench_gpu_report_overflow "$TMP/bad_bench.json" "not valid JSON" "$CB" bench gpu --report "$TMP/bad_bench.json"
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['reps']=1e300; json.dump(j, open(sys.argv[2], 'w'))" \
+    "$SAVED" "$TMP/bad_bench.json"
+  expect_error bench_gpu_report_float_reps "$TMP/bad_bench.json" "must be an integer" "$CB" bench gpu --report "$TMP/bad_bench.json"
   "$CB" bench gpu --report "$SAVED" --reps 3 >/dev/null 2>&1
   if [ $? -ne 0 ]; then ok; else bad "bench gpu --report with --reps: accepted a measuring option"; fi
 

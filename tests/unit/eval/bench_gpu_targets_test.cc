@@ -24,17 +24,26 @@ json result() {
   p7["launch_fused_ratio_to_gemm_ceiling"] = 0.74;
   p7["launch_fused_ratio_to_fused_gemm_ceiling"] = 0.71;  // the lower of the two counts
   p7["wmma_speedup"] = 2.0;                               // not a ratio: ignored
-  json d1 = {
-      {"batch", 1}, {"ratio_to_copy_ceiling", 0.70}, {"all_opt_ins_ratio_to_copy_ceiling", 0.85}};
+  p7["speedup_ratio_to_gemm_ceiling"] = 0.9;              // no configuration's: ignored
+  json d1 = {{"batch", 1},
+             {"ratio_to_copy_ceiling", 0.70},
+             {"all_opt_ins_ratio_to_copy_ceiling", 0.85},
+             {"cublas_ratio_to_copy_ceiling", 0.9}};  // a baseline, not a configuration
   json d16 = {{"batch", 16}, {"ratio_to_copy_ceiling", 0.99}};
-  return {{"models",
-           {{{"model", "preset:llama-2-7b"},
-             {"prefill",
-              {prefill_row(512, 0, 0.9), p7, prefill_row(2048, 2048, 0.9), {{"skipped", "no"}}}},
-             {"decode", {d1, d16}}},
-            {{"model", "preset:llama-2-13b"},
-             {"prefill", {prefill_row(2048, 0, 0.9)}},  // not a 7B model: no prefill target
-             {"decode", {{{"batch", 1}, {"ratio_to_copy_ceiling", 0.80}}}}}}},
+  json llama7 = {
+      {"model", "preset:llama-2-7b"},
+      {"parameters", 6738415616.0},
+      {"prefill",
+       {prefill_row(512, 0, 0.9), p7, prefill_row(2048, 2048, 0.9), {{"skipped", "no"}}}},
+      {"decode", {d1, d16}}};
+  json llama13 = {{"model", "preset:llama-2-13b"},
+                  {"parameters", 13015864320.0},
+                  {"prefill", {prefill_row(2048, 0, 0.9)}},  // not a 7B model: no prefill target
+                  {"decode", {{{"batch", 1}, {"ratio_to_copy_ceiling", 0.80}}}}};
+  json tiny = {{"model", "preset:tiny-falcon-7b"},  // 7b in its name, 119K parameters
+               {"parameters", 119168},
+               {"prefill", {prefill_row(2048, 0, 0.9)}}};
+  return {{"models", {llama7, llama13, tiny}},
           {"kv",
            {{{"model", "llama-2-7b"},
              {"restore_ratio_to_h2d", 0.89},
@@ -63,6 +72,7 @@ TEST(BenchGpuTargets, EveryMeasuredPointATargetAppliesTo) {
   EXPECT_TRUE((*p)["met"].get<bool>());
   ASSERT_NE(find(t, "prefill", "preset:llama-2-7b", "wmma attention"), nullptr);
   EXPECT_EQ(find(t, "prefill", "preset:llama-2-13b", "default"), nullptr);
+  EXPECT_EQ(find(t, "prefill", "preset:tiny-falcon-7b", "default"), nullptr);
   p = find(t, "decode", "preset:llama-2-7b", "every opt-in");
   ASSERT_NE(p, nullptr);
   EXPECT_TRUE((*p)["met"].get<bool>());
@@ -94,7 +104,8 @@ TEST(BenchGpuTargets, MalformedResultsNameTheFile) {
   EXPECT_TRUE(refused(json::array()));
   EXPECT_TRUE(refused({{"models", 3}}));
   EXPECT_TRUE(refused({{"models", {{{"prefill", json::array()}}}}}));  // no model name
-  EXPECT_TRUE(refused({{"models", {{{"model", "m-7b"}, {"prefill", {{{"prompt", 2048}}}}}}}}));
+  EXPECT_TRUE(refused(
+      {{"models", {{{"model", "m"}, {"parameters", 7e9}, {"prefill", {{{"prompt", 2048}}}}}}}}));
   EXPECT_TRUE(refused(
       {{"models",
         {{{"model", "m"}, {"decode", {{{"batch", 1}, {"ratio_to_copy_ceiling", "x"}}}}}}}}));
