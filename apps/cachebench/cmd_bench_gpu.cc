@@ -160,10 +160,10 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
   }
 }
 
-// The tables of a `bench gpu` result, then its targets; whole, or a cb::Error naming `origin`
-// when `j` is not such a result.
-std::string render(const nlohmann::json& j, const std::string& origin) {
-  const nlohmann::json targets = eval::bench_gpu_targets(j, origin);
+// The tables of a `bench gpu` result, then its targets (eval::bench_gpu_targets of it); whole,
+// or a cb::Error naming `origin` when `j` is not such a result.
+std::string render(const nlohmann::json& j, const nlohmann::json& targets,
+                   const std::string& origin) {
   std::string out;
   try {
     render_tables(j, &out);
@@ -187,7 +187,8 @@ std::string render(const nlohmann::json& j, const std::string& origin) {
 // `bench gpu --report F.json`: a saved result's tables and targets, no GPU needed.
 int print_report(const std::string& path) {
   if (path.empty()) throw make_error("--report", "an empty path", "pass a result saved with --out");
-  std::fputs(render(load_json_document(path), path).c_str(), stdout);
+  const nlohmann::json j = load_json_document(path);
+  std::fputs(render(j, eval::bench_gpu_targets(j, path), path).c_str(), stdout);
   return 0;
 }
 
@@ -270,7 +271,7 @@ void register_bench_gpu(CLI::App* bench) {
     j["mode"] = "real";
     j["targets"] = eval::bench_gpu_targets(j, "bench gpu");
     if (!a->out.empty()) write_json(a->out, j);  // first: a long run's result is kept whatever
-    std::fputs(render(j, "bench gpu").c_str(), stdout);
+    std::fputs(render(j, j["targets"], "bench gpu").c_str(), stdout);
     return 0;
   });
 }

@@ -44,6 +44,36 @@ void colmajor_gemm(const kc::GemmShape& g, const float* a, const float* b, float
   }
 }
 
+// The GEMV launchers' parameters over device tensors (the flags left at their defaults).
+kc::GemmWtParams gemv_params(const void* x, const void* w, void* y, int64_t n, int64_t in,
+                             int64_t out, kc::Storage st) {
+  kc::GemmWtParams p;
+  p.x = x;
+  p.w = w;
+  p.y = y;
+  p.n = n;
+  p.in = in;
+  p.out = out;
+  p.storage = st;
+  return p;
+}
+
+kc::NormGemvParams norm_gemv_params(const void* x, const void* norm_w, const void* w,
+                                    const void* w2, void* y, int64_t n, int64_t in, int64_t out,
+                                    kc::Storage st) {
+  kc::NormGemvParams p;
+  p.x = x;
+  p.norm_w = norm_w;
+  p.w = w;
+  p.w2 = w2;
+  p.y = y;
+  p.n = n;
+  p.in = in;
+  p.out = out;
+  p.storage = st;
+  return p;
+}
+
 TEST(CudaGemmShape, ColumnMajorCallComputesTheRowMajorProduct) {
   std::mt19937 rng(2);
   std::uniform_real_distribution<float> u(-1, 1);
@@ -218,16 +248,8 @@ TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
         }
         DeviceTensor dx(st, x), dg(st, g), dw(st, w), dw2(st, w2), dy(st, want.size());
         dy.poison();
-        kc::NormGemvParams p;
-        p.x = dx.get();
-        p.norm_w = dg.get();
-        p.w = dw.get();
-        p.w2 = glu ? dw2.get() : nullptr;
-        p.y = dy.get();
-        p.n = n;
-        p.in = in;
-        p.out = out;
-        p.storage = st;
+        kc::NormGemvParams p = norm_gemv_params(
+            dx.get(), dg.get(), dw.get(), glu ? dw2.get() : nullptr, dy.get(), n, in, out, st);
         p.pdl = glu;  // the SwiGLU form launched with programmatic dependent launch
         ASSERT_EQ(kc::launch_norm_gemv(p, nullptr), cudaSuccess) << what;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
@@ -267,14 +289,7 @@ TEST(CudaKernels, GemvSwigluMatchesTheCpu) {
       cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), n * out);
       DeviceTensor dx(st, x), dw(st, w), dy(st, want.size());
       dy.poison();
-      kc::GemmWtParams p;
-      p.x = dx.get();
-      p.w = dw.get();
-      p.y = dy.get();
-      p.n = n;
-      p.in = in;
-      p.out = out;
-      p.storage = st;
+      kc::GemmWtParams p = gemv_params(dx.get(), dw.get(), dy.get(), n, in, out, st);
       const void* up = static_cast<const char*>(dw.get()) +
                        static_cast<size_t>(out * in) * kc::storage_bytes(st);
       p.pdl = n % 2 == 0;  // half the shapes launched with programmatic dependent launch
@@ -331,14 +346,7 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
         } else {
           dy.poison();
         }
-        kc::GemmWtParams p;
-        p.x = dx.get();
-        p.w = dw.get();
-        p.y = dy.get();
-        p.n = n;
-        p.in = in;
-        p.out = out;
-        p.storage = st;
+        kc::GemmWtParams p = gemv_params(dx.get(), dw.get(), dy.get(), n, in, out, st);
         p.accumulate = acc;
         p.pdl = acc;  // the GEMV's accumulating shapes launched with programmatic dependent launch
         ASSERT_EQ(kc::gemm_wt(handle.get(), p, nullptr), CUBLAS_STATUS_SUCCESS) << what;
@@ -435,26 +443,12 @@ TEST(CudaGemv, ProgrammaticDependentLaunchWaitsForTheKernelBefore) {
             EXPECT_EQ(cudaMemcpyAsync(dy.get(), ysrc.get(), yb, cudaMemcpyDeviceToDevice, s),
                       cudaSuccess);
           }
-          kc::GemmWtParams p;
-          p.x = dx.get();
-          p.w = dw.get();
-          p.y = dy.get();
-          p.n = n;
-          p.in = in;
-          p.out = out;
-          p.storage = st;
+          kc::GemmWtParams p = gemv_params(dx.get(), dw.get(), dy.get(), n, in, out, st);
           p.accumulate = acc;
           p.pdl = pdl;
-          kc::NormGemvParams q;
-          q.x = dx.get();
-          q.norm_w = dg.get();
-          q.w = dw.get();
-          q.w2 = f == kNormSwiglu ? up : nullptr;
-          q.y = dy.get();
-          q.n = n;
-          q.in = in;
-          q.out = out;
-          q.storage = st;
+          kc::NormGemvParams q =
+              norm_gemv_params(dx.get(), dg.get(), dw.get(), f == kNormSwiglu ? up : nullptr,
+                               dy.get(), n, in, out, st);
           q.pdl = pdl;
           if (f == kSwiglu) {
             EXPECT_EQ(kc::launch_gemv_swiglu(p, up, s), cudaSuccess) << what;
