@@ -98,7 +98,7 @@ json copy_ceilings(const BenchGpuOptions& o, const device::Stream& s, double* d2
 }
 
 // The GEMMs of one CudaModel prefill of n tokens: fused QKV, output, MLP (gate and up as one
-// GEMM with `fused_gate_up`, CudaModel::set_mlp_fusion); LM head on one row.
+// GEMM with `fused_gate_up`, CudaKernelPaths::mlp_fusion); LM head on one row.
 std::vector<std::vector<int64_t>> gpu_gemm_shapes(const model::ModelConfig& c, int64_t n,
                                                   bool fused_gate_up = false) {
   const int64_t H = c.hidden, q = c.q_dim(), kv = c.kv_dim(), F = c.ffn_hidden;
@@ -213,25 +213,35 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const model::ModelConfig& c = src->config();
   std::fprintf(stderr, "bench gpu: %s: generating weights on the device...\n", name.c_str());
   model::CudaModel m(c, model::PresetWeights{o.seed}, {st, o.device});
+  const model::CudaKernelPaths dflt = m.kernel_paths();
+  // The default's baseline in every row: the separate launches (no fusion) and the CUDA-core
+  // decode attention, the default until the fused paths ran on a GPU (2026-11-27).
+  model::CudaKernelPaths previous = dflt;
+  previous.decode_fusion = previous.mlp_fusion = previous.rope_append_fusion = false;
+  previous.decode_attention = previous.decode_pdl = false;
+  // dflt with one field changed.
+  const auto but = [&](bool model::CudaKernelPaths::*field, bool on) {
+    model::CudaKernelPaths p = dflt;
+    p.*field = on;
+    return p;
+  };
+  // fn() with `paths` in effect, then the defaults again.
+  const auto with_paths = [&](const model::CudaKernelPaths& paths, const auto& fn) {
+    m.set_kernel_paths(paths);
+    const double t = fn();
+    m.set_kernel_paths(dflt);
+    return t;
+  };
   json prefill = json::array();
   const int64_t max_prompt = *std::max_element(o.prompts.begin(), o.prompts.end());
   const int64_t bs = 16;
-  // Slots a decoding sequence needs: its history plus o.decode_steps * (o.reps + 1) tokens per
-  // timed variant (the default, the decode attention kernel, the launch fusions and every
-  // opt-in at once; at batch 1-4 also cuBLAS, the fused norm GEMVs and PDL).
-  const auto decode_per_seq = [&](int64_t b) {
-    const int64_t variants =
-        (o.opt_ins ? 4 : 1) + (b <= kc::kGemvMaxRows ? (o.opt_ins ? 3 : 1) : 0);
-    return o.decode_context + variants * o.decode_steps * (o.reps + 1);
-  };
-  // The launch fusions (CudaModel::set_mlp_fusion, set_rope_append_fusion) on or off.
-  const auto fuse_launches = [&](bool on) {
-    m.set_mlp_fusion(on);
-    m.set_rope_append_fusion(on);
-  };
+  // Slots a decoding sequence needs: its history plus o.decode_steps * (o.reps + 1) tokens;
+  // each variant starts again from the history (time_steps truncates back to it).
+  const int64_t decode_len = o.decode_context + o.decode_steps * (o.reps + 1);
   const bool decode_kernel_fits = c.head_dim == 64 || c.head_dim == 128;
+  const bool gate_up = c.arch != model::Arch::Falcon;  // gpu_gemm_shapes' MLP
   int64_t blocks = (o.prefix + max_prompt) / bs + 1;
-  for (int64_t b : o.batches) blocks = std::max(blocks, b * (decode_per_seq(b) / bs + 1));
+  for (int64_t b : o.batches) blocks = std::max(blocks, b * (decode_len / bs + 1));
   kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
   kvc.host_pools = false;
   kv::KvCache cache(kvc);
@@ -241,10 +251,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       continue;
     }
     const double ceiling = gemm_ceiling(c, prompt, st, s, h, o.reps);
-    // cuBLAS at the shapes the model runs with gate and up as one GEMM (set_mlp_fusion).
-    const double fused_ceiling = c.arch == model::Arch::Falcon || !o.opt_ins
-                                     ? ceiling
-                                     : gemm_ceiling(c, prompt, st, s, h, o.reps, true);
+    // cuBLAS at the shapes the default runs: gate and up as one GEMM (mlp_fusion).
+    const double fused_ceiling =
+        gate_up && dflt.mlp_fusion ? gemm_ceiling(c, prompt, st, s, h, o.reps, true) : ceiling;
     std::vector<int64_t> prefixes = {0};
     if (o.prefix > 0) prefixes.push_back(o.prefix);
     for (int64_t prefix : prefixes) {
@@ -277,7 +286,8 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       };
       std::vector<float> logits;
       const double tm = time_prefill(&logits, o.profile_phase == "prefill");
-      const double tflops = prefill_flop(c, prompt, prefix) / tm / 1e12;
+      const double flop = prefill_flop(c, prompt, prefix);
+      const double tflops = flop / tm / 1e12;
       json row = {{"prompt", prompt},
                   {"prefix", prefix},
                   {"seconds", tm},
@@ -285,54 +295,45 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                   {"tflops", tflops},
                   {"gemm_ceiling_tflops", ceiling},
                   {"ratio_to_gemm_ceiling", tflops / ceiling}};
-      std::fprintf(stderr,
-                   "bench gpu: %s prefill %lld (+%lld prefix): %.0f tok/s, %.0f%% of GEMM\n",
-                   name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
-                   static_cast<double>(prompt) / tm, 100.0 * tflops / ceiling);
-      if (kc::attention_uses_mma(st, c.head_dim, prompt, 1)) {
-        // The same prefill with the wmma tensor-core kernel (the default before the
-        // FlashAttention-2-style one ran on an H100), as the default's baseline in this run;
-        // its last logits against the default's, as a sanity check beside the parity tests.
-        std::vector<float> wmma_logits;
-        m.set_prefill_attention_fa2(false);
-        const double tw = time_prefill(&wmma_logits, false);
-        m.set_prefill_attention_fa2(true);
-        const double wmma_diff = max_diff_over_max(wmma_logits, logits);
-        const double wmma_tflops = prefill_flop(c, prompt, prefix) / tw / 1e12;
-        row["wmma_seconds"] = tw;
-        row["wmma_tok_s"] = static_cast<double>(prompt) / tw;
-        row["wmma_ratio_to_gemm_ceiling"] = wmma_tflops / ceiling;
-        row["speedup_over_wmma"] = tw / tm;
-        row["wmma_logits_max_diff_over_max"] = wmma_diff;
-        std::fprintf(stderr,
-                     "bench gpu: %s prefill %lld (+%lld prefix) with the wmma attention kernel: "
-                     "%.0f tok/s (default %.2fx faster), %.0f%% of GEMM, logits differ by %.2g "
-                     "of their max\n",
-                     name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
-                     static_cast<double>(prompt) / tw, tw / tm, 100.0 * wmma_tflops / ceiling,
-                     wmma_diff);
+      char fused_note[64] = "";
+      if (fused_ceiling != ceiling) {
+        row["fused_gemm_ceiling_tflops"] = fused_ceiling;
+        row["ratio_to_fused_gemm_ceiling"] = tflops / fused_ceiling;
+        std::snprintf(fused_note, sizeof fused_note, " (%.0f%% at the fused gate|up shapes)",
+                      100.0 * tflops / fused_ceiling);
       }
-      if (o.opt_ins) {
-        // The same prefill with the launch fusions (gate and up as one GEMM, RoPE with the
-        // append), against the default in this run; the ratio is given against both ceilings.
-        std::vector<float> fused_logits;
-        fuse_launches(true);
-        const double tf = time_prefill(&fused_logits, false);
-        fuse_launches(false);
-        const double fused_tflops = prefill_flop(c, prompt, prefix) / tf / 1e12;
-        row["launch_fused_seconds"] = tf;
-        row["launch_fused_tok_s"] = static_cast<double>(prompt) / tf;
-        row["launch_fused_speedup"] = tm / tf;
-        row["launch_fused_ratio_to_gemm_ceiling"] = fused_tflops / ceiling;
-        row["launch_fused_gemm_ceiling_tflops"] = fused_ceiling;
-        row["launch_fused_ratio_to_fused_gemm_ceiling"] = fused_tflops / fused_ceiling;
-        row["launch_fused_logits_max_diff_over_max"] = max_diff_over_max(fused_logits, logits);
+      std::fprintf(stderr,
+                   "bench gpu: %s prefill %lld (+%lld prefix): %.0f tok/s, %.0f%% of GEMM%s\n",
+                   name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
+                   static_cast<double>(prompt) / tm, 100.0 * tflops / ceiling, fused_note);
+      // The same prefill with `paths`, as `key`_* keys of the row: its speed relative to the
+      // default's, its share of the GEMM ceiling at the unfused shapes, and its last logits'
+      // largest difference from the default's (a sanity check beside the parity tests).
+      const auto alternative = [&](const char* key, const char* what,
+                                   const model::CudaKernelPaths& paths) {
+        std::vector<float> alt_logits;
+        const double ta = with_paths(paths, [&] { return time_prefill(&alt_logits, false); });
+        const double diff = max_diff_over_max(alt_logits, logits);
+        const std::string k = key;
+        row[k + "_seconds"] = ta;
+        row[k + "_tok_s"] = static_cast<double>(prompt) / ta;
+        row[k + "_speedup"] = tm / ta;
+        row[k + "_ratio_to_gemm_ceiling"] = flop / ta / 1e12 / ceiling;
+        if (gate_up && paths.mlp_fusion && fused_ceiling != ceiling) {
+          row[k + "_ratio_to_fused_gemm_ceiling"] = flop / ta / 1e12 / fused_ceiling;
+        }
+        row[k + "_logits_max_diff_over_max"] = diff;
         std::fprintf(stderr,
-                     "bench gpu: %s prefill %lld (+%lld prefix) with the launch fusions: %.0f "
-                     "tok/s (%.2fx), %.0f%% of GEMM (%.0f%% of the fused shapes' GEMM)\n",
+                     "bench gpu: %s prefill %lld (+%lld prefix) with %s: %.0f tok/s (%.2fx the "
+                     "default's speed), %.0f%% of GEMM, logits differ by %.2g of their max\n",
                      name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
-                     static_cast<double>(prompt) / tf, tm / tf, 100.0 * fused_tflops / ceiling,
-                     100.0 * fused_tflops / fused_ceiling);
+                     what, static_cast<double>(prompt) / ta, tm / ta,
+                     100.0 * flop / ta / 1e12 / ceiling, diff);
+      };
+      alternative("previous_default", "the previous default (separate launches)", previous);
+      if (kc::attention_uses_mma(st, c.head_dim, prompt, 1)) {
+        alternative("wmma", "the wmma attention kernel",
+                    but(&model::CudaKernelPaths::prefill_fa2, false));
       }
       prefill.push_back(row);
     }
@@ -348,18 +349,19 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   const double kv_token = static_cast<double>(c.kv_bytes_per_token()) *
                           static_cast<double>(kc::storage_bytes(st)) / 2.0;
   for (int64_t b : o.batches) {
+    const auto id_of = [](int64_t i) { return static_cast<kv::SeqId>(100 + i); };
     for (int64_t i = 0; i < b; ++i) {
-      const kv::SeqId id = static_cast<kv::SeqId>(100 + i);
-      cache.add_sequence(id);
-      if (!cache.reserve(id, decode_per_seq(b))) {
+      cache.add_sequence(id_of(i));
+      if (!cache.reserve(id_of(i), decode_len)) {
         throw Error("bench gpu: KV pool too small for decoding");
       }
-      m.forward(
-          {{id, tokens(o.decode_context, c.vocab_size, 10 + static_cast<uint64_t>(i)), false}},
-          cache);
+      m.forward({{id_of(i), tokens(o.decode_context, c.vocab_size, 10 + static_cast<uint64_t>(i)),
+                  false}},
+                cache);
     }
     // Median seconds per step over o.reps repetitions of o.decode_steps steps (after one
-    // warm-up); the sequences grow by o.decode_steps * (o.reps + 1) tokens per call.
+    // warm-up), from the sequences' histories; they grow by o.decode_steps * (o.reps + 1)
+    // tokens, then go back to their histories, so that every variant reads the same KV bytes.
     const auto time_steps = [&] {
       std::vector<double> step_t;
       for (int r = 0; r <= o.reps; ++r) {
@@ -367,9 +369,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         for (int64_t k = 0; k < o.decode_steps; ++k) {
           std::vector<model::SeqInput> in;
           for (int64_t i = 0; i < b; ++i) {
-            in.push_back({static_cast<kv::SeqId>(100 + i),
-                          {static_cast<int32_t>((k * 31 + i) % c.vocab_size)},
-                          false});
+            in.push_back({id_of(i), {static_cast<int32_t>((k * 31 + i) % c.vocab_size)}, false});
           }
           m.forward(in, cache);
         }
@@ -377,6 +377,10 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
           step_t.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
                            static_cast<double>(o.decode_steps));
         }
+      }
+      for (int64_t i = 0; i < b; ++i) {
+        cache.truncate(id_of(i), o.decode_context);
+        if (!cache.reserve(id_of(i), decode_len)) throw Error("bench gpu: KV pool too small");
       }
       return metrics::median(step_t);
     };
@@ -397,78 +401,48 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                  "bench gpu: %s decode batch %lld: %.1f tok/s, %.0f GB/s (%.0f%% of copy)\n",
                  name.c_str(), static_cast<long long>(b), static_cast<double>(b) / t,
                  bytes / t / 1e9, 100.0 * bytes / t / 1e9 / d2d);
-    // A variant's seconds per step as `prefix`_* keys of the row, against the default's, with
-    // its share of the copy ceiling where `ratio`.
-    const auto record = [&](const char* prefix, const char* what, double tv, bool ratio) {
-      const std::string k = prefix;
+    // The same steps with `paths`, as `key`_* keys of the row: its speed relative to the
+    // default's and its share of the copy ceiling (the same bytes a step).
+    const auto alternative = [&](const char* key, const char* what,
+                                 const model::CudaKernelPaths& paths) {
+      const double tv = with_paths(paths, time_steps);
+      const std::string k = key;
       row[k + "_seconds_per_step"] = tv;
       row[k + "_tok_s"] = static_cast<double>(b) / tv;
       row[k + "_speedup"] = t / tv;
-      if (ratio) row[k + "_ratio_to_copy_ceiling"] = bytes / tv / 1e9 / d2d;
+      row[k + "_ratio_to_copy_ceiling"] = bytes / tv / 1e9 / d2d;
       std::fprintf(stderr,
-                   "bench gpu: %s decode batch %lld with %s: %.1f tok/s (%.2fx, %.0f%% of copy)\n",
+                   "bench gpu: %s decode batch %lld with %s: %.1f tok/s (%.2fx the default's "
+                   "speed, %.0f%% of copy)\n",
                    name.c_str(), static_cast<long long>(b), what, static_cast<double>(b) / tv,
                    t / tv, 100.0 * bytes / tv / 1e9 / d2d);
     };
+    using P = model::CudaKernelPaths;
+    alternative("previous_default", "the previous default (separate launches, CUDA-core attention)",
+                previous);
     if (o.opt_ins) {
-      // The same steps with the launch fusions (two launches fewer a layer with gate and up,
-      // one fewer with RoPE and the append), then with those, the decode attention kernel and
-      // RMSNorm folded into the GEMVs and the GEMVs launched with programmatic dependent
-      // launch (both at 1-4 rows; the norm for RMSNorm models): every opt-in not yet run on a
-      // GPU, against the default (at 1-4 rows six launches a LLaMA layer instead of twelve).
-      // Their histories are longer again (the same small bias, against them).
-      fuse_launches(true);
-      const double tf = time_steps();
-      m.set_decode_attention(decode_kernel_fits);
-      m.set_decode_fusion(true);
-      m.set_decode_pdl(true);
-      const double tall = time_steps();
-      m.set_decode_pdl(false);
-      m.set_decode_fusion(false);
-      m.set_decode_attention(false);
-      fuse_launches(false);
-      record("launch_fused", "the launch fusions", tf, true);
-      record("all_opt_ins", "every opt-in that applies", tall, true);
-    }
-    if (o.opt_ins && decode_kernel_fits) {
-      // The same steps with the decode attention kernel (kernels/cuda attention_decode), on
-      // histories o.decode_steps * (o.reps + 1) tokens longer (a small bias against it).
-      m.set_decode_attention(true);
-      const double ta = time_steps();
-      m.set_decode_attention(false);
-      record("decode_kernel", "the decode attention kernel", ta, false);
+      // Each fused path of the default turned off alone.
+      if (decode_kernel_fits) {
+        alternative("cuda_core_attention", "the CUDA-core attention kernel",
+                    but(&P::decode_attention, false));
+      }
+      P unfused = dflt;
+      unfused.mlp_fusion = unfused.rope_append_fusion = false;
+      alternative("unfused_launches", "RoPE, append, gate and up launched apart", unfused);
     }
     if (b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16)) {
-      // The same steps with cuBLAS for every linear layer: the baseline of the GEMV kernel.
-      // The histories are o.decode_steps * (o.reps + 1) tokens longer by now: more KV bytes a
-      // step for the baseline (under 0.4% of llama-2-7b's bytes at the defaults), not counted.
-      m.set_decode_gemv(false);
-      const double tb = time_steps();
-      m.set_decode_gemv(true);
-      row["cublas_seconds_per_step"] = tb;
-      row["cublas_tok_s"] = static_cast<double>(b) / tb;
-      row["speedup_over_cublas"] = tb / t;
-      std::fprintf(stderr, "bench gpu: %s decode batch %lld with cuBLAS GEMVs: %.1f tok/s\n",
-                   name.c_str(), static_cast<long long>(b), static_cast<double>(b) / tb);
+      // cuBLAS for every linear layer: the GEMV kernel's baseline.
+      alternative("cublas", "cuBLAS GEMVs", but(&P::decode_gemv, false));
       if (o.opt_ins && c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon) {
-        // The same steps with RMSNorm and SwiGLU fused into the GEMVs (kernels/cuda
-        // norm_gemv: the norm's scale applied after the dot products), against the unfused
-        // GEMVs above; its histories are longer still (the same small bias, against it).
-        m.set_decode_fusion(true);
-        const double tf = time_steps();
-        m.set_decode_fusion(false);
-        record("fused", "fused GEMVs", tf, false);
+        alternative("unfused_norm", "RMSNorm and SwiGLU launched apart from the GEMVs",
+                    but(&P::decode_fusion, false));
       }
-      if (o.opt_ins && m.set_decode_pdl(true)) {  // sm_90 kernels: see gemv_pdl_supported
-        // The same steps with the GEMVs launched with programmatic dependent launch, against
-        // the default (their histories longer again: the same small bias, against it).
-        const double tp = time_steps();
-        m.set_decode_pdl(false);
-        record("pdl", "PDL-launched GEMVs", tp, false);
+      if (o.opt_ins && kc::gemv_pdl_supported()) {  // sm_90 kernels
+        alternative("pdl", "PDL-launched GEMVs", but(&P::decode_pdl, true));
       }
     }
     decode.push_back(row);
-    for (int64_t i = 0; i < b; ++i) cache.free_sequence(static_cast<kv::SeqId>(100 + i));
+    for (int64_t i = 0; i < b; ++i) cache.free_sequence(id_of(i));
   }
   return {{"model", name},
           {"layers", c.n_layers},

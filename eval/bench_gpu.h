@@ -30,10 +30,10 @@ struct BenchGpuOptions {
   /// What a profiler started with --profile-from-start off sees: "decode" (the default
   /// variant's timed decode steps) or "prefill" (the default variant's last timed prefill).
   std::string profile_phase = "decode";
-  /// Also time the opt-in paths not yet run on a GPU against the default, in the same run (the
-  /// decode attention kernel, the RMSNorm-in-GEMV decode fusion, the launch fusions). Off, only
-  /// the default and its measured baselines (the wmma prefill attention, cuBLAS GEMVs) run, so
-  /// that a fault in an untried kernel cannot take the default's numbers with it.
+  /// Also time each fused path of the default turned off alone (the decode attention kernel,
+  /// the launch fusions, RMSNorm in the decode GEMVs) and PDL-launched decode GEMVs, against
+  /// the default in the same run. Off, only the default and its baselines run (the previous
+  /// default's separate launches, the wmma prefill attention, cuBLAS GEMVs).
   bool opt_ins = true;
   int device = 0;
   uint64_t seed = 1;

@@ -46,24 +46,42 @@ std::string text(const json& row, const char* key, const std::string& origin) {
   return row[key].get<std::string>();
 }
 
-// The configurations `bench gpu` measures beside the default (its keys' prefixes), by name;
-// "" for any other prefix (a baseline such as cuBLAS's, or a key of no configuration).
-std::string alternative_name(const std::string& prefix) {
-  static const std::pair<const char*, const char*> names[] = {
-      {"fa2", "FlashAttention-2-style attention"},
-      {"wmma", "wmma attention"},
-      {"launch_fused", "launch fusions"},
-      {"all_opt_ins", "every opt-in"},
-      {"decode_kernel", "decode attention kernel"},
-      {"fused", "RMSNorm in the GEMVs"},
-      {"pdl", "PDL-launched GEMVs"}};
-  for (const auto& [p, name] : names) {
-    if (prefix == p) return name;
+// The alternative of `prefix`, or nullptr.
+const BenchGpuAlternative* alternative_of(const std::string& prefix) {
+  for (const BenchGpuAlternative& a : bench_gpu_alternatives()) {
+    if (prefix == a.prefix) return &a;
   }
-  return "";
+  return nullptr;
 }
 
 }  // namespace
+
+const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
+  static const std::vector<BenchGpuAlternative> all = {
+      {"previous_default", "previous default", true},
+      {"wmma", "wmma attention", true},
+      {"cuda_core_attention", "CUDA-core decode attention", true},
+      {"unfused_launches", "no launch fusions", true},
+      {"unfused_norm", "no RMSNorm in the GEMVs", true},
+      {"pdl", "PDL-launched GEMVs", true},
+      {"cublas", "cuBLAS GEMVs", false},
+      // Results before the fused paths became the default (2026-11-27):
+      {"fa2", "FlashAttention-2-style attention", true},
+      {"launch_fused", "launch fusions", true},
+      {"decode_kernel", "decode attention kernel", true},
+      {"fused", "RMSNorm in the GEMVs", true},
+      {"all_opt_ins", "every opt-in", true}};
+  return all;
+}
+
+double relative_speed(const json& row, const std::string& prefix) {
+  const std::string own = prefix + "_speedup", over = "speedup_over_" + prefix;
+  if (row.contains(own) && row[own].is_number()) return row[own].get<double>();
+  if (row.contains(over) && row[over].is_number() && row[over].get<double>() > 0) {
+    return 1.0 / row[over].get<double>();
+  }
+  return 0;
+}
 
 json bench_gpu_targets(const json& bench, const std::string& origin) {
   if (!bench.is_object()) {
@@ -79,24 +97,29 @@ json bench_gpu_targets(const json& bench, const std::string& origin) {
                    {"goal", goal},
                    {"met", ratio >= goal}});
   };
+  // `config`'s ratio: `key`'s, or where the row also has its ratio to the GEMM ceiling at the
+  // fused gate|up shapes (`fused_` in place of `gemm_`), the lower of the two.
+  const auto ratio_of = [&](const json& row, const std::string& k) {
+    double ratio = number(row, k.c_str(), origin);
+    const size_t at = k.rfind("gemm_ceiling");
+    if (at != std::string::npos) {
+      const std::string fused = k.substr(0, at) + "fused_" + k.substr(at);
+      if (row.contains(fused)) ratio = std::min(ratio, number(row, fused.c_str(), origin));
+    }
+    return ratio;
+  };
   // The default's ratio under `key`, then each same-run alternative's (`PREFIX_` + key).
   const auto add_all = [&](const char* target, const std::string& model, const json& row,
                            const std::string& key, double goal) {
-    add(target, model, "default", number(row, key.c_str(), origin), goal);
+    add(target, model, "default", ratio_of(row, key), goal);
     for (const auto& [k, v] : row.items()) {
       if (k.size() <= key.size() + 1 || k.compare(k.size() - key.size(), key.size(), key) != 0 ||
           k[k.size() - key.size() - 1] != '_' || !v.is_number()) {
         continue;
       }
-      const std::string prefix = k.substr(0, k.size() - key.size() - 1);
-      const std::string name = alternative_name(prefix);
-      if (name.empty()) continue;
-      double ratio = v.get<double>();
-      if (prefix == "launch_fused" && row.contains("launch_fused_ratio_to_fused_gemm_ceiling")) {
-        // The fused GEMM's shapes have a ceiling of their own: the lower ratio counts.
-        ratio = std::min(ratio, number(row, "launch_fused_ratio_to_fused_gemm_ceiling", origin));
-      }
-      add(target, model, name, ratio, goal);
+      const BenchGpuAlternative* alt = alternative_of(k.substr(0, k.size() - key.size() - 1));
+      if (alt == nullptr || !alt->target) continue;
+      add(target, model, alt->name, ratio_of(row, k), goal);
     }
   };
   const json& models = array_of(bench, "models", origin);

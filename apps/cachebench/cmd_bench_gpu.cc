@@ -2,6 +2,7 @@
 //   [--batches 1,16,64] [--reps 5] [--gpu-storage f16] [--no-opt-ins] [--out F.json]
 //   (CUDA builds); cachebench bench gpu --report F.json (any build: a saved result's tables and
 //   its targets)
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
@@ -69,76 +70,99 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
           "(pinned)\n",
           c.at("d2d_gbs_read_plus_write").get<double>(), c.at("h2d_pinned_gbs").get<double>(),
           c.at("d2h_pinned_gbs").get<double>());
-  appendf(out_ptr,
-          "\n| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio | wmma "
-          "attention, same run: ratio (default's speedup; logits' max diff / max) | launch "
-          "fusions, same run: ratio, to the fused shapes' ceiling (speedup) |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  // The alternatives present in any row of `phase`, in bench_gpu_alternatives' order.
+  const auto present = [&](const char* phase) {
+    std::vector<eval::BenchGpuAlternative> alts;
+    for (const auto& a : eval::bench_gpu_alternatives()) {
+      bool any = false;
+      for (const auto& m : j.at("models")) {
+        for (const auto& p : m.at(phase)) any = any || p.contains(std::string(a.prefix) + "_tok_s");
+      }
+      if (any) alts.push_back(a);
+    }
+    return alts;
+  };
+  // `row`'s number under `key`, or NaN when it has none (printed "nan", never read as 0).
+  const auto num = [](const nlohmann::json& row, const std::string& key) {
+    return row.contains(key) ? row.at(key).get<double>() : std::nan("");
+  };
+  const std::vector<eval::BenchGpuAlternative> pre = present("prefill");
+  // A table's head: the fixed columns (`head`, `rule`), then one per alternative in `alts`.
+  const auto table_head = [&](const char* head, const char* rule,
+                              const std::vector<eval::BenchGpuAlternative>& alts) {
+    appendf(out_ptr, "\n%s", head);
+    for (const auto& a : alts) appendf(out_ptr, " %s |", a.name);
+    appendf(out_ptr, "\n%s", rule);
+    for (size_t i = 0; i < alts.size(); ++i) appendf(out_ptr, "---:|");
+    appendf(out_ptr, "\n");
+  };
+  // The rest of `row`'s line: for each alternative, `cell`(its key prefix) or "-" where the
+  // row has none.
+  const auto alternative_cells = [&](const nlohmann::json& row,
+                                     const std::vector<eval::BenchGpuAlternative>& alts,
+                                     const auto& cell) {
+    for (const auto& a : alts) {
+      const std::string k = a.prefix;
+      appendf(out_ptr, " %s |", row.contains(k + "_tok_s") ? cell(k).c_str() : "-");
+    }
+    appendf(out_ptr, "\n");
+  };
+  table_head(
+      "| model | prompt | prefix | tokens/s | TFLOP/s | GEMM ceiling | ratio (at the fused "
+      "gate|up shapes) |",
+      "|---|---:|---:|---:|---:|---:|---:|", pre);
   for (const auto& m : j.at("models")) {
     for (const auto& p : m.at("prefill")) {
       if (p.contains("skipped")) continue;
-      char wmma[96] = "-";
-      if (p.contains("speedup_over_wmma")) {
-        std::snprintf(wmma, sizeof wmma, "%.2f (%.2fx; %.2g)",
-                      p.at("wmma_ratio_to_gemm_ceiling").get<double>(),
-                      p.at("speedup_over_wmma").get<double>(),
-                      p.at("wmma_logits_max_diff_over_max").get<double>());
+      char fused[32] = "";
+      if (p.contains("ratio_to_fused_gemm_ceiling")) {
+        std::snprintf(fused, sizeof fused, " (%.2f)", num(p, "ratio_to_fused_gemm_ceiling"));
       }
-      char fused[96] = "-";
-      if (p.contains("launch_fused_speedup")) {
-        std::snprintf(fused, sizeof fused, "%.2f, %.2f (%.2fx)",
-                      p.at("launch_fused_ratio_to_gemm_ceiling").get<double>(),
-                      p.at("launch_fused_ratio_to_fused_gemm_ceiling").get<double>(),
-                      p.at("launch_fused_speedup").get<double>());
-      }
-      appendf(out_ptr, "| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f | %s | %s |\n",
+      appendf(out_ptr, "| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f%s |",
               m.at("model").get<std::string>().c_str(), integer(p, "prompt"), integer(p, "prefix"),
               p.at("tok_s").get<double>(), p.at("tflops").get<double>(),
               p.at("gemm_ceiling_tflops").get<double>(),
-              p.at("ratio_to_gemm_ceiling").get<double>(), wmma, fused);
+              p.at("ratio_to_gemm_ceiling").get<double>(), fused);
+      alternative_cells(p, pre, [&](const std::string& k) {
+        std::string cell;
+        appendf(&cell, "%.2f", num(p, k + "_ratio_to_gemm_ceiling"));
+        if (p.contains(k + "_ratio_to_fused_gemm_ceiling")) {
+          appendf(&cell, " (%.2f)", num(p, k + "_ratio_to_fused_gemm_ceiling"));
+        }
+        appendf(&cell, ", %.2fx", eval::relative_speed(p, k));
+        if (p.contains(k + "_logits_max_diff_over_max")) {
+          appendf(&cell, "; %.2g", num(p, k + "_logits_max_diff_over_max"));
+        }
+        return cell;
+      });
     }
   }
-  appendf(
-      out_ptr,
-      "\n| model | batch | context | tokens/s | HBM GB/s | / copy ceiling | with cuBLAS GEMVs "
-      "| with fused GEMVs | with PDL-launched GEMVs | with the decode attention kernel | with the "
-      "launch fusions | with every opt-in (/ copy ceiling) |\n"
-      "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  appendf(out_ptr,
+          "(alternatives, same run: ratio to the GEMM ceiling, their speed relative to the "
+          "default's; the largest difference of their last logits from the default's over "
+          "its largest magnitude)\n");
+  const std::vector<eval::BenchGpuAlternative> dec = present("decode");
+  table_head("| model | batch | context | tokens/s | HBM GB/s | / copy ceiling |",
+             "|---|---:|---:|---:|---:|---:|", dec);
   for (const auto& m : j.at("models")) {
     for (const auto& p : m.at("decode")) {
-      char base[64] = "-", fused[64] = "-", dk[64] = "-", lf[64] = "-", all[64] = "-",
-           pdl[64] = "-";
-      if (p.contains("pdl_tok_s")) {
-        std::snprintf(pdl, sizeof pdl, "%.1f tok/s (%.2fx)", p.at("pdl_tok_s").get<double>(),
-                      p.at("pdl_speedup").get<double>());
-      }
-      if (p.contains("launch_fused_tok_s")) {
-        std::snprintf(lf, sizeof lf, "%.1f tok/s (%.2fx)", p.at("launch_fused_tok_s").get<double>(),
-                      p.at("launch_fused_speedup").get<double>());
-        std::snprintf(all, sizeof all, "%.1f tok/s (%.2fx; %.2f)",
-                      p.at("all_opt_ins_tok_s").get<double>(),
-                      p.at("all_opt_ins_speedup").get<double>(),
-                      p.at("all_opt_ins_ratio_to_copy_ceiling").get<double>());
-      }
-      if (p.contains("cublas_tok_s")) {
-        std::snprintf(base, sizeof base, "%.1f tok/s (%.2fx)", p.at("cublas_tok_s").get<double>(),
-                      p.at("speedup_over_cublas").get<double>());
-      }
-      if (p.contains("fused_tok_s")) {
-        std::snprintf(fused, sizeof fused, "%.1f tok/s (%.2fx)", p.at("fused_tok_s").get<double>(),
-                      p.at("fused_speedup").get<double>());
-      }
-      if (p.contains("decode_kernel_tok_s")) {
-        std::snprintf(dk, sizeof dk, "%.1f tok/s (%.2fx)",
-                      p.at("decode_kernel_tok_s").get<double>(),
-                      p.at("decode_kernel_speedup").get<double>());
-      }
-      appendf(out_ptr, "| %s | %lld | %lld | %.1f | %.0f | %.2f | %s | %s | %s | %s | %s | %s |\n",
+      appendf(out_ptr, "| %s | %lld | %lld | %.1f | %.0f | %.2f |",
               m.at("model").get<std::string>().c_str(), integer(p, "batch"), integer(p, "context"),
               p.at("tok_s").get<double>(), p.at("hbm_gbs").get<double>(),
-              p.at("ratio_to_copy_ceiling").get<double>(), base, fused, pdl, dk, lf, all);
+              p.at("ratio_to_copy_ceiling").get<double>());
+      alternative_cells(p, dec, [&](const std::string& k) {
+        std::string cell;
+        appendf(&cell, "%.1f (%.2fx", num(p, k + "_tok_s"), eval::relative_speed(p, k));
+        if (p.contains(k + "_ratio_to_copy_ceiling")) {
+          appendf(&cell, "; %.2f", num(p, k + "_ratio_to_copy_ceiling"));
+        }
+        return cell + ")";
+      });
     }
   }
+  appendf(out_ptr,
+          "(alternatives, same run: tokens/s (their speed relative to the default's; their share "
+          "of the copy ceiling))\n");
   appendf(out_ptr,
           "\n| model | tokens | KV restore GB/s, one stream (/ H2D) | pipelined (/ H2D) | one copy "
           "of the same bytes GB/s | pipelined / it | KV capture to host GB/s |\n"
@@ -252,8 +276,8 @@ void register_bench_gpu(CLI::App* bench) {
       ->check(CLI::IsMember({"decode", "prefill"}))
       ->capture_default_str();
   sub->add_flag("!--no-opt-ins", a->o.opt_ins,
-                "time only the default and its measured baselines, not the opt-in paths that "
-                "have not yet run on a GPU");
+                "time only the default and its baselines (the previous default, the wmma prefill "
+                "attention, cuBLAS GEMVs), not each fused path turned off alone or PDL");
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   // --report measures nothing: every other option is refused beside it.

@@ -32,7 +32,7 @@ struct GemmWtParams {
   bool gemv = true;  ///< kernels/cuda gemv's kernel where gemv_applies (decode), else cuBLAS
   /// gemv's kernel launched with programmatic dependent launch (sm_90): it may start while the
   /// kernel before it finishes, prefetch its weights into L2 and wait for that kernel before
-  /// reading x or y. Opt-in (CudaModel::set_decode_pdl), not yet run on a GPU.
+  /// reading x or y. Opt-in (CudaKernelPaths::decode_pdl); its ordering tests passed on an H200.
   bool pdl = false;
 };
 

@@ -13,8 +13,8 @@
 /// (three a layer) at no extra memory traffic and with no shared memory or block
 /// synchronization. (The first form of this fusion normalized x into shared memory in every
 /// block before its first weight load; on an H100 it ran 0.94-0.99x as fast as the separate
-/// launches, docs/perf.md.) CudaModel::set_decode_fusion turns it on; `bench gpu` measures it
-/// against the unfused GEMVs in the same run.
+/// launches, docs/perf.md.) CudaKernelPaths::decode_fusion (on by default) chooses it; `bench
+/// gpu` measures it against the unfused GEMVs in the same run.
 
 #include <cuda_runtime_api.h>
 

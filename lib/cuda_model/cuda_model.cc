@@ -65,7 +65,7 @@ void CudaModel::Impl::gate_up_swiglu(int l, const char* gate_w, const char* up_w
   sp.out = y;
   sp.n = n * F;
   sp.storage = st;
-  if (!mlp_fusion) {  // two GEMMs (GEMVs), then SwiGLU
+  if (!paths.mlp_fusion) {  // two GEMMs (GEMVs), then SwiGLU
     gemm(x, gate_w, layer_name(l, "ffn_gate"), y, n, H, F);
     gemm(x, up_w, layer_name(l, "ffn_up"), up_out, n, H, F);
     sp.gate = y;
@@ -81,8 +81,8 @@ void CudaModel::Impl::gate_up_swiglu(int l, const char* gate_w, const char* up_w
   p.in = H;
   p.out = F;
   p.storage = st;
-  p.pdl = decode_pdl;
-  if (decode_gemv && kc::gemv_swiglu_applies(p, up_w)) {  // 1-4 rows: one launch
+  p.pdl = paths.decode_pdl;
+  if (paths.decode_gemv && kc::gemv_swiglu_applies(p, up_w)) {  // 1-4 rows: one launch
     CB_CUDA_CHECK(kc::launch_gemv_swiglu(p, up_w, stream.get()));
     return;
   }
@@ -100,7 +100,7 @@ void CudaModel::Impl::rope_and_append(void* qkv, const int32_t* rope_pos, const 
                                       const int32_t* row_slot, const int32_t* tables,
                                       int64_t table_stride, int64_t n, int l) {
   const int64_t qd = cfg.q_dim(), kvd = cfg.kv_dim(), QKV = qd + 2 * kvd;
-  if (rope_append_fusion) {  // Q rotated in place, K rotated into the blocks, V copied
+  if (paths.rope_append_fusion) {  // Q rotated in place, K rotated into the blocks, V copied
     kc::RopeKvAppendParams rp;
     rp.qkv = qkv;
     rp.positions = rope_pos;
@@ -196,16 +196,16 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   const int64_t splits = mma ? 1 : kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
   const int64_t ws = kc::attention_workspace_floats(N, c.n_heads, c.head_dim, splits);
   // The decode kernel's split counters (kernels/cuda attention.h), zeroed once per forward.
-  const int64_t counters = decode_attention && splits > 1 ? N * c.n_heads : 0;
+  const int64_t counters = paths.decode_attention && splits > 1 ? N * c.n_heads : 0;
 
   const auto e = [&](int64_t n) { return static_cast<uint64_t>(n) * esz; };
   const auto i32 = [](size_t n) { return static_cast<uint64_t>(n) * 4; };
   std::vector<Arena::Block> b = scratch_blocks(
       {e(N * H), e(N * H), e(N * H), e(N * QKV), e(N * qd), e(N * F),
-       // up's output, or a fused gate|up GEMM's (set_mlp_fusion)
-       e(N * F * (cuda_detail::has_gate_up(c) && mlp_fusion ? 2 : 1)), e(R * H), e(R * H), e(R * V),
-       static_cast<uint64_t>(std::max<int64_t>(R * V, N * kvd)) * 4, e(N * kvd), e(N * kvd),
-       static_cast<uint64_t>(ws) * 4, i32(br.ids.size()), i32(br.pos.size()),
+       // up's output, or a fused gate|up GEMM's (CudaKernelPaths::mlp_fusion)
+       e(N * F * (cuda_detail::has_gate_up(c) && paths.mlp_fusion ? 2 : 1)), e(R * H), e(R * H),
+       e(R * V), static_cast<uint64_t>(std::max<int64_t>(R * V, N * kvd)) * 4, e(N * kvd),
+       e(N * kvd), static_cast<uint64_t>(ws) * 4, i32(br.ids.size()), i32(br.pos.size()),
        i32(br.rope_pos.size()), i32(q_seq.size()), i32(n_ctx.size()), i32(tables.size()),
        i32(tiles.size()), i32(sel.size()), 4,
        static_cast<uint64_t>(std::max<int64_t>(counters, 1)) * 4});
@@ -401,9 +401,9 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     ap.tile_rows = tile_rows;
     // The FlashAttention-2-style kernel also loads K and V as 16-byte vectors (cp.async);
     // pools that are not so aligned keep the wmma kernel.
-    ap.fa2 = prefill_fa2 && reinterpret_cast<uintptr_t>(ap.k_pool) % 16 == 0 &&
+    ap.fa2 = paths.prefill_fa2 && reinterpret_cast<uintptr_t>(ap.k_pool) % 16 == 0 &&
              reinterpret_cast<uintptr_t>(ap.v_pool) % 16 == 0;
-    ap.decode_kernel = decode_attention;
+    ap.decode_kernel = paths.decode_attention;
     ap.counters = d_counters;
     CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
     if (c.arch == Arch::Falcon) {
@@ -495,29 +495,14 @@ uint64_t CudaModel::weight_bytes() const {
 uint64_t CudaModel::kv_bytes() const {
   return impl_->kv_arena.used();
 }
-void CudaModel::set_decode_gemv(bool on) const {
-  impl_->decode_gemv = on;
+CudaKernelPaths CudaModel::kernel_paths() const {
+  return impl_->paths;
 }
-void CudaModel::set_decode_fusion(bool on) const {
-  impl_->decode_fusion = on;
-}
-
-void CudaModel::set_mlp_fusion(bool on) const {
-  impl_->mlp_fusion = on;
-}
-void CudaModel::set_rope_append_fusion(bool on) const {
-  impl_->rope_append_fusion = on;
-}
-bool CudaModel::set_decode_pdl(bool on) const {
+CudaKernelPaths CudaModel::set_kernel_paths(const CudaKernelPaths& paths) const {
   CB_CUDA_CHECK(cudaSetDevice(impl_->gpu));
-  impl_->decode_pdl = on && kc::gemv_pdl_supported();  // kernels with griddepcontrol.wait
-  return impl_->decode_pdl;
-}
-void CudaModel::set_decode_attention(bool on) const {
-  impl_->decode_attention = on;
-}
-void CudaModel::set_prefill_attention_fa2(bool on) const {
-  impl_->prefill_fa2 = on;
+  impl_->paths = paths;
+  impl_->paths.decode_pdl = paths.decode_pdl && kc::gemv_pdl_supported();  // griddepcontrol.wait
+  return impl_->paths;
 }
 
 std::vector<float> CudaModel::forward(const std::vector<SeqInput>& batch, kv::KvCache& cache,

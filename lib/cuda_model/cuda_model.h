@@ -34,6 +34,39 @@ struct PresetWeights {
   uint64_t seed = 0;
 };
 
+/// Which kernels a CudaModel runs where it has more than one for the same result. Each
+/// alternative passes the same parity tests against kernels/cpu (test_cuda), and `bench gpu`
+/// times the default against the others in one run. The defaults are the paths that were
+/// fastest there (docs/perf.md: on an H200 on 2026-11-27, llama-2-7b and llama-2-13b).
+struct CudaKernelPaths {
+  /// Linear layers of 1-4 rows (decode) run kernels/cuda gemv's kernel instead of cuBLAS.
+  bool decode_gemv = true;
+  /// Decode (1-4 rows, fp16/bf16, RMSNorm models but Falcon; with decode_gemv) folds RMSNorm
+  /// into the QKV and gate/up GEMVs and SwiGLU into the latter (kernels/cuda norm_gemv: the
+  /// norm's scale applied after the dot products, from the squares each warp sums as it reads
+  /// x) instead of separate norm, GEMV and SwiGLU launches.
+  bool decode_fusion = true;
+  /// Attention over single-row tiles (decode) at head sizes 64 and 128 runs the decode kernel
+  /// (PagedAttentionParams::decode_kernel: every lane on keys, K and V straight into
+  /// registers, the splits merged by the last block) instead of the CUDA-core one.
+  bool decode_attention = true;
+  /// Prefill attention on tensor cores runs the FlashAttention-2-style kernel
+  /// (PagedAttentionParams::fa2) instead of the wmma one.
+  bool prefill_fa2 = true;
+  /// SwiGLU models (LLaMA, Mistral) run gate and up as one linear layer over the fused gate|up
+  /// weight the device holds, with the SwiGLU in the same launch at 1-4 rows (kernels/cuda
+  /// launch_gemv_swiglu) or a strided SwiGLU after one GEMM otherwise, instead of two GEMMs and
+  /// a SwiGLU: two launches fewer a layer in decode, one in prefill.
+  bool mlp_fusion = true;
+  /// Each layer rotates Q and K and appends K and V to the paged blocks in one launch
+  /// (kernels/cuda launch_rope_kv_append) instead of a RoPE and an append launch.
+  bool rope_append_fusion = true;
+  /// Decode's GEMV kernels are launched with programmatic dependent launch (sm_90): each may
+  /// start while the kernel before it finishes, prefetch its first weight vectors into L2 and
+  /// wait (griddepcontrol.wait) before reading its input. Off: alone it was 0.97-0.99x as fast.
+  bool decode_pdl = false;
+};
+
 struct CudaModelOptions {
   kernels::cuda::Storage storage = kernels::cuda::Storage::F16;
   int device = 0;
@@ -87,46 +120,12 @@ class CudaModel : public ForwardModel {
   /// Bytes of device memory the weights and the current KV pools take.
   uint64_t weight_bytes() const;
   uint64_t kv_bytes() const;
-  /// Whether linear layers of 1-4 rows (decode) run kernels/cuda gemv's kernel (the default)
-  /// or cuBLAS; `bench gpu` measures both in one run.
-  void set_decode_gemv(bool on) const;
-  /// Whether decode (1-4 rows, fp16/bf16, RMSNorm models but Falcon) folds RMSNorm into the QKV
-  /// and gate/up GEMVs and SwiGLU into the latter (kernels/cuda norm_gemv: the norm's scale
-  /// applied after the dot products, from squares each warp sums as it reads x; passes the
-  /// host emulation of its source, not yet run on a GPU; the first form, with a shared-memory
-  /// prologue, ran 0.94-0.99x as fast on an H100) instead of separate norm, GEMV and SwiGLU
-  /// launches (the default). Only with set_decode_gemv(true); `bench gpu` measures both in one
-  /// run.
-  void set_decode_fusion(bool on) const;
-  /// Whether attention over single-row tiles (decode) at head sizes 64 and 128 runs the decode
-  /// kernel (PagedAttentionParams::decode_kernel: every lane on keys, K and V straight into
-  /// registers; passes the host emulation of its source, not yet run on a GPU) instead of the
-  /// CUDA-core one (the default); `bench gpu` measures both in one run.
-  void set_decode_attention(bool on) const;
-  /// Whether prefill attention on tensor cores runs the FlashAttention-2-style kernel
-  /// (PagedAttentionParams::fa2; the default since it ran on an H100, 1.03-1.52x faster
-  /// prefills, docs/perf.md) or the wmma one it replaced; `bench gpu` measures both in one run.
-  void set_prefill_attention_fa2(bool on) const;
-  /// Whether SwiGLU models (LLaMA, Mistral) run their gate and up layers as one linear layer
-  /// over the fused gate|up weight the device holds, with the SwiGLU in the same launch at 1-4
-  /// rows (kernels/cuda launch_gemv_swiglu) or a strided SwiGLU after one GEMM otherwise,
-  /// instead of two GEMMs and a SwiGLU (the default): two launches fewer a layer in decode, one
-  /// in prefill. Passes the host emulation of its kernels; not yet run on a GPU. `bench gpu`
-  /// measures both in one run.
-  void set_mlp_fusion(bool on) const;
-  /// Whether each layer rotates Q and K and appends K and V to the paged blocks in one launch
-  /// (kernels/cuda launch_rope_kv_append) instead of a RoPE and an append launch (the default).
-  /// Passes the host emulation of its kernel; not yet run on a GPU. `bench gpu` measures both
-  /// in one run.
-  void set_rope_append_fusion(bool on) const;
-  /// Whether decode's GEMV kernels (1-4 rows) are launched with programmatic dependent launch
-  /// (sm_90): each may start while the kernel before it finishes, prefetch its first weight
-  /// vectors into L2 and wait for that kernel before reading its input, so the weight stream
-  /// overlaps the small kernels between GEMVs (which let it start as soon as all their blocks
-  /// have begun) and the tails of the GEMVs. Off by default, and wherever the GEMV kernels were
-  /// not compiled for sm_90 or later (kc::gemv_pdl_supported) whatever is asked; returns whether
-  /// it is on. Not yet run on a GPU. `bench gpu` measures both in one run.
-  bool set_decode_pdl(bool on) const;
+  /// The kernels this model runs where it has a choice (CudaKernelPaths' defaults unless set).
+  CudaKernelPaths kernel_paths() const;
+  /// Chooses them; takes effect at the next forward. decode_pdl stays off where the GEMV
+  /// kernels were not compiled for sm_90 or later (kc::gemv_pdl_supported) whatever is asked.
+  /// Returns the paths now in effect.
+  CudaKernelPaths set_kernel_paths(const CudaKernelPaths& paths) const;
 
   /// As Model::forward: appends each item's tokens to its sequence (cache.reserve first),
   /// calls hooks.on_new_kv with host copies of the new pre-RoPE K and V (fp32), or

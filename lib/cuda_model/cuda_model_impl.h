@@ -70,17 +70,11 @@ namespace kc = cb::kernels::cuda;
 struct CudaModel::Impl {
   using Arena = device::Arena;
   ModelConfig cfg;
-  kv::KvConfig kv;                  // of the pools below
-  uint64_t pools_for = 0;           // KvCache::id() of the cache whose blocks the pools hold
-  int gpu = 0;                      // device index
-  int sms = 1;                      // its multiprocessors
-  bool decode_gemv = true;          // CudaModel::set_decode_gemv
-  bool prefill_fa2 = true;          // CudaModel::set_prefill_attention_fa2
-  bool decode_fusion = false;       // CudaModel::set_decode_fusion
-  bool decode_attention = false;    // CudaModel::set_decode_attention
-  bool mlp_fusion = false;          // CudaModel::set_mlp_fusion
-  bool rope_append_fusion = false;  // CudaModel::set_rope_append_fusion
-  bool decode_pdl = false;          // CudaModel::set_decode_pdl
+  kv::KvConfig kv;         // of the pools below
+  uint64_t pools_for = 0;  // KvCache::id() of the cache whose blocks the pools hold
+  int gpu = 0;             // device index
+  int sms = 1;             // its multiprocessors
+  CudaKernelPaths paths;   // which kernels run where there is a choice
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute
@@ -217,8 +211,8 @@ struct CudaModel::Impl {
     p.out = out;
     p.storage = st;
     p.accumulate = accumulate;
-    p.gemv = decode_gemv;
-    p.pdl = decode_pdl;
+    p.gemv = paths.decode_gemv;
+    p.pdl = paths.decode_pdl;
     cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
   }
 
@@ -228,7 +222,7 @@ struct CudaModel::Impl {
   /// off); the caller then runs norm, gemm and swiglu.
   bool fused_norm_gemv(const void* x, const std::string& norm_base, const void* weight,
                        const void* weight2, void* y, int64_t n, int64_t in, int64_t out) {
-    if (!decode_fusion || !decode_gemv || cfg.norm != NormType::RmsNorm ||
+    if (!paths.decode_fusion || !paths.decode_gemv || cfg.norm != NormType::RmsNorm ||
         cfg.arch == Arch::Falcon) {
       return false;
     }
@@ -243,7 +237,7 @@ struct CudaModel::Impl {
     p.in = in;
     p.out = out;
     p.storage = st;
-    p.pdl = decode_pdl;
+    p.pdl = paths.decode_pdl;
     if (!kc::norm_gemv_applies(p)) return false;
     CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
     return true;
@@ -256,7 +250,7 @@ struct CudaModel::Impl {
   }
 
   /// silu(x . gate^T) * (x . up^T) of layer l (gate_w, up_w: gate_up(l)) into y [n, ffn_hidden],
-  /// as set_mlp_fusion chooses: gate and up GEMMs, then SwiGLU (`up_out`: [n, ffn_hidden]
+  /// as paths.mlp_fusion chooses: gate and up GEMMs, then SwiGLU (`up_out`: [n, ffn_hidden]
   /// scratch); or one launch at 1-4 rows; or one GEMM over the fused matrix into `up_out`
   /// ([n, 2 * ffn_hidden] scratch) and a SwiGLU over its halves.
   void gate_up_swiglu(int l, const char* gate_w, const char* up_w, const void* x, void* y,
@@ -264,7 +258,7 @@ struct CudaModel::Impl {
 
   /// Layer l's RoPE of Q and K in the fused rows `qkv` [n, q_dim + 2 * kv_dim], and the append
   /// of K and V to its blocks (row r to sequence row_seq[r]'s slot row_slot[r]): one launch with
-  /// set_rope_append_fusion (the rows keep pre-RoPE K), else a RoPE and an append launch.
+  /// paths.rope_append_fusion (the rows keep pre-RoPE K), else a RoPE and an append launch.
   void rope_and_append(void* qkv, const int32_t* rope_pos, const int32_t* row_seq,
                        const int32_t* row_slot, const int32_t* tables, int64_t table_stride,
                        int64_t n, int l);

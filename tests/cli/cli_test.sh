@@ -254,7 +254,16 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   expect_out bench_gpu_report "| decode | preset:llama-2-13b | default |" "$CB" bench gpu --report "$SAVED"
   expect_out bench_gpu_report_alternatives "| prefill | preset:llama-2-7b | FlashAttention-2-style attention |" \
     "$CB" bench gpu --report "$SAVED"
-  expect_ok bench_gpu_report_oldest "$CB" bench gpu --report "$(dirname "$0")/../../results/gpu/bench-gpu-h100-2026-11-22.json"
+  # Results since the fused paths became the default: the previous default and each fused path
+  # turned off alone are the alternatives; every saved result, of every schema, renders.
+  CURRENT="$(dirname "$0")/../../results/gpu/bench-gpu-h200-2026-11-27.json"
+  expect_out bench_gpu_report_previous_default "| decode | preset:llama-2-7b | previous default |" \
+    "$CB" bench gpu --report "$CURRENT"
+  expect_out bench_gpu_report_columns "| CUDA-core decode attention | no launch fusions |" \
+    "$CB" bench gpu --report "$CURRENT"
+  for saved in "$(dirname "$0")"/../../results/gpu/bench-gpu-*.json; do
+    expect_ok "bench_gpu_report_$(basename "$saved" .json)" "$CB" bench gpu --report "$saved"
+  done
   printf 'not json' >"$TMP/bad_bench.json"
   expect_error bench_gpu_report_not_json "$TMP/bad_bench.json" "not valid JSON" "$CB" bench gpu --report "$TMP/bad_bench.json"
   printf '{"models": [{"model": "m", "parameters": 7e9, "prefill": [{"prompt": 2048, "prefix": 0}]}]}' >"$TMP/bad_bench.json"

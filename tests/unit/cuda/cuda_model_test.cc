@@ -75,27 +75,34 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   return num / std::max(den, 1e-30);
 }
 
-// Which of CudaModel's opt-in paths a parity run takes.
+// Which of CudaModel's kernel paths a parity run takes: CudaKernelPaths' defaults, or the
+// separate launches (no fusion, the CUDA-core decode attention) with the named ones on.
 enum class Variant {
-  kDefault,
-  kNormFusion,     // set_decode_fusion: RMSNorm and SwiGLU folded into the decode GEMVs
-  kDecodeKernel,   // set_decode_attention
-  kLaunchFusions,  // set_mlp_fusion and set_rope_append_fusion
-  kAllOptIns,      // the launch fusions, set_decode_attention and set_decode_pdl
-  kEverything,     // those and kNormFusion: bench gpu's all_opt_ins
+  kDefault,        // CudaKernelPaths' defaults
+  kSeparate,       // every fusion, the decode kernel and PDL off
+  kNormFusion,     // decode_fusion: RMSNorm and SwiGLU folded into the decode GEMVs
+  kDecodeKernel,   // decode_attention
+  kLaunchFusions,  // mlp_fusion and rope_append_fusion
+  kAllOptIns,      // the launch fusions, decode_attention and decode_pdl
+  kEverything,     // those and kNormFusion: the defaults with PDL, bench gpu's `pdl`
 };
 
 void configure(const CudaModel& gpu, Variant v) {
-  const bool all = v == Variant::kAllOptIns || v == Variant::kEverything;
-  gpu.set_decode_fusion(v == Variant::kNormFusion || v == Variant::kEverything);
-  gpu.set_mlp_fusion(v == Variant::kLaunchFusions || all);
-  gpu.set_rope_append_fusion(v == Variant::kLaunchFusions || all);
-  gpu.set_decode_attention(v == Variant::kDecodeKernel || all);
-  gpu.set_decode_pdl(all);
+  cb::model::CudaKernelPaths p;
+  if (v != Variant::kDefault) {
+    const bool all = v == Variant::kAllOptIns || v == Variant::kEverything;
+    p.decode_fusion = v == Variant::kNormFusion || v == Variant::kEverything;
+    p.mlp_fusion = v == Variant::kLaunchFusions || all;
+    p.rope_append_fusion = v == Variant::kLaunchFusions || all;
+    p.decode_attention = v == Variant::kDecodeKernel || all;
+    p.decode_pdl = all;
+  }
+  gpu.set_kernel_paths(p);
 }
 
 const char* variant_name(Variant v) {
   switch (v) {
+    case Variant::kSeparate: return " separate launches";
     case Variant::kNormFusion: return " fused decode";
     case Variant::kDecodeKernel: return " decode kernel";
     case Variant::kLaunchFusions: return " launch fusions";
@@ -168,14 +175,20 @@ TEST(CudaModel, TinyPresetsMatchTheCpuForward) {
   SKIP_WITHOUT_GPU();
   for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b",
                         "preset:tiny-falcon-40b"}) {
-    for (kc::Storage st : kStorages) run_family(m, st, tolerance(st));
+    for (kc::Storage st : kStorages) {
+      run_family(m, st, tolerance(st));
+      run_family(m, st, tolerance(st), Variant::kSeparate);
+    }
   }
 }
 
 TEST(CudaModel, Stories260KMatchesTheCpuForward) {
   SKIP_WITHOUT_GPU();
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
-  for (kc::Storage st : kStorages) run_family(path, st, tolerance(st));
+  for (kc::Storage st : kStorages) {
+    run_family(path, st, tolerance(st));
+    run_family(path, st, tolerance(st), Variant::kSeparate);
+  }
 }
 
 // Decode with RMSNorm folded into the QKV and gate/up GEMVs and SwiGLU into the latter
@@ -672,7 +685,9 @@ TEST(CudaModel, TensorCoreAttentionInAWholeModelMatchesTheCpu) {
     ASSERT_TRUE(kc::attention_uses_mma(st, cfg.head_dim, 140, 2));
     for (bool fa2 : {false, true}) {  // the wmma kernel, then the FlashAttention-2-style one
       const std::string what = std::string(name) + (fa2 ? " fa2" : " wmma");
-      gpu.set_prefill_attention_fa2(fa2);
+      cb::model::CudaKernelPaths paths;
+      paths.prefill_fa2 = fa2;
+      gpu.set_kernel_paths(paths);
       KvCache cc(cpu.kv_config(16, 16)), gc(gpu.kv_config(16, 16));
       for (KvCache* c : {&cc, &gc}) {
         c->add_sequence(0);

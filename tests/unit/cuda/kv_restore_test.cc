@@ -340,7 +340,7 @@ TEST(CudaKernels, RopeKvAppendRotatesQInPlaceAndKIntoTheBlocks) {
         std::copy(t.begin(), t.end(), tables.begin() + static_cast<int64_t>(i * tstride));
       }
       const std::vector<int32_t> row_seq = {0, 0, 0, 0, 0, 1, 1, 1, 2, 2};
-      const std::vector<int32_t> row_slot = {10, 11, 12, 13, 14, 40, 41, 42, 19, 20};
+      const std::vector<int32_t> row_slot = {10, 11, 12, 13, 14, 40, 41, 42, 18, 19};
       const std::vector<int32_t> pos = {10, 11, 12, 13, 14, 4040, 4041, 4042, 7, 9};
       const int64_t n = static_cast<int64_t>(row_seq.size());
       std::mt19937 rng(static_cast<unsigned>(qh + hd));

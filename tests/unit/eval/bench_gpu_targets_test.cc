@@ -87,6 +87,65 @@ TEST(BenchGpuTargets, EveryMeasuredPointATargetAppliesTo) {
   EXPECT_EQ(t[6]["target"], "restore");
 }
 
+// The keys `bench gpu` writes since the fused paths became the default: the default's prefill
+// against the GEMM ceiling at the fused gate|up shapes too (the lower ratio counts, for it and
+// for an alternative that runs those shapes), each fused path turned off alone and the
+// previous default as alternatives, cuBLAS GEMVs a baseline only.
+TEST(BenchGpuTargets, TheDefaultsFusedShapesAndEachAlternative) {
+  json p7 = prefill_row(2048, 0, 0.77);
+  p7["ratio_to_fused_gemm_ceiling"] = 0.69;
+  p7["previous_default_ratio_to_gemm_ceiling"] = 0.70;
+  p7["wmma_ratio_to_gemm_ceiling"] = 0.65;
+  p7["wmma_ratio_to_fused_gemm_ceiling"] = 0.63;
+  json d1 = {{"batch", 1},
+             {"ratio_to_copy_ceiling", 0.81},
+             {"previous_default_ratio_to_copy_ceiling", 0.66},
+             {"cuda_core_attention_ratio_to_copy_ceiling", 0.75},
+             {"unfused_launches_ratio_to_copy_ceiling", 0.78},
+             {"unfused_norm_ratio_to_copy_ceiling", 0.79},
+             {"pdl_ratio_to_copy_ceiling", 0.82},
+             {"cublas_ratio_to_copy_ceiling", 0.60}};
+  const json r = {{"models",
+                   {{{"model", "preset:mistral-7b"},
+                     {"parameters", 7241732096.0},
+                     {"prefill", {p7}},
+                     {"decode", {d1}}}}}};
+  const json t = bench_gpu_targets(r, "r.json");
+  ASSERT_EQ(t.size(), 9u) << t.dump(1);
+  const auto ratio = [&](const char* target, const char* config) {
+    const json* e = find(t, target, "preset:mistral-7b", config);
+    return e == nullptr ? -1.0 : (*e)["ratio"].get<double>();
+  };
+  EXPECT_DOUBLE_EQ(ratio("prefill", "default"), 0.69);
+  EXPECT_FALSE((*find(t, "prefill", "preset:mistral-7b", "default"))["met"].get<bool>());
+  EXPECT_DOUBLE_EQ(ratio("prefill", "previous default"), 0.70);
+  EXPECT_DOUBLE_EQ(ratio("prefill", "wmma attention"), 0.63);
+  EXPECT_DOUBLE_EQ(ratio("decode", "default"), 0.81);
+  EXPECT_DOUBLE_EQ(ratio("decode", "previous default"), 0.66);
+  EXPECT_DOUBLE_EQ(ratio("decode", "CUDA-core decode attention"), 0.75);
+  EXPECT_DOUBLE_EQ(ratio("decode", "no launch fusions"), 0.78);
+  EXPECT_DOUBLE_EQ(ratio("decode", "no RMSNorm in the GEMVs"), 0.79);
+  EXPECT_DOUBLE_EQ(ratio("decode", "PDL-launched GEMVs"), 0.82);
+  EXPECT_EQ(find(t, "decode", "preset:mistral-7b", "cuBLAS GEMVs"), nullptr);
+}
+
+// An alternative's speed relative to the default: its own `_speedup`, or the inverse of an
+// earlier result's `speedup_over_` (the default's over a baseline).
+TEST(BenchGpuTargets, RelativeSpeedReadsBothConventions) {
+  const json row = {{"pdl_speedup", 1.25}, {"speedup_over_wmma", 2.0}, {"speedup_over_x", 0}};
+  EXPECT_DOUBLE_EQ(relative_speed(row, "pdl"), 1.25);
+  EXPECT_DOUBLE_EQ(relative_speed(row, "wmma"), 0.5);
+  EXPECT_DOUBLE_EQ(relative_speed(row, "x"), 0.0);  // no division by zero
+  EXPECT_DOUBLE_EQ(relative_speed(row, "cublas"), 0.0);
+  for (const BenchGpuAlternative& a : bench_gpu_alternatives()) {  // prefixes distinct
+    int same = 0;
+    for (const BenchGpuAlternative& b : bench_gpu_alternatives()) {
+      same += std::string(a.prefix) == b.prefix;
+    }
+    EXPECT_EQ(same, 1) << a.prefix;
+  }
+}
+
 TEST(BenchGpuTargets, AResultWithoutRowsHasNoTargets) {
   EXPECT_TRUE(bench_gpu_targets(json::object(), "r.json").empty());
   EXPECT_TRUE(bench_gpu_targets({{"models", json::array()}}, "r.json").empty());
