@@ -426,9 +426,19 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         alternative("cuda_core_attention", "the CUDA-core attention kernel",
                     but(&P::decode_attention, false));
       }
+      // Where RMSNorm is folded into the GEMVs (1-4 rows, fp16/bf16, RMSNorm models but
+      // Falcon), the norm GEMV runs gate, up and their SwiGLU as one launch whatever
+      // mlp_fusion says: there this times RoPE and the append launched apart only.
+      const bool norm_gemv = b <= kc::kGemvMaxRows && dflt.decode_fusion &&
+                             (st == kc::Storage::F16 || st == kc::Storage::BF16) &&
+                             c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon;
       P unfused = dflt;
       unfused.mlp_fusion = unfused.rope_append_fusion = false;
-      alternative("unfused_launches", "RoPE, append, gate and up launched apart", unfused);
+      alternative("unfused_launches",
+                  norm_gemv ? "RoPE and the append launched apart (gate and up stay fused in "
+                              "the norm GEMV)"
+                            : "RoPE, append, gate and up launched apart",
+                  unfused);
     }
     if (b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16)) {
       // cuBLAS for every linear layer: the GEMV kernel's baseline.

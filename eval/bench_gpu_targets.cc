@@ -61,6 +61,8 @@ const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
       {"previous_default", "previous default", true},
       {"wmma", "wmma attention", true},
       {"cuda_core_attention", "CUDA-core decode attention", true},
+      // (at 1-4 rows of RMSNorm models gate and up stay fused in the norm GEMV: RoPE and the
+      // append apart only)
       {"unfused_launches", "no launch fusions", true},
       {"unfused_norm", "no RMSNorm in the GEMVs", true},
       {"pdl", "PDL-launched GEMVs", true},

@@ -16,8 +16,9 @@
 #   cli        the CLI suites, whose --backend cuda lines run where a GPU is usable
 #   bench      cachebench bench gpu --reps 3 (ceilings, prefill, decode, KV restore/capture);
 #              BENCH_ARGS (e.g. "--models preset:llama-2-7b") adds to its arguments. Should it
-#              write no JSON (a fault in one of the opt-in paths it also times), it runs again
-#              with --no-opt-ins (bench-default.log, bench-gpu-default.json)
+#              write no JSON (a fault in PDL or a path turned off alone, which it also times),
+#              it runs again with --no-opt-ins: the default and its baselines only
+#              (bench-default.log, bench-gpu-default.json)
 #   calibrate  cachebench calibrate --backend cuda on a 7B preset (a measured GPU profile)
 #   profile    Nsight Compute's per-kernel times of llama-2-7b's decode steps at batch 1 (the
 #              GPU's own clocks, caches kept warm between kernels), and of one 2,048-token
@@ -102,7 +103,7 @@ for s in $STAGES; do
       rm -f "$OUT/bench-gpu.json"  # a JSON left by an earlier run must not hide a failure
       # shellcheck disable=SC2086
       stage bench "$CB" bench gpu --reps 3 ${BENCH_ARGS:-} --out "$OUT/bench-gpu.json"
-      if [ ! -s "$OUT/bench-gpu.json" ]; then  # an untried opt-in failed: the default alone
+      if [ ! -s "$OUT/bench-gpu.json" ]; then  # an alternative failed: the default alone
         # shellcheck disable=SC2086
         stage bench-default "$CB" bench gpu --reps 3 --no-opt-ins ${BENCH_ARGS:-} \
           --out "$OUT/bench-gpu-default.json"

@@ -2,7 +2,6 @@
 //   [--batches 1,16,64] [--reps 5] [--gpu-storage f16] [--no-opt-ins] [--out F.json]
 //   (CUDA builds); cachebench bench gpu --report F.json (any build: a saved result's tables and
 //   its targets)
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <memory>
@@ -82,9 +81,20 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
     }
     return alts;
   };
-  // `row`'s number under `key`, or NaN when it has none (printed "nan", never read as 0).
-  const auto num = [](const nlohmann::json& row, const std::string& key) {
-    return row.contains(key) ? row.at(key).get<double>() : std::nan("");
+  // `row`'s number under `key` in `fmt`, or "-" when it has none.
+  const auto num = [](const nlohmann::json& row, const std::string& key, const char* fmt) {
+    if (!row.contains(key)) return std::string("-");
+    std::string out;
+    appendf(&out, fmt, row.at(key).get<double>());
+    return out;
+  };
+  // An alternative's speed relative to the default's ("1.08x"), or "-" when the row has none.
+  const auto speed = [](const nlohmann::json& row, const std::string& prefix) {
+    const double r = eval::relative_speed(row, prefix);
+    if (r <= 0) return std::string("-");
+    std::string out;
+    appendf(&out, "%.2fx", r);
+    return out;
   };
   const std::vector<eval::BenchGpuAlternative> pre = present("prefill");
   // A table's head: the fixed columns (`head`, `rule`), then one per alternative in `alts`.
@@ -114,24 +124,22 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
   for (const auto& m : j.at("models")) {
     for (const auto& p : m.at("prefill")) {
       if (p.contains("skipped")) continue;
-      char fused[32] = "";
-      if (p.contains("ratio_to_fused_gemm_ceiling")) {
-        std::snprintf(fused, sizeof fused, " (%.2f)", num(p, "ratio_to_fused_gemm_ceiling"));
-      }
+      const std::string fused = p.contains("ratio_to_fused_gemm_ceiling")
+                                    ? num(p, "ratio_to_fused_gemm_ceiling", " (%.2f)")
+                                    : "";
       appendf(out_ptr, "| %s | %lld | %lld | %.0f | %.1f | %.1f | %.2f%s |",
               m.at("model").get<std::string>().c_str(), integer(p, "prompt"), integer(p, "prefix"),
               p.at("tok_s").get<double>(), p.at("tflops").get<double>(),
               p.at("gemm_ceiling_tflops").get<double>(),
-              p.at("ratio_to_gemm_ceiling").get<double>(), fused);
+              p.at("ratio_to_gemm_ceiling").get<double>(), fused.c_str());
       alternative_cells(p, pre, [&](const std::string& k) {
-        std::string cell;
-        appendf(&cell, "%.2f", num(p, k + "_ratio_to_gemm_ceiling"));
+        std::string cell = num(p, k + "_ratio_to_gemm_ceiling", "%.2f");
         if (p.contains(k + "_ratio_to_fused_gemm_ceiling")) {
-          appendf(&cell, " (%.2f)", num(p, k + "_ratio_to_fused_gemm_ceiling"));
+          cell += num(p, k + "_ratio_to_fused_gemm_ceiling", " (%.2f)");
         }
-        appendf(&cell, ", %.2fx", eval::relative_speed(p, k));
+        cell += ", " + speed(p, k);
         if (p.contains(k + "_logits_max_diff_over_max")) {
-          appendf(&cell, "; %.2g", num(p, k + "_logits_max_diff_over_max"));
+          cell += num(p, k + "_logits_max_diff_over_max", "; %.2g");
         }
         return cell;
       });
@@ -151,10 +159,9 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
               p.at("tok_s").get<double>(), p.at("hbm_gbs").get<double>(),
               p.at("ratio_to_copy_ceiling").get<double>());
       alternative_cells(p, dec, [&](const std::string& k) {
-        std::string cell;
-        appendf(&cell, "%.1f (%.2fx", num(p, k + "_tok_s"), eval::relative_speed(p, k));
+        std::string cell = num(p, k + "_tok_s", "%.1f") + " (" + speed(p, k);
         if (p.contains(k + "_ratio_to_copy_ceiling")) {
-          appendf(&cell, "; %.2f", num(p, k + "_ratio_to_copy_ceiling"));
+          cell += num(p, k + "_ratio_to_copy_ceiling", "; %.2f");
         }
         return cell + ")";
       });

@@ -90,8 +90,8 @@ struct PagedAttentionParams {
   /// With tile_rows kAttentionTileRows, single-row tiles (n_tiles == rows: decode), head_dim
   /// 64 or 128 and 16-byte aligned pools: run the decode kernel (attention_decode_kernel.cuh:
   /// a block per row, head and split, every lane on keys, K and V read straight into
-  /// registers) instead of the CUDA-core one; ignored otherwise. Opt-in: passes the host
-  /// emulation of its source, not yet run on a GPU.
+  /// registers) instead of the CUDA-core one; ignored otherwise. CudaModel sets it by default
+  /// (CudaKernelPaths::decode_attention; passed on an H200, docs/perf.md).
   bool decode_kernel = false;
   /// With the decode kernel and splits > 1: rows * n_heads ints, zero before the launch (and
   /// zero again after it), with which the last split block of each row and head merges the

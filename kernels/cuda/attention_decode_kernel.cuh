@@ -1,7 +1,7 @@
 #pragma once
 // The decode attention kernel (see attention.h, PagedAttentionParams::decode_kernel; launched
 // by attention.cu), in a header so that tests/unit/cuda/kernels_emulated_test.cc runs its
-// source on the host. Opt-in and not yet run on a GPU.
+// source on the host. CudaModel's default for decode since it passed on an H200 (2026-11-27).
 //
 // One block of 4 warps per (query row, head, split), for launches whose tiles are single rows
 // (decode). A key's head row is read by a group of kLanes lanes, 16 bytes each, so a warp

@@ -1,4 +1,5 @@
-// Launcher of the fused RMSNorm + GEMV (+ SwiGLU) decode kernel (norm_gemv_kernel.cuh; opt-in).
+// Launcher of the fused RMSNorm + GEMV (+ SwiGLU) decode kernel (norm_gemv_kernel.cuh;
+// CudaModel's default).
 #include "kernels/cuda/norm_gemv_kernel.cuh"
 #include "kernels/cuda/pdl_launch.cuh"
 

@@ -1,5 +1,5 @@
 #pragma once
-/// Decode fusions of the GEMV (opt-in): RMSNorm folded into a linear layer of 1-4 rows, and
+/// Decode fusions of the GEMV (CudaModel's default, CudaKernelPaths::decode_fusion): RMSNorm folded into a linear layer of 1-4 rows, and
 /// optionally LLaMA's gate and up layers with their SwiGLU in the same launch, fp16 or bf16
 /// storage, fp32 accumulation:
 ///   y = RMSNorm(x) * norm_w . w^T, or, with w2,

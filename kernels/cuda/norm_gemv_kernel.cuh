@@ -1,7 +1,8 @@
 #pragma once
 // The fused RMSNorm + GEMV (+ SwiGLU) decode kernel (see norm_gemv.h; launched by
-// norm_gemv.cu; opt-in). In a header so that tests/unit/cuda/kernels_emulated_test.cc runs its
-// source on the host (CB_SIMT_EMULATION swaps gemv_kernel.cuh's inline PTX load for a plain one).
+// norm_gemv.cu; CudaModel's default). In a header so that
+// tests/unit/cuda/kernels_emulated_test.cc runs its source on the host (CB_SIMT_EMULATION
+// swaps gemv_kernel.cuh's inline PTX load for a plain one).
 #include <cstring>
 
 #include "kernels/cuda/device_math.cuh"

@@ -185,7 +185,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     std::copy(t.begin(), t.end(), tables.begin() + i * stride);
   }
   // Prefill-sized batches in fp16/bf16 run the tensor-core attention (64-row tiles, no key
-  // splitting); decode and fp32 the CUDA-core one.
+  // splitting); decode and fp32 the CUDA-core one, or the decode kernel (paths.decode_attention)
+  // where its single-row tiles and head size allow.
   const bool mma = kc::attention_uses_mma(st, c.head_dim, N, items);
   const int64_t tile_rows = mma ? kc::kAttentionMmaTileRows : kc::kAttentionTileRows;
   const std::vector<int32_t> tiles = kc::plan_attention_tiles(q_seq, tile_rows);
