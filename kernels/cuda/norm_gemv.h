@@ -1,7 +1,7 @@
 #pragma once
-/// Decode fusions of the GEMV (CudaModel's default, CudaKernelPaths::decode_fusion): RMSNorm folded into a linear layer of 1-4 rows, and
-/// optionally LLaMA's gate and up layers with their SwiGLU in the same launch, fp16 or bf16
-/// storage, fp32 accumulation:
+/// Decode fusions of the GEMV (CudaModel's default, CudaKernelPaths::decode_fusion): RMSNorm
+/// folded into a linear layer of 1-4 rows, and optionally LLaMA's gate and up layers with their
+/// SwiGLU in the same launch, fp16 or bf16 storage, fp32 accumulation:
 ///   y = RMSNorm(x) * norm_w . w^T, or, with w2,
 ///   y = silu(RMSNorm(x) * norm_w . w^T) * (RMSNorm(x) * norm_w . w2^T),
 /// each product rounded to the storage type as launch_swiglu reads it. RMSNorm's scale is a

@@ -63,7 +63,7 @@ struct CudaKernelPaths {
   bool rope_append_fusion = true;
   /// Decode's GEMV kernels are launched with programmatic dependent launch (sm_90): each may
   /// start while the kernel before it finishes, prefetch its first weight vectors into L2 and
-  /// wait (griddepcontrol.wait) before reading its input. Off: alone it was 0.97-0.99x as fast.
+  /// wait (griddepcontrol.wait) before reading its input. Off: 0.97-1.01x as fast, in the noise.
   bool decode_pdl = false;
 };
 

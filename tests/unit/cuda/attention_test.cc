@@ -348,9 +348,9 @@ TEST(CudaKernels, PagedAttentionMatchesTheCpuReference) {
   });
 }
 
-// The decode kernel (PagedAttentionParams::decode_kernel, CudaModel's default) over the decode cases of the
-// sweep above: one row per sequence, histories of 1 to 3,000 tokens, keys split or not, q at a
-// stride; every head size, GQA ratio, block size, storage type and window.
+// The decode kernel (PagedAttentionParams::decode_kernel, CudaModel's default) over the decode
+// cases of the sweep above: one row per sequence, histories of 1 to 3,000 tokens, keys split or
+// not, q at a stride; every head size, GQA ratio, block size, storage type and window.
 TEST(CudaKernels, PagedAttentionDecodeKernelMatchesTheCpuReference) {
   SKIP_WITHOUT_GPU();
   std::mt19937 rng(12);
