@@ -239,7 +239,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
   // each variant starts again from the history (time_steps truncates back to it).
   const int64_t decode_len = o.decode_context + o.decode_steps * (o.reps + 1);
   const bool decode_kernel_fits = c.head_dim == 64 || c.head_dim == 128;
-  const bool gate_up = c.arch != model::Arch::Falcon;  // gpu_gemm_shapes' MLP
+  // The default runs gate and up as one GEMM (gpu_gemm_shapes' MLP, mlp_fusion): its prefill
+  // also has a ceiling of its own at those shapes.
+  const bool fused_shapes = c.arch != model::Arch::Falcon && dflt.mlp_fusion;
   int64_t blocks = (o.prefix + max_prompt) / bs + 1;
   for (int64_t b : o.batches) blocks = std::max(blocks, b * (decode_len / bs + 1));
   kv::KvConfig kvc = m.kv_config(static_cast<int>(blocks), static_cast<int>(bs));
@@ -251,9 +253,8 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       continue;
     }
     const double ceiling = gemm_ceiling(c, prompt, st, s, h, o.reps);
-    // cuBLAS at the shapes the default runs: gate and up as one GEMM (mlp_fusion).
     const double fused_ceiling =
-        gate_up && dflt.mlp_fusion ? gemm_ceiling(c, prompt, st, s, h, o.reps, true) : ceiling;
+        fused_shapes ? gemm_ceiling(c, prompt, st, s, h, o.reps, true) : ceiling;
     std::vector<int64_t> prefixes = {0};
     if (o.prefix > 0) prefixes.push_back(o.prefix);
     for (int64_t prefix : prefixes) {
@@ -296,7 +297,7 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                   {"gemm_ceiling_tflops", ceiling},
                   {"ratio_to_gemm_ceiling", tflops / ceiling}};
       char fused_note[64] = "";
-      if (fused_ceiling != ceiling) {
+      if (fused_shapes) {
         row["fused_gemm_ceiling_tflops"] = fused_ceiling;
         row["ratio_to_fused_gemm_ceiling"] = tflops / fused_ceiling;
         std::snprintf(fused_note, sizeof fused_note, " (%.0f%% at the fused gate|up shapes)",
@@ -314,21 +315,22 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         std::vector<float> alt_logits;
         const double ta = with_paths(paths, [&] { return time_prefill(&alt_logits, false); });
         const double diff = max_diff_over_max(alt_logits, logits);
+        const double alt_tflops = flop / ta / 1e12;
         const std::string k = key;
         row[k + "_seconds"] = ta;
         row[k + "_tok_s"] = static_cast<double>(prompt) / ta;
         row[k + "_speedup"] = tm / ta;
-        row[k + "_ratio_to_gemm_ceiling"] = flop / ta / 1e12 / ceiling;
-        if (gate_up && paths.mlp_fusion && fused_ceiling != ceiling) {
-          row[k + "_ratio_to_fused_gemm_ceiling"] = flop / ta / 1e12 / fused_ceiling;
+        row[k + "_ratio_to_gemm_ceiling"] = alt_tflops / ceiling;
+        if (fused_shapes && paths.mlp_fusion) {
+          row[k + "_ratio_to_fused_gemm_ceiling"] = alt_tflops / fused_ceiling;
         }
         row[k + "_logits_max_diff_over_max"] = diff;
         std::fprintf(stderr,
                      "bench gpu: %s prefill %lld (+%lld prefix) with %s: %.0f tok/s (%.2fx the "
                      "default's speed), %.0f%% of GEMM, logits differ by %.2g of their max\n",
                      name.c_str(), static_cast<long long>(prompt), static_cast<long long>(prefix),
-                     what, static_cast<double>(prompt) / ta, tm / ta,
-                     100.0 * flop / ta / 1e12 / ceiling, diff);
+                     what, static_cast<double>(prompt) / ta, tm / ta, 100.0 * alt_tflops / ceiling,
+                     diff);
       };
       alternative("previous_default", "the previous default (separate launches)", previous);
       if (kc::attention_uses_mma(st, c.head_dim, prompt, 1)) {
@@ -418,6 +420,13 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                    t / tv, 100.0 * bytes / tv / 1e9 / d2d);
     };
     using P = model::CudaKernelPaths;
+    // Whether decode's GEMVs take RMSNorm in (CudaKernelPaths::decode_fusion: 1-4 rows,
+    // fp16/bf16, RMSNorm models but Falcon); the norm GEMV of gate and up then runs their
+    // SwiGLU in the same launch whatever mlp_fusion says.
+    const bool gemv_rows =
+        b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16);
+    const bool norm_folds =
+        gemv_rows && c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon;
     alternative("previous_default", "the previous default (separate launches, CUDA-core attention)",
                 previous);
     if (o.opt_ins) {
@@ -426,24 +435,20 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
         alternative("cuda_core_attention", "the CUDA-core attention kernel",
                     but(&P::decode_attention, false));
       }
-      // Where RMSNorm is folded into the GEMVs (1-4 rows, fp16/bf16, RMSNorm models but
-      // Falcon), the norm GEMV runs gate, up and their SwiGLU as one launch whatever
-      // mlp_fusion says: there this times RoPE and the append launched apart only.
-      const bool norm_gemv = b <= kc::kGemvMaxRows && dflt.decode_fusion &&
-                             (st == kc::Storage::F16 || st == kc::Storage::BF16) &&
-                             c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon;
+      // Where the norm is folded in, this times RoPE and the append launched apart only.
       P unfused = dflt;
       unfused.mlp_fusion = unfused.rope_append_fusion = false;
       alternative("unfused_launches",
-                  norm_gemv ? "RoPE and the append launched apart (gate and up stay fused in "
-                              "the norm GEMV)"
-                            : "RoPE, append, gate and up launched apart",
+                  norm_folds && dflt.decode_fusion
+                      ? "RoPE and the append launched apart (gate and up stay fused in "
+                        "the norm GEMV)"
+                      : "RoPE, append, gate and up launched apart",
                   unfused);
     }
-    if (b <= kc::kGemvMaxRows && (st == kc::Storage::F16 || st == kc::Storage::BF16)) {
+    if (gemv_rows) {
       // cuBLAS for every linear layer: the GEMV kernel's baseline.
       alternative("cublas", "cuBLAS GEMVs", but(&P::decode_gemv, false));
-      if (o.opt_ins && c.norm == model::NormType::RmsNorm && c.arch != model::Arch::Falcon) {
+      if (o.opt_ins && norm_folds) {
         alternative("unfused_norm", "RMSNorm and SwiGLU launched apart from the GEMVs",
                     but(&P::decode_fusion, false));
       }
