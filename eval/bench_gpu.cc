@@ -455,6 +455,10 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       if (o.opt_ins && kc::gemv_pdl_supported()) {  // sm_90 kernels
         alternative("pdl", "PDL-launched GEMVs", but(&P::decode_pdl, true));
       }
+      if (o.opt_ins) {
+        alternative("l2_prefetch", "the weights after attention prefetched into L2",
+                    but(&P::decode_l2_prefetch, true));
+      }
     }
     decode.push_back(row);
     for (int64_t i = 0; i < b; ++i) cache.free_sequence(id_of(i));

@@ -65,6 +65,7 @@ const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
       {"unfused_launches", "no launch fusions", true},
       {"unfused_norm", "no RMSNorm in the GEMVs", true},
       {"pdl", "PDL-launched GEMVs", true},
+      {"l2_prefetch", "L2 prefetch during attention", true},
       {"cublas", "cuBLAS GEMVs", false},
       // Results before the fused paths became the default (2026-11-27):
       {"fa2", "FlashAttention-2-style attention", true},

@@ -111,6 +111,16 @@ __device__ __forceinline__ void dot8_pair(const uint4& g4, const uint4& u4, cons
   }
 }
 
+// The 0-3 vectors of a weight row a lane has left after the four-vector loops (v + 96 >= nvec),
+// loaded together: one round trip to memory instead of one each. A down projection's rows of
+// 11008 elements (1376 = 10 * 128 + 96 vectors) leave every lane three, which a loop of single
+// loads fetched one after another while the whole grid waited. Slots past the row stay zero.
+__device__ __forceinline__ void load_tail(const uint4* row, int64_t v, int64_t nvec,
+                                          uint4 (&r)[3]) {
+#pragma unroll
+  for (int k = 0; k < 3; ++k) r[k] = v + 32 * k < nvec ? load_stream(row + v + 32 * k) : uint4{};
+}
+
 template <int NB>
 __device__ __forceinline__ void warp_sum(float (&acc)[NB]) {
 #pragma unroll
@@ -144,7 +154,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     dot8<T, NB>(a2, x, in, v + 64, acc);
     dot8<T, NB>(a3, x, in, v + 96, acc);
   }
-  for (; v < nvec; v += 32) dot8<T, NB>(load_stream(wr + v), x, in, v, acc);
+  uint4 t[3];
+  load_tail(wr, v, nvec, t);
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    if (v + 32 * k < nvec) dot8<T, NB>(t[k], x, in, v + 32 * k, acc);
+  }
   warp_sum<NB>(acc);
   if (lane == 0) {
 #pragma unroll
@@ -184,8 +199,12 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 #pragma unroll
     for (int k = 0; k < 4; ++k) dot8_pair<T, NB>(g4[k], u4[k], x, in, v + 32 * k, ga, ua);
   }
-  for (; v < nvec; v += 32) {
-    dot8_pair<T, NB>(load_stream(gr + v), load_stream(ur + v), x, in, v, ga, ua);
+  uint4 tg[3], tu[3];
+  load_tail(gr, v, nvec, tg);
+  load_tail(ur, v, nvec, tu);
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    if (v + 32 * k < nvec) dot8_pair<T, NB>(tg[k], tu[k], x, in, v + 32 * k, ga, ua);
   }
   warp_sum<NB>(ga);
   warp_sum<NB>(ua);

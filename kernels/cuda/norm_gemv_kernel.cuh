@@ -88,9 +88,14 @@ __global__ void __launch_bounds__(kGemvWarps * 32) norm_gemv_kernel(const NormGe
 #pragma unroll
     for (int k = 0; k < 4; ++k) norm_dot8<T, NB, GLU>(w4[k], u4[k], a, v + 32 * k, ss, acc, acc2);
   }
-  for (; v < nvec; v += 32) {
-    const uint4 w4 = load_stream(wr + v);
-    norm_dot8<T, NB, GLU>(w4, GLU ? load_stream(wr2 + v) : w4, a, v, ss, acc, acc2);
+  uint4 tw[3], tu[3] = {};
+  gemv_detail::load_tail(wr, v, nvec, tw);
+  if constexpr (GLU) gemv_detail::load_tail(wr2, v, nvec, tu);
+#pragma unroll
+  for (int k = 0; k < 3; ++k) {
+    if (v + 32 * k < nvec) {
+      norm_dot8<T, NB, GLU>(tw[k], GLU ? tu[k] : tw[k], a, v + 32 * k, ss, acc, acc2);
+    }
   }
   warp_sum<NB>(ss);
   warp_sum<NB>(acc);

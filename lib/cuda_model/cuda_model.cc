@@ -297,6 +297,22 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   };
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   char* const qkv_bytes = static_cast<char*>(qkv);
+  // CudaKernelPaths::decode_l2_prefetch: the weights of the linear layer after attention (the
+  // output projection; Falcon's parallel block runs its MLP up projection first), a prefix of
+  // each row up to half the L2, asked for on the prefetch stream once the QKV GEMV is done.
+  const bool l2_prefetch = paths.decode_l2_prefetch && paths.decode_gemv && N <= kc::kGemvMaxRows &&
+                           st != kc::Storage::F32 && l2_bytes > 0;
+  const auto prefetch_after_qkv = [&](int l) {
+    const bool falcon = c.arch == Arch::Falcon;
+    kc::L2PrefetchParams pp;
+    pp.data = wt(layer_name(l, falcon ? "ffn_up.weight" : "attn_output.weight"));
+    pp.rows = falcon ? F : H;
+    pp.row_bytes = static_cast<int64_t>(e(falcon ? H : qd));
+    pp.prefix_bytes = kc::l2_prefetch_prefix(pp.rows, pp.row_bytes, l2_bytes / 2);
+    qkv_done.record(stream);
+    qkv_done.wait_on(prefetch_stream);
+    CB_CUDA_CHECK(kc::launch_l2_prefetch(pp, sms, prefetch_stream.get()));
+  };
 
   for (int l = 0; l < c.n_layers; ++l) {
     if (!fused_norm_gemv(x, layer_name(l, "attn_norm"), wt(layer_name(l, "qkv_fused")), nullptr,
@@ -304,6 +320,7 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       norm(layer_name(l, "attn_norm"), x, h, N);
       gemm(h, layer_name(l, "qkv_fused"), qkv, N, H, QKV);
     }
+    if (l2_prefetch) prefetch_after_qkv(l);
     if (capture) {
       const int slot = l % kCaptureSlots;
       if (l >= kCaptureSlots) {  // the slot's previous layer: copied, then handed over
@@ -433,6 +450,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     }
   }
 
+  if (l2_prefetch) {  // nothing waits for a prefetch; the streams meet again here
+    prefetched.record(prefetch_stream);
+    prefetched.wait_on(stream);
+  }
   // Final norm and LM head on the rows whose logits are wanted (gathered like embeddings).
   kc::EmbeddingParams g;
   g.table = x;

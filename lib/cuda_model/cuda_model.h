@@ -65,6 +65,12 @@ struct CudaKernelPaths {
   /// start while the kernel before it finishes, prefetch its first weight vectors into L2 and
   /// wait (griddepcontrol.wait) before reading its input. Off: 0.97-1.01x as fast, in the noise.
   bool decode_pdl = false;
+  /// At 1-4 rows (fp16/bf16, with decode_gemv) each layer, once its QKV GEMV is done, asks L2
+  /// for the weights of the linear layer after attention (the output projection; Falcon's MLP
+  /// up projection), a prefix of every row up to half the L2, on a stream of its own
+  /// (kernels/cuda l2_prefetch): HBM streams them while RoPE, the append and attention run,
+  /// which read little. Changes no result. Off: not yet timed on a GPU.
+  bool decode_l2_prefetch = false;
 };
 
 struct CudaModelOptions {

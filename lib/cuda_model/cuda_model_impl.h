@@ -21,6 +21,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_restore.h"
+#include "kernels/cuda/l2_prefetch.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/norm_gemv.h"
 #include "kernels/cuda/preset_fill.h"
@@ -74,12 +75,18 @@ struct CudaModel::Impl {
   uint64_t pools_for = 0;  // KvCache::id() of the cache whose blocks the pools hold
   int gpu = 0;             // device index
   int sms = 1;             // its multiprocessors
+  int64_t l2_bytes = 0;    // its L2 cache
   CudaKernelPaths paths;   // which kernels run where there is a choice
   kc::Storage st;
   size_t esz;
   device::Stream stream;        // compute
   device::Stream read_stream;   // KV restore: host to device, rotate, scatter
   device::Stream write_stream;  // KV capture: device to host
+  // CudaKernelPaths::decode_l2_prefetch: the L2 prefetches, each after its layer's QKV GEMV
+  // (qkv_done); the compute stream waits for the last (prefetched) before the LM head.
+  device::Stream prefetch_stream;
+  device::Event qkv_done{false};
+  device::Event prefetched{false};
   device::Event captured{false};
   device::Event copies_done{false};  // block copies on the compute stream, for the read stream
   static constexpr int kCaptureSlots = 4;  // layers of captured KV in flight
@@ -113,6 +120,9 @@ struct CudaModel::Impl {
         esz(kc::storage_bytes(s)),
         weights_arena(device::make_device_arena(weight_budget(c, s), "weights")) {
     CB_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, gpu));
+    int l2 = 0;
+    CB_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, gpu));
+    l2_bytes = l2;
   }
 
   static uint64_t padded(uint64_t bytes) { return (bytes + 255) / 256 * 256; }

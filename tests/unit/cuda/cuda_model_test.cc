@@ -763,6 +763,53 @@ TEST(CudaModel, LaunchFusionsAtSevenBShapesMatchTheCpu) {
   }
 }
 
+// CudaKernelPaths::decode_l2_prefetch only asks L2 for weights: decode's logits are those of
+// the defaults bit for bit, at batch 2 and 1, in every family's decode path: a tiny LLaMA and
+// Mistral (the output projection fetched), a tiny Falcon (its MLP up projection, which its
+// parallel block runs first), stories260K, and two layers of llama-2-7b (a prefix of each row:
+// its output projection is larger than half the L2).
+void check_l2_prefetch(const std::string& arg, kc::Storage st, int layers) {
+  auto src = ModelSource::open(arg);
+  ModelConfig cfg = src->config();
+  if (layers > 0) cfg.n_layers = layers;
+  auto weights = cb::model::Weights::load(*src, cfg, 2);
+  CudaModel plain(cfg, *weights, {st, 0}), prefetching(cfg, *weights, {st, 0});
+  cb::model::CudaKernelPaths paths;
+  paths.decode_l2_prefetch = true;
+  ASSERT_TRUE(prefetching.set_kernel_paths(paths).decode_l2_prefetch);
+  const std::string what = arg + " " + storage_name(st);
+  KvCache a(plain.kv_config(8, 16)), b(prefetching.kv_config(8, 16));
+  for (KvCache* c : {&a, &b}) {
+    c->add_sequence(0);
+    c->add_sequence(1);
+    ASSERT_TRUE(c->reserve(0, 40));
+    ASSERT_TRUE(c->reserve(1, 40));
+  }
+  const int V = static_cast<int>(cfg.vocab_size);
+  const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(20, V, 1), false},
+                                     {1, cb::test::random_tokens(9, V, 2), false}};
+  EXPECT_EQ(plain.forward(pre, a), prefetching.forward(pre, b)) << what;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<SeqInput> dec = {{0, {(step * 7 + 3) % V}, false}};
+    if (step < 2) dec.push_back({1, {(step * 11 + 5) % V}, false});  // batch 2, then 1
+    EXPECT_EQ(plain.forward(dec, a), prefetching.forward(dec, b)) << what << " step " << step;
+  }
+}
+
+TEST(CudaModel, L2PrefetchChangesNoDecodeLogit) {
+  SKIP_WITHOUT_GPU();
+  for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
+    for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b"}) {
+      check_l2_prefetch(m, st, 0);
+    }
+    if (const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
+        cb::test::file_exists(path)) {  // with the shared data
+      check_l2_prefetch(path, st, 0);
+    }
+  }
+  check_l2_prefetch("preset:llama-2-7b", kc::Storage::F16, 2);
+}
+
 // Forks and copy-on-write (what lm-eval scoring does: many continuations of one context): the
 // cache records its block copies and the device applies them. Continuations after a fork with
 // a partial block, a block-aligned fork, and a truncate-then-reserve copy-on-write give the

@@ -172,6 +172,8 @@ void check_gemv_swiglu(int64_t in, int64_t out) {
 // 4104), output counts not a multiple of the 8 warps a block, 1-4 rows of x.
 TEST(CudaFusedKernelsEmulated, GemvSwigluIsTheTwoGemvsAndSwigluItReplaces) {
   check_gemv_swiglu<__half, 1>(4104, 37);
+  check_gemv_swiglu<__half, 1>(1792, 9);         // three vectors left for every lane
+  check_gemv_swiglu<__nv_bfloat16, 2>(1576, 6);  // three or two
   check_gemv_swiglu<__nv_bfloat16, 2>(136, 9);
   check_gemv_swiglu<__half, 3>(1032, 20);
   check_gemv_swiglu<__nv_bfloat16, 4>(520, 16);

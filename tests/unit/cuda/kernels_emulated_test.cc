@@ -560,9 +560,13 @@ void check_gemv(int64_t in, int64_t out, bool accumulate) {
 }
 
 // Rows shorter than a warp's 32 vectors (136), with a remainder after the 4-way unroll (1032,
-// 4104), output counts not a multiple of the 8 warps a block, 1-4 rows of x.
+// 4104: one vector for lane 0; 1576: three vectors for lanes 0-4, two for the others; 1792:
+// three for every lane, as llama-2-7b's down projection of 11008), output counts not a
+// multiple of the 8 warps a block, 1-4 rows of x.
 TEST(CudaKernelsEmulated, GemvSourceMatchesMatmulWt) {
   check_gemv<__half, 1>(4104, 37, false);
+  check_gemv<__half, 1>(1576, 11, true);
+  check_gemv<__nv_bfloat16, 2>(1792, 9, false);
   check_gemv<__half, 2>(136, 9, true);
   check_gemv<__nv_bfloat16, 3>(1032, 20, false);
   check_gemv<__nv_bfloat16, 4>(8, 5, true);
@@ -621,9 +625,12 @@ void check_norm_gemv(int64_t in, int64_t out) {
 }
 
 // Rows shorter than a warp's 32 vectors (136), with a remainder after the 4-way unroll (1032,
-// 520), output counts not a multiple of the 8 warps a block, 1-4 rows of x.
+// 520: one vector for some lanes; 1576 and 1792: two or three), output counts not a multiple
+// of the 8 warps a block, 1-4 rows of x.
 TEST(CudaKernelsEmulated, NormGemvSourceMatchesTheCpuReference) {
   check_norm_gemv<__half, 1, false>(1032, 13);
+  check_norm_gemv<__half, 1, false>(1576, 9);
+  check_norm_gemv<__nv_bfloat16, 2, true>(1792, 10);
   check_norm_gemv<__nv_bfloat16, 2, false>(136, 8);
   check_norm_gemv<__half, 3, true>(520, 17);
   check_norm_gemv<__nv_bfloat16, 1, true>(1032, 7);
