@@ -66,6 +66,8 @@ const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
       {"unfused_norm", "no RMSNorm in the GEMVs", true},
       {"pdl", "PDL-launched GEMVs", true},
       {"l2_prefetch", "L2 prefetch during attention", true},
+      {"gemv_ahead", "GEMVs reading ahead", true},
+      {"prefetch_ahead", "L2 prefetch + reading ahead", true},
       {"cublas", "cuBLAS GEMVs", false},
       // Results before the fused paths became the default (2026-11-27):
       {"fa2", "FlashAttention-2-style attention", true},

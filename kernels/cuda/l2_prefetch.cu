@@ -1,32 +1,27 @@
 // The L2 prefetch kernel (l2_prefetch.h).
-#include "kernels/cuda/gemv_kernel.cuh"  // gemv_detail::prefetch_l2
+#include "kernels/cuda/gemv_kernel.cuh"  // gemv_detail::prefetch_l2_bulk
 #include "kernels/cuda/l2_prefetch.h"
 
 namespace cb::kernels::cuda {
 namespace {
 
-// Grid-stride over the launch's lines: line i at l2_prefetch_offset(row_bytes, per_row, i).
+// Grid-stride over the rows: one bulk prefetch of each row's first `prefix` bytes.
 __global__ void __launch_bounds__(256)
-    l2_prefetch_kernel(const char* data, int64_t row_bytes, int64_t per_row, int64_t lines) {
+    l2_prefetch_kernel(const char* data, int64_t row_bytes, uint32_t prefix, int64_t rows) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < lines;
-       i += step) {
-    gemv_detail::prefetch_l2(data + l2_prefetch_offset(row_bytes, per_row, i));
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; r < rows;
+       r += step) {
+    gemv_detail::prefetch_l2_bulk(data + r * row_bytes, prefix);
   }
 }
 
 }  // namespace
 
 cudaError_t launch_l2_prefetch(const L2PrefetchParams& p, int sms, cudaStream_t stream) {
-  if (p.rows < 0 || p.row_bytes < 0 || p.prefix_bytes < 0 || p.prefix_bytes > p.row_bytes) {
-    return cudaErrorInvalidValue;
-  }
-  const int64_t per_row = l2_prefetch_lines_per_row(p);
-  if (per_row == 0) return cudaSuccess;
-  if (p.data == nullptr) return cudaErrorInvalidValue;
-  const int64_t lines = p.rows * per_row;
-  l2_prefetch_kernel<<<l2_prefetch_blocks(lines, sms), 256, 0, stream>>>(
-      static_cast<const char*>(p.data), p.row_bytes, per_row, lines);
+  if (!l2_prefetch_applies(p)) return cudaErrorInvalidValue;
+  if (p.rows == 0 || p.prefix_bytes == 0) return cudaSuccess;
+  l2_prefetch_kernel<<<l2_prefetch_blocks(p.rows, sms), 256, 0, stream>>>(
+      static_cast<const char*>(p.data), p.row_bytes, static_cast<uint32_t>(p.prefix_bytes), p.rows);
   return cudaGetLastError();
 }
 

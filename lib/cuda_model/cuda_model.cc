@@ -304,11 +304,16 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
                            st != kc::Storage::F32 && l2_bytes > 0;
   const auto prefetch_after_qkv = [&](int l) {
     const bool falcon = c.arch == Arch::Falcon;
-    kc::L2PrefetchParams pp;
-    pp.data = wt(layer_name(l, falcon ? "ffn_up.weight" : "attn_output.weight"));
-    pp.rows = falcon ? F : H;
-    pp.row_bytes = static_cast<int64_t>(e(falcon ? H : qd));
-    pp.prefix_bytes = kc::l2_prefetch_prefix(pp.rows, pp.row_bytes, l2_bytes / 2);
+    const std::string name = layer_name(l, falcon ? "ffn_up.weight" : "attn_output.weight");
+    const int64_t rows = falcon ? F : H, row_bytes = static_cast<int64_t>(e(falcon ? H : qd));
+    const Arena::Block& block = w.at(name);
+    if (block.size() < static_cast<uint64_t>(rows * row_bytes)) {
+      throw make_error("cuda forward", name + " is smaller than the L2 prefetch's plan");
+    }
+    // The GEMV kernels at 1-4 rows keep about five blocks of eight warps a multiprocessor.
+    const kc::L2PrefetchParams pp =
+        kc::l2_prefetch_plan(block.data(), rows, row_bytes, l2_bytes / 2, 40 * int64_t{sms});
+    if (!kc::l2_prefetch_applies(pp) || pp.prefix_bytes == 0) return;  // a hint: none then
     qkv_done.record(stream);
     qkv_done.wait_on(prefetch_stream);
     CB_CUDA_CHECK(kc::launch_l2_prefetch(pp, sms, prefetch_stream.get()));

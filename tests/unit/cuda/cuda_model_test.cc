@@ -763,51 +763,67 @@ TEST(CudaModel, LaunchFusionsAtSevenBShapesMatchTheCpu) {
   }
 }
 
-// CudaKernelPaths::decode_l2_prefetch only asks L2 for weights: decode's logits are those of
-// the defaults bit for bit, at batch 2 and 1, in every family's decode path: a tiny LLaMA and
-// Mistral (the output projection fetched), a tiny Falcon (its MLP up projection, which its
-// parallel block runs first), stories260K, and two layers of llama-2-7b (a prefix of each row:
-// its output projection is larger than half the L2).
-void check_l2_prefetch(const std::string& arg, kc::Storage st, int layers) {
+// Two paths that change no arithmetic: CudaKernelPaths::decode_l2_prefetch and
+// decode_gemv_ahead only ask L2 for weights. With either, both, or both and PDL, decode's
+// logits are the defaults' bit for bit, at batch 2 and 1, in every family's decode path: a tiny
+// LLaMA and Mistral (the output projection fetched; the QKV GEMV with RMSNorm folded in), a
+// tiny Falcon (its MLP up projection fetched, which its parallel block runs first; plain
+// GEMVs), stories260K, and two layers of llama-2-7b (a prefix of each row fetched: its output
+// projection is larger than half the L2; rows of 4,096 and 11,008 read ahead).
+void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
   auto src = ModelSource::open(arg);
   ModelConfig cfg = src->config();
   if (layers > 0) cfg.n_layers = layers;
   auto weights = cb::model::Weights::load(*src, cfg, 2);
-  CudaModel plain(cfg, *weights, {st, 0}), prefetching(cfg, *weights, {st, 0});
-  cb::model::CudaKernelPaths paths;
-  paths.decode_l2_prefetch = true;
-  ASSERT_TRUE(prefetching.set_kernel_paths(paths).decode_l2_prefetch);
-  const std::string what = arg + " " + storage_name(st);
-  KvCache a(plain.kv_config(8, 16)), b(prefetching.kv_config(8, 16));
-  for (KvCache* c : {&a, &b}) {
-    c->add_sequence(0);
-    c->add_sequence(1);
-    ASSERT_TRUE(c->reserve(0, 40));
-    ASSERT_TRUE(c->reserve(1, 40));
-  }
+  CudaModel plain(cfg, *weights, {st, 0});
   const int V = static_cast<int>(cfg.vocab_size);
   const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(20, V, 1), false},
                                      {1, cb::test::random_tokens(9, V, 2), false}};
-  EXPECT_EQ(plain.forward(pre, a), prefetching.forward(pre, b)) << what;
+  std::vector<std::vector<SeqInput>> steps;
   for (int step = 0; step < 4; ++step) {
-    std::vector<SeqInput> dec = {{0, {(step * 7 + 3) % V}, false}};
-    if (step < 2) dec.push_back({1, {(step * 11 + 5) % V}, false});  // batch 2, then 1
-    EXPECT_EQ(plain.forward(dec, a), prefetching.forward(dec, b)) << what << " step " << step;
+    steps.push_back({{0, {(step * 7 + 3) % V}, false}});
+    if (step < 2) steps.back().push_back({1, {(step * 11 + 5) % V}, false});  // batch 2, then 1
+  }
+  const auto run = [&](const CudaModel& m) {
+    KvCache c(m.kv_config(8, 16));
+    c.add_sequence(0);
+    c.add_sequence(1);
+    EXPECT_TRUE(c.reserve(0, 40));
+    EXPECT_TRUE(c.reserve(1, 40));
+    std::vector<std::vector<float>> logits = {m.forward(pre, c)};
+    for (const auto& dec : steps) logits.push_back(m.forward(dec, c));
+    return logits;
+  };
+  const std::vector<std::vector<float>> want = run(plain);
+  // Each alone, both, and both with PDL-launched GEMVs (which change no arithmetic either).
+  for (int v = 1; v <= 7; v += v == 3 ? 4 : 1) {
+    cb::model::CudaKernelPaths paths;
+    paths.decode_l2_prefetch = v & 1;
+    paths.decode_gemv_ahead = v & 2;
+    paths.decode_pdl = v & 4;
+    CudaModel other(cfg, *weights, {st, 0});
+    const cb::model::CudaKernelPaths set = other.set_kernel_paths(paths);
+    ASSERT_EQ(set.decode_l2_prefetch, paths.decode_l2_prefetch);
+    ASSERT_EQ(set.decode_gemv_ahead, paths.decode_gemv_ahead);
+    const std::string what = arg + " " + storage_name(st) + (v & 1 ? " prefetch" : "") +
+                             (v & 2 ? " ahead" : "") + (set.decode_pdl ? " pdl" : "");
+    const std::vector<std::vector<float>> got = run(other);
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << what << " call " << i;
   }
 }
 
-TEST(CudaModel, L2PrefetchChangesNoDecodeLogit) {
+TEST(CudaModel, L2PrefetchAndReadAheadChangeNoDecodeLogit) {
   SKIP_WITHOUT_GPU();
   for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
     for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b"}) {
-      check_l2_prefetch(m, st, 0);
+      check_same_bits(m, st, 0);
     }
     if (const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
         cb::test::file_exists(path)) {  // with the shared data
-      check_l2_prefetch(path, st, 0);
+      check_same_bits(path, st, 0);
     }
   }
-  check_l2_prefetch("preset:llama-2-7b", kc::Storage::F16, 2);
+  check_same_bits("preset:llama-2-7b", kc::Storage::F16, 2);
 }
 
 // Forks and copy-on-write (what lm-eval scoring does: many continuations of one context): the
