@@ -458,11 +458,6 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       if (o.opt_ins) {
         alternative("l2_prefetch", "the weights after attention prefetched into L2",
                     but(&P::decode_l2_prefetch, true));
-        alternative("gemv_ahead", "GEMVs asking L2 for their rows 6 KB ahead",
-                    but(&P::decode_gemv_ahead, true));
-        P both = dflt;
-        both.decode_l2_prefetch = both.decode_gemv_ahead = true;
-        alternative("prefetch_ahead", "both: L2 prefetch and GEMVs reading ahead", both);
       }
     }
     decode.push_back(row);

@@ -34,9 +34,6 @@ struct GemmWtParams {
   /// kernel before it finishes, prefetch its weights into L2 and wait for that kernel before
   /// reading x or y. Opt-in (CudaKernelPaths::decode_pdl); its ordering tests passed on an H200.
   bool pdl = false;
-  /// gemv's kernels ask L2 for each weight row 6 KB ahead of their loads (prefetch.global.L2;
-  /// no arithmetic changes: the same bits). Opt-in (CudaKernelPaths::decode_gemv_ahead).
-  bool gemv_ahead = false;
 };
 
 /// Runs on `stream` (set on the handle; lib/device's CublasHandle owns one). n == 0 or

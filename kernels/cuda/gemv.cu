@@ -8,24 +8,18 @@ namespace {
 using gemv_detail::gemv_swiglu_kernel;
 using gemv_detail::gemv_wt_kernel;
 
-template <typename T, int NB, bool AHEAD>
-cudaError_t launch_form(const GemmWtParams& p, cudaStream_t stream) {
+template <typename T, int NB>
+cudaError_t launch_rows(const GemmWtParams& p, cudaStream_t stream) {
   const dim3 grid(gemv_blocks(p.out)), block(kGemvWarps * 32);
   const auto* x = static_cast<const T*>(p.x);
   const auto* w = static_cast<const T*>(p.w);
   auto* y = static_cast<T*>(p.y);
   if (p.pdl && gemv_pdl_supported()) {
-    return launch_pdl(gemv_wt_kernel<T, NB, true, AHEAD>, grid, block, stream, x, w, y, p.in, p.out,
+    return launch_pdl(gemv_wt_kernel<T, NB, true>, grid, block, stream, x, w, y, p.in, p.out,
                       p.accumulate);
   }
-  gemv_wt_kernel<T, NB, false, AHEAD>
-      <<<grid, block, 0, stream>>>(x, w, y, p.in, p.out, p.accumulate);
+  gemv_wt_kernel<T, NB><<<grid, block, 0, stream>>>(x, w, y, p.in, p.out, p.accumulate);
   return cudaGetLastError();
-}
-
-template <typename T, int NB>
-cudaError_t launch_rows(const GemmWtParams& p, cudaStream_t stream) {
-  return p.gemv_ahead ? launch_form<T, NB, true>(p, stream) : launch_form<T, NB, false>(p, stream);
 }
 
 template <typename T>
@@ -39,25 +33,19 @@ cudaError_t launch_typed(const GemmWtParams& p, cudaStream_t stream) {
   }
 }
 
-template <typename T, int NB, bool AHEAD>
-cudaError_t launch_swiglu_form(const GemmWtParams& p, const void* w_up, cudaStream_t stream) {
+template <typename T, int NB>
+cudaError_t launch_swiglu_rows(const GemmWtParams& p, const void* w_up, cudaStream_t stream) {
   const dim3 grid(gemv_blocks(p.out)), block(kGemvWarps * 32);
   const auto* x = static_cast<const T*>(p.x);
   const auto* wg = static_cast<const T*>(p.w);
   const auto* wu = static_cast<const T*>(w_up);
   auto* y = static_cast<T*>(p.y);
   if (p.pdl && gemv_pdl_supported()) {
-    return launch_pdl(gemv_swiglu_kernel<T, NB, true, AHEAD>, grid, block, stream, x, wg, wu, y,
-                      p.in, p.out);
+    return launch_pdl(gemv_swiglu_kernel<T, NB, true>, grid, block, stream, x, wg, wu, y, p.in,
+                      p.out);
   }
-  gemv_swiglu_kernel<T, NB, false, AHEAD><<<grid, block, 0, stream>>>(x, wg, wu, y, p.in, p.out);
+  gemv_swiglu_kernel<T, NB><<<grid, block, 0, stream>>>(x, wg, wu, y, p.in, p.out);
   return cudaGetLastError();
-}
-
-template <typename T, int NB>
-cudaError_t launch_swiglu_rows(const GemmWtParams& p, const void* w_up, cudaStream_t stream) {
-  return p.gemv_ahead ? launch_swiglu_form<T, NB, true>(p, w_up, stream)
-                      : launch_swiglu_form<T, NB, false>(p, w_up, stream);
 }
 
 template <typename T>

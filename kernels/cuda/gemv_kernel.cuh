@@ -23,19 +23,29 @@ inline void prefetch_l2(const void*) {}
 inline void prefetch_l2_bulk(const void*, uint32_t) {}
 inline void grid_dependency_wait() {}  // one grid at a time: nothing to wait for
 #else
-// Fetches the 128-byte line holding p into L2 (no register, no effect on results).
+// Asks L2 for the line holding p (no register, no effect on results; how much of the 128-byte
+// line it fills, one 32-byte sector or more, is L2's choice).
 __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(__cvta_generic_to_global(p)));
 }
 // Asks L2 for `bytes` bytes from p (p 16-byte aligned, bytes a multiple of 16; no register, no
-// effect on results): on sm_90 one bulk prefetch (cp.async.bulk.prefetch.L2: the range itself,
-// whatever L2's fetch granularity), before it one prefetch.global.L2 per 32-byte sector.
+// effect on results): on sm_90 bulk prefetches (cp.async.bulk.prefetch.L2: the range itself,
+// whatever L2's fetch granularity) of at most kBulkPrefetchMax bytes each, since ptxas 13.0
+// encodes the size as a 16-bit count of 16-byte units; before sm_90 one prefetch.global.L2 per
+// 32-byte sector. (kernels/cuda l2_prefetch.)
+constexpr uint32_t kBulkPrefetchMax = 0xffff0;
 __device__ __forceinline__ void prefetch_l2_bulk(const void* p, uint32_t bytes) {
+  const char* c = static_cast<const char*>(p);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(p)),
-               "r"(bytes));
+  for (uint64_t off = 0; off < bytes; off += kBulkPrefetchMax) {
+    const uint64_t left = bytes - off;
+    const uint32_t n = static_cast<uint32_t>(left < kBulkPrefetchMax ? left : kBulkPrefetchMax);
+    asm volatile(
+        "cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(__cvta_generic_to_global(c + off)),
+        "r"(n));
+  }
 #else
-  for (uint32_t off = 0; off < bytes; off += 32) prefetch_l2(static_cast<const char*>(p) + off);
+  for (uint64_t off = 0; off < bytes; off += 32) prefetch_l2(c + off);
 #endif
 }
 // Programmatic dependent launch (sm_90): returns once the grid this one was launched after has
@@ -70,37 +80,6 @@ __device__ __forceinline__ void prefetch_then_wait(const uint4* w1, const uint4*
     }
     grid_dependency_wait();
     detail::allow_dependent_launch();  // the next GEMV may start as this one's blocks run
-  }
-}
-
-// GemmWtParams::gemv_ahead: each warp asks L2 for its weight row kAheadIters iterations of the
-// four-vector loop (2 KB a warp each) ahead of its loads. ptxas issues only about two of an
-// iteration's four loads before it uses the first (sm_90 SASS), so a warp has about 1 KB of
-// its row in flight; a prefetch holds no register and nothing waits on it. ptxas places the
-// loop's prefetches at the end of its two-iteration unrolled body, so 3 here keeps them one
-// to two iterations ahead there (the prologue asks for iterations 1 and 2). Not tuned: no
-// GPU has run it.
-constexpr int kAheadIters = 3;
-
-// The vector whose 32-byte sector lane `lane` asks for, k = 0 or 1, when its warp reads ahead
-// the 128 vectors (2 KB, 64 sectors) from vector `from` of a row of nvec vectors: two sectors a
-// lane, from + 4 * lane + 2 * k; -1 past the row. (Per sector, not per 128-byte line: how much
-// a prefetch.global.L2 fills is L2's business; a sector is its unit. A bulk prefetch from one
-// lane would need uniform registers, which cost the kernels 12-14 registers and spills.)
-__host__ __device__ inline int64_t ahead_vector(int64_t from, int lane, int k, int64_t nvec) {
-  const int64_t vec = from + 4 * lane + 2 * k;
-  return vec < nvec ? vec : -1;
-}
-
-template <bool AHEAD>
-__device__ __forceinline__ void prefetch_ahead(const uint4* row, int64_t from, int lane,
-                                               int64_t nvec) {
-  if constexpr (AHEAD) {
-#pragma unroll
-    for (int k = 0; k < 2; ++k) {
-      const int64_t vec = ahead_vector(from, lane, k, nvec);
-      if (vec >= 0) prefetch_l2(row + vec);
-    }
   }
 }
 
@@ -174,9 +153,8 @@ __device__ __forceinline__ void warp_sum(float (&acc)[NB]) {
 }
 
 // grid gemv_blocks(out), kGemvWarps * 32 threads: warp w of block b computes output row
-// b * kGemvWarps + w for all NB rows of x. AHEAD: prefetch_ahead as it goes (no arithmetic
-// changes: the same bits).
-template <typename T, int NB, bool PDL = false, bool AHEAD = false>
+// b * kGemvWarps + w for all NB rows of x.
+template <typename T, int NB, bool PDL = false>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_wt_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t in,
                    int64_t out, bool accumulate) {
@@ -189,10 +167,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   float acc[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) acc[b] = 0.0f;
-  for (int k = 1; k < kAheadIters; ++k) prefetch_ahead<AHEAD>(wr, 128 * k, lane, nvec);
   int64_t v = lane;
   for (; v + 96 < nvec; v += 128) {  // four vectors in flight per lane
-    prefetch_ahead<AHEAD>(wr, v - lane + 128 * kAheadIters, lane, nvec);
     const uint4 a0 = load_stream(wr + v), a1 = load_stream(wr + v + 32),
                 a2 = load_stream(wr + v + 64), a3 = load_stream(wr + v + 96);
     dot8<T, NB>(a0, x, in, v, acc);
@@ -220,8 +196,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 // y[b][j] = silu(x[b] . wg[j]) * (x[b] . wu[j]), each product rounded to T first, as
 // launch_swiglu reads them from the two GEMVs' outputs. Grid gemv_blocks(out), kGemvWarps * 32
 // threads: warp w of block b computes output j = b * kGemvWarps + w, four vectors of each of
-// its two weight rows in flight per lane; AHEAD: prefetch_ahead on both rows.
-template <typename T, int NB, bool PDL = false, bool AHEAD = false>
+// its two weight rows in flight per lane.
+template <typename T, int NB, bool PDL = false>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_swiglu_kernel(const T* __restrict__ x, const T* __restrict__ wg, const T* __restrict__ wu,
                        T* __restrict__ y, int64_t in, int64_t out) {
@@ -235,14 +211,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   float ga[NB], ua[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) ga[b] = ua[b] = 0.0f;
-  for (int k = 1; k < kAheadIters; ++k) {
-    prefetch_ahead<AHEAD>(gr, 128 * k, lane, nvec);
-    prefetch_ahead<AHEAD>(ur, 128 * k, lane, nvec);
-  }
   int64_t v = lane;
   for (; v + 96 < nvec; v += 128) {
-    prefetch_ahead<AHEAD>(gr, v - lane + 128 * kAheadIters, lane, nvec);
-    prefetch_ahead<AHEAD>(ur, v - lane + 128 * kAheadIters, lane, nvec);
     uint4 g4[4], u4[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) g4[k] = load_stream(gr + v + 32 * k);

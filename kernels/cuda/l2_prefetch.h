@@ -45,7 +45,8 @@ L2PrefetchParams l2_prefetch_plan(const void* data, int64_t rows, int64_t row_by
 unsigned l2_prefetch_blocks(int64_t rows, int sms);
 
 /// Whether launch_l2_prefetch takes `p`: sizes not negative, a prefix within the row and a
-/// multiple of 16 bytes (at most 4 GiB), a row a multiple of 16 bytes, and, unless there is
+/// multiple of 16 bytes (below 4 GiB; prefetch_l2_bulk splits it into pieces ptxas can
+/// encode), a row a multiple of 16 bytes, and, unless there is
 /// nothing to fetch, data set and 16-byte aligned. Plain C++, unit-tested on the host.
 bool l2_prefetch_applies(const L2PrefetchParams& p);
 

@@ -33,7 +33,7 @@ unsigned l2_prefetch_blocks(int64_t rows, int sms) {
 }
 
 bool l2_prefetch_applies(const L2PrefetchParams& p) {
-  constexpr int64_t kMaxBulk = 0xffffffffLL / 16 * 16;  // a bulk prefetch's size is 32-bit
+  constexpr int64_t kMaxBulk = 0xffffffffLL / 16 * 16;  // prefetch_l2_bulk takes 32 bits
   if (p.rows < 0 || p.row_bytes < 0 || p.prefix_bytes < 0 || p.prefix_bytes > p.row_bytes ||
       p.prefix_bytes > kMaxBulk || p.prefix_bytes % 16 != 0 || p.row_bytes % 16 != 0) {
     return false;

@@ -9,25 +9,19 @@ namespace {
 using norm_gemv_detail::norm_gemv_kernel;
 using norm_gemv_detail::NormGemvArgs;
 
-template <typename T, int NB, bool GLU, bool AHEAD>
+template <typename T, int NB, bool GLU>
 cudaError_t launch_shape(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
   const dim3 grid(gemv_blocks(a.out)), block(kGemvWarps * 32);
   if (pdl && gemv_pdl_supported())
-    return launch_pdl(norm_gemv_kernel<T, NB, GLU, true, AHEAD>, grid, block, stream, a);
-  norm_gemv_kernel<T, NB, GLU, false, AHEAD><<<grid, block, 0, stream>>>(a);
+    return launch_pdl(norm_gemv_kernel<T, NB, GLU, true>, grid, block, stream, a);
+  norm_gemv_kernel<T, NB, GLU><<<grid, block, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
-template <typename T, int NB, bool GLU>
-cudaError_t launch_glu(const NormGemvArgs<T>& a, bool pdl, bool ahead, cudaStream_t stream) {
-  return ahead ? launch_shape<T, NB, GLU, true>(a, pdl, stream)
-               : launch_shape<T, NB, GLU, false>(a, pdl, stream);
-}
-
 template <typename T, int NB>
-cudaError_t launch_rows(const NormGemvArgs<T>& a, bool pdl, bool ahead, cudaStream_t stream) {
-  return a.w2 != nullptr ? launch_glu<T, NB, true>(a, pdl, ahead, stream)
-                         : launch_glu<T, NB, false>(a, pdl, ahead, stream);
+cudaError_t launch_rows(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
+  return a.w2 != nullptr ? launch_shape<T, NB, true>(a, pdl, stream)
+                         : launch_shape<T, NB, false>(a, pdl, stream);
 }
 
 template <typename T>
@@ -41,10 +35,10 @@ cudaError_t launch_typed(const NormGemvParams& p, cudaStream_t stream) {
                           p.in,
                           p.out};
   switch (p.n) {
-    case 1: return launch_rows<T, 1>(a, p.pdl, p.ahead, stream);
-    case 2: return launch_rows<T, 2>(a, p.pdl, p.ahead, stream);
-    case 3: return launch_rows<T, 3>(a, p.pdl, p.ahead, stream);
-    case 4: return launch_rows<T, 4>(a, p.pdl, p.ahead, stream);
+    case 1: return launch_rows<T, 1>(a, p.pdl, stream);
+    case 2: return launch_rows<T, 2>(a, p.pdl, stream);
+    case 3: return launch_rows<T, 3>(a, p.pdl, stream);
+    case 4: return launch_rows<T, 4>(a, p.pdl, stream);
     default: return cudaErrorInvalidValue;
   }
 }

@@ -35,7 +35,6 @@ struct NormGemvParams {
   int64_t n = 0, in = 0, out = 0;
   Storage storage = Storage::F16;  ///< of x, norm_w, w, w2 and y
   bool pdl = false;                ///< as GemmWtParams::pdl
-  bool ahead = false;              ///< as GemmWtParams::gemv_ahead
 };
 
 /// Whether launch_norm_gemv takes `p`: 1..kGemvMaxRows rows, fp16 or bf16, `in` a multiple of

@@ -65,9 +65,8 @@ __device__ __forceinline__ void norm_dot8(const uint4& w4, const uint4& u4,
 
 // grid gemv_blocks(out), kGemvWarps * 32 threads, no shared memory: warp w of block b computes
 // output row b * kGemvWarps + w for all NB rows of x, four vectors of each weight row in flight
-// per lane, and RMSNorm's scale of each row of x from the squares its lanes summed. AHEAD
-// (NormGemvParams::ahead): gemv_detail::prefetch_ahead on each weight row (the same bits).
-template <typename T, int NB, bool GLU, bool PDL = false, bool AHEAD = false>
+// per lane, and RMSNorm's scale of each row of x from the squares its lanes summed.
+template <typename T, int NB, bool GLU, bool PDL = false>
 __global__ void __launch_bounds__(kGemvWarps * 32) norm_gemv_kernel(const NormGemvArgs<T> a) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
@@ -79,16 +78,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32) norm_gemv_kernel(const NormGe
   float ss[NB], acc[NB], acc2[NB];
 #pragma unroll
   for (int b = 0; b < NB; ++b) ss[b] = acc[b] = acc2[b] = 0.0f;
-  using gemv_detail::kAheadIters;
-  using gemv_detail::prefetch_ahead;
-  for (int k = 1; k < kAheadIters; ++k) {
-    prefetch_ahead<AHEAD>(wr, 128 * k, lane, nvec);
-    if constexpr (GLU) prefetch_ahead<AHEAD>(wr2, 128 * k, lane, nvec);
-  }
   int64_t v = lane;
   for (; v + 96 < nvec; v += 128) {
-    prefetch_ahead<AHEAD>(wr, v - lane + 128 * kAheadIters, lane, nvec);
-    if constexpr (GLU) prefetch_ahead<AHEAD>(wr2, v - lane + 128 * kAheadIters, lane, nvec);
     uint4 w4[4], u4[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) w4[k] = load_stream(wr + v + 32 * k);

@@ -310,7 +310,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     if (block.size() < static_cast<uint64_t>(rows * row_bytes)) {
       throw make_error("cuda forward", name + " is smaller than the L2 prefetch's plan");
     }
-    // The GEMV kernels at 1-4 rows keep about five blocks of eight warps a multiprocessor.
+    // The GEMV kernels keep five or six blocks of eight warps a multiprocessor at batch 1 (three
+    // to four at 3-4 rows, where a plan of every row's prefix may then outrun the resident rows).
     const kc::L2PrefetchParams pp =
         kc::l2_prefetch_plan(block.data(), rows, row_bytes, l2_bytes / 2, 40 * int64_t{sms});
     if (!kc::l2_prefetch_applies(pp) || pp.prefix_bytes == 0) return;  // a hint: none then

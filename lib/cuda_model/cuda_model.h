@@ -71,11 +71,6 @@ struct CudaKernelPaths {
   /// (kernels/cuda l2_prefetch): HBM streams them while RoPE, the append and attention run,
   /// which read little. Changes no result. Off: not yet timed on a GPU.
   bool decode_l2_prefetch = false;
-  /// Decode's GEMV kernels (kernels/cuda gemv and norm_gemv) ask L2 for each weight row 6 KB
-  /// ahead of their loads: ptxas issues only about two of a lane's four loads before using the
-  /// first, so a warp has about 1 KB of its row in flight, and a prefetch needs no register.
-  /// Changes no result. Off: not yet timed on a GPU.
-  bool decode_gemv_ahead = false;
 };
 
 struct CudaModelOptions {

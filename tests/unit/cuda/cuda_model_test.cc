@@ -763,19 +763,17 @@ TEST(CudaModel, LaunchFusionsAtSevenBShapesMatchTheCpu) {
   }
 }
 
-// Two paths that change no arithmetic: CudaKernelPaths::decode_l2_prefetch and
-// decode_gemv_ahead only ask L2 for weights. With either, both, or both and PDL, decode's
-// logits are the defaults' bit for bit, at batch 2 and 1, in every family's decode path: a tiny
-// LLaMA and Mistral (the output projection fetched; the QKV GEMV with RMSNorm folded in), a
-// tiny Falcon (its MLP up projection fetched, which its parallel block runs first; plain
-// GEMVs), stories260K, and two layers of llama-2-7b (a prefix of each row fetched: its output
-// projection is larger than half the L2; rows of 4,096 and 11,008 read ahead).
+// CudaKernelPaths::decode_l2_prefetch only asks L2 for weights: decode's logits are the
+// defaults' bit for bit, at batch 2 and 1, alone, with PDL-launched GEMVs (which change no
+// arithmetic either), and without RMSNorm in the GEMVs against that alone, in every family's
+// decode path: a tiny LLaMA and Mistral (the output projection fetched), a tiny Falcon (its
+// MLP up projection, which its parallel block runs first), stories260K, and two layers of
+// llama-2-7b (a prefix of each row: its output projection is larger than half the L2).
 void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
   auto src = ModelSource::open(arg);
   ModelConfig cfg = src->config();
   if (layers > 0) cfg.n_layers = layers;
   auto weights = cb::model::Weights::load(*src, cfg, 2);
-  CudaModel plain(cfg, *weights, {st, 0});
   const int V = static_cast<int>(cfg.vocab_size);
   const std::vector<SeqInput> pre = {{0, cb::test::random_tokens(20, V, 1), false},
                                      {1, cb::test::random_tokens(9, V, 2), false}};
@@ -784,7 +782,10 @@ void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
     steps.push_back({{0, {(step * 7 + 3) % V}, false}});
     if (step < 2) steps.back().push_back({1, {(step * 11 + 5) % V}, false});  // batch 2, then 1
   }
-  const auto run = [&](const CudaModel& m) {
+  const auto run = [&](const cb::model::CudaKernelPaths& paths) {
+    CudaModel m(cfg, *weights, {st, 0});
+    const cb::model::CudaKernelPaths set = m.set_kernel_paths(paths);
+    EXPECT_EQ(set.decode_l2_prefetch, paths.decode_l2_prefetch);
     KvCache c(m.kv_config(8, 16));
     c.add_sequence(0);
     c.add_sequence(1);
@@ -794,25 +795,26 @@ void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
     for (const auto& dec : steps) logits.push_back(m.forward(dec, c));
     return logits;
   };
-  const std::vector<std::vector<float>> want = run(plain);
-  // Each alone, both, and both with PDL-launched GEMVs (which change no arithmetic either).
-  for (int v = 1; v <= 7; v += v == 3 ? 4 : 1) {
-    cb::model::CudaKernelPaths paths;
-    paths.decode_l2_prefetch = v & 1;
-    paths.decode_gemv_ahead = v & 2;
-    paths.decode_pdl = v & 4;
-    CudaModel other(cfg, *weights, {st, 0});
-    const cb::model::CudaKernelPaths set = other.set_kernel_paths(paths);
-    ASSERT_EQ(set.decode_l2_prefetch, paths.decode_l2_prefetch);
-    ASSERT_EQ(set.decode_gemv_ahead, paths.decode_gemv_ahead);
-    const std::string what = arg + " " + storage_name(st) + (v & 1 ? " prefetch" : "") +
-                             (v & 2 ? " ahead" : "") + (set.decode_pdl ? " pdl" : "");
-    const std::vector<std::vector<float>> got = run(other);
-    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i], want[i]) << what << " call " << i;
+  for (bool fused : {true, false}) {
+    cb::model::CudaKernelPaths base;
+    base.decode_fusion = fused;
+    const std::vector<std::vector<float>> want = run(base);
+    for (bool pdl : {false, true}) {
+      if (!fused && pdl) continue;
+      cb::model::CudaKernelPaths paths = base;
+      paths.decode_l2_prefetch = true;
+      paths.decode_pdl = pdl;
+      const std::vector<std::vector<float>> got = run(paths);
+      const std::string what =
+          arg + " " + storage_name(st) + (fused ? "" : " unfused norm") + (pdl ? " pdl" : "");
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(got[i], want[i]) << what << " call " << i;
+      }
+    }
   }
 }
 
-TEST(CudaModel, L2PrefetchAndReadAheadChangeNoDecodeLogit) {
+TEST(CudaModel, L2PrefetchChangesNoDecodeLogit) {
   SKIP_WITHOUT_GPU();
   for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
     for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b"}) {
