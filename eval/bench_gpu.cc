@@ -444,6 +444,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
                         "the norm GEMV)"
                       : "RoPE, append, gate and up launched apart",
                   unfused);
+      // An opt-in: the decode attention's keys over finer splits.
+      alternative("more_splits", "decode attention over finer key splits",
+                  but(&P::decode_more_splits, true));
     }
     if (gemv_rows) {
       // cuBLAS for every linear layer: the GEMV kernel's baseline.

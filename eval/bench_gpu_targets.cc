@@ -66,6 +66,7 @@ const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
       {"unfused_norm", "no RMSNorm in the GEMVs", true},
       {"pdl", "PDL-launched GEMVs", true},
       {"l2_prefetch", "L2 prefetch during attention", true},
+      {"more_splits", "finer attention splits", true},
       // Results of 2026-11-28 (the GEMVs' read-ahead, 0.81-0.88x on an H100, then removed):
       {"gemv_ahead", "GEMVs reading ahead", true},
       {"prefetch_ahead", "L2 prefetch + reading ahead", true},

@@ -50,10 +50,17 @@ bool attention_uses_mma(Storage storage, int64_t head_dim, int64_t rows, int64_t
 std::vector<int32_t> plan_attention_tiles(const std::vector<int32_t>& q_seq,
                                           int64_t max_rows = kAttentionTileRows);
 
+/// plan_attention_splits' defaults: the fewest keys a split, and the blocks per SM it fills.
+constexpr int64_t kAttentionMinKeysPerSplit = 64;
+constexpr int64_t kAttentionSplitBlocksPerSm = 2;
+
 /// How many blocks should share each (tile, head)'s keys: 1 when tiles x heads already fill
-/// the device (2 blocks per SM) or the keys are few; otherwise enough to fill it, with at least
-/// 64 keys per split and at most 32 splits.
-int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count);
+/// the device (`blocks_per_sm` blocks per SM) or the keys are fewer than two splits' worth;
+/// otherwise enough to fill it, with at least `min_keys` keys per split and at most 32 splits
+/// (min_keys and blocks_per_sm taken as at least 1).
+int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count,
+                              int64_t min_keys = kAttentionMinKeysPerSplit,
+                              int64_t blocks_per_sm = kAttentionSplitBlocksPerSm);
 
 /// Floats of workspace a launch with `splits` > 1 needs: (head_dim + 2) per row, head, split.
 int64_t attention_workspace_floats(int64_t rows, int64_t n_heads, int64_t head_dim, int64_t splits);

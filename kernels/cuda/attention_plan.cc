@@ -21,17 +21,19 @@ std::vector<int32_t> plan_attention_tiles(const std::vector<int32_t>& q_seq, int
   return tiles;
 }
 
-int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count) {
-  // Two key tiles of the CUDA-core kernel. Measured on an H100 (llama-2-7b decode, 512-token
-  // histories, batch 1): 256 keys per split gave 32 heads x 2 splits = 64 blocks on 132 SMs,
-  // and attention took 166 us of a layer's ~385 us.
-  constexpr int64_t kMinKeysPerSplit = 64;
+int64_t plan_attention_splits(int64_t n_tiles, int64_t n_heads, int64_t max_keys, int sm_count,
+                              int64_t min_keys, int64_t blocks_per_sm) {
+  // By default two key tiles of the CUDA-core kernel. Measured on an H100 (llama-2-7b decode,
+  // 512-token histories, batch 1): 256 keys per split gave 32 heads x 2 splits = 64 blocks on
+  // 132 SMs, and attention took 166 us of a layer's ~385 us.
   constexpr int64_t kMaxSplits = 32;
+  min_keys = std::max<int64_t>(min_keys, 1);
   const int64_t blocks = n_tiles * n_heads;
-  const int64_t target = 2 * static_cast<int64_t>(std::max(sm_count, 1));
-  if (blocks <= 0 || blocks >= target || max_keys < 2 * kMinKeysPerSplit) return 1;
+  const int64_t target =
+      std::max<int64_t>(blocks_per_sm, 1) * static_cast<int64_t>(std::max(sm_count, 1));
+  if (blocks <= 0 || blocks >= target || max_keys < 2 * min_keys) return 1;
   const int64_t by_fill = (target + blocks - 1) / blocks;
-  const int64_t by_keys = max_keys / kMinKeysPerSplit;
+  const int64_t by_keys = max_keys / min_keys;
   return std::max<int64_t>(1, std::min({by_fill, by_keys, kMaxSplits}));
 }
 

@@ -194,7 +194,12 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
   int64_t max_ctx = 1;
   for (int32_t n : n_ctx) max_ctx = std::max<int64_t>(max_ctx, n);
   const int64_t n_tiles = static_cast<int64_t>(tiles.size() / 2);
-  const int64_t splits = mma ? 1 : kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
+  // CudaKernelPaths::decode_more_splits: finer splits where every tile is one row (decode).
+  const bool finer = paths.decode_more_splits && n_tiles == N;
+  const int64_t splits = mma ? 1
+                         : finer
+                             ? kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms, 32, 4)
+                             : kc::plan_attention_splits(n_tiles, c.n_heads, max_ctx, sms);
   const int64_t ws = kc::attention_workspace_floats(N, c.n_heads, c.head_dim, splits);
   // The decode kernel's split counters (kernels/cuda attention.h), zeroed once per forward.
   const int64_t counters = paths.decode_attention && splits > 1 ? N * c.n_heads : 0;

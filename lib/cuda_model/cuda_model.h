@@ -71,6 +71,11 @@ struct CudaKernelPaths {
   /// (kernels/cuda l2_prefetch): HBM streams them while RoPE, the append and attention run,
   /// which read little. Changes no result. Off: not yet timed on a GPU.
   bool decode_l2_prefetch = false;
+  /// Decode's attention (one row a tile) splits each head's keys finer: at least 32 keys a
+  /// split, enough splits to fill 4 blocks per SM (instead of 64 keys and 2 blocks; llama-2-7b
+  /// at batch 1 over 512 keys: 16 splits instead of 8). The H100 profile of 2026-11-28 put the
+  /// decode kernel at 14.8 us a layer for 8.4 MB of K and V. Off: not yet timed on a GPU.
+  bool decode_more_splits = false;
 };
 
 struct CudaModelOptions {

@@ -60,6 +60,13 @@ TEST(CudaAttentionPlan, SplitsOnlyWhenTheGridIsSmallAndTheKeysMany) {
   EXPECT_EQ(kc::plan_attention_splits(1, 8, 100000, 132), 32);  // capped
   EXPECT_EQ(kc::plan_attention_splits(1, 8, 1024, 132), 16);    // 64 keys per split at least
   EXPECT_EQ(kc::plan_attention_splits(0, 8, 2048, 132), 1);
+  // Fewer keys a split and more blocks per SM (CudaKernelPaths::decode_more_splits).
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 512, 132, 32), 9);      // ceil(264 / 32): the fill
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 512, 132, 32, 4), 16);  // 512 / 32: the keys
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 512, 132, 128), 4);     // 512 / 128
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 60, 132, 32), 1);       // under two splits' worth
+  EXPECT_EQ(kc::plan_attention_splits(1, 32, 512, 132, 0, 0), 5);    // 1 key, 1 block per SM
+  EXPECT_EQ(kc::plan_attention_splits(16, 32, 512, 132, 32, 4), 2);  // batch 16: 512 blocks
   EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 1), 0);
   EXPECT_EQ(kc::attention_workspace_floats(5, 8, 128, 4), 5 * 8 * 4 * 130);
 }

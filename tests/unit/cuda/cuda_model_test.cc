@@ -85,11 +85,13 @@ enum class Variant {
   kLaunchFusions,  // mlp_fusion and rope_append_fusion
   kAllOptIns,      // the launch fusions, decode_attention and decode_pdl
   kEverything,     // those and kNormFusion: the defaults with PDL, bench gpu's `pdl`
+  kMoreSplits,     // the defaults with decode_more_splits
 };
 
 void configure(const CudaModel& gpu, Variant v) {
   cb::model::CudaKernelPaths p;
-  if (v != Variant::kDefault) {
+  p.decode_more_splits = v == Variant::kMoreSplits;
+  if (v != Variant::kDefault && v != Variant::kMoreSplits) {
     const bool all = v == Variant::kAllOptIns || v == Variant::kEverything;
     p.decode_fusion = v == Variant::kNormFusion || v == Variant::kEverything;
     p.mlp_fusion = v == Variant::kLaunchFusions || all;
@@ -108,6 +110,7 @@ const char* variant_name(Variant v) {
     case Variant::kLaunchFusions: return " launch fusions";
     case Variant::kAllOptIns: return " launch fusions + decode kernel + PDL";
     case Variant::kEverything: return " defaults + PDL";
+    case Variant::kMoreSplits: return " finer attention splits";
     default: return "";
   }
 }
@@ -744,10 +747,14 @@ const std::pair<const char*, kc::Storage> kSevenB[] = {{"preset:llama-2-7b", kc:
 
 // The decode attention kernel alone (the other fused paths off) inside a whole model, the split
 // counters reused from one layer's launch to the next: llama-2-7b (head_dim 128, fp32 and f16),
-// mistral-7b (GQA 4, bf16) and falcon-7b (head_dim 64, MQA, f16).
+// mistral-7b (GQA 4, bf16) and falcon-7b (head_dim 64, MQA, f16); and the defaults with the
+// finer splits (decode_more_splits).
 TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
-  for (const auto& [name, st] : kSevenB) check_two_layers(name, st, Variant::kDecodeKernel);
+  for (const auto& [name, st] : kSevenB) {
+    check_two_layers(name, st, Variant::kDecodeKernel);
+    check_two_layers(name, st, Variant::kMoreSplits);  // 9 splits of the 300-token history
+  }
 }
 
 // The launch fusions at 7B shapes (gate|up of 2 x 11,008 rows; the GEMV with its SwiGLU at
