@@ -88,28 +88,37 @@ class Runner {
   // Real mode: a DRAM tier that keeps the entry of every session of `t`, so the study
   // measures loading and saving rather than eviction (a full tier would also make saves wait
   // for the ones in flight before it: async-save's asynchronous saves would turn synchronous).
-  // The tier is allocated, zeroed and locked up front for every run: a need beyond three
-  // quarters of the memory free with the model loaded is refused with what to change. Sim mode
-  // keeps the profile's DRAM.
+  // The tier, and the engine's write buffers for every job that can be under way at once
+  // (EngineConfig::write_buffer_jobs: a second turn needs larger ones than its first), are
+  // allocated, zeroed and locked up front for every run, before its clock starts: a need beyond
+  // three quarters of the memory free with the model loaded is refused with what to change.
+  // Sim mode keeps the profile's DRAM.
   void fit_dram(const datasets::Trace& t, ReplayOptions* o) const {
     if (a_.sim) return;
-    const uint64_t need = ablation_dram_bytes(
-        trace_sessions(t, a_.config.vocab_size, o->seed, o->max_output_tokens), window(a_),
-        a_.config.n_layers, engine::entry_row_bytes(*a_.model, o->engine), o->store.chunk_bytes);
+    const auto sessions = trace_sessions(t, a_.config.vocab_size, o->seed, o->max_output_tokens);
+    const size_t row = engine::entry_row_bytes(*a_.model, o->engine);
+    const uint64_t tier =
+        ablation_dram_bytes(sessions, window(a_), a_.config.n_layers, row, o->store.chunk_bytes);
+    o->engine.write_buffer_jobs = std::max(o->engine.sched.max_batch, o->engine.preload_jobs);
+    const uint64_t buffers =
+        2 * static_cast<uint64_t>(o->engine.write_buffer_jobs) *
+        engine::write_buffer_bytes(sessions, a_.config.n_layers, row, window(a_));
+    const uint64_t need = tier + buffers;
     // What is free now, with the model loaded (its weights are in host memory on the CPU).
     const uint64_t avail = available_memory_bytes();
     if (avail > 0 && need > avail / 4 * 3) {
       throw make_error(
           "ablate",
           a_.study + " with " + a_.config.name + " keeps " + std::to_string(t.sessions.size()) +
-              " sessions' KV entries in a DRAM tier of " + store::format_size(need) +
-              " (entries of " + (o->engine.native_kv_entries ? "the backend's KV type" : "fp32") +
+              " sessions' KV entries in a DRAM tier of " + store::format_size(tier) + " and " +
+              store::format_size(buffers) + " of write buffers (entries of " +
+              (o->engine.native_kv_entries ? "the backend's KV type" : "fp32") +
               "), more than three quarters of the " + store::format_size(avail) +
               " of memory this machine has free with the model loaded",
           "lower --batch (or --sessions), use --kv-entries native on the GPU (half the bytes), "
           "or run it with --mode sim");
     }
-    o->store.dram_bytes = need;
+    o->store.dram_bytes = tier;
   }
 
   // A micro study's batch: all requests at once, `batch` per step, `prepared` prepared ahead;

@@ -252,10 +252,34 @@ KvBuffer Engine::take_buffer(size_t n) {
   return b;
 }
 
+size_t write_buffer_bytes(const std::vector<SessionInput>& sessions, int layers, size_t row_bytes,
+                          int64_t ctx) {
+  int64_t longest = 1;
+  for (const SessionInput& s : sessions) {
+    int64_t tokens = 0;
+    for (const TurnInput& t : s.turns) {
+      tokens += static_cast<int64_t>(t.ids.size()) + std::max<int64_t>(t.output_tokens, 1);
+    }
+    longest = std::max(longest, ctx > 0 ? std::min(tokens, ctx) : tokens);
+  }
+  return KvBuffer::size_class(static_cast<size_t>(layers) * static_cast<size_t>(longest) *
+                              row_bytes);
+}
+
+void Engine::make_spares(const std::vector<SessionInput>& sessions) {
+  if (cfg_.mode == Mode::RE || cfg_.write_buffer_jobs <= 0) return;
+  const size_t bytes = write_buffer_bytes(sessions, model_.config().n_layers, row_bytes_, ctx_);
+  const size_t n = 2 * static_cast<size_t>(cfg_.write_buffer_jobs);
+  spare_limit_ = std::max(kSpareBuffers, n);
+  size_t have = 0;
+  for (const KvBuffer& b : spare_) have += b.capacity() >= bytes;
+  for (; have < n; ++have) spare_.emplace_back(bytes, pinned_buffers_);
+}
+
 void Engine::recycle(KvBuffer&& b) {
   if (b.capacity() == 0) return;
   spare_.push_back(std::move(b));
-  if (spare_.size() > kSpareBuffers) {  // drop the smallest
+  if (spare_.size() > spare_limit_) {  // drop the smallest
     auto smallest =
         std::min_element(spare_.begin(), spare_.end(),
                          [](const auto& x, const auto& y) { return x.capacity() < y.capacity(); });

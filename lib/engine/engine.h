@@ -84,8 +84,14 @@ struct EngineConfig {
   /// conversion) instead of fp32. The same on the CPU backend, whose KV is fp32.
   bool native_kv_entries = false;
   int preload_jobs = 4;  ///< waiting requests prepared (and preloading) ahead of admission
-  int block_size = 16;   ///< paged KV block size
-  int num_blocks = 0;    ///< KV pool (0: enough for max_batch full windows)
+  /// Write buffers made before run()'s clock starts, for this many jobs at once (a K and a V
+  /// buffer each, write_buffer_bytes() apiece), and kept for reuse, instead of being made as
+  /// turns need them (0). A page-locked allocation of a 7B model's buffers costs its pinning and
+  /// zeroing, about 1.5 GB/s: on an H100 the ablation studies' second turns, which need larger
+  /// buffers than their first, waited 5-15 s for them (docs/perf.md). CA and OF only.
+  int write_buffer_jobs = 0;
+  int block_size = 16;  ///< paged KV block size
+  int num_blocks = 0;   ///< KV pool (0: enough for max_batch full windows)
   sched::SchedConfig sched;
   int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
 };
@@ -121,6 +127,12 @@ struct SessionInput {
   uint64_t id = 0;
   std::vector<TurnInput> turns;
 };
+
+/// The write buffer (KvBuffer::size_class) that holds the K (or V) of any turn of `sessions`:
+/// `layers` x the longest conversation's tokens (every message and output, at most `ctx`) x
+/// `row_bytes` (entry_row_bytes).
+size_t write_buffer_bytes(const std::vector<SessionInput>& sessions, int layers, size_t row_bytes,
+                          int64_t ctx);
 
 /// What a run produced.
 struct RunResult {
@@ -208,8 +220,10 @@ class Engine {
   /// model's buffers are hundreds of MB per turn, and fresh ones cost their page faults: on an
   /// H100 host, 57 s of system time in a 74-turn replay before buffers were reused.
   KvBuffer take_buffer(size_t n);
-  /// Keeps `b` for take_buffer (at most kSpareBuffers, the largest).
+  /// Keeps `b` for take_buffer (at most spare_limit_, the largest).
   void recycle(KvBuffer&& b);
+  /// cfg_.write_buffer_jobs' buffers for `sessions`, made before the clock starts.
+  void make_spares(const std::vector<SessionInput>& sessions);
   /// Layer `layer`'s rows in a job's write buffer of `cap` tokens per layer.
   uint8_t* layer_rows(KvBuffer& b, int layer, int64_t cap) const {
     return b.data() + static_cast<size_t>(layer * cap) * row_bytes_;
@@ -233,8 +247,9 @@ class Engine {
   int64_t seen_ = -1;  ///< the last waiting request cut_on_arrival looked at (this run)
   std::map<uint64_t, int64_t> cuts_due_;  ///< session -> tokens, cut once its save commits
   static constexpr size_t kSpareBuffers = 8;
-  std::vector<KvBuffer> spare_;        // write buffers of finished saves, for reuse
-  sched::Scheduler* sched_ = nullptr;  // during run()
+  size_t spare_limit_ = kSpareBuffers;  // spares kept: more when made ahead (make_spares)
+  std::vector<KvBuffer> spare_;         // write buffers of finished saves, for reuse
+  sched::Scheduler* sched_ = nullptr;   // during run()
   double t0_ = 0, skipped_ = 0;
   /// Asynchronous saves whose commit failed (an I/O or checksum error), since run() began.
   int64_t async_save_failures_ = 0;

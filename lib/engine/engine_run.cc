@@ -231,6 +231,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   check_warmup(cfg_, turns);
   sched::Scheduler sched(cfg_.sched, turns);
   sched_ = &sched;
+  make_spares(sessions);  // before the clock: a server makes its buffers at startup
   t0_ = steady_s();
   skipped_ = 0;
   async_save_failures_ = 0;

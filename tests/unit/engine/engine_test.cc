@@ -410,6 +410,36 @@ TEST(Engine, WriteBuffersAreAllocatedPerSizeClassNotPerTurn) {
   EXPECT_EQ(r.load_failures + r.save_failures, 0);
 }
 
+// EngineConfig::write_buffer_jobs: buffers for every job that can be under way, made before the
+// run's clock starts and sized for its longest conversation, serve second turns that need a
+// larger size class than their first; without them the second turns allocate theirs after they
+// arrive (on a GPU, page-locked: seconds for a 7B model's).
+TEST(Engine, WriteBuffersMadeAheadServeEveryTurn) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  for (int jobs : {0, 8}) {
+    auto in = sessions(4, 2, 8, 4);
+    for (auto& s : in) s.turns[1].ids.resize(150, 7);  // a larger buffer than the first turn's
+    auto st = dram_store();
+    EngineConfig c = config(Mode::CA);
+    c.write_buffer_jobs = jobs;  // 8 jobs: every turn of the run at once
+    const RunResult r = serve(*m, st.get(), c, in);
+    ASSERT_EQ(r.records.size(), 8u);
+    if (jobs == 0) {
+      EXPECT_GT(r.buffer_allocations, 0);
+    } else {
+      EXPECT_EQ(r.buffer_allocations, 0);
+    }
+    EXPECT_EQ(r.load_failures + r.save_failures, 0);
+    const size_t row = entry_row_bytes(*m, c);
+    // Sized for the longest conversation: 8 + 4 + 150 + 4 tokens.
+    EXPECT_EQ(write_buffer_bytes(in, m->config().n_layers, row, 512),
+              KvBuffer::size_class(static_cast<size_t>(m->config().n_layers) * 166 * row));
+    EXPECT_EQ(write_buffer_bytes(in, m->config().n_layers, row, 100),
+              KvBuffer::size_class(static_cast<size_t>(m->config().n_layers) * 100 * row));
+  }
+}
+
 TEST(Engine, OverflowTruncatesTheStoredEntryInCaAndInvalidatesItInOf) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);
