@@ -33,7 +33,9 @@
 #   ablate     the paper's Figure 18 on the GPU: ablate recompute-vs-ca --mode real --reps 1,
 #              llama-7b, with fp32 and with native entries (on 2026-11-27 its 256 MiB DRAM tier
 #              held no 7B entry; sized to the study since, on an H100 on 2026-11-28 every turn
-#              hit, but CA's TTFT was 11-15 s against RE's 0.4 s, and the 300 s the call had
+#              hit, but CA's TTFT was 11-15 s against RE's 0.4 s, spent allocating page-locked
+#              write buffers after the turns arrived: made before the clock since
+#              (EngineConfig::write_buffer_jobs), not yet run on a GPU; the 300 s the call had
 #              left ran out before either wrote its JSON: give it STAGE_TIMEOUT=600 alone)
 #   (profile's --clock-control none --cache-control none ran on an H200 on 2026-11-27.)
 # Every stage runs even when an earlier one fails, each under STAGE_TIMEOUT seconds (default
