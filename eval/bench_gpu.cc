@@ -447,6 +447,15 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       // An opt-in: the decode attention's keys over finer splits.
       alternative("more_splits", "decode attention over finer key splits",
                   but(&P::decode_more_splits, true));
+      if (decode_kernel_fits) {
+        // An opt-in: RoPE and the append folded into the decode attention launch; and with
+        // the finer splits too, as both would be adopted together.
+        alternative("rope_in_attention", "RoPE and the append in the decode attention launch",
+                    but(&P::decode_rope_fusion, true));
+        P both = dflt;
+        both.decode_rope_fusion = both.decode_more_splits = true;
+        alternative("rope_and_splits", "RoPE in attention and finer splits", both);
+      }
     }
     if (gemv_rows) {
       // cuBLAS for every linear layer: the GEMV kernel's baseline.

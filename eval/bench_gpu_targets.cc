@@ -67,6 +67,8 @@ const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
       {"pdl", "PDL-launched GEMVs", true},
       {"l2_prefetch", "L2 prefetch during attention", true},
       {"more_splits", "finer attention splits", true},
+      {"rope_in_attention", "RoPE + append in decode attention", true},
+      {"rope_and_splits", "RoPE in attention + finer splits", true},
       // Results of 2026-11-28 (the GEMVs' read-ahead, 0.81-0.88x on an H100, then removed):
       {"gemv_ahead", "GEMVs reading ahead", true},
       {"prefetch_ahead", "L2 prefetch + reading ahead", true},

@@ -14,6 +14,22 @@ using attention_detail::combine_splits_kernel;
 using attention_detail::kThreads;
 using attention_detail::paged_attention_kernel;
 
+// The decode kernel's RoPE arguments (ignored unless p.rope_pos is set). The pools are the
+// caller's writable device memory (PagedAttentionParams::rope_pos).
+template <typename T>
+decode_detail::DecodeRope<T> decode_rope(const PagedAttentionParams& p) {
+  decode_detail::DecodeRope<T> r;
+  r.positions = p.rope_pos;
+  r.k_new = static_cast<const T*>(p.k_new);
+  r.v_new = static_cast<const T*>(p.v_new);
+  r.k_pool = static_cast<T*>(const_cast<void*>(p.k_pool));
+  r.v_pool = static_cast<T*>(const_cast<void*>(p.v_pool));
+  r.rope_dims = p.rope_dims;
+  r.theta = p.theta;
+  r.interleaved = p.rope_style == RopeStyle::Interleaved;
+  return r;
+}
+
 }  // namespace
 
 cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t stream) {
@@ -28,6 +44,8 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
       (p.q_stride != 0 && p.q_stride < p.n_heads * p.head_dim)) {
     return cudaErrorInvalidValue;
   }
+  // RoPE and the append fold only into the decode kernel, under attention_uses_decode_rope.
+  if (p.rope_pos != nullptr && !attention_uses_decode_rope(p)) return cudaErrorInvalidValue;
   if (p.tile_rows == kAttentionMmaTileRows) {
     return p.fa2 ? detail::launch_paged_attention_fa2(p, stream)
                  : detail::launch_paged_attention_mma(p, stream);
@@ -45,20 +63,25 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
   const bool aligned = reinterpret_cast<uintptr_t>(p.k_pool) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(p.v_pool) % 16 == 0;
   const bool decode = attention_uses_decode_kernel(p);
+  const bool rope = p.rope_pos != nullptr;  // checked above: the decode kernel runs
   const dim3 dgrid(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.n_heads),
                    static_cast<unsigned>(p.splits));
-#define CB_DECODE(T, HD)                                                                          \
-  decode_detail::paged_attention_decode_kernel<T, HD>                                             \
+#define CB_DECODE(T, HD, ROPE)                                                                    \
+  decode_detail::paged_attention_decode_kernel<T, HD, ROPE>                                       \
       <<<dgrid, decode_detail::kThreads, 0, stream>>>(                                            \
           static_cast<const T*>(p.q), q_stride, static_cast<T*>(p.out), p.q_pos, p.q_seq,         \
           p.n_heads, p.n_kv_heads, static_cast<const T*>(p.k_pool),                               \
           static_cast<const T*>(p.v_pool), p.block_tables, p.table_stride, p.n_ctx, p.block_size, \
-          p.window, p.scale, p.splits, p.workspace, p.counters)
+          p.window, p.scale, p.splits, p.workspace, p.counters, decode_rope<T>(p))
 #define CB_LAUNCH(T)                         \
-  if (decode && p.head_dim == 128) {         \
-    CB_DECODE(T, 128);                       \
+  if (decode && rope && p.head_dim == 128) { \
+    CB_DECODE(T, 128, true);                 \
+  } else if (decode && rope) {               \
+    CB_DECODE(T, 64, true);                  \
+  } else if (decode && p.head_dim == 128) {  \
+    CB_DECODE(T, 128, false);                \
   } else if (decode) {                       \
-    CB_DECODE(T, 64);                        \
+    CB_DECODE(T, 64, false);                 \
   } else if (aligned && p.head_dim == 128) { \
     CB_ATTN(T, 128);                         \
   } else if (aligned && p.head_dim == 64) {  \

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/rope.h"
 #include "kernels/cuda/storage.h"
 
 namespace cb::kernels::cuda {
@@ -104,6 +105,20 @@ struct PagedAttentionParams {
   /// zero again after it), with which the last split block of each row and head merges the
   /// splits itself instead of a second kernel. Null: the combine kernel runs.
   int32_t* counters = nullptr;
+  /// Set (device memory, [rows]: each row's rotary position) to fold RoPE and the KV append
+  /// into a decode-kernel launch (attention_uses_decode_rope must hold): q holds the rows' Q
+  /// heads before RoPE, k_new and v_new (rows q_stride apart, like q) their new K heads before
+  /// RoPE and their V heads, and the row's own slot q_pos[r] is not yet in the pools. The launch
+  /// rotates Q and K in registers and writes the rotated K and the V into slot q_pos[r] of
+  /// k_pool and v_pool (so they must be writable); the values are those of launch_rope_kv_append
+  /// followed by the same launch without rope_pos. No other row of the launch may belong to a
+  /// row's sequence. Null: no RoPE, no append.
+  const int32_t* rope_pos = nullptr;
+  const void* k_new = nullptr;
+  const void* v_new = nullptr;
+  int64_t rope_dims = 0;  ///< even, <= head_dim: the first rope_dims of each head rotate
+  float theta = 10000.0f;
+  RopeStyle rope_style = RopeStyle::Interleaved;
 };
 
 /// rows == 0 is a no-op. cudaErrorInvalidValue for null pointers, head_dim outside
@@ -116,5 +131,11 @@ cudaError_t launch_paged_attention(const PagedAttentionParams& p, cudaStream_t s
 /// Whether launch_paged_attention runs the decode kernel for `p` (decode_kernel asked for, the
 /// CUDA-core tiles all single rows, head_dim 64 or 128, K and V pools 16-byte aligned).
 bool attention_uses_decode_kernel(const PagedAttentionParams& p);
+
+/// Whether a launch of `p` can fold RoPE and the append in (PagedAttentionParams::rope_pos): the
+/// decode kernel runs, rope_pos, k_new and v_new are set, rope_dims is even and in
+/// 1..head_dim, k_new, v_new and q_stride's rows are 16-byte aligned, and for rotate-half
+/// pairs rope_dims / 2 is a whole number of a lane's 16 bytes (a pair's halves in two lanes).
+bool attention_uses_decode_rope(const PagedAttentionParams& p);
 
 }  // namespace cb::kernels::cuda

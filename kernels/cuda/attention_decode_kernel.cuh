@@ -16,6 +16,13 @@
 // (row, head) to finish merges the splits itself, as the threadFenceReduction pattern does,
 // and sets its counter back to zero: no combine launch.
 //
+// With kRope (PagedAttentionParams::rope_pos: CudaKernelPaths::decode_rope_fusion) the launch
+// also does what launch_rope_kv_append did before it: Q is read as the QKV GEMV left it
+// (before RoPE) and rotated in registers, and so is the row's new key, which every block
+// takes from its QKV row rather than from the pool; one block per (row, KV head) writes the
+// rotated key and the value into the row's slot. The values are those of the two launches:
+// the same rotation, each rotated element rounded to the storage type as that kernel stores it.
+//
 // Against the CUDA-core kernel on a decode row, which stages 32-key tiles in shared memory
 // with all 4 warps and then scores them with one warp (its other three idle, each lane looping
 // over the head's dimensions alone), this keeps every lane of the block on keys and reads K
@@ -33,6 +40,10 @@ namespace decode_detail {
 using attention_detail::load16;
 using detail::allow_dependent_launch;
 using detail::from_f;
+using detail::rope_apply;
+using detail::rope_inv_freq;
+using detail::rope_sincos;
+using detail::RopeSinCos;
 using detail::to_f;
 
 constexpr int kWarps = 4;
@@ -49,9 +60,71 @@ struct DecodeShape {
                 "a head row must be 1-32 whole 16-byte vectors");
 };
 
+// What the kRope kernel needs beyond the plain one (see PagedAttentionParams::rope_pos).
+template <typename T>
+struct DecodeRope {
+  const int32_t* positions = nullptr;  // [rows]: each row's rotary position
+  const T* k_new = nullptr;            // the rows' new K heads before RoPE, rows q_stride apart
+  const T* v_new = nullptr;            // and their V heads
+  T* k_pool = nullptr;                 // the pools the launch reads, written at each row's own slot
+  T* v_pool = nullptr;
+  int64_t rope_dims = 0;  // even, <= HD; rotate-half needs rope_dims / 2 a multiple of kVec
+  double theta = 10000.0;
+  bool interleaved = true;
+};
+
+// Rotates a query row and a key row held as a lane's kVec elements (dims d0 .. d0 + kVec - 1;
+// a row's kLanes lanes side by side in the warp) by the row's position, as rope_kv_append_kernel
+// rotates Q and K (rope_pair's pairs, rope_inv_freq, rope_sincos, rope_apply), and rounds each
+// rotated element to T as it stores them. A rotate-half pair's halves lie half / kVec lanes
+// apart (the caller checks half % kVec == 0); interleaved pairs lie in one lane. Every lane of
+// the warp calls it (shuffles).
+template <typename T, int kVec>
+__device__ __forceinline__ void rope_q_and_k(float (&q)[kVec], float (&k)[kVec], int d0, int lane,
+                                             int64_t pos, const DecodeRope<T>& r) {
+  const int64_t half = r.rope_dims / 2;
+  if (r.interleaved) {
+#pragma unroll
+    for (int e = 0; e < kVec; e += 2) {  // d0 is even: pairs (d0 + e, d0 + e + 1)
+      const int64_t d = d0 + e;
+      if (d >= r.rope_dims) continue;
+      const RopeSinCos<T> sc =
+          rope_sincos<T>(static_cast<double>(pos) * rope_inv_freq(d / 2, r.rope_dims, r.theta));
+      rope_apply<T>(q[e], q[e + 1], sc);
+      rope_apply<T>(k[e], k[e + 1], sc);
+    }
+  } else {
+    const int off = static_cast<int>(half) / kVec;
+    const int src = d0 < half ? lane + off : (d0 < r.rope_dims ? lane - off : lane);
+    const bool first = d0 < half;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      const float qp = __shfl_sync(0xffffffffu, q[e], src);
+      const float kp = __shfl_sync(0xffffffffu, k[e], src);
+      const int64_t d = d0 + e;
+      if (d >= r.rope_dims) continue;
+      const int64_t i = first ? d : d - half;
+      const RopeSinCos<T> sc =
+          rope_sincos<T>(static_cast<double>(pos) * rope_inv_freq(i, r.rope_dims, r.theta));
+      // (a, b) = (element i, element i + half), as the pair kernel holds them.
+      float qa = first ? q[e] : qp, qb = first ? qp : q[e];
+      float ka = first ? k[e] : kp, kb = first ? kp : k[e];
+      rope_apply<T>(qa, qb, sc);
+      rope_apply<T>(ka, kb, sc);
+      q[e] = first ? qa : qb;
+      k[e] = first ? ka : kb;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    q[e] = to_f(from_f<T>(q[e]));
+    k[e] = to_f(from_f<T>(k[e]));
+  }
+}
+
 // grid (rows, heads, splits), kThreads threads; HD is 64 or 128 (a multiple of 16 bytes of T
 // in general), K and V pools 16-byte aligned.
-template <typename T, int HD>
+template <typename T, int HD, bool kRope = false>
 __global__ void __launch_bounds__(kThreads)
     paged_attention_decode_kernel(const T* __restrict__ q, int64_t q_stride, T* __restrict__ out,
                                   const int32_t* __restrict__ q_pos,
@@ -61,7 +134,8 @@ __global__ void __launch_bounds__(kThreads)
                                   const int32_t* __restrict__ block_tables, int64_t table_stride,
                                   const int32_t* __restrict__ n_ctx_of, int64_t block_size,
                                   int64_t window, float scale, int64_t splits,
-                                  float* __restrict__ workspace, int32_t* __restrict__ counters) {
+                                  float* __restrict__ workspace, int32_t* __restrict__ counters,
+                                  DecodeRope<T> rope) {
   allow_dependent_launch();
   using S = DecodeShape<T, HD>;
   constexpr int kVec = S::kVec, kLanes = S::kLanes, kBlockGroups = S::kBlockGroups;
@@ -89,7 +163,25 @@ __global__ void __launch_bounds__(kThreads)
 
   float qv[kVec];
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) qv[e] = to_f(q[row * q_stride + h * HD + d0 + e]) * scale;
+  for (int e = 0; e < kVec; ++e) qv[e] = to_f(q[row * q_stride + h * HD + d0 + e]);
+  // kRope: the row's own key and value (its slot not yet in the pool), rotated as Q is.
+  const int64_t own = kRope ? q_pos[row] : -1;
+  float kn[kVec] = {}, vn[kVec] = {};
+  if constexpr (kRope) {
+    load16<T, kVec>(rope.k_new + row * q_stride + kvh * HD + d0, kn);
+    load16<T, kVec>(rope.v_new + row * q_stride + kvh * HD + d0, vn);
+    rope_q_and_k<T, kVec>(qv, kn, d0, lane, rope.positions[row], rope);
+    if (split == 0 && h % (n_heads / n_kv_heads) == 0 && group == 0) {  // one writer a KV head
+      const int64_t off = detail::paged_head_offset(table, own, block_size, kv_row, kvh, HD);
+#pragma unroll
+      for (int e = 0; e < kVec; ++e) {
+        rope.k_pool[off + d0 + e] = from_f<T>(kn[e]);
+        rope.v_pool[off + d0 + e] = rope.v_new[row * q_stride + kvh * HD + d0 + e];
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) qv[e] *= scale;
 
   float m = -INFINITY, l = 0.0f, acc[kVec];
 #pragma unroll
@@ -104,7 +196,13 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t slot = base + u * kBlockGroups + group;
       ok[u] = slot <= hi;
-      if (ok[u]) {
+      if (ok[u] && kRope && slot == own) {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          kf[u][e] = kn[e];
+          vf[u][e] = vn[e];
+        }
+      } else if (ok[u]) {
         const int64_t off = detail::paged_head_offset(table, slot, block_size, kv_row, kvh, HD);
         load16<T, kVec>(k_pool + off + d0, kf[u]);
         load16<T, kVec>(v_pool + off + d0, vf[u]);

@@ -44,6 +44,17 @@ bool attention_uses_decode_kernel(const PagedAttentionParams& p) {
          reinterpret_cast<uintptr_t>(p.v_pool) % 16 == 0;
 }
 
+bool attention_uses_decode_rope(const PagedAttentionParams& p) {
+  if (!attention_uses_decode_kernel(p) || !p.rope_pos || !p.k_new || !p.v_new) return false;
+  const int64_t esz = static_cast<int64_t>(storage_bytes(p.storage));
+  const int64_t vec = 16 / esz;  // elements a lane of the decode kernel holds
+  const int64_t stride = p.q_stride != 0 ? p.q_stride : p.n_heads * p.head_dim;
+  const bool aligned = reinterpret_cast<uintptr_t>(p.k_new) % 16 == 0 &&
+                       reinterpret_cast<uintptr_t>(p.v_new) % 16 == 0 && (stride * esz) % 16 == 0;
+  const bool pairs = p.rope_style == RopeStyle::Interleaved || (p.rope_dims / 2) % vec == 0;
+  return p.rope_dims > 0 && p.rope_dims % 2 == 0 && p.rope_dims <= p.head_dim && aligned && pairs;
+}
+
 bool attention_uses_mma(Storage storage, int64_t head_dim, int64_t rows, int64_t n_seqs) {
   return storage != Storage::F32 && (head_dim == 64 || head_dim == 128) &&
          rows >= kAttentionMmaTileRows && n_seqs > 0 && rows >= 16 * n_seqs;

@@ -5,6 +5,8 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <type_traits>
+
 #include "kernels/cuda/storage.h"
 
 namespace cb::kernels::cuda::detail {
@@ -51,29 +53,50 @@ __device__ __forceinline__ double rope_inv_freq(int64_t i, int64_t rope_dims, do
   return pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(rope_dims));
 }
 
-/// Rotates the pair (x0, x1), values of storage type T, by `angle` (a position times
-/// rope_inv_freq, formed in double as kernels/cpu rope forms it, so exact at any position),
-/// first reduced to [-pi, pi] in double. For fp16 and bf16 the sine, cosine and rotation are
-/// fp32 (errors near 1e-7, far below their rounding; the double sincos of the full angle made
-/// the KV restore kernel compute-bound); fp32 storage keeps them in double, as the CPU does,
-/// since fp32's absolute errors near 1e-7 show where the rotation nearly cancels.
+/// The sine and cosine of a RoPE angle (a position times rope_inv_freq, formed in double as
+/// kernels/cpu rope forms it, so exact at any position), first reduced to [-pi, pi] in double.
+/// For fp16 and bf16 they are fp32 (errors near 1e-7, far below their rounding; the double
+/// sincos of the full angle made the KV restore kernel compute-bound); fp32 storage keeps them
+/// in double, as the CPU does, since fp32's absolute errors near 1e-7 show where the rotation
+/// nearly cancels.
 template <typename T>
-__device__ __forceinline__ void rope_rotate(float& x0, float& x1, double angle) {
+struct RopeSinCos {
+  using V = typename std::conditional<sizeof(T) == 4, double, float>::type;
+  V s, c;
+};
+
+template <typename T>
+__device__ __forceinline__ RopeSinCos<T> rope_sincos(double angle) {
   constexpr double kTwoPi = 6.283185307179586476925286766559;
   const double r = angle - kTwoPi * rint(angle * (1.0 / kTwoPi));
+  RopeSinCos<T> sc;
   if constexpr (sizeof(T) == 4) {
-    double s, c;
-    sincos(r, &s, &c);
-    const double d0 = x0, d1 = x1;
-    x0 = static_cast<float>(d0 * c - d1 * s);
-    x1 = static_cast<float>(d0 * s + d1 * c);
+    sincos(r, &sc.s, &sc.c);
   } else {
-    float s, c;
-    sincosf(static_cast<float>(r), &s, &c);
-    const float r0 = x0 * c - x1 * s;
-    x1 = x0 * s + x1 * c;
+    sincosf(static_cast<float>(r), &sc.s, &sc.c);
+  }
+  return sc;
+}
+
+/// Rotates the pair (x0, x1), values of storage type T, by the angle of `sc` (rope_sincos): in
+/// double for fp32 storage, in fp32 otherwise.
+template <typename T>
+__device__ __forceinline__ void rope_apply(float& x0, float& x1, const RopeSinCos<T>& sc) {
+  if constexpr (sizeof(T) == 4) {
+    const double d0 = x0, d1 = x1;
+    x0 = static_cast<float>(d0 * sc.c - d1 * sc.s);
+    x1 = static_cast<float>(d0 * sc.s + d1 * sc.c);
+  } else {
+    const float r0 = x0 * sc.c - x1 * sc.s;
+    x1 = x0 * sc.s + x1 * sc.c;
     x0 = r0;
   }
+}
+
+/// Rotates the pair (x0, x1) by `angle`: rope_apply of rope_sincos.
+template <typename T>
+__device__ __forceinline__ void rope_rotate(float& x0, float& x1, double angle) {
+  rope_apply<T>(x0, x1, rope_sincos<T>(angle));
 }
 
 /// Tokens each thread of the RoPE kernels rotates (one pair of one head in each), so that the

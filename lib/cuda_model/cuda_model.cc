@@ -400,10 +400,6 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
       }
       copied[slot].record(write_stream);
     }
-    rope_and_append(qkv, d_rope, d_seq, d_pos, d_tables, stride, N, l);
-    // The layer's preloaded history: restore_kv runs on the read stream and returns when it
-    // is in place, while this stream goes on with the work already enqueued.
-    if (hooks.wait_ready) hooks.wait_ready(l);
     kc::PagedAttentionParams ap;
     ap.q = qkv;  // Q's heads, read in place from the fused rows
     ap.q_stride = QKV;
@@ -434,6 +430,21 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
              reinterpret_cast<uintptr_t>(ap.v_pool) % 16 == 0;
     ap.decode_kernel = paths.decode_attention;
     ap.counters = d_counters;
+    // CudaKernelPaths::decode_rope_fusion: the decode kernel rotates Q and the new K itself and
+    // appends K and V (each item one row, its own sequence: n_tiles == N), where it can.
+    if (paths.decode_rope_fusion && n_tiles == N && items == N) {
+      ap.rope_pos = d_rope;
+      ap.k_new = qkv_bytes + e(qd);
+      ap.v_new = qkv_bytes + e(qd + kvd);
+      ap.rope_dims = c.rope_dims;
+      ap.theta = c.rope_theta;
+      ap.rope_style = rope_style();
+      if (!kc::attention_uses_decode_rope(ap)) ap.rope_pos = nullptr;
+    }
+    if (ap.rope_pos == nullptr) rope_and_append(qkv, d_rope, d_seq, d_pos, d_tables, stride, N, l);
+    // The layer's preloaded history: restore_kv runs on the read stream and returns when it
+    // is in place, while this stream goes on with the work already enqueued.
+    if (hooks.wait_ready) hooks.wait_ready(l);
     CB_CUDA_CHECK(kc::launch_paged_attention(ap, stream.get()));
     if (c.arch == Arch::Falcon) {
       // Parallel block: x += attn_out(attn) + mlp(norm(x)); both read the block input.

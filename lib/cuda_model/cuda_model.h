@@ -76,6 +76,13 @@ struct CudaKernelPaths {
   /// at batch 1 over 512 keys: 16 splits instead of 8). The H100 profile of 2026-11-28 put the
   /// decode kernel at 14.8 us a layer for 8.4 MB of K and V. Off: not yet timed on a GPU.
   bool decode_more_splits = false;
+  /// Decode's attention (the decode kernel, every item one row) rotates Q and the new key in
+  /// registers and appends the new K and V itself (PagedAttentionParams::rope_pos), instead of
+  /// a RoPE-and-append launch before it: a LLaMA decode layer is five launches instead of six.
+  /// The H100 profile of 2026-11-28 put that launch at 4.6 us a layer (0.15 ms of llama-2-7b's
+  /// 5.75 ms step). Its kernel writes what the two launches write, bit for bit, in the host
+  /// emulation. Off: not yet run on a GPU.
+  bool decode_rope_fusion = false;
 };
 
 struct CudaModelOptions {

@@ -1,8 +1,9 @@
 // The launch fusions' kernel sources run on the host (tests/unit/cuda/simt_emulator.h), without
 // a GPU: the gate|up GEMV with its SwiGLU (gemv_kernel.cuh gemv_swiglu_kernel), the SwiGLU over
 // the halves of a fused gate|up GEMM's rows (activation_kernel.cuh swiglu_rows_kernel) and RoPE
-// with the KV append (kv_restore_kernel.cuh rope_kv_append_kernel). Each must write exactly
-// what the launches it replaces write, bit for bit (those kernels are checked against
+// with the KV append (kv_restore_kernel.cuh rope_kv_append_kernel), and the decode attention
+// kernel with RoPE and the append folded in (attention_decode_kernel.cuh, kRope). Each must write
+// exactly what the launches it replaces write, bit for bit (those kernels are checked against
 // kernels/cpu in kernels_emulated_test.cc and on the GPU), and each is also compared with
 // kernels/cpu directly. The math library is the host's: the GPU parity tests remain the check of
 // the device's arithmetic.
@@ -18,6 +19,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/activation.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/gemv.h"
 #include "kernels/cuda/kv_layout.h"
 #include "kernels/cuda/kv_restore.h"
@@ -27,6 +29,7 @@
 #include "tests/unit/cuda/simt_emulator.h"
 //
 #include "kernels/cuda/activation_kernel.cuh"
+#include "kernels/cuda/attention_decode_kernel.cuh"
 #include "kernels/cuda/gemv_kernel.cuh"
 #include "kernels/cuda/kv_restore_kernel.cuh"
 #include "kernels/cuda/rope_kernel.cuh"
@@ -276,6 +279,170 @@ TEST(CudaFusedKernelsEmulated, RopeKvAppendWritesWhatRopeThenAppendWrite) {
       }
     }
   }
+}
+
+// Decode attention with RoPE and the append folded in (PagedAttentionParams::rope_pos), for one
+// row per sequence over histories of 1, 40 and 300 keys (the new key the last), rotated to
+// positions 5000 + 7 r that are not the slots: the output and both pools bit for bit what
+// rope_kv_append_kernel followed by the plain decode kernel write, the QKV rows untouched. The
+// pools' own slots start as NaN in both runs, so a key read from the pool instead of the row,
+// or a missing write, shows; splits merged in the kernel (counters) or by the combine kernel.
+// (Bit for bit here, with the host's math library and one compiler for both paths; the GPU
+// test of the model path compares with kernels/cpu.)
+template <typename T, int HD>
+void check_decode_rope(int64_t nh, int64_t nkv, int64_t bs, int64_t window, int64_t splits,
+                       bool merge, int64_t rope_dims, bool interleaved) {
+  constexpr Storage st = storage_of<T>();
+  const std::vector<int64_t> lens = {1, 40, 300};
+  const int64_t rows = static_cast<int64_t>(lens.size()), kvd = nkv * HD;
+  const int64_t stride = (nh + 2 * nkv) * HD + 8;  // padded rows, still 16-byte aligned
+  const std::string what =
+      std::string(cb::cuda_test::storage_name(st)) + " hd " + std::to_string(HD) + " heads " +
+      std::to_string(nh) + "/" + std::to_string(nkv) + " block " + std::to_string(bs) + " window " +
+      std::to_string(window) + " splits " + std::to_string(splits) + (merge ? " merged" : "") +
+      " rope_dims " + std::to_string(rope_dims) + (interleaved ? " interleaved" : " half");
+  const int64_t nb = (300 + bs - 1) / bs;  // blocks a sequence's table holds
+  std::vector<int32_t> tables(static_cast<size_t>(rows * nb)), q_pos(lens.size()),
+      q_seq(lens.size()), n_ctx(lens.size()), rope_pos(lens.size());
+  for (int64_t r = 0; r < rows; ++r) {  // the sequences' blocks interleaved, in reverse
+    for (int64_t b = 0; b < nb; ++b) {
+      tables[static_cast<size_t>(r * nb + b)] = static_cast<int32_t>((nb - 1 - b) * rows + r);
+    }
+    q_seq[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+    n_ctx[static_cast<size_t>(r)] = static_cast<int32_t>(lens[static_cast<size_t>(r)]);
+    q_pos[static_cast<size_t>(r)] = static_cast<int32_t>(lens[static_cast<size_t>(r)] - 1);
+    rope_pos[static_cast<size_t>(r)] = static_cast<int32_t>(5000 + 7 * r);
+  }
+  const size_t pool = static_cast<size_t>(rows * nb * bs * kvd);
+  std::vector<T> kp0 = to_storage<T>(uniform(pool, static_cast<uint32_t>(HD + nh + bs), -1, 1, st));
+  std::vector<T> vp0 =
+      to_storage<T>(uniform(pool, static_cast<uint32_t>(HD + nh + bs + 1), -1, 1, st));
+  for (int64_t r = 0; r < rows; ++r) {  // the rows' own slots: not yet written
+    const int64_t slot = q_pos[static_cast<size_t>(r)];
+    const int64_t at = (tables[static_cast<size_t>(r * nb + slot / bs)] * bs + slot % bs) * kvd;
+    std::fill_n(kp0.begin() + at, kvd, nan_value<T>());
+    std::fill_n(vp0.begin() + at, kvd, nan_value<T>());
+  }
+  const std::vector<T> qkv0 = to_storage<T>(
+      uniform(static_cast<size_t>(rows * stride), static_cast<uint32_t>(nkv + window), -2, 2, st));
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  namespace dd = kc::decode_detail;
+  const auto attend = [&](auto kernel, const std::vector<T>& q, std::vector<T>& kp,
+                          std::vector<T>& vp, const dd::DecodeRope<T>& rope) {
+    std::vector<T> out(static_cast<size_t>(rows * nh * HD), nan_value<T>());
+    std::vector<float> ws(static_cast<size_t>(std::max<int64_t>(
+                              kc::attention_workspace_floats(rows, nh, HD, splits), 1)),
+                          std::nanf(""));
+    std::vector<int32_t> counters(static_cast<size_t>(rows * nh), 0);
+    cb::simt::Emulator::get().launch(
+        {static_cast<unsigned>(rows), static_cast<unsigned>(nh), static_cast<unsigned>(splits)},
+        {dd::kThreads, 1, 1}, 0, [&] {
+          kernel(q.data(), stride, out.data(), q_pos.data(), q_seq.data(), nh, nkv, kp.data(),
+                 vp.data(), tables.data(), nb, n_ctx.data(), bs, window, scale, splits,
+                 splits > 1 ? ws.data() : nullptr, merge ? counters.data() : nullptr, rope);
+        });
+    EXPECT_TRUE(std::all_of(counters.begin(), counters.end(), [](int32_t n) { return n == 0; }))
+        << what;
+    if (splits > 1 && !merge) {
+      cb::simt::Emulator::get().launch(
+          {static_cast<unsigned>(rows), static_cast<unsigned>(nh), 1}, {32, 1, 1}, 0, [&] {
+            kc::attention_detail::combine_splits_kernel<T>(ws.data(), out.data(), nh, HD, splits);
+          });
+    }
+    return out;
+  };
+
+  // The two launches the fusion replaces.
+  std::vector<T> x2 = qkv0, kp2 = kp0, vp2 = vp0;
+  const int64_t chunks =
+      (rows + kc::detail::kRopeTokensPerThread - 1) / kc::detail::kRopeTokensPerThread;
+  launch_elementwise(chunks * (nh * (rope_dims / 2) + nkv * (HD / 2)), [&] {
+    kc::detail::rope_kv_append_kernel<T>(x2.data(), rope_pos.data(), rows, nh, nkv, HD, rope_dims,
+                                         stride, 10000.0, interleaved, kp2.data(), vp2.data(),
+                                         kc::PagedView{tables.data(), bs, kvd}, q_seq.data(),
+                                         q_pos.data(), nb);
+  });
+  const std::vector<T> out2 =
+      attend(dd::paged_attention_decode_kernel<T, HD, false>, x2, kp2, vp2, dd::DecodeRope<T>{});
+
+  // The emulator runs blocks one after another, so a block reading its row's own slot from
+  // the pool would find the writer block's values there: the launch writes into copies here
+  // and reads pools whose own slots stay NaN.
+  std::vector<T> x = qkv0, kp = kp0, vp = vp0, kw = kp0, vw = vp0;
+  dd::DecodeRope<T> rope;
+  rope.positions = rope_pos.data();
+  rope.k_new = x.data() + nh * HD;
+  rope.v_new = x.data() + (nh + nkv) * HD;
+  rope.k_pool = kw.data();
+  rope.v_pool = vw.data();
+  rope.rope_dims = rope_dims;
+  rope.theta = 10000.0;
+  rope.interleaved = interleaved;
+  const std::vector<T> out =
+      attend(dd::paged_attention_decode_kernel<T, HD, true>, x, kp, vp, rope);
+  EXPECT_TRUE(same_bits(out, out2)) << what << ": output";
+  EXPECT_TRUE(std::none_of(out.begin(), out.end(), [](T v) { return std::isnan(as_float(v)); }))
+      << what << ": NaN in the output";
+  EXPECT_TRUE(same_bits(kw, kp2)) << what << ": K pool";
+  EXPECT_TRUE(same_bits(vw, vp2)) << what << ": V pool";
+  EXPECT_TRUE(same_bits(kp, kp0) && same_bits(vp, vp0)) << what << ": the pools read changed";
+  EXPECT_TRUE(same_bits(x, qkv0)) << what << ": the QKV rows changed";
+}
+
+TEST(CudaFusedKernelsEmulated, DecodeAttentionWithRopeIsRopeAppendThenDecodeAttention) {
+  for (bool interleaved : {true, false}) {
+    check_decode_rope<float, 64>(4, 2, 16, 0, 1, false, 64, interleaved);
+    check_decode_rope<__nv_bfloat16, 64>(4, 2, 1, 0, 1, false, 64, interleaved);
+    for (bool merge : {false, true}) {  // several splits: merged in the kernel or not
+      check_decode_rope<float, 128>(2, 1, 1, 37, 3, merge, 64, interleaved);  // partial
+      check_decode_rope<__half, 128>(4, 4, 16, 0, 8, merge, 128, interleaved);
+      check_decode_rope<__half, 64>(4, 1, 16, 37, 3, merge, 32, interleaved);  // MQA, partial
+      check_decode_rope<__nv_bfloat16, 128>(4, 2, 16, 300, 8, merge, 128, interleaved);
+    }
+  }
+}
+
+// What attention_uses_decode_rope accepts: rotate-half pairs must lie in whole lanes' 16 bytes,
+// rows and the new K and V 16-byte aligned, rope_dims even and within the head.
+TEST(CudaFusedKernelsEmulated, DecodeRopeNeedsWholeLanesAndAlignedRows) {
+  alignas(16) static uint16_t buf[64];
+  kc::PagedAttentionParams p;
+  p.decode_kernel = true;
+  p.tile_rows = kc::kAttentionTileRows;
+  p.rows = p.n_tiles = 2;
+  p.n_heads = 8;
+  p.n_kv_heads = 2;
+  p.head_dim = 128;
+  p.storage = Storage::F16;
+  p.k_pool = p.v_pool = buf;
+  p.q_stride = (8 + 4) * 128;
+  p.rope_pos = reinterpret_cast<const int32_t*>(buf);
+  p.k_new = buf;
+  p.v_new = buf + 8;  // 16 bytes on
+  p.rope_dims = 128;
+  p.rope_style = kc::RopeStyle::RotateHalf;
+  EXPECT_TRUE(kc::attention_uses_decode_rope(p));
+  p.rope_dims = 24;  // 12-element halves: not whole 8-element lanes
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.rope_style = kc::RopeStyle::Interleaved;  // pairs inside a lane
+  EXPECT_TRUE(kc::attention_uses_decode_rope(p));
+  p.rope_dims = 130;
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.rope_dims = 0;
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.rope_dims = 64;
+  p.v_new = buf + 1;  // 2 bytes on
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.v_new = buf + 8;
+  p.q_stride = 8 * 128 + 4;  // rows 8 bytes apart from a 16-byte boundary
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.q_stride = 0;
+  p.n_tiles = 1;  // a two-row tile: not the decode kernel
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.n_tiles = 2;
+  EXPECT_TRUE(kc::attention_uses_decode_rope(p));
+  p.rope_pos = nullptr;
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
 }
 
 }  // namespace

@@ -440,7 +440,8 @@ void check_decode_attention(int64_t nh, int64_t nkv, int64_t bs, int64_t window,
         dd::paged_attention_decode_kernel<T, HD>(
             dq.data(), c.q_stride, dout.data(), c.q_pos.data(), c.q_seq.data(), nh, nkv, dk.data(),
             dv.data(), c.flat.data(), c.stride, c.n_ctx.data(), bs, window, c.scale, splits,
-            splits > 1 ? ws.data() : nullptr, merge ? counters.data() : nullptr);
+            splits > 1 ? ws.data() : nullptr, merge ? counters.data() : nullptr,
+            dd::DecodeRope<T>{});
       });
   EXPECT_TRUE(std::all_of(counters.begin(), counters.end(), [](int32_t n) { return n == 0; }))
       << c.what;
