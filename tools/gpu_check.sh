@@ -55,14 +55,18 @@ SUMMARY=()
 # The tests that have not yet passed on a GPU as they are, run apart ('A*:B*'; '' for none).
 # Every test of test_cuda passed on an H100 on 2026-11-28; the L2 prefetch's whole-model test
 # was then reshaped (PDL and no-norm-fusion variants, the GEMVs' read-ahead removed), and the
-# 7B-shape decode kernel test gained the finer attention splits (decode_more_splits).
-NEW='*L2PrefetchChangesNoDecodeLogit*:*DecodeAttentionKernelInAWholeModel*'
+# 7B-shape decode kernel test gained the finer attention splits (decode_more_splits); then
+# RoPE and the append folded into the decode kernel (decode_rope_fusion) joined it and the
+# launch fusions' whole-model test.
+NEW='*L2PrefetchChangesNoDecodeLogit*:*DecodeAttentionKernelInAWholeModel*:'
+NEW+='*LaunchFusionsMatchTheCpuForward*'
 # The tests of the kernels compute-sanitizer has not yet cleared: memcheck found nothing over
 # them on an H200 on 2026-11-27 (the decode attention kernel's shared-memory merge and split
 # counters, native KV entries, the launch fusions' kernels, the rewritten norm_gemv);
 # racecheck did not finish over them in 174 s, nor over the FA2-style attention (a stage of
 # its own would need minutes). Since then: the L2 prefetch kernel and the GEMVs' tail loads
-# (the GEMV tests), neither through compute-sanitizer yet.
+# (the GEMV tests), and the decode kernel with RoPE and the append folded in (the 7B-shape
+# decode kernel test), none through compute-sanitizer yet.
 SANITIZE='*DecodeKernel*:*DecodeAttentionKernel*:*NativeKv*:*GemvSwiglu*:*SwigluOverFused*:'
 SANITIZE+='*RopeKvAppend*:*FusedNormGemv*:L2Prefetch.*:*GemmMatchesMatmulWt*'
 SANITIZER="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"
