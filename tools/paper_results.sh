@@ -2,7 +2,8 @@
 # Regenerates results/paper/: sim replays of the CachedAttention paper's configurations
 # (LLaMA-13B on 2 A100s, LLaMA-65B, LLaMA-2-70B and Falcon-40B on 4; 128 GB DRAM + 10 TB SSD;
 # 9,000 synthetic ShareGPT-like conversations) for CA and RE, the eviction policies at
-# 128G/2T and 128G/10T for LLaMA-13B (also with 20,000 conversations at 10 TB), and
+# 128G/2T and 128G/10T for LLaMA-13B (also with 20,000 conversations at 10 TB) and at
+# 128G/10T for LLaMA-65B, and
 # results/paper/README.md's tables beside the paper's published numbers.
 # Usage: tools/paper_results.sh [CACHEBENCH_BINARY] [OUT_DIR]
 set -euo pipefail
@@ -47,6 +48,20 @@ for regime in "sat:$RATE:0" "think:0.5:exp:1800"; do
           "${flag[@]}" --quiet --out "$file" >/dev/null
       done
     done
+  done
+done
+# LLaMA-65B on 4 GPUs (2.5 MiB of KV a token, no GQA) puts the same 9,000 conversations'
+# 10 TB under pressure: the policies in both regimes, the budget off.
+for regime in "sat:$RATE:0" "think:0.5:exp:1800"; do
+  name="${regime%%:*}"
+  rest="${regime#*:}"
+  rate="${rest%%:*}"
+  think="${rest#*:}"
+  for pol in sched lru fifo optimal; do
+    echo "paper_results: llama-65b, $name, 128GB + 10TB, $pol" >&2
+    "$CB" replay "$TRACE" --model preset:llama-65b --gpus 4 --sim --profile a100-80gb \
+      --rate "$rate" --think-time "$think" --max-batch "$BATCH" --ssd 10TB --policy "$pol" \
+      --no-drop-slow-demotions --quiet --out "$OUT/eviction-65b-$name-10TB-$pol.json" >/dev/null
   done
 done
 # The 9,000 conversations fit 10 TB, so every policy hits 100% there. 20,000 conversations
