@@ -134,7 +134,7 @@ bool attention_uses_decode_kernel(const PagedAttentionParams& p);
 
 /// Whether a launch of `p` can fold RoPE and the append in (PagedAttentionParams::rope_pos): the
 /// decode kernel runs, rope_pos, k_new and v_new are set, rope_dims is even and in
-/// 1..head_dim, k_new, v_new and q_stride's rows are 16-byte aligned, and for rotate-half
+/// 1..head_dim, theta is positive, k_new, v_new and q_stride's rows are 16-byte aligned, and for rotate-half
 /// pairs rope_dims / 2 is a whole number of a lane's 16 bytes (a pair's halves in two lanes).
 bool attention_uses_decode_rope(const PagedAttentionParams& p);
 

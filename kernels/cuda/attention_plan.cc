@@ -52,7 +52,8 @@ bool attention_uses_decode_rope(const PagedAttentionParams& p) {
   const bool aligned = reinterpret_cast<uintptr_t>(p.k_new) % 16 == 0 &&
                        reinterpret_cast<uintptr_t>(p.v_new) % 16 == 0 && (stride * esz) % 16 == 0;
   const bool pairs = p.rope_style == RopeStyle::Interleaved || (p.rope_dims / 2) % vec == 0;
-  return p.rope_dims > 0 && p.rope_dims % 2 == 0 && p.rope_dims <= p.head_dim && aligned && pairs;
+  return p.rope_dims > 0 && p.rope_dims % 2 == 0 && p.rope_dims <= p.head_dim && p.theta > 0.0f &&
+         aligned && pairs;
 }
 
 bool attention_uses_mma(Storage storage, int64_t head_dim, int64_t rows, int64_t n_seqs) {

@@ -431,8 +431,8 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     ap.decode_kernel = paths.decode_attention;
     ap.counters = d_counters;
     // CudaKernelPaths::decode_rope_fusion: the decode kernel rotates Q and the new K itself and
-    // appends K and V (each item one row, its own sequence: n_tiles == N), where it can.
-    if (paths.decode_rope_fusion && n_tiles == N && items == N) {
+    // appends K and V (each item one row of its own sequence), where it can.
+    if (paths.decode_rope_fusion && items == N) {
       ap.rope_pos = d_rope;
       ap.k_new = qkv_bytes + e(qd);
       ap.v_new = qkv_bytes + e(qd + kvd);

@@ -112,13 +112,14 @@ const std::pair<const char*, kc::Storage> kSevenB[] = {{"preset:llama-2-7b", kc:
 // counters reused from one layer's launch to the next: llama-2-7b (head_dim 128, fp32 and f16),
 // mistral-7b (GQA 4, bf16) and falcon-7b (head_dim 64, MQA, f16, rotate-half RoPE); and the
 // defaults with the finer splits (decode_more_splits) or with RoPE and the append folded into
-// the decode kernel (decode_rope_fusion).
+// the decode kernel (decode_rope_fusion), alone and with PDL-launched GEMVs after it.
 TEST(CudaModel, DecodeAttentionKernelInAWholeModelMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   for (const auto& [name, st] : kSevenB) {
     check_two_layers(name, st, Variant::kDecodeKernel);
     check_two_layers(name, st, Variant::kMoreSplits);  // 9 splits of the 300-token history
     check_two_layers(name, st, Variant::kRopeInAttention);
+    check_two_layers(name, st, Variant::kRopeInAttentionPdl);
   }
 }
 

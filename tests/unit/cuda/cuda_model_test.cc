@@ -163,14 +163,11 @@ TEST(CudaModel, FusedDecodeMatchesTheCpuForward) {
 // Gate and up as one launch (the GEMV with its SwiGLU in decode; one GEMM over the fused matrix
 // and a SwiGLU over its halves in prefill and in fp32) and RoPE with the append, alone and with
 // the decode attention kernel and PDL-launched GEMVs: every tiny family (Falcon has no gate: RoPE
-// with the append only) in every storage, and stories260K, step by step against the CPU; and
-// the defaults with RoPE and the append folded into decode attention (where the head size lets
-// the decode kernel run; the rest fall back to the RoPE-and-append launch).
+// with the append only) in every storage, and stories260K, step by step against the CPU.
 TEST(CudaModel, LaunchFusionsMatchTheCpuForward) {
   SKIP_WITHOUT_GPU();
   const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
-  for (Variant v : {Variant::kLaunchFusions, Variant::kAllOptIns, Variant::kEverything,
-                    Variant::kRopeInAttention}) {
+  for (Variant v : {Variant::kLaunchFusions, Variant::kAllOptIns, Variant::kEverything}) {
     for (kc::Storage st : kStorages) {
       for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b",
                             "preset:tiny-falcon-40b"}) {

@@ -28,22 +28,24 @@ inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) 
 // Which of CudaModel's kernel paths a parity run takes: CudaKernelPaths' defaults, or the
 // separate launches (no fusion, the CUDA-core decode attention) with the named ones on.
 enum class Variant {
-  kDefault,          // CudaKernelPaths' defaults
-  kSeparate,         // every fusion, the decode kernel and PDL off
-  kNormFusion,       // decode_fusion: RMSNorm and SwiGLU folded into the decode GEMVs
-  kDecodeKernel,     // decode_attention
-  kLaunchFusions,    // mlp_fusion and rope_append_fusion
-  kAllOptIns,        // the launch fusions, decode_attention and decode_pdl
-  kEverything,       // those and kNormFusion: the defaults with PDL, bench gpu's `pdl`
-  kMoreSplits,       // the defaults with decode_more_splits
-  kRopeInAttention,  // the defaults with decode_rope_fusion
+  kDefault,             // CudaKernelPaths' defaults
+  kSeparate,            // every fusion, the decode kernel and PDL off
+  kNormFusion,          // decode_fusion: RMSNorm and SwiGLU folded into the decode GEMVs
+  kDecodeKernel,        // decode_attention
+  kLaunchFusions,       // mlp_fusion and rope_append_fusion
+  kAllOptIns,           // the launch fusions, decode_attention and decode_pdl
+  kEverything,          // those and kNormFusion: the defaults with PDL, bench gpu's `pdl`
+  kMoreSplits,          // the defaults with decode_more_splits
+  kRopeInAttention,     // the defaults with decode_rope_fusion
+  kRopeInAttentionPdl,  // those with decode_pdl: PDL GEMVs after the kernel that appends
 };
 
 inline void configure(const CudaModel& gpu, Variant v) {
   cb::model::CudaKernelPaths p;
   p.decode_more_splits = v == Variant::kMoreSplits;
-  p.decode_rope_fusion = v == Variant::kRopeInAttention;
-  if (v != Variant::kDefault && v != Variant::kMoreSplits && v != Variant::kRopeInAttention) {
+  p.decode_rope_fusion = v == Variant::kRopeInAttention || v == Variant::kRopeInAttentionPdl;
+  p.decode_pdl = v == Variant::kRopeInAttentionPdl;
+  if (v != Variant::kDefault && v != Variant::kMoreSplits && !p.decode_rope_fusion) {
     const bool all = v == Variant::kAllOptIns || v == Variant::kEverything;
     p.decode_fusion = v == Variant::kNormFusion || v == Variant::kEverything;
     p.mlp_fusion = v == Variant::kLaunchFusions || all;
@@ -64,6 +66,7 @@ inline const char* variant_name(Variant v) {
     case Variant::kEverything: return " defaults + PDL";
     case Variant::kMoreSplits: return " finer attention splits";
     case Variant::kRopeInAttention: return " RoPE and append in decode attention";
+    case Variant::kRopeInAttentionPdl: return " RoPE and append in decode attention + PDL";
     default: return "";
   }
 }

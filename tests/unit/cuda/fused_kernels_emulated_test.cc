@@ -400,10 +400,16 @@ TEST(CudaFusedKernelsEmulated, DecodeAttentionWithRopeIsRopeAppendThenDecodeAtte
       check_decode_rope<__nv_bfloat16, 128>(4, 2, 16, 300, 8, merge, 128, interleaved);
     }
   }
+  // Rotations ending inside a lane's elements (interleaved pairs only: rotate-half needs whole
+  // lanes), and short rotate-half prefixes.
+  check_decode_rope<__half, 64>(4, 2, 16, 0, 3, true, 20, true);
+  check_decode_rope<float, 128>(2, 1, 1, 0, 1, false, 34, true);
+  check_decode_rope<__nv_bfloat16, 128>(4, 2, 16, 0, 3, true, 16, false);
+  check_decode_rope<float, 64>(4, 4, 16, 37, 1, false, 8, false);
 }
 
 // What attention_uses_decode_rope accepts: rotate-half pairs must lie in whole lanes' 16 bytes,
-// rows and the new K and V 16-byte aligned, rope_dims even and within the head.
+// rows and the new K and V 16-byte aligned, rope_dims even and within the head, theta > 0.
 TEST(CudaFusedKernelsEmulated, DecodeRopeNeedsWholeLanesAndAlignedRows) {
   alignas(16) static uint16_t buf[64];
   kc::PagedAttentionParams p;
@@ -431,6 +437,9 @@ TEST(CudaFusedKernelsEmulated, DecodeRopeNeedsWholeLanesAndAlignedRows) {
   p.rope_dims = 0;
   EXPECT_FALSE(kc::attention_uses_decode_rope(p));
   p.rope_dims = 64;
+  p.theta = 0.0f;  // launch_rope_kv_append refuses it too
+  EXPECT_FALSE(kc::attention_uses_decode_rope(p));
+  p.theta = 10000.0f;
   p.v_new = buf + 1;  // 2 bytes on
   EXPECT_FALSE(kc::attention_uses_decode_rope(p));
   p.v_new = buf + 8;
