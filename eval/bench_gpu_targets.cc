@@ -69,6 +69,7 @@ const std::vector<BenchGpuAlternative>& bench_gpu_alternatives() {
       {"more_splits", "finer attention splits", true},
       {"rope_in_attention", "RoPE + append in decode attention", true},
       {"rope_and_splits", "RoPE in attention + finer splits", true},
+      {"deep_gemv", "GEMVs, 4 vectors in flight", true},
       // Results of 2026-11-28 (the GEMVs' read-ahead, 0.81-0.88x on an H100, then removed):
       {"gemv_ahead", "GEMVs reading ahead", true},
       {"prefetch_ahead", "L2 prefetch + reading ahead", true},

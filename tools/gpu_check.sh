@@ -56,8 +56,10 @@ SUMMARY=()
 # Every test of test_cuda passed on an H100 on 2026-11-28; the L2 prefetch's whole-model test
 # was then reshaped (PDL and no-norm-fusion variants, the GEMVs' read-ahead removed), and the
 # 7B-shape decode kernel test gained the finer attention splits (decode_more_splits); then
-# RoPE and the append folded into the decode kernel (decode_rope_fusion) joined it.
-NEW='*L2PrefetchChangesNoDecodeLogit*:*DecodeAttentionKernelInAWholeModel*'
+# RoPE and the append folded into the decode kernel (decode_rope_fusion) joined it; and the
+# GEMVs compiled for 4 blocks an SM (decode_gemv_deep) joined the GEMV kernel tests.
+NEW='*L2PrefetchChangesNoDecodeLogit*:*DecodeAttentionKernelInAWholeModel*:*DeepGemvs*:'
+NEW+='*GemmMatchesMatmulWt*:*FusedNormGemvAndSwigluMatchTheCpu*'
 # The tests of the kernels compute-sanitizer has not yet cleared: memcheck found nothing over
 # them on an H200 on 2026-11-27 (the decode attention kernel's shared-memory merge and split
 # counters, native KV entries, the launch fusions' kernels, the rewritten norm_gemv);

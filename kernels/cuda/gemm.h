@@ -34,6 +34,12 @@ struct GemmWtParams {
   /// kernel before it finishes, prefetch its weights into L2 and wait for that kernel before
   /// reading x or y. Opt-in (CudaKernelPaths::decode_pdl); its ordering tests passed on an H200.
   bool pdl = false;
+  /// gemv's kernel compiled for kGemvDeepBlocksPerSm blocks an SM (gemv.h): ptxas then issues
+  /// a lane's four weight vectors before using the first, instead of two. Same arithmetic.
+  /// At one row of x only (at two or more, 64 registers made ptxas spill); ignored otherwise.
+  /// Opt-in (CudaKernelPaths::decode_gemv_deep); not yet run on a GPU. launch_gemv_swiglu
+  /// (gate and up without the norm) ignores it.
+  bool deep = false;
 };
 
 /// Runs on `stream` (set on the handle; lib/device's CublasHandle owns one). n == 0 or

@@ -8,18 +8,28 @@ namespace {
 using gemv_detail::gemv_swiglu_kernel;
 using gemv_detail::gemv_wt_kernel;
 
-template <typename T, int NB>
-cudaError_t launch_rows(const GemmWtParams& p, cudaStream_t stream) {
+template <typename T, int NB, bool DEEP>
+cudaError_t launch_kernel(const GemmWtParams& p, cudaStream_t stream) {
   const dim3 grid(gemv_blocks(p.out)), block(kGemvWarps * 32);
   const auto* x = static_cast<const T*>(p.x);
   const auto* w = static_cast<const T*>(p.w);
   auto* y = static_cast<T*>(p.y);
   if (p.pdl && gemv_pdl_supported()) {
-    return launch_pdl(gemv_wt_kernel<T, NB, true>, grid, block, stream, x, w, y, p.in, p.out,
+    return launch_pdl(gemv_wt_kernel<T, NB, true, DEEP>, grid, block, stream, x, w, y, p.in, p.out,
                       p.accumulate);
   }
-  gemv_wt_kernel<T, NB><<<grid, block, 0, stream>>>(x, w, y, p.in, p.out, p.accumulate);
+  gemv_wt_kernel<T, NB, false, DEEP>
+      <<<grid, block, 0, stream>>>(x, w, y, p.in, p.out, p.accumulate);
   return cudaGetLastError();
+}
+
+template <typename T, int NB>
+cudaError_t launch_rows(const GemmWtParams& p, cudaStream_t stream) {
+  // Deep at one row only: at two or more, 64 registers make ptxas spill.
+  if constexpr (NB == 1) {
+    if (p.deep) return launch_kernel<T, NB, true>(p, stream);
+  }
+  return launch_kernel<T, NB, false>(p, stream);
 }
 
 template <typename T>

@@ -24,6 +24,13 @@ bool gemv_applies(const GemmWtParams& p);
 
 /// Grid of the kernel: one warp per output row, kGemvWarps warps a block.
 constexpr int kGemvWarps = 8;
+/// GemmWtParams::deep / NormGemvParams::deep: the kernels' launch bounds ask for this many
+/// blocks an SM (at most 64 registers a thread). Without it ptxas keeps them at 36-40
+/// registers and issues only two of a lane's four weight vectors before the first dot product
+/// (nvdisasm of the sm_90 code, 2026-11-28: a 4096-row output projection then has about 31 KB
+/// in flight an SM); with it, all four (and x's four) go first. The same operations in the same
+/// order, so the same bits. One row of x only: at two to four, ptxas spilled within 64 registers.
+constexpr int kGemvDeepBlocksPerSm = 4;
 unsigned gemv_blocks(int64_t out);
 
 /// Runs the kernel; cudaErrorInvalidValue where !gemv_applies(p) or y is null.

@@ -153,9 +153,10 @@ __device__ __forceinline__ void warp_sum(float (&acc)[NB]) {
 }
 
 // grid gemv_blocks(out), kGemvWarps * 32 threads: warp w of block b computes output row
-// b * kGemvWarps + w for all NB rows of x.
-template <typename T, int NB, bool PDL = false>
-__global__ void __launch_bounds__(kGemvWarps * 32)
+// b * kGemvWarps + w for all NB rows of x. DEEP: launch bounds of kGemvDeepBlocksPerSm blocks an
+// SM (GemmWtParams::deep; 0 leaves them unset, as the default has always compiled).
+template <typename T, int NB, bool PDL = false, bool DEEP = false>
+__global__ void __launch_bounds__(kGemvWarps * 32, DEEP ? kGemvDeepBlocksPerSm : 0)
     gemv_wt_kernel(const T* __restrict__ x, const T* __restrict__ w, T* __restrict__ y, int64_t in,
                    int64_t out, bool accumulate) {
   const int lane = threadIdx.x % 32;

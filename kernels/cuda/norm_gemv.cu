@@ -9,19 +9,29 @@ namespace {
 using norm_gemv_detail::norm_gemv_kernel;
 using norm_gemv_detail::NormGemvArgs;
 
-template <typename T, int NB, bool GLU>
+template <typename T, int NB, bool GLU, bool DEEP>
 cudaError_t launch_shape(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
   const dim3 grid(gemv_blocks(a.out)), block(kGemvWarps * 32);
   if (pdl && gemv_pdl_supported())
-    return launch_pdl(norm_gemv_kernel<T, NB, GLU, true>, grid, block, stream, a);
-  norm_gemv_kernel<T, NB, GLU><<<grid, block, 0, stream>>>(a);
+    return launch_pdl(norm_gemv_kernel<T, NB, GLU, true, DEEP>, grid, block, stream, a);
+  norm_gemv_kernel<T, NB, GLU, false, DEEP><<<grid, block, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
 template <typename T, int NB>
-cudaError_t launch_rows(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
-  return a.w2 != nullptr ? launch_shape<T, NB, true>(a, pdl, stream)
-                         : launch_shape<T, NB, false>(a, pdl, stream);
+cudaError_t launch_forms(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
+  return a.w2 != nullptr ? launch_shape<T, NB, true, false>(a, pdl, stream)
+                         : launch_shape<T, NB, false, false>(a, pdl, stream);
+}
+
+template <typename T, int NB>
+cudaError_t launch_rows(const NormGemvArgs<T>& a, bool pdl, bool deep, cudaStream_t stream) {
+  // Deep at one row and one weight matrix only: at two or more rows, or with w2 (two weight
+  // rows a warp), 64 registers make ptxas spill.
+  if constexpr (NB == 1) {
+    if (deep && a.w2 == nullptr) return launch_shape<T, NB, false, true>(a, pdl, stream);
+  }
+  return launch_forms<T, NB>(a, pdl, stream);
 }
 
 template <typename T>
@@ -35,10 +45,10 @@ cudaError_t launch_typed(const NormGemvParams& p, cudaStream_t stream) {
                           p.in,
                           p.out};
   switch (p.n) {
-    case 1: return launch_rows<T, 1>(a, p.pdl, stream);
-    case 2: return launch_rows<T, 2>(a, p.pdl, stream);
-    case 3: return launch_rows<T, 3>(a, p.pdl, stream);
-    case 4: return launch_rows<T, 4>(a, p.pdl, stream);
+    case 1: return launch_rows<T, 1>(a, p.pdl, p.deep, stream);
+    case 2: return launch_rows<T, 2>(a, p.pdl, p.deep, stream);
+    case 3: return launch_rows<T, 3>(a, p.pdl, p.deep, stream);
+    case 4: return launch_rows<T, 4>(a, p.pdl, p.deep, stream);
     default: return cudaErrorInvalidValue;
   }
 }

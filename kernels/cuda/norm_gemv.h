@@ -35,6 +35,7 @@ struct NormGemvParams {
   int64_t n = 0, in = 0, out = 0;
   Storage storage = Storage::F16;  ///< of x, norm_w, w, w2 and y
   bool pdl = false;                ///< as GemmWtParams::pdl
+  bool deep = false;  ///< as GemmWtParams::deep (one row, and without w2: else ignored)
 };
 
 /// Whether launch_norm_gemv takes `p`: 1..kGemvMaxRows rows, fp16 or bf16, `in` a multiple of

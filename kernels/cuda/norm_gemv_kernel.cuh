@@ -66,8 +66,10 @@ __device__ __forceinline__ void norm_dot8(const uint4& w4, const uint4& u4,
 // grid gemv_blocks(out), kGemvWarps * 32 threads, no shared memory: warp w of block b computes
 // output row b * kGemvWarps + w for all NB rows of x, four vectors of each weight row in flight
 // per lane, and RMSNorm's scale of each row of x from the squares its lanes summed.
-template <typename T, int NB, bool GLU, bool PDL = false>
-__global__ void __launch_bounds__(kGemvWarps * 32) norm_gemv_kernel(const NormGemvArgs<T> a) {
+// DEEP: launch bounds of kGemvDeepBlocksPerSm blocks an SM (NormGemvParams::deep).
+template <typename T, int NB, bool GLU, bool PDL = false, bool DEEP = false>
+__global__ void __launch_bounds__(kGemvWarps * 32, DEEP ? kGemvDeepBlocksPerSm : 0)
+    norm_gemv_kernel(const NormGemvArgs<T> a) {
   const int lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / 32;
   if (row >= a.out) return;

@@ -223,6 +223,7 @@ struct CudaModel::Impl {
     p.accumulate = accumulate;
     p.gemv = paths.decode_gemv;
     p.pdl = paths.decode_pdl;
+    p.deep = paths.decode_gemv_deep;
     cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
   }
 
@@ -248,6 +249,7 @@ struct CudaModel::Impl {
     p.out = out;
     p.storage = st;
     p.pdl = paths.decode_pdl;
+    p.deep = paths.decode_gemv_deep;
     if (!kc::norm_gemv_applies(p)) return false;
     CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
     return true;

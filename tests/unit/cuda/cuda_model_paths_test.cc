@@ -136,13 +136,15 @@ TEST(CudaModel, LaunchFusionsAtSevenBShapesMatchTheCpu) {
   }
 }
 
-// CudaKernelPaths::decode_l2_prefetch only asks L2 for weights: decode's logits are the
-// defaults' bit for bit, at batch 2 and 1, alone, with PDL-launched GEMVs (which change no
+// CudaKernelPaths::decode_l2_prefetch only asks L2 for weights, and decode_gemv_deep only
+// changes the GEMVs' launch bounds (the same operations in the same order): decode's logits are
+// the defaults' bit for bit, at batch 2 and 1, alone, with PDL-launched GEMVs (which change no
 // arithmetic either), and without RMSNorm in the GEMVs against that alone, in every family's
 // decode path: a tiny LLaMA and Mistral (the output projection fetched), a tiny Falcon (its
 // MLP up projection, which its parallel block runs first), stories260K, and two layers of
 // llama-2-7b (a prefix of each row: its output projection is larger than half the L2).
-void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
+void check_same_bits(const std::string& arg, kc::Storage st, int layers,
+                     bool cb::model::CudaKernelPaths::*option) {
   auto src = ModelSource::open(arg);
   ModelConfig cfg = src->config();
   if (layers > 0) cfg.n_layers = layers;
@@ -158,7 +160,7 @@ void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
   const auto run = [&](const cb::model::CudaKernelPaths& paths) {
     CudaModel m(cfg, *weights, {st, 0});
     const cb::model::CudaKernelPaths set = m.set_kernel_paths(paths);
-    EXPECT_EQ(set.decode_l2_prefetch, paths.decode_l2_prefetch);
+    EXPECT_EQ(set.*option, paths.*option);
     KvCache c(m.kv_config(8, 16));
     c.add_sequence(0);
     c.add_sequence(1);
@@ -175,7 +177,7 @@ void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
     for (bool pdl : {false, true}) {
       if (!fused && pdl) continue;
       cb::model::CudaKernelPaths paths = base;
-      paths.decode_l2_prefetch = true;
+      paths.*option = true;
       paths.decode_pdl = pdl;
       const std::vector<std::vector<float>> got = run(paths);
       const std::string what =
@@ -187,18 +189,27 @@ void check_same_bits(const std::string& arg, kc::Storage st, int layers) {
   }
 }
 
-TEST(CudaModel, L2PrefetchChangesNoDecodeLogit) {
-  SKIP_WITHOUT_GPU();
+void check_same_bits_everywhere(bool cb::model::CudaKernelPaths::*option) {
   for (kc::Storage st : {kc::Storage::F16, kc::Storage::BF16}) {
     for (const char* m : {"preset:tiny-llama", "preset:tiny-mistral", "preset:tiny-falcon-7b"}) {
-      check_same_bits(m, st, 0);
+      check_same_bits(m, st, 0, option);
     }
     if (const std::string path = cb::test::data_path("models/stories260K/stories260K.gguf");
         cb::test::file_exists(path)) {  // with the shared data
-      check_same_bits(path, st, 0);
+      check_same_bits(path, st, 0, option);
     }
   }
-  check_same_bits("preset:llama-2-7b", kc::Storage::F16, 2);
+  check_same_bits("preset:llama-2-7b", kc::Storage::F16, 2, option);
+}
+
+TEST(CudaModel, L2PrefetchChangesNoDecodeLogit) {
+  SKIP_WITHOUT_GPU();
+  check_same_bits_everywhere(&cb::model::CudaKernelPaths::decode_l2_prefetch);
+}
+
+TEST(CudaModel, DeepGemvsChangeNoDecodeLogit) {
+  SKIP_WITHOUT_GPU();
+  check_same_bits_everywhere(&cb::model::CudaKernelPaths::decode_gemv_deep);
 }
 
 }  // namespace

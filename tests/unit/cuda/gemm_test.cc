@@ -250,7 +250,8 @@ TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
         dy.poison();
         kc::NormGemvParams p = norm_gemv_params(
             dx.get(), dg.get(), dw.get(), glu ? dw2.get() : nullptr, dy.get(), n, in, out, st);
-        p.pdl = glu;  // the SwiGLU form launched with programmatic dependent launch
+        p.pdl = glu;          // the SwiGLU form launched with programmatic dependent launch
+        p.deep = n % 2 == 1;  // half the shapes compiled for 4 blocks an SM
         ASSERT_EQ(kc::launch_norm_gemv(p, nullptr), cudaSuccess) << what;
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
         const std::vector<float> got = dy.download();
@@ -349,6 +350,7 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
         kc::GemmWtParams p = gemv_params(dx.get(), dw.get(), dy.get(), n, in, out, st);
         p.accumulate = acc;
         p.pdl = acc;  // the GEMV's accumulating shapes launched with programmatic dependent launch
+        p.deep = n % 2 == 1;  // and half the shapes compiled for 4 blocks an SM (both ways)
         ASSERT_EQ(kc::gemm_wt(handle.get(), p, nullptr), CUBLAS_STATUS_SUCCESS) << what;
         const std::vector<float> got = dy.download();
         // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs).
