@@ -470,8 +470,10 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
       if (o.opt_ins) {
         alternative("l2_prefetch", "the weights after attention prefetched into L2",
                     but(&P::decode_l2_prefetch, true));
-        alternative("deep_gemv", "GEMVs with four weight vectors in flight a lane",
-                    but(&P::decode_gemv_deep, true));
+        if (b == 1) {  // (deep applies at one row only)
+          alternative("deep_gemv", "GEMVs with four weight vectors in flight a lane",
+                      but(&P::decode_gemv_deep, true));
+        }
       }
     }
     decode.push_back(row);

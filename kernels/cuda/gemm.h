@@ -35,10 +35,10 @@ struct GemmWtParams {
   /// reading x or y. Opt-in (CudaKernelPaths::decode_pdl); its ordering tests passed on an H200.
   bool pdl = false;
   /// gemv's kernel compiled for kGemvDeepBlocksPerSm blocks an SM (gemv.h): ptxas then issues
-  /// a lane's four weight vectors before using the first, instead of two. Same arithmetic.
-  /// At one row of x only (at two or more, 64 registers made ptxas spill); ignored otherwise.
-  /// Opt-in (CudaKernelPaths::decode_gemv_deep); not yet run on a GPU. launch_gemv_swiglu
-  /// (gate and up without the norm) ignores it.
+  /// a lane's four weight vectors before using the first, instead of two. Same arithmetic. At
+  /// one row of x only (ignored otherwise), and for the caller to set only where
+  /// gemv_deep_fits. Opt-in (CudaKernelPaths::decode_gemv_deep); not yet run on a GPU.
+  /// launch_gemv_swiglu (gate and up without the norm) ignores it.
   bool deep = false;
 };
 

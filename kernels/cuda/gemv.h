@@ -25,12 +25,20 @@ bool gemv_applies(const GemmWtParams& p);
 /// Grid of the kernel: one warp per output row, kGemvWarps warps a block.
 constexpr int kGemvWarps = 8;
 /// GemmWtParams::deep / NormGemvParams::deep: the kernels' launch bounds ask for this many
-/// blocks an SM (at most 64 registers a thread). Without it ptxas keeps them at 36-40
+/// blocks an SM (at most 64 registers a thread). Without it ptxas keeps them at 36-46
 /// registers and issues only two of a lane's four weight vectors before the first dot product
-/// (nvdisasm of the sm_90 code, 2026-11-28: a 4096-row output projection then has about 31 KB
-/// in flight an SM); with it, all four (and x's four) go first. The same operations in the same
-/// order, so the same bits. One row of x only: at two to four, ptxas spilled within 64 registers.
+/// (one in the norm GEMV; nvdisasm of the sm_90 code, 2026-11-28: a 4096-row output projection
+/// then has about 31 KB in flight an SM); with it, four (three in the bf16 norm GEMV). The same
+/// operations in the same order, so the same bits. No spills on sm_90 at one row of x and one
+/// weight matrix, the only forms the launchers compile it for (the SwiGLU forms spilled). It
+/// also lowers the blocks an SM holds at once from 5-6 to 4: use it only where
+/// gemv_deep_fits.
 constexpr int kGemvDeepBlocksPerSm = 4;
+
+/// Whether a batch-1 GEMV of `out` rows keeps its one wave with GemmWtParams::deep on a device
+/// of `sm_count` SMs: gemv_blocks(out) <= kGemvDeepBlocksPerSm * sm_count (4,224 rows on a
+/// 132-SM H100; llama-2-7b's 4,096-row output and down projections fit, 13B's 5,120 do not).
+bool gemv_deep_fits(int64_t out, int sm_count);
 unsigned gemv_blocks(int64_t out);
 
 /// Runs the kernel; cudaErrorInvalidValue where !gemv_applies(p) or y is null.

@@ -38,4 +38,9 @@ unsigned gemv_blocks(int64_t out) {
   return static_cast<unsigned>((out + kGemvWarps - 1) / kGemvWarps);
 }
 
+bool gemv_deep_fits(int64_t out, int sm_count) {
+  return out > 0 && sm_count > 0 &&
+         (out + kGemvWarps - 1) / kGemvWarps <= int64_t{kGemvDeepBlocksPerSm} * sm_count;
+}
+
 }  // namespace cb::kernels::cuda

@@ -83,13 +83,14 @@ struct CudaKernelPaths {
   /// 5.75 ms step). Its kernel writes what the two launches write, bit for bit, in the host
   /// emulation. Off: not yet run on a GPU.
   bool decode_rope_fusion = false;
-  /// At batch 1, decode's GEMV kernel (output and down projections) and its RMSNorm-fused
-  /// form without SwiGLU (QKV) compiled for 4 blocks an SM (GemmWtParams::deep, kernels/cuda
-  /// gemv.h kGemvDeepBlocksPerSm): ptxas issues a lane's four weight vectors before the first
-  /// dot product instead of two (nvdisasm, sm_90), at up to 64 registers a thread instead of
-  /// 36-46. Aimed at the 4,096-row projections that run in one wave (the H100 profile of
-  /// 2026-11-28: output 0.75, down 0.83 of the copy ceiling). Same bits as the defaults. Off:
-  /// not yet run on a GPU.
+  /// At batch 1, decode's GEMV kernel and its RMSNorm-fused form without SwiGLU compiled for 4
+  /// blocks an SM (GemmWtParams::deep, kernels/cuda gemv.h kGemvDeepBlocksPerSm) where that
+  /// keeps the launch one wave (gemv_deep_fits: llama-2-7b's and mistral-7b's 4,096-row output
+  /// and down projections; not QKV, gate/up or the LM head): ptxas issues three or four of a
+  /// lane's weight vectors before the first dot product instead of one or two (nvdisasm, sm_90),
+  /// at up to 64 registers a thread instead of 36-46. The H100 profile of 2026-11-28 put those
+  /// projections at 0.75 and 0.83 of the copy ceiling. Same bits as the defaults. Off: not yet
+  /// run on a GPU.
   bool decode_gemv_deep = false;
 };
 

@@ -223,7 +223,7 @@ struct CudaModel::Impl {
     p.accumulate = accumulate;
     p.gemv = paths.decode_gemv;
     p.pdl = paths.decode_pdl;
-    p.deep = paths.decode_gemv_deep;
+    p.deep = paths.decode_gemv_deep && kc::gemv_deep_fits(out, sms);
     cuda_detail::check_cublas(kc::gemm_wt(cublas.get(), p, stream.get()), weight.c_str());
   }
 
@@ -249,7 +249,7 @@ struct CudaModel::Impl {
     p.out = out;
     p.storage = st;
     p.pdl = paths.decode_pdl;
-    p.deep = paths.decode_gemv_deep;
+    p.deep = paths.decode_gemv_deep && kc::gemv_deep_fits(out, sms);
     if (!kc::norm_gemv_applies(p)) return false;
     CB_CUDA_CHECK(kc::launch_norm_gemv(p, stream.get()));
     return true;

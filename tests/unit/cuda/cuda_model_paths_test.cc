@@ -1,8 +1,8 @@
 // CudaModel's kernel paths at the real 7B shapes and the paths that change no arithmetic: the
 // tensor-core prefill attention in a whole model, the decode attention kernel (and its finer
 // splits), the launch fusions with the exact defaults and with PDL chains, against the CPU
-// forward; and the L2 prefetch, bit for bit against the defaults. GPU only: each skips with a
-// reason without one.
+// forward; and the L2 prefetch and the deep GEMVs, bit for bit against the defaults. GPU only:
+// each skips with a reason without one.
 #include <gtest/gtest.h>
 
 #include <string>

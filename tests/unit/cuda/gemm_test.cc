@@ -167,6 +167,19 @@ TEST(CudaGemv, SwigluFusionAppliesWhereThePlainGemvDoesWithoutAccumulating) {
 }
 
 // PDL is used only where the GEMV kernels were compiled for sm_90 or later: never without a GPU.
+// GemmWtParams::deep only where its 4 blocks an SM still hold the launch in one wave.
+TEST(CudaGemv, DeepLaunchBoundsOnlyWhereTheLaunchStaysOneWave) {
+  EXPECT_TRUE(kc::gemv_deep_fits(4096, 132));   // llama-2-7b's output and down projections
+  EXPECT_TRUE(kc::gemv_deep_fits(4224, 132));   // 528 blocks: 4 on each of 132 SMs
+  EXPECT_FALSE(kc::gemv_deep_fits(4225, 132));  // a 529th block
+  EXPECT_FALSE(kc::gemv_deep_fits(5120, 132));  // llama-2-13b's
+  EXPECT_FALSE(kc::gemv_deep_fits(12288, 132));
+  EXPECT_TRUE(kc::gemv_deep_fits(1, 1));
+  EXPECT_FALSE(kc::gemv_deep_fits(33, 1));
+  EXPECT_FALSE(kc::gemv_deep_fits(0, 132));
+  EXPECT_FALSE(kc::gemv_deep_fits(4096, 0));
+}
+
 TEST(CudaGemv, ProgrammaticDependentLaunchNeedsSm90Kernels) {
   int n = 0;
   if (cudaGetDeviceCount(&n) == cudaSuccess && n > 0) GTEST_SKIP() << "a GPU is present";
@@ -247,20 +260,26 @@ TEST(CudaKernels, FusedNormGemvAndSwigluMatchTheCpu) {
           cb::kernels::cpu::swiglu(a.data(), b.data(), want.data(), n * out);
         }
         DeviceTensor dx(st, x), dg(st, g), dw(st, w), dw2(st, w2), dy(st, want.size());
-        dy.poison();
-        kc::NormGemvParams p = norm_gemv_params(
-            dx.get(), dg.get(), dw.get(), glu ? dw2.get() : nullptr, dy.get(), n, in, out, st);
-        p.pdl = glu;          // the SwiGLU form launched with programmatic dependent launch
-        p.deep = n % 2 == 1;  // half the shapes compiled for 4 blocks an SM
-        ASSERT_EQ(kc::launch_norm_gemv(p, nullptr), cudaSuccess) << what;
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
-        const std::vector<float> got = dy.download();
-        // One rounding of the result, and the rare product rounded the other way by a
-        // different summation order (a unit of the storage type).
-        const float tol = st == kc::Storage::F16 ? 4e-3f : 3e-2f;
-        for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_LE(std::fabs(got[i] - want[i]), tol * (std::fabs(want[i]) + 0.1f))
-              << what << " at " << i << ": got " << got[i] << " want " << want[i];
+        // At one row without SwiGLU also compiled for 4 blocks an SM (NormGemvParams::deep),
+        // launched with programmatic dependent launch.
+        for (bool deep : {false, true}) {
+          if (deep && (n != 1 || glu)) continue;
+          dy.poison();
+          kc::NormGemvParams p = norm_gemv_params(
+              dx.get(), dg.get(), dw.get(), glu ? dw2.get() : nullptr, dy.get(), n, in, out, st);
+          p.pdl = glu || deep;  // the SwiGLU and deep forms with programmatic dependent launch
+          p.deep = deep;
+          ASSERT_EQ(kc::launch_norm_gemv(p, nullptr), cudaSuccess) << what;
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << what;
+          const std::vector<float> got = dy.download();
+          // One rounding of the result, and the rare product rounded the other way by a
+          // different summation order (a unit of the storage type).
+          const float tol = st == kc::Storage::F16 ? 4e-3f : 3e-2f;
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_LE(std::fabs(got[i] - want[i]), tol * (std::fabs(want[i]) + 0.1f))
+                << what << (deep ? " deep" : "") << " at " << i << ": got " << got[i] << " want "
+                << want[i];
+          }
         }
       }
     }
@@ -342,22 +361,29 @@ TEST(CudaKernels, GemmMatchesMatmulWt) {
           for (size_t i = 0; i < want.size(); ++i) want[i] += y0[i];
         }
         DeviceTensor dx(st, x), dw(st, w), dy(st, y0.size());
-        if (acc) {
-          dy.upload(y0);
-        } else {
-          dy.poison();
-        }
-        kc::GemmWtParams p = gemv_params(dx.get(), dw.get(), dy.get(), n, in, out, st);
-        p.accumulate = acc;
-        p.pdl = acc;  // the GEMV's accumulating shapes launched with programmatic dependent launch
-        p.deep = n % 2 == 1;  // and half the shapes compiled for 4 blocks an SM (both ways)
-        ASSERT_EQ(kc::gemm_wt(handle.get(), p, nullptr), CUBLAS_STATUS_SUCCESS) << what;
-        const std::vector<float> got = dy.download();
-        // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs).
-        const float mag = std::sqrt(static_cast<float>(in)) + 1.0f;
-        const float tol = st == kc::Storage::F32 ? 1e-4f : st == kc::Storage::F16 ? 2e-3f : 1.6e-2f;
-        for (size_t i = 0; i < got.size(); ++i) {
-          ASSERT_LE(std::fabs(got[i] - want[i]), tol * mag) << what << " at " << i;
+        // At one row also compiled for 4 blocks an SM (GemmWtParams::deep), both ways.
+        for (bool deep : {false, true}) {
+          if (deep && n != 1) continue;
+          if (acc) {
+            dy.upload(y0);
+          } else {
+            dy.poison();
+          }
+          kc::GemmWtParams p = gemv_params(dx.get(), dw.get(), dy.get(), n, in, out, st);
+          p.accumulate = acc;
+          p.pdl = acc;  // the accumulating shapes launched with programmatic dependent launch
+          p.deep = deep;
+          ASSERT_EQ(kc::gemm_wt(handle.get(), p, nullptr), CUBLAS_STATUS_SUCCESS) << what;
+          const std::vector<float> got = dy.download();
+          // Errors scale with the row's typical magnitude (sqrt(in) for unit inputs).
+          const float mag = std::sqrt(static_cast<float>(in)) + 1.0f;
+          const float tol = st == kc::Storage::F32   ? 1e-4f
+                            : st == kc::Storage::F16 ? 2e-3f
+                                                     : 1.6e-2f;
+          for (size_t i = 0; i < got.size(); ++i) {
+            ASSERT_LE(std::fabs(got[i] - want[i]), tol * mag)
+                << what << (deep ? " deep" : "") << " at " << i;
+          }
         }
       }
     }
