@@ -43,7 +43,8 @@
 # default none) bounds the whole run: a stage gets at most what is left of it less 15 s, and one
 # that would get under 30 s is skipped (rc 125), so a command that tars OUT afterwards finishes
 # inside a lent machine's per-call limit (set DEADLINE about 40 s under it).
-# Data files are looked up under CACHEBENCH_DATA, as in `make test`.
+# Data files are looked up under CACHEBENCH_DATA, as in `make test`. Exits 1 when a stage failed,
+# ran out of time or was skipped, and at once, with one line, where there is no NVIDIA GPU.
 set -u
 BUILD="${1:?usage: tools/gpu_check.sh BUILD OUT [STAGES]}"
 OUT="${2:?usage: tools/gpu_check.sh BUILD OUT [STAGES]}"
@@ -52,6 +53,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 CB="$BUILD/apps/cachebench/cachebench"
 mkdir -p "$OUT"
 SUMMARY=()
+FAILED=0
 # The tests that have not yet passed on a GPU as they are, run apart ('A*:B*'; '' for none).
 # Every test of test_cuda passed on an H100 on 2026-11-28; the L2 prefetch's whole-model test
 # was then reshaped (PDL and no-norm-fusion variants, the GEMVs' read-ahead removed), and the
@@ -80,15 +82,21 @@ stage() {  # stage NAME CMD...: run, log to $OUT/NAME.log, record rc and seconds
     if [ "$limit" -lt 30 ]; then
       SUMMARY+=("$(printf '%-10s rc=125 skipped: %ds left of DEADLINE=%d' "$name" \
         $((DEADLINE - SECONDS)) "$DEADLINE")")
+      FAILED=1
       return
     fi
   fi
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1
   local rc=$?
   SUMMARY+=("$(printf '%-10s rc=%d  %4ds' "$name" "$rc" $((SECONDS - t0)))")
+  [ "$rc" -eq 0 ] || FAILED=1
   tail -n 15 "$OUT/$name.log"
 }
 
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  echo "gpu_check: no NVIDIA GPU here (nvidia-smi not found): run it on a machine with one" >&2
+  exit 1
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm \
   --format=csv 2>&1 | tee "$OUT/gpu.txt"
 "$CB" --version | tee -a "$OUT/gpu.txt"
@@ -149,3 +157,4 @@ done
 
 echo "== summary"
 printf '%s\n' "${SUMMARY[@]}" | tee "$OUT/summary.txt"
+exit "$FAILED"  # 1 when a stage failed, ran out of time or was skipped for the deadline

@@ -81,16 +81,53 @@ void check_integer_options(CLI::App& cmd) {
   }
 }
 
+// An option's value (path), named in errors as "label path" and, as the other side of a clash,
+// as `ref` (the label when empty).
 struct Named {
-  std::string label, path;
+  std::string label, path, ref;
+  const std::string& as_other() const { return ref.empty() ? label : ref; }
 };
 
-// The values of `cmd`'s given options: those checked by output_file(), or all the others.
+// set_output_names' maps, by command and option.
+struct OutputNaming {
+  const CLI::App* cmd;
+  std::string option;
+  OutputNames names;
+};
+std::vector<OutputNaming>& output_namings() {
+  static std::vector<OutputNaming> v;
+  return v;
+}
+
+// The files an output option's value `value` stands for (itself, unless set_output_names says).
+std::vector<std::string> output_files(const CLI::App& cmd, const CLI::Option* opt,
+                                      const std::string& value) {
+  for (const OutputNaming& n : output_namings()) {
+    if (n.cmd == &cmd && opt->check_name(n.option)) return n.names(value);
+  }
+  return {value};
+}
+
+// The values of `cmd`'s given options: the files those checked by output_file() write, or the
+// values of all the others.
 std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
   std::vector<Named> v;
   for (CLI::Option* opt : given_options(cmd)) {
     if (is_output(opt) != outputs) continue;
-    for (const std::string& r : opt->results()) v.push_back({opt->get_name(), r});
+    for (const std::string& r : opt->results()) {
+      if (!outputs) {
+        v.push_back({opt->get_name(), r, ""});
+        continue;
+      }
+      for (const std::string& f : output_files(cmd, opt, r)) {
+        if (f == r) {
+          v.push_back({opt->get_name(), f, ""});
+        } else {  // a file the value stands for: "--csv F writes F.ca.csv"
+          const std::string given = opt->get_name() + " " + r;
+          v.push_back({given + " writes", f, given + " (which writes it)"});
+        }
+      }
+    }
   }
   return v;
 }
@@ -123,7 +160,7 @@ void check_output_paths(CLI::App& cmd) {
       if (normalized(outputs[k].path) == normalized(out.path)) {
         throw make_error(
             out.label + " " + out.path,
-            "is also given to " + outputs[k].label + "; one of the two results would be lost",
+            "is also given to " + outputs[k].as_other() + "; one of the two results would be lost",
             "give each output its own file");
       }
     }
@@ -160,10 +197,14 @@ void set_action(CLI::App* sub, std::function<int()> run, int error_exit) {
   actions().push_back({sub, std::move(run), error_exit});
 }
 
+void set_output_names(CLI::App* cmd, const std::string& option, OutputNames names) {
+  output_namings().push_back({cmd, option, std::move(names)});
+}
+
 void check_derived_outputs(CLI::App& cmd, const std::string& label,
                            const std::vector<std::string>& outputs) {
   const std::vector<Named> inputs = given_values(cmd, false);
-  for (const std::string& path : outputs) check_not_an_input({label, path}, inputs);
+  for (const std::string& path : outputs) check_not_an_input({label, path, ""}, inputs);
 }
 
 int report_error(const Error& e, int exit_code) {

@@ -273,6 +273,9 @@ int run_replay_cmd(ReplayArgs& a) {
       const std::string p =
           runs.size() == 1 ? a.csv : a.csv + "." + engine::mode_name(r.mode) + ".csv";
       metrics::write_turn_csv(p, r.result.records, names);
+      if (!a.quiet)
+        std::fprintf(stderr, "replay: per-turn records of %s in %s\n", engine::mode_name(r.mode),
+                     p.c_str());
     }
   }
   if (!a.out.empty()) {
@@ -434,7 +437,16 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str()
       ->check(in_range(1, 4096));
   sub->add_option("--out", a->out, "write the summary JSON here")->check(output_file());
-  sub->add_option("--csv", a->csv, "write per-turn records here (CSV)")->check(output_file());
+  sub->add_option("--csv", a->csv,
+                  "write per-turn records here (CSV); with --compare, one file per mode: "
+                  "F.MODE.csv")
+      ->check(output_file());
+  // The files --csv writes, for the checks of every output against the inputs and the others.
+  set_output_names(sub, "--csv", [a](const std::string& f) -> std::vector<std::string> {
+    if (a->compare.empty()) return {f};
+    if (a->compare == a->mode) return {f + "." + a->mode + ".csv"};  // refused by the run
+    return {f + "." + a->mode + ".csv", f + "." + a->compare + ".csv"};
+  });
   sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
   set_action(sub, [a, think, sub] {
     if (a->sim) {
@@ -442,10 +454,6 @@ void add(CLI::App& app, const char* name, const char* help) {
                    {"--io-threads", "--gpu-storage", "--gpu", "--cpu-weights", "--weights-seed"},
                    "has no effect in sim mode (it moves no bytes and runs no model)",
                    "drop it, or drop --sim");
-    }
-    if (!a->csv.empty() && !a->compare.empty()) {  // one CSV per mode: --csv F gives F.MODE.csv
-      check_derived_outputs(*sub, "--csv",
-                            {a->csv + "." + a->mode + ".csv", a->csv + "." + a->compare + ".csv"});
     }
     install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);

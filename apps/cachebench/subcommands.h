@@ -23,6 +23,14 @@ int run_selected(CLI::App& app);
 /// interrupt stopped the run.
 int report_error(const Error& e, int exit_code);
 
+/// The files an output option's value stands for, where they are not the value itself.
+using OutputNames = std::function<std::vector<std::string>(const std::string& value)>;
+/// Tells the checks made before every command (an output that is an input, or another output)
+/// which files `option` of `cmd` writes for a value: replay's `--csv F` with `--compare` writes
+/// F.MODE.csv for each mode, not F. Called once, when the command is registered; `names` runs
+/// after parsing, so it may read the command's other options.
+void set_output_names(CLI::App* cmd, const std::string& option, OutputNames names);
+
 /// Throws cb::Error when one of `outputs`, files `cmd` will write under names it derives (ablate's
 /// DIR/STUDY.json, named by its option `label`), is a file given to one of `cmd`'s options: the
 /// run would overwrite its input. (Outputs named by an option are checked before every command.)

@@ -20,11 +20,17 @@ double exponential(std::mt19937_64& rng, double mean) {
 
 namespace {
 
+// Seconds in 0..kMaxThinkTimeS into *out. False for text that is not a number; a number out of
+// that range throws, naming it.
 bool parse_seconds(const std::string& s, double* out) {
   if (s.empty()) return false;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (end != s.c_str() + s.size() || !std::isfinite(v) || v < 0 || v > kMaxThinkTimeS) return false;
+  if (end != s.c_str() + s.size() || std::isnan(v)) return false;
+  if (!(v >= 0 && v <= kMaxThinkTimeS)) {
+    throw make_error("--think-time", "'" + s + "' seconds is outside 0..1e6",
+                     "give a time from 0 to 1e6 seconds");
+  }
   *out = v;
   return true;
 }

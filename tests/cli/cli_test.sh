@@ -393,6 +393,17 @@ expect_usage_error replay_price_huge --price-gpu "must be in 0..1000000" \
 cp "$TMP/synth3.json" "$TMP/turns.re.csv"
 expect_error replay_csv_over_input "$TMP/turns.re.csv" "overwrite its input" \
   "$CB" replay "$TMP/turns.re.csv" -m preset:tiny-llama --sim --quiet --compare re --csv "$TMP/turns"
+# ... and so is one that another output names; --out F with --csv F is no clash then.
+expect_error replay_csv_over_out "$TMP/col.ca.csv" "would be lost" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --compare re \
+  --out "$TMP/col.ca.csv" --csv "$TMP/col"
+if "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --compare re \
+  --out "$TMP/same.json" --csv "$TMP/same.json" >"$TMP/out" 2>"$TMP/err" &&
+  [ -s "$TMP/same.json" ] && [ -s "$TMP/same.json.ca.csv" ] && [ -s "$TMP/same.json.re.csv" ]; then
+  ok
+else
+  bad "replay --out F --csv F --compare re: $(head -c 600 "$TMP/err")"
+fi
 expect_error replay_sim_io_threads "--io-threads" "no effect in sim mode" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --io-threads 7
 expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \

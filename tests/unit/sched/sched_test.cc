@@ -67,6 +67,15 @@ TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
       EXPECT_NE(std::string(err.what()).find("--think-time"), std::string::npos);
     }
   }
+  // A number out of range is named as such, not as unparsable.
+  for (const char* far : {"2000000", "const:1e15", "exp:-2", "uniform:0:2e6", "inf"}) {
+    try {
+      ThinkTime::parse(far);
+      ADD_FAILURE() << far;
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find("outside 0..1e6"), std::string::npos) << err.what();
+    }
+  }
 }
 
 SchedConfig cfg(int max_batch, int64_t max_tokens) {
