@@ -175,8 +175,8 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t off = detail::paged_head_offset(table, own, block_size, kv_row, kvh, HD);
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        rope.k_pool[off + d0 + e] = from_f<T>(kn[e]);
-        rope.v_pool[off + d0 + e] = rope.v_new[row * q_stride + kvh * HD + d0 + e];
+        rope.k_pool[off + d0 + e] = from_f<T>(kn[e]);  // (both values of T: exact)
+        rope.v_pool[off + d0 + e] = from_f<T>(vn[e]);
       }
     }
   }

@@ -19,19 +19,14 @@ cudaError_t launch_shape(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream
 }
 
 template <typename T, int NB>
-cudaError_t launch_forms(const NormGemvArgs<T>& a, bool pdl, cudaStream_t stream) {
-  return a.w2 != nullptr ? launch_shape<T, NB, true, false>(a, pdl, stream)
-                         : launch_shape<T, NB, false, false>(a, pdl, stream);
-}
-
-template <typename T, int NB>
 cudaError_t launch_rows(const NormGemvArgs<T>& a, bool pdl, bool deep, cudaStream_t stream) {
+  if (a.w2 != nullptr) return launch_shape<T, NB, true, false>(a, pdl, stream);
   // Deep at one row and one weight matrix only: at two or more rows, or with w2 (two weight
   // rows a warp), 64 registers make ptxas spill.
   if constexpr (NB == 1) {
-    if (deep && a.w2 == nullptr) return launch_shape<T, NB, false, true>(a, pdl, stream);
+    if (deep) return launch_shape<T, NB, false, true>(a, pdl, stream);
   }
-  return launch_forms<T, NB>(a, pdl, stream);
+  return launch_shape<T, NB, false, false>(a, pdl, stream);
 }
 
 template <typename T>
