@@ -311,6 +311,10 @@ void AttentionStore::unpin(const EntryPtr& e) {
 }
 
 void AttentionStore::unpin_locked(const EntryPtr& e) {
+  if (e->pins <= 0) {  // a bug: an unpin without its pin (counted; the count stays at 0)
+    ++pin_errors_;
+    return;
+  }
   if (--e->pins == 0) {
     auto retired = std::move(e->retired);
     e->retired.clear();
@@ -461,7 +465,7 @@ std::vector<std::string> AttentionStore::describe() const {
 
 uint64_t AttentionStore::accounting_errors() const {
   std::lock_guard<std::mutex> g(mu_);
-  uint64_t n = 0;
+  uint64_t n = pin_errors_;
   for (const auto& t : tiers_) {
     if (t) n += t->allocator().double_frees();
   }

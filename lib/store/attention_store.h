@@ -282,8 +282,15 @@ class AttentionStore {
   uint64_t chunk_bytes() const { return cfg_.chunk_bytes; }
   /// One line per tier describing how it runs.
   std::vector<std::string> describe() const;
-  /// Slot accounting errors seen (double frees); 0 unless there is a bug.
+  /// Slot accounting errors seen (double frees, unpins of unpinned entries); 0 unless there
+  /// is a bug.
   uint64_t accounting_errors() const;
+  /// Checks that every slot each tier has allocated belongs to exactly one entry, SSD copy,
+  /// save in flight or list of slots retired until an entry's loads end, and that each of
+  /// those slots is allocated. Returns one line per finding, empty when all is consistent.
+  /// Meant for an idle store (wait_idle(), no SaveHandle open): then no entry is pinned or
+  /// moving and no slots wait for loads, and those are reported too.
+  std::string audit_slots() const;
 
  private:
   friend class SaveHandle;
@@ -394,7 +401,8 @@ class AttentionStore {
   std::unordered_map<SessionId, std::shared_ptr<SaveState>> in_flight_;
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
-  int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
+  uint64_t pin_errors_ = 0;  ///< unpins of an entry with no pins (accounting_errors())
+  int cleaning_ = 0;         ///< write-backs running (they hold SSD slots not yet anyone's copy)
   bool write_back_due_ = false;  ///< see write_back()
   StoreStats stats_;
   std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")

@@ -48,7 +48,14 @@ LoadHandle& LoadHandle::operator=(LoadHandle&& o) noexcept {
 void AttentionStore::unpin_load(const LoadState& st) {
   std::lock_guard<std::mutex> g(mu_);
   unpin_locked(st.entry);
-  if (st.base && !st.save->base_loads_released) unpin_locked(st.base);
+  // Until the commit lands (or when it failed) the base's pin is this load's to drop, and
+  // the save must stop counting it: a commit landing later drops only the pins of the loads
+  // still running (dropping this one twice drove the base's count below zero, so the slots
+  // later lent to it were never freed).
+  if (st.base && !st.save->base_loads_released) {
+    --st.save->base_load_pins;
+    unpin_locked(st.base);
+  }
 }
 
 bool LoadHandle::wait_layer(int layer) {

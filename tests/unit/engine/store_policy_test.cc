@@ -95,6 +95,7 @@ TEST(StorePolicyTest, Figure9OnTheRealStore) {
   for (SessionId s : {1, 3, 4, 5, 6, 7}) EXPECT_EQ(load_check(st, s, s, kShape, kPos), 4) << s;
   EXPECT_EQ(load_check(st, 0, 10, kShape, kPos), 4);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
 }
 
 // A prefetch makes room only at the expense of entries needed after it: with DRAM full of the
@@ -133,6 +134,7 @@ TEST(StorePolicyTest, PrefetchNeverEvictsAnEntryNeededSooner) {
     EXPECT_EQ(tier_of(st, 2), fetched_ahead ? TierKind::Ssd : TierKind::Dram);
     for (SessionId s : {1, 2, 3}) EXPECT_EQ(load_check(st, s, s, kShape, kPos), 4) << s;
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
 }
 

@@ -68,6 +68,7 @@ TEST(SaveAdmission, TheFirstVictimsOwnSaveGoesToTheSsdOnItsCopy) {
     EXPECT_EQ(st.used_bytes(TierKind::Ssd), 12 * kChunk);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(96)), 96);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   AttentionStore again(cfg(dir, true, 1));  // journaled: the taken chunks and the new ones
   EXPECT_EQ(again.sessions(), std::vector<SessionId>{1});
@@ -90,6 +91,7 @@ TEST(SaveAdmission, OffTheSaveEvictsTheNextEntryInstead) {
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(96)), 96);
   EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(64)), 64);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -103,6 +105,7 @@ TEST(SaveAdmission, AnEntryUsedSinceStaysAndTheLeastRecentGoes) {
   EXPECT_EQ(where(st, 1), TierKind::Dram);
   EXPECT_EQ(where(st, 2), TierKind::Ssd);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -134,6 +137,7 @@ TEST(SaveAdmission, WithoutACopyTheWholeEntryIsWrittenAndLoadsWhileInFlight) {
   EXPECT_EQ(where(st, 2), TierKind::Dram);
   EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 96);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -153,6 +157,7 @@ TEST(SaveAdmission, AnAbortedSaveBelowFreesWhatItTook) {
   EXPECT_EQ(st.used_bytes(TierKind::Ssd), 0u);
   EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * kEntryChunks * kChunk);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -186,6 +191,7 @@ TEST(SaveAdmission, AnEntryTruncatedWhileItsWriteBackRunsIsNotTakenBelow) {
     st.wait_idle();
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(192)), 192);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
 }

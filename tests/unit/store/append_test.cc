@@ -107,6 +107,7 @@ TEST(Append, AnEraseOfTheBaseBeforeTheCommitFailsTheAppendAndFreesAll) {
   EXPECT_FALSE(st.lookup(testing::key_for(1, 5, pos)).hit());
   EXPECT_EQ(st.used_bytes(TierKind::Ssd), 0u);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -139,6 +140,7 @@ TEST(Append, ALoadOfTheBaseOutlivesTheNewEntrysSharedChunks) {
   st.wait_idle();
   EXPECT_EQ(st.used_bytes(TierKind::Ssd), st.sessions().size() * 2 * 4 * 2 * kChunk);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -181,6 +183,7 @@ TEST(Append, InMemoryTheLastPartialChunkGrowsInPlace) {
   EXPECT_EQ(load_check(st, 1, 5, kShape, iota_positions(360)), 350);
   EXPECT_EQ(st.used_bytes(TierKind::Dram), 2 * 4 * 6 * kChunk);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   uint64_t chunks = 0;
   EXPECT_EQ(st.verify_all(&chunks), 0u);
 }

@@ -57,6 +57,7 @@ TEST(CleanAhead, TheNextVictimsDemotionWritesNothingAndSurvivesARestart) {
     EXPECT_EQ(st.used_bytes(TierKind::Ssd), kEntryChunks * kChunk);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   AttentionStore again(cfg(dir, 3, 64));  // the demotion journaled the written-back chunks
   EXPECT_EQ(again.sessions(), std::vector<SessionId>{1});
@@ -79,6 +80,7 @@ TEST(CleanAhead, ASaveOrADemotionMakesTheNextPlanDue) {
   EXPECT_EQ(st.stats().get(Counter::SsdChunksCleaned), 2 * kEntryChunks);
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -102,6 +104,7 @@ TEST(CleanAhead, AnAppendInPlaceInvalidatesOnlyTheGrownChunk) {
   EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), 4u);
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(70)), 70);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -127,6 +130,7 @@ TEST(CleanAhead, AWriteBackUsesFreeSsdSpaceOnlyAndCopiesGoFirst) {
   for (SessionId s = 2; s <= 5; ++s)
     EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -148,6 +152,7 @@ TEST(CleanAhead, TruncationCutsAndEraseDropsTheCopy) {
   EXPECT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);
   EXPECT_EQ(st.used_bytes(TierKind::Ssd), kEntryChunks * kChunk);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 

@@ -69,6 +69,7 @@ Outcome run(const std::string& name, bool on, double recompute_s, bool estimate 
     EXPECT_EQ(load_check(st, 5, 5, kShape, iota_positions(64)), 64);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
   return o;
@@ -115,6 +116,7 @@ TEST(DemotionBudget, TheEntrysSsdCopyIsNotWrittenAgainSoItsDemotionIsCheap) {
     EXPECT_EQ(st.stats().get(Counter::SlowDemotionsDropped), 0u);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
 }
@@ -141,6 +143,7 @@ TEST(DemotionBudget, AWholeCopyIsDemotedWhileTheSsdIsBusy) {
     st.wait_idle();
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
 }
@@ -168,6 +171,7 @@ TEST(DemotionBudget, AVictimBeingWrittenBackIsNeverDropped) {
     st.wait_idle();
     EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
 }

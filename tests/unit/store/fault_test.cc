@@ -63,6 +63,7 @@ TEST(Faults, WriteErrorsFailTheSaveAndFreeSpace) {
   EXPECT_EQ(s.get(Counter::SaveFailures), 3u);
   EXPECT_GE(s.get(Counter::IoErrors), 3u);
   EXPECT_EQ(f.st->accounting_errors(), 0u);
+  EXPECT_EQ(f.st->audit_slots(), "");
 }
 
 TEST(Faults, ReadErrorsShortReadsAndBitFlipsAreMissesNeverWrongData) {
@@ -119,6 +120,7 @@ TEST(Faults, CorruptPrefetchIsDropped) {
   EXPECT_EQ(s.get(Counter::PrefetchFailures), 1u);
   EXPECT_EQ(s.get(Counter::ChecksumFailures), 1u);
   EXPECT_EQ(f.st->accounting_errors(), 0u);
+  EXPECT_EQ(f.st->audit_slots(), "");
 }
 
 TEST(Faults, ChunkCorruptedOnDiskIsCaughtAfterRestart) {

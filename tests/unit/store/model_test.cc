@@ -59,6 +59,7 @@ void check_accounting(AttentionStore& st) {
     EXPECT_LE(st.used_bytes(kind), st.capacity_bytes(kind)) << tier_name(kind);
   }
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
 }
 
 void run_model(uint64_t clean_ahead) {

@@ -82,6 +82,7 @@ TEST(Recovery, ReopenRecoversCompletedEntries) {
   uint64_t chunks = 0;
   EXPECT_EQ(st.verify_all(&chunks), 0u);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -430,6 +431,7 @@ TEST(Recovery, SigkillMidSaveLosesOnlyThePartialEntry) {
     uint64_t chunks = 0;
     EXPECT_EQ(st.verify_all(&chunks), 0u);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
 }

@@ -65,6 +65,7 @@ TEST(SsdCopy, ADemotionAfterAPrefetchWritesNothingAndSurvivesARestart) {
     EXPECT_EQ(st.used_bytes(TierKind::Ssd), 2 * kEntryChunks * kChunk);
     EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   AttentionStore again(cfg(dir, 64));  // the demotion was journaled with the reused chunks
   EXPECT_EQ(load_check(again, 1, 1, kShape, iota_positions(64)), 64);
@@ -90,6 +91,7 @@ TEST(SsdCopy, AnAppendKeepsTheCopyOfItsWholeSharedChunks) {
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(100)), 100);
   EXPECT_EQ(st.ssd_copy_bytes(), 0u);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
 }
 
@@ -112,6 +114,7 @@ TEST(SsdCopy, AFullSsdRanksCopiesWithItsEntries) {
     EXPECT_EQ(st.stats().get(TierKind::Ssd, TierCounter::Drops), 1u);
     for (SessionId s : {1, 3, 4}) EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   std::filesystem::remove_all(dir);
 }
@@ -138,6 +141,7 @@ TEST(SsdCopy, AWholeChunkTruncationKeepsTheCopyPastTheCut) {
     EXPECT_EQ(st.stats().get(Counter::SsdCopyChunksReused), kEntryChunks / 2);
     EXPECT_EQ(load_check(st, 1, 1, kShape, kept), 32);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   AttentionStore again(cfg(dir, 64));  // journaled with the copy's chunks
   EXPECT_EQ(load_check(again, 1, 1, kShape, kept), 32);
@@ -182,6 +186,7 @@ TEST(SsdCopy, EraseReplaceTruncateAndRestartDropTheCopy) {
     st.wait_idle();
     EXPECT_GT(st.ssd_copy_bytes(), 0u);
     EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
   }
   AttentionStore again(cfg(dir, 64));
   EXPECT_EQ(again.ssd_copy_bytes(), 0u);

@@ -65,6 +65,9 @@ TEST(Store, DramRoundTripLayerByLayer) {
   EXPECT_EQ(s.get(TierKind::Dram, TierCounter::Hits), 2u);
   EXPECT_EQ(s.get(Counter::Saves), 1u);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "session 1: 1 pin(s)\n");  // `h`'s
+  h = LoadHandle();
+  EXPECT_EQ(st.audit_slots(), "");
 }
 
 TEST(Store, EntryInvisibleUntilCommitAndAbortFreesSpace) {
@@ -223,6 +226,7 @@ TEST(Store, DemotionToSsdPrefetchAndReserve) {
   EXPECT_GE(st.capacity_bytes(TierKind::Dram) - st.used_bytes(TierKind::Dram), 8 * kChunk);
   for (SessionId s = 1; s <= 4; ++s) EXPECT_EQ(load_check(st, s, s, kShape, pos), 64) << s;
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
   auto j = nlohmann::json::parse(st.stats().to_json());
   EXPECT_EQ(j["prefetches"], 1);
   EXPECT_TRUE(j["tiers"].contains("ssd"));
@@ -439,7 +443,8 @@ TEST(Store, StartupErrorsAreClear) {
 
 // ---- saves in flight: visible to loads from commit() until the commit lands ----------------
 
-/// Holds every write back while closed, so a save stays in flight as long as a test needs.
+/// Holds every write back while closed, so a save stays in flight as long as a test needs;
+/// hold_syncs() holds only the data syncs (a save's writes are done, its commit waits).
 class GatedIo final : public IoBackend {
  public:
   explicit GatedIo(std::shared_ptr<IoBackend> inner) : inner_(std::move(inner)) {}
@@ -447,9 +452,13 @@ class GatedIo final : public IoBackend {
     std::lock_guard<std::mutex> g(mu_);
     open_ = false;
   }
+  void hold_syncs() {
+    std::lock_guard<std::mutex> g(mu_);
+    syncs_open_ = false;
+  }
   void open() {
     std::lock_guard<std::mutex> g(mu_);
-    open_ = true;
+    open_ = syncs_open_ = true;
     cv_.notify_all();
   }
   void submit(IoOp* ops, size_t n) override {
@@ -461,14 +470,20 @@ class GatedIo final : public IoBackend {
     }
     inner_->submit(ops, n);
   }
-  int sync(int fd) override { return inner_->sync(fd); }
+  int sync(int fd) override {
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      cv_.wait(g, [&] { return syncs_open_; });
+    }
+    return inner_->sync(fd);
+  }
   std::string name() const override { return "gated(" + inner_->name() + ")"; }
 
  private:
   std::shared_ptr<IoBackend> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool open_ = true;
+  bool open_ = true, syncs_open_ = true;
 };
 
 struct GatedStore {
@@ -561,6 +576,33 @@ TEST(Store, LoadOfASaveInFlightWaitsForItsWrites) {
   EXPECT_TRUE(g.st->erase(1));
   EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 0u);
   EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
+}
+
+// A load of an append save in flight pins the save's base as well as its entry. One that
+// ends before the commit lands drops that pin itself; the commit then drops only the pins
+// of the loads still running. (It dropped this one again: the base's count went below zero,
+// and the slots later lent to the base were never freed.)
+TEST(Store, ALoadEndingBeforeAnAppendLandsUnpinsTheBaseOnce) {
+  GatedStore g("in_flight_append_load");
+  ASSERT_TRUE(save_entry(*g.st, 1, 7, kShape, iota_positions(150)));  // 2 whole chunks
+  const auto pos = iota_positions(300);
+  g.gate->hold_syncs();  // the append's writes are done; its commit waits in the data sync
+  auto f = save_in_flight(*g.st, 1, 7, pos);
+  const OpenOnExit guard{g.gate.get()};
+  ASSERT_TRUE(f);
+  ASSERT_EQ(f->h.shared_tokens(), 128);
+  EXPECT_EQ(testing::load_check(*g.st, 1, 7, kShape, pos), 300);  // pins and unpins the base
+  EXPECT_TRUE(pending(f->commit));
+  g.gate->open();
+  EXPECT_TRUE(f->commit.get());
+  EXPECT_EQ(testing::load_check(*g.st, 1, 7, kShape, pos), 300);
+  EXPECT_EQ(g.st->audit_slots(), "");
+  EXPECT_TRUE(g.st->erase(1));  // the new entry's slots pass through the base (its lender)
+  EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
+  EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
 }
 
 TEST(Store, EraseOrANewerSaveDropsASaveInFlight) {
@@ -587,6 +629,7 @@ TEST(Store, EraseOrANewerSaveDropsASaveInFlight) {
   EXPECT_EQ(testing::load_check(*g.st, 2, 9, kShape, pos), 150);
   EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 2u * 4u * 3u * kChunk);  // c's entry only
   EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
 }
 
 TEST(Store, AFailedWriteFailsTheLoadOfASaveInFlight) {
@@ -610,6 +653,7 @@ TEST(Store, AFailedWriteFailsTheLoadOfASaveInFlight) {
   EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 0u);
   EXPECT_GE(g.st->stats().get(Counter::LoadFailures), 1u);
   EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
   EXPECT_TRUE(save_entry(*g.st, 1, 7, kShape, pos));  // the session saves again afterwards
   EXPECT_EQ(testing::load_check(*g.st, 1, 7, kShape, pos), 150);
 }
@@ -650,6 +694,7 @@ TEST(Store, ASaveThatMustEvictLetsTheSavesInFlightLandFirst) {
   EXPECT_FALSE(g.st->where(5, nullptr));  // LRU's victim: the save that had to land first
   for (SessionId id : {1, 2, 3, 4, 6}) EXPECT_TRUE(g.st->where(id, nullptr)) << id;
   EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
 }
 
 }  // namespace

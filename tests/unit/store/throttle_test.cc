@@ -93,6 +93,7 @@ TEST(StoreThrottle, DroppingAHandleWithHeldBackLayersReleasesTheEntry) {
   EXPECT_TRUE(st.erase(2));
   EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
   EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
 }
 
 }  // namespace
