@@ -2,6 +2,7 @@
 // accounting), and concurrent save/load/evict/truncate/erase from several threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <map>
@@ -156,11 +157,21 @@ TEST(Model, RandomSequencesMatchTheModelWithWriteBacks) {
   run_model(16 * kChunk);
 }
 
-void run_concurrency(uint64_t clean_ahead) {
+// `replay_like`: DRAM over SSD with save-time admission (StoreConfig::save_admission), as
+// replays run the store, instead of HBM over DRAM over SSD.
+void run_concurrency(uint64_t clean_ahead, bool replay_like = false) {
   const std::string dir = testing::fresh_dir("conc");
-  auto owner = std::make_unique<AttentionStore>(cfg(dir, clean_ahead));
+  StoreConfig c = cfg(dir, clean_ahead);
+  if (replay_like) {  // DRAM for about three of the sessions' entries at their longest
+    c.hbm_bytes = 0;
+    c.dram_bytes = 128 * kChunk;
+    c.ssd_bytes = 320 * kChunk;
+    c.save_admission = true;
+  }
+  auto owner = std::make_unique<AttentionStore>(c);
   AttentionStore& st = *owner;
   std::atomic<int> wrong{0}, failed{0}, hits{0};
+  std::atomic<int64_t> last_len[17] = {};  // the last save's length per session (a hint)
   auto worker = [&](int id) {
     std::mt19937_64 rng(static_cast<uint64_t>(id) * 77 + 1);
     for (int i = 0; i < 120; ++i) {
@@ -168,7 +179,11 @@ void run_concurrency(uint64_t clean_ahead) {
       const int op = static_cast<int>(rng() % 10);
       // Contents are a function of the session, so any thread can verify any entry.
       if (op < 4) {
-        save_entry(st, s, s, kShape, iota_positions(static_cast<int64_t>(1 + rng() % 200)));
+        // Mostly a turn's save, extending the session's history (an append), else any length.
+        int64_t n = static_cast<int64_t>(1 + rng() % 200);
+        if (rng() % 4 != 0) n = std::min<int64_t>(200, last_len[s] + 1 + rng() % 40);
+        last_len[s] = n;
+        save_entry(st, s, s, kShape, iota_positions(n));
       } else if (op < 8) {
         const int64_t n = load_check(st, s, s, kShape, iota_positions(200));
         if (n == -3) ++wrong;
@@ -202,7 +217,8 @@ void run_concurrency(uint64_t clean_ahead) {
   std::map<SessionId, EntryMeta> metas;
   for (SessionId s : on_ssd) st.entry_meta(s, &metas[s]);
   owner.reset();
-  AttentionStore again(cfg(dir));
+  c.clean_ahead_bytes = 0;
+  AttentionStore again(c);
   // Exactly the SSD entries come back, each with the history it had.
   EXPECT_EQ(again.sessions(), on_ssd);
   for (SessionId s : on_ssd) {
@@ -220,6 +236,10 @@ TEST(Concurrency, ThreadsSaveLoadEvictTruncateErase) {
 
 TEST(Concurrency, ThreadsSaveLoadEvictTruncateEraseWithWriteBacks) {
   run_concurrency(16 * kChunk);
+}
+
+TEST(Concurrency, ThreadsOnDramAndSsdWithSaveAdmissionAndWriteBacks) {
+  run_concurrency(16 * kChunk, true);
 }
 
 }  // namespace
