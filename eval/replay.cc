@@ -222,6 +222,15 @@ ReplayRun run_replay(const model::ForwardModel& model,
     eng.drain_saves();
     st->wait_idle();
     run.summary["store"] = nlohmann::json::parse(st->stats().to_json());
+    // The store's own books at the end of the run: every slot of every tier held by exactly
+    // one entry, nothing pinned (audit_slots), no double free or stray unpin. A finding is a
+    // store bug that may have cost the run capacity: said, not hidden.
+    const std::string audit = st->audit_slots();
+    const uint64_t errors = st->accounting_errors();
+    run.summary["store_accounting_ok"] = audit.empty() && errors == 0;
+    if (!audit.empty() || errors > 0) {
+      run.summary["store_accounting"] = {{"errors", errors}, {"audit", audit}};
+    }
     if (!dir.kept.empty()) run.summary["store_dir_kept"] = dir.kept;
     st.reset();  // closed before its directory is renamed
     dir.done = true;

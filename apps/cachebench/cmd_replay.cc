@@ -256,6 +256,14 @@ int run_replay_cmd(ReplayArgs& a) {
   }
   for (const auto& r : runs) {
     for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+    if (r.summary.contains("store_accounting")) {  // a store bug: the run's numbers are suspect
+      const auto& acc = r.summary["store_accounting"];
+      std::fprintf(stderr,
+                   "cachebench: %s: the store's slot accounting is off at the end of the run "
+                   "(%llu errors); please report it with this output:\n%s",
+                   engine::mode_name(r.mode), acc["errors"].get<unsigned long long>(),
+                   acc["audit"].get<std::string>().c_str());
+    }
     if (r.result.clipped_turns > 0) {  // else only the JSON's clipped_turns would say it
       std::fprintf(stderr,
                    "cachebench: %s: %lld turns had a message longer than the %lld-token window, "

@@ -52,6 +52,8 @@ for f in git backend mode model config trace execution comparison baseline; do
 done
 check_json "every later turn is a CA hit" "j['summary']['hit_rate']['overall'] == 1.0 and \
   j['summary']['turns_with_history'] == 28 - 3 and j['summary']['recomputed_tokens'] == 0" "$TMP/ca.json"
+check_json "the store's books balance at the end" "j['summary']['store_accounting_ok'] is True and \
+  'store_accounting' not in j['summary']" "$TMP/ca.json"
 check_json "RE reuses nothing" "j['baseline']['hit_rate']['overall'] == 0 and j['baseline']['reused_tokens'] == 0" "$TMP/ca.json"
 if grep -qF "TTFT reduction" "$TMP/out"; then ok; else bad "no comparison line: $(cat "$TMP/out")"; fi
 for m in ca re; do
@@ -162,6 +164,10 @@ for f in on off; do
     >/dev/null 2>"$TMP/err" || bad "real replay --slow-write $flag: $(head -c 600 "$TMP/err")"
 done
 check_json "real mode: slow demotions dropped" "j['summary']['store']['slow_demotions_dropped'] > 0" "$TMP/rbudget_on.json"
+for f in on off; do  # DRAM over SSD under eviction, demotions dropped or not
+  check_json "real mode $f: the store's books balance" "j['summary']['store_accounting_ok'] is True" \
+    "$TMP/rbudget_$f.json"
+done
 check_json "real mode: --no-drop-slow-demotions" "j['summary']['store']['slow_demotions_dropped'] == 0 and \
   j['summary']['hit_rate']['overall'] == 1.0" "$TMP/rbudget_off.json"
 
