@@ -63,18 +63,38 @@ void check_accounting(AttentionStore& st) {
   EXPECT_EQ(st.audit_slots(), "");
 }
 
-void run_model(uint64_t clean_ahead) {
+// `replay_like`: DRAM over SSD with save-time admission, as replays run the store.
+StoreConfig model_cfg(const std::string& dir, uint64_t clean_ahead, bool replay_like) {
+  StoreConfig c = cfg(dir, clean_ahead);
+  if (replay_like) {  // DRAM for about three entries at their longest
+    c.hbm_bytes = 0;
+    c.dram_bytes = 192 * kChunk;
+    c.ssd_bytes = 320 * kChunk;
+    c.save_admission = true;
+  }
+  return c;
+}
+
+void run_model(uint64_t clean_ahead, bool replay_like = false, uint64_t seed = 12345) {
   const std::string dir = testing::fresh_dir("model");
   std::map<SessionId, ModelEntry> model;
-  std::mt19937_64 rng(12345);
+  std::mt19937_64 rng(seed);
   std::map<SessionId, TierKind> on_close;
   {
-    AttentionStore st(cfg(dir, clean_ahead));
+    AttentionStore st(model_cfg(dir, clean_ahead, replay_like));
     for (int step = 0; step < 400; ++step) {
       const SessionId s = 1 + rng() % 14;
       const int op = static_cast<int>(rng() % 10);
-      if (op < 4) {  // save (replacing)
+      if (op < 4) {  // save: the session's history extended (an append), or a new one
+        auto it = model.find(s);
         ModelEntry e{rng(), iota_positions(static_cast<int64_t>(1 + rng() % 300))};
+        const int64_t more = static_cast<int64_t>(1 + rng() % 80);
+        if (it != model.end() && rng() % 4 != 0 &&
+            it->second.positions.size() + static_cast<size_t>(more) <= 300) {
+          e.seed = it->second.seed;
+          e.positions = it->second.positions;
+          for (int64_t k = 1; k <= more; ++k) e.positions.push_back(e.positions.back() + 1);
+        }
         if (save_entry(st, s, e.seed, kShape, e.positions)) model[s] = e;
       } else if (op < 7) {  // load with the current history, sometimes extended
         auto it = model.find(s);
@@ -133,7 +153,7 @@ void run_model(uint64_t clean_ahead) {
     }
   }
   // After a restart exactly the SSD entries come back, with the same contents.
-  StoreConfig c = cfg(dir);
+  StoreConfig c = model_cfg(dir, 0, replay_like);
   c.hbm_bytes = 0;
   AttentionStore st(c);
   std::vector<SessionId> want;
@@ -155,6 +175,10 @@ TEST(Model, RandomSequencesMatchTheModel) {
 
 TEST(Model, RandomSequencesMatchTheModelWithWriteBacks) {
   run_model(16 * kChunk);
+}
+
+TEST(Model, RandomSequencesOnDramAndSsdWithSaveAdmissionMatchTheModel) {
+  for (uint64_t seed : {1, 2, 3}) run_model(16 * kChunk, true, seed);
 }
 
 // `replay_like`: DRAM over SSD with save-time admission (StoreConfig::save_admission), as
