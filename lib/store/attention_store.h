@@ -230,7 +230,9 @@ class AttentionStore {
   /// missing, expired (then dropped, as a lookup finds it), invalid spec, or the rewrite failed
   /// and the entry was dropped). Aligned to
   /// chunks it only edits metadata; otherwise it rewrites the entry. A session whose save is
-  /// in flight (see SaveHandle::commit) is not truncated (false): wait for the commit first.
+  /// in flight (see SaveHandle::commit) is not truncated (false): wait for the commit first;
+  /// nor is one whose save lands or starts while the rewrite reads the entry (false; the
+  /// newer entry stands).
   bool truncate(SessionId session, const TruncateSpec& spec);
   /// Removes an entry, and drops a save of the session in flight; true when either existed.
   /// A dropped save's space is freed when its writes finish, not at once.
@@ -288,8 +290,8 @@ class AttentionStore {
   /// Checks that every slot each tier has allocated belongs to exactly one entry, SSD copy,
   /// save in flight or list of slots retired until an entry's loads end, and that each of
   /// those slots is allocated. Returns one line per finding, empty when all is consistent.
-  /// Meant for an idle store (wait_idle(), no SaveHandle open): then no entry is pinned or
-  /// moving and no slots wait for loads, and those are reported too.
+  /// Meant for an idle store (wait_idle(), no SaveHandle or LoadHandle open): then no entry
+  /// is pinned or moving and no slots wait for loads, and those are reported too.
   std::string audit_slots() const;
 
  private:

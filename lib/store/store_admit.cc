@@ -107,6 +107,7 @@ bool AttentionStore::save_below(SaveState* st) {
   base->ssd_copy = std::move(stale);
   base->copy_nt = base->copy_valid = 0;
   unlink_locked(base);
+  st->copy_owner = base;
   st->tier = TierKind::Ssd;
   st->first_chunk = share;
   st->tail_offset = 0;

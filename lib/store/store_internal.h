@@ -67,6 +67,10 @@ struct SaveState {
   /// Token chunks [0, first_chunk) of every layer are the base's chunks (slots and
   /// checksums shared, never written); the rest are `own`, reserved for this save.
   std::shared_ptr<StoreEntry> base;
+  /// Admitted below (store_admit.cc): the DRAM entry whose SSD copy's chunks this save took
+  /// (gone from the index). Loads of it that began while those chunks were its own may still
+  /// read them, so the save's entry lends through it (StoreEntry::lender).
+  std::shared_ptr<StoreEntry> copy_owner;
   uint64_t first_chunk = 0;  ///< the first token chunk written (per layer, K and V)
   /// In a memory tier the base's last partial chunk is extended in place (one append at a
   /// time per base, StoreEntry::appending): chunk first_chunk is written from this byte on.

@@ -152,6 +152,7 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
     st->entry->meta = m;
     st->entry->tier = st->tier;
     st->entry->in_flight = true;
+    st->entry->lender = st->copy_owner;
   } else {
     stats_.add(Counter::SaveFailures);
   }
@@ -288,7 +289,10 @@ void AttentionStore::abort_save(SaveState& st) {
   std::lock_guard<std::mutex> g(mu_);
   if (st.finished || !st.admitted) return;
   st.finished = true;
-  tier(st.tier)->allocator().release(st.own);
+  // Through the entry's lender: slots taken from another entry's SSD copy (admitted below)
+  // wait for that entry's loads.
+  EntryPtr lender = st.entry ? st.entry->lender : nullptr;
+  free_slots_locked(&lender, st.tier, st.own);
   release_base_locked(&st);
 }
 
@@ -357,6 +361,10 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
     st->base_loads_released = true;
   }
   release_base_locked(st.get());
+  // A base no load pins any more reads nothing: skip it now, or in-memory appends (which
+  // share every chunk and so free nothing through the chain) would keep every earlier entry
+  // of the session alive (free_slots_locked prunes the same way when it frees).
+  while (e->lender && e->lender->doomed && e->lender->pins == 0) e->lender = e->lender->lender;
   move_cv_.notify_all();  // reserve() may be waiting for the saves in flight to land
   if (!ok) {
     drop_copy_locked(e);
@@ -432,9 +440,9 @@ void AttentionStore::cut_copy_locked(const EntryPtr& e, uint64_t c0, uint64_t c1
 
 bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
   std::unique_lock<std::mutex> g(mu_);
-  if (in_flight_.count(session)) return false;  // its commit has not landed
   EntryPtr e;
   for (;;) {
+    if (in_flight_.count(session)) return false;  // its commit has not landed
     auto it = index_.find(session);
     if (it == index_.end()) return false;
     e = it->second;
@@ -522,8 +530,20 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
     std::memcpy(nk.data() + dst + head, k.data() + tail_src, tail);
     std::memcpy(nv.data() + dst + head, v.data() + tail_src, tail);
   }
-  // Free the old entry first so the rewrite has room even in a full store.
-  erase(session);
+  {
+    // Free the old entry first so the rewrite has room even in a full store; but only the
+    // entry read: a save of the session that landed or started meanwhile holds a newer
+    // history, which stands (not truncated: false).
+    std::lock_guard<std::mutex> g2(mu_);
+    auto it = index_.find(session);
+    if (it == index_.end() || it->second != e || in_flight_.count(session) ||
+        e->meta.tokens != m.tokens) {
+      return false;
+    }
+    unlink_locked(e);
+    stats_.add(Counter::Erases);
+    move_cv_.notify_all();
+  }
   SaveRequest req{session, m.fingerprint, m.encoding, m.shape, kept, m.ttl, m.created};
   SaveHandle h = begin_save(req);
   if (!h.ok()) return false;

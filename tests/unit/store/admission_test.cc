@@ -196,5 +196,62 @@ TEST(SaveAdmission, AnEntryTruncatedWhileItsWriteBackRunsIsNotTakenBelow) {
   std::filesystem::remove_all(dir);
 }
 
+// A load of an SSD entry that began before the entry's promotion reads the SSD slots that
+// then become its copy. A save admitted below takes that copy's chunks; when it is aborted
+// they go back only after that load (the save's entry lends through the entry they came
+// from), so a demotion cannot write over them while the load still has them to read.
+TEST(SaveAdmission, TakenCopyChunksWaitForTheLoadsOfTheEntryTheyCameFrom) {
+  const std::string dir = testing::fresh_dir("admit_lender");
+  auto gate = std::make_shared<testing::GatedIo>(make_pread_backend());
+  StoreConfig c = cfg(dir, true, 0);
+  c.io_backend = gate;
+  {
+    AttentionStore st(c);
+    struct Open {  // a failed assertion must not leave the store's threads at the gate
+      testing::GatedIo* g;
+      ~Open() { g->open(); }
+    } open_on_exit{gate.get()};
+    const auto pos = iota_positions(64);
+    for (SessionId s = 1; s <= 4; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, pos));
+    st.wait_idle();
+    ASSERT_EQ(where(st, 1), TierKind::Ssd);  // LRU's victim when 4 came
+    ASSERT_TRUE(st.erase(4));                // DRAM room for 1
+    gate->hold_reads();
+    ASSERT_EQ(st.prefetch({1}), 1u);  // its promotion waits to read it
+    std::vector<std::vector<char>> bufs(4, std::vector<char>(64 * 512));
+    const std::vector<LayerTarget> tg{{bufs[0].data(), bufs[1].data()},
+                                      {bufs[2].data(), bufs[3].data()}};
+    LoadHandle h = st.load(testing::key_for(1, 1, pos), tg, -1, 0);  // pinned, nothing read
+    ASSERT_TRUE(h.ok());
+    gate->open();
+    st.wait_idle();
+    ASSERT_EQ(where(st, 1), TierKind::Dram);
+    ASSERT_EQ(st.ssd_copy_bytes(), kEntryChunks * kChunk);  // the slots `h` reads
+    st.prefetch({});  // 1 no longer in the look-ahead
+    for (SessionId s : {2, 3}) ASSERT_EQ(load_check(st, s, s, kShape, pos), 64);  // 1 is LRU
+    {
+      SaveHandle sv = st.begin_save(SaveRequest{1, testing::test_fp(), KeyEncoding::PreRope, kShape,
+                                                tokens_for(1, iota_positions(96))});
+      ASSERT_TRUE(sv.ok());
+      ASSERT_EQ(sv.tier(), TierKind::Ssd);
+      ASSERT_EQ(st.stats().get(Counter::SavesAdmittedBelow), 1u);
+    }  // aborted: the chunks it took are freed once `h` ends
+    // 5 makes room in DRAM: 2 is demoted into whatever SSD slots were freed last.
+    ASSERT_TRUE(save_entry(st, 5, 5, kShape, pos));
+    st.wait_idle();
+    EXPECT_EQ(where(st, 2), TierKind::Ssd);
+    EXPECT_TRUE(h.wait_all());
+    for (int l = 0; l < 2; ++l) {
+      EXPECT_EQ(bufs[2 * l], layer_bytes(1, kShape, l, 0, pos)) << l;
+      EXPECT_EQ(bufs[2 * l + 1], layer_bytes(1, kShape, l, 1, pos)) << l;
+    }
+    EXPECT_EQ(st.stats().get(Counter::ChecksumFailures), 0u);
+    h = LoadHandle();
+    EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
+  }
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace cb::store

@@ -20,6 +20,7 @@
 namespace cb::store {
 namespace {
 
+using testing::GatedIo;
 using testing::iota_positions;
 using testing::load_check;
 using testing::save_entry;
@@ -443,49 +444,6 @@ TEST(Store, StartupErrorsAreClear) {
 
 // ---- saves in flight: visible to loads from commit() until the commit lands ----------------
 
-/// Holds every write back while closed, so a save stays in flight as long as a test needs;
-/// hold_syncs() holds only the data syncs (a save's writes are done, its commit waits).
-class GatedIo final : public IoBackend {
- public:
-  explicit GatedIo(std::shared_ptr<IoBackend> inner) : inner_(std::move(inner)) {}
-  void close() {
-    std::lock_guard<std::mutex> g(mu_);
-    open_ = false;
-  }
-  void hold_syncs() {
-    std::lock_guard<std::mutex> g(mu_);
-    syncs_open_ = false;
-  }
-  void open() {
-    std::lock_guard<std::mutex> g(mu_);
-    open_ = syncs_open_ = true;
-    cv_.notify_all();
-  }
-  void submit(IoOp* ops, size_t n) override {
-    bool writes = false;
-    for (size_t i = 0; i < n; ++i) writes = writes || ops[i].write;
-    if (writes) {
-      std::unique_lock<std::mutex> g(mu_);
-      cv_.wait(g, [&] { return open_; });
-    }
-    inner_->submit(ops, n);
-  }
-  int sync(int fd) override {
-    {
-      std::unique_lock<std::mutex> g(mu_);
-      cv_.wait(g, [&] { return syncs_open_; });
-    }
-    return inner_->sync(fd);
-  }
-  std::string name() const override { return "gated(" + inner_->name() + ")"; }
-
- private:
-  std::shared_ptr<IoBackend> inner_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool open_ = true, syncs_open_ = true;
-};
-
 struct GatedStore {
   std::string dir;
   std::shared_ptr<FaultyIo> faults;
@@ -601,6 +559,26 @@ TEST(Store, ALoadEndingBeforeAnAppendLandsUnpinsTheBaseOnce) {
   EXPECT_TRUE(g.st->erase(1));  // the new entry's slots pass through the base (its lender)
   EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 0u);
   EXPECT_EQ(g.st->audit_slots(), "");
+  EXPECT_EQ(g.st->accounting_errors(), 0u);
+  EXPECT_EQ(g.st->audit_slots(), "");
+}
+
+// An unaligned truncation reads the entry, then rewrites it. A save of the session that lands
+// meanwhile holds a newer history: the truncation gives up (false) rather than erase it.
+TEST(Store, ATruncationRewriteLosesToASaveThatLandsWhileItReads) {
+  GatedStore g("truncate_race");
+  ASSERT_TRUE(save_entry(*g.st, 1, 7, kShape, iota_positions(150)));
+  g.gate->hold_reads();
+  const OpenOnExit guard{g.gate.get()};
+  auto cut = std::async(std::launch::async, [&] {  // 10 tokens: not whole chunks, a rewrite
+    return g.st->truncate(1, TruncateSpec{10, 0, 0});
+  });
+  g.gate->wait_until_held();  // the truncation is reading the entry
+  ASSERT_TRUE(save_entry(*g.st, 1, 8, kShape, iota_positions(100)));  // another history
+  g.gate->open();
+  EXPECT_FALSE(cut.get());
+  EXPECT_EQ(testing::load_check(*g.st, 1, 8, kShape, iota_positions(100)), 100);
+  EXPECT_EQ(g.st->used_bytes(TierKind::Ssd), 2u * 4u * 2u * kChunk);  // the new entry only
   EXPECT_EQ(g.st->accounting_errors(), 0u);
   EXPECT_EQ(g.st->audit_slots(), "");
 }

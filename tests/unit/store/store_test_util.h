@@ -5,16 +5,80 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "lib/store/attention_store.h"
+#include "lib/store/io_backend.h"
 
 namespace cb::store::testing {
+
+/// An IoBackend that holds every write back while closed, so a save stays in flight as long
+/// as a test needs; hold_syncs() holds only the data syncs (a save's writes are done, its
+/// commit waits), hold_reads() only the reads; open() lets everything through.
+class GatedIo final : public IoBackend {
+ public:
+  explicit GatedIo(std::shared_ptr<IoBackend> inner) : inner_(std::move(inner)) {}
+  void close() {
+    std::lock_guard<std::mutex> g(mu_);
+    open_ = false;
+  }
+  void hold_syncs() {
+    std::lock_guard<std::mutex> g(mu_);
+    syncs_open_ = false;
+  }
+  void hold_reads() {
+    std::lock_guard<std::mutex> g(mu_);
+    reads_open_ = false;
+  }
+  void open() {
+    std::lock_guard<std::mutex> g(mu_);
+    open_ = syncs_open_ = reads_open_ = true;
+    cv_.notify_all();
+  }
+  void submit(IoOp* ops, size_t n) override {
+    bool writes = false, reads = false;
+    for (size_t i = 0; i < n; ++i) (ops[i].write ? writes : reads) = true;
+    if (writes || reads) {
+      std::unique_lock<std::mutex> g(mu_);
+      const auto go = [&] { return (!writes || open_) && (!reads || reads_open_); };
+      if (!go()) {
+        ++held_;
+        cv_.notify_all();
+        cv_.wait(g, go);
+        --held_;
+      }
+    }
+    inner_->submit(ops, n);
+  }
+  /// Blocks until some I/O is held at the gate.
+  void wait_until_held() {
+    std::unique_lock<std::mutex> g(mu_);
+    cv_.wait(g, [&] { return held_ > 0; });
+  }
+  int sync(int fd) override {
+    {
+      std::unique_lock<std::mutex> g(mu_);
+      cv_.wait(g, [&] { return syncs_open_; });
+    }
+    return inner_->sync(fd);
+  }
+  std::string name() const override { return "gated(" + inner_->name() + ")"; }
+
+ private:
+  std::shared_ptr<IoBackend> inner_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = true, syncs_open_ = true, reads_open_ = true;
+  int held_ = 0;  ///< reads and writes waiting at the gate
+};
 
 /// Bytes written to the SSD tier so far.
 inline uint64_t ssd_written(const AttentionStore& st) {
