@@ -16,11 +16,13 @@ namespace cb::store {
 struct StoreEntry {
   EntryMeta meta;
   TierKind tier = TierKind::Dram;
-  int pins = 0;               ///< loads and moves in flight (slots must not be freed)
-  bool moving = false;        ///< a demotion or promotion is copying it
-  bool doomed = false;        ///< erased while pinned: gone from the index
-  bool in_flight = false;     ///< a save's entry, visible to loads before its commit lands
-  bool appending = false;     ///< an append save is extending its last partial chunk in place
+  int pins = 0;            ///< loads and moves in flight (slots must not be freed)
+  bool moving = false;     ///< a demotion or promotion is copying it
+  bool doomed = false;     ///< erased while pinned: gone from the index
+  bool in_flight = false;  ///< a save's entry, visible to loads before its commit lands
+  /// An append save is extending its last partial chunk in place (or one that failed did,
+  /// and loads of it were still to read the chunk: then for as long as this entry lives).
+  bool appending = false;
   bool clean_queued = false;  ///< a write-back ahead of eviction is queued for it
   bool cleaning = false;      ///< ... and running: it holds one pin, which eviction ignores
   int copy_lent = 0;          ///< saves below taking its SSD copy (neither dropped nor replaced)

@@ -360,7 +360,12 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
     for (; st->base_load_pins > 0; --st->base_load_pins) unpin_locked(base);
     st->base_loads_released = true;
   }
+  // A failed append that extended the base's last chunk in place, with loads of it still to
+  // read that chunk past the base's bytes: no later append may extend the chunk in place
+  // under them, so the base stays marked (later appends write that chunk anew).
+  const bool tail_still_read = !ok && base && st->tail_offset > 0 && e->pins > 0;
   release_base_locked(st.get());
+  if (tail_still_read) base->appending = true;
   // A base no load pins any more reads nothing: skip it now, or in-memory appends (which
   // share every chunk and so free nothing through the chain) would keep every earlier entry
   // of the session alive (free_slots_locked prunes the same way when it frees).
