@@ -272,7 +272,7 @@ void AttentionStore::release_locked(const EntryPtr& e, TierKind t, std::vector<u
 }
 
 void AttentionStore::free_slots_locked(EntryPtr* lender, TierKind t, std::vector<uint64_t> slots) {
-  while (*lender && (*lender)->pins == 0) *lender = (*lender)->lender;  // prune idle lenders
+  skip_idle_lenders(lender);
   if (*lender) {
     (*lender)->retired.emplace_back(t, std::move(slots));
   } else {

@@ -373,7 +373,8 @@ class AttentionStore {
   /// begin_save's append attempt: true when `st` was admitted as an append to the session's
   /// entry (see SaveRequest::append).
   bool try_append(SaveState* st);
-  /// Ends an append save's hold on its base (caller holds mu_).
+  /// Ends an append save's hold on its base, and its in-place extension of the base's last
+  /// chunk unless loads of the save are still to read it (caller holds mu_).
   void release_base_locked(SaveState* st);
   void drop_corrupt(const EntryPtr& e);
   bool journal_commit(EntryMeta* m);

@@ -45,6 +45,12 @@ struct StoreEntry {
   uint64_t copy_nt = 0, copy_valid = 0;
 };
 
+/// Skips the lenders at the head of `*lender`'s chain that no load pins: they read nothing,
+/// so slots need not wait for them (AttentionStore::free_slots_locked, finish_save).
+inline void skip_idle_lenders(std::shared_ptr<StoreEntry>* lender) {
+  while (*lender && (*lender)->pins == 0) *lender = (*lender)->lender;
+}
+
 /// What the advisor sees of `e` (session `id`), sized as `chunks` slots of `slot_bytes`.
 inline EntryInfo entry_info(SessionId id, const StoreEntry& e, uint64_t chunks,
                             uint64_t slot_bytes) {

@@ -233,7 +233,10 @@ bool AttentionStore::try_append(SaveState* st) {
 
 void AttentionStore::release_base_locked(SaveState* st) {
   if (!st->base) return;
-  if (st->tail_offset > 0) st->base->appending = false;
+  // An append that extended the base's last chunk in place and has loads still to read that
+  // chunk past the base's bytes (its commit failed, or it is doomed; a committed one's base
+  // is gone) leaves the base marked: no later append extends the chunk in place under them.
+  if (st->tail_offset > 0 && !(st->entry && st->entry->pins > 0)) st->base->appending = false;
   unpin_locked(st->base);
   st->base.reset();
 }
@@ -360,16 +363,10 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
     for (; st->base_load_pins > 0; --st->base_load_pins) unpin_locked(base);
     st->base_loads_released = true;
   }
-  // A failed append that extended the base's last chunk in place, with loads of it still to
-  // read that chunk past the base's bytes: no later append may extend the chunk in place
-  // under them, so the base stays marked (later appends write that chunk anew).
-  const bool tail_still_read = !ok && base && st->tail_offset > 0 && e->pins > 0;
   release_base_locked(st.get());
-  if (tail_still_read) base->appending = true;
-  // A base no load pins any more reads nothing: skip it now, or in-memory appends (which
-  // share every chunk and so free nothing through the chain) would keep every earlier entry
-  // of the session alive (free_slots_locked prunes the same way when it frees).
-  while (e->lender && e->lender->doomed && e->lender->pins == 0) e->lender = e->lender->lender;
+  // Now, not only when the entry frees slots: in-memory appends share every chunk and so
+  // free nothing through the chain, which would keep every earlier entry of the session alive.
+  skip_idle_lenders(&e->lender);
   move_cv_.notify_all();  // reserve() may be waiting for the saves in flight to land
   if (!ok) {
     drop_copy_locked(e);

@@ -63,17 +63,21 @@ void check_accounting(AttentionStore& st) {
   EXPECT_EQ(st.audit_slots(), "");
 }
 
-// `replay_like`: DRAM over SSD with save-time admission, as replays run the store.
-StoreConfig model_cfg(const std::string& dir, uint64_t clean_ahead, bool replay_like) {
+// `replay_like`: DRAM over SSD with save-time admission (StoreConfig::save_admission), as
+// replays run the store, instead of HBM over DRAM over SSD; `dram_chunks` of DRAM.
+StoreConfig model_cfg(const std::string& dir, uint64_t clean_ahead, bool replay_like,
+                      uint64_t dram_chunks) {
   StoreConfig c = cfg(dir, clean_ahead);
-  if (replay_like) {  // DRAM for about three entries at their longest
+  if (replay_like) {
     c.hbm_bytes = 0;
-    c.dram_bytes = 192 * kChunk;
+    c.dram_bytes = dram_chunks * kChunk;
     c.ssd_bytes = 320 * kChunk;
     c.save_admission = true;
   }
   return c;
 }
+
+constexpr uint64_t kModelDram = 192;  // run_model: about three entries at their longest
 
 void run_model(uint64_t clean_ahead, bool replay_like = false, uint64_t seed = 12345) {
   const std::string dir = testing::fresh_dir("model");
@@ -81,7 +85,7 @@ void run_model(uint64_t clean_ahead, bool replay_like = false, uint64_t seed = 1
   std::mt19937_64 rng(seed);
   std::map<SessionId, TierKind> on_close;
   {
-    AttentionStore st(model_cfg(dir, clean_ahead, replay_like));
+    AttentionStore st(model_cfg(dir, clean_ahead, replay_like, kModelDram));
     for (int step = 0; step < 400; ++step) {
       const SessionId s = 1 + rng() % 14;
       const int op = static_cast<int>(rng() % 10);
@@ -153,7 +157,7 @@ void run_model(uint64_t clean_ahead, bool replay_like = false, uint64_t seed = 1
     }
   }
   // After a restart exactly the SSD entries come back, with the same contents.
-  StoreConfig c = model_cfg(dir, 0, replay_like);
+  StoreConfig c = model_cfg(dir, 0, replay_like, kModelDram);
   c.hbm_bytes = 0;
   AttentionStore st(c);
   std::vector<SessionId> want;
@@ -181,17 +185,10 @@ TEST(Model, RandomSequencesOnDramAndSsdWithSaveAdmissionMatchTheModel) {
   for (uint64_t seed : {1, 2, 3}) run_model(16 * kChunk, true, seed);
 }
 
-// `replay_like`: DRAM over SSD with save-time admission (StoreConfig::save_admission), as
-// replays run the store, instead of HBM over DRAM over SSD.
 void run_concurrency(uint64_t clean_ahead, bool replay_like = false) {
   const std::string dir = testing::fresh_dir("conc");
-  StoreConfig c = cfg(dir, clean_ahead);
-  if (replay_like) {  // DRAM for about three of the sessions' entries at their longest
-    c.hbm_bytes = 0;
-    c.dram_bytes = 128 * kChunk;
-    c.ssd_bytes = 320 * kChunk;
-    c.save_admission = true;
-  }
+  // DRAM for about three of the sessions' entries at their longest (shorter than run_model's).
+  StoreConfig c = model_cfg(dir, clean_ahead, replay_like, 128);
   auto owner = std::make_unique<AttentionStore>(c);
   AttentionStore& st = *owner;
   std::atomic<int> wrong{0}, failed{0}, hits{0};
