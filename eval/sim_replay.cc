@@ -107,8 +107,10 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
   ec.truncate_align = truncate_align(
       opts, static_cast<uint64_t>(mc.kv_dim()) * static_cast<uint64_t>(p.kv_bytes_per_element));
   if (ec.num_blocks <= 0) {
+    // Only a run with a store gives up HBM to its HBM tier: RE has none.
+    const uint64_t store_hbm = st ? opts.store.hbm_bytes : 0;
     ec.num_blocks = static_cast<int>(
-        std::min<int64_t>(sim_kv_blocks(mc, p, ec.block_size, opts.store.hbm_bytes), 1 << 30));
+        std::min<int64_t>(sim_kv_blocks(mc, p, ec.block_size, store_hbm), 1 << 30));
   }
   sim::SimEngine eng(cost, st.get(), ec, mc.max_context);
   run.result = eng.run(sessions, progress);

@@ -1,5 +1,6 @@
 #include "lib/sim/profile.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -165,9 +166,16 @@ nlohmann::json HardwareProfile::to_json() const {
 void HardwareProfile::validate(const std::string& origin) const {
   for (const Field& f : fields()) {
     const double v = this->*(f.member);
-    if (!std::isfinite(v) || (f.positive ? !(v > 0) : v < 0)) {
+    // A rate or cost near zero turns into infinite times (and NaN counts) downstream.
+    if (!std::isfinite(v) || (f.positive ? !(v >= 1e-6) : v < 0)) {
       throw make_error(origin, std::string("field '") + f.name + "' is " + std::to_string(v),
-                       f.positive ? "it must be a number > 0" : "it must be a number >= 0");
+                       f.positive ? "it must be a number >= 1e-6" : "it must be a number >= 0");
+    }
+    // Capacities become byte counts (uint64_t): a value past 2^62 would not convert.
+    const std::string field = f.name;
+    if (field.size() > 6 && field.compare(field.size() - 6, 6, "_bytes") == 0 && v > 0x1p62) {
+      throw make_error(origin, "field '" + field + "' is " + std::to_string(v),
+                       "a capacity must be at most 2^62 bytes (4.6e18)");
     }
   }
   if (gpus < 1) throw make_error(origin, "field 'gpus' must be >= 1");
@@ -201,7 +209,15 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::s
     if (!j[k].is_number_integer()) {
       throw make_error(origin, std::string("field '") + k + "' must be an integer");
     }
-    *out = j[k].get<int>();
+    // Read wide and range-check: get<int>() would wrap 4294967298 to 2.
+    const int64_t v = j[k].is_number_unsigned()
+                          ? static_cast<int64_t>(std::min<uint64_t>(j[k].get<uint64_t>(), 1u << 31))
+                          : j[k].get<int64_t>();
+    if (v < 0 || v > 65536) {
+      throw make_error(origin, std::string("field '") + k + "' is " + std::to_string(v),
+                       "it must be an integer from 0 to 65536");
+    }
+    *out = static_cast<int>(v);
   };
   integer("gpus", &p.gpus);
   integer("kv_bytes_per_element", &p.kv_bytes_per_element);
@@ -238,9 +254,9 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   std::ifstream in(name_or_path);
   if (!in) {
     // A path (a slash or a .json name) is a file that could not be read, not a misspelt name.
-    const bool path = name_or_path.find('/') != std::string::npos ||
-                      (name_or_path.size() > 5 &&
-                       name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+    const bool path =
+        name_or_path.find('/') != std::string::npos ||
+        (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
     if (path) {
       throw make_error(option + " " + name_or_path,
                        std::string("cannot read the hardware profile: ") + std::strerror(errno),

@@ -54,6 +54,22 @@ TEST(Profile, MalformedProfilesNameTheField) {
   d["gpus"] = 0;
   EXPECT_NE(msg(d).find("gpus"), std::string::npos);
   EXPECT_NE(msg(nlohmann::json::array()).find("object"), std::string::npos);
+  // Values that would not convert: a capacity past uint64_t, an integer past int.
+  nlohmann::json e = j;
+  e["dram_bytes"] = 1e20;
+  EXPECT_NE(msg(e).find("dram_bytes"), std::string::npos);
+  nlohmann::json f = j;
+  f["kv_bytes_per_element"] = 4294967298ll;
+  EXPECT_NE(msg(f).find("kv_bytes_per_element"), std::string::npos);
+  nlohmann::json g = j;
+  g["gpus"] = 18446744073709551615ull;
+  EXPECT_NE(msg(g).find("gpus"), std::string::npos);
+  nlohmann::json h = j;
+  h["ssd_bytes"] = 4e18;  // 4 EB still converts
+  nlohmann::json k = j;
+  k["h2d_gbps"] = 1e-310;  // denormal: transfer times overflow
+  EXPECT_NE(msg(k).find("h2d_gbps"), std::string::npos);
+  EXPECT_EQ(msg(h), "no error");
 }
 
 TEST(CostModel, DecodeAtBatchOneIsBoundByReadingTheWeights) {
@@ -719,6 +735,36 @@ TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   p.gpus = 1;
   p.hbm_bytes = 16e9;
   EXPECT_THROW(eval::sim_kv_blocks(model::preset_config("llama-65b"), p, 16, 0), Error);
+}
+
+// The store's HBM tier comes out of the KV pool of the runs that have a store; RE has none, so
+// `--hbm` must not shrink its pool (a handicap that would overstate CA's gains).
+TEST(SimReplay, OnlyARunWithAStoreGivesUpHbmToItsHbmTier) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions(2);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i].id = 1 + i;
+    sessions[i].turns.resize(1);
+    sessions[i].turns[0].ids.resize(100);
+    sessions[i].turns[0].output_tokens = 4;
+  }
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 4'000'000'000;
+  o.engine.sched.rate = 0;
+  const auto blocks = [&](engine::Mode m, uint64_t hbm) {
+    o.store.hbm_bytes = hbm;
+    return eval::run_sim_replay(mc, sessions, m, o, so).summary["kv_blocks"].get<int64_t>();
+  };
+  const int64_t whole = eval::sim_kv_blocks(mc, so.profile, o.engine.block_size, 0);
+  const uint64_t tier = 40'000'000'000;
+  EXPECT_EQ(blocks(engine::Mode::RE, 0), whole);
+  EXPECT_EQ(blocks(engine::Mode::RE, tier), whole);
+  EXPECT_LT(blocks(engine::Mode::CA, tier), whole);
+  EXPECT_EQ(blocks(engine::Mode::CA, tier),
+            eval::sim_kv_blocks(mc, so.profile, o.engine.block_size, tier));
 }
 
 }  // namespace
