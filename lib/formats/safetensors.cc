@@ -11,10 +11,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 
 namespace cb::formats {
 
@@ -59,32 +61,60 @@ std::string dims_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+/// Finds a key the top-level object holds twice, in one linear SAX pass (nlohmann's parser
+/// keeps the last value of a duplicate silently, and a parser callback that could see the
+/// keys makes every object's end scan its parent: quadratic in the tensors).
+struct TopLevelKeys : nlohmann::json_sax<json> {
+  int depth = 0;
+  std::set<std::string> seen;
+  std::string twice;
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return ++depth, true; }
+  bool end_object() override { return --depth, true; }
+  bool start_array(std::size_t) override { return ++depth, true; }
+  bool end_array() override { return --depth, true; }
+  bool key(string_t& k) override {
+    if (depth == 1 && !seen.insert(k).second) {
+      twice = k;
+      return false;
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;
+  }
+};
+
 /// Parses JSON text; syntax errors, excessive nesting and (at the top level) duplicate keys
 /// become cb::Error naming `path`.
 json parse_json(const std::string& path, const char* first, const char* last, const char* what) {
-  std::set<std::string> top_keys;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth > kMaxJsonDepth) {
-      throw make_error(path,
-                       std::string(what) + " nests JSON more than " +
-                           std::to_string(kMaxJsonDepth) + " levels deep",
-                       kFixCorrupt);
-    }
-    if (event == json::parse_event_t::key && depth == 1 && parsed.is_string()) {
-      const auto& k = parsed.get_ref<const std::string&>();
-      if (!top_keys.insert(k).second) {
-        throw make_error(path, std::string(what) + " has the key " + quote(k) + " twice",
-                         kFixCorrupt);
-      }
-    }
-    return true;
-  };
+  if (json_nesting_depth(std::string_view(first, static_cast<size_t>(last - first))) >
+      static_cast<size_t>(kMaxJsonDepth)) {
+    throw make_error(path,
+                     std::string(what) + " nests JSON more than " + std::to_string(kMaxJsonDepth) +
+                         " levels deep",
+                     kFixCorrupt);
+  }
+  json j;
   try {
-    return json::parse(first, last, cb);
+    j = json::parse(first, last);
   } catch (const json::exception& e) {
     throw make_error(path, std::string(what) + " is not valid JSON (" + e.what() + ")",
                      kFixCorrupt);
   }
+  TopLevelKeys keys;
+  json::sax_parse(first, last, &keys);
+  if (!keys.twice.empty()) {
+    throw make_error(path, std::string(what) + " has the key " + quote(keys.twice) + " twice",
+                     kFixCorrupt);
+  }
+  return j;
 }
 
 uint64_t read_le64(const uint8_t* p) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 #include "lib/metrics/json_path.h"
 
 namespace cb::metrics {
@@ -156,6 +157,12 @@ const json& select_summary(const json& doc, const std::string& name) {
 }
 
 json parse_document(const std::string& text, const std::string& name) {
+  // A result nests a few levels; rendering a deeper value in a message would recurse per level.
+  constexpr size_t kMaxDepth = 64;
+  if (json_nesting_depth(text) > kMaxDepth) {
+    throw make_error(name, "nests JSON more than " + std::to_string(kMaxDepth) + " levels deep",
+                     "pass a result written with --out");
+  }
   try {
     return json::parse(text);
   } catch (const json::exception& e) {  // parse errors, and numbers beyond a double

@@ -1,16 +1,28 @@
 #include "lib/model/hf_config.h"
 
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 
 namespace cb::model {
 namespace {
 
 using nlohmann::json;
+
+/// A config.json nests 3 levels or so; deeper text is refused before parsing (rendering a
+/// value for an error message recurses once per level: see lib/core/json_depth.h).
+constexpr size_t kMaxJsonDepth = 64;
+
+/// Short rendering of a value for an error message.
+std::string brief(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+}
 
 class Fields {
  public:
@@ -23,8 +35,9 @@ class Fields {
     const json& v = j_.at(k);
     if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
         v.get<int64_t>() > std::numeric_limits<int>::max()) {
-      throw make_error(path_, "field '" + k + "' must be an integer from 0 to 2147483647, found " + v.dump(),
-                       "fix config.json");
+      throw make_error(
+          path_, "field '" + k + "' must be an integer from 0 to 2147483647, found " + brief(v),
+          "fix config.json");
     }
     return static_cast<int>(v.get<int64_t>());
   }
@@ -39,7 +52,7 @@ class Fields {
     if (!has(k)) return def;
     const json& v = j_.at(k);
     if (!v.is_number()) {
-      throw make_error(path_, "field '" + k + "' must be a number, found " + v.dump(),
+      throw make_error(path_, "field '" + k + "' must be a number, found " + brief(v),
                        "fix config.json");
     }
     return v.get<float>();
@@ -48,7 +61,7 @@ class Fields {
     if (!has(k)) return def;
     const json& v = j_.at(k);
     if (!v.is_boolean()) {
-      throw make_error(path_, "field '" + k + "' must be true or false, found " + v.dump(),
+      throw make_error(path_, "field '" + k + "' must be true or false, found " + brief(v),
                        "fix config.json");
     }
     return v.get<bool>();
@@ -100,9 +113,14 @@ ModelConfig config_from_hf(const std::string& path) {
     throw make_error(path, "cannot open config.json",
                      "a Hugging Face model directory needs config.json next to the weights");
   }
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (json_nesting_depth(text) > kMaxJsonDepth) {
+    throw make_error(path, "nests JSON more than " + std::to_string(kMaxJsonDepth) + " levels deep",
+                     "fix or re-download config.json");
+  }
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw make_error(path, std::string("malformed JSON: ") + e.what(),
                      "fix or re-download config.json");

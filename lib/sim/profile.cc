@@ -9,6 +9,7 @@
 
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 
 namespace cb::sim {
 namespace {
@@ -266,6 +267,10 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   }
   std::stringstream ss;
   ss << in.rdbuf();
+  if (json_nesting_depth(ss.str()) > 8) {  // a profile is a flat object and its sources
+    throw make_error(name_or_path, "nests JSON more than 8 levels deep",
+                     "a hardware profile is a flat JSON object");
+  }
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded()) {
     throw make_error(name_or_path, "not valid JSON", "a hardware profile is a JSON object");

@@ -55,8 +55,11 @@ void fsync_dir(const std::string& file) {
   }
 }
 
-/// Whether a whole, intact record starts at `pos`; its type and payload length if so.
-bool record_at(const std::string& data, size_t pos, uint32_t* type, uint32_t* len) {
+/// Whether a whole, intact record starts at `pos`; its type and payload length if so. Each
+/// payload checked costs its length from `*hash_budget`; one longer than what is left is not
+/// checked (not a record).
+bool record_at(const std::string& data, size_t pos, uint32_t* type, uint32_t* len,
+               uint64_t* hash_budget) {
   if (data.size() - pos < kHeader) return false;
   uint32_t magic = 0;
   uint64_t sum = 0;
@@ -65,6 +68,8 @@ bool record_at(const std::string& data, size_t pos, uint32_t* type, uint32_t* le
   std::memcpy(len, &data[pos + 8], 4);
   std::memcpy(&sum, &data[pos + 12], 8);
   if (magic != kMagic || *len > kMaxPayload || data.size() - pos - kHeader < *len) return false;
+  if (*len > *hash_budget) return false;
+  *hash_budget -= *len;
   return checksum(data.data() + pos + kHeader, *len, *type) == sum;
 }
 
@@ -96,14 +101,19 @@ ReplayResult Journal::replay(const std::string& path) {
   const std::string data = ss.str();
   const std::string magic(reinterpret_cast<const char*>(&kMagic), 4);
   size_t pos = 0;
+  // Resyncing after damage checks every magic found, each against the length its header
+  // claims: crafted damage (headers that each claim the rest of the file) would make that
+  // quadratic. The intact records cost the file's size at most; false starts get as much
+  // again, then further ones are not checked and the rest counts as damage.
+  uint64_t hash_budget = 2 * static_cast<uint64_t>(data.size()) + (1u << 20);
   while (pos < data.size()) {
     uint32_t type = 0, len = 0;
-    if (!record_at(data, pos, &type, &len)) {
+    if (!record_at(data, pos, &type, &len, &hash_budget)) {
       // Corrupt bytes: the next intact record (each starts with the magic) resumes the replay;
       // with none, this is the torn tail a crash leaves.
       size_t next = pos;
       while ((next = data.find(magic, next + 1)) != std::string::npos &&
-             !record_at(data, next, &type, &len)) {
+             !record_at(data, next, &type, &len, &hash_budget)) {
       }
       if (next == std::string::npos) break;
       res.corrupt_bytes += next - pos;

@@ -14,6 +14,7 @@
 
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/json_depth.h"
 #include "lib/store/size_parse.h"
 
 namespace cb::store {
@@ -69,6 +70,9 @@ StoreDirInfo read_store_marker(const std::string& dir) {
   std::stringstream ss;
   ss << f.rdbuf();
   try {
+    if (json_nesting_depth(ss.str()) > 8) {  // a marker is one flat object
+      throw std::runtime_error("it nests JSON more than 8 levels deep");
+    }
     const auto j = nlohmann::json::parse(ss.str());
     const auto format = j.is_object() ? j.find("format") : j.end();
     if (!j.is_object() || format == j.end() || !format->is_string()) {

@@ -562,6 +562,13 @@ TEST(GateTest, SummaryIsBareOrUnderSummaryAndBadFilesAreNamed) {
   EXPECT_NE(m.find("not an object"), std::string::npos) << m;
   EXPECT_NE(error_of([] { cb::metrics::parse_summary("", "empty.json"); }).find("empty.json"),
             std::string::npos);
+  // Nested 100,000 deep where a metric belongs: refused before parsing, not rendered into a
+  // message one recursion per level.
+  m = error_of([] {
+    cb::metrics::parse_summary(
+        "{\"ttft\": " + std::string(100000, '[') + std::string(100000, ']') + "}", "deep.json");
+  });
+  EXPECT_NE(m.find("deep.json: nests JSON more than 64 levels deep"), std::string::npos) << m;
 }
 
 TEST(GateTest, ASummaryPassesAgainstItselfAfterAJsonRoundTrip) {

@@ -112,9 +112,9 @@ TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
   EXPECT_EQ(m->tensors().size(), src->tensors().size());
 
   // The tensors' own type wins over config.json's torch_dtype (bfloat16 here).
-  auto f32 = ModelSource::open(cb::test::write_checkpoint(
-      "hf_llama_f32", llama_config("LlamaForCausalLM"),
-      filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32")));
+  auto f32 = ModelSource::open(
+      cb::test::write_checkpoint("hf_llama_f32", llama_config("LlamaForCausalLM"),
+                                 filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32")));
   EXPECT_EQ(f32->config().weight_dtype, cb::DType::F32);
 }
 
@@ -181,7 +181,8 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   const auto extra = filled(cb::test::llama_hf_tensors(3, 32, 32, 16, 48, 40), "F32");
   e = error_of(cb::test::write_checkpoint("hf_extra", llama_config("LlamaForCausalLM"), extra));
   EXPECT_NE(e.find("tensor 'model.layers.2."), std::string::npos) << e;
-  EXPECT_NE(e.find("belongs to layer 2, but the model config has 2 layers"), std::string::npos) << e;
+  EXPECT_NE(e.find("belongs to layer 2, but the model config has 2 layers"), std::string::npos)
+      << e;
 
   // Config problems.
   const auto ok = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
@@ -195,11 +196,26 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   c = llama_config("LlamaForCausalLM");
   c["num_attention_heads"] = "four";
   e = error_of(cb::test::write_checkpoint("hf_type", c, ok));
-  EXPECT_NE(e.find("'num_attention_heads' must be an integer from 0 to 2147483647"), std::string::npos) << e;
+  EXPECT_NE(e.find("'num_attention_heads' must be an integer from 0 to 2147483647"),
+            std::string::npos)
+      << e;
   const std::string dir = cb::test::make_dir(cb::test::tmp_dir() + "/hf_badjson");
   cb::test::write_bytes(dir + "/config.json", "{\"hidden_size\": 32,");
   e = error_of(dir);
   EXPECT_NE(e.find("malformed JSON"), std::string::npos) << e;
+  // A value nested 100,000 deep where a count belongs: refused before parsing (rendering it in
+  // the error message recursed once per level and overflowed the stack).
+  cb::test::write_bytes(dir + "/config.json",
+                        "{\"architectures\": [\"LlamaForCausalLM\"], \"num_hidden_layers\": " +
+                            std::string(100000, '[') + std::string(100000, ']') + "}");
+  e = error_of(dir);
+  EXPECT_NE(e.find("config.json: nests JSON more than 64 levels deep"), std::string::npos) << e;
+  // A long value in an error message is cut short.
+  json big = llama_config("LlamaForCausalLM");
+  big["num_hidden_layers"] = std::vector<int>(10000, 7);
+  e = error_of(cb::test::write_checkpoint("hf_bigvalue", big, ok));
+  EXPECT_NE(e.find("'num_hidden_layers' must be an integer"), std::string::npos) << e;
+  EXPECT_LT(e.size(), 600u) << e;
   const std::string empty = cb::test::make_dir(cb::test::tmp_dir() + "/hf_noconfig");
   e = error_of(empty);
   EXPECT_NE(e.find("config.json"), std::string::npos) << e;

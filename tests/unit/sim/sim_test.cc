@@ -12,6 +12,7 @@
 #include "lib/sim/cost_model.h"
 #include "lib/sim/profile.h"
 #include "lib/sim/sim_store.h"
+#include "tests/support/test_data.h"
 
 namespace cb::sim {
 namespace {
@@ -70,6 +71,15 @@ TEST(Profile, MalformedProfilesNameTheField) {
   k["h2d_gbps"] = 1e-310;  // denormal: transfer times overflow
   EXPECT_NE(msg(k).find("h2d_gbps"), std::string::npos);
   EXPECT_EQ(msg(h), "no error");
+  // Files: deep nesting is refused before parsing, naming the file.
+  const std::string deep =
+      test::write_tmp("deep_profile.json", "{\"sources\": " + std::string(100000, '[') + "}");
+  try {
+    load_profile(deep);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find(deep + ": nests JSON"), std::string::npos) << err.what();
+  }
 }
 
 TEST(CostModel, DecodeAtBatchOneIsBoundByReadingTheWeights) {

@@ -4,8 +4,10 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -413,6 +415,36 @@ TEST(Journal, RandomDamageLosesOnlyTheRecordsItTouches) {
       EXPECT_EQ(m.slots, written[id].slots) << "round " << round;
     }
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Crafted damage: every 20 bytes a record header whose length claims the rest of the file,
+// each with a wrong checksum. Checking each against its claimed length would hash about
+// n^2/40 bytes (2 MB: 100 GB, minutes); replay bounds what resyncing hashes, so it ends at
+// once and counts the bytes as damage.
+TEST(Journal, HeadersClaimingTheRestOfTheFileDoNotMakeReplayQuadratic) {
+  const std::string dir = testing::fresh_dir("journal_claims");
+  const std::string p = dir + "/j.cbj";
+  const size_t n = 2u << 20, header = 20;
+  std::string d(n, '\0');
+  const uint32_t magic = 0x314A4243, type = 1;
+  for (size_t pos = 0; pos + header <= n; pos += header) {
+    const auto len = static_cast<uint32_t>(n - pos - header);
+    std::memcpy(&d[pos], &magic, 4);
+    std::memcpy(&d[pos + 4], &type, 4);
+    std::memcpy(&d[pos + 8], &len, 4);
+  }
+  {
+    std::ofstream f(p, std::ios::binary | std::ios::trunc);
+    f << d;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const ReplayResult r = Journal::replay(p);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 10.0);  // linear: milliseconds; quadratic: minutes
+  EXPECT_EQ(r.records, 0u);
+  EXPECT_TRUE(r.entries.empty());
+  EXPECT_EQ(r.valid_bytes, 0u);
   std::filesystem::remove_all(dir);
 }
 
