@@ -137,7 +137,7 @@ double load_all(store::AttentionStore& st, const Entry& e, store::SessionId firs
   bool ok = true;
   for (int i = 0; i < n; ++i) {
     const store::SessionId s = first + static_cast<uint64_t>(i);
-    store::LookupKey key{s, e.fp, store::KeyEncoding::PreRope, e.history(s)};
+    store::LookupKey key{s, e.fp, store::KeyEncoding::PreRope, e.history(s), e.shape};
     store::LoadHandle h = st.load(key, targets);
     ok = h.ok() && h.wait_all() && ok;
   }

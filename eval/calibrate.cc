@@ -309,7 +309,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
         for (int l = 0; l < mc.n_layers; ++l) {
           targets.push_back({k.data() + l * per_layer, v.data() + l * per_layer});
         }
-        store::LookupKey key{1, fp, store::KeyEncoding::PreRope, toks};
+        store::LookupKey key{1, fp, store::KeyEncoding::PreRope, toks, req.shape};
         const auto t1 = std::chrono::steady_clock::now();
         store::LoadHandle lh = st.load(key, targets);
         if (!lh.ok() || !lh.wait_all())

@@ -403,7 +403,11 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   j.rec.new_tokens = static_cast<int64_t>(j.new_ids.size());
   j.rec.tier = j.context.empty() ? "none" : "miss";
   if (cfg_.mode != Mode::RE && !j.context.empty()) {
-    store::LookupKey key{j.session, fp_, store::KeyEncoding::PreRope, j.context};
+    store::LookupKey key{j.session,
+                         fp_,
+                         store::KeyEncoding::PreRope,
+                         j.context,
+                         {layers, static_cast<uint32_t>(row_bytes_)}};
     std::vector<store::LayerTarget> targets;
     for (int l = 0; l < layers; ++l) {
       targets.push_back({layer_rows(j.k, l, j.cap), layer_rows(j.v, l, j.cap)});

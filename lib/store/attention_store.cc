@@ -230,7 +230,8 @@ double AttentionStore::now() const {
 LookupStatus AttentionStore::classify(const StoreEntry& e, const LookupKey& key,
                                       int64_t* matched) const {
   *matched = 0;
-  if (e.meta.fingerprint != key.fingerprint || e.meta.encoding != key.encoding) {
+  if (e.meta.fingerprint != key.fingerprint || e.meta.encoding != key.encoding ||
+      (key.shape.n_layers > 0 && !(e.meta.shape == key.shape))) {
     return LookupStatus::FingerprintMismatch;
   }
   if (e.meta.ttl > 0 && now() - e.meta.last_access > e.meta.ttl) return LookupStatus::Expired;

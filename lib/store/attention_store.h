@@ -87,6 +87,10 @@ struct LookupKey {
   ModelFingerprint fingerprint;
   KeyEncoding encoding = KeyEncoding::PreRope;
   std::vector<TokenId> history;  ///< the conversation so far (token ids)
+  /// The geometry the caller's load targets hold. An entry of another shape misses
+  /// (FingerprintMismatch): its layers would not fit them. Callers that load must set it;
+  /// n_layers 0 accepts any shape (lookups that only inspect).
+  EntryShape shape;
 };
 
 /// Why a lookup missed (or Hit).

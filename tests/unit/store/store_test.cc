@@ -102,10 +102,14 @@ TEST(Store, MissesForFingerprintEncodingHistoryAndUnknown) {
   EXPECT_EQ(load_check(st, 1, 3, kShape, pos, KeyEncoding::PostRope), -1);
   EXPECT_EQ(load_check(st, 1, 3, kShape, pos, KeyEncoding::PreRope, testing::test_fp("other")), -1);
   EXPECT_EQ(load_check(st, 1, 4, kShape, pos), -1);  // another conversation's tokens
+  // A caller whose targets hold another geometry (a journal that lies about an entry's shape
+  // under the right fingerprint): its layers would overrun them, so it misses.
+  EXPECT_EQ(load_check(st, 1, 3, EntryShape{kShape.n_layers, 2 * kShape.token_bytes}, pos), -1);
+  EXPECT_EQ(load_check(st, 1, 3, EntryShape{kShape.n_layers + 1, kShape.token_bytes}, pos), -1);
   auto s = st.stats();
-  EXPECT_EQ(s.get(Counter::Misses), 4u);
+  EXPECT_EQ(s.get(Counter::Misses), 6u);
   EXPECT_EQ(s.get(Counter::MissNotFound), 1u);
-  EXPECT_EQ(s.get(Counter::MissFingerprint), 2u);
+  EXPECT_EQ(s.get(Counter::MissFingerprint), 4u);
   EXPECT_EQ(s.get(Counter::MissHistory), 1u);
   // A longer history matches the whole entry; a shorter one the agreeing whole chunks.
   auto longer = iota_positions(200);

@@ -159,7 +159,7 @@ inline bool save_entry(AttentionStore& st, SessionId s, uint64_t seed, const Ent
 inline LookupKey key_for(SessionId s, uint64_t seed, const std::vector<int64_t>& positions,
                          KeyEncoding enc = KeyEncoding::PreRope,
                          const ModelFingerprint& fp = test_fp()) {
-  return LookupKey{s, fp, enc, tokens_for(seed, positions)};
+  return LookupKey{s, fp, enc, tokens_for(seed, positions), EntryShape{}};
 }
 
 /// Loads session `s` with the history of `positions`; returns tokens loaded and verified
@@ -175,7 +175,9 @@ inline int64_t load_check(AttentionStore& st, SessionId s, uint64_t seed, const 
   for (int l = 0; l < shape.n_layers; ++l) {
     targets.push_back(LayerTarget{bufs[2 * l].data(), bufs[2 * l + 1].data()});
   }
-  LoadHandle h = st.load(key_for(s, seed, positions, enc, fp), targets);
+  LookupKey key = key_for(s, seed, positions, enc, fp);
+  key.shape = shape;  // what the targets hold, as a real caller says
+  LoadHandle h = st.load(key, targets);
   if (!h.ok()) return -1;
   if (!h.wait_all()) return -2;
   const int64_t n = h.tokens();
