@@ -1,11 +1,13 @@
 #include "lib/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <mutex>
@@ -72,10 +74,62 @@ class TmpFileGuard {
   bool installed_[std::size(kSignals)] = {};
 };
 
+/// Writes all of `bytes` to `fd`; 0 or the errno of the failure.
+int write_all(int fd, std::string_view bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return w < 0 ? errno : EIO;
+    done += static_cast<size_t>(w);
+  }
+  return 0;
+}
+
+/// Writes straight into what is not a regular file (a character device such as /dev/null or
+/// /dev/stdout, a pipe): there is nothing to replace, and renaming over it would replace the
+/// device itself with a file.
+void write_to_special(const std::string& path, const std::string& target, std::string_view bytes,
+                      const std::string& what) {
+  const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
+  int err = fd < 0 ? errno : write_all(fd, bytes);
+  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) {
+    throw make_error(path, "cannot write " + what + " (" + std::strerror(err) + ")", advice(err));
+  }
+}
+
 }  // namespace
 
-void write_file_atomically(const std::string& path, std::string_view bytes,
+void write_file_atomically(const std::string& link_or_path, std::string_view bytes,
                            const std::string& what) {
+  // A symbolic link is followed: the file it names is replaced and the link stays.
+  std::string path = link_or_path;
+  struct stat st {};
+  if (::lstat(link_or_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (::stat(link_or_path.c_str(), &st) != 0) {
+      throw make_error(link_or_path,
+                       "cannot write " + what + ": it is a symbolic link to nothing (" +
+                           std::strerror(errno) + ")",
+                       "point the link at a file, or remove it");
+    }
+    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {  // /dev/stdout -> a pipe or terminal
+      write_to_special(link_or_path, link_or_path, bytes, what);
+      return;
+    }
+    char* real = ::realpath(link_or_path.c_str(), nullptr);
+    if (real == nullptr) {
+      const int err = errno;
+      throw make_error(link_or_path, "cannot write " + what + " (" + std::strerror(err) + ")",
+                       advice(err));
+    }
+    path = real;
+    std::free(real);
+  }
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    write_to_special(link_or_path, path, bytes, what);
+    return;
+  }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   static std::mutex one_at_a_time;  // the guard's handler knows one temporary file
   const std::lock_guard<std::mutex> lock(one_at_a_time);
@@ -86,24 +140,15 @@ void write_file_atomically(const std::string& path, std::string_view bytes,
     throw make_error(path, "cannot write " + what + " (" + tmp + ": " + std::strerror(err) + ")",
                      advice(err));
   }
-  size_t done = 0;
-  int err = 0;
-  while (done < bytes.size()) {
-    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      err = w < 0 ? errno : EIO;
-      break;
-    }
-    done += static_cast<size_t>(w);
-  }
+  int err = write_all(fd, bytes);
   if (err == 0 && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
     ::unlink(tmp.c_str());
     throw make_error(
-        path, "cannot write " + what + " (" + std::strerror(err) + "); the file is left as it was",
+        link_or_path,
+        "cannot write " + what + " (" + std::strerror(err) + "); the file is left as it was",
         advice(err));
   }
 }

@@ -1,6 +1,7 @@
 #include "lib/core/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +46,42 @@ TEST(AtomicFile, AFailedWriteLeavesTheOldFile) {
   }
   EXPECT_TRUE(std::filesystem::is_directory(dir));
   std::filesystem::remove_all(dir);
+}
+
+// A symbolic link is followed: its target gets the bytes and the link stays a link. A device
+// is written to, not replaced by a file (as root, `--out /dev/null` replaced /dev/null).
+TEST(AtomicFile, LinksAreFollowedAndDevicesWrittenNotReplaced) {
+  namespace fs = std::filesystem;
+  const std::string dir = cb::test::tmp_dir() + "/atomic_links";
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/sub");
+  const std::string target = cb::test::write_tmp("atomic_links/sub/target.json", "old");
+  fs::create_symlink("sub/target.json", dir + "/link.json");
+  cb::write_file_atomically(dir + "/link.json", "via the link", "the test result");
+  EXPECT_TRUE(fs::is_symlink(dir + "/link.json"));
+  EXPECT_EQ(read_all(target), "via the link");
+  fs::create_symlink("sub/none.json", dir + "/dangling.json");
+  try {
+    cb::write_file_atomically(dir + "/dangling.json", "x", "the test result");
+    ADD_FAILURE() << "wrote through a dangling link";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dangling.json: cannot write the test result: it is a "
+                                         "symbolic link to nothing"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::is_symlink(dir + "/dangling.json"));
+  // A FIFO stands in for a device (never /dev/null itself: a regression here would replace it):
+// a reader gets the bytes, and it is still a FIFO after.
+  const std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::string got;
+  std::thread reader([&] { got = read_all(fifo); });
+  cb::write_file_atomically(fifo, "through the pipe", "the test result");
+  reader.join();
+  EXPECT_EQ(got, "through the pipe");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  fs::remove_all(dir);
 }
 
 // A signal that ends the process while the temporary file is being written removes it: an
