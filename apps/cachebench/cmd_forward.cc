@@ -1,6 +1,7 @@
 // cachebench forward --model MODEL (--text T | --tokens 1,2,3) [--dump-logits FILE.json]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -70,6 +71,18 @@ void register_forward(CLI::App& app) {
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const int64_t V = cfg.vocab_size;
+    // Non-finite logits are an error, never a result (nothing is written).
+    const auto bad =
+        std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); });
+    if (bad != logits.end()) {
+      const auto i = static_cast<int64_t>(bad - logits.begin());
+      throw make_error("forward",
+                       "the logit of token " + std::to_string(i % V) + " at position " +
+                           std::to_string(i / V) + " is not finite (" + std::to_string(*bad) +
+                           "), so no result is written",
+                       "the weights hold NaN or infinite values, or the activations overflowed; "
+                       "check the model file (inspect), or run it on the other --backend");
+    }
     if (!a->dump.empty()) {
       nlohmann::json j;
       j["model"] = a->m.model;

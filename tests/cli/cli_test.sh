@@ -171,6 +171,18 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   expect_error tokens_negative "--tokens" "'-1' is not a token id" "$CB" forward -m "$STORIES" --tokens 1,-1
   expect_out forward_bf16 "backend cpu bf16" "$CB" forward -m "$STORIES" --tokens 1,403,407 \
     --cpu-weights bf16
+  # Weights holding NaN (the file's last 4 KiB of tensor data): non-finite logits are an error,
+  # and no logits file is written.
+  python3 -c '
+import sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b[-4096:] = b"\x00\x00\xc0\x7f" * 1024
+open(sys.argv[2], "wb").write(b)
+' "$STORIES" "$TMP/nan_weights.gguf"
+  rm -f "$TMP/nan_logits.json"
+  expect_error forward_nan_logits "forward" "not finite" "$CB" forward -m "$TMP/nan_weights.gguf" \
+    --tokens 1,403,407 --dump-logits "$TMP/nan_logits.json"
+  if [ -e "$TMP/nan_logits.json" ]; then bad "forward_nan_logits wrote $TMP/nan_logits.json"; else ok; fi
   # --backend cuda: the GPU's logits where a GPU is usable; elsewhere one line naming the
   # option and the way out (no CUDA in this build, or no GPU visible).
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
