@@ -220,7 +220,7 @@ int run_selected(CLI::App& app) {
         check_integer_options(*it->sub);
         check_output_paths(*it->sub);
       } catch (const Error& e) {
-        return report_error(e, 1);  // a refused option, whatever the command
+        return report_error(e, 2);  // a refused option: a usage error, whatever the command
       }
       try {
         return it->run();

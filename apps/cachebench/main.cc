@@ -30,7 +30,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; a usage error exits 2 (CLI11's own codes, 105 and up,
+    // would read as crashes), as gate's "cannot compare" does.
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
   }
   if (app.get_subcommands().empty()) {
     std::fputs(app.help().c_str(), stdout);

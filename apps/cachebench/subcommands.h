@@ -17,7 +17,7 @@ std::string version_string();
 /// cb::Error it throws is reported and exits with `error_exit`.
 void set_action(CLI::App* sub, std::function<int()> run, int error_exit = 1);
 /// Runs the action of the subcommand that was parsed; returns the exit code (the action's, or
-/// its error_exit after reporting a cb::Error it threw; 1 for a refused option).
+/// its error_exit after reporting a cb::Error it threw; 2 for a refused option).
 int run_selected(CLI::App& app);
 /// Prints "cachebench: error: ..." and returns `exit_code`, or 128 + the signal when an
 /// interrupt stopped the run.

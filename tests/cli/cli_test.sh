@@ -118,6 +118,15 @@ if grep -qF '"passed": true' "$G/report.json" 2>/dev/null; then ok; else bad "ga
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "1 regression in 8 checks" "$TMP/out" && grep -qF "REGRESSION" "$TMP/out"; then ok
 else bad "gate regression: rc=$rc, $(head -c 600 "$TMP/out") $(head -c 300 "$TMP/err")"; fi
+# Exit 1 is a regression and nothing else: an output that is one of the inputs, and an
+# unknown option, are usage errors (2), as is a summary that cannot be compared.
+for args in "--out $G/base.json" "--no-such-flag"; do
+  # shellcheck disable=SC2086
+  "$CB" gate --baseline "$G/base.json" --current "$G/worse.json" $args >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 2 ]; then ok; else bad "gate $args: exit $rc, wanted 2: $(head -c 300 "$TMP/err")"; fi
+done
+if grep -qF '"completed": 10, "hit_rate"' "$G/base.json"; then ok; else bad "gate --out overwrote its baseline"; fi
 # A given bound adds to the default ones: a hit-rate drop still fails beside a TTFT bound,
 # unless --no-default-bounds asks for the given ones alone.
 "$CB" gate --baseline "$G/base.json" --current "$G/worse.json" --max-regression ttft_ms.mean=5 >"$TMP/out" 2>&1
