@@ -66,6 +66,15 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
                          const ReplayOptions& opts, const SimOptions& so,
                          const engine::ProgressFn& progress) {
   const sim::HardwareProfile& p = so.profile;
+  // Tensor parallelism splits the attention heads over the GPUs.
+  if (p.gpus > mc.n_heads || mc.n_heads % p.gpus != 0) {
+    throw make_error("--gpus " + std::to_string(p.gpus),
+                     mc.name + "'s " + std::to_string(mc.n_heads) +
+                         " attention heads do not split evenly over " + std::to_string(p.gpus) +
+                         " GPUs (tensor parallelism gives each GPU whole heads)",
+                     "use a number of GPUs that divides " + std::to_string(mc.n_heads) +
+                         " (the profile's \"gpus\" when --gpus is not given)");
+  }
   const sim::CostModel cost(sim::ModelShape::from_config(mc), p);
   ReplayRun run;
   run.mode = mode;

@@ -775,6 +775,16 @@ TEST(SimReplay, OnlyARunWithAStoreGivesUpHbmToItsHbmTier) {
   EXPECT_LT(blocks(engine::Mode::CA, tier), whole);
   EXPECT_EQ(blocks(engine::Mode::CA, tier),
             eval::sim_kv_blocks(mc, so.profile, o.engine.block_size, tier));
+  // Tensor parallelism over GPUs that do not split LLaMA-13B's 40 heads evenly is refused.
+  for (const int g : {3, 80, 4096}) {
+    so.profile.gpus = g;
+    try {
+      eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, so);
+      ADD_FAILURE() << g << " GPUs accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("do not split evenly"), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace
