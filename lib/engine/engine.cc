@@ -397,7 +397,7 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
   }
   j.rec.session = j.session;
   j.rec.turn = r.turn;
-  j.rec.warmup = r.id < cfg_.warmup_turns;
+  j.rec.warmup = r.warmup;
   j.rec.arrival_s = r.arrival;
   j.rec.history_tokens = static_cast<int64_t>(j.context.size());
   j.rec.new_tokens = static_cast<int64_t>(j.new_ids.size());

@@ -93,7 +93,9 @@ struct EngineConfig {
   int block_size = 16;  ///< paged KV block size
   int num_blocks = 0;   ///< KV pool (0: enough for max_batch full windows)
   sched::SchedConfig sched;
-  int64_t warmup_turns = 0;  ///< the first N requests (arrival order) warm the store, unmeasured
+  /// The first N turns in trace order (Scheduler::mark_warmup: the same turns in every mode)
+  /// warm the store, unmeasured.
+  int64_t warmup_turns = 0;
 };
 
 /// Bytes of one token's K (or V) of one layer in the entries an Engine over `model` with `cfg`

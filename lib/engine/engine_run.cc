@@ -230,6 +230,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
   for (const SessionInput& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));
   check_warmup(cfg_, turns);
   sched::Scheduler sched(cfg_.sched, turns);
+  sched.mark_warmup(cfg_.warmup_turns);
   sched_ = &sched;
   make_spares(sessions);  // before the clock: a server makes its buffers at startup
   t0_ = steady_s();

@@ -9,7 +9,7 @@
 namespace cb::sched {
 
 Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
-    : cfg_(cfg), turns_(std::move(turns)), think_rng_(cfg.seed ^ 0x9e3779b97f4a7c15ull) {
+    : cfg_(cfg), turns_(std::move(turns)) {
   if (cfg_.max_batch < 1) {
     throw make_error("--max-batch", "must be at least 1, got " + std::to_string(cfg_.max_batch));
   }
@@ -18,6 +18,12 @@ Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
                      "must be at least 1, got " + std::to_string(cfg_.max_batch_tokens));
   }
   const auto at = poisson_arrivals(turns_.size(), cfg_.rate, cfg_.seed);
+  session_arrival_ = at;
+  turn_offset_.resize(turns_.size());
+  for (size_t s = 0, off = 0; s < turns_.size(); ++s) {
+    turn_offset_[s] = off;
+    off += static_cast<size_t>(std::max(turns_[s], 0));
+  }
   for (size_t s = 0; s < turns_.size(); ++s) {
     total_ += std::max(turns_[s], 0);
     if (turns_[s] > 0) pending_.push_back({at[s], static_cast<SessionId>(s), 0});
@@ -46,6 +52,7 @@ void Scheduler::advance(double now) {
     r.session = p.session;
     r.turn = p.turn;
     r.arrival = p.at;
+    r.warmup = is_warmup(p.session, p.turn);
     waiting_.push_back(r);
     ++version_;
   }
@@ -141,7 +148,7 @@ std::vector<Request> Scheduler::complete_step(const std::vector<StepItem>& items
       finished.push_back(*it);
       ++done_;
       if (it->turn + 1 < turns_[it->session]) {
-        push_pending({now + cfg_.think.sample(think_rng_), it->session, it->turn + 1});
+        push_pending({now + think_before(it->session, it->turn + 1), it->session, it->turn + 1});
       }
       it = running_.erase(it);
     } else {
@@ -149,6 +156,55 @@ std::vector<Request> Scheduler::complete_step(const std::vector<StepItem>& items
     }
   }
   return finished;
+}
+
+double Scheduler::think_before(SessionId session, int turn) const {
+  if (cfg_.think.kind == ThinkTime::Kind::Zero) return 0;
+  // splitmix64 of (seed, session, turn): independent streams per turn.
+  uint64_t x = cfg_.seed ^ 0x9e3779b97f4a7c15ull;
+  for (const uint64_t v : {static_cast<uint64_t>(session), static_cast<uint64_t>(turn)}) {
+    x += v * 0xbf58476d1ce4e5b9ull + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+  }
+  std::mt19937_64 rng(x);
+  return cfg_.think.sample(rng);
+}
+
+void Scheduler::mark_warmup(int64_t n) {
+  warmup_.clear();
+  if (n <= 0) return;
+  struct Nominal {
+    double at;
+    int turn;
+    SessionId session;
+  };
+  std::vector<Nominal> all;
+  for (size_t s = 0; s < turns_.size(); ++s) {
+    double at = session_arrival_[s];
+    for (int t = 0; t < turns_[s]; ++t) {
+      if (t > 0) at += think_before(static_cast<SessionId>(s), t);
+      all.push_back({at, t, static_cast<SessionId>(s)});
+    }
+  }
+  const size_t k = std::min(all.size(), static_cast<size_t>(n));
+  const auto earlier = [](const Nominal& a, const Nominal& b) {
+    if (a.at != b.at) return a.at < b.at;
+    return a.turn != b.turn ? a.turn < b.turn : a.session < b.session;
+  };
+  std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), all.end(), earlier);
+  warmup_.assign(all.size(), false);
+  for (size_t i = 0; i < k; ++i) {
+    warmup_[turn_offset_[all[i].session] + static_cast<size_t>(all[i].turn)] = true;
+  }
+}
+
+bool Scheduler::is_warmup(SessionId session, int turn) const {
+  if (warmup_.empty() || session >= turns_.size() || turn < 0 || turn >= turns_[session]) {
+    return false;
+  }
+  return warmup_[turn_offset_[session] + static_cast<size_t>(turn)];
 }
 
 }  // namespace cb::sched

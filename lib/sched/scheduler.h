@@ -40,6 +40,7 @@ struct Request {
   SessionId session = 0;
   int turn = 0;
   double arrival = 0;
+  bool warmup = false;         ///< one of the turns Scheduler::mark_warmup chose
   int64_t prefill_tokens = 0;  ///< set at admission: tokens the forward pass must process
   int64_t output_tokens = 0;   ///< set at admission: tokens to decode (>= 1)
   int64_t prefilled = 0;       ///< progress
@@ -104,6 +105,18 @@ class Scheduler {
   /// their sessions' next turns are scheduled at now + think time.
   std::vector<Request> complete_step(const std::vector<StepItem>& items, double now);
 
+  /// The think time between turn `turn - 1`'s answer and turn `turn` of `session`: drawn from
+  /// its own seed (the config's, the session, the turn), so a turn gets the same think time in
+  /// every mode, whatever order the turns finish in.
+  double think_before(SessionId session, int turn) const;
+  /// Marks the first `n` turns in trace order as warm-up: turns ordered by when they would
+  /// arrive with no service time (the session's arrival plus the think times before them),
+  /// ties by turn index, then session. The same turns in every mode, unlike the first n
+  /// requests released (a faster mode releases later turns sooner).
+  void mark_warmup(int64_t n);
+  /// Whether turn `turn` of `session` is one of those mark_warmup chose (Request::warmup).
+  bool is_warmup(SessionId session, int turn) const;
+
  private:
   struct Pending {
     double at;
@@ -126,7 +139,9 @@ class Scheduler {
   std::vector<Pending> pending_;
   std::deque<Request> waiting_;
   std::vector<Request> running_;
-  std::mt19937_64 think_rng_;
+  std::vector<double> session_arrival_;
+  std::vector<size_t> turn_offset_;  ///< session s's turns at [turn_offset_[s], +turns_[s])
+  std::vector<bool> warmup_;         ///< by turn_offset_[session] + turn; empty: none
   RequestId next_id_ = 0;
   uint64_t version_ = 0;
   int64_t done_ = 0, total_ = 0;

@@ -172,7 +172,7 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
   j.cap = j.hist + j.new_tokens + j.output_target;
   j.rec.session = j.session;
   j.rec.turn = r.turn;
-  j.rec.warmup = r.id < cfg_.warmup_turns;
+  j.rec.warmup = r.warmup;
   j.rec.arrival_s = r.arrival;
   j.rec.history_tokens = j.hist;
   j.rec.new_tokens = j.new_tokens;
@@ -320,6 +320,7 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
   for (const auto& s : sessions) turns.push_back(static_cast<int>(s.turns.size()));
   engine::check_warmup(cfg_, turns);
   sched::Scheduler sched(cfg_.sched, turns);
+  sched.mark_warmup(cfg_.warmup_turns);
   sched_ = &sched;
   now_ = 0;
   seen_ = -1;

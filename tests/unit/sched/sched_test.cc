@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <numeric>
 
 #include "lib/core/error.h"
@@ -156,6 +157,68 @@ TEST(Scheduler, NextTurnArrivesAfterTheAnswerPlusThinkTime) {
   s.complete_step(s.plan_step(), 13);
   EXPECT_TRUE(s.finished());
   EXPECT_TRUE(std::isinf(s.next_arrival()));
+}
+
+// A turn's think time is its own (seeded by the session and turn), not the next draw of a
+// stream shared in completion order: a mode that finishes turns in another order gives every
+// turn the same think time.
+TEST(Scheduler, AThinkTimeBelongsToItsTurnNotToTheOrderTurnsFinish) {
+  SchedConfig c = cfg(4, 100);
+  c.think = ThinkTime::parse("exp:100");
+  const auto next_after = [&](bool zero_first) -> std::map<SessionId, double> {
+    Scheduler s(c, {2, 2});
+    s.advance(0);
+    s.admit_head(5, 1);
+    s.admit_head(5, 1);
+    std::vector<StepItem> items = s.plan_step();
+    EXPECT_EQ(items.size(), 2u);
+    if (items.size() != 2) return {};
+    // Finish one session's turn at t=1, the other's at t=2.
+    std::vector<StepItem> first{items[zero_first ? 0 : 1]}, second{items[zero_first ? 1 : 0]};
+    s.complete_step(first, 1.0);
+    s.complete_step(second, 2.0);
+    std::map<SessionId, double> think;
+    while (!std::isinf(s.next_arrival())) {
+      s.advance(s.next_arrival());
+      const Request& r = s.waiting().back();
+      think[r.session] = r.arrival - ((r.session == 0) == zero_first ? 1.0 : 2.0);
+    }
+    return think;
+  };
+  const auto a = next_after(true), b = next_after(false);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_DOUBLE_EQ(a.at(0), b.at(0));
+  EXPECT_DOUBLE_EQ(a.at(1), b.at(1));
+  EXPECT_NE(a.at(0), a.at(1));
+  Scheduler s(c, {2, 2});
+  EXPECT_DOUBLE_EQ(a.at(0), s.think_before(0, 1));
+  EXPECT_NE(s.think_before(0, 1), s.think_before(0, 2));
+  c.seed = 1;
+  EXPECT_NE(Scheduler(c, {2, 2}).think_before(0, 1), s.think_before(0, 1));
+}
+
+// Warm-up turns are the first N in trace order (arrival with no service time: the session's
+// arrival plus the think times before the turn), whatever order the run releases them in.
+TEST(Scheduler, WarmupTurnsAreTheFirstInTraceOrder) {
+  SchedConfig c = cfg(8, 1000);
+  c.rate = 0;  // every session at t=0: ties go by turn, then session
+  Scheduler s(c, {3, 1, 2});
+  s.mark_warmup(4);
+  EXPECT_TRUE(s.is_warmup(0, 0) && s.is_warmup(1, 0) && s.is_warmup(2, 0));
+  EXPECT_TRUE(s.is_warmup(0, 1));
+  EXPECT_FALSE(s.is_warmup(2, 1) || s.is_warmup(0, 2));
+  s.advance(0);
+  for (const Request& r : s.waiting()) EXPECT_TRUE(r.warmup) << r.session;
+  // With think times the nominal arrival decides: a late session's first turn can come after
+  // an early session's third.
+  c.rate = 0.001;  // sessions far apart
+  c.think = ThinkTime::parse("const:1");
+  Scheduler t(c, {3, 3});
+  t.mark_warmup(3);
+  EXPECT_TRUE(t.is_warmup(0, 0) && t.is_warmup(0, 1) && t.is_warmup(0, 2));
+  EXPECT_FALSE(t.is_warmup(1, 0));
+  t.mark_warmup(0);
+  EXPECT_FALSE(t.is_warmup(0, 0));
 }
 
 TEST(Scheduler, LookaheadIsTheQueueThenFutureArrivalsByTime) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <memory>
 
 #include "eval/sim_replay.h"
@@ -745,6 +746,53 @@ TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   p.gpus = 1;
   p.hbm_bytes = 16e9;
   EXPECT_THROW(eval::sim_kv_blocks(model::preset_config("llama-65b"), p, 16, 0), Error);
+}
+
+// --warmup-turns leaves out the same turns in every mode (CA finishes turns sooner than RE, so
+// the first N requests released would be different turns), and each turn's think time is its
+// own: the measured turns arrive with the same think times in CA and RE.
+TEST(SimReplay, CaAndReWarmTheSameTurns) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions(10);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i].id = 1 + i;
+    sessions[i].turns.resize(4);
+    for (auto& t : sessions[i].turns) {  // a long first message, then short ones
+      t.ids.resize(&t == &sessions[i].turns[0] ? 1500 : 100);
+      t.output_tokens = 40;
+    }
+  }
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 100'000'000'000;
+  // Arrivals and think times close to the service times, so the modes release turns in
+  // different orders.
+  o.engine.sched.rate = 20;
+  o.engine.sched.think = sched::ThinkTime::parse("exp:0.05");
+  o.engine.sched.max_batch = 2;
+  o.engine.warmup_turns = 21;  // the boundary falls where CA and RE release turns apart
+  std::map<std::pair<uint64_t, int>, bool> warm[2];
+  std::map<std::pair<uint64_t, int>, double> think[2];
+  for (int m = 0; m < 2; ++m) {
+    const eval::ReplayRun r =
+        eval::run_sim_replay(mc, sessions, m ? engine::Mode::RE : engine::Mode::CA, o, so);
+    std::map<std::pair<uint64_t, int>, double> finish;
+    for (const auto& t : r.result.records) {
+      warm[m][{t.session, t.turn}] = t.warmup;
+      finish[{t.session, t.turn}] = t.finish_s;
+    }
+    for (const auto& t : r.result.records) {
+      if (t.turn > 0) think[m][{t.session, t.turn}] = t.arrival_s - finish[{t.session, t.turn - 1}];
+    }
+  }
+  EXPECT_EQ(warm[0], warm[1]);
+  int n = 0;
+  for (const auto& [k, w] : warm[0]) n += w ? 1 : 0;
+  EXPECT_EQ(n, 21);
+  ASSERT_EQ(think[0].size(), think[1].size());
+  for (const auto& [k, t] : think[0]) EXPECT_NEAR(t, think[1][k], 1e-9);
 }
 
 // The store's HBM tier comes out of the KV pool of the runs that have a store; RE has none, so
