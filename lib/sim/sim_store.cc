@@ -610,10 +610,35 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
   if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
   clean_ahead(now);
   auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
-  // Skv from the running sums; the advisor looks only at the prefetch window's sessions.
-  const uint64_t n_ssd = in_tier_[2].size();
-  const uint64_t ssd_sum = (cap_[2] - free_[2]) * cfg_.chunk_bytes;
-  const uint64_t mean = policy::mean_skv(ssd_sum, n_ssd);
+  // Skv from the running sums, as lib/store takes it: the mean size of the SSD's entries that
+  // can move (not pinned, not moving), copies of DRAM entries and saves in flight left out.
+  // The advisor looks only at the prefetch window's sessions.
+  uint64_t mean = 0;
+  if (pa != nullptr) {
+    const auto scanned_mean = [&] {  // the reference: every SSD entry's size
+      uint64_t sum = 0, n = 0;
+      for (store::SessionId id : in_tier_[2]) {
+        const Entry& e = index_.at(id);
+        if (!movable(e)) continue;
+        sum += e.chunks * cfg_.chunk_bytes;
+        ++n;
+      }
+      return policy::mean_skv(sum, n);
+    };
+    if (indexed_ == nullptr) {
+      mean = scanned_mean();
+    } else {
+      const uint64_t n_ssd = cands_[2].size() - copy_cands_;
+      mean = policy::mean_skv((cand_chunks_[2] - copy_cand_chunks_) * cfg_.chunk_bytes, n_ssd);
+      if (cfg_.verify_decisions && scanned_mean() != mean) {
+        throw make_error("sim store",
+                         "the prefetch window's mean SSD entry is " + std::to_string(mean) +
+                             " bytes by the running sums, " + std::to_string(scanned_mean()) +
+                             " by a scan",
+                         "a change of an entry was not synced (a SimStore bug)");
+      }
+    }
+  }
   const size_t scan =
       pa != nullptr ? std::min(lookahead.size(), pa->prefetch_window(mean)) : lookahead.size();
   std::vector<store::EntryInfo> on_ssd;

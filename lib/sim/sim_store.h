@@ -273,6 +273,9 @@ class SimStore {
   policy::OrderSpec::Base base_ = policy::OrderSpec::Base::kLru;
   std::set<Cand> cands_[3];
   uint64_t cand_chunks_[3] = {0, 0, 0};
+  /// The copy candidates' share of cands_[2] (their chunks, their number): the SSD's entries
+  /// are the rest (the prefetch window's mean entry size).
+  uint64_t copy_cand_chunks_ = 0, copy_cands_ = 0;
   /// first_pos()'s table of lookahead_, built on the first windowed decision after the
   /// look-ahead changes.
   struct PosSlot {

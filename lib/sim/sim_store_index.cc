@@ -72,6 +72,8 @@ void SimStore::unindex(Entry& e) {
   }
   if (e.copy_in_cands) {
     cand_chunks_[2] -= e.copy_cand->chunks;
+    copy_cand_chunks_ -= e.copy_cand->chunks;
+    --copy_cands_;
     cands_[2].erase(e.copy_cand);
     e.copy_in_cands = false;
   }
@@ -92,6 +94,8 @@ void SimStore::sync(Entry& e) {
   if ((e.session & store::kCopyCandidate) == 0 && !e.copy_lent && with_copy_.count(e.session)) {
     e.copy_cand = cands_[2].insert(make_cand(e, true)).first;
     cand_chunks_[2] += e.copy_cand->chunks;
+    copy_cand_chunks_ += e.copy_cand->chunks;
+    ++copy_cands_;
     e.copy_in_cands = true;
   }
 }
