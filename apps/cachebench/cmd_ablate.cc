@@ -1,9 +1,12 @@
 // cachebench ablate STUDY|all [--mode sim|real] [--model M] [--profile P] [--out DIR] ...:
 // the CachedAttention paper's ablation studies as tables, JSON and gnuplot plots.
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -88,6 +91,23 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
       }
     }
     check_derived_outputs(sub, "--out", outputs);
+    // The directory is made, and shown writable, before any study runs.
+    std::error_code ec;
+    std::filesystem::create_directories(a.out, ec);
+    if (!std::filesystem::is_directory(a.out)) {
+      throw make_error("--out", a.out + " is not a directory and cannot be made one",
+                       "name a directory for the JSON and plots");
+    }
+    const std::string probe = a.out + "/.cachebench-probe." + std::to_string(::getpid());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      throw make_error("--out", a.out + ": cannot write in it (" + std::strerror(errno) + ")",
+                       "name a writable directory for the JSON and plots");
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+  } else if (sub.get_option("--out")->count() > 0) {
+    throw make_error("--out", "an empty path", "name a directory, or leave --out out");
   }
   if (a.m.model.empty()) {
     if (!o.sim) {
@@ -143,14 +163,6 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     check_interrupted();
     if (!quiet) std::fprintf(stderr, "ablate: %s\n", s.c_str());
   };
-  if (!a.out.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(a.out, ec);
-    if (!std::filesystem::is_directory(a.out)) {
-      throw make_error("--out", a.out + " is not a directory and cannot be made one",
-                       "name a directory for the JSON and plots");
-    }
-  }
   for (const auto& s : studies) {
     o.study = s;
     const eval::AblateResult r = eval::run_ablation(o);

@@ -123,6 +123,10 @@ if [ "$WHAT" = sim ]; then
   fails simentries "kv_bytes_per_element" preload --kv-entries native
   touch "$TMP/file"
   fails badout "$TMP/file" preload --batch 2 --out "$TMP/file" --quiet
+  fails emptyout "an empty path" preload --batch 2 --out "" --quiet
+  # An --out that cannot be written is refused before the study runs: no table printed.
+  fails unwritable_out "$TMP/file/sub" preload --batch 2 --out "$TMP/file/sub" --quiet
+  if [ -s "$TMP/unwritable_out.out" ]; then bad "ablate ran before refusing its --out"; else ok; fi
 else
   if [ ! -f "$MODEL" ]; then
     echo "SKIP: $MODEL not found (set CACHEBENCH_DATA)"
