@@ -463,6 +463,32 @@ void add(CLI::App& app, const char* name, const char* help) {
                    "has no effect in sim mode (it moves no bytes and runs no model)",
                    "drop it, or drop --sim");
     }
+    if (a->mode == "re" && (a->compare.empty() || a->compare == "re")) {
+      refuse_given(*sub,
+                   {"--policy",
+                    "--hbm",
+                    "--dram",
+                    "--ttl",
+                    "--ssd",
+                    "--store-dir",
+                    "--keep-store",
+                    "--chunk-size",
+                    "--clean-ahead",
+                    "--no-save-admission",
+                    "--no-drop-slow-demotions",
+                    "--io-threads",
+                    "--slow-read",
+                    "--slow-write",
+                    "--read-buffer-layers",
+                    "--no-preload",
+                    "--preload-jobs",
+                    "--sync-save",
+                    "--full-saves",
+                    "--kv-entries",
+                    "--lookahead"},
+                   "has no effect with --mode re (recompute keeps no store)",
+                   "drop it, or add --compare ca to run CachedAttention beside it");
+    }
     install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;

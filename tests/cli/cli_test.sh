@@ -385,6 +385,10 @@ if ! "$CB" --version | grep -qE "CUDA: +off"; then  # bench gpu's options exist 
 fi
 expect_usage_error replay_block_size_0 --block-size "must be in 1..1024" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --block-size 0
+expect_error replay_re_store_option "--policy" "no effect with --mode re" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --mode re --policy lru --limit 20
+expect_ok replay_re_compare_store_option "$CB" replay "$TMP/synth.json" -m preset:tiny-llama \
+  --sim --quiet --mode re --compare ca --policy lru --limit 20
 expect_usage_error replay_rate_nan --rate "must be a finite number >= 0" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --rate nan
 expect_usage_error replay_gpus_0 --gpus "must be in 1..4096" \
