@@ -44,6 +44,7 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   cmp("trace", field(b, "trace", "sha256").substr(0, 12),
       field(c, "trace", "sha256").substr(0, 12));
   cmp("model", field(b, "model", "name"), field(c, "model", "name"));
+  cmp("model shape", field(b, "model", "shape"), field(c, "model", "shape"));
   cmp("mode", field(b, "mode"), field(c, "mode"));
   cmp("execution", field(b, "execution"), field(c, "execution"));
   if (diff.empty()) return;

@@ -293,7 +293,14 @@ int run_replay_cmd(ReplayArgs& a) {
     j["execution"] = a.sim ? "sim" : "real";
     j["backend"] = a.sim ? "sim" : backend_label(a.m);
     if (a.sim) j["profile"] = prof.to_json();
-    j["model"] = {{"name", mc.name}, {"source", a.m.model}};
+    // "shape": what gate compares beside the name (two checkpoints both named "llama" differ).
+    j["model"] = {
+        {"name", mc.name},
+        {"source", a.m.model},
+        {"shape", std::string(model::arch_name(mc.arch)) + " " + std::to_string(mc.n_layers) + "x" +
+                      std::to_string(mc.hidden) + " heads " + std::to_string(mc.n_heads) + "/" +
+                      std::to_string(mc.n_kv_heads) + " ffn " + std::to_string(mc.ffn_hidden) +
+                      " vocab " + std::to_string(mc.vocab_size)}};
     j["trace"] = {{"path", a.trace},
                   {"kind", trace.kind},
                   {"sha256", datasets::sha256_file_hex(a.trace)},

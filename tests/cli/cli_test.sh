@@ -127,6 +127,11 @@ for args in "--out $G/base.json" "--no-such-flag"; do
   if [ $rc -eq 2 ]; then ok; else bad "gate $args: exit $rc, wanted 2: $(head -c 300 "$TMP/err")"; fi
 done
 if grep -qF '"completed": 10, "hit_rate"' "$G/base.json"; then ok; else bad "gate --out overwrote its baseline"; fi
+# Two checkpoints of one name ("llama") but another shape are different models.
+printf '{"model": {"name": "llama", "shape": "llama 6x288"}, "summary": {"completed": 1}}' >"$G/m1.json"
+printf '{"model": {"name": "llama", "shape": "llama 8x512"}, "summary": {"completed": 1}}' >"$G/m2.json"
+expect_error gate_model_shape "$G/m2.json" "model shape llama 6x288 vs llama 8x512" \
+  "$CB" gate --baseline "$G/m1.json" --current "$G/m2.json"
 # A given bound adds to the default ones: a hit-rate drop still fails beside a TTFT bound,
 # unless --no-default-bounds asks for the given ones alone.
 "$CB" gate --baseline "$G/base.json" --current "$G/worse.json" --max-regression ttft_ms.mean=5 >"$TMP/out" 2>&1
