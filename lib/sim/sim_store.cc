@@ -74,15 +74,15 @@ double SimStore::stamp(double now) {
   return last_stamp_;
 }
 
-SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at) {
+SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at, TierKind tier) {
   ++e.pins;
   ++e.accesses;
   e.last_access = stamp(now);
   sync(e);
-  ++hits_[static_cast<int>(e.tier)];
+  ++hits_[static_cast<int>(tier)];
   Hit h;
   h.hit = true;
-  h.tier = e.tier;
+  h.tier = tier;
   h.tokens = e.tokens;
   h.ready_at = std::max(now, ready_at);
   return h;
@@ -97,7 +97,7 @@ SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double
       return Hit{};
     }
     if (e.tokens > history) return Hit{};
-    return pin_hit(p->second, now, e.commit_at);
+    return pin_hit(p->second, now, e.commit_at, e.tier);
   }
   auto it = index_.find(session);
   if (it == index_.end()) return Hit{};
@@ -107,7 +107,10 @@ SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double
     return Hit{};
   }
   if (e.tokens > history) return Hit{};  // cannot happen for the engine's histories
-  return pin_hit(e, now, e.moving_until);
+  // A prefetch in flight: lib/store's entry stays on the SSD until its move lands, and a load
+  // of it reads the SSD (never waiting for the move), so the hit is an SSD hit, now.
+  if (e.moving_until > now) return pin_hit(e, now, now, TierKind::Ssd);
+  return pin_hit(e, now, e.moving_until, e.tier);
 }
 
 void SimStore::unpin(store::SessionId session) {

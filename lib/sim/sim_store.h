@@ -225,7 +225,9 @@ class SimStore {
   void erase_committed(store::SessionId session);
   void drop_pending(store::SessionId session);  ///< a save in flight, its space freed  ///< the
                                                 ///< visible entry only
-  Hit pin_hit(Entry& e, double now, double ready_at);
+  /// `tier`: where the load reads from (the entry's tier, or the SSD for an entry whose
+  /// prefetch is still in flight).
+  Hit pin_hit(Entry& e, double now, double ready_at, store::TierKind tier);
   /// An access time for now, at least a microsecond (the policies' tick) after every earlier
   /// one: on the virtual clock several operations share a time, while lib/store's clock
   /// orders them as they happen (LRU and FIFO ties).

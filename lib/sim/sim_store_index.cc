@@ -91,7 +91,10 @@ void SimStore::sync(Entry& e) {
     e.in_cands = true;
   }
   // reserve()'s copy candidates: every entry listed with a copy, unless save_below lent it.
-  if ((e.session & store::kCopyCandidate) == 0 && !e.copy_lent && with_copy_.count(e.session)) {
+  // Not while its entry's prefetch is in flight: those SSD chunks are still the entry's own in
+  // lib/store (its tier changes when the move lands), which nothing evicts while it moves.
+  if ((e.session & store::kCopyCandidate) == 0 && !e.copy_lent && e.moving_until < 0 &&
+      with_copy_.count(e.session)) {
     e.copy_cand = cands_[2].insert(make_cand(e, true)).first;
     cand_chunks_[2] += e.copy_cand->chunks;
     copy_cand_chunks_ += e.copy_cand->chunks;
@@ -111,7 +114,7 @@ std::vector<store::EntryInfo> SimStore::scan_candidates(TierKind t, const Entry*
   if (t == TierKind::Ssd) {  // lib/store's reserve: copies compete (store::kCopyCandidate)
     for (store::SessionId id : with_copy_) {
       const Entry& e = index_.at(id);
-      if ((id & store::kCopyCandidate) != 0 || e.copy_lent) continue;
+      if ((id & store::kCopyCandidate) != 0 || e.copy_lent || e.moving_until >= 0) continue;
       store::EntryInfo ci = info(e);
       ci.session = id | store::kCopyCandidate;
       ci.tier = TierKind::Ssd;

@@ -296,6 +296,27 @@ double ssd_written(const SimStore& s) {
   return static_cast<double>(s.tier_totals()[2].bytes_written);
 }
 
+// lib/store moves a prefetched entry to DRAM when its copy is done, and a load meanwhile reads
+// the SSD without waiting for the move: a hit before the fetch lands is an SSD hit, served now;
+// after, a DRAM hit. While the fetch runs, its SSD chunks are not a copy the SSD could drop.
+TEST(SimStore, AHitOnAnEntryStillBeingFetchedIsAnSsdHit) {
+  SimStore s(small(2, 4, "scheduler-aware"), 2, 128);
+  for (store::SessionId id = 1; id <= 3; ++id) {  // 3's save sends 1 to the SSD
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.prefetch({1}, 4);  // 16 KiB at 0.1 GB/s: lands at 4.00016
+  const SimStore::Hit early = s.lookup(1, 32, 4.0001);
+  ASSERT_TRUE(early.hit);
+  EXPECT_EQ(early.tier, store::TierKind::Ssd);
+  EXPECT_DOUBLE_EQ(early.ready_at, 4.0001);
+  s.unpin(1);
+  s.advance(5);
+  const SimStore::Hit late = s.lookup(1, 32, 5);
+  EXPECT_EQ(late.tier, store::TierKind::Dram);
+  s.unpin(1);
+}
+
 TEST(SimStore, ADemotionOfAPrefetchedEntryReusesItsSsdCopy) {
   SimStore s(small(2, 4, "scheduler-aware"), 2, 128);
   prefetch_one(s);
