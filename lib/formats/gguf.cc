@@ -23,8 +23,10 @@ constexpr const char* kReconvert =
 
 /// Upper bound on metadata values (scalars plus array elements) in one file. Each value
 /// costs ~100 bytes of memory, so without it a corrupt array count in a multi-GB model
-/// file would exhaust memory before the corruption shows; real files hold < 2M.
-constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 24;
+/// file would exhaust memory before the corruption shows; real files hold < 2M (a 256K-token
+/// vocabulary's tokens, scores and types: 0.8M). 4M values: at most ~0.4 GB (at 2^24 a 16 MB
+/// file of one byte array took 1.75 GB).
+constexpr uint64_t kMaxMetadataValues = uint64_t{1} << 22;
 /// Arrays may nest (arrays of arrays); deeper nesting than this is treated as corrupt
 /// rather than recursing without bound.
 constexpr int kMaxArrayDepth = 16;

@@ -523,6 +523,12 @@ TEST(GgufMalformed, AbsurdCounts) {
   expect_error("array_arr_2p60",
                header(0, 1) + Bytes().str("aa").u32(kArr).u32(kArr).u64(uint64_t{1} << 60).s(),
                {"array count", "'aa'"});
+  // 5M one-byte values fit the file (5 MB) but pass the limit on metadata values (~100 bytes
+  // of memory each): refused before 0.5 GB is spent on them.
+  const uint64_t many = 5u << 20;
+  expect_error("array_u8_5M",
+               header(0, 1) + Bytes().str("big").u32(kArr).u32(kU8).u64(many).zeros(many).s(),
+               {"array count 5242880", "'big'", "metadata values per file"});
   // 100 strings need at least 800 bytes; only 40 remain.
   expect_error("array_str",
                header(0, 1) + Bytes().str("s").u32(kArr).u32(kStr).u64(100).zeros(40).s(),
