@@ -470,29 +470,14 @@ void add(CLI::App& app, const char* name, const char* help) {
                    "has no effect in sim mode (it moves no bytes and runs no model)",
                    "drop it, or drop --sim");
     }
+    // Not --chunk-size nor --kv-entries: with --truncate-align auto they set where RE cuts an
+    // overflowing history too (the store's tokens per chunk), so that RE can match a CA run.
     if (a->mode == "re" && (a->compare.empty() || a->compare == "re")) {
       refuse_given(*sub,
-                   {"--policy",
-                    "--hbm",
-                    "--dram",
-                    "--ttl",
-                    "--ssd",
-                    "--store-dir",
-                    "--keep-store",
-                    "--chunk-size",
-                    "--clean-ahead",
-                    "--no-save-admission",
-                    "--no-drop-slow-demotions",
-                    "--io-threads",
-                    "--slow-read",
-                    "--slow-write",
-                    "--read-buffer-layers",
-                    "--no-preload",
-                    "--preload-jobs",
-                    "--sync-save",
-                    "--full-saves",
-                    "--kv-entries",
-                    "--lookahead"},
+                   {"--policy", "--hbm", "--dram", "--ttl", "--ssd", "--store-dir", "--keep-store",
+                    "--clean-ahead", "--no-save-admission", "--no-drop-slow-demotions",
+                    "--io-threads", "--slow-read", "--slow-write", "--read-buffer-layers",
+                    "--no-preload", "--preload-jobs", "--sync-save", "--full-saves", "--lookahead"},
                    "has no effect with --mode re (recompute keeps no store)",
                    "drop it, or add --compare ca to run CachedAttention beside it");
     }

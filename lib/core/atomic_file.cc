@@ -99,36 +99,72 @@ void write_to_special(const std::string& path, const std::string& target, std::s
   }
 }
 
+/// The descriptor a path names when it is one of the process's own (/dev/stdout, /dev/stderr,
+/// /dev/fd/N, /proc/self/fd/N); -1 otherwise. Written through the descriptor, output lands
+/// where the shell sent it (a pipe, a terminal, a file opened for appending at its end).
+int own_descriptor(const std::string& p) {
+  if (p == "/dev/stdout") return 1;
+  if (p == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::string pre = prefix;
+    if (p.size() > pre.size() && p.compare(0, pre.size(), pre) == 0 &&
+        p.find_first_not_of("0123456789", pre.size()) == std::string::npos &&
+        p.size() - pre.size() <= 6) {
+      return std::stoi(p.substr(pre.size()));
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 void write_file_atomically(const std::string& link_or_path, std::string_view bytes,
                            const std::string& what) {
+  if (const int fd = own_descriptor(link_or_path); fd >= 0) {
+    const int err = write_all(fd, bytes);
+    if (err != 0) {
+      throw make_error(link_or_path, "cannot write " + what + " (" + std::strerror(err) + ")",
+                       advice(err));
+    }
+    return;
+  }
   // A symbolic link is followed: the file it names is replaced and the link stays.
   std::string path = link_or_path;
   struct stat st {};
   if (::lstat(link_or_path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
     if (::stat(link_or_path.c_str(), &st) != 0) {
-      throw make_error(link_or_path,
-                       "cannot write " + what + ": it is a symbolic link to nothing (" +
-                           std::strerror(errno) + ")",
-                       "point the link at a file, or remove it");
-    }
-    if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {  // /dev/stdout -> a pipe or terminal
-      write_to_special(link_or_path, link_or_path, bytes, what);
-      return;
-    }
-    char* real = ::realpath(link_or_path.c_str(), nullptr);
-    if (real == nullptr) {
       const int err = errno;
-      throw make_error(link_or_path, "cannot write " + what + " (" + std::strerror(err) + ")",
-                       advice(err));
+      throw make_error(link_or_path,
+                       "cannot write " + what +
+                           (err == ENOENT ? std::string(": it is a symbolic link to nothing")
+                                          : std::string(" through the symbolic link (") +
+                                                std::strerror(err) + ")"),
+                       err == ENOENT ? "point the link at a file, or remove it" : advice(err));
     }
-    path = real;
-    std::free(real);
+    if (S_ISREG(st.st_mode) || S_ISDIR(st.st_mode)) {
+      char* real = ::realpath(link_or_path.c_str(), nullptr);
+      if (real == nullptr) {
+        const int err = errno;
+        throw make_error(link_or_path, "cannot write " + what + " (" + std::strerror(err) + ")",
+                         advice(err));
+      }
+      path = real;
+      std::free(real);
+    }
+  } else if (::stat(path.c_str(), &st) != 0) {
+    st.st_mode = S_IFREG;  // a new file
   }
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+  // A character device (/dev/null, a terminal) or a pipe is written to: renaming over it would
+  // replace the device with a file. A block device or a socket is refused: writing a result
+  // onto a disk is never meant.
+  if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
     write_to_special(link_or_path, path, bytes, what);
     return;
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    throw make_error(link_or_path,
+                     "cannot write " + what + ": it is a block device or a socket, not a file",
+                     "name a file");
   }
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   static std::mutex one_at_a_time;  // the guard's handler knows one temporary file

@@ -10,8 +10,9 @@ namespace cb {
 /// Writes `bytes` to `path` through a temporary file beside it (`path`.tmp.PID), flushed to
 /// disk and renamed over `path`. Throws cb::Error naming `path`, `what` (e.g. "the JSON
 /// result") and the system's reason, with the temporary file removed. A symbolic link is
-/// followed (the file it names is replaced, the link stays); what is neither a regular file
-/// nor a directory (/dev/null, /dev/stdout, a pipe) is written to directly, not replaced.
+/// followed (the file it names is replaced, the link stays); the process's own descriptors
+/// (/dev/stdout, /dev/fd/N) are written through, character devices (/dev/null) and pipes are
+/// written to directly, not replaced, and block devices and sockets are refused.
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::string& what);
 

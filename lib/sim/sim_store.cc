@@ -596,6 +596,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
     const double start = blocking_ ? std::max(now, blocked_until_) : now;
     const double done = std::max(bytes > 0 ? l.transfer(start, bytes) : start, m.clean_until);
     if (blocking_) blocked_until_ = done;
+    room_at_ = std::max(room_at_, done);
     write_s_[static_cast<int>(lower)] += l.busy_s() - before;
     bytes_written_[static_cast<int>(lower)] += bytes;
     free_[static_cast<int>(src)] += m.chunks;
@@ -677,6 +678,9 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
   const std::unordered_set<store::SessionId> wanted(order.begin(), order.end());
   std::vector<store::SessionId> held;
   size_t left = wanted.size();
+  // lib/store runs the fetches one after another on one pool task, each demoting its victims
+  // before it copies: a fetch starts when the previous one has landed and its room is free.
+  double fetch_at = now;
   for (store::SessionId s : lookahead) {
     if (left == 0) break;
     auto it = index_.find(s);
@@ -688,11 +692,13 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     held.push_back(s);
     if (is_wanted) --left;
     if (!fetch) continue;
+    room_at_ = fetch_at;
     if (!reserve(TierKind::Dram, it->second.chunks, true, now)) break;
     Entry& e = index_.at(s);
     const double bytes = payload_bytes(e.tokens);
     const double before = cfg_.ssd_read.busy_s();
-    e.moving_until = cfg_.ssd_read.transfer(now, bytes);
+    e.moving_until = cfg_.ssd_read.transfer(room_at_, bytes);
+    fetch_at = e.moving_until;
     read_s_[2] += cfg_.ssd_read.busy_s() - before;
     bytes_read_[2] += bytes;
     bytes_written_[1] += bytes;

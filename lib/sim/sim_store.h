@@ -293,6 +293,10 @@ class SimStore {
   bool blocking_ = false;        ///< inside a save() or truncate() call: evictions block it
   bool write_back_due_ = false;  ///< see write_back()
   double blocked_until_ = 0;     ///< see caller_blocked_until()
+  /// When the demotions evict() issued since prefetch() reset it are written: a fetch reads
+  /// the SSD only once the room it made is free (lib/store's fetch task demotes its victims,
+  /// then copies).
+  double room_at_ = 0;
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0, slow_dropped_ = 0;

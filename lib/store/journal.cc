@@ -103,12 +103,14 @@ ReplayResult Journal::replay(const std::string& path) {
   size_t pos = 0;
   // Resyncing after damage checks every magic found, each against the length its header
   // claims: crafted damage (headers that each claim the rest of the file) would make that
-  // quadratic. The intact records cost the file's size at most; false starts get as much
-  // again, then further ones are not checked and the rest counts as damage.
+  // quadratic. The candidates checked while resyncing may hash twice the file's size in all;
+  // after that further ones are not checked and the rest counts as damage. Records read in
+  // sequence cost nothing from it (the file's size at most, once).
   uint64_t hash_budget = 2 * static_cast<uint64_t>(data.size()) + (1u << 20);
   while (pos < data.size()) {
     uint32_t type = 0, len = 0;
-    if (!record_at(data, pos, &type, &len, &hash_budget)) {
+    uint64_t in_sequence = ~uint64_t{0};
+    if (!record_at(data, pos, &type, &len, &in_sequence)) {
       // Corrupt bytes: the next intact record (each starts with the magic) resumes the replay;
       // with none, this is the torn tail a crash leaves.
       size_t next = pos;

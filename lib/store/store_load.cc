@@ -225,25 +225,46 @@ void AttentionStore::settle_layer(const std::shared_ptr<LoadState>& st, int laye
 }
 
 bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t) {
+  // Chunks go in batches of up to 64 MiB (one chunk at least) per I/O call, so the SSD sees a
+  // queue of reads, through one buffer whose size does not grow with the entry.
+  constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
   const uint64_t nt = m.n_token_chunks(), seed = chunk_seed(m.session);
-  std::vector<char> buf;
+  struct Piece {
+    uint64_t index;  // into m.slots and m.checksums
+    uint32_t len;
+  };
+  std::vector<Piece> all;
   for (int l = 0; l < m.shape.n_layers; ++l) {
     for (int kv = 0; kv < 2; ++kv) {
-      for (uint64_t c = 0; c < nt; ++c) {
-        const uint64_t idx = m.chunk_index(l, kv, c);
-        const uint32_t len = m.chunk_len(c);
-        if (buf.size() < len) buf.resize(len);
-        uint64_t got = 0;
-        ChunkIo op{m.slots[idx], buf.data(), len, 0};
-        op.sum = &got;
-        op.sum_seed = seed;
-        if (!timed_io(t, false, &op, 1)) return false;
-        if (got != m.checksums[idx]) {
-          stats_.add(Counter::ChecksumFailures);
-          return false;
-        }
+      for (uint64_t c = 0; c < nt; ++c) all.push_back({m.chunk_index(l, kv, c), m.chunk_len(c)});
+    }
+  }
+  std::vector<char> buf;
+  std::vector<ChunkIo> ops;
+  std::vector<uint64_t> got;
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i;
+    uint64_t bytes = 0;
+    while (j < all.size() && (j == i || bytes + all[j].len <= kBatchBytes)) bytes += all[j++].len;
+    if (buf.size() < bytes) buf.resize(bytes);
+    ops.assign(j - i, ChunkIo{});
+    got.assign(j - i, 0);
+    uint64_t off = 0;
+    for (size_t k = i; k < j; ++k) {
+      ChunkIo& op = ops[k - i];
+      op = ChunkIo{m.slots[all[k].index], buf.data() + off, all[k].len, 0};
+      op.sum = &got[k - i];
+      op.sum_seed = seed;
+      off += all[k].len;
+    }
+    if (!timed_io(t, false, ops.data(), ops.size())) return false;
+    for (size_t k = i; k < j; ++k) {
+      if (got[k - i] != m.checksums[all[k].index]) {
+        stats_.add(Counter::ChecksumFailures);
+        return false;
       }
     }
+    i = j;
   }
   return true;
 }

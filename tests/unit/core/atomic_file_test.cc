@@ -1,5 +1,6 @@
 #include "lib/core/atomic_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -72,15 +73,27 @@ TEST(AtomicFile, LinksAreFollowedAndDevicesWrittenNotReplaced) {
   }
   EXPECT_TRUE(fs::is_symlink(dir + "/dangling.json"));
   // A FIFO stands in for a device (never /dev/null itself: a regression here would replace it):
-// a reader gets the bytes, and it is still a FIFO after.
+  // its reader, open before the write, gets the bytes, and it is still a FIFO after. The
+  // reader opens without blocking, so a regression fails instead of hanging.
   const std::string fifo = dir + "/fifo";
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
-  std::string got;
-  std::thread reader([&] { got = read_all(fifo); });
+  const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(rd, 0);
   cb::write_file_atomically(fifo, "through the pipe", "the test result");
-  reader.join();
-  EXPECT_EQ(got, "through the pipe");
+  char buf[64] = {};
+  const ssize_t n = ::read(rd, buf, sizeof buf);
+  ::close(rd);
+  EXPECT_EQ(std::string(buf, n > 0 ? static_cast<size_t>(n) : 0), "through the pipe");
   EXPECT_TRUE(fs::is_fifo(fifo));
+  // The process's own descriptor: written through it, where it points (here a file opened for
+  // appending, which keeps what it held).
+  const std::string out = dir + "/out.txt";
+  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "before;", 7), 7);
+  cb::write_file_atomically("/dev/fd/" + std::to_string(fd), "after", "the test result");
+  ::close(fd);
+  EXPECT_EQ(read_all(out), "before;after");
   fs::remove_all(dir);
 }
 

@@ -305,11 +305,13 @@ TEST(SimStore, AHitOnAnEntryStillBeingFetchedIsAnSsdHit) {
     ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
     s.commit(id);
   }
-  s.prefetch({1}, 4);  // 16 KiB at 0.1 GB/s: lands at 4.00016
-  const SimStore::Hit early = s.lookup(1, 32, 4.0001);
+  // DRAM is full: the fetch first demotes 2 (16 KiB at 0.1 GB/s, written by 4.00016), then
+  // reads 1 (16 KiB more, landing at 4.00033), as lib/store's fetch task does in turn.
+  s.prefetch({1}, 4);
+  const SimStore::Hit early = s.lookup(1, 32, 4.0002);  // after the read alone would land
   ASSERT_TRUE(early.hit);
   EXPECT_EQ(early.tier, store::TierKind::Ssd);
-  EXPECT_DOUBLE_EQ(early.ready_at, 4.0001);
+  EXPECT_DOUBLE_EQ(early.ready_at, 4.0002);
   s.unpin(1);
   s.advance(5);
   const SimStore::Hit late = s.lookup(1, 32, 5);
