@@ -319,6 +319,29 @@ TEST(SimStore, AHitOnAnEntryStillBeingFetchedIsAnSsdHit) {
   s.unpin(1);
 }
 
+// While a fetch runs, the SSD chunks it reads are its entry's own in lib/store (the move has
+// not landed), not a copy the SSD may drop to make room: a save that needs SSD room then takes
+// another victim, and the copy is there once the fetch lands.
+TEST(SimStore, AnEntryBeingFetchedKeepsItsSsdChunks) {
+  SimStore s(small(2, 2, "scheduler-aware"), 2, 128);
+  for (store::SessionId id = 1; id <= 3; ++id) {  // 3's save sends 1 to the SSD
+    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+    s.commit(id);
+  }
+  s.prefetch({1}, 4);  // demotes 2 to the SSD (now full: 1's chunks and 2), then reads 1
+  // 3 to the SSD, which must drop 2, not 1's chunks (as a copy, ranked with 1's access times,
+  // they would go first).
+  ASSERT_GE(s.save(4, 32, 4.0001), 0);
+  s.commit(4);
+  s.advance(5);
+  EXPECT_EQ(s.ssd_copy_chunks(), 4u);
+  const SimStore::Hit one = s.lookup(1, 32, 5);
+  EXPECT_TRUE(one.hit);
+  EXPECT_EQ(one.tier, store::TierKind::Dram);
+  s.unpin(1);
+  EXPECT_FALSE(s.lookup(2, 32, 5).hit);
+}
+
 TEST(SimStore, ADemotionOfAPrefetchedEntryReusesItsSsdCopy) {
   SimStore s(small(2, 4, "scheduler-aware"), 2, 128);
   prefetch_one(s);
