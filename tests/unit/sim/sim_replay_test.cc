@@ -1,0 +1,173 @@
+// Sim replays (eval::run_sim_replay) end to end: overflow truncation against the prefetch, the
+// KV pool beside the weights and the store's HBM tier, and what CA and RE compare.
+#include "eval/sim_replay.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lib/core/error.h"
+#include "lib/model/presets.h"
+#include "lib/sched/arrivals.h"
+#include "lib/sim/profile.h"
+
+namespace cb::sim {
+namespace {
+
+// Every indexed eviction decision checked against the advisor's ranking of all candidates
+// (eval/sim_replay.cc reads it).
+[[maybe_unused]] const int kVerifySimEnv = setenv("CACHEBENCH_SIM_VERIFY", "1", 1);
+
+// Overflows cut on arrival: eight LLaMA-13B conversations of two turns, one at a time, through
+// a DRAM tier of three entries. Each second turn overflows the 2K window and drops half its
+// history; it waits behind the other first turns while its entry goes to the SSD, and comes back
+// by prefetch. Cut by whole chunks when it arrives (the default), the entry is truncated on the
+// SSD and the prefetch reads only the kept tokens; cut exactly (`truncate_align` 1) when the turn
+// is prepared, the prefetch reads the whole entry first.
+TEST(SimReplay, AWholeChunkOverflowIsCutOnArrivalBeforeThePrefetchReadsIt) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions(8);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i].id = 10 + i;
+    sessions[i].turns.resize(2);
+    sessions[i].turns[0].ids.resize(1500);
+    sessions[i].turns[0].output_tokens = 100;
+    sessions[i].turns[1].ids.resize(600);
+    sessions[i].turns[1].output_tokens = 100;
+  }
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 4'000'000'000;  // three 1,600-token entries (1.3 GB each)
+  o.store.ssd_bytes = 100'000'000'000;
+  o.engine.ctx = 2048;
+  o.engine.sched.rate = 0;
+  o.engine.sched.max_batch = 1;
+  o.engine.preload_jobs = 1;
+  double read[2], loaded[2];
+  for (int exact = 0; exact < 2; ++exact) {
+    o.engine.truncate_align = exact ? 1 : -1;
+    const eval::ReplayRun r = eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, so);
+    const nlohmann::json& s = r.summary;
+    EXPECT_EQ(s["hit_rate"]["overall"].get<double>(), 1.0);
+    EXPECT_EQ(s["truncate_align_tokens"].get<int64_t>(), exact ? 1 : 102);
+    for (const auto& t : r.result.records) {
+      if (t.turn == 1) {
+        EXPECT_GE(t.truncated_tokens, 799);  // half the 1,599-token history at least
+      }
+    }
+    read[exact] = s["tiers"]["ssd"]["bytes_read"].get<double>();
+    loaded[exact] = s["bytes_loaded"].get<double>();
+  }
+  EXPECT_GT(read[0], 0);
+  EXPECT_LE(read[0], loaded[0]);        // never a dropped token
+  EXPECT_GT(read[1], 1.5 * loaded[1]);  // the dropped half too
+}
+
+TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  HardwareProfile p = builtin_profile("a100-80gb");
+  p.gpus = 2;
+  const int64_t blocks = eval::sim_kv_blocks(mc, p, 16, 0);
+  const double kv = blocks * 16.0 * mc.kv_bytes_per_token();
+  EXPECT_GT(kv, 0.9 * 2 * 80 * 1073741824.0 - 27e9 - 1e9);
+  EXPECT_LT(kv, 0.9 * 2 * 80 * 1073741824.0 - 25e9);
+  p.gpus = 1;
+  p.hbm_bytes = 16e9;
+  EXPECT_THROW(eval::sim_kv_blocks(model::preset_config("llama-65b"), p, 16, 0), Error);
+}
+
+// --warmup-turns leaves out the same turns in every mode (CA finishes turns sooner than RE, so
+// the first N requests released would be different turns), and each turn's think time is its
+// own: the measured turns arrive with the same think times in CA and RE.
+TEST(SimReplay, CaAndReWarmTheSameTurns) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions(10);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i].id = 1 + i;
+    sessions[i].turns.resize(4);
+    for (auto& t : sessions[i].turns) {  // a long first message, then short ones
+      t.ids.resize(&t == &sessions[i].turns[0] ? 1500 : 100);
+      t.output_tokens = 40;
+    }
+  }
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 100'000'000'000;
+  // Arrivals and think times close to the service times, so the modes release turns in
+  // different orders.
+  o.engine.sched.rate = 20;
+  o.engine.sched.think = sched::ThinkTime::parse("exp:0.05");
+  o.engine.sched.max_batch = 2;
+  o.engine.warmup_turns = 21;  // the boundary falls where CA and RE release turns apart
+  std::map<std::pair<uint64_t, int>, bool> warm[2];
+  std::map<std::pair<uint64_t, int>, double> think[2];
+  for (int m = 0; m < 2; ++m) {
+    const eval::ReplayRun r =
+        eval::run_sim_replay(mc, sessions, m ? engine::Mode::RE : engine::Mode::CA, o, so);
+    std::map<std::pair<uint64_t, int>, double> finish;
+    for (const auto& t : r.result.records) {
+      warm[m][{t.session, t.turn}] = t.warmup;
+      finish[{t.session, t.turn}] = t.finish_s;
+    }
+    for (const auto& t : r.result.records) {
+      if (t.turn > 0) think[m][{t.session, t.turn}] = t.arrival_s - finish[{t.session, t.turn - 1}];
+    }
+  }
+  EXPECT_EQ(warm[0], warm[1]);
+  int n = 0;
+  for (const auto& [k, w] : warm[0]) n += w ? 1 : 0;
+  EXPECT_EQ(n, 21);
+  ASSERT_EQ(think[0].size(), think[1].size());
+  for (const auto& [k, t] : think[0]) EXPECT_NEAR(t, think[1][k], 1e-9);
+}
+
+// The store's HBM tier comes out of the KV pool of the runs that have a store; RE has none, so
+// `--hbm` must not shrink its pool (a handicap that would overstate CA's gains).
+TEST(SimReplay, OnlyARunWithAStoreGivesUpHbmToItsHbmTier) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions(2);
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    sessions[i].id = 1 + i;
+    sessions[i].turns.resize(1);
+    sessions[i].turns[0].ids.resize(100);
+    sessions[i].turns[0].output_tokens = 4;
+  }
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 4'000'000'000;
+  o.engine.sched.rate = 0;
+  const auto blocks = [&](engine::Mode m, uint64_t hbm) {
+    o.store.hbm_bytes = hbm;
+    return eval::run_sim_replay(mc, sessions, m, o, so).summary["kv_blocks"].get<int64_t>();
+  };
+  const int64_t whole = eval::sim_kv_blocks(mc, so.profile, o.engine.block_size, 0);
+  const uint64_t tier = 40'000'000'000;
+  EXPECT_EQ(blocks(engine::Mode::RE, 0), whole);
+  EXPECT_EQ(blocks(engine::Mode::RE, tier), whole);
+  EXPECT_LT(blocks(engine::Mode::CA, tier), whole);
+  EXPECT_EQ(blocks(engine::Mode::CA, tier),
+            eval::sim_kv_blocks(mc, so.profile, o.engine.block_size, tier));
+  // Tensor parallelism over GPUs that do not split LLaMA-13B's 40 heads evenly is refused.
+  for (const int g : {3, 80, 4096}) {
+    so.profile.gpus = g;
+    try {
+      eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, so);
+      ADD_FAILURE() << g << " GPUs accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("do not split evenly"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cb::sim
