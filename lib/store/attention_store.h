@@ -395,7 +395,7 @@ class AttentionStore {
   void start_layers(const std::shared_ptr<LoadState>& st, int n);
   void settle_layer(const std::shared_ptr<LoadState>& st, int layer, bool ok, bool attempted);
   bool read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k, std::vector<char>* v);
-  /// Reads every chunk of `m` in `t` one at a time through one chunk-sized buffer and checks
+  /// Reads every chunk of `m` in `t`, in batches of up to 64 MiB through one buffer, and checks
   /// its checksum: verify_all's check, whose memory does not grow with the entry.
   bool verify_entry(const EntryMeta& m, TierKind t);
   bool timed_io(TierKind t, bool write, struct ChunkIo* ops, size_t n);
