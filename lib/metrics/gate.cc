@@ -158,11 +158,7 @@ const json& select_summary(const json& doc, const std::string& name) {
 
 json parse_document(const std::string& text, const std::string& name) {
   // A result nests a few levels; rendering a deeper value in a message would recurse per level.
-  constexpr size_t kMaxDepth = 64;
-  if (json_nesting_depth(text) > kMaxDepth) {
-    throw make_error(name, "nests JSON more than " + std::to_string(kMaxDepth) + " levels deep",
-                     "pass a result written with --out");
-  }
+  check_json_depth(text, 64, name, "pass a result written with --out");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {  // parse errors, and numbers beyond a double

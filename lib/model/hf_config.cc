@@ -20,8 +20,7 @@ constexpr size_t kMaxJsonDepth = 64;
 
 /// Short rendering of a value for an error message.
 std::string brief(const json& v) {
-  std::string s = v.dump();
-  return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+  return clip_for_message(v.dump(), 80);
 }
 
 class Fields {
@@ -114,10 +113,7 @@ ModelConfig config_from_hf(const std::string& path) {
                      "a Hugging Face model directory needs config.json next to the weights");
   }
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (json_nesting_depth(text) > kMaxJsonDepth) {
-    throw make_error(path, "nests JSON more than " + std::to_string(kMaxJsonDepth) + " levels deep",
-                     "fix or re-download config.json");
-  }
+  check_json_depth(text, kMaxJsonDepth, path, "fix or re-download config.json");
   json j;
   try {
     j = json::parse(text);

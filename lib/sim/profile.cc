@@ -267,10 +267,8 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  if (json_nesting_depth(ss.str()) > 8) {  // a profile is a flat object and its sources
-    throw make_error(name_or_path, "nests JSON more than 8 levels deep",
-                     "a hardware profile is a flat JSON object");
-  }
+  // A profile is a flat object and its sources.
+  check_json_depth(ss.str(), 8, name_or_path, "a hardware profile is a flat JSON object");
   nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
   if (j.is_discarded()) {
     throw make_error(name_or_path, "not valid JSON", "a hardware profile is a JSON object");

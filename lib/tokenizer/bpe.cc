@@ -35,9 +35,7 @@ std::string in_quotes(const std::string& s) {
 
 /// Short rendering of a JSON value for error messages.
 std::string brief(const json& j) {
-  std::string s = j.dump();
-  if (s.size() > 160) s = s.substr(0, 157) + "...";
-  return s;
+  return clip_for_message(j.dump(), 160);
 }
 
 /// Splits a merge rule "a b"; false unless it is exactly two pieces around one space.

@@ -22,6 +22,34 @@ namespace {
 // (eval/sim_replay.cc reads it).
 [[maybe_unused]] const int kVerifySimEnv = setenv("CACHEBENCH_SIM_VERIFY", "1", 1);
 
+struct Turn {
+  size_t message_tokens;
+  int64_t output_tokens;
+};
+
+/// `n` conversations numbered from `first_id`, each of `turns`.
+std::vector<engine::SessionInput> conversations(size_t n, uint64_t first_id,
+                                                const std::vector<Turn>& turns) {
+  std::vector<engine::SessionInput> sessions(n);
+  for (size_t i = 0; i < n; ++i) {
+    sessions[i].id = first_id + i;
+    for (const Turn& t : turns) {
+      sessions[i].turns.emplace_back();
+      sessions[i].turns.back().ids.resize(t.message_tokens);
+      sessions[i].turns.back().output_tokens = t.output_tokens;
+    }
+  }
+  return sessions;
+}
+
+/// The paper's LLaMA-13B setup: the built-in A100 profile, two GPUs.
+eval::SimOptions two_a100s() {
+  eval::SimOptions so;
+  so.profile = builtin_profile("a100-80gb");
+  so.profile.gpus = 2;
+  return so;
+}
+
 // Overflows cut on arrival: eight LLaMA-13B conversations of two turns, one at a time, through
 // a DRAM tier of three entries. Each second turn overflows the 2K window and drops half its
 // history; it waits behind the other first turns while its entry goes to the SSD, and comes back
@@ -30,18 +58,8 @@ namespace {
 // is prepared, the prefetch reads the whole entry first.
 TEST(SimReplay, AWholeChunkOverflowIsCutOnArrivalBeforeThePrefetchReadsIt) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
-  std::vector<engine::SessionInput> sessions(8);
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    sessions[i].id = 10 + i;
-    sessions[i].turns.resize(2);
-    sessions[i].turns[0].ids.resize(1500);
-    sessions[i].turns[0].output_tokens = 100;
-    sessions[i].turns[1].ids.resize(600);
-    sessions[i].turns[1].output_tokens = 100;
-  }
-  eval::SimOptions so;
-  so.profile = builtin_profile("a100-80gb");
-  so.profile.gpus = 2;
+  const auto sessions = conversations(8, 10, {{1500, 100}, {600, 100}});
+  const eval::SimOptions so = two_a100s();
   eval::ReplayOptions o;
   o.store.dram_bytes = 4'000'000'000;  // three 1,600-token entries (1.3 GB each)
   o.store.ssd_bytes = 100'000'000'000;
@@ -71,8 +89,7 @@ TEST(SimReplay, AWholeChunkOverflowIsCutOnArrivalBeforeThePrefetchReadsIt) {
 
 TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
-  HardwareProfile p = builtin_profile("a100-80gb");
-  p.gpus = 2;
+  HardwareProfile p = two_a100s().profile;
   const int64_t blocks = eval::sim_kv_blocks(mc, p, 16, 0);
   const double kv = blocks * 16.0 * mc.kv_bytes_per_token();
   EXPECT_GT(kv, 0.9 * 2 * 80 * 1073741824.0 - 27e9 - 1e9);
@@ -87,18 +104,9 @@ TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
 // own: the measured turns arrive with the same think times in CA and RE.
 TEST(SimReplay, CaAndReWarmTheSameTurns) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
-  std::vector<engine::SessionInput> sessions(10);
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    sessions[i].id = 1 + i;
-    sessions[i].turns.resize(4);
-    for (auto& t : sessions[i].turns) {  // a long first message, then short ones
-      t.ids.resize(&t == &sessions[i].turns[0] ? 1500 : 100);
-      t.output_tokens = 40;
-    }
-  }
-  eval::SimOptions so;
-  so.profile = builtin_profile("a100-80gb");
-  so.profile.gpus = 2;
+  // A long first message, then short ones.
+  const auto sessions = conversations(10, 1, {{1500, 40}, {100, 40}, {100, 40}, {100, 40}});
+  const eval::SimOptions so = two_a100s();
   eval::ReplayOptions o;
   o.store.dram_bytes = 100'000'000'000;
   // Arrivals and think times close to the service times, so the modes release turns in
@@ -133,16 +141,8 @@ TEST(SimReplay, CaAndReWarmTheSameTurns) {
 // `--hbm` must not shrink its pool (a handicap that would overstate CA's gains).
 TEST(SimReplay, OnlyARunWithAStoreGivesUpHbmToItsHbmTier) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
-  std::vector<engine::SessionInput> sessions(2);
-  for (size_t i = 0; i < sessions.size(); ++i) {
-    sessions[i].id = 1 + i;
-    sessions[i].turns.resize(1);
-    sessions[i].turns[0].ids.resize(100);
-    sessions[i].turns[0].output_tokens = 4;
-  }
-  eval::SimOptions so;
-  so.profile = builtin_profile("a100-80gb");
-  so.profile.gpus = 2;
+  const auto sessions = conversations(2, 1, {{100, 4}});
+  eval::SimOptions so = two_a100s();
   eval::ReplayOptions o;
   o.store.dram_bytes = 4'000'000'000;
   o.engine.sched.rate = 0;

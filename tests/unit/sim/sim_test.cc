@@ -277,11 +277,17 @@ TEST(SimStore, AnAppendSharesTheWholeChunksOfTheEntryItExtends) {
 // its SSD chunks as a copy; demoting it again writes only what changed; copies go first when
 // the SSD needs room. Sessions 1, 2, 3 of 32 tokens (4 chunks each) in a 2-entry DRAM: 3's
 // save sends 1 to the SSD, the prefetch of 1 sends 2 there.
-void prefetch_one(SimStore& s) {
+/// Saves 1, 2 and 3 (32 tokens each) at times 1, 2, 3: in a DRAM tier of two entries, 3's save
+/// sends 1 to the SSD.
+void save_first_three(SimStore& s) {
   for (store::SessionId id = 1; id <= 3; ++id) {
     ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
     s.commit(id);
   }
+}
+
+void prefetch_one(SimStore& s) {
+  ASSERT_NO_FATAL_FAILURE(save_first_three(s));
   s.prefetch({1}, 4);
   s.advance(100);
   s.prefetch({}, 100);  // 1 leaves the look-ahead window
@@ -301,10 +307,7 @@ double ssd_written(const SimStore& s) {
 // after, a DRAM hit. While the fetch runs, its SSD chunks are not a copy the SSD could drop.
 TEST(SimStore, AHitOnAnEntryStillBeingFetchedIsAnSsdHit) {
   SimStore s(small(2, 4, "scheduler-aware"), 2, 128);
-  for (store::SessionId id = 1; id <= 3; ++id) {  // 3's save sends 1 to the SSD
-    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
-    s.commit(id);
-  }
+  ASSERT_NO_FATAL_FAILURE(save_first_three(s));  // 3's save sends 1 to the SSD
   // DRAM is full: the fetch first demotes 2 (16 KiB at 0.1 GB/s, written by 4.00016), then
   // reads 1 (16 KiB more, landing at 4.00033), as lib/store's fetch task does in turn.
   s.prefetch({1}, 4);
@@ -324,10 +327,7 @@ TEST(SimStore, AHitOnAnEntryStillBeingFetchedIsAnSsdHit) {
 // another victim, and the copy is there once the fetch lands.
 TEST(SimStore, AnEntryBeingFetchedKeepsItsSsdChunks) {
   SimStore s(small(2, 2, "scheduler-aware"), 2, 128);
-  for (store::SessionId id = 1; id <= 3; ++id) {  // 3's save sends 1 to the SSD
-    ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
-    s.commit(id);
-  }
+  ASSERT_NO_FATAL_FAILURE(save_first_three(s));  // 3's save sends 1 to the SSD
   s.prefetch({1}, 4);  // demotes 2 to the SSD (now full: 1's chunks and 2), then reads 1
   // 3 to the SSD, which must drop 2, not 1's chunks (as a copy, ranked with 1's access times,
   // they would go first).
