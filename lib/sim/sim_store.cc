@@ -12,13 +12,61 @@ namespace cb::sim {
 
 using store::TierKind;
 
+template <class Take>
+double Link::fill(double at, double d, Take take) const {
+  double t = std::max(at, floor_);
+  // The first reservation that ends after t (the one before may still cover t).
+  auto it = busy_.upper_bound(t);
+  if (it != busy_.begin() && std::prev(it)->second > t) --it;
+  while (true) {
+    if (it != busy_.end() && it->first <= t) {
+      t = std::max(t, it->second);
+      ++it;
+      continue;
+    }
+    if (it == busy_.end() || d < it->first - t) {
+      take(t, t + d);
+      return t + d;
+    }
+    take(t, it->first);  // up to the next reservation, ends meeting exactly
+    d -= it->first - t;
+    t = it->first;
+  }
+}
+
+double Link::completion(double at, double bytes) const {
+  return fill(at, duration(bytes), [](double, double) {});
+}
+
 double Link::transfer(double at, double bytes) {
-  const double start = std::max(at, free_at_);
-  const double d = lat_ + bytes / bps_;
-  free_at_ = start + d;
+  const double d = duration(bytes);
+  std::vector<std::pair<double, double>> pieces;
+  const double done = fill(at, d, [&](double a, double b) { pieces.emplace_back(a, b); });
+  last_start_ = pieces.front().first;
+  for (auto [a, b] : pieces) {
+    if (b <= a) continue;  // a zero-length transfer reserves nothing
+    // Merge with the reservations it touches (pieces fill gaps exactly, so ends meet).
+    auto next = busy_.lower_bound(a);
+    if (next != busy_.begin() && std::prev(next)->second == a) {
+      auto prev = std::prev(next);
+      a = prev->first;
+      busy_.erase(prev);
+    }
+    next = busy_.lower_bound(a);
+    if (next != busy_.end() && next->first == b) {
+      b = next->second;
+      busy_.erase(next);
+    }
+    busy_.emplace(a, b);
+  }
   busy_s_ += d;
   bytes_ += bytes;
-  return free_at_;
+  return done;
+}
+
+void Link::retire(double now) {
+  floor_ = std::max(floor_, now);
+  while (!busy_.empty() && busy_.begin()->second <= floor_) busy_.erase(busy_.begin());
 }
 
 SimStore::SimStore(SimStoreConfig cfg, int layers, uint64_t token_bytes)
@@ -211,8 +259,8 @@ void SimStore::clean_ahead(double now) {
     sync(e);
     const double bytes = payload_past(e.tokens, reuse);
     const double before = cfg_.ssd_write.busy_s();
-    e.clean_start = std::max(now, cfg_.ssd_write.free_at());  // the link is a FIFO queue
     e.clean_until = cfg_.ssd_write.transfer(now, bytes);
+    e.clean_start = cfg_.ssd_write.last_start();
     write_s_[2] += cfg_.ssd_write.busy_s() - before;
     bytes_written_[2] += bytes;
     cleaned_chunks_ += fresh;
@@ -573,9 +621,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
     const double start = std::max(now, blocked_until_);
     const bool landed = e.clean_until <= start;
     const bool writing = !landed && e.clean_start <= start;
-    const double written =
-        bytes > 0 ? std::max(start, cfg_.ssd_write.free_at()) + cfg_.ssd_write.duration(bytes)
-                  : start;
+    const double written = bytes > 0 ? cfg_.ssd_write.completion(start, bytes) : start;
     if (!writing && (bytes > 0 || !landed) &&
         std::max(written, e.clean_until) - start > recompute_s_(e.tokens)) {
       drop = true;
@@ -692,8 +738,9 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     held.push_back(s);
     if (is_wanted) --left;
     if (!fetch) continue;
+    // The fetch task makes its room when it gets to this fetch, after the previous one landed.
     room_at_ = fetch_at;
-    if (!reserve(TierKind::Dram, it->second.chunks, true, now)) break;
+    if (!reserve(TierKind::Dram, it->second.chunks, true, fetch_at)) break;
     Entry& e = index_.at(s);
     const double bytes = payload_bytes(e.tokens);
     const double before = cfg_.ssd_read.busy_s();
@@ -719,6 +766,7 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
 }
 
 void SimStore::advance(double now) {
+  for (Link* l : {&cfg_.d2d, &cfg_.h2d, &cfg_.d2h, &cfg_.ssd_read, &cfg_.ssd_write}) l->retire(now);
   for (auto it = moving_.begin(); it != moving_.end();) {
     auto e = index_.find(*it);
     if (e == index_.end() || e->second.moving_until < 0) {

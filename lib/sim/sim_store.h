@@ -2,13 +2,14 @@
 /// The AttentionStore of sim mode: the same tiers, chunk-granular sizes, placement advisor
 /// (lib/policy through engine::PolicyAdvisor), reserve/evict cascade, read-buffer reserve,
 /// prefetching and TTL as lib/store, but no bytes move: every transfer is a reservation on
-/// a Link (bandwidth + latency, FIFO queueing when transfers overlap) of the virtual clock.
+/// a Link (bandwidth + latency, queueing around the transfers already booked) of the virtual clock.
 /// Mirrors lib/store's decisions so that a real and a simulated replay of the same trace
 /// see the same hits and misses (docs/sim.md).
 
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,24 +24,38 @@
 
 namespace cb::sim {
 
-/// A FIFO transfer server: a transfer issued at `at` starts when the link is free.
+/// A transfer server with back-filling: a transfer issued at `at` runs in the link's idle time
+/// from `at` on, around the transfers already reserved (which may start later: a fetch or a
+/// load booked after an earlier one lands), split over the gaps until its bytes are through. On
+/// the virtual clock transfers are booked in the order the simulation reaches them, not the
+/// order they start; a strict FIFO would make an early transfer wait behind one booked for
+/// later, which the device would have served first.
 class Link {
  public:
   Link() = default;
   Link(double gbps, double latency_s) : bps_(gbps * 1e9), lat_(latency_s) {}
   /// Reserves a transfer of `bytes` issued at `at`; returns when it completes.
   double transfer(double at, double bytes);
+  /// When the last transfer() started moving (its first idle moment from `at` on).
+  double last_start() const { return last_start_; }
+  /// When a transfer of `bytes` issued at `at` would complete; reserves nothing.
+  double completion(double at, double bytes) const;
+  /// Forgets the reservations that end by `now`: the simulation issues nothing before its
+  /// clock (a transfer issued before `now` is taken as issued at `now`).
+  void retire(double now);
   /// Seconds the link spent transferring, and bytes moved.
   double busy_s() const { return busy_s_; }
   double bytes() const { return bytes_; }
   /// Seconds a transfer of `bytes` takes on an idle link.
   double duration(double bytes) const { return lat_ + bytes / bps_; }
-  /// When the transfers reserved so far end.
-  double free_at() const { return free_at_; }
 
  private:
+  /// Walks the idle time from `at` for `d` seconds; calls take(start, end) for each piece.
+  template <class Take>
+  double fill(double at, double d, Take take) const;
   double bps_ = 1e12, lat_ = 0;
-  double free_at_ = 0, busy_s_ = 0, bytes_ = 0;
+  std::map<double, double> busy_;  ///< reserved intervals [start, end), disjoint, not touching
+  double floor_ = 0, last_start_ = 0, busy_s_ = 0, bytes_ = 0;
 };
 
 struct SimStoreConfig {

@@ -124,6 +124,25 @@ TEST(Link, OverlappingTransfersQueue) {
   EXPECT_NEAR(l.transfer(5, 0), 5.001, 1e-9);  // an idle link starts at once
 }
 
+TEST(Link, ATransferIssuedSoonerUsesTheIdleTimeBeforeOneBookedForLater) {
+  Link l(1.0, 0);                              // 1 GB/s
+  EXPECT_NEAR(l.transfer(10, 2e9), 12, 1e-9);  // booked first, runs 10..12
+  // Issued at 1 and short enough: done before the later one starts, which stays put.
+  EXPECT_NEAR(l.transfer(1, 3e9), 4, 1e-9);
+  EXPECT_NEAR(l.last_start(), 1, 1e-9);
+  // Issued at 5, 7 s of work: 5..10, then after the booked one 12..14.
+  EXPECT_NEAR(l.completion(5, 7e9), 14, 1e-9);
+  EXPECT_NEAR(l.transfer(5, 7e9), 14, 1e-9);
+  EXPECT_NEAR(l.busy_s(), 12, 1e-9);
+  // Issued inside a reservation: starts when it ends.
+  EXPECT_NEAR(l.transfer(13, 1e9), 15, 1e-9);
+  EXPECT_NEAR(l.last_start(), 14, 1e-9);
+  // The past is forgotten; nothing starts before the clock.
+  l.retire(20);
+  EXPECT_NEAR(l.transfer(0, 1e9), 21, 1e-9);
+  EXPECT_NEAR(l.completion(20.5, 1e9), 22, 1e-9);
+}
+
 SimStoreConfig small(uint64_t dram_entries, uint64_t ssd_entries, const std::string& pol) {
   SimStoreConfig c;
   c.chunk_bytes = 4096;
