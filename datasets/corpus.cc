@@ -22,9 +22,9 @@ constexpr KindInfo kKinds[] = {
     {CorpusKind::kWikiText2, "wikitext2", "wikitext-2 tokens file as is"},
     {CorpusKind::kWikiText2Raw, "wikitext2-raw",
      "wikitext-2 raw file as is (llama.cpp/lm-eval), leading \" \\n\" kept"},
-    {CorpusKind::kPtb, "ptb", "lines stripped and joined with \" \" (GPTQ)"},
+    {CorpusKind::kPtb, "ptb", "lines stripped and joined with \" \" (GPTQ's ptb-new)"},
     {CorpusKind::kC4, "c4",
-     "JSON-lines rows (\"text\", or \"prompt\"+\"response\") joined with \" \" (GPTQ)"},
+     "JSON-lines rows (\"text\", or \"prompt\"+\"response\") joined with \" \" (GPTQ's c4-new)"},
     {CorpusKind::kText, "text", "plain text file as is"},
 };
 
@@ -248,6 +248,24 @@ std::vector<std::string> wikitext_articles(std::string_view text) {
   }
   articles.push_back(std::move(page));
   return articles;
+}
+
+std::string gptq_wikitext_text(std::string_view file_text, int64_t* rows) {
+  const std::string norm = replace_all(replace_all(file_text, "\r\n", "\n"), "\r", "\n");
+  std::string out;
+  out.reserve(norm.size() + norm.size() / 16);
+  int64_t n = 0;
+  for (size_t start = 0; start < norm.size();) {  // Python's lines: each keeps its "\n"
+    const size_t nl = norm.find('\n', start);
+    const size_t end = nl == std::string::npos ? norm.size() : nl + 1;
+    const std::string_view line = std::string_view(norm).substr(start, end - start);
+    if (n > 0) out += "\n\n";
+    if (!py_strip(line).empty()) out.append(line);
+    ++n;
+    start = end;
+  }
+  if (rows != nullptr) *rows = n;
+  return out;
 }
 
 std::string wikitext_detokenize(std::string_view page) {

@@ -3,14 +3,18 @@
 /// the convention each corpus is known by (so numbers compare with published ones):
 ///  - wikitext2-raw (wiki.test.raw): the file's text as is, byte for byte. The leading
 ///    " \n" line and the " \n" lines between paragraphs are kept; this is what
-///    llama.cpp `perplexity -f wiki.test.raw` and lm-eval's raw document text tokenize.
+///    llama.cpp `perplexity -f wiki.test.raw` tokenizes (lm-eval splits it into articles:
+///    wikitext_articles; GPTQ joins the dataset's rows: gptq_wikitext_text).
 ///  - wikitext2 (wiki.test.tokens, with <unk>): the file's text as is.
 ///  - ptb (Mikolov ptb.test.txt): every line stripped of surrounding whitespace, then
-///    " ".join(lines), as GPTQ does with Hugging Face's ptb_text_only "sentence" rows.
+///    " ".join(lines), as GPTQ's `ptb-new` (its --new-eval) does with the test split of Hugging
+///    Face's ptb_text_only "sentence" rows (GPTQ's older `ptb` joins the validation split
+///    with "\n\n").
 ///  - c4: JSON lines, plain or gzip (detected by its magic bytes). A row's text is its
 ///    "text" field or, without one, "prompt" + "response" concatenated with no separator
 ///    (such rows split one document mid-sentence; the prompt carries its own trailing
-///    space). Rows are joined with " ", as GPTQ's ' '.join(valdata['text']).
+///    space). Rows are joined with " ", as GPTQ's `c4-new` ' '.join(valdata[:1100]['text'])
+///    (which then keeps 256 windows: the gptq convention's default --chunks on c4).
 ///  - text (e.g. TinyStories): the file's text as is.
 /// Every kind inflates a gzip file transparently; `sha256` is always of the file's bytes.
 /// Text that is not UTF-8 (or holds a NUL byte) is refused, naming the first bad offset:
@@ -80,6 +84,14 @@ std::vector<std::string> load_c4_rows(const std::string& path);
 ///    the last heading are the last article, always.
 /// WikiText-2's test split (wiki.test.raw) has 62 articles.
 std::vector<std::string> wikitext_articles(std::string_view text);
+
+/// The text GPTQ's datautils.get_wikitext2 tokenizes for the test split:
+/// "\n\n".join(testdata["text"]) over the rows of the Hugging Face `wikitext` dataset, whose
+/// script yields one row per line of the file as Python's text-mode iteration reads it
+/// (universal newlines, the "\n" kept), or "" for a line that is only whitespace
+/// (str.strip()). Not the file as is: every line break becomes three, blank lines lose their
+/// space. `rows` (if not null) gets the number of rows.
+std::string gptq_wikitext_text(std::string_view file_text, int64_t* rows = nullptr);
 
 /// lm-evaluation-harness's `wikitext_detokenizer` (lm_eval/tasks/wikitext/
 /// preprocess_wikitext.py), re-implemented from its specification; in this order, each step

@@ -47,6 +47,28 @@ bool lmeval_documents(const PerplexityArgs& a) {
   return a.convention == "lm-eval" && (a.dataset == "wikitext2" || a.dataset == "wikitext2-raw");
 }
 
+/// GPTQ's datautils build their own text from WikiText-2 (the dataset's rows joined with
+/// "\n\n") and C4 (c4-new: the first 1,100 rows, joined with " "); PTB's and C4's joins are
+/// load_corpus's own (datasets/corpus.h).
+constexpr int64_t kGptqC4Rows = 1100;
+constexpr int kGptqC4Windows = 256;
+void use_gptq_text(datasets::Corpus* c) {
+  if (c->kind == datasets::CorpusKind::kWikiText2 ||
+      c->kind == datasets::CorpusKind::kWikiText2Raw) {
+    c->text = datasets::gptq_wikitext_text(c->text, &c->documents);
+    c->convention =
+        "the dataset's rows (one a line, whitespace-only lines empty) joined with "
+        "\"\\n\\n\" (GPTQ's get_wikitext2)";
+  } else if (c->kind == datasets::CorpusKind::kC4 && c->documents > kGptqC4Rows) {
+    std::vector<std::string> rows = datasets::load_c4_rows(c->path);
+    rows.resize(kGptqC4Rows);
+    c->text.clear();
+    for (const std::string& r : rows) c->text += (c->text.empty() ? "" : " ") + r;
+    c->documents = kGptqC4Rows;
+    c->convention += ", first 1100 rows (GPTQ's c4-new)";
+  }
+}
+
 std::string batch_note(int batch, int64_t calls) {
   return "; " + std::to_string(batch) + " window" + (batch == 1 ? "" : "s") +
          " per forward call (" + std::to_string(calls) + " calls)";
@@ -353,10 +375,12 @@ void register_perplexity(CLI::App& app) {
                       "model's context window); gptq: seqlen (default 2048)")
           ->capture_default_str()
           ->check(in_range(4, 1 << 20));
-  sub->add_option("--chunks", a->chunks,
-                  "evaluate at most this many chunks (llama.cpp) or windows (gptq) (0: all)")
-      ->capture_default_str()
-      ->check(at_least(0));
+  CLI::Option* chunks_opt =
+      sub->add_option("--chunks", a->chunks,
+                      "evaluate at most this many chunks (llama.cpp) or windows (gptq) (0: all; "
+                      "gptq on c4: 256 unless given, as GPTQ's c4-new)")
+          ->capture_default_str()
+          ->check(at_least(0));
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   sub->add_option(
@@ -389,7 +413,7 @@ void register_perplexity(CLI::App& app) {
                   "| gptq (non-overlapping seqlen windows)")
       ->check(CLI::IsMember({"llama.cpp", "lm-eval", "gptq"}))
       ->capture_default_str();
-  set_action(sub, [a, ctx_opt, overflow, max_tokens_opt] {
+  set_action(sub, [a, ctx_opt, chunks_opt, overflow, max_tokens_opt] {
     a->ctx_given = ctx_opt->count() > 0;
     if (a->method != "full" && a->convention != "llama.cpp") {
       throw make_error("--convention", "applies to --method full only",
@@ -406,7 +430,13 @@ void register_perplexity(CLI::App& app) {
     }
     resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, true);
-    const datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
+    datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
+    if (a->method == "full" && a->convention == "gptq") {
+      use_gptq_text(&corpus);
+      // c4-new keeps 256 seqlen windows (valenc[:, :256 * seqlen]).
+      if (corpus.kind == datasets::CorpusKind::kC4 && chunks_opt->count() == 0)
+        a->chunks = kGptqC4Windows;
+    }
     // lm-eval encodes documents without special tokens; its prefix token stands before them.
     const bool add_bos = a->convention != "lm-eval" && lm.tok->add_bos_default();
     // lm-eval's wikitext documents are tokenized one by one (run_convention).

@@ -12,6 +12,9 @@ independently of the C++ code:
              len(continuation) logits scored; word/byte perplexity from the total NLL.
   gptq:      the tokens with the tokenizer's default BOS, nsamples = len // ctx windows,
              logits[:-1] scored against window[1:], ppl = exp(sum(loss_i * ctx) / (nsamples * ctx)).
+             On WikiText (--dataset wikitext2-raw) the text is GPTQ's get_wikitext2's: the Hugging
+             Face dataset's rows (each line of the file as Python reads it, "" when only
+             whitespace) joined with "\n\n".
   lm-eval on WikiText (--dataset wikitext2 or wikitext2-raw): lm-eval's `wikitext` task: the file
              split into articles as the HF dataset EleutherAI/wikitext_document_level does, each
              article detokenized by the harness's wikitext_detokenizer, tokenized on its own and
@@ -213,7 +216,8 @@ def main():
     ap.add_argument("--bos", type=int, default=1)
     ap.add_argument("--tol", type=float, default=0.01)
     ap.add_argument("--dataset", choices=["text", "wikitext2", "wikitext2-raw"], default="text",
-                    help="lm-eval: wikitext2/wikitext2-raw check the per-article convention on --file")
+                    help="lm-eval: wikitext2/wikitext2-raw check the per-article convention on --file; "
+                         "gptq: GPTQ's joined rows")
     ap.add_argument("--no-synthetic-wikitext", action="store_true",
                     help="lm-eval: skip the document check on a written WikiText-style file")
     a = ap.parse_args()
@@ -225,6 +229,9 @@ def main():
         return 0 if check_wikitext_documents(a, reference.load_model(a.model), a.file, a.file) else 1
     with open(a.file, "rb") as f:
         raw = f.read()
+    if a.convention == "gptq" and a.dataset != "text":
+        with open(a.file, encoding="utf-8") as f:  # the HF wikitext script's rows
+            raw = "\n\n".join(line if line.strip() else "" for line in f).encode("utf-8")
     tok_cmd = [a.cachebench, "tokenize", "--model", a.model]
     if a.convention == "lm-eval":
         tok_cmd.append("--no-bos")
@@ -237,6 +244,8 @@ def main():
            "--convention", a.convention]
     if a.convention != "lm-eval":
         cmd += ["--chunks", str(a.chunks)]
+    if a.dataset != "text":
+        cmd += ["--dataset", a.dataset]
     if a.convention != "llama.cpp" and a.max_tokens > 0:
         cmd += ["--max-tokens", str(a.max_tokens)]
     with tempfile.TemporaryDirectory() as d:

@@ -305,6 +305,31 @@ TEST(WikiTextArticles, SplitsAtTopLevelHeadings) {
   EXPECT_EQ(" \n" + joined, text);
 }
 
+TEST(GptqWikiText, RowsJoinedWithBlankLinesAndWhitespaceLinesEmptied) {
+  int64_t rows = 0;
+  // Rows " \n" -> "", " = A = \n", "x\n", "\t\n" -> "", "last" (no final newline).
+  EXPECT_EQ(gptq_wikitext_text(" \n = A = \nx\r\n\t\nlast", &rows),
+            "\n\n = A = \n\n\nx\n\n\n\n\nlast");
+  EXPECT_EQ(rows, 5);
+  // A final newline ends the last row; it does not start another.
+  EXPECT_EQ(gptq_wikitext_text("a\nb\n", &rows), "a\n\n\nb\n");
+  EXPECT_EQ(rows, 2);
+  EXPECT_EQ(gptq_wikitext_text("", &rows), "");
+  EXPECT_EQ(rows, 0);
+  EXPECT_EQ(gptq_wikitext_text("\xc2\xa0\n", &rows), "");  // U+00A0 is whitespace to str.strip
+}
+
+TEST(GptqWikiText, RealWikiText2Raw) {
+  CB_REQUIRE_DATA(p, "data/wikitext-2-raw/wiki.test.raw");
+  const Corpus c = load_corpus(CorpusKind::kWikiText2Raw, p);
+  int64_t rows = 0;
+  const std::string t = gptq_wikitext_text(c.text, &rows);
+  EXPECT_EQ(rows, 4358);  // the test split of Hugging Face's wikitext-2-raw-v1
+  EXPECT_EQ(t.rfind("\n\n = Robert Boulter = \n\n\n\n\n Robert Boulter is", 0), 0u);
+  // "\n\n".join of the rows, written out independently in Python.
+  EXPECT_EQ(sha256_hex(t), "696cca6b65a171b0a358a4be6732cdfdf2dd6164a32e20fd70e3c13fc4dfae83");
+}
+
 TEST(WikiTextArticles, PyStripAndWhitespace) {
   EXPECT_EQ(py_strip(" \t a b \n"), "a b");
   EXPECT_EQ(py_strip("\xc2\xa0x\xe3\x80\x80"), "x");      // U+00A0, U+3000
