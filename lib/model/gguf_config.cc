@@ -62,6 +62,19 @@ ModelConfig config_from_gguf(const formats::GgufFile& f) {
   c.rope_dims = optional_int(f, a + ".rope.dimension_count", c.head_dim);
   c.rope_theta = optional_float(f, a + ".rope.freq_base", 10000.0f);
   c.sliding_window = optional_int(f, a + ".attention.sliding_window", 0);
+  // RoPE scaling (llama.cpp's rope.scaling.* keys, or the older rope.scale_linear) changes
+  // every position's rotation: refused, not ignored. (Llama 3.1's rope_freqs.weight tensor is
+  // refused as a tensor the model does not use.)
+  const auto scaling = f.get_string(a + ".rope.scaling.type");
+  const float factor = optional_float(f, a + ".rope.scaling.factor", 1.0f);
+  const float linear = optional_float(f, a + ".rope.scale_linear", 1.0f);
+  if ((scaling && *scaling != "none" && factor != 1.0f) || linear != 1.0f) {
+    throw make_error(f.path(),
+                     "RoPE scaling (" + (scaling ? *scaling : std::string("linear")) + ", factor " +
+                         std::to_string(linear != 1.0f ? linear : factor) +
+                         ") is set in the metadata",
+                     "RoPE scaling variants are not supported; use a checkpoint without it");
+  }
 
   int vocab = optional_int(f, a + ".vocab_size", 0);
   if (vocab == 0) {

@@ -152,7 +152,10 @@ ModelConfig config_from_hf(const std::string& path) {
     c.n_layers = f.get_int_any({"num_hidden_layers", "n_layer"});
     c.hidden = f.get_int_any({"hidden_size", "n_embed"});
     c.n_heads = f.get_int_any({"num_attention_heads", "n_head"});
-    const bool new_arch = f.get_bool("new_decoder_architecture", false);
+    // The original falcon-40b config (model_type "RefinedWeb", RWForCausalLM) predates the
+    // field: its remote code is the new decoder architecture, as transformers converts it.
+    const bool new_arch =
+        f.get_bool("new_decoder_architecture", f.get_string("model_type", "") == "RefinedWeb");
     const bool multi_query = f.get_bool("multi_query", true);
     if (new_arch) {
       c.n_kv_heads = f.has("num_kv_heads") ? f.get_int("num_kv_heads") : f.get_int("n_head_kv");
@@ -167,9 +170,14 @@ ModelConfig config_from_hf(const std::string& path) {
     c.norm = NormType::LayerNorm;
     c.norm_eps = f.get_float("layer_norm_epsilon", 1e-5f);
     c.parallel_attention = new_arch || f.get_bool("parallel_attn", true);
-    c.separate_mlp_norm = new_arch;
+    // transformers' FalconDecoderLayer: ln_attn and ln_mlp when num_ln_in_parallel_attn is 2
+    // (the new architecture's default), else one input_layernorm (Falcon2-11B sets 1).
+    c.separate_mlp_norm = new_arch && f.get_int("num_ln_in_parallel_attn", 2) == 2;
     c.tied_embeddings = f.get_bool("tie_word_embeddings", true);
-    c.qkv_layout = new_arch ? QkvLayout::Grouped : QkvLayout::Contiguous;
+    // transformers' _split_heads: the new architecture groups [q.., k, v] per KV head; without
+    // multi-query each head is [q, k, v], the same with one query head a group; multi-query is
+    // all queries, then K, then V.
+    c.qkv_layout = new_arch || !multi_query ? QkvLayout::Grouped : QkvLayout::Contiguous;
     if (f.get_bool("alibi", false)) {
       throw make_error(path, "field 'alibi' is true",
                        "ALiBi Falcon variants are not supported (cachebench needs RoPE)");

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "lib/core/error.h"
@@ -11,6 +12,7 @@
 #include "lib/model/presets.h"
 
 namespace cb::model {
+
 namespace {
 
 bool is_dir(const std::string& p) {
@@ -110,13 +112,26 @@ void ModelSource::open_hf(const std::string& dir) {
   std::map<std::string, formats::TensorRef> by_canonical;
   for (const auto& t : st_->tensors()) {
     const std::string c = hf_to_canonical(t.name, config_);
-    if (!c.empty()) by_canonical.emplace(c, t);
+    if (!c.empty()) {
+      by_canonical.emplace(c, t);
+    } else if (!ends_with(t.name, "rotary_emb.inv_freq")) {  // a buffer older exports saved
+      throw unused_tensor(t);
+    }
   }
   bind_and_validate(by_canonical, dir);
   // The tensors' own type, as for GGUF (config.json's torch_dtype may say otherwise).
   const formats::TensorRef* probe = tensor("blk.0.ffn_up.weight");
   if (probe == nullptr) probe = tensor("token_embd.weight");
   if (probe != nullptr) config_.weight_dtype = probe->dtype;
+}
+
+Error ModelSource::unused_tensor(const formats::TensorRef& t) const {
+  return make_error(t.file,
+                    "tensor '" + t.name + "' is not part of the " + arch_name(config_.arch) +
+                        " model its config describes (a bias, RoPE frequencies or another "
+                        "variant cachebench does not run): ignoring it would compute another "
+                        "model",
+                    "use a checkpoint of a supported variant (no biases, no RoPE scaling)");
 }
 
 void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,
@@ -135,7 +150,17 @@ void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorR
                        "num_hidden_layers)");
     }
   }
-  for (const auto& spec : expected_tensors(config_)) {
+  const std::vector<TensorSpec> expected = expected_tensors(config_);
+  std::set<std::string> names;
+  for (const auto& spec : expected) names.insert(spec.name);
+  for (const auto& [name, t] : by_canonical) {
+    // transformers ties lm_head to the embeddings when the config says so, whatever the file
+    // holds; any other tensor the model does not use would leave another model computed.
+    const bool tied_head =
+        name == "output.weight" && config_.tied_embeddings && kind_ == SourceKind::HuggingFace;
+    if (names.count(name) == 0 && !tied_head) throw unused_tensor(t);
+  }
+  for (const auto& spec : expected) {
     auto it = by_canonical.find(spec.name);
     if (it == by_canonical.end()) {
       throw make_error(where,

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/error.h"
 #include "lib/formats/gguf.h"
 #include "lib/formats/safetensors.h"
 #include "lib/formats/tensor_ref.h"
@@ -50,6 +51,8 @@ class ModelSource {
   void open_preset(const std::string& name);
   void bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,
                          const std::string& where);
+  /// The error for a tensor of the file that the model does not use.
+  Error unused_tensor(const formats::TensorRef& t) const;
 
   SourceKind kind_ = SourceKind::Preset;
   std::string location_;

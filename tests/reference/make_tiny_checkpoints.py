@@ -18,12 +18,20 @@ Hugging Face directories (config.json + model.safetensors, like save_pretrained)
   tiny-falcon-7b-f16  tiny-falcon-7b's weights stored as F16
   tiny-falcon-40b     FalconForCausalLM, new_decoder_architecture: 4 heads in 2 KV groups,
                       ln_attn + ln_mlp, 2 layers, tied lm_head
+  tiny-falcon-mha     tiny-falcon-7b's config with multi_query false: each head its own K and
+                      V, the fused QKV per head [q, k, v]
+  tiny-falcon2        tiny-falcon-40b's config with num_ln_in_parallel_attn 1 (Falcon2-11B):
+                      one input_layernorm
+  tiny-falcon-40b-rw  the original falcon-40b config style: RWForCausalLM, model_type
+                      RefinedWeb, n_head / n_head_kv / n_layer, no new_decoder_architecture
 GGUF files (as llama.cpp's convert_hf_to_gguf.py would write them from the HF ones):
   tiny-llama.gguf, tiny-llama-{f16,bf16,q8_0,q4_0,q4_1}.gguf   (Q/K rows permuted for
                       interleaved RoPE; quantized files quantize every 2-D tensor, norms F32)
   tiny-llama-tied.gguf (no output.weight: tied)
   tiny-llama-rope-half.gguf  tiny-llama.gguf with llama.rope.dimension_count = head_dim/2
                       (partial rotary; NOT a conversion of an HF model, only a GGUF test)
+  tiny-llama-rope-linear.gguf  tiny-llama.gguf with llama.rope.scaling.type linear, factor 4
+                      (NOT a conversion: a file cachebench must refuse)
   tiny-falcon-7b.gguf, tiny-falcon-40b.gguf   (fused QKV rearranged to [all Q, all K, all V])
   tiny-llama-kquants.gguf  NOT a conversion: a LLaMA of hidden 256 (K-quant rows are whole
                       super-blocks of 256), 4 heads / 2 KV heads, 2 layers, ffn 512, whose
@@ -182,15 +190,24 @@ def llama_weights(cfg, seed):
 
 def falcon_weights(cfg, seed):
     rng = np.random.default_rng(seed)
-    E, V, H = cfg["hidden_size"], cfg["vocab_size"], cfg["num_attention_heads"]
+    E, V = cfg["hidden_size"], cfg["vocab_size"]
+    H = cfg.get("num_attention_heads", cfg.get("n_head"))
+    layers = cfg.get("num_hidden_layers", cfg.get("n_layer"))
     hd = E // H
-    new = cfg["new_decoder_architecture"]
-    KV = cfg.get("num_kv_heads", H) if new else 1
+    # transformers' reading: RefinedWeb (the original falcon-40b config) is the new
+    # architecture; without multi_query every head has its own K and V; the new architecture
+    # has ln_attn + ln_mlp unless num_ln_in_parallel_attn is 1 (Falcon2-11B).
+    new = cfg.get("new_decoder_architecture", cfg.get("model_type") == "RefinedWeb")
+    if new:
+        KV = cfg.get("num_kv_heads", cfg.get("n_head_kv", H))
+    else:
+        KV = 1 if cfg.get("multi_query", True) else H
+    two_ln = new and (cfg.get("num_ln_in_parallel_attn") or 2) == 2
     t = {"transformer.word_embeddings.weight":
          (0.25 * rng.standard_normal((V, E))).astype(np.float32)}
-    for i in range(cfg["num_hidden_layers"]):
+    for i in range(layers):
         p = f"transformer.h.{i}."
-        if new:
+        if two_ln:
             t[p + "ln_attn.weight"], t[p + "ln_attn.bias"] = _norm_w(rng, E), _bias(rng, E)
             t[p + "ln_mlp.weight"], t[p + "ln_mlp.bias"] = _norm_w(rng, E), _bias(rng, E)
         else:
@@ -267,7 +284,8 @@ def _gguf_t(qtype, arr):
     return qtype if arr.ndim == 2 else gguf_read.GGML_F32
 
 
-def write_llama_gguf(path, cfg, t, qtype=gguf_read.GGML_F32, name="tiny-llama", rope_dims=None):
+def write_llama_gguf(path, cfg, t, qtype=gguf_read.GGML_F32, name="tiny-llama", rope_dims=None,
+                     extra_md=()):
     """LLaMA/Mistral HF tensors -> GGUF the way convert_hf_to_gguf.py does it."""
     E, H = cfg["hidden_size"], cfg["num_attention_heads"]
     KV = cfg.get("num_key_value_heads") or H
@@ -281,7 +299,7 @@ def write_llama_gguf(path, cfg, t, qtype=gguf_read.GGML_F32, name="tiny-llama", 
           ("llama.attention.layer_norm_rms_epsilon", float(cfg["rms_norm_eps"])),
           ("llama.rope.freq_base", float(cfg.get("rope_theta", 10000.0))),
           ("llama.vocab_size", cfg["vocab_size"]),
-          ("general.file_type", FILE_TYPE[qtype])] + _spm_vocab(cfg["vocab_size"])
+          ("general.file_type", FILE_TYPE[qtype])] + list(extra_md) + _spm_vocab(cfg["vocab_size"])
     tensors = [("token_embd.weight", t["model.embed_tokens.weight"])]
     for i in range(cfg["num_hidden_layers"]):
         p, q = f"model.layers.{i}.", f"blk.{i}."
@@ -410,12 +428,22 @@ def checkpoints():
     cm = mistral_config()
     c7 = falcon_config(False)
     c40 = falcon_config(True, kv=2)
+    cmha = dict(c7, multi_query=False)
+    c2 = dict(c40, num_ln_in_parallel_attn=1)
+    crw = {"alibi": False, "apply_residual_connection_post_layernorm": False,
+           "architectures": ["RWForCausalLM"], "bias": False, "bos_token_id": 11,
+           "eos_token_id": 11, "hidden_size": 64, "layer_norm_epsilon": 1e-5,
+           "model_type": "RefinedWeb", "n_head": 4, "n_head_kv": 2, "n_layer": 2,
+           "parallel_attn": True, "torch_dtype": "float32", "vocab_size": 96}
     return {
         "tiny-llama": (cl, llama_weights(cl, 1)),
         "tiny-llama-tied": (ct, llama_weights(ct, 2)),
         "tiny-mistral": (cm, llama_weights(cm, 3)),
         "tiny-falcon-7b": (c7, falcon_weights(c7, 4)),
         "tiny-falcon-40b": (c40, falcon_weights(c40, 5)),
+        "tiny-falcon-mha": (cmha, falcon_weights(cmha, 6)),
+        "tiny-falcon2": (c2, falcon_weights(c2, 7)),
+        "tiny-falcon-40b-rw": (crw, falcon_weights(crw, 8)),
     }
 
 
@@ -455,6 +483,10 @@ def write_all(out_dir, only=None):
     hd = cl["hidden_size"] // cl["num_attention_heads"]
     gg("tiny-llama-rope-half.gguf", write_llama_gguf, cl, tl, G.GGML_F32,
        name="tiny-llama-rope-half", rope_dims=hd // 2)
+    # Linear RoPE scaling in the metadata, which cachebench refuses rather than ignores.
+    gg("tiny-llama-rope-linear.gguf", write_llama_gguf, cl, tl, G.GGML_F32,
+       name="tiny-llama-rope-linear",
+       extra_md=[("llama.rope.scaling.type", "linear"), ("llama.rope.scaling.factor", 4.0)])
     gg("tiny-falcon-7b.gguf", write_falcon_gguf, c7, t7, name="tiny-falcon-7b")
     c40, t40 = ck["tiny-falcon-40b"]
     gg("tiny-falcon-40b.gguf", write_falcon_gguf, c40, t40, name="tiny-falcon-40b")

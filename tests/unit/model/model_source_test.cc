@@ -156,6 +156,79 @@ TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
   EXPECT_NE(s40->tensor("blk.1.attn_norm_2.bias"), nullptr);
 }
 
+// Configs transformers loads that an earlier reading got wrong (their numbers are checked
+// against the numpy reference in tests/reference: tiny-falcon-mha, tiny-falcon2,
+// tiny-falcon-40b-rw).
+TEST(ModelSourceTest, HfFalconVariantsReadAsTransformersReadsThem) {
+  const json base = {{"architectures", {"FalconForCausalLM"}},
+                     {"hidden_size", 32},
+                     {"num_hidden_layers", 2},
+                     {"num_attention_heads", 4},
+                     {"vocab_size", 40},
+                     {"parallel_attn", true}};
+  // Without multi_query every head has its own K and V, fused per head as [q, k, v]: the
+  // grouped layout with one query head a group.
+  json mha = base;
+  mha["multi_query"] = false;
+  mha["new_decoder_architecture"] = false;
+  auto s = ModelSource::open(cb::test::write_checkpoint(
+      "hf_falcon_mha", mha,
+      filled(cb::test::falcon_hf_tensors(false, 2, 32, 4, 4, 128, 40), "F32")));
+  EXPECT_EQ(s->config().n_kv_heads, 4);
+  EXPECT_EQ(s->config().qkv_layout, cb::model::QkvLayout::Grouped);
+  EXPECT_FALSE(s->config().separate_mlp_norm);
+  // Falcon2-11B: the new architecture with one input_layernorm.
+  json f2 = base;
+  f2["new_decoder_architecture"] = true;
+  f2["num_kv_heads"] = 2;
+  f2["num_ln_in_parallel_attn"] = 1;
+  s = ModelSource::open(cb::test::write_checkpoint(
+      "hf_falcon2", f2, filled(cb::test::falcon_hf_tensors(false, 2, 32, 4, 2, 128, 40), "F32")));
+  EXPECT_EQ(s->config().n_kv_heads, 2);
+  EXPECT_EQ(s->config().qkv_layout, cb::model::QkvLayout::Grouped);
+  EXPECT_FALSE(s->config().separate_mlp_norm);
+  // The original falcon-40b config: model_type RefinedWeb, no new_decoder_architecture key.
+  const json rw = {{"architectures", {"RWForCausalLM"}},
+                   {"model_type", "RefinedWeb"},
+                   {"hidden_size", 32},
+                   {"n_layer", 2},
+                   {"n_head", 4},
+                   {"n_head_kv", 2},
+                   {"vocab_size", 40},
+                   {"parallel_attn", true},
+                   {"bias", false}};
+  s = ModelSource::open(cb::test::write_checkpoint(
+      "hf_falcon_rw", rw, filled(cb::test::falcon_hf_tensors(true, 2, 32, 4, 2, 128, 40), "F32")));
+  EXPECT_EQ(s->config().n_kv_heads, 2);
+  EXPECT_EQ(s->config().qkv_layout, cb::model::QkvLayout::Grouped);
+  EXPECT_TRUE(s->config().separate_mlp_norm);
+}
+
+// A tensor the model would not use (a bias of LLaMA's attention_bias, say) is refused: ignoring
+// it computes another model. An exported rotary inv_freq buffer, or lm_head beside tied
+// embeddings (transformers ties it whatever the file holds), is not a weight of another model.
+TEST(ModelSourceTest, HfTensorsTheModelDoesNotUseAreRefused) {
+  const json cfg = llama_config("LlamaForCausalLM");
+  auto with = [](std::vector<std::pair<std::string, std::vector<int64_t>>> extra) {
+    auto specs = cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40);
+    for (auto& e : extra) specs.push_back(e);
+    return filled(specs, "F32");
+  };
+  std::string e = error_of(cb::test::write_checkpoint(
+      "hf_bias", cfg, with({{"model.layers.1.self_attn.q_proj.bias", {32}}})));
+  EXPECT_NE(e.find("tensor 'model.layers.1.self_attn.q_proj.bias' is not part of the llama model"),
+            std::string::npos)
+      << e;
+  e = error_of(cb::test::write_checkpoint("hf_mlpbias", cfg,
+                                          with({{"model.layers.0.mlp.up_proj.bias", {48}}})));
+  EXPECT_NE(e.find("'model.layers.0.mlp.up_proj.bias' is not part"), std::string::npos) << e;
+  // llama_hf_tensors holds a rotary_emb.inv_freq buffer in every layer, and lm_head.weight.
+  EXPECT_NO_THROW(ModelSource::open(cb::test::write_checkpoint("hf_untied_head", cfg, with({}))));
+  json tied = cfg;
+  tied["tie_word_embeddings"] = true;
+  EXPECT_NO_THROW(ModelSource::open(cb::test::write_checkpoint("hf_tied_head", tied, with({}))));
+}
+
 TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   auto tensors = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
   // Wrong shape: k_proj as if MHA.
