@@ -187,6 +187,17 @@ void write_file_atomically(const std::string& link_or_path, std::string_view byt
         "cannot write " + what + " (" + std::strerror(err) + "); the file is left as it was",
         advice(err));
   }
+  // The rename is durable once its directory is: a power loss must not bring the old file
+  // back (a store's marker, for one). Best effort: some file systems refuse a directory fsync.
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
 }
 
 }  // namespace cb

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -45,11 +46,11 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
     throw make_error("--ssd", "an SSD budget needs a store directory", "pass --store-dir DIR");
   }
   if (!cfg_.store_dir.empty()) open_ssd();  // may adopt the store's chunk size
-  if (cfg_.chunk_bytes == 0 || cfg_.chunk_bytes % 4096 != 0) {
-    throw make_error(
-        "--chunk-size",
-        "chunk size " + std::to_string(cfg_.chunk_bytes) + " is not a positive multiple of 4096",
-        "use e.g. 1MiB");
+  if (cfg_.chunk_bytes == 0 || cfg_.chunk_bytes % 4096 != 0 || cfg_.chunk_bytes > kMaxChunkBytes) {
+    throw make_error("--chunk-size",
+                     "chunk size " + std::to_string(cfg_.chunk_bytes) +
+                         " is not a positive multiple of 4096 of at most 1 GiB",
+                     "use e.g. 1MiB");
   }
   check_tier_budget("--hbm", cfg_.hbm_bytes, cfg_.chunk_bytes);
   check_tier_budget("--dram", cfg_.dram_bytes, cfg_.chunk_bytes);
@@ -97,6 +98,7 @@ AttentionStore::~AttentionStore() {
 void AttentionStore::open_ssd() {
   const std::string& dir = cfg_.store_dir;
   check_store_dir(dir);
+  dir_lock_ = StoreDirLock(dir, /*exclusive=*/true);
   StoreDirInfo info;
   bool created = false;
   if (is_store_dir(dir)) {
@@ -117,6 +119,15 @@ void AttentionStore::open_ssd() {
   } else {
     if (cfg_.ssd_bytes == 0) {
       throw make_error(dir, "not a cachebench store", "give --ssd SIZE to create one here");
+    }
+    // A journal or data file without the marker is a store whose marker was lost: creating
+    // one here would wipe its index.
+    for (const std::string& f : {journal_path(dir), data_file_path(dir, 0)}) {
+      if (::access(f.c_str(), F_OK) == 0) {
+        throw make_error(dir, "holds a store's " + f + " but no marker (cachebench_store.json)",
+                         "run `cachebench store clear --store-dir " + dir +
+                             "` to start over, or restore the marker");
+      }
     }
     info = plan_store(cfg_.ssd_bytes, cfg_.chunk_bytes);
     if (info.n_slots() == 0) {
@@ -211,6 +222,19 @@ void AttentionStore::recover(int marker_version) {
     }
     live[m->session] = *m;
   }
+  // The journal's times are the clock of the process that wrote them (steady time since its
+  // store opened, by default): shift them onto this one's, the newest access now, so that
+  // TTLs and the LRU/FIFO order go on from where they were instead of from the old uptime.
+  // (Time while no process had the store open does not count.)
+  if (!live.empty()) {
+    double newest = -HUGE_VAL;
+    for (const auto& [id, m] : live) newest = std::max({newest, m.last_access, m.created});
+    const double shift = now() - newest;
+    for (auto& [id, m] : live) {
+      m.last_access += shift;
+      m.created += shift;
+    }
+  }
   Journal::rewrite(path, live);  // compaction: one commit per live entry
   journal_ = std::make_unique<Journal>(path);
   next_generation_ = r.max_generation + 1;
@@ -301,7 +325,7 @@ void AttentionStore::unlink_locked(const EntryPtr& e) {
   auto it = index_.find(e->meta.session);
   if (it != index_.end() && it->second == e) index_.erase(it);
   e->doomed = true;
-  if (e->tier == TierKind::Ssd) journal_->erase(e->meta.session, next_generation_++, false);
+  if (e->tier == TierKind::Ssd) journal_erase_locked(e->meta.session);
   release_locked(e, e->tier, std::move(e->meta.slots));
   e->meta.slots.clear();
 }
@@ -336,16 +360,27 @@ void AttentionStore::drop_corrupt(const EntryPtr& e) {
 bool AttentionStore::journal_commit(EntryMeta* m) {
   m->generation = next_generation_++;
   if (!journal_->commit(*m, true)) return false;
-  if (journal_->appended_bytes() > cfg_.journal_compact_bytes) {
-    // The live SSD set: entries on SSD now, plus `m`, which the caller is about to publish.
-    std::map<SessionId, EntryMeta> live;
-    for (const auto& [id, e] : index_) {
-      if (e->tier == TierKind::Ssd) live[id] = e->meta;
-    }
-    live[m->session] = *m;
-    if (journal_->compact(live)) stats_.add(Counter::JournalCompactions);
+  if (journal_stale_ || journal_->appended_bytes() > cfg_.journal_compact_bytes) {
+    journal_stale_ = !compact_journal_locked(m);
   }
   return true;
+}
+
+bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
+  // The live SSD set: entries on SSD now, plus `extra`, which the caller is about to publish.
+  std::map<SessionId, EntryMeta> live;
+  for (const auto& [id, e] : index_) {
+    if (e->tier == TierKind::Ssd) live[id] = e->meta;
+  }
+  if (extra != nullptr) live[extra->session] = *extra;
+  if (!journal_->compact(live)) return false;
+  stats_.add(Counter::JournalCompactions);
+  return true;
+}
+
+void AttentionStore::journal_erase_locked(SessionId session) {
+  if (!journal_stale_ && journal_->erase(session, next_generation_++, false)) return;
+  journal_stale_ = !compact_journal_locked(nullptr);
 }
 
 bool AttentionStore::erase(SessionId session) {

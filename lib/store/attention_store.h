@@ -20,6 +20,7 @@
 #include "lib/store/advisor.h"
 #include "lib/store/io_backend.h"
 #include "lib/store/stats.h"
+#include "lib/store/store_dir.h"
 #include "lib/store/types.h"
 #include "lib/store/write_meter.h"
 
@@ -382,6 +383,14 @@ class AttentionStore {
   void release_base_locked(SaveState* st);
   void drop_corrupt(const EntryPtr& e);
   bool journal_commit(EntryMeta* m);
+  /// Records that `session`'s SSD entry is gone (caller holds mu_, the index no longer has it
+  /// on the SSD). When the record cannot be appended (disk full, a torn append cut off), the
+  /// journal is compacted from the index instead; until that succeeds, later erases and
+  /// commits retry it, so an erased entry never comes back at the next open.
+  void journal_erase_locked(SessionId session);
+  /// Rewrites the journal from the index's SSD entries, plus `extra` (a commit about to be
+  /// published); true when it succeeded (caller holds mu_).
+  bool compact_journal_locked(const EntryMeta* extra);
 
   // save / load internals (store_save.cc, store_load.cc)
   bool write_layer_now(SaveState& st, int layer, LayerSource src);
@@ -400,6 +409,7 @@ class AttentionStore {
   bool verify_entry(const EntryMeta& m, TierKind t);
   bool timed_io(TierKind t, bool write, struct ChunkIo* ops, size_t n);
 
+  StoreDirLock dir_lock_;  ///< first: released after everything else has closed its files
   StoreConfig cfg_;
   std::unique_ptr<Tier> tiers_[kNumTiers];
   std::unique_ptr<Journal> journal_;
@@ -414,6 +424,7 @@ class AttentionStore {
   uint64_t pin_errors_ = 0;  ///< unpins of an entry with no pins (accounting_errors())
   int cleaning_ = 0;         ///< write-backs running (they hold SSD slots not yet anyone's copy)
   bool write_back_due_ = false;  ///< see write_back()
+  bool journal_stale_ = false;   ///< an erase record is missing (journal_erase_locked)
   StoreStats stats_;
   std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
   std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")

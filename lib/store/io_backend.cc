@@ -3,9 +3,12 @@
 #include <liburing.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "lib/core/error.h"
@@ -81,9 +84,12 @@ class UringBackend final : public IoBackend {
       for (size_t i = 0; i < n; ++i) ops[i].result = transfer_all(ops[i]);
       return;
     }
-    size_t next = 0, inflight = 0;
-    while (next < n || inflight > 0) {
-      while (next < n && inflight < depth_) {
+    std::vector<char> done(n, 0);
+    // queued: prepared, not yet taken by the kernel; inflight: taken, not completed.
+    size_t next = 0, queued = 0, inflight = 0;
+    int busy = 0;  // submits in a row that the kernel refused with nothing in flight
+    while (next < n || queued > 0 || inflight > 0) {
+      while (next < n && queued + inflight < depth_) {
         io_uring_sqe* sqe = io_uring_get_sqe(ring);
         if (sqe == nullptr) break;
         IoOp& op = ops[next];
@@ -93,23 +99,31 @@ class UringBackend final : public IoBackend {
           io_uring_prep_read(sqe, op.fd, op.buf, op.len, op.offset);
         io_uring_sqe_set_data64(sqe, next);
         ++next;
-        ++inflight;
+        ++queued;
       }
-      int rc = io_uring_submit(ring);
-      if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
-        // Ring broken: finish everything not yet completed synchronously.
-        drain(ring, inflight, ops);
-        for (size_t i = next; i < n; ++i) ops[i].result = transfer_all(ops[i]);
-        release(ring);
-        return;
+      if (queued > 0) {
+        const int rc = io_uring_submit(ring);
+        if (rc > 0) {
+          queued -= std::min(queued, static_cast<size_t>(rc));
+          inflight += static_cast<size_t>(rc);
+          busy = 0;
+        } else if ((rc == -EAGAIN || rc == -EBUSY || rc == 0) && inflight == 0 && ++busy < 1000) {
+          // Nothing of ours is in flight to wait for: try again shortly.
+          std::this_thread::sleep_for(std::chrono::microseconds(100));
+          continue;
+        } else if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
+          busy = 1000;
+        }
+        if (busy >= 1000) {
+          retire(ring, ops, n, &done, inflight);
+          return;
+        }
       }
       io_uring_cqe* cqe = nullptr;
       if (inflight > 0 && io_uring_wait_cqe(ring, &cqe) == 0) {
-        complete(ring, cqe, ops);
-        --inflight;
+        inflight -= complete(ring, cqe, ops, n, &done);
         while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
-          complete(ring, cqe, ops);
-          --inflight;
+          inflight -= complete(ring, cqe, ops, n, &done);
         }
       }
     }
@@ -118,10 +132,13 @@ class UringBackend final : public IoBackend {
   std::string name() const override { return "io_uring"; }
 
  private:
-  void complete(io_uring* ring, io_uring_cqe* cqe, IoOp* ops) {
-    IoOp& op = ops[io_uring_cqe_get_data64(cqe)];
+  /// Records one completion; 1 when it was one of this batch's ops (0: a stray, ignored).
+  size_t complete(io_uring* ring, io_uring_cqe* cqe, IoOp* ops, size_t n, std::vector<char>* done) {
+    const uint64_t i = io_uring_cqe_get_data64(cqe);
     int64_t res = cqe->res;
     io_uring_cqe_seen(ring, cqe);
+    if (i >= n || (*done)[i]) return 0;
+    IoOp& op = ops[i];
     if (res > 0 && static_cast<uint64_t>(res) < op.len) {
       // Finish a partial transfer synchronously from where the kernel stopped.
       IoOp rest = op;
@@ -132,14 +149,27 @@ class UringBackend final : public IoBackend {
       if (r2 > 0) res += r2;
     }
     op.result = res;
+    (*done)[i] = 1;
+    return 1;
   }
-  void drain(io_uring* ring, size_t inflight, IoOp* ops) {
-    io_uring_cqe* cqe = nullptr;
-    __kernel_timespec ts{1, 0};
-    while (inflight > 0 && io_uring_wait_cqe_timeout(ring, &cqe, &ts) == 0) {
-      complete(ring, cqe, ops);
-      --inflight;
+  /// The ring refuses submissions: waits for the ops the kernel took (their buffers are the
+  /// caller's), finishes the others synchronously, and closes the ring, whose unsubmitted
+  /// entries must never reach a later batch.
+  void retire(io_uring* ring, IoOp* ops, size_t n, std::vector<char>* done, size_t inflight) {
+    while (inflight > 0) {
+      io_uring_cqe* cqe = nullptr;
+      const int rc = io_uring_wait_cqe(ring, &cqe);
+      if (rc == -EINTR) continue;
+      if (rc != 0) break;
+      inflight -= complete(ring, cqe, ops, n, done);
     }
+    for (size_t i = 0; i < n; ++i) {
+      if (!(*done)[i]) ops[i].result = transfer_all(ops[i]);
+    }
+    std::lock_guard<std::mutex> g(mu_);
+    rings_.erase(std::remove(rings_.begin(), rings_.end(), ring), rings_.end());
+    io_uring_queue_exit(ring);
+    delete ring;
   }
   io_uring* acquire() {
     std::lock_guard<std::mutex> g(mu_);

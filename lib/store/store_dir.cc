@@ -1,5 +1,7 @@
 #include "lib/store/store_dir.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -8,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -96,7 +99,8 @@ StoreDirInfo read_store_marker(const std::string& dir) {
     info.n_files = marker_count(j, "n_files");
     // Exactly what plan_store writes: whole slots, at most kMaxStoreSlots of them, in at most
     // kMaxFiles files, the last one partly used.
-    if (info.chunk_bytes == 0 || info.chunk_bytes % 4096 != 0 || info.slots_per_file == 0 ||
+    if (info.chunk_bytes == 0 || info.chunk_bytes % 4096 != 0 ||
+        info.chunk_bytes > kMaxChunkBytes || info.slots_per_file == 0 ||
         info.ssd_bytes % info.chunk_bytes != 0 || info.n_slots() == 0 ||
         info.n_slots() > kMaxStoreSlots || info.n_files > kMaxFiles ||
         info.n_files != info.n_slots() / info.slots_per_file +
@@ -154,10 +158,11 @@ void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
 }
 
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
-  if (chunk_bytes == 0 || chunk_bytes % 4096 != 0) {
+  if (chunk_bytes == 0 || chunk_bytes % 4096 != 0 || chunk_bytes > kMaxChunkBytes) {
     throw make_error("--chunk-size",
                      "chunk size " + std::to_string(chunk_bytes) +
-                         " is not a positive multiple of 4096 (O_DIRECT alignment)",
+                         " is not a positive multiple of 4096 (O_DIRECT alignment) of at most "
+                         "1 GiB",
                      "use e.g. 1MiB");
   }
   StoreDirInfo info;
@@ -201,6 +206,43 @@ void check_free_space(const std::string& dir, uint64_t extra_bytes) {
   }
 }
 
+StoreDirLock::StoreDirLock(const std::string& dir, bool exclusive) {
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) {
+    throw make_error(dir, std::string("cannot open the store directory: ") + std::strerror(errno),
+                     "check that it exists and is readable");
+  }
+  int rc;
+  do {
+    rc = ::flock(fd_, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK) {
+      throw make_error(dir, "the store is in use by another process (or another open store)",
+                       "wait for it to finish: two processes on one store would lose each "
+                       "other's journal records and overwrite each other's chunks");
+    }
+    throw make_error(dir, std::string("cannot lock the store directory: ") + std::strerror(err),
+                     "use a store directory on a local file system");
+  }
+}
+
+StoreDirLock::~StoreDirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the lock
+}
+
+StoreDirLock& StoreDirLock::operator=(StoreDirLock&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
 std::vector<std::string> clear_store_dir(const std::string& dir) {
   // A store is a directory with a marker; a malformed marker is still one (clear is how
   // it is started over), but then the data files are found by name.
@@ -232,7 +274,19 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
     if (::access(p.c_str(), F_OK) != 0) break;
     rm(p);
   }
-  rm(marker_path(dir) + ".tmp");
+  // The marker's temporary files (write_file_atomically names them .tmp.PID; .tmp: older).
+  const std::string tmp_prefix =
+      std::filesystem::path(marker_path(dir)).filename().string() + ".tmp";
+  std::vector<std::string> tmps;
+  std::error_code ec;
+  for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = f.path().filename().string();
+    if (name.rfind(tmp_prefix, 0) == 0 &&
+        (name.size() == tmp_prefix.size() || name[tmp_prefix.size()] == '.')) {
+      tmps.push_back(f.path().string());
+    }
+  }
+  for (const std::string& t : tmps) rm(t);
   rm(marker_path(dir));  // last: a failed clear leaves a store that can be cleared again
   return removed;
 }

@@ -31,6 +31,29 @@ struct StoreDirInfo {
 /// (2^32 slots of the default 1 MiB chunk are 4 PiB).
 inline constexpr uint64_t kMaxStoreSlots = uint64_t{1} << 32;
 
+/// An advisory lock (flock) on a store directory, held while a process uses the store:
+/// opening a store rewrites its journal and allocates its slots, so a second process on the
+/// same store would lose the first one's journal records and overwrite its slots. Exclusive
+/// for a store that is opened, verified or cleared; shared for `store stat`, which only reads.
+class StoreDirLock {
+ public:
+  StoreDirLock() = default;
+  /// Throws cb::Error naming `dir` when another process (or another open store of this
+  /// process) holds a conflicting lock, or the directory cannot be opened.
+  StoreDirLock(const std::string& dir, bool exclusive);
+  ~StoreDirLock();
+  StoreDirLock(StoreDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  StoreDirLock& operator=(StoreDirLock&& o) noexcept;
+  StoreDirLock(const StoreDirLock&) = delete;
+  StoreDirLock& operator=(const StoreDirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+/// Largest chunk: the I/O path's lengths are 32-bit (ChunkIo, EntryMeta::chunk_len).
+inline constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
+
 /// Path of the marker file ("cachebench_store.json").
 std::string marker_path(const std::string& dir);
 /// Path of the journal ("journal.cbj").

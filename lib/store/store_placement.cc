@@ -298,7 +298,7 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   release_locked(e, TierKind::Ssd, std::move(stale));
   if (src == TierKind::Ssd) {
     // Promoted: the SSD slots stay as the entry's copy (not journaled: the record goes).
-    journal_->erase(m.session, next_generation_++, false);
+    journal_erase_locked(m.session);
     e->ssd_copy = std::move(old);
     e->copy_nt = e->copy_valid = nt;
   } else {

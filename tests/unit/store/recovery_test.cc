@@ -3,6 +3,7 @@
 // most the entry it was writing.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -463,6 +464,113 @@ TEST(Recovery, OnlineJournalCompactionKeepsEveryLiveEntry) {
   for (SessionId s : st.sessions()) {
     EXPECT_EQ(load_check(st, s, s * 10 + 5, kShape, iota_positions(70)), 70) << s;
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Opening a store rewrites its journal and allocates its slots: a second process (or store)
+// on it would lose the first one's records. The second open is refused while the first lives.
+TEST(Recovery, AStoreInUseCannotBeOpenedAgain) {
+  const std::string dir = testing::fresh_dir("locked");
+  {
+    AttentionStore st(ssd_cfg(dir));
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(40)));
+    try {
+      AttentionStore again(ssd_cfg(dir));
+      ADD_FAILURE() << "a second open of a store in use succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the store is in use by another process"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(StoreDirLock(dir, /*exclusive=*/false), Error);  // `store stat` waits too
+  }
+  const StoreDirLock reader(dir, /*exclusive=*/false);  // free again; readers share
+  const StoreDirLock another(dir, /*exclusive=*/false);
+  EXPECT_THROW(AttentionStore{ssd_cfg(dir)}, Error);
+  std::filesystem::remove_all(dir);
+}
+
+// An erase whose journal record cannot be appended (the file system refuses the journal more
+// bytes) compacts the journal from the index instead: the erased entry does not come back.
+TEST(Recovery, AnEraseTheJournalCannotAppendIsStillDurable) {
+  const std::string dir = testing::fresh_dir("erase_full");
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 0;
+    {
+      AttentionStore st(ssd_cfg(dir));
+      if (!save_entry(st, 1, 1, kShape, iota_positions(40)) ||
+          !save_entry(st, 2, 2, kShape, iota_positions(40))) {
+        rc = 3;
+      } else {
+        ::signal(SIGXFSZ, SIG_IGN);
+        const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
+                         RLIM_INFINITY};
+        ::setrlimit(RLIMIT_FSIZE, &lim);  // no file may grow past the journal's size now
+        if (!st.erase(1)) rc = 4;
+      }
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  AttentionStore st(ssd_cfg(dir));
+  EXPECT_EQ(st.sessions(), (std::vector<SessionId>{2}));
+  EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(40)), 40);
+  std::filesystem::remove_all(dir);
+}
+
+// The journal's times are the writing process's clock: recovery moves them onto the new one
+// (the newest access now), so a TTL runs on from where it was and the LRU order holds,
+// instead of the entries living on for the old process's uptime.
+TEST(Recovery, RecoveredTimesContinueOnTheNewProcesssClock) {
+  const std::string dir = testing::fresh_dir("clock");
+  double t = 1000;
+  StoreConfig c = ssd_cfg(dir);
+  c.clock = [&t] { return t; };
+  {
+    AttentionStore st(c);
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(40), KeyEncoding::PreRope,
+                           testing::test_fp(), /*ttl=*/60));
+    t = 1050;
+    ASSERT_TRUE(save_entry(st, 2, 2, kShape, iota_positions(40), KeyEncoding::PreRope,
+                           testing::test_fp(), /*ttl=*/60));
+  }
+  t = 0;  // a new process's clock starts again
+  AttentionStore st(c);
+  ASSERT_EQ(st.sessions(), (std::vector<SessionId>{1, 2}));
+  t = 11;  // session 1 was last used 50 s before session 2, 61 s ago now: expired
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(40)), -1);
+  EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(40)), 40);
+  std::filesystem::remove_all(dir);
+}
+
+// A journal or data file without the marker is a store whose marker was lost: creating a
+// store over it would wipe its index. Refused; `store clear` starts over, removing the
+// marker's temporary files of any process too.
+TEST(Recovery, AStoreWithoutItsMarkerIsNotCreatedOver) {
+  const std::string dir = testing::fresh_dir("nomarker");
+  {
+    AttentionStore st(ssd_cfg(dir));
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(40)));
+  }
+  ASSERT_EQ(::unlink(marker_path(dir).c_str()), 0);
+  try {
+    AttentionStore st(ssd_cfg(dir));
+    ADD_FAILURE() << "a store was created over a journal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("but no marker"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::exists(journal_path(dir)));
+  const std::string tmp = marker_path(dir) + ".tmp.4242";
+  std::ofstream(tmp) << "{";
+  const std::vector<std::string> removed = clear_store_dir(dir);
+  EXPECT_NE(std::find(removed.begin(), removed.end(), tmp), removed.end());
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_NO_THROW(AttentionStore{ssd_cfg(dir)});
   std::filesystem::remove_all(dir);
 }
 
