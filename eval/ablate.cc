@@ -99,7 +99,9 @@ class Runner {
     const size_t row = engine::entry_row_bytes(*a_.model, o->engine);
     const uint64_t tier =
         ablation_dram_bytes(sessions, window(a_), a_.config.n_layers, row, o->store.chunk_bytes);
-    o->engine.write_buffer_jobs = std::max(o->engine.sched.max_batch, o->engine.preload_jobs);
+    // A job holds its buffers from prepare() on: the running batch and the waiting jobs
+    // prepared ahead of admission at once.
+    o->engine.write_buffer_jobs = o->engine.sched.max_batch + o->engine.preload_jobs;
     const uint64_t buffers =
         2 * static_cast<uint64_t>(o->engine.write_buffer_jobs) *
         engine::write_buffer_bytes(sessions, a_.config.n_layers, row, window(a_));

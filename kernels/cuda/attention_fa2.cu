@@ -27,7 +27,8 @@ cudaError_t launch_paged_attention_fa2(const PagedAttentionParams& p, cudaStream
   if (p.storage == Storage::F32 || (p.head_dim != 64 && p.head_dim != 128) || p.splits != 1 ||
       p.q_stride % 8 != 0 || reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(p.k_pool) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(p.v_pool) % 16 != 0) {
+      reinterpret_cast<uintptr_t>(p.v_pool) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.out) % 4 != 0) {  // the output is stored as 32-bit pairs
     return cudaErrorInvalidValue;
   }
   if (p.storage == Storage::F16) {

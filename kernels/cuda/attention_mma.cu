@@ -28,7 +28,10 @@ cudaError_t launch_mma(const PagedAttentionParams& p, cudaStream_t stream) {
 // Called by launch_paged_attention once the common parameters are checked.
 cudaError_t launch_paged_attention_mma(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.storage == Storage::F32 || (p.head_dim != 64 && p.head_dim != 128) || p.splits != 1 ||
-      p.q_stride % 8 != 0 || reinterpret_cast<uintptr_t>(p.q) % 16 != 0) {
+      p.q_stride % 8 != 0 || reinterpret_cast<uintptr_t>(p.q) % 16 != 0 ||
+      // copy8 loads K and V as 16-byte vectors: a misaligned pool would fault on the device.
+      reinterpret_cast<uintptr_t>(p.k_pool) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.v_pool) % 16 != 0) {
     return cudaErrorInvalidValue;
   }
   if (p.storage == Storage::F16) {

@@ -424,10 +424,10 @@ std::vector<float> CudaModel::Impl::forward(const std::vector<SeqInput>& batch, 
     ap.splits = splits;
     ap.workspace = workspace;
     ap.tile_rows = tile_rows;
-    // The FlashAttention-2-style kernel also loads K and V as 16-byte vectors (cp.async);
-    // pools that are not so aligned keep the wmma kernel.
-    ap.fa2 = paths.prefill_fa2 && reinterpret_cast<uintptr_t>(ap.k_pool) % 16 == 0 &&
-             reinterpret_cast<uintptr_t>(ap.v_pool) % 16 == 0;
+    // Both tensor-core kernels (wmma and the FlashAttention-2-style one) load K and V as
+    // 16-byte vectors; the pools come from 256-byte-aligned arenas, and the launchers refuse
+    // (cudaErrorInvalidValue) pools that are not aligned.
+    ap.fa2 = paths.prefill_fa2;
     ap.decode_kernel = paths.decode_attention;
     ap.counters = d_counters;
     // CudaKernelPaths::decode_rope_fusion: the decode kernel rotates Q and the new K itself and
