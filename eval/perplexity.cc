@@ -129,6 +129,16 @@ PerplexityResult perplexity_llamacpp(const model::ForwardModel& m,
   const int n_ctx = opt.n_ctx;
   check_ctx(m, n_ctx);
   check_batch(opt);
+  // llama.cpp's perplexity refuses a text of fewer than 2 * n_ctx tokens: its numbers are
+  // never of a single chunk.
+  if (tokens.size() < 2 * static_cast<size_t>(n_ctx)) {
+    throw make_error("--ctx",
+                     "the llama.cpp convention needs at least 2 x " + std::to_string(n_ctx) +
+                         " tokens, as llama.cpp's perplexity does; the text has " +
+                         std::to_string(tokens.size()),
+                     "use --ctx " + std::to_string(std::max<size_t>(tokens.size() / 2, 1)) +
+                         " or less, or a longer file");
+  }
   const int chunks = full_windows(tokens.size(), n_ctx, opt.max_chunks, "chunk");
 
   const auto t0 = Clock::now();

@@ -4,7 +4,8 @@
 ///  - llama.cpp: the stream is cut into chunks of n_ctx tokens, the first token of each chunk
 ///    is replaced by BOS, and the second half of each chunk is scored (tokens at positions
 ///    n_ctx/2 + 1 .. n_ctx - 1 predicted from the logits before them). PPL = exp(mean NLL),
-///    with the standard error llama.cpp prints.
+///    with the standard error llama.cpp prints. Like llama.cpp, it refuses a text of fewer than
+///    2 * n_ctx tokens.
 ///  - lm-eval: lm-evaluation-harness `loglikelihood_rolling` (see lmeval_rolling_windows);
 ///    every token of the document is scored exactly once; token, word and byte perplexity
 ///    and bits per byte as its wikitext task reports them.

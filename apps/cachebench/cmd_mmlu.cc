@@ -222,8 +222,9 @@ void register_mmlu(CLI::App& app) {
       ->check(in_range(0, 1 << 20));
   const OverflowOptions overflow = add_overflow_options(sub, &a->truncate_ratio, &a->sink);
   sub->add_option("--bos", a->bos,
-                  "method none: prepend BOS to each context (auto: the tokenizer's default; "
-                  "lm-eval's add_bos_token)")
+                  "method none: prepend BOS to each context (auto: the tokenizer's default, "
+                  "as lm-eval does since its PR #3347 (October 2025); no: its earlier "
+                  "add_bos_token=False, behind most published MMLU numbers)")
       ->check(CLI::IsMember({"auto", "yes", "no"}))
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file")

@@ -4,9 +4,9 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
-#include <random>
 
 #include "lib/core/error.h"
 #include "lib/model/model_source.h"
@@ -261,6 +261,15 @@ TEST(PerplexityTest, LlamaCppScoresSecondHalf) {
   EXPECT_EQ(r.convention, "llama.cpp");
   EXPECT_EQ(r.chunks, 2);
   EXPECT_EQ(r.scored_tokens, 2 * (32 - 16 - 1));
+  // Fewer than 2 * n_ctx tokens: refused, as llama.cpp's perplexity refuses them.
+  const auto short_text = random_tokens(63, m->config().vocab_size, 16);
+  try {
+    cb::eval::perplexity_llamacpp(*m, short_text, opt);
+    ADD_FAILURE() << "a text of one chunk was scored";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs at least 2 x 32 tokens"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
