@@ -7,7 +7,7 @@ APT_PACKAGES=(
   build-essential cmake pkg-config git
   libcli11-dev nlohmann-json3-dev libsentencepiece-dev libgtest-dev libgmock-dev
   libopenblas-dev zlib1g-dev libxxhash-dev liburing-dev
-  python3 python3-pip gnuplot-nox
+  python3 python3-pip gnuplot-nox ccache
 )
 PIP_PACKAGES=(numpy gguf unicodedata2)
 
