@@ -99,15 +99,23 @@ class Runner {
     const size_t row = engine::entry_row_bytes(*a_.model, o->engine);
     const uint64_t tier =
         ablation_dram_bytes(sessions, window(a_), a_.config.n_layers, row, o->store.chunk_bytes);
-    // A job holds its buffers from prepare() on: the running batch and the waiting jobs
-    // prepared ahead of admission at once.
-    o->engine.write_buffer_jobs = o->engine.sched.max_batch + o->engine.preload_jobs;
-    const uint64_t buffers =
-        2 * static_cast<uint64_t>(o->engine.write_buffer_jobs) *
-        engine::write_buffer_bytes(sessions, a_.config.n_layers, row, window(a_));
-    const uint64_t need = tier + buffers;
+    // A job holds its buffers from prepare() until its save commits: the running batch, the
+    // waiting jobs prepared ahead of admission and the saves still landing (at most a batch)
+    // at once. Where that many do not fit, the running and prepared ones (the rest are made
+    // as needed).
+    const uint64_t per_job =
+        2 * engine::write_buffer_bytes(sessions, a_.config.n_layers, row, window(a_));
     // What is free now, with the model loaded (its weights are in host memory on the CPU).
     const uint64_t avail = available_memory_bytes();
+    const int least = o->engine.sched.max_batch + o->engine.preload_jobs;
+    int jobs = least + o->engine.sched.max_batch;
+    if (avail > 0 && per_job > 0 && avail / 4 * 3 > tier) {
+      const uint64_t fit = (avail / 4 * 3 - tier) / per_job;
+      jobs = static_cast<int>(std::max<uint64_t>(least, std::min<uint64_t>(jobs, fit)));
+    }
+    o->engine.write_buffer_jobs = jobs;
+    const uint64_t buffers = static_cast<uint64_t>(jobs) * per_job;
+    const uint64_t need = tier + buffers;
     if (avail > 0 && need > avail / 4 * 3) {
       throw make_error(
           "ablate",

@@ -63,7 +63,7 @@ void use_gptq_text(datasets::Corpus* c) {
     std::vector<std::string> rows = datasets::load_c4_rows(c->path);
     rows.resize(kGptqC4Rows);
     c->text.clear();
-    for (const std::string& r : rows) c->text += (c->text.empty() ? "" : " ") + r;
+    for (size_t i = 0; i < rows.size(); ++i) c->text += (i > 0 ? " " : "") + rows[i];
     c->documents = kGptqC4Rows;
     c->convention += ", first 1100 rows (GPTQ's c4-new)";
   }

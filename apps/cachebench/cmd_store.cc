@@ -31,7 +31,6 @@ void row(const char* k, const std::string& v) {
 // Reads the marker and replays the journal without modifying anything.
 int run_stat(const StoreArgs& a) {
   store::check_store_dir(a.dir, /*writable=*/false);  // a snapshot or read-only media is fine
-  const store::StoreDirLock lock(a.dir, /*exclusive=*/false);  // not while a writer has it
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
@@ -181,7 +180,7 @@ int run_verify(const StoreArgs& a) {
 
 int run_clear(const StoreArgs& a) {
   store::check_store_dir(a.dir);
-  const store::StoreDirLock lock(a.dir, /*exclusive=*/true);
+  const store::StoreDirLock lock(a.dir);
   const auto removed = store::clear_store_dir(a.dir);
   if (a.json) {
     std::printf("%s\n", nlohmann::json{{"store_dir", a.dir}, {"removed", removed}}.dump(2).c_str());

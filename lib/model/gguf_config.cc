@@ -65,13 +65,15 @@ ModelConfig config_from_gguf(const formats::GgufFile& f) {
   // RoPE scaling (llama.cpp's rope.scaling.* keys, or the older rope.scale_linear) changes
   // every position's rotation: refused, not ignored. (Llama 3.1's rope_freqs.weight tensor is
   // refused as a tensor the model does not use.)
-  const auto scaling = f.get_string(a + ".rope.scaling.type");
-  const float factor = optional_float(f, a + ".rope.scaling.factor", 1.0f);
+  // llama.cpp reads a missing type as "linear" and a factor of 0 as none.
+  const std::string scaling = f.get_string(a + ".rope.scaling.type").value_or("linear");
+  float factor = optional_float(f, a + ".rope.scaling.factor", 1.0f);
   const float linear = optional_float(f, a + ".rope.scale_linear", 1.0f);
-  if ((scaling && *scaling != "none" && factor != 1.0f) || linear != 1.0f) {
+  if (factor == 0.0f) factor = 1.0f;
+  if ((scaling != "none" && factor != 1.0f) || (linear != 0.0f && linear != 1.0f)) {
     throw make_error(f.path(),
-                     "RoPE scaling (" + (scaling ? *scaling : std::string("linear")) + ", factor " +
-                         std::to_string(linear != 1.0f ? linear : factor) +
+                     "RoPE scaling (" + scaling + ", factor " +
+                         std::to_string(factor != 1.0f ? factor : linear) +
                          ") is set in the metadata",
                      "RoPE scaling variants are not supported; use a checkpoint without it");
   }

@@ -24,9 +24,12 @@ double Link::fill(double at, double d, Take take) const {
       ++it;
       continue;
     }
-    if (it == busy_.end() || d < it->first - t) {
-      take(t, t + d);
-      return t + d;
+    // Done before the next reservation; within rounding of filling the gap exactly, done
+    // at its start (the remainder would otherwise go after the whole reservation).
+    if (it == busy_.end() || d <= it->first - t + 1e-12 * std::max(1.0, std::fabs(t))) {
+      const double end = it == busy_.end() ? t + d : std::min(t + d, it->first);
+      take(t, end);
+      return end;
     }
     take(t, it->first);  // up to the next reservation, ends meeting exactly
     d -= it->first - t;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -93,12 +94,14 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
 AttentionStore::~AttentionStore() {
   load_pool_.reset();  // finishes queued work first
   pool_.reset();
+  std::lock_guard<std::mutex> g(mu_);
+  if (journal_stale_) compact_journal_locked(nullptr);  // a last try for a missing erase
 }
 
 void AttentionStore::open_ssd() {
   const std::string& dir = cfg_.store_dir;
   check_store_dir(dir);
-  dir_lock_ = StoreDirLock(dir, /*exclusive=*/true);
+  dir_lock_ = StoreDirLock(dir);
   StoreDirInfo info;
   bool created = false;
   if (is_store_dir(dir)) {
@@ -379,7 +382,10 @@ bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
 }
 
 void AttentionStore::journal_erase_locked(SessionId session) {
-  if (!journal_stale_ && journal_->erase(session, next_generation_++, false)) return;
+  // The record first (a few bytes may fit where a rewrite of the journal does not); a
+  // compaction when it failed, or when an earlier record is still missing.
+  const bool appended = journal_->erase(session, next_generation_++, false);
+  if (appended && !journal_stale_) return;
   journal_stale_ = !compact_journal_locked(nullptr);
 }
 
@@ -488,7 +494,7 @@ bool AttentionStore::entry_meta(SessionId session, EntryMeta* out) const {
 double AttentionStore::inserted_at(SessionId session) const {
   std::lock_guard<std::mutex> g(mu_);
   auto it = index_.find(session);
-  return it == index_.end() ? -1 : it->second->meta.created;
+  return it == index_.end() ? std::numeric_limits<double>::quiet_NaN() : it->second->meta.created;
 }
 
 std::vector<std::string> AttentionStore::describe() const {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -117,10 +118,11 @@ struct SaveRequest {
   EntryShape shape;
   std::vector<TokenId> tokens;  ///< the history the KV covers (one per token)
   double ttl = -1;              ///< seconds; < 0 = config default
-  /// When the session's entry first entered the store (store clock; FIFO's order). < 0: the
+  /// When the session's entry first entered the store (store clock; FIFO's order; may be
+  /// negative: recovered entries' times are moved before the new process's clock). NaN: the
   /// created time of the session's entry this save replaces, or now when it has none. A
   /// caller that erases the old entry before saving passes inserted_at() from before the erase.
-  double created = -1;
+  double created = std::numeric_limits<double>::quiet_NaN();
   /// Append to the session's entry when it is a prefix of `tokens` (same fingerprint,
   /// encoding and shape), committed, and in the fastest tier: its whole chunks are shared,
   /// and in a memory tier its last partial chunk too, extended in place (one append at a time
@@ -280,7 +282,7 @@ class AttentionStore {
   /// A copy of an entry's metadata (false when absent).
   bool entry_meta(SessionId session, EntryMeta* out) const;
   /// When `session`'s entry first entered the store (EntryMeta::created, kept across
-  /// re-saves of the session), or -1 when it has no entry.
+  /// re-saves of the session), or NaN when it has no entry.
   double inserted_at(SessionId session) const;
   /// Reads and verifies every chunk of every entry; returns the number of bad entries
   /// (they are dropped). `chunks_checked` receives the number of chunks read.

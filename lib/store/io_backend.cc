@@ -154,22 +154,33 @@ class UringBackend final : public IoBackend {
   }
   /// The ring refuses submissions: waits for the ops the kernel took (their buffers are the
   /// caller's), finishes the others synchronously, and closes the ring, whose unsubmitted
-  /// entries must never reach a later batch.
+  /// entries must never reach a later batch. Ops the kernel still holds after a minute are
+  /// failed and their ring leaked rather than closed: their buffers may yet be written.
   void retire(io_uring* ring, IoOp* ops, size_t n, std::vector<char>* done, size_t inflight) {
-    while (inflight > 0) {
+    for (int waited = 0; inflight > 0 && waited < 60;) {
       io_uring_cqe* cqe = nullptr;
-      const int rc = io_uring_wait_cqe(ring, &cqe);
-      if (rc == -EINTR) continue;
-      if (rc != 0) break;
-      inflight -= complete(ring, cqe, ops, n, done);
-    }
-    for (size_t i = 0; i < n; ++i) {
-      if (!(*done)[i]) ops[i].result = transfer_all(ops[i]);
+      __kernel_timespec ts{1, 0};
+      const int rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+      if (rc == 0) {
+        inflight -= complete(ring, cqe, ops, n, done);
+      } else if (rc != -EINTR) {
+        ++waited;
+      }
     }
     std::lock_guard<std::mutex> g(mu_);
     rings_.erase(std::remove(rings_.begin(), rings_.end(), ring), rings_.end());
-    io_uring_queue_exit(ring);
-    delete ring;
+    for (size_t i = 0; i < n; ++i) {
+      if ((*done)[i]) continue;
+      if (inflight == 0) {
+        ops[i].result = transfer_all(ops[i]);
+      } else {
+        ops[i].result = -EIO;  // may still be in the kernel's hands: not redone
+      }
+    }
+    if (inflight == 0) {
+      io_uring_queue_exit(ring);
+      delete ring;
+    }
   }
   io_uring* acquire() {
     std::lock_guard<std::mutex> g(mu_);

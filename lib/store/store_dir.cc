@@ -206,7 +206,7 @@ void check_free_space(const std::string& dir, uint64_t extra_bytes) {
   }
 }
 
-StoreDirLock::StoreDirLock(const std::string& dir, bool exclusive) {
+StoreDirLock::StoreDirLock(const std::string& dir) {
   fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd_ < 0) {
     throw make_error(dir, std::string("cannot open the store directory: ") + std::strerror(errno),
@@ -214,7 +214,7 @@ StoreDirLock::StoreDirLock(const std::string& dir, bool exclusive) {
   }
   int rc;
   do {
-    rc = ::flock(fd_, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB);
+    rc = ::flock(fd_, LOCK_EX | LOCK_NB);
   } while (rc != 0 && errno == EINTR);
   if (rc != 0) {
     const int err = errno;
@@ -225,8 +225,12 @@ StoreDirLock::StoreDirLock(const std::string& dir, bool exclusive) {
                        "wait for it to finish: two processes on one store would lose each "
                        "other's journal records and overwrite each other's chunks");
     }
-    throw make_error(dir, std::string("cannot lock the store directory: ") + std::strerror(err),
-                     "use a store directory on a local file system");
+    // A file system without flock on directories (NFS, Lustre without -o flock): go on
+    // unlocked, as before there was a lock, and say so.
+    std::fprintf(stderr,
+                 "cachebench: warning: %s: cannot lock the store directory (%s); make sure no "
+                 "other process uses this store\n",
+                 dir.c_str(), std::strerror(err));
   }
 }
 

@@ -33,14 +33,16 @@ inline constexpr uint64_t kMaxStoreSlots = uint64_t{1} << 32;
 
 /// An advisory lock (flock) on a store directory, held while a process uses the store:
 /// opening a store rewrites its journal and allocates its slots, so a second process on the
-/// same store would lose the first one's journal records and overwrite its slots. Exclusive
-/// for a store that is opened, verified or cleared; shared for `store stat`, which only reads.
+/// same store would lose the first one's journal records and overwrite its slots. Taken by an
+/// open store (replay, `store verify`) and `store clear`; `store stat` only reads and takes
+/// none, so that a monitor running it never keeps a writer out. Where the file system cannot
+/// lock a directory (NFS), a warning, and no lock.
 class StoreDirLock {
  public:
   StoreDirLock() = default;
   /// Throws cb::Error naming `dir` when another process (or another open store of this
-  /// process) holds a conflicting lock, or the directory cannot be opened.
-  StoreDirLock(const std::string& dir, bool exclusive);
+  /// process) holds the lock, or the directory cannot be opened.
+  explicit StoreDirLock(const std::string& dir);
   ~StoreDirLock();
   StoreDirLock(StoreDirLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
   StoreDirLock& operator=(StoreDirLock&& o) noexcept;

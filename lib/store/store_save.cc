@@ -120,7 +120,7 @@ SaveHandle AttentionStore::begin_save(const SaveRequest& req) {
   m.hash_tokens();
   m.last_access = now();
   m.created = req.created;
-  if (m.created < 0) {  // a re-save replacing the session's entry keeps its first insertion
+  if (std::isnan(m.created)) {  // a re-save replacing the session's entry keeps its first one
     std::lock_guard<std::mutex> g(mu_);
     auto old = index_.find(req.session);
     m.created = old != index_.end() ? old->second->meta.created : m.last_access;

@@ -32,6 +32,8 @@ GGUF files (as llama.cpp's convert_hf_to_gguf.py would write them from the HF on
                       (partial rotary; NOT a conversion of an HF model, only a GGUF test)
   tiny-llama-rope-linear.gguf  tiny-llama.gguf with llama.rope.scaling.type linear, factor 4
                       (NOT a conversion: a file cachebench must refuse)
+  tiny-llama-rope-factor.gguf  the same with only llama.rope.scaling.factor 2 (no type key,
+                      which llama.cpp reads as linear)
   tiny-falcon-7b.gguf, tiny-falcon-40b.gguf   (fused QKV rearranged to [all Q, all K, all V])
   tiny-llama-kquants.gguf  NOT a conversion: a LLaMA of hidden 256 (K-quant rows are whole
                       super-blocks of 256), 4 heads / 2 KV heads, 2 layers, ffn 512, whose
@@ -487,6 +489,9 @@ def write_all(out_dir, only=None):
     gg("tiny-llama-rope-linear.gguf", write_llama_gguf, cl, tl, G.GGML_F32,
        name="tiny-llama-rope-linear",
        extra_md=[("llama.rope.scaling.type", "linear"), ("llama.rope.scaling.factor", 4.0)])
+    # Only the factor: llama.cpp takes the missing type as linear.
+    gg("tiny-llama-rope-factor.gguf", write_llama_gguf, cl, tl, G.GGML_F32,
+       name="tiny-llama-rope-factor", extra_md=[("llama.rope.scaling.factor", 2.0)])
     gg("tiny-falcon-7b.gguf", write_falcon_gguf, c7, t7, name="tiny-falcon-7b")
     c40, t40 = ck["tiny-falcon-40b"]
     gg("tiny-falcon-40b.gguf", write_falcon_gguf, c40, t40, name="tiny-falcon-40b")

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -183,7 +184,7 @@ TEST(Engine, ASessionsEntryKeepsItsFirstSaveTimeAcrossTurns) {
   ec.async_save = false;  // each turn's save has committed when the next turn is prepared
   Engine e(*m, &st, ec);
   const RunResult r = e.run(sessions(3, 3, 40, 12), {}, [&](uint64_t s, int32_t) {
-    if (!first_save.count(s) && st.inserted_at(s) >= 0) first_save[s] = st.inserted_at(s);
+    if (!first_save.count(s) && !std::isnan(st.inserted_at(s))) first_save[s] = st.inserted_at(s);
   });
   EXPECT_EQ(r.load_failures + r.save_failures, 0);
   ASSERT_EQ(first_save.size(), 3u);

@@ -134,6 +134,13 @@ TEST(Link, ATransferIssuedSoonerUsesTheIdleTimeBeforeOneBookedForLater) {
   EXPECT_NEAR(l.completion(5, 7e9), 14, 1e-9);
   EXPECT_NEAR(l.transfer(5, 7e9), 14, 1e-9);
   EXPECT_NEAR(l.busy_s(), 12, 1e-9);
+  // A transfer that fills a gap exactly (or within rounding) ends at the next reservation.
+  Link g(1.0, 0);
+  g.transfer(10, 2e9);
+  EXPECT_NEAR(g.transfer(1, 9e9), 10, 1e-9);
+  Link h(1.0, 0);
+  h.transfer(0.3, 0.6e9);
+  EXPECT_NEAR(h.transfer(0.1, 0.2e9), 0.3, 1e-9);
   // Issued inside a reservation: starts when it ends.
   EXPECT_NEAR(l.transfer(13, 1e9), 15, 1e-9);
   EXPECT_NEAR(l.last_start(), 14, 1e-9);

@@ -482,11 +482,13 @@ TEST(Recovery, AStoreInUseCannotBeOpenedAgain) {
                 std::string::npos)
           << e.what();
     }
-    EXPECT_THROW(StoreDirLock(dir, /*exclusive=*/false), Error);  // `store stat` waits too
+    EXPECT_THROW(StoreDirLock{dir}, Error);  // `store clear`
   }
-  const StoreDirLock reader(dir, /*exclusive=*/false);  // free again; readers share
-  const StoreDirLock another(dir, /*exclusive=*/false);
-  EXPECT_THROW(AttentionStore{ssd_cfg(dir)}, Error);
+  {
+    const StoreDirLock clearing(dir);  // free again once the store is closed
+    EXPECT_THROW(AttentionStore{ssd_cfg(dir)}, Error);
+  }
+  EXPECT_NO_THROW(AttentionStore{ssd_cfg(dir)});
   std::filesystem::remove_all(dir);
 }
 
@@ -535,13 +537,24 @@ TEST(Recovery, RecoveredTimesContinueOnTheNewProcesssClock) {
     AttentionStore st(c);
     ASSERT_TRUE(save_entry(st, 1, 1, kShape, iota_positions(40), KeyEncoding::PreRope,
                            testing::test_fp(), /*ttl=*/60));
+    t = 1040;
+    ASSERT_TRUE(save_entry(st, 3, 3, kShape, iota_positions(40)));
     t = 1050;
     ASSERT_TRUE(save_entry(st, 2, 2, kShape, iota_positions(40), KeyEncoding::PreRope,
                            testing::test_fp(), /*ttl=*/60));
   }
   t = 0;  // a new process's clock starts again
   AttentionStore st(c);
-  ASSERT_EQ(st.sessions(), (std::vector<SessionId>{1, 2}));
+  ASSERT_EQ(st.sessions(), (std::vector<SessionId>{1, 2, 3}));
+  // Times before the new clock's start are negative: an unaligned truncation's rewrite still
+  // keeps the entry's insertion time (FIFO's order), a negative one too.
+  EntryMeta m;
+  ASSERT_TRUE(st.entry_meta(3, &m));
+  EXPECT_EQ(m.created, -10);
+  ASSERT_TRUE(st.truncate(3, TruncateSpec{3, 0, 0}));
+  ASSERT_TRUE(st.entry_meta(3, &m));
+  EXPECT_EQ(m.n_tokens(), 37);
+  EXPECT_EQ(m.created, -10);
   t = 11;  // session 1 was last used 50 s before session 2, 61 s ago now: expired
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(40)), -1);
   EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(40)), 40);

@@ -5,11 +5,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -136,12 +138,12 @@ inline ModelFingerprint test_fp(const std::string& d = "test-model/4x64/f16") {
 }
 
 /// Saves an entry whose contents are layer_bytes(seed, ...); returns commit's result.
-/// `created`: SaveRequest::created (< 0: kept from the entry it replaces, or now).
+/// `created`: SaveRequest::created (NaN: kept from the entry it replaces, or now).
 inline bool save_entry(AttentionStore& st, SessionId s, uint64_t seed, const EntryShape& shape,
                        const std::vector<int64_t>& positions,
                        KeyEncoding enc = KeyEncoding::PreRope,
                        const ModelFingerprint& fp = test_fp(), double ttl = -1,
-                       double created = -1) {
+                       double created = std::numeric_limits<double>::quiet_NaN()) {
   SaveRequest req{s, fp, enc, shape, tokens_for(seed, positions), ttl, created};
   SaveHandle h = st.begin_save(req);
   if (!h.ok()) return false;
