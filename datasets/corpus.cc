@@ -173,7 +173,7 @@ std::string corpus_mismatch(CorpusKind kind, std::string_view text) {
 
 }  // namespace
 
-Corpus load_corpus(CorpusKind kind, const std::string& path) {
+Corpus load_corpus(CorpusKind kind, const std::string& path, int64_t max_rows) {
   Corpus c;
   c.kind = kind;
   c.path = path;
@@ -194,7 +194,11 @@ Corpus load_corpus(CorpusKind kind, const std::string& path) {
   switch (kind) {
     case CorpusKind::kPtb: c.text = ptb_join_lines(text, &c.documents); break;
     case CorpusKind::kC4: {
-      const std::vector<std::string> docs = parse_c4_rows(text, path);
+      std::vector<std::string> docs = parse_c4_rows(text, path);
+      if (max_rows > 0 && docs.size() > static_cast<size_t>(max_rows)) {
+        docs.resize(static_cast<size_t>(max_rows));
+        c.convention += ", first " + std::to_string(max_rows) + " rows";
+      }
       size_t total = docs.size();
       for (const std::string& d : docs) total += d.size();
       c.text.reserve(total);
@@ -216,8 +220,8 @@ Corpus load_corpus(CorpusKind kind, const std::string& path) {
   return c;
 }
 
-Corpus load_corpus(const std::string& kind, const std::string& path) {
-  return load_corpus(parse_corpus_kind(kind), path);
+Corpus load_corpus(const std::string& kind, const std::string& path, int64_t max_rows) {
+  return load_corpus(parse_corpus_kind(kind), path, max_rows);
 }
 
 std::vector<std::string> wikitext_articles(std::string_view text) {

@@ -56,10 +56,11 @@ struct Corpus {
 };
 
 /// Loads `path` following `kind`'s convention (see the top of this header).
-Corpus load_corpus(CorpusKind kind, const std::string& path);
+/// `max_rows` > 0 keeps only a C4 file's first `max_rows` rows (GPTQ's c4-new keeps 1,100).
+Corpus load_corpus(CorpusKind kind, const std::string& path, int64_t max_rows = 0);
 
 /// Same, with `kind` given by name (e.g. from the command line).
-Corpus load_corpus(const std::string& kind, const std::string& path);
+Corpus load_corpus(const std::string& kind, const std::string& path, int64_t max_rows = 0);
 
 /// The PTB convention on already-read text: lines stripped, joined with " ".
 std::string ptb_join_lines(std::string_view text, int64_t* lines = nullptr);

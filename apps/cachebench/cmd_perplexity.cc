@@ -48,8 +48,8 @@ bool lmeval_documents(const PerplexityArgs& a) {
 }
 
 /// GPTQ's datautils build their own text from WikiText-2 (the dataset's rows joined with
-/// "\n\n") and C4 (c4-new: the first 1,100 rows, joined with " "); PTB's and C4's joins are
-/// load_corpus's own (datasets/corpus.h).
+/// "\n\n") and C4 (c4-new: the first 1,100 rows, load_corpus's max_rows); PTB's and C4's
+/// joins are load_corpus's own (datasets/corpus.h).
 constexpr int64_t kGptqC4Rows = 1100;
 constexpr int kGptqC4Windows = 256;
 void use_gptq_text(datasets::Corpus* c) {
@@ -59,13 +59,6 @@ void use_gptq_text(datasets::Corpus* c) {
     c->convention =
         "the dataset's rows (one a line, whitespace-only lines empty) joined with "
         "\"\\n\\n\" (GPTQ's get_wikitext2)";
-  } else if (c->kind == datasets::CorpusKind::kC4 && c->documents > kGptqC4Rows) {
-    std::vector<std::string> rows = datasets::load_c4_rows(c->path);
-    rows.resize(kGptqC4Rows);
-    c->text.clear();
-    for (size_t i = 0; i < rows.size(); ++i) c->text += (i > 0 ? " " : "") + rows[i];
-    c->documents = kGptqC4Rows;
-    c->convention += ", first 1100 rows (GPTQ's c4-new)";
   }
 }
 
@@ -430,8 +423,10 @@ void register_perplexity(CLI::App& app) {
     }
     resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, true);
-    datasets::Corpus corpus = datasets::load_corpus(a->dataset, a->file);
-    if (a->method == "full" && a->convention == "gptq") {
+    const bool gptq = a->method == "full" && a->convention == "gptq";
+    datasets::Corpus corpus =
+        datasets::load_corpus(a->dataset, a->file, gptq ? kGptqC4Rows : int64_t{0});
+    if (gptq) {
       use_gptq_text(&corpus);
       // c4-new keeps 256 seqlen windows (valenc[:, :256 * seqlen]).
       if (corpus.kind == datasets::CorpusKind::kC4 && chunks_opt->count() == 0)

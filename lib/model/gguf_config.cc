@@ -63,9 +63,9 @@ ModelConfig config_from_gguf(const formats::GgufFile& f) {
   c.rope_theta = optional_float(f, a + ".rope.freq_base", 10000.0f);
   c.sliding_window = optional_int(f, a + ".attention.sliding_window", 0);
   // RoPE scaling (llama.cpp's rope.scaling.* keys, or the older rope.scale_linear) changes
-  // every position's rotation: refused, not ignored. (Llama 3.1's rope_freqs.weight tensor is
-  // refused as a tensor the model does not use.)
-  // llama.cpp reads a missing type as "linear" and a factor of 0 as none.
+  // every position's rotation: refused, not ignored. llama.cpp reads a missing type as
+  // "linear" and a factor of 0 as none. (Llama 3.1's rope_freqs.weight tensor is refused as a
+  // tensor the model does not use.)
   const std::string scaling = f.get_string(a + ".rope.scaling.type").value_or("linear");
   float factor = optional_float(f, a + ".rope.scaling.factor", 1.0f);
   const float linear = optional_float(f, a + ".rope.scale_linear", 1.0f);

@@ -47,12 +47,7 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
     throw make_error("--ssd", "an SSD budget needs a store directory", "pass --store-dir DIR");
   }
   if (!cfg_.store_dir.empty()) open_ssd();  // may adopt the store's chunk size
-  if (cfg_.chunk_bytes == 0 || cfg_.chunk_bytes % 4096 != 0 || cfg_.chunk_bytes > kMaxChunkBytes) {
-    throw make_error("--chunk-size",
-                     "chunk size " + std::to_string(cfg_.chunk_bytes) +
-                         " is not a positive multiple of 4096 of at most 1 GiB",
-                     "use e.g. 1MiB");
-  }
+  check_chunk_bytes(cfg_.chunk_bytes);
   check_tier_budget("--hbm", cfg_.hbm_bytes, cfg_.chunk_bytes);
   check_tier_budget("--dram", cfg_.dram_bytes, cfg_.chunk_bytes);
   const uint64_t phys = physical_memory_bytes();

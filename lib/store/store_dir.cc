@@ -157,7 +157,7 @@ void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
   write_file_atomically(marker_path(dir), j.dump(2) + "\n", "the store marker");
 }
 
-StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
+void check_chunk_bytes(uint64_t chunk_bytes) {
   if (chunk_bytes == 0 || chunk_bytes % 4096 != 0 || chunk_bytes > kMaxChunkBytes) {
     throw make_error("--chunk-size",
                      "chunk size " + std::to_string(chunk_bytes) +
@@ -165,6 +165,10 @@ StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
                          "1 GiB",
                      "use e.g. 1MiB");
   }
+}
+
+StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
+  check_chunk_bytes(chunk_bytes);
   StoreDirInfo info;
   info.chunk_bytes = chunk_bytes;
   const uint64_t slots = ssd_bytes / chunk_bytes;

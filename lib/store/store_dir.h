@@ -79,7 +79,10 @@ StoreDirInfo read_store_marker(const std::string& dir);
 void check_store_files(const std::string& dir, const StoreDirInfo& info);
 /// Writes the marker atomically (temp file, fsync, rename); throws cb::Error on failure.
 void write_store_marker(const std::string& dir, const StoreDirInfo& info);
-/// Geometry for a new store of `ssd_bytes` with `chunk_bytes` slots.
+/// Throws cb::Error (naming --chunk-size) unless `chunk_bytes` is a positive multiple of 4096
+/// (O_DIRECT alignment) of at most kMaxChunkBytes.
+void check_chunk_bytes(uint64_t chunk_bytes);
+/// Geometry for a new store of `ssd_bytes` with `chunk_bytes` slots (check_chunk_bytes first).
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes);
 /// Throws cb::Error unless `dir` exists, is a directory and (when `writable`) is writable.
 void check_store_dir(const std::string& dir, bool writable = true);
