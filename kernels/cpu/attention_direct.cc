@@ -8,17 +8,18 @@
 // 1. scores: one pass over the key slots in order, block run by block run; each slot's row
 //    (contiguous over the KV heads) dotted with the query heads of each KV head
 //    (scale * q.k, fp32, eight partial sums), stored key-major;
-// 2. per head, exp(s - max) in fp32 and its sum in double, as the sgemm kernel does;
+// 2. per head, exp(s - max) in fp32 (exp_lanes.h) and its sum in double, as the sgemm kernel
+//    does;
 // 3. P.V: one pass over the value slots in order, each slot's row accumulated into the heads'
 //    fp32 outputs, which are then divided by their sums.
 // Only slots in [lo, hi] are read, so a free or NaN slot outside a query's range is never
 // touched. Single-threaded: the engine calls it per sequence.
 
-#include <cmath>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/attention_args.h"
+#include "kernels/cpu/exp_lanes.h"
 #include "kernels/cpu/ops.h"
 
 namespace cb::kernels::cpu {
@@ -102,11 +103,12 @@ void run(const PagedAttention& p) {
     }
     for (int64_t j = 0; j < nk; ++j) {
       float* sj = s.data() + j * rows;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float e = std::exp(sj[r] - mx[static_cast<size_t>(r)]);
-        sj[r] = e;
-        sum[static_cast<size_t>(r)] += e;
-      }
+      for (int64_t r = 0; r < rows; ++r) sj[r] -= mx[static_cast<size_t>(r)];
+    }
+    exp_lanes(s.data(), nk * rows);
+    for (int64_t j = 0; j < nk; ++j) {
+      const float* sj = s.data() + j * rows;
+      for (int64_t r = 0; r < rows; ++r) sum[static_cast<size_t>(r)] += sj[r];
     }
     std::fill(acc.begin(), acc.end(), 0.0f);
     for_each_run(p.block_table, p.block_size, row_stride, lo, hi,

@@ -13,8 +13,8 @@
 // 3. The sorted queries are tiled (at most kMaxTileRows query-head rows and a ~64 MB score
 //    tile). Per tile and KV head: S = scale * Q_g K^T over the tile's key range (one sgemm,
 //    Q_g = the group's query rows gathered contiguous); per row, exp(s - max) over the row's
-//    allowed range in fp32 (masked entries set to 0, sum in double); O = P V (one sgemm),
-//    divided by the row's sum and scattered into out. Sorting makes a causal prefill tile
+//    allowed range in fp32 (exp_lanes.h; masked entries set to 0, sum in double); O = P V (one
+//    sgemm), divided by the row's sum and scattered into out. Sorting makes a causal prefill tile
 //    skip keys that none of its queries sees.
 //
 // OpenBLAS threads the sgemms; nothing here starts threads.
@@ -22,12 +22,12 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu/attention_args.h"
+#include "kernels/cpu/exp_lanes.h"
 #include "kernels/cpu/ops.h"
 
 namespace cb::kernels::cpu {
@@ -71,15 +71,8 @@ void gather_head(const PagedAttention& p, const float* pool, int64_t g,
 double masked_exp(float* s, int64_t n, int64_t a, int64_t b) {
   std::fill(s, s + a, 0.0f);
   std::fill(s + b + 1, s + n, 0.0f);
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = a; j <= b; ++j) mx = std::max(mx, s[j]);
-  double sum = 0;
-  for (int64_t j = a; j <= b; ++j) {
-    const float e = std::exp(s[j] - mx);
-    s[j] = e;
-    sum += e;
-  }
-  return 1.0 / sum;
+  const float mx = max_lanes(s + a, b - a + 1);
+  return 1.0 / exp_shifted_sum(s + a, b - a + 1, mx);
 }
 
 }  // namespace
