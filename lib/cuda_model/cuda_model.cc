@@ -1,4 +1,5 @@
 #include "lib/cuda_model/cuda_model_impl.h"
+#include "lib/model/weights_id.h"
 
 namespace cb::model {
 namespace cuda_detail {
@@ -521,6 +522,7 @@ CudaModel::CudaModel(const ModelSource& src, uint64_t seed, CudaModelOptions opt
   }
   device::use_gpu(opts.device, "--backend cuda", "run with --backend cpu");
   impl_ = std::make_unique<Impl>(src.config(), opts.storage, opts.device);
+  impl_->cfg.weights_id = weights_identity(src, seed);  // the storage is in kv_precision()
   if (src.kind() == SourceKind::Preset) {
     impl_->generate_all(seed);
   } else {

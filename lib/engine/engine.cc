@@ -145,13 +145,14 @@ Engine::Engine(const model::ForwardModel& model, store::AttentionStore* store, E
   entry_type_ = cfg_.native_kv_entries ? model_.native_kv_type() : DType::F32;
   row_bytes_ = entry_row_bytes(model_, cfg_);
   pinned_buffers_ = !model_.host_kv();
-  // Entries made at one precision are not reused at another, nor read as another element type
-  // (an fp32 entry's fingerprint is unchanged from before entries could be native).
+  // Entries made at one precision are not reused at another, nor read as another element type,
+  // nor by other weights of the same name and shape (a fine-tune, another quantization).
   fp_ = store::ModelFingerprint::from_description(
       mc.name + "/" + model::arch_name(mc.arch) + "/" + std::to_string(mc.n_layers) + "x" +
       std::to_string(mc.n_kv_heads) + "x" + std::to_string(mc.head_dim) + "/" +
       model_.kv_precision() +
-      (entry_type_ == DType::F32 ? "" : std::string("/entries-") + dtype_name(entry_type_)));
+      (entry_type_ == DType::F32 ? "" : std::string("/entries-") + dtype_name(entry_type_)) +
+      (mc.weights_id.empty() ? "" : "/" + mc.weights_id));
   cache_ =
       std::make_unique<kv::KvCache>(model_.kv_config(pool_blocks(cfg_, ctx_), cfg_.block_size));
   model_.bind_cache(*cache_);

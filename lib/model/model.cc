@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "lib/core/error.h"
+#include "lib/model/weights_id.h"
 
 namespace cb::model {
 namespace {
@@ -109,7 +110,11 @@ Model::Model(ModelConfig cfg, std::unique_ptr<Weights> weights)
     : cfg_(std::move(cfg)), w_(std::move(weights)) {}
 
 std::unique_ptr<Model> Model::load(const ModelSource& src, uint64_t seed, WeightStorage storage) {
-  return std::make_unique<Model>(src.config(), Weights::load(src, seed, storage));
+  ModelConfig cfg = src.config();
+  // bf16 matrices compute other KV than the fp32 ones (the GPU's storage is in kv_precision).
+  cfg.weights_id =
+      weights_identity(src, seed) + (storage == WeightStorage::BF16 ? " bf16-matrices" : "");
+  return std::make_unique<Model>(std::move(cfg), Weights::load(src, seed, storage));
 }
 
 void ForwardModel::restore_kv_native(kv::KvCache& cache, kv::SeqId seq, int layer, int64_t pos0,

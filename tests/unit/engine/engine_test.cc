@@ -23,6 +23,7 @@
 #include "lib/engine/policy_advisor.h"
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
+#include "lib/model/weights.h"
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
 #include "lib/store/faulty_io.h"
@@ -89,6 +90,31 @@ RunResult serve_any(const model::ForwardModel& m, store::AttentionStore* st, con
                     const std::vector<SessionInput>& in) {
   Engine e(m, st, c);
   return e.run(in, {}, {});
+}
+
+// Entries carry the weights that computed them in their fingerprint: the same checkpoint loaded
+// again tags its entries alike (they are reused), other weights of the same name and shape
+// (here: the same tensors under another weights id) tag them differently (never reused).
+TEST(Engine, EntriesAreTaggedWithTheWeightsThatComputedThem) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto src = model::ModelSource::open(path), src_again = model::ModelSource::open(path);
+  auto first = model::Model::load(*src);
+  auto again = model::Model::load(*src_again);  // (a model keeps views into its source's file)
+  model::ModelConfig other_cfg = first->config();
+  other_cfg.weights_id += "-fine-tuned";
+  model::Model other(other_cfg, model::Weights::load(*src));
+  ASSERT_FALSE(first->config().weights_id.empty());
+  const auto description = [&](const model::Model& m) {
+    auto st = dram_store();
+    serve(m, st.get(), config(Mode::CA), sessions(1, 1, 20, 4));
+    store::EntryMeta meta;
+    EXPECT_TRUE(st->entry_meta(100, &meta));
+    return meta.fingerprint.description;
+  };
+  const std::string d = description(*first);
+  EXPECT_NE(d.find(first->config().weights_id), std::string::npos) << d;
+  EXPECT_EQ(description(*again), d);
+  EXPECT_NE(description(other), d);
 }
 
 TEST(Engine, CachedAttentionServesTheSameTokensAsRecompute) {
