@@ -19,24 +19,30 @@
 namespace cb::kernels::cpu {
 namespace {
 
-constexpr int kLanes = 8;
-typedef float F8 __attribute__((vector_size(kLanes * sizeof(float))));
-typedef int32_t I8 __attribute__((vector_size(kLanes * sizeof(int32_t))));
-typedef uint32_t U8 __attribute__((vector_size(kLanes * sizeof(uint32_t))));
-typedef double D8 __attribute__((vector_size(kLanes * sizeof(double))));
+/// Vectors of W floats, the int32 and uint32 vectors of the same size, and W doubles. The
+/// baseline takes W = 4 (one SSE register; eight-float vectors lowered to SSE were slower than
+/// libm), AVX2 W = 8.
+template <int W>
+struct Vec {
+  typedef float F __attribute__((vector_size(W * sizeof(float))));
+  typedef int32_t I __attribute__((vector_size(W * sizeof(int32_t))));
+  typedef uint32_t U __attribute__((vector_size(W * sizeof(uint32_t))));
+  typedef double D __attribute__((vector_size(W * sizeof(double))));
+};
 
-CB_INLINE F8 splat(float v) {
-  return F8{v, v, v, v, v, v, v, v};
+/// Elements per step of every entry point, whatever W: the sums' eight lanes (element i is
+/// added into lane i % 8), so both widths add in the same order.
+constexpr int kStep = 8;
+
+template <typename V>
+CB_INLINE V splat(float v) {
+  return V{} + v;
 }
-CB_INLINE I8 bits(F8 v) {
-  return __builtin_bit_cast(I8, v);
-}
-CB_INLINE F8 from_bits(I8 v) {
-  return __builtin_bit_cast(F8, v);
-}
-/// where mask (all ones or zeros per lane) is set, a; else b.
-CB_INLINE F8 select(I8 mask, F8 a, F8 b) {
-  return from_bits((bits(a) & mask) | (bits(b) & ~mask));
+/// Where `mask` (all ones or all zeros per lane) is set, a; else b.
+template <typename F, typename I>
+CB_INLINE F select(I mask, F a, F b) {
+  return __builtin_bit_cast(F,
+                            (__builtin_bit_cast(I, a) & mask) | (__builtin_bit_cast(I, b) & ~mask));
 }
 
 /// ln(FLT_MIN): below it expf is subnormal; here 0.
@@ -50,107 +56,135 @@ constexpr float kLn2Lo = -2.12194440e-4f;
 /// 1.5 * 2^23: adding it rounds a float of magnitude under 2^22 to an integer held in the low
 /// mantissa bits (round to nearest even).
 constexpr float kRound = 12582912.0f;
-constexpr int32_t kRoundBits = 0x4B400000;
+constexpr uint32_t kRoundBits = 0x4B400000;
 
-CB_INLINE F8 exp8(F8 x) {
-  const I8 under = x < splat(kLo);  // false for NaN
-  const I8 over = x > splat(kHi);
-  x = select(under, splat(kLo), x);
-  x = select(over, splat(kHi), x);
+template <int W>
+CB_INLINE typename Vec<W>::F exp_v(typename Vec<W>::F x) {
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  using U = typename Vec<W>::U;
+  const I under = x < splat<F>(kLo);  // false for NaN
+  const I over = x > splat<F>(kHi);
+  x = select(under, splat<F>(kLo), x);
+  x = select(over, splat<F>(kHi), x);
   // k = round(x / ln2), as a float and as its integer in the low bits of kf.
-  const F8 kf = x * splat(kLog2e) + splat(kRound);
-  const F8 k = kf - splat(kRound);
-  F8 r = x - k * splat(kLn2Hi);
-  r = r - k * splat(kLn2Lo);
+  const F kf = x * splat<F>(kLog2e) + splat<F>(kRound);
+  const F k = kf - splat<F>(kRound);
+  F r = x - k * splat<F>(kLn2Hi);
+  r = r - k * splat<F>(kLn2Lo);
   // e^r = 1 + r + r^2 P(r) on |r| <= ln2 / 2 (Cephes expf's coefficients).
-  F8 p = splat(1.9875691500e-4f);
-  p = p * r + splat(1.3981999507e-3f);
-  p = p * r + splat(8.3334519073e-3f);
-  p = p * r + splat(4.1665795894e-2f);
-  p = p * r + splat(1.6666665459e-1f);
-  p = p * r + splat(5.0000001201e-1f);
-  const F8 y = p * r * r + r + splat(1.0f);
+  F p = splat<F>(1.9875691500e-4f);
+  p = p * r + splat<F>(1.3981999507e-3f);
+  p = p * r + splat<F>(8.3334519073e-3f);
+  p = p * r + splat<F>(4.1665795894e-2f);
+  p = p * r + splat<F>(1.6666665459e-1f);
+  p = p * r + splat<F>(5.0000001201e-1f);
+  const F y = p * r * r + r + splat<F>(1.0f);
   // 2^k in the exponent bits, k in [-126, 128] here (unsigned arithmetic: a NaN's bits are only
   // bits). 2^128 is not a float: at k = 128 (x within an ulp or so of kHi) 2^127, then times 2.
-  const U8 k_int = __builtin_bit_cast(U8, kf) - static_cast<uint32_t>(kRoundBits);
-  const I8 top = __builtin_bit_cast(I8, k_int) == 128;
-  const U8 k_use = k_int + __builtin_bit_cast(U8, top);  // top is all ones (-1) or 0
-  F8 out = y * __builtin_bit_cast(F8, (k_use + 127u) << 23);
-  out = select(top, out * splat(2.0f), out);
-  out = select(under, splat(0.0f), out);
-  out = select(over, splat(std::numeric_limits<float>::infinity()), out);
+  const U k_int = __builtin_bit_cast(U, kf) - kRoundBits;
+  const I top = __builtin_bit_cast(I, k_int) == 128;
+  const U k_use = k_int + __builtin_bit_cast(U, top);  // top is all ones (-1) or 0
+  F out = y * __builtin_bit_cast(F, (k_use + 127u) << 23);
+  out = select(top, out * splat<F>(2.0f), out);
+  out = select(under, splat<F>(0.0f), out);
+  out = select(over, splat<F>(std::numeric_limits<float>::infinity()), out);
   return out;
 }
 
-CB_INLINE F8 load(const float* x) {
-  F8 v;
+template <typename V>
+CB_INLINE V load(const float* x) {
+  V v;
   std::memcpy(&v, x, sizeof v);
   return v;
 }
-CB_INLINE void store(float* x, F8 v) {
+template <typename V>
+CB_INLINE void store(float* x, V v) {
   std::memcpy(x, &v, sizeof v);
 }
 
-/// The last n < kLanes elements in a vector; the other lanes hold `fill`.
-CB_INLINE F8 load_tail(const float* x, int64_t n, float fill) {
-  float buf[kLanes];
-  for (int i = 0; i < kLanes; ++i) buf[i] = i < n ? x[i] : fill;
-  return load(buf);
-}
-CB_INLINE void store_tail(float* x, int64_t n, F8 v) {
-  float buf[kLanes];
-  store(buf, v);
-  std::memcpy(x, buf, static_cast<size_t>(n) * sizeof(float));
+/// The last n < kStep elements of x in buf, the other lanes `fill`.
+CB_INLINE void pad(float* buf, const float* x, int64_t n, float fill) {
+  for (int l = 0; l < kStep; ++l) buf[l] = l < n ? x[l] : fill;
 }
 
-/// The bodies of the entry points, compiled once per ISA below.
+/// p[0, kStep) = exp(p - shift), W at a time; acc[j] += the results of p[j W, (j + 1) W).
+template <int W>
+CB_INLINE void exp_step(float* p, float shift, typename Vec<W>::D* acc) {
+  using F = typename Vec<W>::F;
+  using D = typename Vec<W>::D;
+  for (int h = 0; h < kStep; h += W) {
+    const F e = exp_v<W>(load<F>(p + h) - splat<F>(shift));
+    store(p + h, e);
+    if (acc != nullptr) acc[h / W] += __builtin_convertvector(e, D);
+  }
+}
+
+// The bodies of the entry points, compiled once per ISA below.
+
+template <int W>
 CB_INLINE void exp_body(float* x, int64_t n) {
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) store(x + i, exp8(load(x + i)));
-  if (i < n) store_tail(x + i, n - i, exp8(load_tail(x + i, n - i, 0.0f)));
+  for (; i + kStep <= n; i += kStep) exp_step<W>(x + i, 0.0f, nullptr);
+  if (i < n) {
+    float buf[kStep];
+    pad(buf, x + i, n - i, 0.0f);
+    exp_step<W>(buf, 0.0f, nullptr);
+    std::memcpy(x + i, buf, static_cast<size_t>(n - i) * sizeof(float));
+  }
 }
 
+template <int W>
 CB_INLINE double shifted_sum_body(float* x, int64_t n, float shift) {
-  D8 acc = {0, 0, 0, 0, 0, 0, 0, 0};
+  typename Vec<W>::D acc[kStep / W] = {};  // lane l of the eight: acc[l / W][l % W]
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const F8 e = exp8(load(x + i) - splat(shift));
-    store(x + i, e);
-    acc += __builtin_convertvector(e, D8);
-  }
+  for (; i + kStep <= n; i += kStep) exp_step<W>(x + i, shift, acc);
   if (i < n) {
-    const F8 e = exp8(load_tail(x + i, n - i, 0.0f) - splat(shift));
-    store_tail(x + i, n - i, e);
-    for (int64_t l = 0; l < n - i; ++l) acc[l] += e[l];  // the real lanes only
+    float buf[kStep];
+    pad(buf, x + i, n - i, 0.0f);
+    exp_step<W>(buf, shift, nullptr);
+    std::memcpy(x + i, buf, static_cast<size_t>(n - i) * sizeof(float));
+    for (int64_t l = 0; l < n - i; ++l) acc[l / W][l % W] += buf[l];  // the real lanes only
   }
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  double s[kStep];
+  for (int l = 0; l < kStep; ++l) s[l] = acc[l / W][l % W];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+template <int W>
 CB_INLINE float max_body(const float* x, int64_t n) {
+  using F = typename Vec<W>::F;
   const float ninf = -std::numeric_limits<float>::infinity();
-  F8 m = splat(ninf);
+  F m[kStep / W];
+  for (F& v : m) v = splat<F>(ninf);
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const F8 v = load(x + i);
-    m = select(v > m, v, m);
+  for (; i + kStep <= n; i += kStep) {
+    for (int h = 0; h < kStep; h += W) {
+      const F v = load<F>(x + i + h);
+      m[h / W] = select(v > m[h / W], v, m[h / W]);
+    }
   }
   if (i < n) {
-    const F8 v = load_tail(x + i, n - i, ninf);
-    m = select(v > m, v, m);
+    float buf[kStep];
+    pad(buf, x + i, n - i, ninf);
+    for (int h = 0; h < kStep; h += W) {
+      const F v = load<F>(buf + h);
+      m[h / W] = select(v > m[h / W], v, m[h / W]);
+    }
   }
   float r = ninf;
-  for (int l = 0; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  for (int l = 0; l < kStep; ++l) r = m[l / W][l % W] > r ? m[l / W][l % W] : r;
   return r;
 }
 
 void exp_base(float* x, int64_t n) {
-  exp_body(x, n);
+  exp_body<4>(x, n);
 }
 double shifted_sum_base(float* x, int64_t n, float shift) {
-  return shifted_sum_body(x, n, shift);
+  return shifted_sum_body<4>(x, n, shift);
 }
 float max_base(const float* x, int64_t n) {
-  return max_body(x, n);
+  return max_body<4>(x, n);
 }
 
 #if CB_EXP_X86
@@ -158,13 +192,13 @@ float max_base(const float* x, int64_t n) {
 // baseline's, so the two give identical bits (exp_lanes_test.cc compares them).
 #define CB_AVX2 __attribute__((target("avx2")))
 CB_AVX2 void exp_avx2(float* x, int64_t n) {
-  exp_body(x, n);
+  exp_body<8>(x, n);
 }
 CB_AVX2 double shifted_sum_avx2(float* x, int64_t n, float shift) {
-  return shifted_sum_body(x, n, shift);
+  return shifted_sum_body<8>(x, n, shift);
 }
 CB_AVX2 float max_avx2(const float* x, int64_t n) {
-  return max_body(x, n);
+  return max_body<8>(x, n);
 }
 #endif
 
