@@ -22,6 +22,10 @@ struct ModelArgs {
   std::string cpu_weights = "f32";  ///< --backend cpu: f32, or bf16 matrices
   int gpu = 0;                      ///< --backend cuda: device index
   uint64_t seed = 0;                ///< preset weights
+  /// --gpu-storage and --gpu where the subcommand has them (add_backend_options), so that
+  /// resolve_backend can refuse them with --backend cpu, which would ignore them.
+  const CLI::Option* gpu_storage_opt = nullptr;
+  const CLI::Option* gpu_opt = nullptr;
 };
 
 /// "cpu", "cpu bf16" (bf16 weights), or "cuda f16" (the backend and the GPU storage) for
@@ -37,7 +41,8 @@ void add_backend_options(CLI::App* sub, ModelArgs* a);
 /// Replaces --backend auto by what runs: cuda when `cuda_ok` (the subcommand, in the mode
 /// asked for, runs on the GPU), no --cpu-weights other than f32 was asked for, this build has
 /// the CUDA backend and a GPU is usable; else cpu.
-/// An explicit cpu or cuda is kept (load_model reports a cuda that cannot run).
+/// An explicit cpu or cuda is kept (load_model reports a cuda that cannot run); an explicit
+/// cpu with --gpu-storage or --gpu given is an error naming the option.
 void resolve_backend(ModelArgs* a, bool cuda_ok = true);
 
 /// Adds --model (required), --tokenizer, --backend, --cpu-weights, --weights-seed to `sub`;

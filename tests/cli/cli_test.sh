@@ -93,6 +93,11 @@ assert l["prefill_rows"] == 48, l
 expect_error cpu_weights_with_cuda "--cpu-weights" "--backend cpu" "$CB" forward -m preset:tiny-llama \
   --tokens 1,2 --cpu-weights bf16 --backend cuda
 expect_error cpu_weights_ablate_sim "--cpu-weights" "sim mode" "$CB" ablate preload --cpu-weights bf16
+# And the GPU's options with --backend cpu, which would ignore them (a typo'd --backend cuda).
+expect_error gpu_with_cpu "--gpu" "has no effect with --backend cpu" "$CB" forward -m preset:tiny-llama \
+  --tokens 1,2 --backend cpu --gpu 3
+expect_error gpu_storage_with_cpu "--gpu-storage" "has no effect with --backend cpu" "$CB" generate \
+  -m preset:tiny-llama --backend cpu --gpu-storage bf16 --prompt x
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
 
