@@ -47,9 +47,10 @@ struct ModelConfig {
   bool tied_embeddings = false;     ///< LM head shares token_embd.weight
   QkvLayout qkv_layout = QkvLayout::Separate;
   DType weight_dtype = DType::F16;  ///< storage dtype of matrices (as found / preset)
-  /// Which weights these are (weights_identity, and how a backend holds them when that changes
-  /// its numbers); set when a model is loaded, empty for a config alone. Part of the store's
-  /// model fingerprint.
+  /// Which model this is (weights_identity: the weights and the fields above that change what it
+  /// computes, which put_config in weights_id.cc lists; and how a backend holds the weights when
+  /// that changes its numbers); set when a model is loaded, empty for a config alone. Part of
+  /// the store's model fingerprint.
   std::string weights_id;
 
   int q_dim() const { return n_heads * head_dim; }

@@ -93,8 +93,9 @@ RunResult serve_any(const model::ForwardModel& m, store::AttentionStore* st, con
 }
 
 // Entries carry the weights that computed them in their fingerprint: the same checkpoint loaded
-// again tags its entries alike (they are reused), other weights of the same name and shape
-// (here: the same tensors under another weights id) tag them differently (never reused).
+// again tags its entries alike, other weights of the same name and shape (here: the same tensors
+// under another weights id) tag them differently, and the store serves an entry only to a
+// lookup with its fingerprint (a mismatch is a miss: AttentionStore's own tests).
 TEST(Engine, EntriesAreTaggedWithTheWeightsThatComputedThem) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto src = model::ModelSource::open(path), src_again = model::ModelSource::open(path);

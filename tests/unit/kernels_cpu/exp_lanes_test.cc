@@ -147,8 +147,8 @@ TEST(ExpLanes, MaxMatchesAStdMaxLoop) {
 
 TEST(ExpLanes, Avx2AndTheBaselineGiveIdenticalBits) {
   if (exp_best_isa() != ExpIsa::Avx2) GTEST_SKIP() << "this CPU has no AVX2";
-  // Every 1021st float bit pattern (4.2 million: NaNs, infinities, subnormals, both signs), in
-  // arrays whose lengths leave tails of every size.
+  // Every 1021st float bit pattern (4.2 million: NaNs, subnormals, both signs), in arrays whose
+  // lengths leave tails of every size.
   std::vector<float> a, b;
   for (uint64_t start = 0; start < (uint64_t{1} << 32); start += uint64_t{1021} << 16) {
     const int64_t n = (int64_t{1} << 16) - static_cast<int64_t>((start >> 16) % 8);
@@ -161,6 +161,26 @@ TEST(ExpLanes, Avx2AndTheBaselineGiveIdenticalBits) {
     exp_lanes(b.data(), n, ExpIsa::Baseline);
     ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << "from " << start;
   }
+  // The edges the sampling misses: infinities, the canonical NaNs, zeros, the ends of the range.
+  const float top = 88.7228391116729f, bottom = -87.3365447505531f;
+  a = {kInf,
+       -kInf,
+       kNaN,
+       -kNaN,
+       0.0f,
+       -0.0f,
+       top,
+       std::nextafter(top, 0.0f),
+       std::nextafter(top, kInf),
+       bottom,
+       std::nextafter(bottom, 0.0f),
+       std::nextafter(bottom, -kInf),
+       std::numeric_limits<float>::denorm_min(),
+       1e-30f};
+  b = a;
+  exp_lanes(a.data(), static_cast<int64_t>(a.size()), ExpIsa::Avx2);
+  exp_lanes(b.data(), static_cast<int64_t>(b.size()), ExpIsa::Baseline);
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(bits_of(a[i]), bits_of(b[i])) << "edge " << i;
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> u(-40.0f, 5.0f);
   for (int64_t n : {1, 9, 100, 4097}) {
