@@ -56,14 +56,14 @@ void add_backend_options(CLI::App* sub, ModelArgs* a) {
                   "hardware's limits: docs/perf.md); auto: cuda when a GPU is usable, else cpu")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}))
       ->capture_default_str();
-  a->gpu_storage_opt =
-      sub->add_option("--gpu-storage", a->gpu_storage,
-                      "--backend cuda: storage of weights, activations and KV (fp32 accumulation)")
-          ->check(CLI::IsMember({"f32", "f16", "bf16"}))
-          ->capture_default_str();
-  a->gpu_opt = sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
-                   ->check(at_least(0))
-                   ->capture_default_str();
+  sub->add_option("--gpu-storage", a->gpu_storage,
+                  "--backend cuda: storage of weights, activations and KV (fp32 accumulation)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  sub->add_option("--gpu", a->gpu, "--backend cuda: device index")
+      ->check(at_least(0))
+      ->capture_default_str();
+  a->backend_sub = sub;
 }
 
 void add_cpu_weights_option(CLI::App* sub, ModelArgs* a) {
@@ -91,13 +91,9 @@ model::WeightStorage cpu_weight_storage(const ModelArgs& a) {
 }
 
 void resolve_backend(ModelArgs* a, bool cuda_ok) {
-  if (a->backend == "cpu") {
-    for (const CLI::Option* o : {a->gpu_storage_opt, a->gpu_opt}) {
-      if (o != nullptr && o->count() > 0) {
-        throw make_error(o->get_name(), "has no effect with --backend cpu",
-                         "drop it, or pass --backend cuda");
-      }
-    }
+  if (a->backend == "cpu" && a->backend_sub != nullptr) {
+    refuse_given(*a->backend_sub, {"--gpu-storage", "--gpu"}, "has no effect with --backend cpu",
+                 "drop it, or pass --backend cuda");
   }
   if (a->backend != "auto") return;
   if (a->cpu_weights != "f32") {  // --cpu-weights asks for the CPU backend

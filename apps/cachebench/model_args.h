@@ -22,10 +22,9 @@ struct ModelArgs {
   std::string cpu_weights = "f32";  ///< --backend cpu: f32, or bf16 matrices
   int gpu = 0;                      ///< --backend cuda: device index
   uint64_t seed = 0;                ///< preset weights
-  /// --gpu-storage and --gpu where the subcommand has them (add_backend_options), so that
+  /// The subcommand when it has --gpu-storage and --gpu (add_backend_options), so that
   /// resolve_backend can refuse them with --backend cpu, which would ignore them.
-  const CLI::Option* gpu_storage_opt = nullptr;
-  const CLI::Option* gpu_opt = nullptr;
+  CLI::App* backend_sub = nullptr;
 };
 
 /// "cpu", "cpu bf16" (bf16 weights), or "cuda f16" (the backend and the GPU storage) for

@@ -122,23 +122,10 @@ CB_INLINE void exp_step(float* p, float shift, typename Vec<W>::D* acc) {
   }
 }
 
-// The bodies of the entry points, compiled once per ISA below.
-
+/// exp(x - shift) over x[0, n) in steps, the last n % kStep elements through a padded copy;
+/// with `acc`, every result added into its lane (element i into lane i % kStep).
 template <int W>
-CB_INLINE void exp_body(float* x, int64_t n) {
-  int64_t i = 0;
-  for (; i + kStep <= n; i += kStep) exp_step<W>(x + i, 0.0f, nullptr);
-  if (i < n) {
-    float buf[kStep];
-    pad(buf, x + i, n - i, 0.0f);
-    exp_step<W>(buf, 0.0f, nullptr);
-    std::memcpy(x + i, buf, static_cast<size_t>(n - i) * sizeof(float));
-  }
-}
-
-template <int W>
-CB_INLINE double shifted_sum_body(float* x, int64_t n, float shift) {
-  typename Vec<W>::D acc[kStep / W] = {};  // lane l of the eight: acc[l / W][l % W]
+CB_INLINE void exp_steps(float* x, int64_t n, float shift, typename Vec<W>::D* acc) {
   int64_t i = 0;
   for (; i + kStep <= n; i += kStep) exp_step<W>(x + i, shift, acc);
   if (i < n) {
@@ -146,8 +133,33 @@ CB_INLINE double shifted_sum_body(float* x, int64_t n, float shift) {
     pad(buf, x + i, n - i, 0.0f);
     exp_step<W>(buf, shift, nullptr);
     std::memcpy(x + i, buf, static_cast<size_t>(n - i) * sizeof(float));
-    for (int64_t l = 0; l < n - i; ++l) acc[l / W][l % W] += buf[l];  // the real lanes only
+    if (acc != nullptr) {
+      for (int64_t l = 0; l < n - i; ++l) acc[l / W][l % W] += buf[l];  // the real lanes only
+    }
   }
+}
+
+/// m[j] = the lane-wise max of m[j] and p[j W, (j + 1) W).
+template <int W>
+CB_INLINE void max_step(const float* p, typename Vec<W>::F* m) {
+  using F = typename Vec<W>::F;
+  for (int h = 0; h < kStep; h += W) {
+    const F v = load<F>(p + h);
+    m[h / W] = select(v > m[h / W], v, m[h / W]);
+  }
+}
+
+// The bodies of the entry points, compiled once per ISA below.
+
+template <int W>
+CB_INLINE void exp_body(float* x, int64_t n) {
+  exp_steps<W>(x, n, 0.0f, nullptr);  // x - 0 is x, bit for bit (-0 and NaN included)
+}
+
+template <int W>
+CB_INLINE double shifted_sum_body(float* x, int64_t n, float shift) {
+  typename Vec<W>::D acc[kStep / W] = {};  // lane l of the eight: acc[l / W][l % W]
+  exp_steps<W>(x, n, shift, acc);
   double s[kStep];
   for (int l = 0; l < kStep; ++l) s[l] = acc[l / W][l % W];
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
@@ -156,25 +168,16 @@ CB_INLINE double shifted_sum_body(float* x, int64_t n, float shift) {
 template <int W>
 CB_INLINE float max_body(const float* x, int64_t n) {
   using F = typename Vec<W>::F;
-  const float ninf = -kInf;
   F m[kStep / W];
-  for (F& v : m) v = splat<F>(ninf);
+  for (F& v : m) v = splat<F>(-kInf);
   int64_t i = 0;
-  for (; i + kStep <= n; i += kStep) {
-    for (int h = 0; h < kStep; h += W) {
-      const F v = load<F>(x + i + h);
-      m[h / W] = select(v > m[h / W], v, m[h / W]);
-    }
-  }
+  for (; i + kStep <= n; i += kStep) max_step<W>(x + i, m);
   if (i < n) {
     float buf[kStep];
-    pad(buf, x + i, n - i, ninf);
-    for (int h = 0; h < kStep; h += W) {
-      const F v = load<F>(buf + h);
-      m[h / W] = select(v > m[h / W], v, m[h / W]);
-    }
+    pad(buf, x + i, n - i, -kInf);
+    max_step<W>(buf, m);
   }
-  float r = ninf;
+  float r = -kInf;
   for (int l = 0; l < kStep; ++l) r = m[l / W][l % W] > r ? m[l / W][l % W] : r;
   return r;
 }

@@ -24,15 +24,11 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr double kRel = 1.5e-7;
 
 uint32_t bits_of(float v) {
-  uint32_t b;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
+  return __builtin_bit_cast(uint32_t, v);
 }
 
 float float_of(uint32_t b) {
-  float v;
-  std::memcpy(&v, &b, sizeof v);
-  return v;
+  return __builtin_bit_cast(float, b);
 }
 
 TEST(ExpLanes, WithinTheStatedBoundOfExpWhereverExpfIsANormalFloat) {
