@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "lib/core/error.h"
@@ -55,7 +56,7 @@ class PreadBackend final : public IoBackend {
 
 class UringBackend final : public IoBackend {
  public:
-  explicit UringBackend(unsigned depth) : depth_(depth) {}
+  UringBackend(unsigned depth, UringSubmitHook hook) : depth_(depth), hook_(std::move(hook)) {}
   ~UringBackend() override {
     for (io_uring* r : rings_) {
       io_uring_queue_exit(r);
@@ -102,7 +103,8 @@ class UringBackend final : public IoBackend {
         ++queued;
       }
       if (queued > 0) {
-        const int rc = io_uring_submit(ring);
+        const int rc =
+            hook_ ? hook_([ring] { return io_uring_submit(ring); }) : io_uring_submit(ring);
         if (rc > 0) {
           queued -= std::min(queued, static_cast<size_t>(rc));
           inflight += static_cast<size_t>(rc);
@@ -203,6 +205,7 @@ class UringBackend final : public IoBackend {
   }
 
   unsigned depth_;
+  UringSubmitHook hook_;
   std::mutex mu_;
   std::vector<io_uring*> rings_;
   std::vector<io_uring*> free_;
@@ -214,8 +217,9 @@ std::shared_ptr<IoBackend> make_pread_backend() {
   return std::make_shared<PreadBackend>();
 }
 
-std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why) {
-  auto b = std::make_shared<UringBackend>(queue_depth == 0 ? 32 : queue_depth);
+std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why,
+                                              UringSubmitHook hook) {
+  auto b = std::make_shared<UringBackend>(queue_depth == 0 ? 32 : queue_depth, std::move(hook));
   if (!b->probe(why)) return nullptr;
   return b;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,8 +37,17 @@ class IoBackend {
 
 /// pread/pwrite in a loop (retries EINTR and partial transfers until EOF or error).
 std::shared_ptr<IoBackend> make_pread_backend();
-/// io_uring backend, or nullptr (with `why` set) when the kernel refuses io_uring.
-std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why);
+/// Stands in for each io_uring_submit of the io_uring backend: returns what the call would
+/// (entries taken, or -errno), calling `submit` for the real one or not. A test seam for the
+/// paths a kernel rarely takes (EAGAIN, EBUSY, a ring that fails for good).
+using UringSubmitHook = std::function<int(const std::function<int()>& submit)>;
+
+/// io_uring backend, or nullptr (with `why` set) when the kernel refuses io_uring. A ring
+/// whose submits the kernel refuses (EAGAIN/EBUSY 1,000 times in a row with nothing in flight,
+/// or any other error) is retired: the batch waits for its ops in flight and finishes the rest
+/// with pread/pwrite, and the next batch opens a new ring.
+std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why,
+                                              UringSubmitHook hook = {});
 
 /// Which backend the SSD tier uses.
 enum class IoMode { Auto, Uring, Pread };

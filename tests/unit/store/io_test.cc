@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <vector>
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
@@ -76,6 +77,88 @@ TEST(Io, PreadBackendReportsShortReadsAndErrors) {
   std::filesystem::remove_all(dir);
 }
 
+// The io_uring backend's refusal paths, through its submit hook: each batch writes `n` blocks
+// of distinct bytes and reads them back, and every op must report its whole length.
+struct UringCase {
+  std::string dir = testing::fresh_dir("uring_hook");
+  int fd = -1;
+  UringCase() { fd = ::open((dir + "/f").c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644); }
+  ~UringCase() {
+    ::close(fd);
+    std::filesystem::remove_all(dir);
+  }
+  // Writes then reads n blocks of 4 KiB through `io`; the blocks' bytes depend on `salt`.
+  void round_trip(IoBackend& io, size_t n, int salt) {
+    const uint32_t len = 4096;
+    std::vector<std::vector<char>> out(n, std::vector<char>(len)), in(n, std::vector<char>(len));
+    std::vector<IoOp> ops(n);
+    for (size_t i = 0; i < n; ++i) {
+      for (uint32_t b = 0; b < len; ++b)
+        out[i][b] = static_cast<char>(static_cast<int>(i * 31 + b * 7) + salt);
+      ops[i] = IoOp{fd, i * len, out[i].data(), len, true, 0};
+    }
+    io.submit(ops.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(ops[i].result, len) << "write " << i;
+      ops[i] = IoOp{fd, i * len, in[i].data(), len, false, 0};
+    }
+    io.submit(ops.data(), n);
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(ops[i].result, len) << "read " << i;
+      EXPECT_EQ(in[i], out[i]) << "block " << i;
+    }
+  }
+};
+
+TEST(Io, UringRetriesSubmitsTheKernelRefusesForAWhile) {
+  int calls = 0, real = 0;
+  std::string why;
+  auto io = make_uring_backend(4, &why, [&](const std::function<int()>& submit) {
+    ++calls;
+    if (calls <= 4) return -EAGAIN;  // e.g. out of kernel memory for requests
+    if (calls <= 8) return -EBUSY;   // e.g. the completion queue is full
+    if (calls <= 10) return 0;       // took nothing
+    ++real;
+    return submit();
+  });
+  if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
+  UringCase c;
+  c.round_trip(*io, 10, 1);
+  EXPECT_GE(real, 2);  // the ring carried the ops once the refusals ended
+  EXPECT_GT(calls, 10);
+}
+
+TEST(Io, UringRetiresARingThatRefusesEverySubmit) {
+  bool refuse = true;
+  int calls = 0;
+  std::string why;
+  auto io = make_uring_backend(4, &why, [&](const std::function<int()>& submit) {
+    ++calls;
+    return refuse ? -EAGAIN : submit();
+  });
+  if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
+  UringCase c;
+  c.round_trip(*io, 6, 2);  // each batch gives up on the ring and finishes with pwrite/pread
+  EXPECT_GE(calls, 2 * 1000);
+  refuse = false;
+  calls = 0;
+  c.round_trip(*io, 6, 3);  // a new ring
+  EXPECT_GE(calls, 2);
+}
+
+TEST(Io, UringHardErrorWaitsForTheOpsInFlightAndFinishesTheRest) {
+  for (int err : {-EINVAL, -EIO, -ENOMEM}) {
+    int calls = 0;
+    std::string why;
+    auto io = make_uring_backend(2, &why, [&](const std::function<int()>& submit) {
+      return ++calls == 1 ? submit() : err;  // the first two ops reach the kernel, no more
+    });
+    if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
+    UringCase c;
+    c.round_trip(*io, 9, err);
+    EXPECT_GE(calls, 2) << err;
+  }
+}
 }  // namespace
 }  // namespace cb::store
 
