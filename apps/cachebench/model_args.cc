@@ -96,12 +96,26 @@ void resolve_backend(ModelArgs* a, bool cuda_ok) {
                  "drop it, or pass --backend cuda");
   }
   if (a->backend != "auto") return;
-  if (a->cpu_weights != "f32") {  // --cpu-weights asks for the CPU backend
-    a->backend = "cpu";
-    return;
-  }
   std::string why;
-  a->backend = cuda_ok && !device::list_gpus(&why).empty() ? "cuda" : "cpu";
+  if (a->cpu_weights != "f32") {  // --cpu-weights asks for the CPU backend
+    why = "--cpu-weights " + a->cpu_weights + " asks for the CPU backend";
+  } else if (!cuda_ok) {
+    why = "this subcommand runs on the CPU in the mode asked for";
+  } else if (!device::list_gpus(&why).empty()) {
+    a->backend = "cuda";
+    return;
+  } else {
+    why = "no usable GPU" + (why.empty() ? "" : ": " + why);
+  }
+  a->backend = "cpu";
+  // The GPU options were given for a GPU that is not used: say so rather than drop them unseen.
+  for (const char* n : {"--gpu-storage", "--gpu"}) {
+    const CLI::Option* o = a->backend_sub ? a->backend_sub->get_option_no_throw(n) : nullptr;
+    if (o != nullptr && o->count() > 0) {
+      std::fprintf(stderr, "cachebench: note: %s is ignored: --backend auto runs on the CPU (%s)\n",
+                   n, why.c_str());
+    }
+  }
 }
 
 void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {

@@ -98,6 +98,11 @@ expect_error gpu_with_cpu "--gpu" "has no effect with --backend cpu" "$CB" forwa
   --tokens 1,2 --backend cpu --gpu 3
 expect_error gpu_storage_with_cpu "--gpu-storage" "has no effect with --backend cpu" "$CB" generate \
   -m preset:tiny-llama --backend cpu --gpu-storage bf16 --prompt x
+# With --backend auto on the CPU (here: --cpu-weights bf16 asks for it, on any machine) the GPU's
+# options are ignored, and a note on stderr says so; the run itself goes on.
+if "$CB" forward -m preset:tiny-llama --tokens 1,2 --cpu-weights bf16 --gpu-storage bf16 \
+  >"$TMP/out" 2>"$TMP/err" && grep -qF -- "--gpu-storage is ignored: --backend auto runs on the CPU (--cpu-weights bf16" "$TMP/err" \
+  && ! grep -qF -- "--gpu is ignored" "$TMP/err"; then ok; else bad "auto_gpu_note: $(head -c 400 "$TMP/err")"; fi
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
 
