@@ -1,6 +1,7 @@
 #include "lib/store/io_backend.h"
 
 #include <liburing.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,11 +123,15 @@ class UringBackend final : public IoBackend {
         }
       }
       io_uring_cqe* cqe = nullptr;
-      if (inflight > 0 && io_uring_wait_cqe(ring, &cqe) == 0) {
+      const int wrc = inflight > 0 ? io_uring_wait_cqe(ring, &cqe) : -EAGAIN;
+      if (wrc == 0) {
         inflight -= complete(ring, cqe, ops, n, &done);
         while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
           inflight -= complete(ring, cqe, ops, n, &done);
         }
+      } else if (wrc != -EINTR && wrc != -EAGAIN) {  // the ring cannot be waited on
+        retire(ring, ops, n, &done, inflight);
+        return;
       }
     }
     release(ring);
@@ -154,23 +159,24 @@ class UringBackend final : public IoBackend {
     (*done)[i] = 1;
     return 1;
   }
-  /// The ring refuses submissions: waits for the ops the kernel took (their buffers are the
-  /// caller's), finishes the others synchronously, and closes the ring, whose unsubmitted
-  /// entries must never reach a later batch. Ops the kernel still holds after a minute are
-  /// failed and their ring leaked rather than closed: their buffers may yet be written.
+  /// The ring refuses submissions (or waits on it fail): waits for the ops the kernel took
+  /// (their buffers are the caller's), finishes the others synchronously, and closes the ring,
+  /// whose unsubmitted entries must never reach a later batch. Ops the kernel still holds after a
+  /// minute are failed and their ring leaked rather than closed: their buffers may yet be written.
   void retire(io_uring* ring, IoOp* ops, size_t n, std::vector<char>* done, size_t inflight) {
     for (int waited = 0; inflight > 0 && waited < 60;) {
       io_uring_cqe* cqe = nullptr;
-      __kernel_timespec ts{1, 0};
-      const int rc = io_uring_wait_cqe_timeout(ring, &cqe, &ts);
+      const int rc = wait_cqe_1s(ring, &cqe);
       if (rc == 0) {
         inflight -= complete(ring, cqe, ops, n, done);
       } else if (rc != -EINTR) {
         ++waited;
       }
     }
-    std::lock_guard<std::mutex> g(mu_);
-    rings_.erase(std::remove(rings_.begin(), rings_.end(), ring), rings_.end());
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      rings_.erase(std::remove(rings_.begin(), rings_.end(), ring), rings_.end());
+    }
     for (size_t i = 0; i < n; ++i) {
       if ((*done)[i]) continue;
       if (inflight == 0) {
@@ -183,6 +189,16 @@ class UringBackend final : public IoBackend {
       io_uring_queue_exit(ring);
       delete ring;
     }
+  }
+  /// Waits up to a second for a completion: 0 with *cqe set, or -errno (-EAGAIN: none came).
+  /// Polls the ring's fd rather than calling io_uring_wait_cqe_timeout, which on kernels without
+  /// IORING_FEAT_EXT_ARG (before 5.11) submits a timeout entry and with it every entry still
+  /// queued: ops that retire() is about to finish itself.
+  static int wait_cqe_1s(io_uring* ring, io_uring_cqe** cqe) {
+    if (io_uring_peek_cqe(ring, cqe) == 0) return 0;
+    pollfd p{ring->ring_fd, POLLIN, 0};
+    if (::poll(&p, 1, 1000) < 0) return -errno;
+    return io_uring_peek_cqe(ring, cqe);
   }
   io_uring* acquire() {
     std::lock_guard<std::mutex> g(mu_);

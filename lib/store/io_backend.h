@@ -38,14 +38,18 @@ class IoBackend {
 /// pread/pwrite in a loop (retries EINTR and partial transfers until EOF or error).
 std::shared_ptr<IoBackend> make_pread_backend();
 /// Stands in for each io_uring_submit of the io_uring backend: returns what the call would
-/// (entries taken, or -errno), calling `submit` for the real one or not. A test seam for the
-/// paths a kernel rarely takes (EAGAIN, EBUSY, a ring that fails for good).
+/// (entries taken, or -errno), calling `submit` for the real one or not; called from every
+/// thread that submits. A test seam for the paths a kernel rarely takes (EAGAIN, EBUSY, a ring
+/// that fails for good).
 using UringSubmitHook = std::function<int(const std::function<int()>& submit)>;
 
-/// io_uring backend, or nullptr (with `why` set) when the kernel refuses io_uring. A ring
-/// whose submits the kernel refuses (EAGAIN/EBUSY 1,000 times in a row with nothing in flight,
-/// or any other error) is retired: the batch waits for its ops in flight and finishes the rest
-/// with pread/pwrite, and the next batch opens a new ring.
+/// io_uring backend, or nullptr (with `why` set) when the kernel refuses io_uring. A submit
+/// that takes nothing (EAGAIN, EBUSY or 0) is retried after 100 us while none of the batch's ops
+/// is in flight, and after a completion otherwise; EINTR is retried. A ring is retired after
+/// 1,000 such refusals in a row with nothing in flight, any other submit error, or a wait on it
+/// that fails: the batch waits for its ops in flight and finishes the rest with pread/pwrite,
+/// and the next batch opens a new ring. Ops still in flight after a minute fail with -EIO and
+/// their ring is left open (the kernel may yet write their buffers).
 std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why,
                                               UringSubmitHook hook = {});
 
