@@ -115,15 +115,16 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     }
     a.m.model = "preset:llama-13b";
   }
-  if (o.sim && a.m.backend != "cpu") {
+  if (o.sim && a.m.backend != "cpu" && a.m.backend != "auto") {
     throw make_error("--backend", "sim mode runs no model (its cost model stands in for one)",
                      "drop --backend, or use --mode real");
   }
   if (o.sim) {
-    refuse_given(sub, {"--cpu-weights"},
+    refuse_given(sub, {"--cpu-weights", "--gpu-storage", "--gpu"},
                  "sim mode runs no model (its cost model stands in for one)",
                  "drop it, or use --mode real");
   }
+  resolve_backend(&a.m, !o.sim);
   LoadedModel lm = load_model(a.m, false, !o.sim);
   if (!o.sim) o.model = &lm.runner();
   o.config = lm.source->config();
@@ -249,10 +250,7 @@ void register_ablate(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
-  set_action(sub, [a, sub] {
-    resolve_backend(&a->m, a->mode == "real");
-    return run_ablate(*a, *sub);
-  });
+  set_action(sub, [a, sub] { return run_ablate(*a, *sub); });
 }
 
 }  // namespace cb::app

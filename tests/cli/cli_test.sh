@@ -93,6 +93,8 @@ assert l["prefill_rows"] == 48, l
 expect_error cpu_weights_with_cuda "--cpu-weights" "--backend cpu" "$CB" forward -m preset:tiny-llama \
   --tokens 1,2 --cpu-weights bf16 --backend cuda
 expect_error cpu_weights_ablate_sim "--cpu-weights" "sim mode" "$CB" ablate preload --cpu-weights bf16
+expect_error gpu_ablate_sim "--gpu" "sim mode" "$CB" ablate preload --gpu 1
+expect_error gpu_storage_ablate_sim "--gpu-storage" "sim mode" "$CB" ablate preload --gpu-storage bf16
 # And the GPU's options with --backend cpu, which would ignore them (a typo'd --backend cuda).
 expect_error gpu_with_cpu "--gpu" "has no effect with --backend cpu" "$CB" forward -m preset:tiny-llama \
   --tokens 1,2 --backend cpu --gpu 3
