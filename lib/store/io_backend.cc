@@ -57,7 +57,7 @@ class PreadBackend final : public IoBackend {
 
 class UringBackend final : public IoBackend {
  public:
-  UringBackend(unsigned depth, UringSubmitHook hook) : depth_(depth), hook_(std::move(hook)) {}
+  UringBackend(unsigned depth, UringHooks hooks) : depth_(depth), hooks_(std::move(hooks)) {}
   ~UringBackend() override {
     for (io_uring* r : rings_) {
       io_uring_queue_exit(r);
@@ -104,8 +104,8 @@ class UringBackend final : public IoBackend {
         ++queued;
       }
       if (queued > 0) {
-        const int rc =
-            hook_ ? hook_([ring] { return io_uring_submit(ring); }) : io_uring_submit(ring);
+        const int rc = hooks_.submit ? hooks_.submit([ring] { return io_uring_submit(ring); })
+                                     : io_uring_submit(ring);
         if (rc > 0) {
           queued -= std::min(queued, static_cast<size_t>(rc));
           inflight += static_cast<size_t>(rc);
@@ -123,7 +123,9 @@ class UringBackend final : public IoBackend {
         }
       }
       io_uring_cqe* cqe = nullptr;
-      const int wrc = inflight > 0 ? io_uring_wait_cqe(ring, &cqe) : -EAGAIN;
+      const int wrc = inflight == 0 ? -EAGAIN
+                      : hooks_.wait ? hooks_.wait([&] { return io_uring_wait_cqe(ring, &cqe); })
+                                    : io_uring_wait_cqe(ring, &cqe);
       if (wrc == 0) {
         inflight -= complete(ring, cqe, ops, n, &done);
         while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
@@ -221,7 +223,7 @@ class UringBackend final : public IoBackend {
   }
 
   unsigned depth_;
-  UringSubmitHook hook_;
+  UringHooks hooks_;
   std::mutex mu_;
   std::vector<io_uring*> rings_;
   std::vector<io_uring*> free_;
@@ -234,8 +236,8 @@ std::shared_ptr<IoBackend> make_pread_backend() {
 }
 
 std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why,
-                                              UringSubmitHook hook) {
-  auto b = std::make_shared<UringBackend>(queue_depth == 0 ? 32 : queue_depth, std::move(hook));
+                                              UringHooks hooks) {
+  auto b = std::make_shared<UringBackend>(queue_depth == 0 ? 32 : queue_depth, std::move(hooks));
   if (!b->probe(why)) return nullptr;
   return b;
 }

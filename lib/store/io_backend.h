@@ -37,11 +37,15 @@ class IoBackend {
 
 /// pread/pwrite in a loop (retries EINTR and partial transfers until EOF or error).
 std::shared_ptr<IoBackend> make_pread_backend();
-/// Stands in for each io_uring_submit of the io_uring backend: returns what the call would
-/// (entries taken, or -errno), calling `submit` for the real one or not; called from every
-/// thread that submits. A test seam for the paths a kernel rarely takes (EAGAIN, EBUSY, a ring
-/// that fails for good).
-using UringSubmitHook = std::function<int(const std::function<int()>& submit)>;
+/// Test seams of the io_uring backend for the paths a kernel rarely takes (EAGAIN, EBUSY, a
+/// ring that fails for good): each stands in for one liburing call, gets the real call to pass
+/// on or not, and returns what the call would (-errno on failure); called from every thread
+/// that submits. Empty: the real call.
+struct UringHooks {
+  using Hook = std::function<int(const std::function<int()>& real)>;
+  Hook submit;  ///< io_uring_submit: entries taken
+  Hook wait;    ///< io_uring_wait_cqe of a batch with ops in flight: 0 with a completion
+};
 
 /// io_uring backend, or nullptr (with `why` set) when the kernel refuses io_uring. A submit
 /// that takes nothing (EAGAIN, EBUSY or 0) is retried after 100 us while none of the batch's ops
@@ -51,7 +55,7 @@ using UringSubmitHook = std::function<int(const std::function<int()>& submit)>;
 /// and the next batch opens a new ring. Ops still in flight after a minute fail with -EIO and
 /// their ring is left open (the kernel may yet write their buffers).
 std::shared_ptr<IoBackend> make_uring_backend(unsigned queue_depth, std::string* why,
-                                              UringSubmitHook hook = {});
+                                              UringHooks hooks = {});
 
 /// Which backend the SSD tier uses.
 enum class IoMode { Auto, Uring, Pread };

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "lib/core/error.h"
@@ -116,17 +117,25 @@ struct UringCase {
   }
 };
 
+UringHooks submit_hook(UringHooks::Hook h) {
+  UringHooks hooks;
+  hooks.submit = std::move(h);
+  return hooks;
+}
+
 TEST(Io, UringRetriesSubmitsTheKernelRefusesForAWhile) {
   int calls = 0, real = 0;
   std::string why;
-  auto io = make_uring_backend(4, &why, [&](const std::function<int()>& submit) {
-    ++calls;
-    if (calls <= 4) return -EAGAIN;  // e.g. out of kernel memory for requests
-    if (calls <= 8) return -EBUSY;   // e.g. the completion queue is full
-    if (calls <= 10) return 0;       // took nothing
-    ++real;
-    return submit();
-  });
+  auto io = make_uring_backend(4, &why, submit_hook([&](const std::function<int()>& submit) {
+                                 ++calls;
+                                 if (calls <= 4)
+                                   return -EAGAIN;  // e.g. out of kernel memory for requests
+                                 if (calls <= 8)
+                                   return -EBUSY;            // e.g. the completion queue is full
+                                 if (calls <= 10) return 0;  // took nothing
+                                 ++real;
+                                 return submit();
+                               }));
   if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
   UringCase c;
   ASSERT_GE(c.fd, 0);
@@ -140,10 +149,10 @@ TEST(Io, UringRetiresARingThatRefusesEverySubmit) {
   bool refuse = true;
   int calls = 0;
   std::string why;
-  auto io = make_uring_backend(4, &why, [&](const std::function<int()>& submit) {
-    ++calls;
-    return refuse ? -EAGAIN : submit();
-  });
+  auto io = make_uring_backend(4, &why, submit_hook([&](const std::function<int()>& submit) {
+                                 ++calls;
+                                 return refuse ? -EAGAIN : submit();
+                               }));
   if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
   UringCase c;
   ASSERT_GE(c.fd, 0);
@@ -167,13 +176,14 @@ TEST(Io, UringHardErrorWaitsForTheOpsInFlightAndFinishesTheRest) {
     const std::vector<char> msg(UringCase::kLen, static_cast<char>(0x5a + err));
     int calls = 0;
     std::string why;
-    auto io = make_uring_backend(2, &why, [&](const std::function<int()>& submit) {
-      if (++calls == 1) return submit();  // ops 0 and 1 reach the kernel, no more
-      if (calls == 2) {
-        EXPECT_EQ(::write(pipefd[1], msg.data(), msg.size()), 4096);
-      }
-      return err;
-    });
+    auto io = make_uring_backend(2, &why, submit_hook([&](const std::function<int()>& submit) {
+                                   if (++calls == 1)
+                                     return submit();  // ops 0 and 1 reach the kernel, no more
+                                   if (calls == 2) {
+                                     EXPECT_EQ(::write(pipefd[1], msg.data(), msg.size()), 4096);
+                                   }
+                                   return err;
+                                 }));
     if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
     UringCase c;
     ASSERT_GE(c.fd, 0);
@@ -199,6 +209,24 @@ TEST(Io, UringHardErrorWaitsForTheOpsInFlightAndFinishesTheRest) {
     ::close(pipefd[0]);
     ::close(pipefd[1]);
   }
+}
+
+TEST(Io, UringRetiresARingWhoseWaitFails) {
+  // The first wait for completions fails (as io_uring_wait_cqe would on a broken ring): the
+  // batch waits for its two ops in flight by polling the ring, finishes the rest with
+  // pwrite, and the next batch opens a new ring, which works.
+  int waits = 0;
+  std::string why;
+  UringHooks hooks;
+  hooks.wait = [&](const std::function<int()>& wait) { return ++waits == 1 ? -EBADF : wait(); };
+  auto io = make_uring_backend(2, &why, hooks);
+  if (!io) GTEST_SKIP() << "io_uring unavailable: " << why;
+  UringCase c;
+  ASSERT_GE(c.fd, 0);
+  c.write(*io, 7, 4);
+  EXPECT_EQ(waits, 1);
+  c.read_check(*io);  // 7 reads at depth 2: at least 4 waits on the new ring
+  EXPECT_GE(waits, 1 + 4);
 }
 
 }  // namespace
