@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_build_info.h"
-#include "cachebench_version.h"
 #include "lib/core/error.h"
 #include "lib/device/gpu_info.h"
 
@@ -170,7 +170,7 @@ void check_output_paths(CLI::App& cmd) {
 }  // namespace
 
 std::string version_string() {
-  std::string s = std::string("cachebench ") + CB_VERSION + "\n  git revision: " + CB_GIT_REVISION +
+  std::string s = std::string("cachebench ") + CB_VERSION + "\n  git revision: " + git_revision() +
                   "\n  build type:   " + CB_BUILD_TYPE + "\n  compiler:     " + CB_CXX_COMPILER;
   if (std::string(CB_SANITIZE).size() > 0) s += "\n  sanitizers:   " + std::string(CB_SANITIZE);
   s += "\n  BLAS:         " + std::string(CB_BLAS_NAME);

@@ -13,9 +13,9 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "datasets/trace_synth.h"
 #include "eval/ablate.h"
 #include "lib/core/error.h"
@@ -171,7 +171,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     if (a.out.empty()) continue;
     nlohmann::json j = eval::ablation_json(r);
     j["tool"] = "cachebench ablate";
-    j["git"] = CB_GIT_REVISION;
+    j["git"] = git_revision();
     j["model_source"] = a.m.model;
     j["backend"] = o.sim ? "sim" : backend_label(a.m);
     if (!o.sim) j["native_kv_entries"] = o.native_kv_entries;

@@ -6,9 +6,9 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "eval/bench_cpu.h"
 #include "lib/core/error.h"
 
@@ -101,7 +101,7 @@ void register_bench(CLI::App& app) {
       nlohmann::json j = {{"bench", "cpu"},
                           {"model", a->m.model},
                           {"layers", cfg.n_layers},
-                          {"git", CB_GIT_REVISION},
+                          {"git", git_revision()},
                           {"mode", "real"},
                           {"backend", "cpu"},
                           {"weights", r.weights},

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "apps/cachebench/format.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "eval/bench_gpu_targets.h"
 #include "lib/core/error.h"
 
@@ -298,7 +298,7 @@ void register_bench_gpu(CLI::App* bench) {
     if (report->count() > 0) return print_report(a->report);
     nlohmann::json j = eval::bench_gpu(a->o);
     j["bench"] = "gpu";
-    j["git"] = CB_GIT_REVISION;
+    j["git"] = git_revision();
     j["mode"] = "real";
     j["targets"] = eval::bench_gpu_targets(j, "bench gpu");
     if (!a->out.empty()) write_json(a->out, j);  // first: a long run's result is kept whatever

@@ -7,9 +7,9 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "eval/bench_store.h"
 #include "lib/core/error.h"
 #include "lib/store/io_backend.h"
@@ -89,7 +89,7 @@ nlohmann::json to_json(const eval::BenchStoreResult& r, const std::string& io) {
                    {"decisions_per_s", p.per_s},
                    {"ms_per_decision", p.ms_per}});
   return {{"bench", "store"},
-          {"git", CB_GIT_REVISION},
+          {"git", git_revision()},
           {"mode", "real"},
           {"reps", r.reps},
           {"entry_bytes", r.entry_bytes},

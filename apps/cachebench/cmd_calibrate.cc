@@ -6,9 +6,9 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "eval/calibrate.h"
 #include "lib/core/error.h"
 #include "lib/engine/engine.h"
@@ -77,7 +77,7 @@ int run_calibrate(CalibrateArgs& a) {
       p.gemm_tflops * 1e3, p.attn_tflops * 1e3, p.step_overhead_s * 1e3, 100 * c.median_abs_error,
       p.h2d_gbps, p.d2h_gbps, p.ssd_read_gbps, p.ssd_write_gbps);
   nlohmann::json j = p.to_json();
-  j["git"] = CB_GIT_REVISION;
+  j["git"] = git_revision();
   j["fit"] = {{"median_abs_error", c.median_abs_error}, {"points", c.points.size()}};
   write_json(a.out, j);
   std::fprintf(stderr, "calibrate: wrote %s\n", a.out.c_str());

@@ -12,9 +12,9 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "datasets/mmlu.h"
 #include "datasets/sha256.h"
 #include "datasets/text_io.h"
@@ -151,7 +151,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
                         {"files_sha256", files}, {"shots", a.shots},
                         {"limit", a.limit},      {"add_bos", a.method == "none" ? add_bos : true},
                         {"method", a.method},    {"backend", backend_label(a.m)},
-                        {"mode", "real"},        {"git", CB_GIT_REVISION}};
+                        {"mode", "real"},        {"git", git_revision()}};
     if (a.method != "none") {
       j["history_file"] = a.history_file;
       j["history_sha256"] = datasets::sha256_file_hex(a.history_file);

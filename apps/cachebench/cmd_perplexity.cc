@@ -9,9 +9,9 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "datasets/corpus.h"
 #include "eval/overflow.h"
 #include "eval/perplexity.h"
@@ -166,7 +166,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                         {"seconds", total_s},
                         {"backend", backend_label(a.m)},
                         {"mode", "real"},
-                        {"git", CB_GIT_REVISION}};
+                        {"git", git_revision()}};
     for (const auto& r : rs) {
       j["results"].push_back({{"method", eval::overflow_method_name(r.method)},
                               {"ppl", r.ppl},
@@ -320,7 +320,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"seconds", r.seconds},
                         {"backend", backend_label(a.m)},
                         {"mode", "real"},
-                        {"git", CB_GIT_REVISION}};
+                        {"git", git_revision()}};
     if (lmeval) {
       j["prefix_token"] = opt.bos_id;
       j["documents"] = r.documents;
@@ -475,7 +475,7 @@ void register_perplexity(CLI::App& app) {
                           {"seconds", r.seconds},
                           {"backend", backend_label(a->m)},
                           {"mode", "real"},
-                          {"git", CB_GIT_REVISION}};
+                          {"git", git_revision()}};
       write_json(a->out, j);
     }
     return 0;

@@ -9,9 +9,9 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "datasets/piqa.h"
 #include "datasets/sha256.h"
 #include "eval/loglik.h"
@@ -78,7 +78,7 @@ int run_piqa_cmd(const PiqaArgs& a) {
         {"seconds", r.seconds},
         {"backend", backend_label(a.m)},
         {"mode", "real"},
-        {"git", CB_GIT_REVISION}};
+        {"git", git_revision()}};
     write_json(a.out, j);
   }
   return 0;

@@ -10,9 +10,9 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
 #include "apps/cachebench/progress.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
-#include "cachebench_version.h"
 #include "datasets/sha256.h"
 #include "datasets/trace.h"
 #include "eval/replay.h"
@@ -289,7 +289,7 @@ int run_replay_cmd(ReplayArgs& a) {
   if (!a.out.empty()) {
     nlohmann::json j;
     j["tool"] = "cachebench replay";
-    j["git"] = CB_GIT_REVISION;
+    j["git"] = git_revision();
     j["execution"] = a.sim ? "sim" : "real";
     j["backend"] = a.sim ? "sim" : backend_label(a.m);
     if (a.sim) j["profile"] = prof.to_json();

@@ -10,11 +10,13 @@
 #include <fstream>
 #include <string>
 
+#include "tests/support/test_paths.h"
+
 namespace cb::test {
 
 inline std::string data_dir() {
   const char* env = std::getenv("CACHEBENCH_DATA");
-  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(CB_DEFAULT_DATA_DIR);
+  return (env != nullptr && *env != '\0') ? std::string(env) : std::string(default_data_dir());
 }
 
 /// Absolute path of `rel` under the shared data directory.
@@ -30,7 +32,7 @@ inline bool file_exists(const std::string& p) {
 /// A scratch directory for files a test writes (under the build tree).
 inline std::string tmp_dir() {
   const char* env = std::getenv("CACHEBENCH_TEST_TMP");
-  std::string d = (env != nullptr && *env != '\0') ? env : std::string(CB_BINARY_DIR) + "/test_tmp";
+  std::string d = (env != nullptr && *env != '\0') ? env : std::string(binary_dir()) + "/test_tmp";
   ::mkdir(d.c_str(), 0755);
   return d;
 }

@@ -21,7 +21,7 @@
 namespace cb::formats {
 namespace {
 
-const std::string kFixtures = std::string(CB_SOURCE_DIR) + "/tests/fixtures/gguf/";
+const std::string kFixtures = std::string(::cb::test::source_dir()) + "/tests/fixtures/gguf/";
 
 // ---- byte writer for hand-built files -------------------------------------------------
 

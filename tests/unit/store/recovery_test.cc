@@ -384,7 +384,8 @@ std::set<SessionId> run_and_kill(const std::string& dir, SessionId first, int wa
     ::dup2(fds[1], 1);
     ::close(fds[0]);
     const std::string id = std::to_string(first);
-    ::execl(CB_CRASH_WRITER, CB_CRASH_WRITER, dir.c_str(), id.c_str(), static_cast<char*>(nullptr));
+    ::execl(::cb::test::crash_writer(), ::cb::test::crash_writer(), dir.c_str(), id.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   ::close(fds[1]);

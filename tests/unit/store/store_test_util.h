@@ -19,6 +19,7 @@
 
 #include "lib/store/attention_store.h"
 #include "lib/store/io_backend.h"
+#include "tests/support/test_paths.h"
 
 namespace cb::store::testing {
 
@@ -197,7 +198,7 @@ inline int64_t load_check(AttentionStore& st, SessionId s, uint64_t seed, const 
 inline std::string fresh_dir(const std::string& name) {
   const char* env = std::getenv("CACHEBENCH_TEST_TMP");
   const std::string base =
-      (env != nullptr && *env != '\0') ? env : std::string(CB_BINARY_DIR) + "/test_tmp";
+      (env != nullptr && *env != '\0') ? env : std::string(::cb::test::binary_dir()) + "/test_tmp";
   const std::string d = base + "/store_" + name + "_" + std::to_string(::getpid());
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
