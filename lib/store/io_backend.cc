@@ -199,8 +199,13 @@ class UringBackend final : public IoBackend {
   static int wait_cqe_1s(io_uring* ring, io_uring_cqe** cqe) {
     if (io_uring_peek_cqe(ring, cqe) == 0) return 0;
     pollfd p{ring->ring_fd, POLLIN, 0};
-    if (::poll(&p, 1, 1000) < 0) return -errno;
-    return io_uring_peek_cqe(ring, cqe);
+    const int ready = ::poll(&p, 1, 1000);
+    if (ready < 0) return -errno;
+    const int rc = io_uring_peek_cqe(ring, cqe);
+    if (rc != 0 && ready > 0 && (p.revents & (POLLERR | POLLNVAL)) != 0) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));  // a broken ring: still a second
+    }
+    return rc;
   }
   io_uring* acquire() {
     std::lock_guard<std::mutex> g(mu_);
