@@ -110,8 +110,7 @@ void resolve_backend(ModelArgs* a, bool cuda_ok) {
   a->backend = "cpu";
   // The GPU options were given for a GPU that is not used: say so rather than drop them unseen.
   for (const char* n : {"--gpu-storage", "--gpu"}) {
-    const CLI::Option* o = a->backend_sub ? a->backend_sub->get_option_no_throw(n) : nullptr;
-    if (o != nullptr && o->count() > 0) {
+    if (a->backend_sub != nullptr && was_given(*a->backend_sub, n)) {
       std::fprintf(stderr, "cachebench: note: %s is ignored: --backend auto runs on the CPU (%s)\n",
                    n, why.c_str());
     }

@@ -170,13 +170,18 @@ inline void refuse_outside_overflow_study(std::initializer_list<const CLI::Optio
   }
 }
 
+/// Whether `sub` has an option `name` and the command line gave it.
+inline bool was_given(const CLI::App& sub, const char* name) {
+  const CLI::Option* o = sub.get_option_no_throw(name);
+  return o != nullptr && o->count() > 0;
+}
+
 /// Throws cb::Error naming the first of `names` (options of `sub`) that was given: `why` it
 /// would have no effect in this run, whose user set it expecting it to count.
 inline void refuse_given(CLI::App& sub, std::initializer_list<const char*> names,
                          const std::string& why, const std::string& fix) {
   for (const char* n : names) {
-    const CLI::Option* o = sub.get_option_no_throw(n);
-    if (o != nullptr && o->count() > 0) throw cb::make_error(n, why, fix);
+    if (was_given(sub, n)) throw cb::make_error(n, why, fix);
   }
 }
 

@@ -104,8 +104,7 @@ class UringBackend final : public IoBackend {
         ++queued;
       }
       if (queued > 0) {
-        const int rc = hooks_.submit ? hooks_.submit([ring] { return io_uring_submit(ring); })
-                                     : io_uring_submit(ring);
+        const int rc = through(hooks_.submit, [ring] { return io_uring_submit(ring); });
         if (rc > 0) {
           queued -= std::min(queued, static_cast<size_t>(rc));
           inflight += static_cast<size_t>(rc);
@@ -123,9 +122,9 @@ class UringBackend final : public IoBackend {
         }
       }
       io_uring_cqe* cqe = nullptr;
-      const int wrc = inflight == 0 ? -EAGAIN
-                      : hooks_.wait ? hooks_.wait([&] { return io_uring_wait_cqe(ring, &cqe); })
-                                    : io_uring_wait_cqe(ring, &cqe);
+      const int wrc = inflight == 0
+                          ? -EAGAIN
+                          : through(hooks_.wait, [&] { return io_uring_wait_cqe(ring, &cqe); });
       if (wrc == 0) {
         inflight -= complete(ring, cqe, ops, n, &done);
         while (inflight > 0 && io_uring_peek_cqe(ring, &cqe) == 0) {
@@ -141,6 +140,11 @@ class UringBackend final : public IoBackend {
   std::string name() const override { return "io_uring"; }
 
  private:
+  /// `real()`, or the test hook standing in for it (made a std::function only then).
+  template <class Real>
+  static int through(const UringHooks::Hook& hook, Real real) {
+    return hook ? hook(real) : real();
+  }
   /// Records one completion; 1 when it was one of this batch's ops (0: a stray, ignored).
   size_t complete(io_uring* ring, io_uring_cqe* cqe, IoOp* ops, size_t n, std::vector<char>* done) {
     const uint64_t i = io_uring_cqe_get_data64(cqe);

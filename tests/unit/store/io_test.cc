@@ -79,7 +79,7 @@ TEST(Io, PreadBackendReportsShortReadsAndErrors) {
   std::filesystem::remove_all(dir);
 }
 
-// The io_uring backend's refusal paths, through its submit hook: each batch writes `n` blocks
+// The io_uring backend's refusal paths, through its test hooks: each batch writes `n` blocks
 // of distinct bytes or reads them back, and every op must report its whole length.
 struct UringCase {
   static constexpr uint32_t kLen = 4096;
