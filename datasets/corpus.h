@@ -2,9 +2,10 @@
 /// Text corpora for perplexity, turned into the one string a tokenizer sees, following
 /// the convention each corpus is known by (so numbers compare with published ones):
 ///  - wikitext2-raw (wiki.test.raw): the file's text as is, byte for byte. The leading
-///    " \n" line and the " \n" lines between paragraphs are kept; this is what
-///    llama.cpp `perplexity -f wiki.test.raw` tokenizes (lm-eval splits it into articles:
-///    wikitext_articles; GPTQ joins the dataset's rows: gptq_wikitext_text).
+///    " \n" line and the " \n" lines between paragraphs are kept; llama.cpp `perplexity -f
+///    wiki.test.raw` tokenizes this with its last newline dropped, as the perplexity command's
+///    llama.cpp convention does (lm-eval splits it into articles: wikitext_articles; GPTQ joins
+///    the dataset's rows: gptq_wikitext_text).
 ///  - wikitext2 (wiki.test.tokens, with <unk>): the file's text as is.
 ///  - ptb (Mikolov ptb.test.txt): every line stripped of surrounding whitespace, then
 ///    " ".join(lines), as GPTQ's `ptb-new` (its --new-eval) does with the test split of Hugging

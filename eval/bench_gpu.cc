@@ -391,7 +391,9 @@ json bench_model(const std::string& name, const BenchGpuOptions& o, kc::Storage 
     if (o.profile_phase == "decode") (void)cudaProfilerStart();
     const double t = time_steps();
     if (o.profile_phase == "decode") (void)cudaProfilerStop();
-    const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 1) / 2.0;
+    // The mean context of the timed steps: the warm-up's o.decode_steps tokens, then half of
+    // the o.reps timed repetitions' growth.
+    const double ctx = static_cast<double>(o.decode_context) + o.decode_steps * (o.reps + 2) / 2.0;
     const double bytes = weight_bytes + static_cast<double>(b) * ctx * kv_token;
     json row = {{"batch", b},
                 {"context", o.decode_context},

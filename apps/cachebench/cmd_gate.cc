@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "apps/cachebench/format.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
@@ -24,12 +25,14 @@ struct GateArgs {
   bool no_defaults = false;
 };
 
-/// What makes two runs comparable, as replay's JSON records it (absent in a bare summary).
+/// What makes two runs comparable, as the result files record it (absent in a bare summary):
+/// a string or a number, as text; "" when absent or of another type.
 std::string field(const nlohmann::json& doc, const char* a, const char* b = nullptr) {
   if (!doc.is_object() || !doc.contains(a)) return "";
   const nlohmann::json& v =
       b ? (doc[a].is_object() && doc[a].contains(b) ? doc[a][b] : nullptr) : doc[a];
-  return v.is_string() ? v.get<std::string>() : "";
+  if (v.is_string()) return v.get<std::string>();
+  return v.is_number() ? v.dump() : "";
 }
 
 /// Refuses to gate runs of different traces, models, modes or executions: their metrics
@@ -47,6 +50,11 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   cmp("model shape", field(b, "model", "shape"), field(c, "model", "shape"));
   cmp("mode", field(b, "mode"), field(c, "mode"));
   cmp("execution", field(b, "execution"), field(c, "execution"));
+  // Evaluations and benchmarks: the model as given, what ran, on which data, at which window.
+  cmp("model", field(b, "model"), field(c, "model"));
+  for (const char* k : {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots"})
+    cmp(k, field(b, k), field(c, k));
+  cmp("file", field(b, "file_sha256").substr(0, 12), field(c, "file_sha256").substr(0, 12));
   if (diff.empty()) return;
   if (a.allow_mismatch) {
     std::printf("gate: note: the runs differ (%s); compared anyway (--allow-mismatch)\n\n",
@@ -54,7 +62,8 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
     return;
   }
   throw make_error(a.current, "is not a run of the baseline's setup (" + diff + ")",
-                   "gate runs of the same trace, model, mode and execution (or pass "
+                   "gate runs of the same setup: trace, model, mode, execution, and for an "
+                   "evaluation or benchmark its task, data and window (or pass "
                    "--allow-mismatch)");
 }
 
@@ -80,6 +89,9 @@ int run_gate_cmd(const GateArgs& a) {
     nlohmann::json j = metrics::gate_json(r);
     j["baseline"] = a.baseline;
     j["current"] = a.current;
+    j["baseline_git"] = field(base_doc, "git");
+    j["current_git"] = field(cur_doc, "git");
+    j["git"] = git_revision();
     write_json(a.out, j);
   }
   if (r.regressions > 0) {
@@ -104,8 +116,10 @@ void register_gate(CLI::App& app) {
   sub->add_option("--current", a->current, "current summary JSON (bare, or under \"summary\")")
       ->required();
   sub->add_option("--max-regression", a->bounds,
-                  "METRIC=PCT: dotted metric (e.g. ttft_ms.mean) may get PCT percent worse; "
-                  "repeatable, each metric once. Added to the default bounds (replacing a "
+                  "METRIC=PCT[:higher|lower|exact]: dotted metric (e.g. ttft_ms.mean) may get PCT "
+                  "percent worse, in the direction named or read off its name (the report's "
+                  "'better' column); repeatable, each metric once. Added to the default bounds "
+                  "(replacing a "
                   "default's own; defaults the baseline lacks left out): hit_rate.overall, "
                   "hit_rate.dram, hit_rate.ssd, "
                   "reused_tokens, recomputed_tokens, bytes_loaded, bytes_saved, completed at 0");
@@ -114,8 +128,8 @@ void register_gate(CLI::App& app) {
   sub->add_option("--out", a->out, "also write the gate report as JSON to this file")
       ->check(output_file());
   sub->add_flag("--allow-mismatch", a->allow_mismatch,
-                "compare runs of different traces, models, modes or executions (refused by "
-                "default)");
+                "compare runs of different setups (traces, models, modes, executions, tasks, data "
+                "or windows; refused by default)");
   // Exit 1 means a regression and nothing else: a gate that cannot compare (a missing or
   // malformed summary, runs of different setups) exits 2, so CI can tell the two apart.
   set_action(

@@ -432,6 +432,11 @@ void register_perplexity(CLI::App& app) {
       if (corpus.kind == datasets::CorpusKind::kC4 && chunks_opt->count() == 0)
         a->chunks = kGptqC4Windows;
     }
+    // llama.cpp's -f drops one trailing newline from the file's text before tokenizing it.
+    if (a->convention == "llama.cpp" && !corpus.text.empty() && corpus.text.back() == '\n') {
+      corpus.text.pop_back();
+      corpus.convention += ", its last newline dropped (llama.cpp's -f)";
+    }
     // lm-eval encodes documents without special tokens; its prefix token stands before them.
     const bool add_bos = a->convention != "lm-eval" && lm.tok->add_bos_default();
     // lm-eval's wikitext documents are tokenized one by one (run_convention).
@@ -464,6 +469,9 @@ void register_perplexity(CLI::App& app) {
       nlohmann::json j = {{"convention", "llama.cpp"},
                           {"model", a->m.model},
                           {"file", a->file},
+                          {"dataset", a->dataset},
+                          {"file_sha256", corpus.sha256},
+                          {"tokens", tokens.size()},
                           {"n_ctx", r.n_ctx},
                           {"chunks", r.chunks},
                           {"scored_tokens", r.scored_tokens},

@@ -264,11 +264,28 @@ int run_replay_cmd(ReplayArgs& a) {
                    engine::mode_name(r.mode), acc["errors"].get<unsigned long long>(),
                    acc["audit"].get<std::string>().c_str());
     }
+    // A store too small for the entries, or failing, shows in the table only as hits missing.
+    if (r.result.save_failures > 0) {
+      std::fprintf(stderr,
+                   "cachebench: %s: %lld save%s refused or failed (save_failures): no room for "
+                   "the entry in the store's tiers (is --dram/--ssd smaller than one "
+                   "conversation's KV?) or an I/O error; those histories are recomputed\n",
+                   engine::mode_name(r.mode), static_cast<long long>(r.result.save_failures),
+                   r.result.save_failures == 1 ? "" : "s");
+    }
+    if (r.result.load_failures > 0) {
+      std::fprintf(stderr,
+                   "cachebench: %s: %lld load%s failed verification, recomputed instead "
+                   "(load_failures)\n",
+                   engine::mode_name(r.mode), static_cast<long long>(r.result.load_failures),
+                   r.result.load_failures == 1 ? "" : "s");
+    }
     if (r.result.clipped_turns > 0) {  // else only the JSON's clipped_turns would say it
       std::fprintf(stderr,
-                   "cachebench: %s: %lld turns had a message longer than the %lld-token window, "
-                   "cut to fit (clipped_turns)\n",
+                   "cachebench: %s: %lld turn%s had a message longer than the %lld-token "
+                   "window, cut to fit (clipped_turns)\n",
                    engine::mode_name(r.mode), static_cast<long long>(r.result.clipped_turns),
+                   r.result.clipped_turns == 1 ? "" : "s",
                    static_cast<long long>(engine::checked_window(o.engine, mc.max_context)));
     }
   }

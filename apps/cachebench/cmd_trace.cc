@@ -6,6 +6,7 @@
 #include <string>
 
 #include "apps/cachebench/format.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "datasets/length_trace.h"
@@ -73,6 +74,7 @@ void print_stats(const std::string& label, const datasets::Trace& t, const datas
 nlohmann::json stats_json(const datasets::Trace& t, const datasets::TraceStats& s,
                           int64_t threshold) {
   return {{"trace", t.path},
+          {"git", git_revision()},
           {"kind", t.kind},
           {"sessions", s.sessions},
           {"turns", s.turns},

@@ -1,5 +1,6 @@
 #include "lib/metrics/gate.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,9 +19,36 @@ using nlohmann::json;
 /// Rounding slack, in percentage points, before a change counts.
 constexpr double kTolerancePct = 1e-9;
 
-bool contains_any(const std::string& s, std::initializer_list<const char*> needles) {
-  for (const char* n : needles)
-    if (s.find(n) != std::string::npos) return true;
+/// The non-empty pieces of `s` between `sep`s.
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> w;
+  for (size_t b = 0; b <= s.size();) {
+    const size_t e = std::min(s.find(sep, b), s.size());
+    if (e > b) w.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return w;
+}
+
+/// Whether `w` holds one of `words`.
+bool has_word(const std::vector<std::string>& w, std::initializer_list<const char*> words) {
+  for (const std::string& x : w)
+    for (const char* n : words)
+      if (x == n) return true;
+  return false;
+}
+
+/// Whether `run` appears in `w` as consecutive words ("hit", "rate" in hit_rate_dram).
+bool has_run(const std::vector<std::string>& w, std::initializer_list<const char*> run) {
+  const size_t n = run.size();
+  for (size_t i = 0; i + n <= w.size(); ++i) {
+    size_t k = 0;
+    for (const char* r : run) {
+      if (w[i + k] != r) break;
+      ++k;
+    }
+    if (k == n) return true;
+  }
   return false;
 }
 
@@ -53,11 +81,31 @@ std::string fmt(const char* f, double v) {
 }  // namespace
 
 Direction direction_of(const std::string& metric) {
-  if (contains_any(metric, {"hit_rate", "throughput", "_x", "reduction", "saving", "gbps",
-                            "completed", "reused_tokens"}))
+  // Each dotted component split at '_' into words: "prefill_tok_s" is prefill, tok, s.
+  std::vector<std::vector<std::string>> parts;
+  for (const std::string& p : split(metric, '.')) parts.push_back(split(p, '_'));
+  const auto any_part = [&](auto&& pred) {
+    for (const auto& w : parts)
+      if (pred(w)) return true;
+    return false;
+  };
+  // Rates, ratios and shares of success first, so "gpu_time_x", "prefill_tok_s" and
+  // "ttft_reduction_pct" are not read as times.
+  if (any_part([](const std::vector<std::string>& w) {
+        return has_word(w, {"throughput", "reduction", "saving", "speedup", "gbps", "gbs", "gflops",
+                            "tflops", "mfu", "acc", "completed"}) ||
+               has_run(w, {"hit", "rate"}) || has_run(w, {"reused", "tokens"}) ||
+               has_run(w, {"tok", "s"}) || has_run(w, {"per", "s"}) || has_word(w, {"to"}) ||
+               (w.size() > 1 && w.back() == "x");
+      }))
     return Direction::HigherIsBetter;
-  if (contains_any(metric, {"ttft", "tpot", "itl", "e2el", "latency", "stall", "gpu_time", "cost",
-                            "recomputed", "duration", "load_s"}))
+  if (any_part([](const std::vector<std::string>& w) {
+        return has_word(w, {"ttft", "tpot", "itl", "e2el", "latency", "stall", "cost", "recomputed",
+                            "duration", "ms", "seconds", "ppl", "perplexity", "nll", "bpb", "diff",
+                            "errors", "failures"}) ||
+               has_run(w, {"gpu", "time"}) || has_run(w, {"bits", "per", "byte"}) ||
+               (w.size() > 1 && w.back() == "s");
+      }))
     return Direction::LowerIsBetter;
   return Direction::Exact;
 }
@@ -82,7 +130,9 @@ const char* verdict_name(Verdict v) {
 
 Bound parse_bound(const std::string& arg) {
   const std::string where = "--max-regression " + arg;
-  const std::string fix = "write METRIC=PCT, e.g. ttft_ms.mean=5 or hit_rate.overall=0";
+  const std::string fix =
+      "write METRIC=PCT, e.g. ttft_ms.mean=5 or hit_rate.overall=0, optionally with the "
+      "direction, e.g. my_rate=5:higher (higher, lower or exact)";
   const size_t eq = arg.find('=');
   if (eq == std::string::npos || arg.find('=', eq + 1) != std::string::npos)
     throw make_error(where, "expected exactly one '='", fix);
@@ -92,6 +142,23 @@ Bound parse_bound(const std::string& arg) {
       b.metric.find("..") != std::string::npos)
     throw make_error(where, "the metric '" + b.metric + "' is not a dotted path", fix);
   std::string pct = arg.substr(eq + 1);
+  const size_t colon = pct.find(':');
+  if (colon != std::string::npos) {
+    const std::string d = pct.substr(colon + 1);
+    pct.resize(colon);
+    if (d == "higher") {
+      b.direction = Direction::HigherIsBetter;
+    } else if (d == "lower") {
+      b.direction = Direction::LowerIsBetter;
+    } else if (d == "exact") {
+      b.direction = Direction::Exact;
+    } else {
+      throw make_error(where, "the direction '" + d + "' is not higher, lower or exact", fix);
+    }
+    b.direction_given = true;
+  } else {
+    b.direction = direction_of(b.metric);
+  }
   if (!pct.empty() && pct.back() == '%') pct.pop_back();
   char* end = nullptr;
   const double v = pct.empty() ? 0.0 : std::strtod(pct.c_str(), &end);
@@ -106,7 +173,7 @@ std::vector<Bound> default_bounds() {
   std::vector<Bound> v;
   for (const char* m : {"hit_rate.overall", "hit_rate.dram", "hit_rate.ssd", "reused_tokens",
                         "recomputed_tokens", "bytes_loaded", "bytes_saved", "completed"})
-    v.push_back(Bound{m, 0.0});
+    v.push_back(Bound{m, 0.0, direction_of(m)});
   return v;
 }
 
@@ -181,7 +248,7 @@ GateReport run_gate(const json& baseline, const json& current, const std::vector
     c.current = metric_value(current, b.metric, current_name);
     c.change_pct = change_pct(c.baseline, c.current);
     c.bound_pct = b.max_regression_pct;
-    c.direction = direction_of(b.metric);
+    c.direction = b.direction;
     double worse = 0;  // how much worse, in percent (negative: better)
     switch (c.direction) {
       case Direction::HigherIsBetter: worse = -c.change_pct; break;
@@ -200,14 +267,14 @@ GateReport run_gate(const json& baseline, const json& current, const std::vector
 }
 
 std::string gate_markdown(const GateReport& report) {
-  std::string s = "| metric | baseline | current | change % | bound % | verdict |\n";
-  s += "|---|---|---|---|---|---|\n";
+  std::string s = "| metric | baseline | current | change % | bound % | better | verdict |\n";
+  s += "|---|---|---|---|---|---|---|\n";
   for (const GateCheck& c : report.checks) {
     const std::string change = std::isinf(c.change_pct) ? (c.change_pct > 0 ? "+inf" : "-inf")
                                                         : fmt("%+.2f", c.change_pct);
     s += "| " + c.metric + " | " + fmt("%.6g", c.baseline) + " | " + fmt("%.6g", c.current) +
-         " | " + change + " | " + fmt("%.2f", c.bound_pct) + " | " + verdict_name(c.verdict) +
-         " |\n";
+         " | " + change + " | " + fmt("%.2f", c.bound_pct) + " | " + direction_name(c.direction) +
+         " | " + verdict_name(c.verdict) + " |\n";
   }
   return s;
 }

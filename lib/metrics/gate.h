@@ -16,12 +16,17 @@ enum class Direction {
   Exact,           ///< any change beyond the bound, either way, is a regression
 };
 
-/// The direction of a metric from its dotted name, by substring, first match wins:
-/// 1. higher is better: hit_rate, throughput, _x, reduction, saving, gbps, completed,
-///    reused_tokens (checked first so "gpu_time_x" and "ttft_reduction_pct" are ratios);
-/// 2. lower is better: ttft, tpot, itl, e2el, latency, stall, gpu_time, cost, recomputed,
-///    duration, load_s;
+/// The direction of a metric from its dotted name. Each dotted component is split at '_' into
+/// words; the first rule that any component meets wins:
+/// 1. higher is better: a word throughput, reduction, saving, speedup, gbps, gbs, gflops,
+///    tflops, mfu, acc, completed or to (a ratio: prefill_to_sgemm, ratio_to_copy_ceiling), the
+///    words hit rate, reused tokens, tok s or per s in a row, or a last word x (gpu_time_x);
+///    checked first so "gpu_time_x", "prefill_tok_s" and "ttft_reduction_pct" are not times;
+/// 2. lower is better: a word ttft, tpot, itl, e2el, latency, stall, cost, recomputed,
+///    duration, ms, seconds, ppl, perplexity, nll, bpb, diff, errors or failures, the words gpu
+///    time or bits per byte in a row, or a last word s (prefill_s, load_s);
 /// 3. anything else (bytes_loaded, bytes_saved, truncated_tokens, token totals...) is Exact.
+/// A bound can name the direction instead (parse_bound).
 Direction direction_of(const std::string& metric);
 
 /// "higher", "lower" or "exact".
@@ -30,11 +35,14 @@ const char* direction_name(Direction d);
 /// One gate: `metric` (a dotted path into the summary) may get at most
 /// `max_regression_pct` percent worse than the baseline.
 struct Bound {
-  std::string metric;             ///< e.g. "hit_rate.overall", "ttft_ms.mean"
-  double max_regression_pct = 0;  ///< allowed relative worsening, in percent (>= 0)
+  std::string metric;                      ///< e.g. "hit_rate.overall", "ttft_ms.mean"
+  double max_regression_pct = 0;           ///< allowed relative worsening, in percent (>= 0)
+  Direction direction = Direction::Exact;  ///< which way is worse
+  bool direction_given = false;            ///< named in the bound, not read off the name
 };
 
-/// Parses "METRIC=PCT" (PCT a non-negative number, optionally followed by '%'); a cb::Error
+/// Parses "METRIC=PCT" or "METRIC=PCT:DIRECTION" (PCT a non-negative number, optionally
+/// followed by '%'; DIRECTION higher, lower or exact, else direction_of(METRIC)); a cb::Error
 /// naming `arg` when it is malformed.
 Bound parse_bound(const std::string& arg);
 
@@ -101,7 +109,7 @@ GateReport run_gate(const nlohmann::json& baseline, const nlohmann::json& curren
                     const std::string& current_name);
 
 /// The report as a markdown table: | metric | baseline | current | change % | bound % |
-/// verdict |.
+/// better | verdict | (better: higher, lower or exact).
 std::string gate_markdown(const GateReport& report);
 
 /// The report as JSON: {"checks": [{metric, baseline, current, change_pct (null when

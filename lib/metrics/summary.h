@@ -27,7 +27,8 @@ namespace cb::metrics {
 /// `prefill_throughput` ((history_tokens + new_tokens) summed / totals.prefill_time_s: tokens
 /// made ready per second of prefill), `gpu_time_s`, `gpus`.
 ///
-/// Reuse: `turns_with_history` (tier != "none"), `hit_rate` {overall, hbm, dram, ssd} (hits
+/// Reuse: `turns_with_history` (tier != "none": a turn whose truncation to the window left none
+/// of its history has none to reuse and is not counted), `hit_rate` {overall, hbm, dram, ssd} (hits
 /// over turns_with_history; a tier's rate is its hits over the same denominator, so the
 /// three add up to overall), `reused_tokens`, `recomputed_tokens`, `truncated_tokens`,
 /// `bytes_loaded`, `bytes_saved`, `preload_stall_s` {total, mean_ms (per measured turn)},

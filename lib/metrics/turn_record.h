@@ -24,12 +24,14 @@ struct TurnRecord {
   int64_t reused_tokens = 0;      ///< history tokens loaded from the store (not recomputed)
   int64_t recomputed_tokens = 0;  ///< history tokens recomputed (miss, RE, OF)
   int64_t truncated_tokens = 0;   ///< history tokens dropped by context overflow this turn
-  std::string tier = "none";      ///< "hbm", "dram", "ssd" (hit), "miss", or "none" (no history)
-  uint64_t bytes_loaded = 0;      ///< KV bytes read from the store
-  uint64_t bytes_saved = 0;       ///< KV bytes written to the store after this turn
-  double load_s = 0;              ///< wall time of this turn's store load (start to last layer)
-  double preload_stall_s = 0;     ///< time compute waited for preloaded layers
-  double save_stall_s = 0;        ///< time the critical path waited for saving (sync saves)
+  /// "hbm", "dram", "ssd" (hit), "miss", or "none": no history to reuse (a first turn, or one
+  /// whose window truncation dropped its whole history).
+  std::string tier = "none";
+  uint64_t bytes_loaded = 0;          ///< KV bytes read from the store
+  uint64_t bytes_saved = 0;           ///< KV bytes written to the store after this turn
+  double load_s = 0;                  ///< wall time of this turn's store load (start to last layer)
+  double preload_stall_s = 0;         ///< time compute waited for preloaded layers
+  double save_stall_s = 0;            ///< time the critical path waited for saving (sync saves)
   std::vector<double> token_times_s;  ///< production time of every output token (first included)
 };
 

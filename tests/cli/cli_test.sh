@@ -126,6 +126,7 @@ expect_out gate_pass "no regression" "$CB" gate --baseline "$G/base.json" --curr
 expect_out gate_bound "| improved |" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" \
   --max-regression ttft_ms.mean=5 --out "$G/report.json"
 if grep -qF '"passed": true' "$G/report.json" 2>/dev/null; then ok; else bad "gate --out report lacks passed: true"; fi
+expect_git gate_out_git "$G/report.json"
 "$CB" gate --baseline "$G/base.json" --current "$G/worse.json" >"$TMP/out" 2>"$TMP/err"
 rc=$?
 if [ $rc -eq 1 ] && grep -qF "1 regression in 8 checks" "$TMP/out" && grep -qF "REGRESSION" "$TMP/out"; then ok
@@ -155,6 +156,26 @@ printf '{"ppl": 4.0}' >"$G/ppl_base.json"
 printf '{"ppl": 4.1}' >"$G/ppl_cur.json"
 expect_out gate_ppl_only "no regression in 1 checks" "$CB" gate --baseline "$G/ppl_base.json" \
   --current "$G/ppl_cur.json" --max-regression ppl=5
+# Evaluations and benchmarks gate in their metrics' own directions: a faster bench, a higher
+# accuracy and a lower perplexity are improvements, not regressions.
+printf '{"bench": "cpu", "prefill_tok_s": 100.0, "decode_ms_per_token": 10.0, "sgemm_gflops": 50.0}' >"$G/bench_base.json"
+printf '{"bench": "cpu", "prefill_tok_s": 150.0, "decode_ms_per_token": 5.0, "sgemm_gflops": 80.0}' >"$G/bench_cur.json"
+expect_out gate_bench_faster "no regression in 3 checks" "$CB" gate --baseline "$G/bench_base.json" \
+  --current "$G/bench_cur.json" --max-regression prefill_tok_s=5 \
+  --max-regression decode_ms_per_token=5 --max-regression sgemm_gflops=5
+printf '{"task": "mmlu", "file_sha256": "aa", "acc_micro": 0.5, "ppl": 4.0}' >"$G/acc_base.json"
+printf '{"task": "mmlu", "file_sha256": "aa", "acc_micro": 0.6, "ppl": 3.0}' >"$G/acc_cur.json"
+expect_out gate_acc_higher "| acc_micro | 0.5 | 0.6 | +20.00 | 1.00 | higher | improved |" \
+  "$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_cur.json" \
+  --max-regression acc_micro=1 --max-regression ppl=1
+"$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_cur.json" --max-regression acc_micro=1:exact >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "| acc_micro | 0.5 | 0.6 | +20.00 | 1.00 | exact | REGRESSION |" "$TMP/out"; then ok
+else bad "gate with a direction given: rc=$rc, $(head -c 600 "$TMP/out")"; fi
+# Evaluations of other data are not comparable.
+printf '{"task": "mmlu", "file_sha256": "bb", "acc_micro": 0.6}' >"$G/acc_other.json"
+expect_error gate_other_data "$G/acc_other.json" "file aa vs bb" \
+  "$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_other.json" --max-regression acc_micro=1
 expect_out gate_no_defaults "no regression in 1 checks" "$CB" gate --baseline "$G/base.json" \
   --current "$G/worse.json" --max-regression ttft_ms.mean=5 --no-default-bounds
 expect_error gate_bound_twice "ttft_ms.mean" "twice" "$CB" gate --baseline "$G/base.json" \
@@ -261,6 +282,18 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
     expect_out ppl_out "| llama.cpp | 64 | 2 |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --ctx 64 --chunks 2 --backend cpu --out "$TMP/ppl_cpu.json"
     expect_git ppl_out_git "$TMP/ppl_cpu.json"
+    # As llama.cpp's -f, the llama.cpp convention drops one trailing newline: a file with one
+    # scores as the same file without it (tokens and perplexity alike).
+    printf '%s' "$(head -c 3000 "$TS" | sed '$d')" >"$TMP/nl0.txt"
+    printf '\n' | cat "$TMP/nl0.txt" - >"$TMP/nl1.txt"
+    for f in nl0 nl1; do
+      "$CB" perplexity -m "$STORIES" --file "$TMP/$f.txt" --ctx 64 --backend cpu \
+        --out "$TMP/$f.json" >/dev/null 2>&1
+    done
+    if python3 -c "import json,sys; a,b=(json.load(open(f)) for f in sys.argv[1:3]); \
+sys.exit(0 if (a['tokens'],a['ppl'])==(b['tokens'],b['ppl']) and a['tokens']>0 else 1)" \
+      "$TMP/nl0.json" "$TMP/nl1.json" 2>/dev/null; then ok
+    else bad "perplexity llama.cpp: a trailing newline changed the result"; fi
     expect_out ppl_lm_eval_out "PPL" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --ctx 64 --max-tokens 300 --convention lm-eval --backend cpu --out "$TMP/ppl_lm_eval.json"
     expect_git ppl_lm_eval_out_git "$TMP/ppl_lm_eval.json"
@@ -373,7 +406,8 @@ fi
 expect_out trace_synth "| multi-turn conversations | " "$CB" trace synth --sessions 2000 --seed 3 --out "$TMP/synth.json"
 expect_ok trace_synth_again "$CB" trace synth --sessions 2000 --seed 3 --out "$TMP/synth2.json"
 if cmp -s "$TMP/synth.json" "$TMP/synth2.json"; then ok; else bad "trace synth is not deterministic for a seed"; fi
-expect_out trace_stats "2000 sessions" "$CB" trace stats "$TMP/synth.json"
+expect_out trace_stats "2000 sessions" "$CB" trace stats "$TMP/synth.json" --out "$TMP/synth_stats.json"
+expect_git trace_stats_git "$TMP/synth_stats.json"
 printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[0, 5]]}]}\n' >"$TMP/bad_trace.json"
 expect_error trace_bad_lengths "$TMP/bad_trace.json" "outside 1..1000000" "$CB" trace stats "$TMP/bad_trace.json"
 expect_error trace_missing "/no/such/trace.json" "" "$CB" trace stats /no/such/trace.json
@@ -425,6 +459,11 @@ expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \
 "$CB" trace synth --sessions 3 --seed 1 --out "$TMP/synth3.json" >/dev/null 2>&1 || bad "trace synth 3"
 # Virtual time is a double in seconds: a rate or think time that would stretch a run past the
 # span it resolves to a microsecond is refused (the millisecond metrics would be noise).
+# A store too small for any entry refuses every save: said on stderr, not only as a hit rate of 0.
+"$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --dram 1MiB >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -qF "saves refused or failed (save_failures)" "$TMP/err"; then ok
+else bad "replay with no room for an entry: rc=$rc, $(head -c 600 "$TMP/err")"; fi
 expect_error replay_rate_tiny "--rate" "raise --rate" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --rate 1e-20
 expect_error replay_think_huge "--think-time" "from 0 to 1e6" \

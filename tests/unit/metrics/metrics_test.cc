@@ -382,16 +382,63 @@ TEST(RecordsCsvTest, UnwritablePathIsAnErrorNamingIt) {
 
 TEST(GateTest, DirectionsByName) {
   using cb::metrics::direction_of;
-  for (const char* m : {"hit_rate.overall", "hit_rate.dram", "prefill_throughput",
-                        "output_throughput", "gpu_time_x", "ttft_reduction_pct", "cost_saving_pct",
-                        "tiers.ssd.read_gbps", "completed", "reused_tokens"})
+  // Names as the result writers spell them: replay summaries, bench cpu/store/gpu, perplexity,
+  // mmlu and piqa.
+  for (const char* m : {"hit_rate.overall",
+                        "hit_rate.dram",
+                        "prefill_throughput",
+                        "output_throughput",
+                        "gpu_time_x",
+                        "ttft_reduction_pct",
+                        "cost_saving_pct",
+                        "tiers.ssd.read_gbps",
+                        "completed",
+                        "reused_tokens",
+                        "prefill_tok_s",
+                        "decode_tok_s",
+                        "sgemm_gflops",
+                        "prefill_to_sgemm",
+                        "decode_weight_gbs",
+                        "linear_f32_vs_bf16.decode_speedup",
+                        "dram_load_to_memcpy",
+                        "ssd_read_to_ceiling",
+                        "policy.decisions_per_s",
+                        "ceilings.gemm_ceiling_tflops",
+                        "decode.restore_ratio_to_h2d",
+                        "prefill.llama_2_7b_tok_s",
+                        "acc",
+                        "acc_norm",
+                        "acc_micro",
+                        "acc_macro"})
     EXPECT_EQ(direction_of(m), Direction::HigherIsBetter) << m;
-  for (const char* m : {"ttft_ms.mean", "tpot_ms.p99", "itl_ms.median", "e2el_ms.p90", "gpu_time_s",
-                        "cost_usd.total", "recomputed_tokens", "duration_s", "load_s",
-                        "preload_stall_s.mean_ms", "save_stall_s"})
+  for (const char* m : {"ttft_ms.mean",
+                        "tpot_ms.p99",
+                        "itl_ms.median",
+                        "e2el_ms.p90",
+                        "gpu_time_s",
+                        "cost_usd.total",
+                        "recomputed_tokens",
+                        "duration_s",
+                        "load_s",
+                        "preload_stall_s.mean_ms",
+                        "save_stall_s",
+                        "prefill_s",
+                        "gemm_only_s",
+                        "decode_ms_per_token",
+                        "ms_per_decision",
+                        "seconds",
+                        "decode.seconds_per_step",
+                        "ppl",
+                        "ppl_stderr",
+                        "mean_nll",
+                        "word_perplexity",
+                        "byte_perplexity",
+                        "bits_per_byte",
+                        "logits_max_diff_over_max"})
     EXPECT_EQ(direction_of(m), Direction::LowerIsBetter) << m;
   for (const char* m : {"bytes_loaded", "bytes_saved", "truncated_tokens", "total_input_tokens",
-                        "tiers.dram.bytes_read"})
+                        "tiers.dram.bytes_read", "gemm_share", "tokens_per_entry", "scored_tokens",
+                        "n", "correct", "total", "tokens"})
     EXPECT_EQ(direction_of(m), Direction::Exact) << m;
 }
 
@@ -403,8 +450,19 @@ TEST(GateTest, ParseBound) {
   EXPECT_EQ(b.metric, "hit_rate.overall");
   EXPECT_DOUBLE_EQ(b.max_regression_pct, 2.5);
   EXPECT_DOUBLE_EQ(cb::metrics::parse_bound("bytes_saved=0").max_regression_pct, 0.0);
+  // The direction is read off the name unless the bound names it.
+  EXPECT_EQ(b.direction, Direction::HigherIsBetter);
+  EXPECT_FALSE(b.direction_given);
+  b = cb::metrics::parse_bound("my_score=3%:higher");
+  EXPECT_EQ(b.metric, "my_score");
+  EXPECT_DOUBLE_EQ(b.max_regression_pct, 3.0);
+  EXPECT_EQ(b.direction, Direction::HigherIsBetter);
+  EXPECT_TRUE(b.direction_given);
+  EXPECT_EQ(cb::metrics::parse_bound("ttft_ms.mean=1:exact").direction, Direction::Exact);
+  EXPECT_EQ(cb::metrics::parse_bound("bytes_saved=1:lower").direction, Direction::LowerIsBetter);
   for (const char* bad : {"ttft_ms.mean", "=5", "ttft=", "ttft=abc", "ttft=-1", "ttft=1=2",
-                          "a..b=1", ".a=1", "a.=1", "ttft=inf", "ttft=5x", "ttft=%"}) {
+                          "a..b=1", ".a=1", "a.=1", "ttft=inf", "ttft=5x", "ttft=%",
+                          "ttft=5:", "ttft=5:up", "ttft=:lower", "ttft=5:lower:higher"}) {
     const std::string m = error_of([&] { cb::metrics::parse_bound(bad); });
     EXPECT_NE(m.find(std::string("--max-regression ") + bad), std::string::npos)
         << bad << ": " << m;
@@ -513,6 +571,14 @@ TEST(GateTest, VerdictsFollowTheMetricsDirection) {
   EXPECT_EQ(one(cur, "bytes_saved=0.2").verdict, Verdict::Ok);
   EXPECT_EQ(one(kBase, "bytes_saved=0").verdict, Verdict::Ok);
 
+  // A direction given in the bound overrides the name's.
+  cur = kBase;
+  cur["bytes_saved"] = 2000;
+  EXPECT_EQ(one(cur, "bytes_saved=0:higher").verdict, Verdict::Improved);
+  EXPECT_EQ(one(cur, "bytes_saved=0:lower").verdict, Verdict::Regression);
+  cur["ttft_ms"]["mean"] = 50.0;
+  EXPECT_EQ(one(cur, "ttft_ms.mean=0:exact").verdict, Verdict::Regression);
+
   // From a zero baseline: an infinite change, in its direction.
   cur = kBase;
   cur["hit_rate"]["ssd"] = 0.1;
@@ -580,8 +646,9 @@ TEST(GateTest, ASummaryPassesAgainstItselfAfterAJsonRoundTrip) {
   const json j = cb::metrics::gate_json(r);
   EXPECT_EQ(j["passed"], true);
   const std::string md = cb::metrics::gate_markdown(r);
-  EXPECT_EQ(md.rfind("| metric | baseline | current | change % | bound % | verdict |\n", 0), 0u);
-  EXPECT_NE(md.find("| hit_rate.overall | 0.666667 | 0.666667 | +0.00 | 0.00 | OK |"),
+  EXPECT_EQ(
+      md.rfind("| metric | baseline | current | change % | bound % | better | verdict |\n", 0), 0u);
+  EXPECT_NE(md.find("| hit_rate.overall | 0.666667 | 0.666667 | +0.00 | 0.00 | higher | OK |"),
             std::string::npos)
       << md;
 }
