@@ -64,6 +64,16 @@ void check_lengths(const Trace& t, const std::string& path) {
 }  // namespace
 
 json parse_trace_json(std::string_view bytes, const std::string& path) {
+  // A binary file (a model, a tokenizer given in the trace's place) is said to be one, not
+  // described by whatever its bytes happen to nest like.
+  const size_t nul = bytes.find('\0');
+  if (nul != std::string_view::npos) {
+    throw make_error(path,
+                     "is not a JSON trace: it holds a NUL byte at offset " + std::to_string(nul) +
+                         " (a binary file?)",
+                     "pass a ShareGPT JSON file or a trace written by `cachebench trace synth`, "
+                     "and the model with --model");
+  }
   // Rendering or copying a value recurses once per level, so a deeply nested value from the
   // file (thousands of '[') would overflow the stack in an error message; refuse it first, in
   // one pass (a parser callback would make the parse quadratic in the sessions).

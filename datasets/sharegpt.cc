@@ -185,12 +185,12 @@ Trace load_sharegpt(const std::string& path, const TokenizeFn& tokenize,
 
 Trace parse_sharegpt(std::string_view bytes, const std::string& path, const TokenizeFn& tokenize,
                      const TraceLoadOptions& opts) {
+  const json j = parse_trace_json(bytes, path);  // a malformed file is said to be one first
   if (!tokenize) {
     throw make_error("", path +
                              " is a ShareGPT trace: it needs a tokenizer (--tokenizer FILE or a "
                              "model with a vocabulary)");
   }
-  const json j = parse_trace_json(bytes, path);
   if (!j.is_array()) {
     throw make_error(
         path,

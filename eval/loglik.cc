@@ -166,9 +166,11 @@ std::vector<LoglikResult> LoglikScorer::score_tokens(
   for (const auto& c : continuations) {
     if (c.empty()) throw make_error("loglikelihood", "empty continuation");
     if (static_cast<int64_t>(c.size()) > L) {
-      throw make_error("loglikelihood", "a continuation of " + std::to_string(c.size()) +
-                                            " tokens exceeds the window of " + std::to_string(L) +
-                                            " tokens");
+      throw make_error("--ctx",
+                       "a continuation of " + std::to_string(c.size()) +
+                           " tokens exceeds the window of " + std::to_string(L) + " tokens",
+                       "pass --ctx " + std::to_string(c.size()) +
+                           " or more (at most the model's context window)");
     }
     pool += blocks_for(static_cast<int64_t>(c.size()), opt_.block_size) + 2;
   }

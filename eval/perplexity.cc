@@ -136,8 +136,10 @@ PerplexityResult perplexity_llamacpp(const model::ForwardModel& m,
                      "the llama.cpp convention needs at least 2 x " + std::to_string(n_ctx) +
                          " tokens, as llama.cpp's perplexity does; the text has " +
                          std::to_string(tokens.size()),
-                     "use --ctx " + std::to_string(std::max<size_t>(tokens.size() / 2, 1)) +
-                         " or less, or a longer file");
+                     tokens.size() >= 8 ? "use --ctx " + std::to_string(tokens.size() / 2) +
+                                              " or less, or a longer file"
+                                        : std::string("use a file of at least 8 tokens (--ctx is "
+                                                      "at least 4)"));
   }
   const int chunks = full_windows(tokens.size(), n_ctx, opt.max_chunks, "chunk");
 

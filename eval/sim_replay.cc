@@ -2,6 +2,7 @@
 #include "eval/sim_replay.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -34,9 +35,21 @@ std::vector<engine::SessionInput> sim_sessions(const datasets::Trace& trace,
   return out;
 }
 
+namespace {
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.4g", v);
+  return b;
+}
+
+}  // namespace
+
 int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& p, int block_size,
                       uint64_t store_hbm_bytes) {
   if (block_size < 1) throw make_error("--block-size", "must be at least 1 token");
+  // 0 is the profile's "no HBM size": the engine sizes the pool (--max-batch full windows),
+  // as calibrate writes it (profile.h, docs/sim.md).
   if (p.hbm_bytes <= 0) return 0;
   const sim::ModelShape s = sim::ModelShape::from_config(mc);
   const double weights =
@@ -49,14 +62,16 @@ int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& 
       avail + static_cast<double>(store_hbm_bytes) >= block) {
     throw make_error("--hbm",
                      "the store's HBM tier leaves no HBM for " + mc.name + "'s KV pool on " +
-                         std::to_string(p.gpus) + " accelerator(s) of " + p.name,
+                         std::to_string(p.gpus) + " accelerator(s) of the profile " + p.label(),
                      "lower --hbm");
   }
   if (avail < block) {
-    throw make_error("--profile",
-                     p.name + ": " + mc.name + " does not fit " + std::to_string(p.gpus) +
-                         " accelerator(s) with room for KV",
-                     "use a profile with more GPUs (\"gpus\") or a smaller model");
+    throw make_error("--profile " + p.label(),
+                     mc.name + " does not fit: 90% of its hbm_bytes " + num(p.hbm_bytes) + " x " +
+                         std::to_string(p.gpus) + " GPU(s), less " + num(weights) +
+                         " bytes of weights, holds no KV block of " + std::to_string(block_size) +
+                         " tokens",
+                     "use a profile with more HBM or GPUs (\"gpus\", --gpus), or a smaller model");
   }
   return static_cast<int64_t>(avail / block);
 }
@@ -74,6 +89,20 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
                          " GPUs (tensor parallelism gives each GPU whole heads)",
                      "use a number of GPUs that divides " + std::to_string(mc.n_heads) +
                          " (the profile's \"gpus\" when --gpus is not given)");
+  }
+  // calibrate without --ssd-dir writes placeholders for the SSD's rates: an SSD tier's loads,
+  // prefetches and evictions timed on them would be made up, not predicted.
+  if (mode != engine::Mode::RE && opts.store.ssd_bytes > 0 &&
+      (p.unmeasured("ssd_read_gbps") || p.unmeasured("ssd_write_gbps"))) {
+    const char* f = p.unmeasured("ssd_read_gbps") ? "ssd_read_gbps" : "ssd_write_gbps";
+    throw make_error("--profile " + p.label(),
+                     "its SSD rates were not measured (" + std::string(f) + ": \"" +
+                         p.sources.at(f) + "\"): ssd_read_gbps " + num(p.ssd_read_gbps) +
+                         " and ssd_write_gbps " + num(p.ssd_write_gbps) +
+                         " GB/s are placeholders, so an SSD tier (--ssd) " +
+                         "would be timed on made-up rates",
+                     "calibrate again with --ssd-dir on the SSD to model, or write measured "
+                     "rates and their \"sources\" into the profile, or run without an SSD tier");
   }
   const sim::CostModel cost(sim::ModelShape::from_config(mc), p);
   ReplayRun run;
@@ -118,8 +147,29 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
   if (ec.num_blocks <= 0) {
     // Only a run with a store gives up HBM to its HBM tier: RE has none.
     const uint64_t store_hbm = st ? opts.store.hbm_bytes : 0;
-    ec.num_blocks = static_cast<int>(
-        std::min<int64_t>(sim_kv_blocks(mc, p, ec.block_size, store_hbm), 1 << 30));
+    const int64_t blocks = sim_kv_blocks(mc, p, ec.block_size, store_hbm);
+    // The pool comes from the profile's HBM, not from --kv-blocks: a pool too small for one
+    // window is the profile's (or --hbm's) doing, and the message says so (engine::pool_blocks
+    // would blame --kv-blocks, which was not given).
+    engine::EngineConfig one = ec;
+    one.num_blocks = 0;
+    one.sched.max_batch = 1;
+    const int64_t ctx = engine::checked_window(ec, mc.max_context);
+    const int64_t window = engine::pool_blocks(one, ctx);  // the blocks of one full window
+    if (blocks > 0 && blocks < window) {
+      throw make_error(
+          "--profile " + p.label(),
+          "its hbm_bytes " + num(p.hbm_bytes) + " x " + std::to_string(p.gpus) + " GPU(s)" +
+              " holds " + std::to_string(blocks) + " KV blocks of " +
+              std::to_string(ec.block_size) + " tokens beside " + mc.name + "'s weights" +
+              (store_hbm > 0 ? " and the store's HBM tier (--hbm)" : "") + ", fewer than the " +
+              std::to_string(window) + " one full window of " + std::to_string(ctx) +
+              " tokens needs",
+          "use a profile with more HBM or GPUs (--gpus), a smaller --ctx" +
+              std::string(store_hbm > 0 ? " or --hbm" : "") +
+              ", or size the pool with --kv-blocks " + std::to_string(window) + " or more");
+    }
+    ec.num_blocks = static_cast<int>(std::min<int64_t>(blocks, 1 << 30));
   }
   sim::SimEngine eng(cost, st.get(), ec, mc.max_context);
   run.result = eng.run(sessions, progress);

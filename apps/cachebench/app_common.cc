@@ -29,13 +29,17 @@ std::vector<Action>& actions() {
   return a;
 }
 
-bool is_output(CLI::Option* opt) {
+bool has_validator(CLI::Option* opt, const char* name) {
   try {
-    opt->get_validator(kOutputFile);
+    opt->get_validator(name);
     return true;
   } catch (const CLI::OptionNotFound&) {
     return false;
   }
+}
+
+bool is_output(CLI::Option* opt) {
+  return has_validator(opt, kOutputFile);
 }
 
 // An absolute, normalized form of a path that may not exist yet (its parent resolved).
@@ -85,6 +89,7 @@ void check_integer_options(CLI::App& cmd) {
 // as `ref` (the label when empty).
 struct Named {
   std::string label, path, ref;
+  bool input_dir = false;  ///< a directory the command reads files from (existing_dir())
   const std::string& as_other() const { return ref.empty() ? label : ref; }
 };
 
@@ -116,7 +121,7 @@ std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
     if (is_output(opt) != outputs) continue;
     for (const std::string& r : opt->results()) {
       if (!outputs) {
-        v.push_back({opt->get_name(), r, ""});
+        v.push_back({opt->get_name(), r, "", has_validator(opt, kInputDir)});
         continue;
       }
       for (const std::string& f : output_files(cmd, opt, r)) {
@@ -132,18 +137,31 @@ std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
   return v;
 }
 
-// Throws cb::Error when the existing file `out` is one of `inputs` (the same inode).
+// Throws cb::Error when the existing file `out` is one of `inputs` (the same inode), or lies in
+// a directory the command reads files from (mmlu's --data DIR reads DIR/test/*.csv).
 void check_not_an_input(const Named& out, const std::vector<Named>& inputs) {
   struct stat so {};
   if (::stat(out.path.c_str(), &so) != 0) return;
+  std::error_code ec;
+  const std::filesystem::path out_real = std::filesystem::canonical(out.path, ec);
   for (const Named& in : inputs) {
     struct stat si {};
-    if (::stat(in.path.c_str(), &si) == 0 && S_ISREG(si.st_mode) && si.st_dev == so.st_dev &&
-        si.st_ino == so.st_ino) {
+    if (::stat(in.path.c_str(), &si) != 0) continue;
+    if (S_ISREG(si.st_mode) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
       throw make_error(out.label + " " + out.path,
                        "is the file given to " + in.label + " (" + in.path +
                            "); the run would overwrite its input",
                        "write the result to another file");
+    }
+    if (!in.input_dir || !S_ISDIR(si.st_mode) || out_real.empty()) continue;
+    const std::filesystem::path dir = std::filesystem::canonical(in.path, ec);
+    if (ec) continue;
+    const auto rel = out_real.lexically_relative(dir);
+    if (!rel.empty() && *rel.begin() != "..") {
+      throw make_error(out.label + " " + out.path,
+                       "is a file in the directory given to " + in.label + " (" + in.path +
+                           "); the run would overwrite what it reads from there",
+                       "write the result outside " + in.path);
     }
   }
 }

@@ -63,9 +63,6 @@ void run_gnuplot(const std::string& dir, const std::string& script, const std::s
 
 int run_ablate(AblateArgs& a, CLI::App& sub) {
   eval::AblateOptions& o = a.o;
-  if (a.mode != "sim" && a.mode != "real") {
-    throw make_error("--mode", "expected sim or real, got '" + a.mode + "'");
-  }
   o.sim = a.mode == "sim";
   o.think = sched::ThinkTime::parse(a.think);
   o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
@@ -201,7 +198,8 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--mode", a->mode,
                   "sim (cost model, any scale) or real (the model on --backend: recompute-vs-ca, "
                   "preload, async-save, truncation)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sim", "real"}));
   sub->add_option("--model,-m", a->m.model,
                   "model (.gguf, checkpoint dir, preset:NAME); sim default preset:llama-13b");
   add_backend_options(sub, &a->m);

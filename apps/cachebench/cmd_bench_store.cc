@@ -145,10 +145,14 @@ void register_bench_store(CLI::App* bench) {
                   "subdirectory and removes it)")
       ->required();
   cmd->add_option("--entry-size", a->entry_size, "bytes per entry (32 layers x K,V x 4096 fp16)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(size_value());
   cmd->add_option("--traffic", a->traffic, "bytes saved and loaded per round and tier")
-      ->capture_default_str();
-  cmd->add_option("--chunk-size,--chunk", a->chunk, "store chunk size")->capture_default_str();
+      ->capture_default_str()
+      ->check(size_value());
+  cmd->add_option("--chunk-size,--chunk", a->chunk, "store chunk size")
+      ->capture_default_str()
+      ->check(size_value());
   cmd->add_option("--reps", a->opt.reps, "timed repetitions (after one warm-up)")
       ->capture_default_str()
       ->check(in_range(1, 1000));

@@ -70,12 +70,21 @@ int run_calibrate(CalibrateArgs& a) {
                 1e3 * p.measured_s, 1e3 * p.predicted_s);
   }
   const sim::HardwareProfile& p = c.profile;
+  char ssd[160];
+  if (p.unmeasured("ssd_read_gbps") || p.unmeasured("ssd_write_gbps")) {
+    std::snprintf(ssd, sizeof ssd,
+                  "SSD not measured (no --ssd-dir; the profile holds placeholders of %.2f GB/s, "
+                  "and sim refuses an SSD tier on them)",
+                  p.ssd_read_gbps);
+  } else {
+    std::snprintf(ssd, sizeof ssd, "SSD load %.2f GB/s, save %.2f GB/s", p.ssd_read_gbps,
+                  p.ssd_write_gbps);
+  }
   std::printf(
       "\nGEMM %.2f GFLOP/s, attention %.2f GFLOP/s, step overhead %.3f ms; median |error| "
-      "%.1f%%\nhost to device %.2f GB/s, device to host %.2f GB/s; SSD load %.2f GB/s, save "
-      "%.2f GB/s\n",
+      "%.1f%%\nhost to device %.2f GB/s, device to host %.2f GB/s; %s\n",
       p.gemm_tflops * 1e3, p.attn_tflops * 1e3, p.step_overhead_s * 1e3, 100 * c.median_abs_error,
-      p.h2d_gbps, p.d2h_gbps, p.ssd_read_gbps, p.ssd_write_gbps);
+      p.h2d_gbps, p.d2h_gbps, ssd);
   nlohmann::json j = p.to_json();
   j["git"] = git_revision();
   j["fit"] = {{"median_abs_error", c.median_abs_error}, {"points", c.points.size()}};

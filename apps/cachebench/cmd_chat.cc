@@ -164,7 +164,9 @@ void register_chat(CLI::App& app) {
                   "tokens per answer at most (stops at EOS; -n as for generate)")
       ->capture_default_str()
       ->check(in_range(1, 1 << 20));
-  sub->add_option("--dram", a->dram, "store DRAM budget")->capture_default_str();
+  sub->add_option("--dram", a->dram, "store DRAM budget")
+      ->capture_default_str()
+      ->check(size_value());
   sub->add_option("--mode", a->mode, "ca (reuse KV across turns) or re (recompute)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ca", "re"}));
@@ -175,7 +177,11 @@ void register_chat(CLI::App& app) {
       ->capture_default_str()
       ->check(at_least(0));
   add_sampling_options(sub, &a->sampling);
-  set_action(sub, [a] {
+  set_action(sub, [a, sub] {
+    if (a->mode == "re") {  // as replay --mode re refuses its store options
+      refuse_given(*sub, {"--dram", "--kv-entries"}, "has no effect with --mode re (no store)",
+                   "drop it, or use --mode ca");
+    }
     resolve_backend(&a->m);
     return run_chat(*a);
   });

@@ -2,6 +2,7 @@
 // (also `cachebench serve-replay`): multi-turn conversations through the serving engine.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -173,8 +174,22 @@ int run_replay_cmd(ReplayArgs& a) {
   std::vector<engine::Mode> modes = {engine::parse_mode(a.mode)};
   if (!a.compare.empty()) {
     const engine::Mode c = engine::parse_mode(a.compare);
-    if (c == modes[0]) throw make_error("--compare", "compare with a different mode");
+    if (c == modes[0]) {
+      throw make_error("--compare",
+                       std::string("is the run's own mode (") + engine::mode_name(c) +
+                           "); the baseline must be another",
+                       "use --compare re (or of), or --mode re --compare ca");
+    }
     modes.insert(modes.begin(), c);  // the baseline first
+  }
+  // A mode that stores KV needs a tier with room; lib/store refuses a store without one, and
+  // sim mode's store does as it does.
+  const bool stores =
+      std::any_of(modes.begin(), modes.end(), [](engine::Mode m) { return m != engine::Mode::RE; });
+  if (stores && o.store.hbm_bytes == 0 && o.store.dram_bytes == 0 && o.store.ssd_bytes == 0) {
+    throw make_error("--dram", "is 0 and no other tier has a budget: the store could keep nothing",
+                     a.sim ? "give --dram SIZE and/or --ssd SIZE"
+                           : "give --dram SIZE and/or --ssd SIZE with --store-dir DIR");
   }
   if (a.sim && o.engine.native_kv_entries) {
     throw make_error("--kv-entries", "sim mode sizes entries by its profile's kv_bytes_per_element",
@@ -351,9 +366,12 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->check(CLI::IsMember({"ca", "re", "of"}));
   sub->add_option("--policy", a->policy, "store eviction: sched, lru, fifo, optimal")
       ->capture_default_str();
-  sub->add_option("--hbm", a->hbm, "store HBM tier budget")->capture_default_str();
+  sub->add_option("--hbm", a->hbm, "store HBM tier budget")
+      ->capture_default_str()
+      ->check(size_value());
   sub->add_option("--dram", a->dram, "store DRAM tier budget (auto: 1GiB; in sim, the profile's)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(size_value("auto"));
   CLI::Option* sim =
       sub->add_flag("--sim", a->sim,
                     "sim mode: a calibrated cost model and a sizes-only store on a virtual clock");
@@ -365,19 +383,23 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str()
       ->check(at_least(0));
   sub->add_option("--ssd", a->ssd, "store SSD tier budget (needs --store-dir)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(size_value());
   sub->add_option("--store-dir", a->store_dir,
                   "directory under which each run makes its SSD tier's directory (removed after "
                   "the run unless --keep-store)");
   sub->add_flag("--keep-store", a->o.store.keep,
                 "keep each run's SSD store as STORE_DIR/cachebench-store-MODE-PID (its SSD "
                 "entries; `cachebench store stat|verify` read it)");
-  sub->add_option("--chunk-size", a->chunk, "store chunk size")->capture_default_str();
+  sub->add_option("--chunk-size", a->chunk, "store chunk size")
+      ->capture_default_str()
+      ->check(size_value());
   sub->add_option("--clean-ahead", a->clean_ahead,
                   "write SSD copies of the DRAM entries the policy would evict first, for this "
                   "many bytes, in the background, so their eviction writes little (0: off; "
                   "auto: a sixteenth of --dram when there is an SSD tier)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(size_value("auto"));
   sub->add_flag("--no-save-admission", a->no_save_admission,
                 "a save that must make room in DRAM always evicts others, even when the policy "
                 "would evict the saving conversation first (default: that save goes to the SSD "
@@ -396,7 +418,7 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->check(at_least(0));
   sub->add_option("--truncate-ratio", e.truncate_ratio, "history share dropped on overflow")
       ->capture_default_str()
-      ->check(above(0));
+      ->check(in_left_open_range(0, 1));
   sub->add_option("--truncate-align", a->truncate_align,
                   "round the tokens dropped on overflow up to a multiple of this, when some "
                   "history is left, in every mode (1: exact; auto: the store's tokens per chunk, "

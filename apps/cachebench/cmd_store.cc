@@ -35,6 +35,7 @@ int run_stat(const StoreArgs& a) {
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
   const bool lost = store::journal_lost(r, info.version);
+  const bool cut = store::journal_cut(r, info.version);
   uint64_t chunks = 0, data = 0, tokens = 0;
   struct PerModel {
     uint64_t entries = 0, tokens = 0;
@@ -69,6 +70,7 @@ int run_stat(const StoreArgs& a) {
     j["journal_discarded_records"] = r.discarded_records;
     j["journal_corrupt_bytes"] = r.corrupt_bytes;
     j["journal_lost"] = lost;
+    j["journal_cut"] = cut;
     nlohmann::json jm = nlohmann::json::array();
     for (const auto& [name, pm] : models) {
       jm.push_back({{"model", name},
@@ -97,7 +99,10 @@ int run_stat(const StoreArgs& a) {
                                           : "") +
                      (lost ? "; LOST: it does not begin with its start record (missing, emptied "
                              "or cut short), so the entries it indexed, if any, are gone"
-                           : ""));
+                           : "") +
+                     (cut ? "; CUT SHORT: it ends before the end record of the records its last "
+                            "rewrite wrote, so committed entries were lost"
+                          : ""));
   for (const auto& [name, pm] : models) {
     row("  model", (name.empty() ? "(unnamed)" : name) + ": " + std::to_string(pm.entries) +
                        " entries, " + human_count(pm.tokens) + " tokens, " + pm.encodings);
@@ -126,7 +131,12 @@ int run_verify(const StoreArgs& a) {
   // A store of marker version 2 whose journal lacks its start record (missing, emptied or
   // cut short): what it indexed is lost.
   const bool journal_lost = s.get(store::Counter::JournalLost) > 0;
-  const bool ok = bad == 0 && corrupt == 0 && !journal_missing && !journal_lost && dropped == 0;
+  // One whose start record is there but which ends before the end record of the records the
+  // rewrite that began it wrote (marker version 3): cut short, committed entries lost. (A torn
+  // record after that end record is an append a crash interrupted: discarded, nothing lost.)
+  const bool journal_cut = s.get(store::Counter::JournalCut) > 0;
+  const bool ok =
+      bad == 0 && corrupt == 0 && !journal_missing && !journal_lost && !journal_cut && dropped == 0;
   if (a.json) {
     nlohmann::json j;
     j["store_dir"] = a.dir;
@@ -137,6 +147,7 @@ int run_verify(const StoreArgs& a) {
     j["journal_corrupt_bytes"] = corrupt;
     j["journal_missing"] = journal_missing;
     j["journal_lost"] = journal_lost || journal_missing;
+    j["journal_cut"] = journal_cut;
     j["ok"] = ok;
     j["stats"] = nlohmann::json::parse(s.to_json());
     std::printf("%s\n", j.dump(2).c_str());
@@ -172,6 +183,12 @@ int run_verify(const StoreArgs& a) {
       row("journal",
           "does not begin with its start record (emptied or cut short): the entries it "
           "indexed, if any, are lost (it was rewritten); `store clear` starts over");
+    } else if (journal_cut) {
+      row("journal",
+          "cut short: it ends inside the records its last rewrite wrote (no crash tears those), "
+          "so committed entries were lost; the " +
+              std::to_string(s.get(store::Counter::RecoveredEntries)) +
+              " before the cut were kept (it was rewritten)");
     }
     row("result", ok ? "ok" : "CORRUPTION FOUND");
   }

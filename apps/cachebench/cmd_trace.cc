@@ -146,29 +146,38 @@ void register_trace(CLI::App& app) {
   synth
       ->add_option("--single-turn-fraction", s->o.single_turn_fraction,
                    "fraction of conversations with one turn")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(detail::number("in [0, 1)", "in [0, 1)", [](double v) { return v >= 0 && v < 1; }));
   synth->add_option("--mean-turns", s->o.mean_turns, "mean turns per conversation")
       ->capture_default_str();
   synth->add_option("--max-turns", s->o.max_turns, "cap on turns per conversation")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(2, 100000));
   synth
       ->add_option("--input-median", s->o.input_median,
                    "median tokens of a user message (log-normal)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(above(0));
   synth->add_option("--input-sigma", s->o.input_sigma, "log-normal sigma of user messages")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, 10));
   synth->add_option("--input-max", s->o.input_max, "cap on tokens of a user message")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, static_cast<double>(datasets::kMaxTraceTokens)));
   synth->add_option("--output-median", s->o.output_median, "median tokens of an answer")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(above(0));
   synth->add_option("--output-sigma", s->o.output_sigma, "log-normal sigma of answers")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, 10));
   synth->add_option("--output-max", s->o.output_max, "cap on tokens of an answer")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(1, static_cast<double>(datasets::kMaxTraceTokens)));
   synth
       ->add_option("--session-sigma", s->o.session_sigma,
                    "log-normal sigma of a per-conversation length scale")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range(0, 10));
   synth
       ->add_option("--long-threshold", s->long_threshold,
                    "a conversation is long above this many tokens in total (statistics only)")

@@ -1,5 +1,6 @@
 // cachebench: KV-cache reuse (CachedAttention) measured against the baselines it replaces.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 
@@ -8,6 +9,9 @@
 #include "lib/core/error.h"
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported with the file's name
+  // and its temporary removed, instead of killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"cachebench: KV-cache reuse for LLM serving (CachedAttention), measured",
                "cachebench"};
   app.require_subcommand(0, 1);

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "lib/core/error.h"
+#include "lib/store/size_parse.h"
 
 namespace cb::app {
 
@@ -58,6 +59,27 @@ inline CLI::Validator in_open_range(double lo, double hi) {
   return detail::number(desc, desc, [lo, hi](double v) { return v > lo && v < hi; });
 }
 
+/// A number in the half-open interval (lo, hi].
+inline CLI::Validator in_left_open_range(double lo, double hi) {
+  const std::string desc = "in (" + detail::bound(lo) + ", " + detail::bound(hi) + "]";
+  return detail::number(desc, desc, [lo, hi](double v) { return v > lo && v <= hi; });
+}
+
+/// A size store::parse_size reads (512MiB, 10TiB, 0), or `keyword` (e.g. "auto") when given.
+inline CLI::Validator size_value(const std::string& keyword = "") {
+  return CLI::Validator(
+      [keyword](std::string& s) -> std::string {
+        if (!keyword.empty() && s == keyword) return "";
+        try {
+          (void)store::parse_size(s, "");
+          return "";
+        } catch (const std::exception& e) {
+          return e.what();
+        }
+      },
+      keyword.empty() ? "SIZE" : "SIZE|" + keyword);
+}
+
 /// A finite number >= lo.
 inline CLI::Validator at_least(double lo) {
   const std::string desc = ">= " + detail::bound(lo);
@@ -71,6 +93,10 @@ inline CLI::Validator above(double lo) {
   return detail::number(desc, "a finite number " + desc,
                         [lo](double v) { return std::isfinite(v) && v > lo; });
 }
+
+/// The name of existing_dir()'s validator: a directory the command reads files from, in which
+/// check_output_paths refuses an output that would overwrite one of them.
+inline constexpr const char* kInputDir = "input-dir";
 
 /// The name of output_file()'s validator, by which check_output_paths finds the outputs.
 inline constexpr const char* kOutputFile = "output-file";
@@ -130,16 +156,17 @@ inline CLI::Validator writable_dir() {
 /// should hold, for the message when a file was given instead).
 inline CLI::Validator existing_dir(const std::string& what) {
   return CLI::Validator(
-      [what](std::string& s) -> std::string {
-        struct stat st {};
-        if (s.empty()) return "an empty path; pass the directory holding " + what;
-        if (::stat(s.c_str(), &st) != 0) return "'" + s + "' does not exist";
-        if (!S_ISDIR(st.st_mode)) {
-          return "'" + s + "' is a file; pass the directory holding " + what;
-        }
-        return "";
-      },
-      "DIR");
+             [what](std::string& s) -> std::string {
+               struct stat st {};
+               if (s.empty()) return "an empty path; pass the directory holding " + what;
+               if (::stat(s.c_str(), &st) != 0) return "'" + s + "' does not exist";
+               if (!S_ISDIR(st.st_mode)) {
+                 return "'" + s + "' is a file; pass the directory holding " + what;
+               }
+               return "";
+             },
+             "DIR")
+      .name(kInputDir);
 }
 
 /// The context-overflow study's --truncate-ratio and --sink (perplexity and mmlu).

@@ -185,7 +185,11 @@ void Engine::idle_until(double t) {
     }
   }
   const double m = now();
-  if (t > m) skipped_ += t - m;
+  if (t > m) {
+    skipped_ += t - m;
+    // The store's clock (TTLs, access times) skips the gap too, as SimStore's does.
+    if (store_ != nullptr) store_->skip_time(t - m);
+  }
 }
 
 int64_t Engine::context_tokens(uint64_t session) const {

@@ -10,7 +10,8 @@
 /// Time is the wall clock, except that idle gaps between arrivals are skipped rather than
 /// slept: the engine first waits, for at most the gap, until the background work (saves,
 /// write-backs, prefetches) is done, as it would be on a server idle that long, then jumps
-/// the clock to the arrival (SimEngine gives its links the gap alike).
+/// the clock to the arrival (SimEngine gives its links the gap alike), the store's clock with
+/// it (AttentionStore::skip_time), so TTLs and access ages span the gap as in sim mode.
 
 #include <atomic>
 #include <cstdint>

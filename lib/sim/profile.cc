@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -14,35 +14,56 @@
 namespace cb::sim {
 namespace {
 
+// A field's allowed values: [lo, hi], or also exactly 0 where 0 means something (profile.h).
+// The bounds keep every time the cost model and the links compute finite and the virtual clock
+// moving: a rate near 0 or an overhead of 1e306 s turns a step into an infinite or NaN time.
 struct Field {
   const char* name;
   double HardwareProfile::*member;
-  bool positive;  // must be > 0 (else >= 0)
+  double lo, hi;
+  const char* zero;  // what 0 means where it is allowed besides [lo, hi] (nullptr: not allowed)
+  const char* unit;
 };
 
+constexpr double kMinRate = 1e-6;        // docs/sim.md: rates at least 1e-6
+constexpr double kMaxCapacity = 0x1p62;  // capacities become uint64_t byte counts
+constexpr double kMaxFlops = 1e5;        // TFLOP/s per accelerator: ~100x an H100's 989
+constexpr double kMaxMemory = 1e6;       // GB/s (1 PB/s): ~200x an H200's 4,800 GB/s of HBM
+constexpr double kMaxLink = 1e5;         // GB/s: ~100x NVLink 4 (450 GB/s each way)
+constexpr double kMaxSsd = 1e4;          // GB/s: ~700x one PCIe Gen5 NVMe SSD (14 GB/s)
+constexpr double kMaxStepOverhead = 10;  // s per forward call (measured: microseconds to ms)
+constexpr double kMaxSmallOverhead = 1;  // s per layer or sequence of a call, per transfer
+
 const std::vector<Field>& fields() {
+  using P = HardwareProfile;
   static const std::vector<Field> f = {
-      {"gemm_tflops", &HardwareProfile::gemm_tflops, true},
-      {"attn_tflops", &HardwareProfile::attn_tflops, true},
-      {"decode_attn_tflops", &HardwareProfile::decode_attn_tflops, true},
-      {"hbm_gbps", &HardwareProfile::hbm_gbps, false},
-      {"hbm_bytes", &HardwareProfile::hbm_bytes, false},
-      {"step_overhead_s", &HardwareProfile::step_overhead_s, false},
-      {"layer_overhead_s", &HardwareProfile::layer_overhead_s, false},
-      {"seq_overhead_s", &HardwareProfile::seq_overhead_s, false},
-      {"nvlink_gbps", &HardwareProfile::nvlink_gbps, false},
-      {"d2d_gbps", &HardwareProfile::d2d_gbps, true},
-      {"h2d_gbps", &HardwareProfile::h2d_gbps, true},
-      {"d2h_gbps", &HardwareProfile::d2h_gbps, true},
-      {"pcie_latency_s", &HardwareProfile::pcie_latency_s, false},
-      {"ssd_read_gbps", &HardwareProfile::ssd_read_gbps, true},
-      {"ssd_write_gbps", &HardwareProfile::ssd_write_gbps, true},
-      {"ssd_latency_s", &HardwareProfile::ssd_latency_s, false},
-      {"dram_bytes", &HardwareProfile::dram_bytes, false},
-      {"ssd_bytes", &HardwareProfile::ssd_bytes, false},
-      {"gpu_usd_per_hour", &HardwareProfile::gpu_usd_per_hour, false},
+      {"gemm_tflops", &P::gemm_tflops, kMinRate, kMaxFlops, nullptr, "TFLOP/s"},
+      {"attn_tflops", &P::attn_tflops, kMinRate, kMaxFlops, nullptr, "TFLOP/s"},
+      {"decode_attn_tflops", &P::decode_attn_tflops, kMinRate, kMaxFlops, nullptr, "TFLOP/s"},
+      {"hbm_gbps", &P::hbm_gbps, kMinRate, kMaxMemory, "no memory term", "GB/s"},
+      {"hbm_bytes", &P::hbm_bytes, 1, kMaxCapacity, "the KV pool is sized by the engine", "bytes"},
+      {"step_overhead_s", &P::step_overhead_s, 0, kMaxStepOverhead, nullptr, "seconds"},
+      {"layer_overhead_s", &P::layer_overhead_s, 0, kMaxSmallOverhead, nullptr, "seconds"},
+      {"seq_overhead_s", &P::seq_overhead_s, 0, kMaxSmallOverhead, nullptr, "seconds"},
+      {"nvlink_gbps", &P::nvlink_gbps, kMinRate, kMaxLink, "no all-reduce cost", "GB/s"},
+      {"d2d_gbps", &P::d2d_gbps, kMinRate, kMaxMemory, nullptr, "GB/s"},
+      {"h2d_gbps", &P::h2d_gbps, kMinRate, kMaxLink, nullptr, "GB/s"},
+      {"d2h_gbps", &P::d2h_gbps, kMinRate, kMaxLink, nullptr, "GB/s"},
+      {"pcie_latency_s", &P::pcie_latency_s, 0, kMaxSmallOverhead, nullptr, "seconds"},
+      {"ssd_read_gbps", &P::ssd_read_gbps, kMinRate, kMaxSsd, nullptr, "GB/s"},
+      {"ssd_write_gbps", &P::ssd_write_gbps, kMinRate, kMaxSsd, nullptr, "GB/s"},
+      {"ssd_latency_s", &P::ssd_latency_s, 0, kMaxSmallOverhead, nullptr, "seconds"},
+      {"dram_bytes", &P::dram_bytes, 0, kMaxCapacity, nullptr, "bytes"},
+      {"ssd_bytes", &P::ssd_bytes, 0, kMaxCapacity, nullptr, "bytes"},
+      {"gpu_usd_per_hour", &P::gpu_usd_per_hour, 0, 1e6, nullptr, "USD"},  // as --price-gpu
   };
   return f;
+}
+
+std::string num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
 }
 
 constexpr double kGB = 1e9;
@@ -167,22 +188,28 @@ nlohmann::json HardwareProfile::to_json() const {
 void HardwareProfile::validate(const std::string& origin) const {
   for (const Field& f : fields()) {
     const double v = this->*(f.member);
-    // A rate or cost near zero turns into infinite times (and NaN counts) downstream.
-    if (!std::isfinite(v) || (f.positive ? !(v >= 1e-6) : v < 0)) {
-      throw make_error(origin, std::string("field '") + f.name + "' is " + std::to_string(v),
-                       f.positive ? "it must be a number >= 1e-6" : "it must be a number >= 0");
-    }
-    // Capacities become byte counts (uint64_t): a value past 2^62 would not convert.
-    const std::string field = f.name;
-    if (field.size() > 6 && field.compare(field.size() - 6, 6, "_bytes") == 0 && v > 0x1p62) {
-      throw make_error(origin, "field '" + field + "' is " + std::to_string(v),
-                       "a capacity must be at most 2^62 bytes (4.6e18)");
-    }
+    if ((v >= f.lo && v <= f.hi) || (f.zero != nullptr && v == 0)) continue;  // NaN fails both
+    std::string range = "from " + num(f.lo) + " to " + num(f.hi) + " " + f.unit;
+    if (f.zero != nullptr) range = "0 (" + std::string(f.zero) + ") or " + range;
+    if (f.hi == kMaxCapacity) range += " (2^62)";
+    throw make_error(origin, std::string("field '") + f.name + "' is " + num(v),
+                     "it must be " + range);
   }
   if (gpus < 1) throw make_error(origin, "field 'gpus' must be >= 1");
   if (kv_bytes_per_element != 1 && kv_bytes_per_element != 2 && kv_bytes_per_element != 4) {
     throw make_error(origin, "field 'kv_bytes_per_element' must be 1, 2 or 4");
   }
+}
+
+bool HardwareProfile::unmeasured(const std::string& field) const {
+  const auto it = sources.find(field);
+  return it != sources.end() && it->second.rfind(kNotMeasured, 0) == 0;
+}
+
+std::string HardwareProfile::label() const {
+  if (loaded_from.empty() || loaded_from == name) return name;
+  if (name.empty()) return loaded_from;
+  return loaded_from + " (profile '" + name + "')";
 }
 
 HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::string& origin) {
@@ -230,6 +257,7 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::s
     }
   }
   if (p.name.empty()) p.name = origin;
+  p.loaded_from = origin;
   p.validate(origin);
   return p;
 }
@@ -239,9 +267,14 @@ std::vector<std::string> builtin_profile_names() {
 }
 
 HardwareProfile builtin_profile(const std::string& name, const std::string& option) {
-  if (name == "a100-80gb" || name == "a100") return a100();
-  if (name == "h100-80gb" || name == "h100") return h100();
-  if (name == "h200") return h200();
+  HardwareProfile p;
+  if (name == "a100-80gb" || name == "a100") p = a100();
+  if (name == "h100-80gb" || name == "h100") p = h100();
+  if (name == "h200") p = h200();
+  if (!p.name.empty()) {
+    p.loaded_from = p.name;
+    return p;
+  }
   std::string names;
   for (const auto& n : builtin_profile_names()) names += (names.empty() ? "" : ", ") + n;
   throw make_error(option, "unknown hardware profile '" + name + "'",

@@ -12,9 +12,15 @@
 
 namespace cb::sim {
 
+/// The text that starts a field's source when `cachebench calibrate` did not measure it and
+/// wrote a placeholder (the SSD rates without --ssd-dir).
+inline constexpr const char* kNotMeasured = "not measured";
+
 struct HardwareProfile {
   std::string name;
   std::string description;
+  /// Where the profile came from (the file, or the built-in's name), for messages; not JSON.
+  std::string loaded_from;
   // Compute, per accelerator. A step's time is the cost model's (cost_model.h).
   double gemm_tflops = 0;         ///< achieved dense GEMM rate (TFLOP/s)
   double attn_tflops = 0;         ///< achieved attention rate (TFLOP/s of QK^T and PV), prefill
@@ -44,10 +50,17 @@ struct HardwareProfile {
 
   nlohmann::json to_json() const;
   /// Throws cb::Error naming `origin` and the field on a missing, mistyped or out-of-range
-  /// field (rates must be > 0, overheads and latencies >= 0, gpus >= 1).
+  /// field (each field has its own physically sensible range, given in the message: rates
+  /// from 1e-6 up to an absurd value, overheads and latencies from 0 to seconds, capacities up
+  /// to 2^62 bytes, gpus from 1).
   static HardwareProfile from_json(const nlohmann::json& j, const std::string& origin);
   /// Checks the ranges from_json checks; throws cb::Error naming `origin`.
   void validate(const std::string& origin) const;
+  /// Whether `field`'s source says calibrate did not measure it (a placeholder value).
+  bool unmeasured(const std::string& field) const;
+  /// How messages name the profile: its file (or built-in name), and its "name" when that
+  /// differs ("/tmp/p.json (profile 'a100-80gb')").
+  std::string label() const;
 };
 
 /// Names of the built-in profiles ("a100-80gb", "h100-80gb", "h200").

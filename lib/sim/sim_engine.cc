@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "lib/core/error.h"
 
@@ -51,6 +53,17 @@ void SimEngine::block_on_store(double* stall) {
     *stall += back - now_;
     now_ = back;
   }
+}
+
+void SimEngine::check_clock() const {
+  if (now_ < kMaxVirtualClockS) return;  // false for NaN too
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g s", now_);
+  throw make_error("SimEngine",
+                   std::string("the virtual clock reached ") + b + ", past the 4e9 s (127 years) " +
+                       "up to which it resolves a microsecond",
+                   "a step, load or save lasts implausibly long: check the hardware profile's "
+                   "overheads, rates and latencies (and the trace's arrivals)");
 }
 
 void SimEngine::wait_save(uint64_t session, double* stall) {
@@ -327,7 +340,9 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
   cuts_due_.clear();
   std::vector<sched::SessionId> last_lookahead;
   uint64_t lookahead_version = ~0ull;
+  int idle_in_place = 0;  // idle rounds in a row that did not move the clock
   while (!sched.finished()) {
+    check_clock();
     sched.advance(now_);
     if (store_) poll_saves();
     cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
@@ -373,6 +388,7 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
                          "raise --kv-blocks or lower --ctx");
       }
       const double next = sched.next_arrival();
+      const double before = now_;
       if (std::isfinite(next) && next > now_) {
         now_ = next;
       } else if (!saving_.empty()) {
@@ -380,11 +396,27 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       } else if (!std::isfinite(next)) {
         throw make_error("SimEngine", "nothing to run and nothing arriving (internal error)");
       }
+      // Every idle round should move the clock to an arrival or a commit (poll_saves then
+      // commits it); one that cannot (a time that is NaN, or that adding to the clock does not
+      // change) would spin here forever, with no step to report progress after.
+      idle_in_place = now_ > before ? 0 : idle_in_place + 1;
+      if (idle_in_place > 16) {
+        char b[160];
+        std::snprintf(b, sizeof b,
+                      "the virtual clock stopped advancing at %.6g s with %zu requests waiting "
+                      "and %zu saves in flight",
+                      now_, sched.waiting().size(), saving_.size());
+        throw make_error("SimEngine", b,
+                         "check the hardware profile's overheads, rates and latencies");
+      }
+      if (progress) progress(sched.done(), sched.total());  // an interrupt stops an idle run too
       continue;
     }
+    idle_in_place = 0;
     run_step(items, &res);
     if (progress) progress(sched.done(), sched.total());
   }
+  check_clock();
   for (const Saving& s : saving_) store_->commit(s.session);
   saving_.clear();
   sched_ = nullptr;

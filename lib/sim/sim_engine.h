@@ -17,6 +17,12 @@
 
 namespace cb::sim {
 
+/// The latest virtual time (s) a run may reach. A double in seconds resolves 0.48 us at 4e9 s
+/// (127 years), so SimStore's access stamps, 1 us apart, stay distinct up to it; past ~9e9 s
+/// they and the policies' microsecond ticks collapse. Arrivals span at most
+/// sched::kMaxVirtualSpanS (1e9 s): this leaves room for think times and a saturated queue.
+inline constexpr double kMaxVirtualClockS = 4e9;
+
 class SimEngine {
  public:
   /// `store` may be null in RE mode; `max_context` is the model's window (cfg.ctx 0).
@@ -25,7 +31,11 @@ class SimEngine {
   SimEngine(const SimEngine&) = delete;
   SimEngine& operator=(const SimEngine&) = delete;
 
-  /// Serves every turn; only the message lengths of `sessions` matter.
+  /// Serves every turn; only the message lengths of `sessions` matter. `progress` is called
+  /// after every step and whenever the clock skips ahead to the next arrival or commit (the
+  /// replay command's interrupt check lives there). Throws cb::Error when the virtual clock
+  /// reaches kMaxVirtualClockS (or is not a number: a profile's costs out of range), or stops
+  /// advancing with nothing to run.
   engine::RunResult run(const std::vector<engine::SessionInput>& sessions,
                         const engine::ProgressFn& progress = {});
   /// KV blocks in the pool.
@@ -60,6 +70,8 @@ class SimEngine {
   /// and settling in lib/store run on the caller's thread), adding the wait to `stall`.
   void block_on_store(double* stall);
   void poll_saves();
+  /// Throws cb::Error unless the clock is below kMaxVirtualClockS (NaN included).
+  void check_clock() const;
   void start_layers(Job& j, int n);
   void start_batch_loads(const std::vector<Job*>& jobs);
   int read_buffer_for(const Job& j) const;

@@ -170,7 +170,7 @@ void AttentionStore::open_ssd() {
     throw;
   }
   recover(info.version);
-  if (info.version < kStoreVersion) {  // its journal now begins with a start record
+  if (info.version < kStoreVersion) {  // its journal is now rewritten: start and end records
     info.version = kStoreVersion;
     write_store_marker(dir, info);
   }
@@ -182,6 +182,7 @@ void AttentionStore::recover(int marker_version) {
   stats_.add(Counter::DiscardedRecords, r.discarded_records);
   stats_.add(Counter::CorruptJournalBytes, r.corrupt_bytes);
   if (journal_lost(r, marker_version)) stats_.add(Counter::JournalLost);
+  if (journal_cut(r, marker_version)) stats_.add(Counter::JournalCut);
   if (r.corrupt_bytes > 0) {
     // Records were lost (not a torn tail): keep the journal as it was before compacting it,
     // for whoever investigates (`store verify` reports it).
@@ -246,7 +247,14 @@ void AttentionStore::recover(int marker_version) {
 }
 
 double AttentionStore::now() const {
-  return cfg_.clock();
+  return cfg_.clock() + skipped_s_.load(std::memory_order_relaxed);
+}
+
+void AttentionStore::skip_time(double seconds) {
+  if (!(seconds > 0)) return;
+  double cur = skipped_s_.load(std::memory_order_relaxed);
+  while (!skipped_s_.compare_exchange_weak(cur, cur + seconds, std::memory_order_relaxed)) {
+  }
 }
 
 LookupStatus AttentionStore::classify(const StoreEntry& e, const LookupKey& key,

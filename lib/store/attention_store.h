@@ -6,6 +6,7 @@
 /// and the SSD index is journaled, so nothing wrong is ever served and a restart recovers
 /// every completed SSD entry. Misses and full tiers are return values, not exceptions.
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -258,6 +259,10 @@ class AttentionStore {
   void wait_idle();
   /// As wait_idle, but gives up at `deadline`; true when the background work is done.
   bool wait_idle_until(std::chrono::steady_clock::time_point deadline);
+  /// Counts `seconds` the caller skipped instead of waiting them (an engine jumping its clock
+  /// over an idle gap) as elapsed on the store's clock from now on: access times, TTLs and
+  /// LRU/FIFO ages then span the gap as they do on the caller's clock (and in sim mode).
+  void skip_time(double seconds);
   /// Seconds a prefill of `tokens` tokens from nothing takes (StoreConfig::
   /// drop_slow_demotions); called on a saving thread with the store's lock held, so it must
   /// be cheap and must not call the store. Empty: no estimate (nothing is dropped).
@@ -310,7 +315,8 @@ class AttentionStore {
   Tier* tier(TierKind t) const { return tiers_[static_cast<int>(t)].get(); }
   void open_ssd();
   /// Replays the journal into the index and compacts it; `marker_version` says whether the
-  /// journal must begin with a start record (2) or may not (1).
+  /// journal must begin with a start record (2), and its rewrite end with an end record (3),
+  /// or may not (1).
   void recover(int marker_version);
   LookupStatus classify(const StoreEntry& e, const LookupKey& key, int64_t* matched) const;
 
@@ -423,8 +429,9 @@ class AttentionStore {
   std::unordered_map<SessionId, std::shared_ptr<SaveState>> in_flight_;
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
-  uint64_t pin_errors_ = 0;  ///< unpins of an entry with no pins (accounting_errors())
-  int cleaning_ = 0;         ///< write-backs running (they hold SSD slots not yet anyone's copy)
+  std::atomic<double> skipped_s_{0};  ///< skip_time's total, added to cfg_.clock
+  uint64_t pin_errors_ = 0;           ///< unpins of an entry with no pins (accounting_errors())
+  int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
   bool write_back_due_ = false;  ///< see write_back()
   bool journal_stale_ = false;   ///< an erase record is missing (journal_erase_locked)
   StoreStats stats_;

@@ -17,8 +17,10 @@ namespace cb::store {
 namespace {
 
 constexpr uint32_t kMagic = 0x314A4243;  // "CBJ1"
-constexpr uint8_t kCommit = 1, kErase = 2, kStart = 3;
+constexpr uint8_t kCommit = 1, kErase = 2, kStart = 3, kEnd = 4;
 constexpr std::string_view kStartPayload = "cachebench store journal";
+// The end record a rewrite closes its records with: 8 bytes, the number of commits it wrote.
+constexpr size_t kEndPayload = 8;
 constexpr size_t kHeader = 4 + 4 + 4 + 8;  // magic, type, len, checksum
 constexpr uint32_t kMaxPayload = 1u << 30;
 
@@ -107,6 +109,10 @@ ReplayResult Journal::replay(const std::string& path) {
   // after that further ones are not checked and the rest counts as damage. Records read in
   // sequence cost nothing from it (the file's size at most, once).
   uint64_t hash_budget = 2 * static_cast<uint64_t>(data.size()) + (1u << 20);
+  // Commit records read since the start record, while the end record of the rewrite that
+  // wrote them is still to come (from marker version 3 on, every rewrite ends with one).
+  bool in_rewrite = false;
+  uint64_t rewrite_commits = 0;
   while (pos < data.size()) {
     uint32_t type = 0, len = 0;
     uint64_t in_sequence = ~uint64_t{0};
@@ -124,12 +130,26 @@ ReplayResult Journal::replay(const std::string& path) {
     }
     const std::string payload = data.substr(pos + kHeader, len);
     if (type == kStart && payload == kStartPayload) {
-      res.started = res.started || pos == 0;
+      if (pos == 0) {
+        res.started = true;
+        in_rewrite = true;
+      }
+      pos += kHeader + len;
+      continue;
+    }
+    if (type == kEnd && payload.size() == kEndPayload) {
+      // Whole only when every commit the rewrite wrote was read (a record spliced out, or
+      // skipped as corrupt, leaves it short).
+      uint64_t written = 0;
+      std::memcpy(&written, payload.data(), 8);
+      if (in_rewrite) res.sealed = written == rewrite_commits;
+      in_rewrite = false;
       pos += kHeader + len;
       continue;
     }
     pos += kHeader + len;
     ++res.records;
+    if (type == kCommit && in_rewrite) ++rewrite_commits;
     if (type == kCommit) {
       EntryMeta m;
       if (!decode_entry(payload, &m)) {
@@ -167,6 +187,10 @@ void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMe
   if (fd < 0) throw make_error(tmp, std::string("cannot create journal: ") + std::strerror(errno));
   bool ok = write_all(fd, frame(kStart, std::string(kStartPayload)));
   for (const auto& [id, m] : entries) ok = ok && write_all(fd, frame(kCommit, encode_entry(m)));
+  const uint64_t n = entries.size();
+  std::string end(kEndPayload, '\0');
+  std::memcpy(&end[0], &n, 8);
+  ok = ok && write_all(fd, frame(kEnd, end));
   ok = ok && ::fsync(fd) == 0;
   const int err = errno;
   ::close(fd);

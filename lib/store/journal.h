@@ -5,7 +5,14 @@
 /// one record, or zeros) ends the replay and is cut off. Corrupt bytes elsewhere, a damaged
 /// tail included, are skipped and counted. Every journal `rewrite` writes (a new store's, and
 /// every compaction's) begins with a start record, so a journal that was deleted, emptied or
-/// cut short is told apart from a store that holds nothing (`started`).
+/// cut short is told apart from a store that holds nothing (`started`), and ends its records
+/// with an end record counting its commits (`sealed`). A rewrite is atomic (a temporary file,
+/// fsync'ed, renamed), so no crash tears it: a journal that ends, torn or not, before the end
+/// record of the rewrite it begins with was cut short, and committed entries were lost
+/// (`journal_cut`). Only the records appended after the end record may be torn by a crash;
+/// there a torn last record is what an interrupted append leaves (nothing committed is lost:
+/// a commit counts once its append returned), and a journal cut among the appended records
+/// cannot be told from one (the records after the cut leave no trace).
 
 #include <cstdint>
 #include <map>
@@ -21,8 +28,11 @@ struct ReplayResult {
   std::map<SessionId, EntryMeta> entries;  ///< live entries after all records
   uint64_t records = 0;                    ///< valid commit and erase records read
   bool started = false;                    ///< the file begins with an intact start record
-  uint64_t discarded_records = 0;          ///< undecodable records, corrupt ranges, the torn tail
-  uint64_t valid_bytes = 0;                ///< up to the end of the last valid record
+  /// The start record's rewrite is whole: its end record follows it, with every commit it
+  /// counts read in between.
+  bool sealed = false;
+  uint64_t discarded_records = 0;  ///< undecodable records, corrupt ranges, the torn tail
+  uint64_t valid_bytes = 0;        ///< up to the end of the last valid record
   /// Bytes of corrupt records (skipped: the records in them are lost), and of a damaged tail
   /// that is not the start of one record a crash interrupted (a torn tail is not counted).
   uint64_t corrupt_bytes = 0;
@@ -37,13 +47,22 @@ inline bool journal_lost(const ReplayResult& r, int marker_version) {
   return marker_version >= 2 && !r.started && r.corrupt_bytes == 0;
 }
 
+/// Whether a store whose marker has `marker_version` has a journal `r` cut short inside the
+/// records its last rewrite wrote: from version 3 on a rewrite ends with its end record, so a
+/// journal that begins with its start record but lacks that end record (and has no damaged
+/// bytes in its place: that is corruption) lost committed entries, which a crash cannot do.
+/// A torn last record after the end record is an interrupted append, not a cut.
+inline bool journal_cut(const ReplayResult& r, int marker_version) {
+  return marker_version >= 3 && r.started && !r.sealed && r.corrupt_bytes == 0;
+}
+
 /// An open journal file (thread-safe appends).
 class Journal {
  public:
   /// Reads every valid record of `path` (a missing file is an empty journal).
   static ReplayResult replay(const std::string& path);
-  /// Rewrites `path` to hold a start record and one commit per entry (compaction),
-  /// atomically; throws cb::Error.
+  /// Rewrites `path` to hold a start record, one commit per entry and an end record
+  /// (compaction), atomically; throws cb::Error.
   static void rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries);
 
   /// Opens `path` for appending; throws cb::Error when it cannot.

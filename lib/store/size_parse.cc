@@ -23,7 +23,7 @@ uint64_t parse_size(const std::string& text, const std::string& what) {
     if (text[i] == '.') dot = true;
     ++i;
   }
-  if (i == num_start) throw bad("no number");
+  if (i == num_start) throw bad(i < text.size() && text[i] == '-' ? "negative" : "no number");
   const std::string num = text.substr(num_start, i - num_start);
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   std::string unit;

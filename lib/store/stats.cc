@@ -34,6 +34,7 @@ const char* counter_name(Counter c) {
                                             "discarded_records",
                                             "corrupt_journal_bytes",
                                             "journal_lost",
+                                            "journal_cut",
                                             "journal_compactions"};
   return names[static_cast<int>(c)];
 }

@@ -41,6 +41,7 @@ enum class Counter : int {
   DiscardedRecords,
   CorruptJournalBytes,  ///< corrupt journal bytes, a damaged tail included (records lost)
   JournalLost,  ///< 1 when the journal was missing, emptied or cut short (its entries are lost)
+  JournalCut,   ///< 1 when it was cut short inside the records its last rewrite wrote (journal_cut)
   JournalCompactions,
   kCount
 };

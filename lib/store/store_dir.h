@@ -10,9 +10,12 @@
 namespace cb::store {
 
 /// The marker's version. 2: the journal begins with a start record (Journal::rewrite), so
-/// one that does not was lost. A store of version 1 is read, and marked 2 once its journal
-/// has been rewritten.
-inline constexpr int kStoreVersion = 2;
+/// one that does not was lost. 3: the records a rewrite writes end with an end record, so a
+/// journal cut short inside them is told apart from a torn last append (journal_cut). A store
+/// of an older version is read, and marked with this one once its journal has been rewritten
+/// (a build that reads only up to version 2 refuses it then, rather than count each end
+/// record as a discarded one).
+inline constexpr int kStoreVersion = 3;
 
 /// Geometry recorded in the marker file.
 struct StoreDirInfo {

@@ -119,7 +119,7 @@ if [ "$WHAT" = sim ]; then
   fails realonly "use --mode sim" eviction --mode real --model "$MODEL"
   fails realonly_first "use --mode sim" eviction --mode real --model /no/such.gguf
   fails nomodel "pass --model" preload --mode real
-  fails badmode "expected sim or real" preload --mode gpu
+  fails badmode "gpu not in {sim,real}" preload --mode gpu
   fails simentries "kv_bytes_per_element" preload --kv-entries native
   touch "$TMP/file"
   fails badout "$TMP/file" preload --batch 2 --out "$TMP/file" --quiet

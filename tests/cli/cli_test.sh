@@ -195,6 +195,13 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     if grep -qF -- "$kv" <<<"$js"; then ok; else bad "stories260K json lacks $kv"; fi
   done
   expect_out stories_tokens "1 403 407 261 378" "$CB" tokenize --model "$STORIES" "Once upon a time"
+  # A file-size limit is a write error naming the file (exit 1), no temporary left behind.
+  mkdir -p "$TMP/fsz"
+  (ulimit -f 8; "$CB" forward --model "$STORIES" --text "Once upon a time there was" \
+    --dump-logits "$TMP/fsz/logits.json") >/dev/null 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -qF "$TMP/fsz/logits.json" "$TMP/err" && [ -z "$(ls -A "$TMP/fsz")" ]; then ok
+  else bad "forward under ulimit -f: rc=$rc, left: $(ls "$TMP/fsz"), $(head -c 300 "$TMP/err")"; fi
   expect_out stories_decode "Once upon a time" "$CB" tokenize --model "$STORIES" --decode "1 403 407 261 378"
   expect_out llama_hello "15043 3186" "$CB" tokenize --tokenizer "$LLAMA_TOK" --no-bos "Hello world"
   expect_out llama_bos "1 15043 3186" "$CB" tokenize --tokenizer "$LLAMA_TOK" "Hello world"
@@ -271,6 +278,15 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
     expect_out mmlu_out "abstract_algebra" "$CB" mmlu -m "$STORIES" --data "$DATA/data/mmlu" \
       --subjects abstract_algebra --limit 4 --shots 1 --backend cpu --out "$TMP/mmlu.json"
     expect_git mmlu_out_git "$TMP/mmlu.json"
+    # An output that is one of the files --data DIR reads is refused, and the file kept.
+    mkdir -p "$TMP/mm/test" "$TMP/mm/dev"
+    cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mm/test/"
+    cp "$DATA/data/mmlu/dev/anatomy_dev.csv" "$TMP/mm/dev/"
+    expect_error mmlu_out_over_data "$TMP/mm/test/anatomy_test.csv" "directory given to --data" \
+      "$CB" mmlu -m "$STORIES" --data "$TMP/mm" --subjects anatomy --limit 1 --backend cpu \
+      --out "$TMP/mm/test/anatomy_test.csv"
+    if cmp -s "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mm/test/anatomy_test.csv"; then ok
+    else bad "mmlu --out over its data changed the file"; fi
   fi
   # The overflow study (TT, CA, NKVT in lockstep) on either backend: fp32 on the GPU gives the
   # CPU's perplexities (NKVT reads and rewrites the rotated KV on the device).
@@ -454,6 +470,22 @@ expect_usage_error chat_min_p_2 --min-p "must be in 0..1, got 2" \
   "$CB" chat -m preset:tiny-llama --min-p 2
 expect_usage_error generate_top_k_negative --top-k "must be a finite number >= 0, got -3" \
   "$CB" generate -m preset:tiny-llama -p hi --top-k -3
+# A value outside its option's range is a usage error (exit 2), caught as the line is read.
+while IFS='|' read -r opt needle cmd; do
+  # shellcheck disable=SC2086
+  "$CB" $cmd >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 2 ] && grep -qF -- "$opt: $needle" "$TMP/err"; then ok
+  else bad "$cmd: exit $rc (want 2), wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; fi
+done <<EOF_RANGES
+--dram|invalid size '-1': negative|replay $TMP/synth.json -m preset:tiny-llama --dram -1
+--ssd|invalid size '2x'|replay $TMP/synth.json -m preset:tiny-llama --ssd 2x
+--truncate-ratio|must be in (0, 1], got 5|replay $TMP/synth.json -m preset:tiny-llama --truncate-ratio 5
+--max-turns|must be in 2..100000, got 0|trace synth -n 3 --out $TMP/r.json --max-turns 0
+--single-turn-fraction|must be in [0, 1), got 2|trace synth -n 3 --out $TMP/r.json --single-turn-fraction 2
+--input-sigma|must be in 0..10, got -1|trace synth -n 3 --out $TMP/r.json --input-sigma -1
+--mode|bogus not in {sim,real}|ablate eviction --mode bogus
+EOF_RANGES
 expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \
   "$CB" perplexity -m preset:tiny-llama --dataset text --file "$TMP/synth.json" --truncate-ratio 1
 "$CB" trace synth --sessions 3 --seed 1 --out "$TMP/synth3.json" >/dev/null 2>&1 || bad "trace synth 3"
@@ -549,6 +581,28 @@ expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10
   "$CB" bench store --store-dir "$O" --policy-entries 100000000000
 expect_ok calibrate_cpu "$CB" calibrate -m preset:tiny-llama --out "$O/cal.json"
 expect_git calibrate_cpu_git "$O/cal.json"
+# A profile field outside its range is refused naming the file, the field and the range (a
+# step_overhead_s of 1e306 used to hang the replay, deaf to SIGTERM).
+"$CB" calibrate --print-profile a100-80gb >"$TMP/prof.json"
+prof_with() {  # field value out
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d[sys.argv[2]]=float(sys.argv[3]); \
+json.dump(d, open(sys.argv[4], 'w'))" "$TMP/prof.json" "$@"
+}
+prof_with step_overhead_s 1e306 "$TMP/prof_huge.json"
+expect_error profile_overhead_huge "$TMP/prof_huge.json: field 'step_overhead_s'" "from 0 to 10 seconds" \
+  timeout -k 5 30 "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --rate 0 \
+  --profile "$TMP/prof_huge.json"
+# A KV pool that the profile's HBM leaves short of one window names the profile, not --kv-blocks.
+prof_with hbm_bytes 3e10 "$TMP/prof_hbm.json"
+expect_error profile_hbm_short "--profile $TMP/prof_hbm.json" "fewer than the 129 one full window" \
+  "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --profile "$TMP/prof_hbm.json"
+# calibrate without --ssd-dir says the SSD was not measured; sim refuses an SSD tier on its
+# placeholder rates.
+expect_out calibrate_no_ssd "SSD not measured" \
+  "$CB" calibrate -m preset:tiny-llama --reps 1 --ssd-dir "" --out "$O/cal_nossd.json"
+expect_error sim_ssd_unmeasured "--profile $O/cal_nossd.json" "SSD rates were not measured" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --profile "$O/cal_nossd.json" \
+  --ssd 1GB
 expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
   "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
 expect_error calibrate_print_and_measure "--print-profile" "measures nothing" \

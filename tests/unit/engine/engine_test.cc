@@ -625,6 +625,31 @@ TEST(Engine, AnIdleGapIsTimeForTheBackgroundSaves) {
   EXPECT_GE(back.arrival_s, r.records[0].finish_s + 3.0 - 1e-9);  // the gap is still skipped
 }
 
+// The skipped gap is time on the store's clock too: an entry whose TTL is shorter than the
+// think time has expired when its session returns (as in sim mode), one whose TTL is longer
+// has not.
+TEST(Engine, AnIdleGapAgesTheStoresEntries) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  for (const double ttl : {0.5, 60.0}) {
+    store::StoreConfig sc;
+    sc.dram_bytes = 64 << 20;
+    sc.chunk_bytes = 64 << 10;
+    sc.io_threads = 2;
+    sc.default_ttl = ttl;
+    store::AttentionStore st(sc);
+    EngineConfig c = config(Mode::CA);
+    c.sched.think = sched::ThinkTime::parse("const:3");
+    RunResult r = serve(*m, &st, c, sessions(1, 2, 40, 8, 3));
+    ASSERT_EQ(r.records.size(), 2u);
+    std::sort(r.records.begin(), r.records.end(),
+              [](const auto& a, const auto& b) { return a.turn < b.turn; });
+    EXPECT_GE(r.records[1].arrival_s, r.records[0].finish_s + 3.0 - 1e-9);  // still skipped
+    EXPECT_EQ(r.records[1].tier, ttl < 3 ? "miss" : "dram") << "ttl " << ttl;
+    EXPECT_EQ(st.stats().get(store::Counter::Expirations), ttl < 3 ? 1u : 0u) << "ttl " << ttl;
+  }
+}
+
 // An engine serves many runs (chat runs one per turn): a run that ended in an exception (here
 // the token callback's) leaves nothing that a later run takes for its own requests.
 TEST(Engine, ARunAfterAFailedOneServesAsAFreshEngine) {

@@ -20,6 +20,7 @@
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
+#include "lib/store/journal.h"
 #include "lib/store/store_dir.h"
 #include "tests/unit/store/store_test_util.h"
 
@@ -170,6 +171,100 @@ TEST(Recovery, AnEmptiedOrMissingJournalIsReportedLost) {
   std::filesystem::remove_all(dir);
 }
 
+std::string read_journal(const std::string& dir) {
+  std::ifstream f(journal_path(dir), std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// Opening a store rewrites its journal atomically (temporary file, rename): a start record,
+// one commit per entry, an end record. No crash tears those, so a journal that ends inside
+// them, torn mid-record or cut on a record boundary, lost committed entries: reported as
+// `journal_cut` (store verify: corruption), the entries before the cut kept.
+TEST(Recovery, AJournalCutInsideItsRewrittenRecordsIsReported) {
+  const std::string dir = testing::fresh_dir("cut");
+  {
+    AttentionStore st(ssd_cfg(dir));
+    for (SessionId s = 1; s <= 6; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  }
+  { AttentionStore st(ssd_cfg(dir)); }  // rewritten: start, six commits, end; nothing appended
+  const std::string whole = read_journal(dir);
+  for (const size_t cut : {whole.size() / 2, whole.size() - 28 /* the end record */}) {
+    {
+      std::ofstream f(journal_path(dir), std::ios::binary | std::ios::trunc);
+      f << whole.substr(0, cut);
+    }
+    const ReplayResult r = Journal::replay(journal_path(dir));
+    EXPECT_TRUE(r.started);
+    EXPECT_FALSE(r.sealed);
+    EXPECT_TRUE(journal_cut(r, kStoreVersion)) << cut;
+    {
+      AttentionStore st(ssd_cfg(dir));
+      EXPECT_EQ(st.stats().get(Counter::JournalCut), 1u) << cut;
+      EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
+      EXPECT_EQ(st.stats().get(Counter::CorruptJournalBytes), 0u);  // no damaged bytes
+      const size_t kept = st.sessions().size();
+      EXPECT_EQ(kept, cut == whole.size() / 2 ? r.entries.size() : 6u) << cut;
+      if (cut == whole.size() / 2) {
+        EXPECT_LT(kept, 6u);
+      }
+      for (SessionId s : st.sessions())
+        EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64);
+    }
+    {
+      AttentionStore st(ssd_cfg(dir));  // rewritten whole by the last open
+      EXPECT_EQ(st.stats().get(Counter::JournalCut), 0u);
+    }
+    std::ofstream f(journal_path(dir), std::ios::binary | std::ios::trunc);
+    f << whole;
+  }
+  // A store of marker version 2 was written without end records: it cannot tell, reads the
+  // journal as it is, and is marked version 3 once its journal is rewritten.
+  {
+    std::ofstream f(journal_path(dir), std::ios::binary | std::ios::trunc);
+    f << whole.substr(0, whole.size() - 28);
+  }
+  StoreDirInfo info = read_store_marker(dir);
+  info.version = 2;
+  write_store_marker(dir, info);
+  {
+    AttentionStore st(ssd_cfg(dir));
+    EXPECT_EQ(st.stats().get(Counter::JournalCut), 0u);
+    EXPECT_EQ(st.sessions().size(), 6u);
+  }
+  EXPECT_EQ(read_store_marker(dir).version, kStoreVersion);
+  EXPECT_TRUE(Journal::replay(journal_path(dir)).sealed);
+  std::filesystem::remove_all(dir);
+}
+
+// The records appended after the rewrite's end record are what a crash can tear: a torn last
+// record there is an interrupted append, discarded without loss of anything committed, and
+// not a cut (a journal cut there cannot be told from one: nothing is left of what followed).
+TEST(Recovery, ATornLastAppendIsNotACut) {
+  const std::string dir = testing::fresh_dir("torn_append");
+  { AttentionStore st(ssd_cfg(dir)); }
+  {
+    AttentionStore st(ssd_cfg(dir));
+    for (SessionId s = 1; s <= 4; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  }
+  const std::string whole = read_journal(dir);
+  {
+    std::ofstream f(journal_path(dir), std::ios::binary | std::ios::trunc);
+    f << whole.substr(0, whole.size() - 100);  // inside the last commit
+  }
+  const ReplayResult r = Journal::replay(journal_path(dir));
+  EXPECT_TRUE(r.sealed);
+  EXPECT_FALSE(journal_cut(r, kStoreVersion));
+  AttentionStore st(ssd_cfg(dir));
+  EXPECT_EQ(st.stats().get(Counter::JournalCut), 0u);
+  EXPECT_EQ(st.stats().get(Counter::JournalLost), 0u);
+  EXPECT_EQ(st.stats().get(Counter::CorruptJournalBytes), 0u);
+  EXPECT_EQ(st.stats().get(Counter::DiscardedRecords), 1u);
+  EXPECT_EQ(st.sessions().size(), 3u);  // the torn commit's entry only
+  std::filesystem::remove_all(dir);
+}
+
 // A corrupt record inside the journal (not its tail) loses that record only: the replay
 // resumes at the next intact record, and the journal as found is kept before compaction.
 TEST(Recovery, ACorruptRecordMidJournalLosesOnlyItsOwnEntry) {
@@ -185,11 +280,13 @@ TEST(Recovery, ACorruptRecordMidJournalLosesOnlyItsOwnEntry) {
     std::ifstream f(journal_path(dir), std::ios::binary);
     j.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   }
-  // Records: a 20-byte header (magic, type, length, checksum), then the payload. Flip a byte
-  // in the second one's payload.
-  uint32_t len0 = 0, len1 = 0;
+  // Records: a 20-byte header (magic, type, length, checksum), then the payload. The new
+  // store's rewrite wrote a start and an end record; flip a byte in the payload of the first
+  // commit appended after them.
+  uint32_t len0 = 0, len_end = 0, len1 = 0;
   std::memcpy(&len0, &j[8], 4);
-  const size_t second = 20 + len0;
+  std::memcpy(&len_end, &j[20 + len0 + 8], 4);
+  const size_t second = 20 + len0 + 20 + len_end;
   std::memcpy(&len1, &j[second + 8], 4);
   ASSERT_LT(second + 20 + len1, j.size());
   j[second + 20 + len1 / 2] ^= 0x40;
@@ -423,6 +520,10 @@ TEST(Recovery, SigkillMidSaveLosesOnlyThePartialEntry) {
     std::set<SessionId> present;
     for (SessionId s : st.sessions()) present.insert(s);
     for (SessionId s : committed) EXPECT_TRUE(present.count(s)) << "lost committed entry " << s;
+    // A kill mid-append tears at most the last record, after the rewrite's end record: that
+    // is no cut, and nothing is corrupt.
+    EXPECT_EQ(st.stats().get(Counter::JournalCut), 0u);
+    EXPECT_EQ(st.stats().get(Counter::CorruptJournalBytes), 0u);
     for (SessionId s : present) {
       // Anything recovered is complete and verified (it may be one the writer committed
       // but was killed before reporting).

@@ -186,6 +186,28 @@ TEST(Store, TtlExpiryAndErase) {
   EXPECT_EQ(st.used_bytes(TierKind::Dram), 0u);
 }
 
+// Time the caller skipped (an engine's idle gap) counts on the store's clock: entries age
+// across it as on the caller's clock, and access times after it are later by as much.
+TEST(Store, SkippedTimeAgesEntries) {
+  FakeClock clock;
+  StoreConfig c = dram_cfg(8 << 20, &clock);
+  c.default_ttl = 10;
+  AttentionStore st(c);
+  auto pos = iota_positions(64);
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+  ASSERT_TRUE(save_entry(st, 2, 2, kShape, pos));
+  st.skip_time(6);
+  *clock.t += 1;
+  EXPECT_EQ(load_check(st, 2, 2, kShape, pos), 64);  // 7 s: alive, its access refreshed
+  EntryMeta m;
+  ASSERT_TRUE(st.entry_meta(2, &m));
+  EXPECT_DOUBLE_EQ(m.last_access, *clock.t + 6);
+  st.skip_time(5);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), -1);  // 12 s unused: expired
+  EXPECT_EQ(st.stats().get(Counter::MissExpired), 1u);
+  EXPECT_EQ(load_check(st, 2, 2, kShape, pos), 64);  // 5 s since its access
+}
+
 TEST(Store, FullDramWithoutSsdDropsLruAndNeverExceedsBudget) {
   AttentionStore st(dram_cfg(16 * kChunk));  // 2 entries of 8 chunks
   auto pos = iota_positions(64);
