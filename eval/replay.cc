@@ -135,7 +135,8 @@ void sweep_stale(const std::string& parent) {
 }
 
 // A fresh SSD directory per run under the user's --store-dir, removed afterwards (or, kept,
-// renamed to cachebench-store-MODE-PID once the run has ended normally).
+// renamed to cachebench-store-MODE-PID once the run has ended, also when it was interrupted
+// or failed: its journal recovers what was committed).
 struct ScratchDir {
   std::string path, kept;
   bool done = false;  ///< the run ended normally (and its store is closed)
@@ -161,9 +162,17 @@ struct ScratchDir {
   ~ScratchDir() {
     if (path.empty()) return;
     std::error_code ec;
-    if (done && !kept.empty()) {
+    if (!kept.empty()) {
       std::filesystem::rename(path, kept, ec);
-      if (!ec) return;
+      if (!ec) {
+        if (!done) {
+          std::fprintf(stderr,
+                       "cachebench: the run did not finish; its store is kept as %s (--keep-store; "
+                       "`cachebench store verify --store-dir %s` checks what it holds)\n",
+                       kept.c_str(), kept.c_str());
+        }
+        return;
+      }
       std::fprintf(stderr, "cachebench: could not keep the store as %s (%s); removed\n",
                    kept.c_str(), ec.message().c_str());
     }

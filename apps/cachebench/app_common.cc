@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -244,6 +245,12 @@ int run_selected(CLI::App& app) {
         return it->run();
       } catch (const Error& e) {
         return report_error(e, it->error_exit);
+      } catch (const std::bad_alloc&) {
+        return report_error(make_error(it->sub->get_name(), "ran out of memory",
+                                       "free memory or raise the process's limit (ulimit -v), or "
+                                       "use a smaller model, --cpu-weights bf16, fewer "
+                                       "sessions or a smaller --dram"),
+                            1);
       }
     }
   }

@@ -57,9 +57,11 @@ void register_forward(CLI::App& app) {
                   : lm.tok->encode(a->text, !a->no_bos && lm.tok->add_bos_default());
     if (ids.empty()) throw make_error("--text", "the text produced no tokens");
     if (static_cast<int>(ids.size()) > cfg.max_context) {
-      throw make_error("forward", std::to_string(ids.size()) +
-                                      " tokens exceed the context window of " +
-                                      std::to_string(cfg.max_context));
+      throw make_error(has_text ? "--text" : "--tokens",
+                       std::to_string(ids.size()) +
+                           " tokens exceed the model's context window of " +
+                           std::to_string(cfg.max_context),
+                       "give at most " + std::to_string(cfg.max_context) + " tokens");
     }
     const int64_t n = static_cast<int64_t>(ids.size());
     kv::KvCache cache(lm.runner().kv_config(

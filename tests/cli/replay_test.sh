@@ -399,6 +399,23 @@ for sig in HUP TERM; do
     bad "SIG$sig: rc=$rc (want $want), left: $(ls "$TMP/sig_store"), $(head -c 300 "$TMP/sig_err")"
   fi
 done
+# With --keep-store an interrupted run keeps its store, which verify reads back.
+rm -rf "$TMP/sig_store" && mkdir -p "$TMP/sig_store"
+"$CB" replay "$TMP/sig_trace.json" --model "$MODEL" --backend cpu --ssd 64MiB --dram 2MiB \
+  --store-dir "$TMP/sig_store" --keep-store --quiet >/dev/null 2>"$TMP/sig_err" &
+pid=$!
+for _ in $(seq 100); do
+  compgen -G "$TMP/sig_store/cachebench-replay-*" >/dev/null && break
+  sleep 0.1
+done
+sleep 0.5
+kill -s TERM "$pid"
+wait "$pid"
+rc=$?
+KEPT_SIG=$(ls -d "$TMP/sig_store"/cachebench-store-ca-* 2>/dev/null | head -1)
+if [ "$rc" -eq 143 ] && [ -n "$KEPT_SIG" ] && grep -qF "its store is kept as" "$TMP/sig_err" \
+  && "$CB" store verify --store-dir "$KEPT_SIG" >/dev/null 2>&1; then ok
+else bad "SIGTERM with --keep-store: rc=$rc, left: $(ls "$TMP/sig_store"), $(head -c 300 "$TMP/sig_err")"; fi
 
 fi  # part 2
 
