@@ -200,43 +200,74 @@ ModelConfig config_from_hf(const std::string& path) {
   return c;
 }
 
+namespace {
+
+/// One Hugging Face name and its canonical (GGUF-style) name; for layer tensors, the parts
+/// after "model.layers.N." / "transformer.h.N." and after "blk.N.".
+struct NamePair {
+  const char* hf;
+  const char* canonical;
+};
+
+constexpr NamePair kFalconTop[] = {{"transformer.word_embeddings.weight", "token_embd.weight"},
+                                   {"transformer.ln_f.weight", "output_norm.weight"},
+                                   {"transformer.ln_f.bias", "output_norm.bias"},
+                                   {"lm_head.weight", "output.weight"}};
+// The older RWForCausalLM checkpoints name the first norms ln_attn; the newer input_layernorm
+// (listed first: the name the reverse mapping gives).
+constexpr NamePair kFalconLayer[] = {{"input_layernorm.weight", "attn_norm.weight"},
+                                     {"ln_attn.weight", "attn_norm.weight"},
+                                     {"input_layernorm.bias", "attn_norm.bias"},
+                                     {"ln_attn.bias", "attn_norm.bias"},
+                                     {"ln_mlp.weight", "attn_norm_2.weight"},
+                                     {"ln_mlp.bias", "attn_norm_2.bias"},
+                                     {"self_attention.query_key_value.weight", "attn_qkv.weight"},
+                                     {"self_attention.dense.weight", "attn_output.weight"},
+                                     {"mlp.dense_h_to_4h.weight", "ffn_up.weight"},
+                                     {"mlp.dense_4h_to_h.weight", "ffn_down.weight"}};
+constexpr NamePair kLlamaTop[] = {{"model.embed_tokens.weight", "token_embd.weight"},
+                                  {"model.norm.weight", "output_norm.weight"},
+                                  {"lm_head.weight", "output.weight"}};
+constexpr NamePair kLlamaLayer[] = {{"input_layernorm.weight", "attn_norm.weight"},
+                                    {"post_attention_layernorm.weight", "ffn_norm.weight"},
+                                    {"self_attn.q_proj.weight", "attn_q.weight"},
+                                    {"self_attn.k_proj.weight", "attn_k.weight"},
+                                    {"self_attn.v_proj.weight", "attn_v.weight"},
+                                    {"self_attn.o_proj.weight", "attn_output.weight"},
+                                    {"mlp.gate_proj.weight", "ffn_gate.weight"},
+                                    {"mlp.up_proj.weight", "ffn_up.weight"},
+                                    {"mlp.down_proj.weight", "ffn_down.weight"}};
+
+template <size_t N>
+const char* lookup(const NamePair (&table)[N], const std::string& name, bool from_hf) {
+  for (const NamePair& p : table) {
+    if (name == (from_hf ? p.hf : p.canonical)) return from_hf ? p.canonical : p.hf;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 std::string hf_to_canonical(const std::string& n, const ModelConfig& cfg) {
   static const std::regex layer_re(R"(^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$)");
+  const bool falcon = cfg.arch == Arch::Falcon;
+  if (const char* c = falcon ? lookup(kFalconTop, n, true) : lookup(kLlamaTop, n, true)) return c;
   std::smatch m;
-  if (cfg.arch == Arch::Falcon) {
-    if (n == "transformer.word_embeddings.weight") return "token_embd.weight";
-    if (n == "transformer.ln_f.weight") return "output_norm.weight";
-    if (n == "transformer.ln_f.bias") return "output_norm.bias";
-    if (n == "lm_head.weight") return "output.weight";
-    if (!std::regex_match(n, m, layer_re)) return "";
-    const std::string b = "blk." + m[1].str() + ".";
-    const std::string rest = m[2].str();
-    if (rest == "input_layernorm.weight" || rest == "ln_attn.weight") return b + "attn_norm.weight";
-    if (rest == "input_layernorm.bias" || rest == "ln_attn.bias") return b + "attn_norm.bias";
-    if (rest == "ln_mlp.weight") return b + "attn_norm_2.weight";
-    if (rest == "ln_mlp.bias") return b + "attn_norm_2.bias";
-    if (rest == "self_attention.query_key_value.weight") return b + "attn_qkv.weight";
-    if (rest == "self_attention.dense.weight") return b + "attn_output.weight";
-    if (rest == "mlp.dense_h_to_4h.weight") return b + "ffn_up.weight";
-    if (rest == "mlp.dense_4h_to_h.weight") return b + "ffn_down.weight";
-    return "";
-  }
-  if (n == "model.embed_tokens.weight") return "token_embd.weight";
-  if (n == "model.norm.weight") return "output_norm.weight";
-  if (n == "lm_head.weight") return "output.weight";
   if (!std::regex_match(n, m, layer_re)) return "";
-  const std::string b = "blk." + m[1].str() + ".";
   const std::string rest = m[2].str();
-  if (rest == "input_layernorm.weight") return b + "attn_norm.weight";
-  if (rest == "post_attention_layernorm.weight") return b + "ffn_norm.weight";
-  if (rest == "self_attn.q_proj.weight") return b + "attn_q.weight";
-  if (rest == "self_attn.k_proj.weight") return b + "attn_k.weight";
-  if (rest == "self_attn.v_proj.weight") return b + "attn_v.weight";
-  if (rest == "self_attn.o_proj.weight") return b + "attn_output.weight";
-  if (rest == "mlp.gate_proj.weight") return b + "ffn_gate.weight";
-  if (rest == "mlp.up_proj.weight") return b + "ffn_up.weight";
-  if (rest == "mlp.down_proj.weight") return b + "ffn_down.weight";
-  return "";
+  const char* c = falcon ? lookup(kFalconLayer, rest, true) : lookup(kLlamaLayer, rest, true);
+  return c ? "blk." + m[1].str() + "." + c : "";
+}
+
+std::string canonical_to_hf(const std::string& n, const ModelConfig& cfg) {
+  static const std::regex layer_re(R"(^blk\.(\d+)\.(.+)$)");
+  const bool falcon = cfg.arch == Arch::Falcon;
+  if (const char* h = falcon ? lookup(kFalconTop, n, false) : lookup(kLlamaTop, n, false)) return h;
+  std::smatch m;
+  if (!std::regex_match(n, m, layer_re)) return "";
+  const std::string rest = m[2].str();
+  const char* h = falcon ? lookup(kFalconLayer, rest, false) : lookup(kLlamaLayer, rest, false);
+  return h ? std::string(falcon ? "transformer.h." : "model.layers.") + m[1].str() + "." + h : "";
 }
 
 }  // namespace cb::model

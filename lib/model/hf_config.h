@@ -17,4 +17,9 @@ ModelConfig config_from_hf(const std::string& config_json_path);
 /// "blk.3.attn_q.weight"), or "" for names cachebench does not use (e.g. rotary buffers).
 std::string hf_to_canonical(const std::string& hf_name, const ModelConfig& cfg);
 
+/// The Hugging Face name of a canonical tensor name ("blk.3.attn_q.weight" ->
+/// "model.layers.3.self_attn.q_proj.weight"; Falcon's as transformers writes it now), or ""
+/// for a name no HF checkpoint of `cfg`'s architecture holds.
+std::string canonical_to_hf(const std::string& canonical, const ModelConfig& cfg);
+
 }  // namespace cb::model

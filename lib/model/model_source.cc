@@ -163,9 +163,12 @@ void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorR
   for (const auto& spec : expected) {
     auto it = by_canonical.find(spec.name);
     if (it == by_canonical.end()) {
+      const std::string hf =
+          kind_ == SourceKind::HuggingFace ? canonical_to_hf(spec.name, config_) : "";
       throw make_error(where,
-                       "missing tensor '" + spec.name + "' (shape " +
-                           formats::shape_str(spec.shape) + ") required by the model config",
+                       "missing tensor '" + (hf.empty() ? spec.name : hf + "' ('" + spec.name) +
+                           (hf.empty() ? "'" : "')") + " (shape " + formats::shape_str(spec.shape) +
+                           ") required by the model config",
                        "the checkpoint is incomplete or does not match its config");
     }
     const formats::TensorRef& t = it->second;

@@ -246,9 +246,11 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
 
   // Missing tensor.
   auto missing = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  const std::string gone = missing[5].name;
   missing.erase(missing.begin() + 5);
   e = error_of(cb::test::write_checkpoint("hf_missing", llama_config("LlamaForCausalLM"), missing));
-  EXPECT_NE(e.find("missing tensor 'blk.0."), std::string::npos) << e;
+  // Named as the checkpoint names it (the user's files), and by its canonical name.
+  EXPECT_NE(e.find("missing tensor '" + gone + "' ('blk.0."), std::string::npos) << e;
 
   // A layer more than the config says: refused, not silently dropped.
   const auto extra = filled(cb::test::llama_hf_tensors(3, 32, 32, 16, 48, 40), "F32");
@@ -304,6 +306,22 @@ TEST(HfConfigTest, NameMappingCoversEveryExpectedTensor) {
   }
   for (const auto& s : cb::model::expected_tensors(cfg)) EXPECT_EQ(hits[s.name], 1) << s.name;
   EXPECT_EQ(cb::model::hf_to_canonical("model.layers.0.self_attn.rotary_emb.inv_freq", cfg), "");
+}
+
+TEST(HfConfigTest, CanonicalNamesMapBackToTheirHfNames) {
+  // For LLaMA and Falcon, every tensor the model expects has an HF name that maps back to it.
+  for (const char* preset : {"tiny-llama", "tiny-mistral", "tiny-falcon-7b", "tiny-falcon-40b"}) {
+    const auto cfg = cb::model::preset_config(preset);
+    for (const auto& s : cb::model::expected_tensors(cfg)) {
+      const std::string hf = cb::model::canonical_to_hf(s.name, cfg);
+      EXPECT_FALSE(hf.empty()) << preset << " " << s.name;
+      EXPECT_EQ(cb::model::hf_to_canonical(hf, cfg), s.name) << preset << " " << hf;
+    }
+    EXPECT_EQ(cb::model::canonical_to_hf("blk.0.no_such.weight", cfg), "");
+  }
+  const auto llama = cb::model::preset_config("tiny-llama");
+  EXPECT_EQ(cb::model::canonical_to_hf("blk.3.attn_q.weight", llama),
+            "model.layers.3.self_attn.q_proj.weight");
 }
 
 }  // namespace
