@@ -79,6 +79,31 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     eval::check_ablation_study(a.study, o.sim);
     studies.push_back(a.study);
   }
+  // Options of studies this run does not have, or of a mode it does not run, would be ignored.
+  bool need_trace = false, micro = false;
+  for (const auto& s : studies) {
+    need_trace = need_trace || eval::ablation_needs_trace(s);
+    micro = micro || !eval::ablation_needs_trace(s);
+  }
+  if (!need_trace) {
+    refuse_given(sub,
+                 {"--trace", "--tokenizer", "--sessions", "--no-join-split", "--rate",
+                  "--think-time", "--max-batch"},
+                 "applies to the trace studies (eviction, truncation, capacity, medium, "
+                 "arrival-rate), not to " +
+                     a.study,
+                 "drop it, or run a trace study");
+  }
+  if (!micro) {
+    refuse_given(
+        sub, {"--batch"},
+        "applies to the micro studies (recompute-vs-ca, preload, async-save), not to " + a.study,
+        "drop it, or run a micro study");
+  }
+  if (o.sim) {
+    refuse_given(sub, {"--reps"}, "sim mode is deterministic: one run a point",
+                 "drop it, or use --mode real");
+  }
   if (!a.out.empty()) {
     std::vector<std::string> outputs;
     for (const auto& s : studies) {
@@ -131,10 +156,6 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   }
   // Trace studies: the given trace, or a synthetic one with ShareGPT's statistics.
   datasets::Trace trace;
-  bool need_trace = false;
-  for (const auto& s : studies) {
-    need_trace = need_trace || eval::ablation_needs_trace(s);
-  }
   if (need_trace) {
     if (!a.trace.empty()) {
       datasets::TokenizeFn tokenize;

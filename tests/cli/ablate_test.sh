@@ -120,6 +120,11 @@ if [ "$WHAT" = sim ]; then
   fails realonly_first "use --mode sim" eviction --mode real --model /no/such.gguf
   fails nomodel "pass --model" preload --mode real
   fails badmode "gpu not in {sim,real}" preload --mode gpu
+  # Options this run would ignore are refused: a trace study's for a micro study, and the
+  # other way round, and real mode's --reps in sim mode.
+  fails trace_opt_micro "--trace: applies to the trace studies" recompute-vs-ca --trace x.json
+  fails batch_opt_trace "--batch: applies to the micro studies" eviction --batch 3
+  fails reps_in_sim "--reps: sim mode is deterministic" preload --reps 3
   fails simentries "kv_bytes_per_element" preload --kv-entries native
   touch "$TMP/file"
   fails badout "$TMP/file" preload --batch 2 --out "$TMP/file" --quiet
