@@ -151,15 +151,15 @@ class Runner {
     if (a_.sim) {
       SimOptions so;
       so.profile = a_.profile;
-      const ReplayRun r =
-          run_sim_replay(a_.config, sim_sessions(trace, o.max_output_tokens), mode, o, so);
+      const ReplayRun r = run_sim_replay(a_.config, sim_sessions(trace, o.max_output_tokens), mode,
+                                         o, so, a_.progress);
       samples.push_back(values_of(r.summary));
       if (records) *records = r.result.records;
     } else {
       const auto sessions =
           trace_sessions(trace, a_.config.vocab_size, o.seed, o.max_output_tokens);
       for (int rep = 0; rep < std::max(a_.reps, 1); ++rep) {
-        const ReplayRun r = run_replay(*a_.model, sessions, mode, o);
+        const ReplayRun r = run_replay(*a_.model, sessions, mode, o, a_.progress);
         samples.push_back(values_of(r.summary));
         if (records && rep == 0) *records = r.result.records;
       }

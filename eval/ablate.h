@@ -51,6 +51,9 @@ struct AblateOptions {
   int64_t max_output_tokens = 0;
   bool native_kv_entries = false;               ///< real mode: entries in the backend's own KV type
   std::function<void(const std::string&)> log;  ///< one line per finished run
+  /// Called as each run progresses (the replay's progress); may throw to stop the study (an
+  /// interrupt), as `log` may between runs.
+  engine::ProgressFn progress;
 };
 
 /// One point of a study.

@@ -182,6 +182,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     check_interrupted();
     if (!quiet) std::fprintf(stderr, "ablate: %s\n", s.c_str());
   };
+  o.progress = [](int64_t, int64_t) { check_interrupted(); };  // Ctrl-C stops a long point too
   for (const auto& s : studies) {
     o.study = s;
     const eval::AblateResult r = eval::run_ablation(o);
