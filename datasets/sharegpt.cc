@@ -188,8 +188,8 @@ Trace parse_sharegpt(std::string_view bytes, const std::string& path, const Toke
   const json j = parse_trace_json(bytes, path);  // a malformed file is said to be one first
   if (!tokenize) {
     throw make_error("", path +
-                             " is a ShareGPT trace: it needs a tokenizer (--tokenizer FILE or a "
-                             "model with a vocabulary)");
+                             " is a ShareGPT trace: it needs a tokenizer (--tokenizer FILE, or "
+                             "--model M with a vocabulary)");
   }
   if (!j.is_array()) {
     throw make_error(

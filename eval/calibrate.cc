@@ -221,9 +221,14 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   }
   p.step_overhead_s = x[0];
   p.gemm_tflops = 1e-12 / x[1];
-  // No measurable attention term: attention then costs as much per FLOP as the GEMMs.
-  p.attn_tflops = x[2] > 0 ? 1e-12 / x[2] : p.gemm_tflops;
-  p.decode_attn_tflops = x[3] > 0 ? 1e-12 / x[3] : p.attn_tflops;
+  // No measurable attention term (a fitted cost of zero, or so small that its rate is past any
+  // a profile may hold): attention then costs as much per FLOP as the GEMMs.
+  const auto rate = [](double coef, double otherwise) {
+    const double r = coef > 0 ? 1e-12 / coef : 0;
+    return r > 0 && r <= sim::kMaxProfileTflops ? r : otherwise;
+  };
+  p.attn_tflops = rate(x[2], p.gemm_tflops);
+  p.decode_attn_tflops = rate(x[3], p.attn_tflops);
   p.seq_overhead_s = x[4];
   p.hbm_gbps = 0;  // the fit already holds the memory traffic of the kernels
   std::vector<double> errs;

@@ -136,10 +136,11 @@ void sweep_stale(const std::string& parent) {
 
 // A fresh SSD directory per run under the user's --store-dir, removed afterwards (or, kept,
 // renamed to cachebench-store-MODE-PID once the run has ended, also when it was interrupted
-// or failed: its journal recovers what was committed).
+// or failed after its store opened: its journal recovers what was committed).
 struct ScratchDir {
   std::string path, kept;
-  bool done = false;  ///< the run ended normally (and its store is closed)
+  bool done = false;    ///< the run ended normally (and its store is closed)
+  bool opened = false;  ///< a store was made in it (only such a directory is kept)
   explicit ScratchDir(const std::string& parent, engine::Mode mode, bool keep) {
     if (parent.empty()) return;
     std::error_code ec;
@@ -162,7 +163,7 @@ struct ScratchDir {
   ~ScratchDir() {
     if (path.empty()) return;
     std::error_code ec;
-    if (!kept.empty()) {
+    if (!kept.empty() && opened) {
       std::filesystem::rename(path, kept, ec);
       if (!ec) {
         if (!done) {
@@ -211,6 +212,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
     cap.ssd = sc.ssd_bytes;
     sc.advisor = std::make_shared<engine::PolicyAdvisor>(policy_name(opts.store.policy), cap);
     st = std::make_unique<store::AttentionStore>(sc);
+    dir.opened = true;
     run.store_lines = st->describe();
   }
   engine::EngineConfig ec = opts.engine;

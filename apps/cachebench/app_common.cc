@@ -1,4 +1,6 @@
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +15,7 @@
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_build_info.h"
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/device/gpu_info.h"
 
@@ -138,30 +141,32 @@ std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
   return v;
 }
 
-// Throws cb::Error when the existing file `out` is one of `inputs` (the same inode), or lies in
-// a directory the command reads files from (mmlu's --data DIR reads DIR/test/*.csv).
+// Throws cb::Error when the existing file `out` is one of `inputs` (the same inode), or when
+// `out`, existing or not, lies in a directory the command reads files from (mmlu's --data DIR
+// reads DIR/test/*.csv): results are written outside their data.
 void check_not_an_input(const Named& out, const std::vector<Named>& inputs) {
-  struct stat so {};
-  if (::stat(out.path.c_str(), &so) != 0) return;
   std::error_code ec;
-  const std::filesystem::path out_real = std::filesystem::canonical(out.path, ec);
+  const std::filesystem::path out_abs = std::filesystem::weakly_canonical(out.path, ec);
+  struct stat so {};
+  const bool exists = ::stat(out.path.c_str(), &so) == 0;
   for (const Named& in : inputs) {
     struct stat si {};
     if (::stat(in.path.c_str(), &si) != 0) continue;
-    if (S_ISREG(si.st_mode) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+    if (exists && S_ISREG(si.st_mode) && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
       throw make_error(out.label + " " + out.path,
                        "is the file given to " + in.label + " (" + in.path +
                            "); the run would overwrite its input",
                        "write the result to another file");
     }
-    if (!in.input_dir || !S_ISDIR(si.st_mode) || out_real.empty()) continue;
-    const std::filesystem::path dir = std::filesystem::canonical(in.path, ec);
-    if (ec) continue;
-    const auto rel = out_real.lexically_relative(dir);
+    if (!in.input_dir || !S_ISDIR(si.st_mode) || out_abs.empty()) continue;
+    std::error_code dec;
+    const std::filesystem::path dir = std::filesystem::canonical(in.path, dec);
+    if (dec) continue;
+    const auto rel = out_abs.lexically_relative(dir);
     if (!rel.empty() && *rel.begin() != "..") {
       throw make_error(out.label + " " + out.path,
-                       "is a file in the directory given to " + in.label + " (" + in.path +
-                           "); the run would overwrite what it reads from there",
+                       "is in the directory given to " + in.label + " (" + in.path +
+                           "), whose files the run reads",
                        "write the result outside " + in.path);
     }
   }
@@ -226,6 +231,19 @@ void check_derived_outputs(CLI::App& cmd, const std::string& label,
   for (const std::string& path : outputs) check_not_an_input({label, path, ""}, inputs);
 }
 
+// When an output of `cmd` is the standard output (`--out /dev/stdout`), the command's tables
+// and notes go to stderr, so that stdout holds the result alone (a JSON document jq reads).
+void results_alone_on_stdout(CLI::App& cmd) {
+  for (const Named& out : given_values(cmd, true)) {
+    if (!names_stdout(out.path)) continue;
+    std::fflush(stdout);
+    const int keep = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
+    if (keep < 0 || ::dup2(2, 1) < 0) return;  // as before: both on stdout
+    set_result_stdout(keep);
+    return;
+  }
+}
+
 int report_error(const Error& e, int exit_code) {
   std::fprintf(stderr, "cachebench: error: %s\n", e.what());
   return interrupt_signal() != 0 ? 128 + interrupt_signal() : exit_code;
@@ -241,6 +259,7 @@ int run_selected(CLI::App& app) {
       } catch (const Error& e) {
         return report_error(e, 2);  // a refused option: a usage error, whatever the command
       }
+      results_alone_on_stdout(*it->sub);
       try {
         return it->run();
       } catch (const Error& e) {

@@ -267,7 +267,8 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--kv-entries", a->kv_entries,
                   "real mode: element type of stored KV entries, f32 or native (the backend's own "
                   "KV type: fp16/bf16 with --backend cuda)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "native"}));
   sub->add_flag("--no-plot", a->no_plot, "write JSON only (no gnuplot)");
   sub->add_flag("--quiet", a->quiet, "no progress lines on stderr");
   set_action(sub, [a, sub] { return run_ablate(*a, *sub); });

@@ -58,12 +58,17 @@ void register_bench(CLI::App& app) {
     if (a->layers > 0) {
       if (a->layers > cfg.n_layers)
         throw make_error("--layers",
-                         "the model has only " + std::to_string(cfg.n_layers) + " layers");
+                         "the model has only " + std::to_string(cfg.n_layers) + " layers",
+                         "pass --layers " + std::to_string(cfg.n_layers) + " or fewer (0: all)");
       cfg.n_layers = a->layers;
     }
     if (a->opt.prompt_tokens + a->opt.decode_tokens > cfg.max_context) {
-      throw make_error("--prompt", "prompt + decode tokens exceed the context window of " +
-                                       std::to_string(cfg.max_context));
+      throw make_error("--prompt",
+                       std::to_string(a->opt.prompt_tokens) + " prompt + " +
+                           std::to_string(a->opt.decode_tokens) +
+                           " decode tokens exceed the context window of " +
+                           std::to_string(cfg.max_context),
+                       "make --prompt + --decode at most " + std::to_string(cfg.max_context));
     }
     std::fprintf(stderr, "bench cpu: loading %s (%d of %d layers)...\n", a->m.model.c_str(),
                  cfg.n_layers, src->config().n_layers);

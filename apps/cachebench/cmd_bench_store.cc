@@ -157,7 +157,8 @@ void register_bench_store(CLI::App* bench) {
       ->capture_default_str()
       ->check(in_range(1, 1000));
   cmd->add_option("--io", a->opt.io, "SSD I/O backend: auto, uring or pread")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "uring", "pread"}));
   cmd->add_option("--io-threads", a->opt.io_threads, "store I/O threads")
       ->capture_default_str()
       ->check(in_range(1, 256));

@@ -73,7 +73,7 @@ int run_calibrate(CalibrateArgs& a) {
   char ssd[160];
   if (p.unmeasured("ssd_read_gbps") || p.unmeasured("ssd_write_gbps")) {
     std::snprintf(ssd, sizeof ssd,
-                  "SSD not measured (no --ssd-dir; the profile holds placeholders of %.2f GB/s, "
+                  "SSD not measured (--ssd-dir \"\"; the profile holds placeholders of %.2f GB/s, "
                   "and sim refuses an SSD tier on them)",
                   p.ssd_read_gbps);
   } else {
@@ -117,7 +117,8 @@ void register_calibrate(CLI::App& app) {
   sub->add_option("--kv-entries", a->kv_entries,
                   "the entries of the replays to predict: f32, or native (replay --kv-entries "
                   "native); sets kv_bytes_per_element")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "native"}));
   sub->add_option("--reps", a->o.reps, "repetitions per timed shape (median)")
       ->capture_default_str()
       ->check(above(0));

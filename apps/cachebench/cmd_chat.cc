@@ -131,17 +131,25 @@ int run_chat(const ChatArgs& a) {
       answer.push_back(id);
       const std::string text = tok.decode(answer);
       if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
-        std::fputs(text.c_str() + shown.size(), stdout);
+        std::fwrite(text.data() + shown.size(), 1, text.size() - shown.size(), stdout);
         std::fflush(stdout);
         shown = text;
       }
     });
     const metrics::TurnRecord& rec = r.records.at(0);
-    if (r.clipped_turns > 0) {
-      std::fprintf(stderr,
-                   "(the message was longer than the context window allows and was cut to "
-                   "%lld tokens)\n",
-                   static_cast<long long>(rec.new_tokens));
+    if (r.clipped_turns > 0) {  // the message and -n did not fit the window together
+      const auto sent = static_cast<long long>(in.turns[0].ids.size());
+      if (rec.new_tokens < sent) {
+        std::fprintf(stderr,
+                     "(the message was longer than the context window allows and was cut from "
+                     "%lld to %lld tokens)\n",
+                     sent, static_cast<long long>(rec.new_tokens));
+      } else {
+        std::fprintf(stderr,
+                     "(the message and -n %lld tokens of answer exceed the context window: the "
+                     "answer was capped at half the window)\n",
+                     static_cast<long long>(a.max_tokens));
+      }
     }
     std::printf(
         "\n[TTFT %.1f ms | reused %lld tokens (%s) | recomputed %lld | new %lld | "
@@ -172,7 +180,8 @@ void register_chat(CLI::App& app) {
       ->check(CLI::IsMember({"ca", "re"}));
   sub->add_option("--kv-entries", a->kv_entries,
                   "element type of stored KV entries: f32, or native (the backend's KV type)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "native"}));
   sub->add_option("--ctx", a->ctx, "context window (0: the model's)")
       ->capture_default_str()
       ->check(at_least(0));

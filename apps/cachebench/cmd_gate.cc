@@ -1,6 +1,7 @@
 // cachebench gate --baseline B.json --current C.json [--max-regression METRIC=PCT ...]
 //                 [--out report.json]
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -51,7 +52,11 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   cmp("mode", field(b, "mode"), field(c, "mode"));
   cmp("execution", field(b, "execution"), field(c, "execution"));
   // Evaluations and benchmarks: the model as given, what ran, on which data, at which window.
-  cmp("model", field(b, "model"), field(c, "model"));
+  // The model file's name: the same checkpoint under another data root compares.
+  const auto file_name = [](const std::string& m) {
+    return std::filesystem::path(m).filename().string();
+  };
+  cmp("model", file_name(field(b, "model")), file_name(field(c, "model")));
   for (const char* k : {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots"})
     cmp(k, field(b, k), field(c, k));
   cmp("file", field(b, "file_sha256").substr(0, 12), field(c, "file_sha256").substr(0, 12));

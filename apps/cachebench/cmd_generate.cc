@@ -62,7 +62,7 @@ void register_generate(CLI::App& app) {
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<int32_t> all = prompt;
     const std::string prompt_text = lm.tok->decode(prompt);
-    std::fputs(prompt_text.c_str(), stdout);
+    std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);  // NUL bytes included
     size_t printed = prompt_text.size();
     int generated = 0;
     for (int i = 0; i < a->n; ++i) {
@@ -72,7 +72,7 @@ void register_generate(CLI::App& app) {
       all.push_back(next);
       const std::string text = lm.tok->decode(all);
       if (text.size() > printed) {
-        std::fputs(text.c_str() + printed, stdout);
+        std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
         std::fflush(stdout);
         printed = text.size();
       }

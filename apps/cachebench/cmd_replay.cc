@@ -442,7 +442,8 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "element type of stored KV entries: f32, or native (the backend's KV type: "
                   "fp16/bf16 with --backend cuda, half the bytes and no conversion; fp32 on the "
                   "CPU)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"f32", "native"}));
   sub->add_option("--max-batch", e.sched.max_batch, "sequences per step")
       ->capture_default_str()
       ->check(in_range(1, 1 << 20));

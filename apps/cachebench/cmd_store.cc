@@ -237,7 +237,9 @@ void register_store(CLI::App& app) {
     sub->add_option("--store-dir", args->dir, "the store directory")->required();
     sub->add_flag("--json", args->json, "print machine-readable JSON instead of a table");
     if (std::string(s.name) == "verify") {
-      sub->add_option("--io", args->io, "I/O backend: auto, uring or pread")->capture_default_str();
+      sub->add_option("--io", args->io, "I/O backend: auto, uring or pread")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"auto", "uring", "pread"}));
     }
     auto run = s.run;
     set_action(sub, [args, run] { return run(*args); });

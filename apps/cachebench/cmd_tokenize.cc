@@ -70,9 +70,10 @@ void register_tokenize(CLI::App& app) {
     }
     const std::string input = joined_input(words);
     if (args->decode) {
-      std::printf("%s\n", tok->decode(parse_token_ids(input, static_cast<long>(tok->vocab_size()),
-                                                      "--decode"))
-                              .c_str());
+      const std::string text =
+          tok->decode(parse_token_ids(input, static_cast<long>(tok->vocab_size()), "--decode"));
+      std::fwrite(text.data(), 1, text.size(), stdout);  // a decoded NUL byte is text too
+      std::fputc('\n', stdout);
       return 0;
     }
     const bool bos = !args->no_bos && tok->add_bos_default();

@@ -102,7 +102,7 @@ void write_to_special(const std::string& path, const std::string& target, std::s
 /// The descriptor a path names when it is one of the process's own (/dev/stdout, /dev/stderr,
 /// /dev/fd/N, /proc/self/fd/N); -1 otherwise. Written through the descriptor, output lands
 /// where the shell sent it (a pipe, a terminal, a file opened for appending at its end).
-int own_descriptor(const std::string& p) {
+int own_descriptor_number(const std::string& p) {
   if (p == "/dev/stdout") return 1;
   if (p == "/dev/stderr") return 2;
   for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
@@ -116,7 +116,23 @@ int own_descriptor(const std::string& p) {
   return -1;
 }
 
+/// Where results addressed to the standard output go (set_result_stdout).
+int g_result_stdout = 1;
+
+int own_descriptor(const std::string& p) {
+  const int fd = own_descriptor_number(p);
+  return fd == 1 ? g_result_stdout : fd;
+}
+
 }  // namespace
+
+bool names_stdout(const std::string& path) {
+  return own_descriptor_number(path) == 1;
+}
+
+void set_result_stdout(int fd) {
+  g_result_stdout = fd;
+}
 
 void write_file_atomically(const std::string& link_or_path, std::string_view bytes,
                            const std::string& what) {

@@ -16,4 +16,13 @@ namespace cb {
 void write_file_atomically(const std::string& path, std::string_view bytes,
                            const std::string& what);
 
+/// Whether `path` names the process's standard output (/dev/stdout, /dev/fd/1,
+/// /proc/self/fd/1).
+bool names_stdout(const std::string& path);
+
+/// Results written to the standard output go to descriptor `fd` from now on: a duplicate of
+/// the original standard output, once the program sends its own printing to stderr so that a
+/// JSON result on stdout is the only thing there.
+void set_result_stdout(int fd);
+
 }  // namespace cb

@@ -94,15 +94,14 @@ Direction direction_of(const std::string& metric) {
   if (any_part([](const std::vector<std::string>& w) {
         return has_word(w, {"throughput", "reduction", "saving", "speedup", "gbps", "gbs", "gflops",
                             "tflops", "mfu", "acc", "completed"}) ||
-               has_run(w, {"hit", "rate"}) || has_run(w, {"reused", "tokens"}) ||
-               has_run(w, {"tok", "s"}) || has_run(w, {"per", "s"}) || has_word(w, {"to"}) ||
-               (w.size() > 1 && w.back() == "x");
+               has_run(w, {"hit", "rate"}) || has_word(w, {"reused"}) || has_run(w, {"tok", "s"}) ||
+               has_run(w, {"per", "s"}) || has_word(w, {"to"}) || (w.size() > 1 && w.back() == "x");
       }))
     return Direction::HigherIsBetter;
   if (any_part([](const std::vector<std::string>& w) {
-        return has_word(w, {"ttft", "tpot", "itl", "e2el", "latency", "stall", "cost", "recomputed",
-                            "duration", "ms", "seconds", "ppl", "perplexity", "nll", "bpb", "diff",
-                            "errors", "failures"}) ||
+        return has_word(w, {"ttft",       "tpot",     "itl", "e2el", "latency", "stall",   "cost",
+                            "recomputed", "duration", "ms",  "us",   "ns",      "seconds", "ppl",
+                            "perplexity", "nll",      "bpb", "diff", "errors",  "failures"}) ||
                has_run(w, {"gpu", "time"}) || has_run(w, {"bits", "per", "byte"}) ||
                (w.size() > 1 && w.back() == "s");
       }))

@@ -19,11 +19,13 @@ enum class Direction {
 /// The direction of a metric from its dotted name. Each dotted component is split at '_' into
 /// words; the first rule that any component meets wins:
 /// 1. higher is better: a word throughput, reduction, saving, speedup, gbps, gbs, gflops,
-///    tflops, mfu, acc, completed or to (a ratio: prefill_to_sgemm, ratio_to_copy_ceiling), the
-///    words hit rate, reused tokens, tok s or per s in a row, or a last word x (gpu_time_x);
+///    tflops, mfu, acc, completed, reused or to (a ratio: prefill_to_sgemm,
+///    ratio_to_copy_ceiling), the words hit rate, tok s or per s in a row, or a last word x
+///    (gpu_time_x);
 ///    checked first so "gpu_time_x", "prefill_tok_s" and "ttft_reduction_pct" are not times;
 /// 2. lower is better: a word ttft, tpot, itl, e2el, latency, stall, cost, recomputed,
-///    duration, ms, seconds, ppl, perplexity, nll, bpb, diff, errors or failures, the words gpu
+///    duration, ms, us, ns, seconds, ppl, perplexity, nll, bpb, diff, errors or failures, the
+///    words gpu
 ///    time or bits per byte in a row, or a last word s (prefill_s, load_s);
 /// 3. anything else (bytes_loaded, bytes_saved, truncated_tokens, token totals...) is Exact.
 /// A bound can name the direction instead (parse_bound).

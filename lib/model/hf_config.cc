@@ -147,6 +147,12 @@ ModelConfig config_from_hf(const std::string& path) {
       throw make_error(path, "field 'rope_scaling' is set",
                        "RoPE scaling variants are not supported; use a checkpoint without it");
     }
+    // The MLP cachebench runs is SwiGLU: another activation would compute another model.
+    const std::string act = f.get_string("hidden_act", "silu");
+    if (act != "silu" && act != "swish") {
+      throw make_error(path, "field 'hidden_act' is '" + act + "'",
+                       "only SiLU (SwiGLU MLPs, hidden_act \"silu\") is supported");
+    }
   } else if (archs == "FalconForCausalLM" || archs == "RWForCausalLM") {
     c.arch = Arch::Falcon;
     c.n_layers = f.get_int_any({"num_hidden_layers", "n_layer"});
@@ -178,6 +184,11 @@ ModelConfig config_from_hf(const std::string& path) {
     // multi-query each head is [q, k, v], the same with one query head a group; multi-query is
     // all queries, then K, then V.
     c.qkv_layout = new_arch || !multi_query ? QkvLayout::Grouped : QkvLayout::Contiguous;
+    const std::string act = f.get_string("activation", "gelu");
+    if (act != "gelu") {
+      throw make_error(path, "field 'activation' is '" + act + "'",
+                       "only Falcon's exact GELU (activation \"gelu\") is supported");
+    }
     if (f.get_bool("alibi", false)) {
       throw make_error(path, "field 'alibi' is true",
                        "ALiBi Falcon variants are not supported (cachebench needs RoPE)");

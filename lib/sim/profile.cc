@@ -27,7 +27,7 @@ struct Field {
 
 constexpr double kMinRate = 1e-6;        // docs/sim.md: rates at least 1e-6
 constexpr double kMaxCapacity = 0x1p62;  // capacities become uint64_t byte counts
-constexpr double kMaxFlops = 1e5;        // TFLOP/s per accelerator: ~100x an H100's 989
+constexpr double kMaxFlops = kMaxProfileTflops;
 constexpr double kMaxMemory = 1e6;       // GB/s (1 PB/s): ~200x an H200's 4,800 GB/s of HBM
 constexpr double kMaxLink = 1e5;         // GB/s: ~100x NVLink 4 (450 GB/s each way)
 constexpr double kMaxSsd = 1e4;          // GB/s: ~700x one PCIe Gen5 NVMe SSD (14 GB/s)

@@ -15,6 +15,8 @@ namespace cb::sim {
 /// The text that starts a field's source when `cachebench calibrate` did not measure it and
 /// wrote a placeholder (the SSD rates without --ssd-dir).
 inline constexpr const char* kNotMeasured = "not measured";
+/// The highest compute rate a profile may give, TFLOP/s per accelerator (~100x an H100's 989).
+inline constexpr double kMaxProfileTflops = 1e5;
 
 struct HardwareProfile {
   std::string name;

@@ -195,6 +195,10 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     if grep -qF -- "$kv" <<<"$js"; then ok; else bad "stories260K json lacks $kv"; fi
   done
   expect_out stories_tokens "1 403 407 261 378" "$CB" tokenize --model "$STORIES" "Once upon a time"
+  # A result written to /dev/stdout is alone there (the table goes to stderr): it parses.
+  if "$CB" forward --model "$STORIES" --tokens 1,403 --dump-logits /dev/stdout 2>/dev/null \
+    | python3 -c "import json,sys; json.load(sys.stdin)" 2>/dev/null; then ok
+  else bad "forward --dump-logits /dev/stdout is not JSON alone"; fi
   # A file-size limit is a write error naming the file (exit 1), no temporary left behind.
   mkdir -p "$TMP/fsz"
   (ulimit -f 8; "$CB" forward --model "$STORIES" --text "Once upon a time there was" \
@@ -203,6 +207,9 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   if [ $rc -eq 1 ] && grep -qF "$TMP/fsz/logits.json" "$TMP/err" && [ -z "$(ls -A "$TMP/fsz")" ]; then ok
   else bad "forward under ulimit -f: rc=$rc, left: $(ls "$TMP/fsz"), $(head -c 300 "$TMP/err")"; fi
   expect_out stories_decode "Once upon a time" "$CB" tokenize --model "$STORIES" --decode "1 403 407 261 378"
+  # A decoded NUL byte (<0x00>, id 3) is printed as one, with the text after it.
+  if [ "$("$CB" tokenize --model "$STORIES" --decode "400,3,400" | od -An -c | tr -s ' ')" = " d o \0 d o \n" ]; then ok
+  else bad "tokenize --decode with a NUL byte: $("$CB" tokenize --model "$STORIES" --decode "400,3,400" | od -An -c)"; fi
   expect_out llama_hello "15043 3186" "$CB" tokenize --tokenizer "$LLAMA_TOK" --no-bos "Hello world"
   expect_out llama_bos "1 15043 3186" "$CB" tokenize --tokenizer "$LLAMA_TOK" "Hello world"
   expect_out falcon_vocab "MQA" "$CB" inspect "$FALCON_VOCAB"
@@ -287,6 +294,11 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
       --out "$TMP/mm/test/anatomy_test.csv"
     if cmp -s "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mm/test/anatomy_test.csv"; then ok
     else bad "mmlu --out over its data changed the file"; fi
+    # A new file there is refused too (a rerun would otherwise meet it as an existing one).
+    expect_error mmlu_out_in_data "$TMP/mm/r.json" "directory given to --data" \
+      "$CB" mmlu -m "$STORIES" --data "$TMP/mm" --subjects anatomy --limit 1 --backend cpu \
+      --out "$TMP/mm/r.json"
+    if [ -e "$TMP/mm/r.json" ]; then bad "mmlu --out in its data dir wrote $TMP/mm/r.json"; else ok; fi
   fi
   # The overflow study (TT, CA, NKVT in lockstep) on either backend: fp32 on the GPU gives the
   # CPU's perplexities (NKVT reads and rewrites the rotated KV on the device).

@@ -409,7 +409,8 @@ TEST(GateTest, DirectionsByName) {
                         "acc",
                         "acc_norm",
                         "acc_micro",
-                        "acc_macro"})
+                        "acc_macro",
+                        "tokens_reused"})
     EXPECT_EQ(direction_of(m), Direction::HigherIsBetter) << m;
   for (const char* m : {"ttft_ms.mean",
                         "tpot_ms.p99",
@@ -434,7 +435,8 @@ TEST(GateTest, DirectionsByName) {
                         "word_perplexity",
                         "byte_perplexity",
                         "bits_per_byte",
-                        "logits_max_diff_over_max"})
+                        "logits_max_diff_over_max",
+                        "store.tiers.ssd.read_ns"})
     EXPECT_EQ(direction_of(m), Direction::LowerIsBetter) << m;
   for (const char* m : {"bytes_loaded", "bytes_saved", "truncated_tokens", "total_input_tokens",
                         "tiers.dram.bytes_read", "gemm_share", "tokens_per_entry", "scored_tokens",

@@ -268,6 +268,11 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   c = llama_config("GPTNeoXForCausalLM");
   e = error_of(cb::test::write_checkpoint("hf_arch", c, ok));
   EXPECT_NE(e.find("unsupported architecture 'GPTNeoXForCausalLM'"), std::string::npos) << e;
+  // Another activation would compute another model: refused, as RoPE scaling is.
+  c = llama_config("LlamaForCausalLM");
+  c["hidden_act"] = "gelu";
+  e = error_of(cb::test::write_checkpoint("hf_gelu", c, ok));
+  EXPECT_NE(e.find("config.json: field 'hidden_act' is 'gelu'"), std::string::npos) << e;
   c = llama_config("LlamaForCausalLM");
   c["num_attention_heads"] = "four";
   e = error_of(cb::test::write_checkpoint("hf_type", c, ok));
