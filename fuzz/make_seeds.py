@@ -294,6 +294,11 @@ def journal_seeds(out):
     later = entry_payload(4, 2, [5, 6, 7], 2, 1, 16)
     erase = struct.pack("<QQ", 3, 5)
     put(out, "fuzz_journal", "records.bin", b"\x01" + rec(1, commit) + rec(1, later) + rec(2, erase) + b"\x43\x42")
+    # A rewritten journal: start record, its commits, the end record counting them (marker
+    # version 3), then an appended commit.
+    start = rec(3, b"cachebench store journal")
+    put(out, "fuzz_journal", "rewrite.bin",
+        b"\x01" + start + rec(1, commit) + rec(4, struct.pack("<Q", 1)) + rec(1, later))
 
 
 def marker_seeds(out):
