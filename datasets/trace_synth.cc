@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <random>
 #include <string>
 
 #include "datasets/length_trace.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::datasets {
 namespace {
@@ -70,12 +70,6 @@ int64_t draw_length(Sampler& r, double median, double scale, double sigma, int64
   return std::clamp<int64_t>(std::llround(std::min(v, static_cast<double>(max))), 1, max);
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 // Named as `trace synth`'s options, the only way users set these.
 void check(bool ok, const std::string& option, const std::string& what, const std::string& fix) {
   if (!ok) throw make_error("trace synth " + option, what, fix);
@@ -90,18 +84,19 @@ void validate(const SynthOptions& o) {
   const double hi =
       o.single_turn_fraction + (1.0 - o.single_turn_fraction) * static_cast<double>(o.max_turns);
   const std::string mean_fix =
-      hi > lo ? "choose a mean in [" + num(lo) + ", " + num(hi) + ")"
+      hi > lo ? "choose a mean in [" + format_g(lo) + ", " + format_g(hi) + ")"
               : "raise --max-turns: with 2, every multi-turn conversation has exactly 2 turns, "
                 "which leaves the mean no room";
   const bool mean_ok = o.mean_turns >= lo && o.mean_turns < hi;
   check(mean_ok, "--mean-turns",
-        num(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
-            num(o.single_turn_fraction) + " and at most " + std::to_string(o.max_turns) + " turns",
+        format_g(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
+            format_g(o.single_turn_fraction) + " and at most " + std::to_string(o.max_turns) +
+            " turns",
         mean_fix);
   check(o.input_median > 0 && std::isfinite(o.input_median), "--input-median",
-        "must be a finite number > 0, got " + num(o.input_median), "");
+        "must be a finite number > 0, got " + format_g(o.input_median), "");
   check(o.output_median > 0 && std::isfinite(o.output_median), "--output-median",
-        "must be a finite number > 0, got " + num(o.output_median), "");
+        "must be a finite number > 0, got " + format_g(o.output_median), "");
   check(o.input_sigma >= 0 && o.input_sigma <= 10, "--input-sigma", "must be in 0..10", "");
   check(o.output_sigma >= 0 && o.output_sigma <= 10, "--output-sigma", "must be in 0..10", "");
   check(o.session_sigma >= 0 && o.session_sigma <= 10, "--session-sigma", "must be in 0..10", "");

@@ -351,8 +351,9 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
     p.sources["ssd_write_gbps"] =
         "SSD tier save (fsync + journal) in " + opts.ssd_dir + ", " + what;
   } else {
-    // Placeholders (a profile needs positive rates); sim refuses an SSD tier on them
-    // (HardwareProfile::unmeasured, eval::run_sim_replay).
+    // No SSD measured (--ssd-dir ""): stand-in rates, since a profile needs positive ones,
+    // marked "not measured"; sim refuses an SSD tier on them (HardwareProfile::unmeasured,
+    // eval::run_sim_replay).
     p.ssd_read_gbps = p.ssd_write_gbps = 1;
     p.sources["ssd_read_gbps"] = p.sources["ssd_write_gbps"] =
         std::string(sim::kNotMeasured) + " (no --ssd-dir)";

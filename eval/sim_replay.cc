@@ -2,11 +2,11 @@
 #include "eval/sim_replay.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/engine/policy_advisor.h"
 #include "lib/metrics/summary.h"
 #include "lib/sim/cost_model.h"
@@ -35,16 +35,6 @@ std::vector<engine::SessionInput> sim_sessions(const datasets::Trace& trace,
   return out;
 }
 
-namespace {
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.4g", v);
-  return b;
-}
-
-}  // namespace
-
 int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& p, int block_size,
                       uint64_t store_hbm_bytes) {
   if (block_size < 1) throw make_error("--block-size", "must be at least 1 token");
@@ -67,8 +57,8 @@ int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& 
   }
   if (avail < block) {
     throw make_error("--profile " + p.label(),
-                     mc.name + " does not fit: 90% of its hbm_bytes " + num(p.hbm_bytes) + " x " +
-                         std::to_string(p.gpus) + " GPU(s), less " + num(weights) +
+                     mc.name + " does not fit: 90% of its hbm_bytes " + format_g(p.hbm_bytes, 4) +
+                         " x " + std::to_string(p.gpus) + " GPU(s), less " + format_g(weights, 4) +
                          " bytes of weights, holds no KV block of " + std::to_string(block_size) +
                          " tokens",
                      "use a profile with more HBM or GPUs (\"gpus\", --gpus), or a smaller model");
@@ -90,15 +80,15 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
                      "use a number of GPUs that divides " + std::to_string(mc.n_heads) +
                          " (the profile's \"gpus\" when --gpus is not given)");
   }
-  // calibrate without --ssd-dir writes placeholders for the SSD's rates: an SSD tier's loads,
+  // calibrate --ssd-dir "" writes stand-ins for the SSD's rates: an SSD tier's loads,
   // prefetches and evictions timed on them would be made up, not predicted.
   if (mode != engine::Mode::RE && opts.store.ssd_bytes > 0 &&
       (p.unmeasured("ssd_read_gbps") || p.unmeasured("ssd_write_gbps"))) {
     const char* f = p.unmeasured("ssd_read_gbps") ? "ssd_read_gbps" : "ssd_write_gbps";
     throw make_error("--profile " + p.label(),
                      "its SSD rates were not measured (" + std::string(f) + ": \"" +
-                         p.sources.at(f) + "\"): ssd_read_gbps " + num(p.ssd_read_gbps) +
-                         " and ssd_write_gbps " + num(p.ssd_write_gbps) +
+                         p.sources.at(f) + "\"): ssd_read_gbps " + format_g(p.ssd_read_gbps, 4) +
+                         " and ssd_write_gbps " + format_g(p.ssd_write_gbps, 4) +
                          " GB/s are placeholders, so an SSD tier (--ssd) " +
                          "would be timed on made-up rates",
                      "calibrate again with --ssd-dir on the SSD to model, or write measured "
@@ -159,7 +149,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     if (blocks > 0 && blocks < window) {
       throw make_error(
           "--profile " + p.label(),
-          "its hbm_bytes " + num(p.hbm_bytes) + " x " + std::to_string(p.gpus) + " GPU(s)" +
+          "its hbm_bytes " + format_g(p.hbm_bytes, 4) + " x " + std::to_string(p.gpus) + " GPU(s)" +
               " holds " + std::to_string(blocks) + " KV blocks of " +
               std::to_string(ec.block_size) + " tokens beside " + mc.name + "'s weights" +
               (store_hbm > 0 ? " and the store's HBM tier (--hbm)" : "") + ", fewer than the " +

@@ -257,28 +257,32 @@ const char* lookup(const NamePair (&table)[N], const std::string& name, bool fro
   return nullptr;
 }
 
+/// `n` mapped from HF to canonical names (`from_hf`) or back, through cfg's architecture's
+/// tables; "" for a name they do not hold.
+std::string map_name(const std::string& n, const ModelConfig& cfg, bool from_hf) {
+  static const std::regex hf_layer(R"(^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$)");
+  static const std::regex canonical_layer(R"(^blk\.(\d+)\.(.+)$)");
+  const bool falcon = cfg.arch == Arch::Falcon;
+  const char* top = falcon ? lookup(kFalconTop, n, from_hf) : lookup(kLlamaTop, n, from_hf);
+  if (top != nullptr) return top;
+  std::smatch m;
+  if (!std::regex_match(n, m, from_hf ? hf_layer : canonical_layer)) return "";
+  const std::string rest = m[2].str();
+  const char* layer =
+      falcon ? lookup(kFalconLayer, rest, from_hf) : lookup(kLlamaLayer, rest, from_hf);
+  if (layer == nullptr) return "";
+  const char* prefix = from_hf ? "blk." : falcon ? "transformer.h." : "model.layers.";
+  return prefix + m[1].str() + "." + layer;
+}
+
 }  // namespace
 
 std::string hf_to_canonical(const std::string& n, const ModelConfig& cfg) {
-  static const std::regex layer_re(R"(^(?:model\.layers|transformer\.h)\.(\d+)\.(.+)$)");
-  const bool falcon = cfg.arch == Arch::Falcon;
-  if (const char* c = falcon ? lookup(kFalconTop, n, true) : lookup(kLlamaTop, n, true)) return c;
-  std::smatch m;
-  if (!std::regex_match(n, m, layer_re)) return "";
-  const std::string rest = m[2].str();
-  const char* c = falcon ? lookup(kFalconLayer, rest, true) : lookup(kLlamaLayer, rest, true);
-  return c ? "blk." + m[1].str() + "." + c : "";
+  return map_name(n, cfg, true);
 }
 
 std::string canonical_to_hf(const std::string& n, const ModelConfig& cfg) {
-  static const std::regex layer_re(R"(^blk\.(\d+)\.(.+)$)");
-  const bool falcon = cfg.arch == Arch::Falcon;
-  if (const char* h = falcon ? lookup(kFalconTop, n, false) : lookup(kLlamaTop, n, false)) return h;
-  std::smatch m;
-  if (!std::regex_match(n, m, layer_re)) return "";
-  const std::string rest = m[2].str();
-  const char* h = falcon ? lookup(kFalconLayer, rest, false) : lookup(kLlamaLayer, rest, false);
-  return h ? std::string(falcon ? "transformer.h." : "model.layers.") + m[1].str() + "." + h : "";
+  return map_name(n, cfg, false);
 }
 
 }  // namespace cb::model

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/core/json_depth.h"
 
 namespace cb::sim {
@@ -58,12 +58,6 @@ const std::vector<Field>& fields() {
       {"gpu_usd_per_hour", &P::gpu_usd_per_hour, 0, 1e6, nullptr, "USD"},  // as --price-gpu
   };
   return f;
-}
-
-std::string num(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.6g", v);
-  return b;
 }
 
 constexpr double kGB = 1e9;
@@ -189,10 +183,10 @@ void HardwareProfile::validate(const std::string& origin) const {
   for (const Field& f : fields()) {
     const double v = this->*(f.member);
     if ((v >= f.lo && v <= f.hi) || (f.zero != nullptr && v == 0)) continue;  // NaN fails both
-    std::string range = "from " + num(f.lo) + " to " + num(f.hi) + " " + f.unit;
+    std::string range = "from " + format_g(f.lo) + " to " + format_g(f.hi) + " " + f.unit;
     if (f.zero != nullptr) range = "0 (" + std::string(f.zero) + ") or " + range;
     if (f.hi == kMaxCapacity) range += " (2^62)";
-    throw make_error(origin, std::string("field '") + f.name + "' is " + num(v),
+    throw make_error(origin, std::string("field '") + f.name + "' is " + format_g(v),
                      "it must be " + range);
   }
   if (gpus < 1) throw make_error(origin, "field 'gpus' must be >= 1");

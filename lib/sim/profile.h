@@ -13,7 +13,7 @@
 namespace cb::sim {
 
 /// The text that starts a field's source when `cachebench calibrate` did not measure it and
-/// wrote a placeholder (the SSD rates without --ssd-dir).
+/// wrote a stand-in value instead (the SSD rates with --ssd-dir "", which measures no SSD).
 inline constexpr const char* kNotMeasured = "not measured";
 /// The highest compute rate a profile may give, TFLOP/s per accelerator (~100x an H100's 989).
 inline constexpr double kMaxProfileTflops = 1e5;
@@ -58,7 +58,7 @@ struct HardwareProfile {
   static HardwareProfile from_json(const nlohmann::json& j, const std::string& origin);
   /// Checks the ranges from_json checks; throws cb::Error naming `origin`.
   void validate(const std::string& origin) const;
-  /// Whether `field`'s source says calibrate did not measure it (a placeholder value).
+  /// Whether `field`'s source says calibrate did not measure it (its value a stand-in).
   bool unmeasured(const std::string& field) const;
   /// How messages name the profile: its file (or built-in name), and its "name" when that
   /// differs ("/tmp/p.json (profile 'a100-80gb')").

@@ -192,6 +192,19 @@ if [ -n "${CACHEBENCH_WRITE_BASELINE:-}" ]; then cp "$TMP/gate1.json" "$BASE"; f
 "$CB" gate --baseline "$BASE" --current "$TMP/gate1.json" >"$TMP/out" 2>&1 \
   && ok || bad "gate against $BASE: $(cat "$TMP/out")"
 
+# store_check NAME RC CMD DIR PATTERN...: `store CMD --store-dir DIR` exits RC and prints
+# every PATTERN (grep regular expressions).
+store_check() {
+  local name="$1" want="$2" cmd="$3" dir="$4" p rc
+  shift 4
+  "$CB" store "$cmd" --store-dir "$dir" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -ne "$want" ]; then bad "$name: rc=$rc $(cat "$TMP/out")"; return; fi
+  for p in "$@"; do
+    if ! grep -q -- "$p" "$TMP/out"; then bad "$name: no '$p' in: $(cat "$TMP/out")"; return; fi
+  done
+  ok
+}
 # --keep-store keeps the run's SSD store, which `store verify` reads back whole.
 mkdir -p "$TMP/keep"
 "$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 64MiB --store-dir "$TMP/keep" \
@@ -231,47 +244,27 @@ fi
 if [ -n "$KEPT" ]; then
   rm -rf "$TMP/cut" && cp -a "$KEPT" "$TMP/cut"
   truncate -s $(( $(stat -c %s "$TMP/cut/journal.cbj") / 2 )) "$TMP/cut/journal.cbj"
-  "$CB" store stat --store-dir "$TMP/cut" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ] && grep -q "CUT SHORT" "$TMP/out"; then ok
-  else bad "stat of a cut journal: rc=$rc $(cat "$TMP/out")"; fi
-  "$CB" store verify --store-dir "$TMP/cut" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 1 ] && grep -q "journal  *cut short" "$TMP/out" \
-    && grep -q "result  *CORRUPTION FOUND" "$TMP/out"; then ok
-  else bad "verify of a cut journal: rc=$rc $(cat "$TMP/out")"; fi
-  "$CB" store verify --store-dir "$TMP/cut" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ] && grep -q "result  *ok" "$TMP/out"; then ok
-  else bad "verify after the cut journal was rewritten: rc=$rc $(cat "$TMP/out")"; fi
+  store_check "stat of a cut journal" 0 stat "$TMP/cut" "CUT SHORT"
+  store_check "verify of a cut journal" 1 verify "$TMP/cut" "journal  *cut short" \
+    "result  *CORRUPTION FOUND"
+  store_check "verify after the cut journal was rewritten" 0 verify "$TMP/cut" "result  *ok"
   rm -rf "$TMP/cut"
 fi
 # A journal overwritten whole is corruption, not a torn tail; a journal deleted is a loss.
 if [ -n "$KEPT" ]; then
   printf 'not a journal %.0s' $(seq 100) >"$KEPT/journal.cbj"
-  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 1 ] && grep -q "result  *CORRUPTION FOUND" "$TMP/out" && grep -q "1400 corrupt bytes" "$TMP/out"
-  then ok; else bad "verify of an overwritten journal: rc=$rc $(cat "$TMP/out")"; fi
+  store_check "verify of an overwritten journal" 1 verify "$KEPT" "result  *CORRUPTION FOUND" \
+    "1400 corrupt bytes"
   rm "$KEPT/journal.cbj"
-  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 1 ] && grep -q "journal  *missing" "$TMP/out"; then ok
-  else bad "verify of a store without its journal: rc=$rc $(cat "$TMP/out")"; fi
+  store_check "verify of a store without its journal" 1 verify "$KEPT" "journal  *missing"
   # Emptied: the journal has no start record, so it is lost, not a store that never saved.
   : >"$KEPT/journal.cbj"
-  "$CB" store stat --store-dir "$KEPT" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 0 ] && grep -q "LOST: it does not begin with its start record" "$TMP/out"; then ok
-  else bad "stat of a store with an emptied journal: rc=$rc $(cat "$TMP/out")"; fi
-  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1
-  rc=$?
-  if [ $rc -eq 1 ] && grep -q "does not begin with its start record" "$TMP/out"; then ok
-  else bad "verify of a store with an emptied journal: rc=$rc $(cat "$TMP/out")"; fi
-  "$CB" store verify --store-dir "$KEPT" >"$TMP/out" 2>&1  # rewritten by the last open
-  rc=$?
-  if [ $rc -eq 0 ] && grep -q "result  *ok" "$TMP/out"; then ok
-  else bad "verify after the journal was rewritten: rc=$rc $(cat "$TMP/out")"; fi
+  store_check "stat of a store with an emptied journal" 0 stat "$KEPT" \
+    "LOST: it does not begin with its start record"
+  store_check "verify of a store with an emptied journal" 1 verify "$KEPT" \
+    "does not begin with its start record"
+  # Rewritten by the last open.
+  store_check "verify after the journal was rewritten" 0 verify "$KEPT" "result  *ok"
 fi
 [ -n "$KEPT" ] && "$CB" store clear --store-dir "$KEPT" >/dev/null && rmdir "$KEPT"
 

@@ -241,8 +241,8 @@ TEST(SimKvPool, ProfilesAreNamedByTheirFile) {
             test::tmp_dir() + "/named.json (profile 'a100-80gb')");
 }
 
-// calibrate without --ssd-dir writes placeholder SSD rates: an SSD tier on them is refused
-// (its timings would be made up); without an SSD tier, or in RE, the profile runs.
+// calibrate --ssd-dir "" writes stand-in SSD rates marked "not measured": an SSD tier on them is
+// refused (its timings would be made up); without an SSD tier, or in RE, the profile runs.
 TEST(SimSsd, PlaceholderSsdRatesRefuseAnSsdTier) {
   nlohmann::json j = builtin_profile("a100-80gb").to_json();
   j["ssd_read_gbps"] = j["ssd_write_gbps"] = 1;
