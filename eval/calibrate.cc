@@ -356,7 +356,7 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
     // eval::run_sim_replay).
     p.ssd_read_gbps = p.ssd_write_gbps = 1;
     p.sources["ssd_read_gbps"] = p.sources["ssd_write_gbps"] =
-        std::string(sim::kNotMeasured) + " (no --ssd-dir)";
+        std::string(sim::kNotMeasured) + " (--ssd-dir \"\")";
   }
   p.sources["kv_bytes_per_element"] =
       opts.native_kv_entries
