@@ -104,6 +104,30 @@ DType dtype_of(const Fields& f) {
   return DType::F16;
 }
 
+/// RoPE's base from config.json: `rope_theta`, or transformers 5's `rope_parameters` object
+/// (`rope_theta` and `rope_type` inside). Scaled variants (`rope_scaling`, or a `rope_type`
+/// other than "default") compute other positions and are refused.
+float rope_theta_of(const json& j, const Fields& f, const std::string& path) {
+  if (f.has("rope_scaling")) {
+    throw make_error(path, "field 'rope_scaling' is set",
+                     "RoPE scaling variants are not supported; use a checkpoint without it");
+  }
+  float theta = f.get_float("rope_theta", 10000.0f);
+  if (!f.has("rope_parameters")) return theta;
+  const json& rp = j.at("rope_parameters");
+  if (!rp.is_object()) {
+    throw make_error(path, "field 'rope_parameters' must be an object, found " + brief(rp),
+                     "fix config.json");
+  }
+  const Fields r(rp, path);
+  const std::string type = r.get_string("rope_type", "default");
+  if (type != "default") {
+    throw make_error(path, "field 'rope_parameters.rope_type' is '" + type + "'",
+                     "RoPE scaling variants are not supported; use a checkpoint without it");
+  }
+  return r.get_float("rope_theta", theta);
+}
+
 }  // namespace
 
 ModelConfig config_from_hf(const std::string& path) {
@@ -137,16 +161,15 @@ ModelConfig config_from_hf(const std::string& path) {
     c.ffn_hidden = f.get_int("intermediate_size");
     c.vocab_size = f.get_int("vocab_size");
     c.max_context = f.get_int("max_position_embeddings", 2048);
-    c.rope_theta = f.get_float("rope_theta", 10000.0f);
+    c.rope_theta = rope_theta_of(j, f, path);
     c.norm = NormType::RmsNorm;
     c.norm_eps = f.get_float("rms_norm_eps", 1e-6f);
     c.tied_embeddings = f.get_bool("tie_word_embeddings", false);
-    c.sliding_window = c.arch == Arch::Mistral ? f.get_int("sliding_window", 0) : 0;
-    c.qkv_layout = QkvLayout::Separate;
-    if (f.has("rope_scaling")) {
-      throw make_error(path, "field 'rope_scaling' is set",
-                       "RoPE scaling variants are not supported; use a checkpoint without it");
+    // transformers' MistralConfig: no key means its default window of 4096, null means none.
+    if (c.arch == Arch::Mistral) {
+      c.sliding_window = j.contains("sliding_window") ? f.get_int("sliding_window", 0) : 4096;
     }
+    c.qkv_layout = QkvLayout::Separate;
     // The MLP cachebench runs is SwiGLU: another activation would compute another model.
     const std::string act = f.get_string("hidden_act", "silu");
     if (act != "silu" && act != "swish") {
@@ -164,7 +187,10 @@ ModelConfig config_from_hf(const std::string& path) {
         f.get_bool("new_decoder_architecture", f.get_string("model_type", "") == "RefinedWeb");
     const bool multi_query = f.get_bool("multi_query", true);
     if (new_arch) {
-      c.n_kv_heads = f.has("num_kv_heads") ? f.get_int("num_kv_heads") : f.get_int("n_head_kv");
+      // transformers' FalconConfig: num_kv_heads (n_head_kv in RW configs) defaults to the
+      // number of attention heads.
+      c.n_kv_heads =
+          f.has("num_kv_heads") ? f.get_int("num_kv_heads") : f.get_int("n_head_kv", c.n_heads);
     } else {
       c.n_kv_heads = multi_query ? 1 : c.n_heads;
     }
@@ -172,7 +198,7 @@ ModelConfig config_from_hf(const std::string& path) {
     c.ffn_hidden = f.get_int("ffn_hidden_size", 4 * c.hidden);
     c.vocab_size = f.get_int("vocab_size");
     c.max_context = f.get_int("max_position_embeddings", 2048);
-    c.rope_theta = f.get_float("rope_theta", 10000.0f);
+    c.rope_theta = rope_theta_of(j, f, path);
     c.norm = NormType::LayerNorm;
     c.norm_eps = f.get_float("layer_norm_epsilon", 1e-5f);
     c.parallel_attention = new_arch || f.get_bool("parallel_attn", true);

@@ -76,6 +76,14 @@ BatchRows batch_rows(const ModelConfig& c, const std::vector<SeqInput>& batch,
     const SeqInput& in = batch[i];
     if (in.tokens.empty())
       throw Error("forward: sequence " + std::to_string(in.seq) + " has no new tokens");
+    // Two items of one sequence would both append at its current length (and the CUDA decode
+    // kernel's fused append relies on one row a sequence).
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].seq == in.seq)
+        throw Error("forward: sequence " + std::to_string(in.seq) +
+                    " appears twice in one batch (items " + std::to_string(j) + " and " +
+                    std::to_string(i) + "); give its tokens as one item");
+    }
     br.row0[i] = br.rows();
     br.len0[i] = cache.length(in.seq);
     const int64_t n = static_cast<int64_t>(in.tokens.size());

@@ -368,6 +368,24 @@ def _need(t, name, where):
     return t[name]
 
 
+def _rope_theta(cfg):
+    """rope_theta, or transformers 5's rope_parameters (non-default types are scaling)."""
+    rp = cfg.get("rope_parameters")
+    theta = float(cfg.get("rope_theta", 10000.0))
+    if not rp:
+        return theta
+    if rp.get("rope_type", "default") != "default":
+        raise RefError(f"rope_parameters {rp} not supported by the reference")
+    return float(rp.get("rope_theta", theta))
+
+
+def _mistral_window(cfg):
+    """transformers' MistralConfig: an absent key is its default of 4096, null is none."""
+    if "sliding_window" not in cfg:
+        return 4096
+    return int(cfg["sliding_window"]) if cfg["sliding_window"] else None
+
+
 def _rope_scaling(cfg):
     rs = cfg.get("rope_scaling")
     if not rs:
@@ -405,10 +423,9 @@ def _llama_from_hf(cfg, t, where):
         arch="llama", n_embd=E, n_layer=int(cfg["num_hidden_layers"]), n_head=H, n_kv=KV,
         head_dim=hd, n_ff=int(cfg["intermediate_size"]), vocab=int(cfg["vocab_size"]),
         norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
-        rope_theta=float(cfg.get("rope_theta", 10000.0)), rope_dims=rope_dims,
+        rope_theta=_rope_theta(cfg), rope_dims=rope_dims,
         rope_style="neox", rope_linear_factor=_rope_scaling(cfg),
-        sliding_window=(int(cfg["sliding_window"]) if mistral and cfg.get("sliding_window")
-                        else None),
+        sliding_window=_mistral_window(cfg) if mistral else None,
         source=where)
     layers = []
     for i in range(hp.n_layer):
@@ -465,7 +482,7 @@ def _falcon_hparams_from_cfg(cfg, where):
         arch="falcon", n_embd=E, n_layer=int(c.get("num_hidden_layers", 32)), n_head=H,
         n_kv=KV, head_dim=hd, n_ff=int(c.get("ffn_hidden_size") or 4 * E),
         vocab=int(c.get("vocab_size", 65024)), norm_eps=float(c.get("layer_norm_epsilon", 1e-5)),
-        rope_theta=float(c.get("rope_theta", 10000.0)), rope_style="neox",
+        rope_theta=_rope_theta(c), rope_style="neox",
         rope_linear_factor=_rope_scaling(c), falcon_parallel_attn=parallel,
         falcon_two_ln=(parallel and n_ln == 2), source=where)
     return hp, layout, bool(c.get("tie_word_embeddings", True))

@@ -340,6 +340,15 @@ TEST(ForwardTest, RejectsUnreservedCapacityAndBadTokens) {
   EXPECT_THROW(m->forward({{0, random_tokens(20, 100, 1), false}}, cache), cb::Error);
   EXPECT_THROW(m->forward({{0, {600}, false}}, cache), cb::Error);
   EXPECT_THROW(m->forward({{0, {-1}, false}}, cache), cb::Error);
+  // One sequence twice in a batch: both items would append at its current length.
+  try {
+    m->forward({{0, {1}, false}, {0, {2}, false}}, cache);
+    ADD_FAILURE() << "a batch naming one sequence twice ran";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 0 appears twice"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(cache.length(0), 0);
 }
 
 // The real trained model: greedy generation from BOS reproduces the known story opening.

@@ -204,6 +204,51 @@ TEST(ModelSourceTest, HfFalconVariantsReadAsTransformersReadsThem) {
   EXPECT_TRUE(s->config().separate_mlp_norm);
 }
 
+// RoPE fields and defaults as transformers reads them: a Mistral config without a
+// sliding_window key gets MistralConfig's 4096 (null: no window); transformers 5's
+// rope_parameters carries rope_theta; scaled RoPE is refused for Falcon as for LLaMA (it was
+// run unscaled); a new-architecture Falcon config without num_kv_heads has one KV head a query
+// head, as FalconConfig defaults it.
+TEST(ModelSourceTest, HfRopeFieldsAndDefaultsReadAsTransformersReadsThem) {
+  const auto llama = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  json c = llama_config("MistralForCausalLM");
+  c.erase("sliding_window");
+  EXPECT_EQ(ModelSource::open(cb::test::write_checkpoint("hf_mistral_nowin", c, llama))
+                ->config()
+                .sliding_window,
+            4096);
+  c["sliding_window"] = nullptr;
+  EXPECT_EQ(ModelSource::open(cb::test::write_checkpoint("hf_mistral_nullwin", c, llama))
+                ->config()
+                .sliding_window,
+            0);
+  c = llama_config("LlamaForCausalLM");
+  c.erase("rope_theta");
+  c["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 1000000.0}};
+  EXPECT_EQ(ModelSource::open(cb::test::write_checkpoint("hf_rope_params", c, llama))
+                ->config()
+                .rope_theta,
+            1000000.0f);
+  c["rope_parameters"] = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}};
+  std::string e = error_of(cb::test::write_checkpoint("hf_rope_llama3", c, llama));
+  EXPECT_NE(e.find("field 'rope_parameters.rope_type' is 'llama3'"), std::string::npos) << e;
+
+  const json falcon = {{"architectures", {"FalconForCausalLM"}},
+                       {"hidden_size", 32},
+                       {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4},
+                       {"vocab_size", 40},
+                       {"parallel_attn", true},
+                       {"new_decoder_architecture", true}};
+  const auto mha = filled(cb::test::falcon_hf_tensors(true, 2, 32, 4, 4, 128, 40), "F32");
+  auto s = ModelSource::open(cb::test::write_checkpoint("hf_falcon_nokv", falcon, mha));
+  EXPECT_EQ(s->config().n_kv_heads, 4);
+  json scaled = falcon;
+  scaled["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
+  e = error_of(cb::test::write_checkpoint("hf_falcon_scaled", scaled, mha));
+  EXPECT_NE(e.find("field 'rope_scaling' is set"), std::string::npos) << e;
+}
+
 // A tensor the model would not use (a bias of LLaMA's attention_bias, say) is refused: ignoring
 // it computes another model. An exported rotary inv_freq buffer, or lm_head beside tied
 // embeddings (transformers ties it whatever the file holds), is not a weight of another model.
