@@ -180,7 +180,9 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     run.summary["store"] = {{"ssd_chunks_cleaned", st->cleaned_chunks()},
                             {"ssd_copy_chunks_reused", st->copy_reused_chunks()},
                             {"saves_admitted_below", st->admitted_below()},
-                            {"slow_demotions_dropped", st->slow_dropped()}};
+                            {"slow_demotions_dropped", st->slow_dropped()},
+                            {"prefetches", st->prefetches()},
+                            {"prefetch_failures", st->prefetch_failures()}};
   }
   return run;
 }

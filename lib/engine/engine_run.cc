@@ -253,15 +253,6 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     sched.advance(now());
     poll_saves();
     cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
-    if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
-      lookahead_version = sched.version();
-      std::vector<sched::SessionId> la = sched.lookahead();
-      for (auto& s : la) s = sessions[s].id;
-      if (la != last_lookahead) {
-        store_->prefetch(la);
-        last_lookahead = std::move(la);
-      }
-    }
     // Write-backs ahead of eviction for the entries saved or demoted since the last plan
     // (the store returns at once when there are none).
     if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back();
@@ -275,6 +266,15 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
       // store serves a save in flight (its load waits, layer by layer, for the writes), so
       // neither the schedule nor this loop depends on when the save finishes.
       jobs_[r.id] = prepare(store_id(r), input_of(r), &res);
+    }
+    if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
+      lookahead_version = sched.version();
+      std::vector<sched::SessionId> la = sched.lookahead();
+      for (auto& s : la) s = sessions[s].id;
+      if (la != last_lookahead) {
+        store_->prefetch(la);
+        last_lookahead = std::move(la);
+      }
     }
     std::vector<Job*> admitted;  // whose loads start together, layer by layer
     while (sched.can_admit() && !sched.waiting().empty()) {

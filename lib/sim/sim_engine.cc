@@ -346,15 +346,6 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
     sched.advance(now_);
     if (store_) poll_saves();
     cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
-    if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
-      lookahead_version = sched.version();
-      std::vector<sched::SessionId> la = sched.lookahead();
-      for (auto& s : la) s = sessions[s].id;
-      if (la != last_lookahead) {
-        store_->prefetch(la, now_);
-        last_lookahead = std::move(la);
-      }
-    }
     // As lib/engine: write-backs for the entries saved or demoted since the last plan.
     if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back(now_);
     int ahead = 0;
@@ -365,6 +356,15 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       sr.session = sessions[r.session].id;
       const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
       jobs_[r.id] = prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res);
+    }
+    if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
+      lookahead_version = sched.version();
+      std::vector<sched::SessionId> la = sched.lookahead();
+      for (auto& s : la) s = sessions[s].id;
+      if (la != last_lookahead) {
+        store_->prefetch(la, now_);
+        last_lookahead = std::move(la);
+      }
     }
     std::vector<Job*> admitted;  // whose loads start together, layer by layer
     while (sched.can_admit() && !sched.waiting().empty()) {

@@ -743,7 +743,11 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     if (!fetch) continue;
     // The fetch task makes its room when it gets to this fetch, after the previous one landed.
     room_at_ = fetch_at;
-    if (!reserve(TierKind::Dram, it->second.chunks, true, fetch_at)) break;
+    if (!reserve(TierKind::Dram, it->second.chunks, true, fetch_at)) {
+      ++prefetch_failures_;
+      break;
+    }
+    ++prefetches_;
     Entry& e = index_.at(s);
     const double bytes = payload_bytes(e.tokens);
     const double before = cfg_.ssd_read.busy_s();

@@ -160,6 +160,10 @@ class SimStore {
   uint64_t admitted_below() const { return admitted_below_; }
   /// Victims the demotion budget dropped (lib/store's slow_demotions_dropped).
   uint64_t slow_dropped() const { return slow_dropped_; }
+  /// Entries fetched from the SSD into DRAM, and fetches that found no room (lib/store's
+  /// prefetches and prefetch_failures).
+  uint64_t prefetches() const { return prefetches_; }
+  uint64_t prefetch_failures() const { return prefetch_failures_; }
 
  private:
   /// A candidate in a tier's index: an entry that may move, or (SSD) an entry's copy under
@@ -315,6 +319,7 @@ class SimStore {
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0, slow_dropped_ = 0;
+  uint64_t prefetches_ = 0, prefetch_failures_ = 0;
   std::function<double(int64_t)> recompute_s_;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };

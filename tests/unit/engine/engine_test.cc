@@ -703,6 +703,37 @@ TEST(Engine, SameTraceSameSeedSameHitMissSequence) {
       << "the store is small enough to evict";
 }
 
+// The requests the engine prepares load their entries themselves, from whichever tier holds
+// them; the store prefetches only the look-ahead's other sessions. With one request prepared
+// and DRAM for one entry, the prefetch window is the queue's head alone: every fetch would
+// read the head's entry a second time beside its own load (the store used to be asked before
+// the engine prepared the head, and scheduler-aware served fewer turns from DRAM than LRU).
+TEST(Engine, PrefetchLeavesTheRequestsBeingPreparedToTheirOwnLoads) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const std::string dir = cb::test::tmp_dir() + "/engine_prefetch_head";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  store::StoreConfig c;
+  c.dram_bytes = 96 << 10;  // an entry of 44 tokens: 10 rows (layer x K/V) of 2 chunks
+  c.ssd_bytes = 8 << 20;
+  c.store_dir = dir;
+  c.chunk_bytes = 4096;
+  c.io_threads = 2;
+  c.advisor = std::make_shared<PolicyAdvisor>("scheduler-aware",
+                                              policy::Capacity{c.dram_bytes, c.ssd_bytes});
+  store::AttentionStore st(c);
+  EngineConfig ec = config(Mode::CA);
+  ec.sched.max_batch = 1;
+  ec.preload_jobs = 1;
+  const RunResult r = serve(*m, &st, ec, sessions(4, 3, 40, 4));
+  int ssd_hits = 0;
+  for (const auto& rec : r.records) ssd_hits += rec.tier == "ssd";
+  EXPECT_GT(ssd_hits, 0);
+  EXPECT_EQ(st.stats().get(store::Counter::Prefetches), 0u);
+  EXPECT_EQ(st.stats().get(store::Counter::PrefetchFailures), 0u);
+}
+
 // Many sessions of two turns, one sequence at a time: while one second turn computes, the
 // next one waits in the queue and can preload into its read buffer.
 struct OverlapRun {

@@ -87,6 +87,37 @@ TEST(SimReplay, AWholeChunkOverflowIsCutOnArrivalBeforeThePrefetchReadsIt) {
   EXPECT_GT(read[1], 1.5 * loaded[1]);  // the dropped half too
 }
 
+// The requests the engine prepares load their entries themselves, from whichever tier holds
+// them; the prefetcher fetches only the look-ahead's other sessions. It used to plan before the
+// engine prepared the queue's new head, so the head's SSD entry was read twice (its load and a
+// fetch) and the fetch evicted a DRAM entry for a copy the turn's save then replaced. With a
+// prefetch window of one session (DRAM for one entry) every fetch would be such a waste;
+// with a larger one the scheduler-aware policy serves more turns from DRAM than LRU.
+TEST(SimReplay, PrefetchLeavesTheRequestsBeingPreparedToTheirOwnLoads) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  const auto sessions = conversations(6, 1, {{1000, 50}, {100, 50}, {100, 50}, {100, 50}});
+  const eval::SimOptions so = two_a100s();
+  eval::ReplayOptions o;
+  o.store.ssd_bytes = 100'000'000'000;
+  o.store.drop_slow_demotions = false;
+  o.engine.ctx = 2048;
+  o.engine.sched.rate = 0;
+  o.engine.sched.max_batch = 1;
+  o.engine.preload_jobs = 1;
+  const auto run = [&](const std::string& policy, uint64_t dram) {
+    o.store.policy = policy;
+    o.store.dram_bytes = dram;  // entries of 0.9-1.2 GB
+    return eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, so).summary;
+  };
+  const nlohmann::json one = run("sched", 1'500'000'000);
+  EXPECT_GT(one["hit_rate"]["ssd"].get<double>(), 0);
+  EXPECT_EQ(one["store"]["prefetches"].get<uint64_t>(), 0u);
+  const nlohmann::json sched = run("sched", 3'000'000'000), lru = run("lru", 3'000'000'000);
+  EXPECT_GT(sched["store"]["prefetches"].get<uint64_t>(), 0u);
+  EXPECT_EQ(lru["store"]["prefetches"].get<uint64_t>(), 0u);
+  EXPECT_GT(sched["hit_rate"]["dram"].get<double>(), lru["hit_rate"]["dram"].get<double>());
+}
+
 TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
   HardwareProfile p = two_a100s().profile;
