@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -21,6 +22,7 @@
 #include "lib/store/store_dir.h"
 #include "lib/store/store_internal.h"
 #include "lib/store/thread_pool.h"
+#include "lib/store/tier.h"
 
 namespace cb::store {
 
@@ -235,7 +237,7 @@ void AttentionStore::recover(int marker_version) {
     }
   }
   Journal::rewrite(path, live);  // compaction: one commit per live entry
-  journal_ = std::make_unique<Journal>(path);
+  journal_ = std::make_unique<Journal>(path, cfg_.journal_sync);
   next_generation_ = r.max_generation + 1;
   for (auto& [id, m] : live) {
     auto e = std::make_shared<StoreEntry>();
@@ -354,18 +356,74 @@ void AttentionStore::unpin_locked(const EntryPtr& e) {
   move_cv_.notify_all();
 }
 
-void AttentionStore::drop_corrupt(const EntryPtr& e) {
+void AttentionStore::drop_corrupt(const EntryPtr& e, const std::string& why) {
   std::lock_guard<std::mutex> g(mu_);
   if (e->doomed) return;
-  std::fprintf(stderr, "cachebench store: session %llu failed verification in %s; dropped\n",
-               static_cast<unsigned long long>(e->meta.session), tier_name(e->tier));
+  std::fprintf(stderr, "cachebench store: session %llu failed verification in %s%s%s%s; dropped\n",
+               static_cast<unsigned long long>(e->meta.session), tier_name(e->tier),
+               why.empty() ? "" : " (", why.c_str(), why.empty() ? "" : ")");
   stats_.add(e->tier, TierCounter::Drops);
   unlink_locked(e);
 }
 
+std::string AttentionStore::chunk_problem(const EntryMeta& m, TierKind t, uint64_t index,
+                                          const std::string& what) const {
+  const uint64_t nt = m.n_token_chunks();
+  std::string s = "chunk " + std::to_string(index);
+  if (nt > 0) {
+    s += " (layer " + std::to_string(index / (2 * nt)) + ", " + ((index / nt) % 2 ? "V" : "K") +
+         ", token chunk " + std::to_string(index % nt) + ")";
+  }
+  if (index < m.slots.size() && tier(t) != nullptr) s += " at " + tier(t)->locate(m.slots[index]);
+  return s + ": " + what;
+}
+
+std::string AttentionStore::failed_op_problem(const EntryMeta& m, TierKind t, const ChunkIo* ops,
+                                              size_t n,
+                                              const std::function<uint64_t(size_t)>& index) const {
+  for (size_t i = 0; i < n; ++i) {
+    if (ops[i].error != 0) {
+      return chunk_problem(m, t, index(i),
+                           std::string("cannot read it: ") + std::strerror(ops[i].error));
+    }
+  }
+  return "cannot read it";
+}
+
+void AttentionStore::note_io_error(const std::string& what) {
+  std::lock_guard<std::mutex> g(io_error_mu_);
+  if (first_io_error_.empty()) first_io_error_ = what;
+}
+
+std::string AttentionStore::first_io_error() const {
+  std::lock_guard<std::mutex> g(io_error_mu_);
+  return first_io_error_;
+}
+
+bool AttentionStore::sync_ssd(const std::vector<uint64_t>& slots) {
+  std::string why;
+  if (tier(TierKind::Ssd)->sync(slots, &why)) return true;
+  stats_.add(Counter::IoErrors);
+  note_io_error(why);
+  return false;
+}
+
 bool AttentionStore::journal_commit(EntryMeta* m) {
   m->generation = next_generation_++;
-  if (!journal_->commit(*m, true)) return false;
+  // A journal left broken by a failed sync refuses appends until it is rewritten from the
+  // index (Journal::commit): that rewrite, with this commit in it, is the commit.
+  if (journal_->broken()) {
+    journal_stale_ = !compact_journal_locked(m);
+    if (journal_stale_) stats_.add(Counter::IoErrors);
+    return !journal_stale_;
+  }
+  if (!journal_->commit(*m, true)) {
+    stats_.add(Counter::IoErrors);  // once: the compaction below is its retry
+    note_io_error(journal_->last_error());
+    if (!journal_->broken()) return false;  // cut off cleanly: the journal is as it was
+    journal_stale_ = !compact_journal_locked(m);
+    return !journal_stale_;
+  }
   if (journal_stale_ || journal_->appended_bytes() > cfg_.journal_compact_bytes) {
     journal_stale_ = !compact_journal_locked(m);
   }
@@ -379,7 +437,10 @@ bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
     if (e->tier == TierKind::Ssd) live[id] = e->meta;
   }
   if (extra != nullptr) live[extra->session] = *extra;
-  if (!journal_->compact(live)) return false;
+  if (!journal_->compact(live)) {
+    note_io_error(journal_->last_error());
+    return false;
+  }
   stats_.add(Counter::JournalCompactions);
   return true;
 }
@@ -388,6 +449,7 @@ void AttentionStore::journal_erase_locked(SessionId session) {
   // The record first (a few bytes may fit where a rewrite of the journal does not); a
   // compaction when it failed, or when an earlier record is still missing.
   const bool appended = journal_->erase(session, next_generation_++, false);
+  if (!appended) note_io_error(journal_->last_error());
   if (appended && !journal_stale_) return;
   journal_stale_ = !compact_journal_locked(nullptr);
 }
@@ -447,6 +509,7 @@ StatsSnapshot AttentionStore::stats() const {
     s.capacity_bytes[t] = tiers_[t]->capacity_bytes();
   }
   for (const auto& [id, e] : index_) ++s.entries[static_cast<int>(e->tier)];
+  s.first_io_error = first_io_error();
   return s;
 }
 

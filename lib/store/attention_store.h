@@ -36,6 +36,7 @@ struct EntryMeta;
 struct StoreEntry;
 struct SaveState;
 struct LoadState;
+struct ChunkIo;
 
 /// Budgets and knobs; a budget of 0 leaves that tier out.
 struct StoreConfig {
@@ -78,6 +79,8 @@ struct StoreConfig {
   Clock clock;                                   ///< seconds; default: steady clock
   std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
   std::shared_ptr<IoBackend> io_backend;         ///< overrides io_mode (fault injection)
+  /// Stands in for the journal's fdatasync (fault injection): 0 or -errno; empty: fdatasync.
+  std::function<int(int fd)> journal_sync;
   /// Emulated read / write bandwidth per tier in GB/s (0 = as fast as the hardware): a
   /// tier slowed on purpose, for overlap tests and ablations.
   double read_gbps[kNumTiers] = {0, 0, 0};
@@ -268,8 +271,13 @@ class AttentionStore {
   /// be cheap and must not call the store. Empty: no estimate (nothing is dropped).
   void set_recompute_estimate(std::function<double(int64_t tokens)> seconds);
 
-  /// Counters and occupancy.
+  /// Counters and occupancy (and first_io_error()).
   StatsSnapshot stats() const;
+  /// The first I/O error the store met (a counted io_error), as a line naming the file and
+  /// the system's reason ("DIR/journal.cbj: cannot append a record: No space left on
+  /// device", "DIR/data_0.cbd at byte 65536: cannot write a chunk: Input/output error");
+  /// "" when none. Thread-safe.
+  std::string first_io_error() const;
   /// Whether tier `t` is configured.
   bool has_tier(TierKind t) const;
   /// Bytes in use in tier `t` (slots * chunk size).
@@ -335,11 +343,14 @@ class AttentionStore {
   void evict(const EntryPtr& e, bool drop, bool blocking);
   /// drop_slow_demotions: would demoting `e` to the SSD take longer than recomputing it?
   bool slow_demotion_locked(const StoreEntry& e) const;
-  MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve);
+  /// `why`: on SourceBad, what was wrong with the source (chunk_problem()).
+  MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve,
+                        std::string* why = nullptr);
   /// Copies `m`'s chunks to `dst_slots` (indexed as m.slots), except token chunks
   /// [0, skip_chunks) of every layer and K/V, which the destination already holds.
   MoveResult copy_chunks(TierKind src, TierKind dst, const EntryMeta& m,
-                         const std::vector<uint64_t>& dst_slots, uint64_t skip_chunks = 0);
+                         const std::vector<uint64_t>& dst_slots, uint64_t skip_chunks = 0,
+                         std::string* why = nullptr);
   MoveResult promote(const EntryPtr& e);
   /// May `e` be chosen for eviction (no pins but a running write-back's, not moving)?
   static bool evictable(const StoreEntry& e);
@@ -389,7 +400,22 @@ class AttentionStore {
   /// Ends an append save's hold on its base, and its in-place extension of the base's last
   /// chunk unless loads of the save are still to read it (caller holds mu_).
   void release_base_locked(SaveState* st);
-  void drop_corrupt(const EntryPtr& e);
+  /// Drops `e`, which failed verification or could not be read, saying so on stderr with
+  /// `why` (which chunk, where, what: chunk_problem()).
+  void drop_corrupt(const EntryPtr& e, const std::string& why);
+  /// "chunk I (layer L, K|V, token chunk C) at <where it is in tier t>: <what>".
+  std::string chunk_problem(const EntryMeta& m, TierKind t, uint64_t index,
+                            const std::string& what) const;
+  /// chunk_problem() of the first failed op of `ops` (`index(i)`: op i's chunk index).
+  std::string failed_op_problem(const EntryMeta& m, TierKind t, const ChunkIo* ops, size_t n,
+                                const std::function<uint64_t(size_t)>& index) const;
+  /// Keeps `what` as first_io_error() unless one is kept already.
+  void note_io_error(const std::string& what);
+  /// Makes the SSD's writes to `slots` durable; a failure is counted and noted.
+  bool sync_ssd(const std::vector<uint64_t>& slots);
+  /// Journals `m` (a new generation) durably; false when that failed (counted as an
+  /// io_error, noted as first_io_error()). While the journal is broken (a failed sync,
+  /// Journal::commit) the commit is a compaction with `m` in it, tried at once.
   bool journal_commit(EntryMeta* m);
   /// Records that `session`'s SSD entry is gone (caller holds mu_, the index no longer has it
   /// on the SSD). When the record cannot be appended (disk full, a torn append cut off), the
@@ -411,10 +437,13 @@ class AttentionStore {
   void load_layer(const std::shared_ptr<LoadState>& st, int layer);
   void start_layers(const std::shared_ptr<LoadState>& st, int n);
   void settle_layer(const std::shared_ptr<LoadState>& st, int layer, bool ok, bool attempted);
-  bool read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k, std::vector<char>* v);
+  /// `why`: on failure, which chunk and what (chunk_problem()).
+  bool read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k, std::vector<char>* v,
+                  std::string* why);
   /// Reads every chunk of `m` in `t`, in batches of up to 64 MiB through one buffer, and checks
-  /// its checksum: verify_all's check, whose memory does not grow with the entry.
-  bool verify_entry(const EntryMeta& m, TierKind t);
+  /// its checksum: verify_all's check, whose memory does not grow with the entry. `why`: as
+  /// read_entry's.
+  bool verify_entry(const EntryMeta& m, TierKind t, std::string* why);
   bool timed_io(TierKind t, bool write, struct ChunkIo* ops, size_t n);
 
   StoreDirLock dir_lock_;  ///< first: released after everything else has closed its files
@@ -435,6 +464,8 @@ class AttentionStore {
   bool write_back_due_ = false;  ///< see write_back()
   bool journal_stale_ = false;   ///< an erase record is missing (journal_erase_locked)
   StoreStats stats_;
+  mutable std::mutex io_error_mu_;  ///< guards first_io_error_ (a leaf: taken under mu_ too)
+  std::string first_io_error_;
   std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
   std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")
   std::unique_ptr<BandwidthLimiter> limit_[kNumTiers][2];  // [tier][write]

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
+#include <utility>
 
 #include "lib/core/error.h"
 #include "lib/store/checksum.h"
@@ -181,7 +182,8 @@ ReplayResult Journal::replay(const std::string& path) {
   return res;
 }
 
-void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries) {
+void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries,
+                      const SyncFn& sync) {
   const std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw make_error(tmp, std::string("cannot create journal: ") + std::strerror(errno));
@@ -191,19 +193,28 @@ void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMe
   std::string end(kEndPayload, '\0');
   std::memcpy(&end[0], &n, 8);
   ok = ok && write_all(fd, frame(kEnd, end));
-  ok = ok && ::fsync(fd) == 0;
-  const int err = errno;
+  int err = 0;
+  if (ok) {
+    const int rc = sync ? sync(fd) : (::fsync(fd) == 0 ? 0 : -errno);
+    ok = rc == 0;
+    err = -rc;
+  } else {
+    err = errno;
+  }
   ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    ok = false;
+    err = errno;
+  }
+  if (!ok) {
     ::unlink(tmp.c_str());
-    throw make_error(path,
-                     std::string("cannot rewrite journal: ") + std::strerror(ok ? errno : err),
+    throw make_error(path, std::string("cannot rewrite journal: ") + std::strerror(err),
                      "check free space and permissions of the store directory");
   }
   fsync_dir(path);
 }
 
-Journal::Journal(const std::string& path) : path_(path) {
+Journal::Journal(const std::string& path, SyncFn sync) : path_(path), sync_(std::move(sync)) {
   fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw make_error(path, std::string("cannot open journal: ") + std::strerror(errno),
@@ -220,13 +231,26 @@ bool Journal::append(uint8_t type, const std::string& payload, bool durable) {
   std::lock_guard<std::mutex> g(mu_);
   if (broken_) return false;
   const off_t before = ::lseek(fd_, 0, SEEK_END);
-  if (!write_all(fd_, rec)) {
-    // Cut a torn record off; if that fails, later records would be lost at replay.
+  const auto fail = [&](const char* what, int err) {
+    last_error_ = path_ + ": " + what + ": " + std::strerror(err);
+    // Cut the record off, whole or torn: its caller treats it as never written (a failed
+    // commit frees the entry's slots), so it must not come back at the next open. If that
+    // fails, later records would follow a torn one, and replay would lose them.
     if (before < 0 || ::ftruncate(fd_, before) != 0) broken_ = true;
     return false;
+  };
+  if (!write_all(fd_, rec)) return fail("cannot append a record", errno);
+  if (durable) {
+    const int rc = sync_ ? sync_(fd_) : (::fdatasync(fd_) == 0 ? 0 : -errno);
+    if (rc != 0) {
+      // After a failed fdatasync the kernel may have dropped the dirty pages of this record
+      // and of the unsynced ones before it, and a later sync need not say so again: nothing
+      // short of a rewrite (compact) is known to be on the disk.
+      broken_ = true;
+      return fail("cannot sync a record", -rc);
+    }
   }
   appended_ += rec.size();
-  if (durable && ::fdatasync(fd_) != 0) return false;
   return true;
 }
 
@@ -235,15 +259,27 @@ uint64_t Journal::appended_bytes() const {
   return appended_;
 }
 
+bool Journal::broken() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return broken_;
+}
+
+std::string Journal::last_error() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return last_error_;
+}
+
 bool Journal::compact(const std::map<SessionId, EntryMeta>& live) {
   std::lock_guard<std::mutex> g(mu_);
   try {
-    rewrite(path_, live);
-  } catch (const Error&) {
+    rewrite(path_, live, sync_);
+  } catch (const Error& e) {
+    last_error_ = e.what();
     return false;
   }
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
+    last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
     broken_ = true;  // the old fd points at the unlinked file
     return false;
   }

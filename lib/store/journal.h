@@ -15,6 +15,7 @@
 /// cannot be told from one (the records after the cut leave no trace).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -61,17 +62,26 @@ class Journal {
  public:
   /// Reads every valid record of `path` (a missing file is an empty journal).
   static ReplayResult replay(const std::string& path);
+  /// Stands in for fdatasync(fd) / fsync(fd) (fault-injection tests): 0, or -errno.
+  using SyncFn = std::function<int(int fd)>;
   /// Rewrites `path` to hold a start record, one commit per entry and an end record
-  /// (compaction), atomically; throws cb::Error.
-  static void rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries);
+  /// (compaction), atomically; throws cb::Error. `sync` replaces its fsync (empty: fsync).
+  static void rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries,
+                      const SyncFn& sync = {});
 
-  /// Opens `path` for appending; throws cb::Error when it cannot.
-  explicit Journal(const std::string& path);
+  /// Opens `path` for appending; throws cb::Error when it cannot. `sync` replaces the
+  /// fdatasync of durable appends and the fsync of compactions (empty: the real calls).
+  explicit Journal(const std::string& path, SyncFn sync = {});
   ~Journal();
   Journal(const Journal&) = delete;
   Journal& operator=(const Journal&) = delete;
 
-  /// Appends a commit of `m` (fdatasync'ed when `durable`); false on I/O failure.
+  /// Appends a commit of `m` (fdatasync'ed when `durable`); false on I/O failure, which
+  /// leaves the file as it was before the record (the record is cut off again). A failed
+  /// fdatasync also leaves the journal broken: the page cache may have dropped the unsynced
+  /// records before it too (erases appended without a sync), so only a compaction, which
+  /// rewrites the journal from the caller's index, makes it whole again; until then every
+  /// append is refused (false).
   bool commit(const EntryMeta& m, bool durable);
   /// Appends an erase of `session` up to `generation`; false on I/O failure.
   bool erase(SessionId session, uint64_t generation, bool durable);
@@ -80,6 +90,11 @@ class Journal {
   bool compact(const std::map<SessionId, EntryMeta>& live);
   /// Bytes appended since opening or the last compaction.
   uint64_t appended_bytes() const;
+  /// Whether appends are refused until a compaction succeeds (see commit()).
+  bool broken() const;
+  /// What the last failed append or compaction met, naming the file ("DIR/journal.cbj:
+  /// cannot append a record: No space left on device"); "" when none failed yet.
+  std::string last_error() const;
 
  private:
   bool append(uint8_t type, const std::string& payload, bool durable);
@@ -87,8 +102,12 @@ class Journal {
   std::string path_;
   int fd_ = -1;
   mutable std::mutex mu_;
+  SyncFn sync_;
   uint64_t appended_ = 0;
-  bool broken_ = false;  // a failed append may have left a torn record
+  // A failed append left a torn record it could not cut off, or a failed fdatasync left the
+  // unsynced records in doubt: appends are refused until compact() rewrites the journal.
+  bool broken_ = false;
+  std::string last_error_;
 };
 
 }  // namespace cb::store

@@ -168,14 +168,25 @@ bool SsdTier::read(ChunkIo* ops, size_t n) {
   return transfer(ops, n, false);
 }
 
-bool SsdTier::sync(const std::vector<uint64_t>& slots) {
+bool SsdTier::sync(const std::vector<uint64_t>& slots, std::string* error) {
   std::vector<bool> touched(fds_.size(), false);
   for (uint64_t s : slots) touched[s / info_.slots_per_file] = true;
   bool ok = true;
   for (size_t i = 0; i < fds_.size(); ++i) {
-    if (touched[i]) ok = io_->sync(fds_[i]) == 0 && ok;
+    if (!touched[i]) continue;
+    const int rc = io_->sync(fds_[i]);
+    if (rc == 0) continue;
+    if (ok && error != nullptr) {
+      *error = data_file_path(dir_, i) + ": cannot sync written chunks: " + std::strerror(-rc);
+    }
+    ok = false;
   }
   return ok;
+}
+
+std::string SsdTier::locate(uint64_t slot) const {
+  return data_file_path(dir_, slot / info_.slots_per_file) + " at byte " +
+         std::to_string((slot % info_.slots_per_file) * info_.chunk_bytes);
 }
 
 std::string SsdTier::describe() const {

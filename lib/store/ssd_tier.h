@@ -25,7 +25,9 @@ class SsdTier final : public Tier {
 
   bool write(ChunkIo* ops, size_t n) override;
   bool read(ChunkIo* ops, size_t n) override;
-  bool sync(const std::vector<uint64_t>& slots) override;
+  bool sync(const std::vector<uint64_t>& slots, std::string* error = nullptr) override;
+  /// "DIR/data_N.cbd at byte OFFSET": the data file holding `slot`, and where in it.
+  std::string locate(uint64_t slot) const override;
   std::string describe() const override;
 
   /// Whether data files are open with O_DIRECT.

@@ -86,6 +86,7 @@ std::string StatsSnapshot::to_json(int indent) const {
   const uint64_t lookups = hits + get(Counter::Misses);
   j["hit_rate"] = lookups == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(lookups);
   j["tiers"] = tiers;
+  if (!first_io_error.empty()) j["first_io_error"] = first_io_error;
   return j.dump(indent);
 }
 

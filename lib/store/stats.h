@@ -73,6 +73,8 @@ struct StatsSnapshot {
   uint64_t used_bytes[kNumTiers] = {};
   uint64_t capacity_bytes[kNumTiers] = {};
   uint64_t entries[kNumTiers] = {};
+  /// AttentionStore::first_io_error(): "" when none (then left out of the JSON).
+  std::string first_io_error;
 
   /// Value of `c`.
   uint64_t get(Counter c) const { return counters[static_cast<int>(c)]; }
@@ -82,7 +84,7 @@ struct StatsSnapshot {
   }
   /// Achieved read (or write) GB/s of tier `t` over the time spent in transfers.
   double gbps(TierKind t, bool write) const;
-  /// JSON text with all counters, per-tier blocks and GB/s.
+  /// JSON text with all counters, per-tier blocks and GB/s, and first_io_error when set.
   std::string to_json(int indent = 2) const;
 };
 

@@ -95,10 +95,7 @@ bool AttentionStore::clean_one(const EntryPtr& e) {
   std::vector<uint64_t> slots(m.n_chunks()), stale;
   splice_copy(nt, reuse, old_copy, old_nt, fresh, &slots, &stale);
   bool ok = copy_chunks(TierKind::Dram, TierKind::Ssd, m, slots, reuse) == MoveResult::Ok;
-  if (ok && !ssd->sync(fresh)) {  // a demotion journals these slots as they are
-    stats_.add(Counter::IoErrors);
-    ok = false;
-  }
+  if (ok && !sync_ssd(fresh)) ok = false;  // a demotion journals these slots as they are
   std::lock_guard<std::mutex> g(mu_);
   --cleaning_;
   e->cleaning = false;

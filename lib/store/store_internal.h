@@ -119,8 +119,9 @@ struct LoadState {
   std::vector<std::shared_future<bool>> done;
   std::atomic<int> remaining{0};
   std::atomic<bool> failed{false};
-  std::mutex start_mu;  ///< guards `started`
+  std::mutex start_mu;  ///< guards `started` and `why`
   int started = 0;      ///< layers [0, started) have been posted to the I/O pool
+  std::string why;      ///< the first failed layer's problem (AttentionStore::chunk_problem)
 };
 
 /// Slots of an entry with `nt` token chunks per layer and K/V that lives on its SSD copy

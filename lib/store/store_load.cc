@@ -174,8 +174,12 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
   std::vector<ChunkIo> ops;
   std::vector<uint64_t> idx;
   bool ok = !st->failed.load();
+  std::string why;  // what failed, when this layer did
   // A save in flight: this layer's bytes and checksums are there once its write is done.
-  if (ok && st->save) ok = st->writes[static_cast<size_t>(layer)].get();
+  if (ok && st->save) {
+    ok = st->writes[static_cast<size_t>(layer)].get();
+    if (!ok) why = "layer " + std::to_string(layer) + " of the save in flight was not written";
+  }
   const std::vector<uint64_t>& sums = st->save ? st->save->meta.checksums : m.checksums;
   for (int kv = 0; kv < 2 && ok; ++kv) {
     char* base = static_cast<char*>(kv == 0 ? st->targets[layer].k : st->targets[layer].v);
@@ -196,12 +200,23 @@ void AttentionStore::load_layer(const std::shared_ptr<LoadState>& st, int layer)
     ops[i].sum = &got[i];
     ops[i].sum_seed = seed;
   }
-  if (ok && !ops.empty()) ok = timed_io(st->tier, false, ops.data(), ops.size());
+  if (ok && !ops.empty()) {
+    ok = timed_io(st->tier, false, ops.data(), ops.size());
+    if (!ok) {
+      why =
+          failed_op_problem(m, st->tier, ops.data(), ops.size(), [&](size_t i) { return idx[i]; });
+    }
+  }
   for (size_t i = 0; ok && i < ops.size(); ++i) {
     if (got[i] != sums[idx[i]]) {
       stats_.add(Counter::ChecksumFailures);
+      why = chunk_problem(m, st->tier, idx[i], "checksum mismatch");
       ok = false;
     }
+  }
+  if (!why.empty()) {
+    std::lock_guard<std::mutex> g(st->start_mu);
+    if (st->why.empty()) st->why = why;
   }
   if (ok) {
     for (int kv = 0; kv < 2; ++kv) {
@@ -219,12 +234,17 @@ void AttentionStore::settle_layer(const std::shared_ptr<LoadState>& st, int laye
   if (!ok && attempted) st->failed = true;
   if (--st->remaining == 0 && st->failed.load()) {
     stats_.add(Counter::LoadFailures);
-    drop_corrupt(st->entry);
+    std::string why;
+    {
+      std::lock_guard<std::mutex> g(st->start_mu);
+      why = st->why;
+    }
+    drop_corrupt(st->entry, why);
   }
   st->promises[static_cast<size_t>(layer)].set_value(ok);
 }
 
-bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t) {
+bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t, std::string* why) {
   // Chunks go in batches of up to 64 MiB (one chunk at least) per I/O call, so the SSD sees a
   // queue of reads, through one buffer whose size does not grow with the entry.
   constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
@@ -257,10 +277,15 @@ bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t) {
       op.sum_seed = seed;
       off += all[k].len;
     }
-    if (!timed_io(t, false, ops.data(), ops.size())) return false;
+    if (!timed_io(t, false, ops.data(), ops.size())) {
+      *why = failed_op_problem(m, t, ops.data(), ops.size(),
+                               [&](size_t k) { return all[i + k].index; });
+      return false;
+    }
     for (size_t k = i; k < j; ++k) {
       if (got[k - i] != m.checksums[all[k].index]) {
         stats_.add(Counter::ChecksumFailures);
+        *why = chunk_problem(m, t, all[k].index, "checksum mismatch");
         return false;
       }
     }
@@ -287,12 +312,13 @@ uint64_t AttentionStore::verify_all(uint64_t* chunks_checked) {
       m = e->meta;
       t = e->tier;
     }
-    const bool ok = m.slots.empty() || verify_entry(m, t);
+    std::string why;
+    const bool ok = m.slots.empty() || verify_entry(m, t, &why);
     chunks += m.slots.size();
     unpin(e);
     if (!ok) {
       ++bad;
-      drop_corrupt(e);
+      drop_corrupt(e, why);
     }
   }
   if (chunks_checked) *chunks_checked = chunks;

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <unordered_set>
 
@@ -38,7 +39,15 @@ bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
           .count();
   stats_.add(t, write ? TierCounter::BytesWritten : TierCounter::BytesRead, bytes);
   stats_.add(t, write ? TierCounter::WriteNs : TierCounter::ReadNs, static_cast<uint64_t>(ns));
-  if (!ok) stats_.add(Counter::IoErrors);
+  if (!ok) {
+    stats_.add(Counter::IoErrors);
+    for (size_t i = 0; i < n; ++i) {
+      if (ops[i].error == 0) continue;
+      note_io_error(tier(t)->locate(ops[i].slot) + ": cannot " + (write ? "write" : "read") +
+                    " a chunk: " + std::strerror(ops[i].error));
+      break;
+    }
+  }
   return ok;
 }
 
@@ -175,7 +184,7 @@ void AttentionStore::evict(const EntryPtr& e, bool drop, bool blocking) {
 AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind dst,
                                                        const EntryMeta& m,
                                                        const std::vector<uint64_t>& dst_slots,
-                                                       uint64_t skip_chunks) {
+                                                       uint64_t skip_chunks, std::string* why) {
   const uint64_t sb = cfg_.chunk_bytes;
   const uint64_t nt = m.n_token_chunks();
   std::vector<uint64_t> copied;  // chunk indices to copy: token chunks >= skip_chunks
@@ -205,11 +214,18 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
       ops[i].sum = &got[i];
       ops[i].sum_seed = seed;
     }
-    if (!timed_io(src, false, ops.data(), cnt)) return MoveResult::SourceBad;
+    if (!timed_io(src, false, ops.data(), cnt)) {
+      if (why != nullptr) {
+        *why =
+            failed_op_problem(m, src, ops.data(), cnt, [&](size_t i) { return copied[first + i]; });
+      }
+      return MoveResult::SourceBad;
+    }
     for (uint64_t i = 0; i < cnt; ++i) {
       const uint64_t idx = copied[first + i];
       if (got[i] != m.checksums[idx]) {
         stats_.add(Counter::ChecksumFailures);
+        if (why != nullptr) *why = chunk_problem(m, src, idx, "checksum mismatch");
         return MoveResult::SourceBad;
       }
       ops[i].slot = dst_slots[idx];
@@ -222,7 +238,7 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
 }
 
 AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKind dst,
-                                                      bool use_reserve) {
+                                                      bool use_reserve, std::string* why) {
   EntryMeta m;
   TierKind src;
   // A demotion to the SSD takes the entry's SSD copy: its valid chunks stay where they are.
@@ -264,11 +280,8 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   }
   std::vector<uint64_t> slots(m.n_chunks()), stale;
   splice_copy(nt, reuse, copy, copy_nt, fresh, &slots, &stale);
-  MoveResult r = copy_chunks(src, dst, m, slots, reuse);
-  if (r == MoveResult::Ok && dst == TierKind::Ssd && !tier(dst)->sync(fresh)) {
-    stats_.add(Counter::IoErrors);
-    r = MoveResult::DestFailed;
-  }
+  MoveResult r = copy_chunks(src, dst, m, slots, reuse, why);
+  if (r == MoveResult::Ok && dst == TierKind::Ssd && !sync_ssd(fresh)) r = MoveResult::DestFailed;
   std::lock_guard<std::mutex> g(mu_);
   if (r == MoveResult::Ok && e->doomed) {
     // Erased (or replaced by a newer save) while it moved: the copy is garbage and must not
@@ -280,10 +293,7 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
   }
   if (r == MoveResult::Ok && dst == TierKind::Ssd) {
     m.slots = slots;
-    if (!journal_commit(&m)) {
-      stats_.add(Counter::IoErrors);
-      r = MoveResult::DestFailed;
-    }
+    if (!journal_commit(&m)) r = MoveResult::DestFailed;
   }
   if (r != MoveResult::Ok) {
     tier(dst)->allocator().release(fresh);
@@ -310,7 +320,8 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
 }
 
 AttentionStore::MoveResult AttentionStore::promote(const EntryPtr& e) {
-  const MoveResult r = move_entry(e, TierKind::Dram, true);
+  std::string why;
+  const MoveResult r = move_entry(e, TierKind::Dram, true, &why);
   if (r == MoveResult::Ok) {
     stats_.add(Counter::Prefetches);
   } else if (r == MoveResult::Gone) {
@@ -318,7 +329,7 @@ AttentionStore::MoveResult AttentionStore::promote(const EntryPtr& e) {
     e->moving = false;
   } else {
     stats_.add(Counter::PrefetchFailures);
-    if (r == MoveResult::SourceBad) drop_corrupt(e);
+    if (r == MoveResult::SourceBad) drop_corrupt(e, why);
     std::lock_guard<std::mutex> g(mu_);
     e->moving = false;
   }

@@ -312,10 +312,7 @@ void AttentionStore::publish_in_flight(const std::shared_ptr<SaveState>& st) {
 
 bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   bool ok = !st->failed.load();
-  if (ok && st->tier == TierKind::Ssd && !tier(TierKind::Ssd)->sync(st->own)) {
-    stats_.add(Counter::IoErrors);
-    ok = false;
-  }
+  if (ok && st->tier == TierKind::Ssd && !sync_ssd(st->own)) ok = false;
   std::lock_guard<std::mutex> g(mu_);
   if (st->finished) return false;
   st->finished = true;
@@ -354,10 +351,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
     }
     unlink_locked(EntryPtr(old->second));  // erase record first
   }
-  if (ok && st->tier == TierKind::Ssd && !journal_commit(&st->meta)) {
-    stats_.add(Counter::IoErrors);
-    ok = false;
-  }
+  if (ok && st->tier == TierKind::Ssd && !journal_commit(&st->meta)) ok = false;
   e->in_flight = false;
   if (ok && base) {  // the loads of the save in flight pin the new entry, which owns the chunks
     for (; st->base_load_pins > 0; --st->base_load_pins) unpin_locked(base);
@@ -389,7 +383,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
 }
 
 bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char>* k,
-                                std::vector<char>* v) {
+                                std::vector<char>* v, std::string* why) {
   const uint64_t tb = m.shape.token_bytes, n = static_cast<uint64_t>(m.n_tokens());
   const uint64_t nt = m.n_token_chunks(), seed = chunk_seed(m.session);
   k->assign(static_cast<size_t>(m.shape.n_layers) * n * tb, 0);
@@ -407,11 +401,17 @@ bool AttentionStore::read_entry(const EntryMeta& m, TierKind t, std::vector<char
         op.sum_seed = seed;
       }
     }
-    if (!timed_io(t, false, ops.data(), ops.size())) return false;
+    if (!timed_io(t, false, ops.data(), ops.size())) {
+      *why = failed_op_problem(m, t, ops.data(), ops.size(), [&](size_t i) {
+        return m.chunk_index(l, static_cast<int>(i / nt), i % nt);
+      });
+      return false;
+    }
     for (int kv = 0; kv < 2; ++kv) {
       for (uint64_t c = 0; c < nt; ++c) {
         if (got[static_cast<size_t>(kv) * nt + c] != m.checksums[m.chunk_index(l, kv, c)]) {
           stats_.add(Counter::ChecksumFailures);
+          *why = chunk_problem(m, t, m.chunk_index(l, kv, c), "checksum mismatch");
           return false;
         }
       }
@@ -496,10 +496,7 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
         }
       }
     }
-    if (e->tier == TierKind::Ssd && !journal_commit(&m)) {
-      stats_.add(Counter::IoErrors);
-      return false;
-    }
+    if (e->tier == TierKind::Ssd && !journal_commit(&m)) return false;
     e->meta = std::move(m);
     release_locked(e, e->tier, std::move(removed));
     cut_copy_locked(e, c0, c1);
@@ -511,10 +508,11 @@ bool AttentionStore::truncate(SessionId session, const TruncateSpec& spec) {
   const TierKind t = e->tier;
   g.unlock();
   std::vector<char> k, v;
-  const bool read_ok = read_entry(m, t, &k, &v);
+  std::string why;
+  const bool read_ok = read_entry(m, t, &k, &v, &why);
   unpin(e);
   if (!read_ok) {
-    drop_corrupt(e);
+    drop_corrupt(e, why);
     return false;
   }
   stats_.add(Counter::TruncationRewrites);

@@ -67,8 +67,15 @@ class Tier {
   virtual bool write(ChunkIo* ops, size_t n) = 0;
   /// Reads every op; returns true when all succeeded (per-op errors in `error`).
   virtual bool read(ChunkIo* ops, size_t n) = 0;
-  /// Makes completed writes to `slots` durable; true on success (memory tiers: always).
-  virtual bool sync(const std::vector<uint64_t>& slots) { return true; }
+  /// Makes completed writes to `slots` durable; true on success (memory tiers: always). On
+  /// failure `error`, when given, receives what failed, naming the file.
+  virtual bool sync(const std::vector<uint64_t>& slots, std::string* error = nullptr) {
+    return true;
+  }
+  /// Where `slot` is, for messages: "ssd file DIR/data_0.cbd at byte 65536", "dram slot 3".
+  virtual std::string locate(uint64_t slot) const {
+    return std::string(tier_name(kind_)) + " slot " + std::to_string(slot);
+  }
   /// Human-readable notes on how the tier runs (memory kind, I/O backend, O_DIRECT).
   virtual std::string describe() const = 0;
 

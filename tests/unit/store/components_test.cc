@@ -2,8 +2,10 @@
 // checksums taken as chunks move.
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -371,6 +373,56 @@ TEST(Journal, ReplayCommitsErasesAndTornTail) {
   EXPECT_FALSE(r.started);
   EXPECT_EQ(r.entries.size(), 1u);  // the commit after it is intact
   EXPECT_GT(r.corrupt_bytes, 0u);
+  std::filesystem::remove_all(dir);
+}
+
+// A commit whose fdatasync fails is not a commit: its caller frees the entry's slots, so the
+// record is cut off again (it must not bring the entry back at the next open), and the journal
+// refuses appends until a compaction rewrites it (the page cache may have lost the unsynced
+// records before it too). The failure names the file and the reason.
+TEST(Journal, AFailedSyncCutsTheRecordOffAndBreaksTheJournalUntilCompacted) {
+  const std::string dir = testing::fresh_dir("journal_sync");
+  const std::string p = dir + "/j.cbj";
+  int fail_syncs = 0;
+  Journal j(p, [&fail_syncs](int fd) {
+    if (fail_syncs > 0) {
+      --fail_syncs;
+      return -EIO;
+    }
+    return ::fdatasync(fd) == 0 ? 0 : -errno;
+  });
+  ASSERT_TRUE(j.commit(sample_meta(1, 20), true));
+  EXPECT_FALSE(j.broken());
+  EXPECT_EQ(j.last_error(), "");
+  const auto size = std::filesystem::file_size(p);
+  fail_syncs = 1;
+  EXPECT_FALSE(j.commit(sample_meta(2, 20), true));
+  EXPECT_EQ(std::filesystem::file_size(p), size);  // the record is gone again
+  EXPECT_TRUE(j.broken());
+  EXPECT_EQ(j.last_error(), p + ": cannot sync a record: " + std::strerror(EIO));
+  EXPECT_FALSE(j.commit(sample_meta(3, 20), true));  // refused: nothing appended
+  EXPECT_FALSE(j.erase(1, 50, false));
+  EXPECT_EQ(std::filesystem::file_size(p), size);
+  ReplayResult r = Journal::replay(p);
+  EXPECT_EQ(r.entries.size(), 1u);
+  EXPECT_TRUE(r.entries.count(1));
+  EXPECT_EQ(r.discarded_records, 0u);
+  // A compaction whose own sync fails keeps the journal broken, and says why.
+  std::map<SessionId, EntryMeta> live{{1, sample_meta(1, 20)}, {3, sample_meta(3, 20)}};
+  fail_syncs = 1;
+  EXPECT_FALSE(j.compact(live));
+  EXPECT_TRUE(j.broken());
+  EXPECT_NE(j.last_error().find(p + ": cannot rewrite journal: " + std::strerror(EIO)),
+            std::string::npos)
+      << j.last_error();
+  EXPECT_EQ(Journal::replay(p).entries.size(), 1u);  // the old journal stands
+  ASSERT_TRUE(j.compact(live));
+  EXPECT_FALSE(j.broken());
+  EXPECT_TRUE(j.commit(sample_meta(4, 20), true));
+  r = Journal::replay(p);
+  EXPECT_TRUE(r.started);
+  EXPECT_EQ(r.entries.size(), 3u);
+  EXPECT_FALSE(r.entries.count(2));
   std::filesystem::remove_all(dir);
 }
 

@@ -6,8 +6,11 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
 
 #include "lib/store/attention_store.h"
+#include "lib/store/entry.h"
 #include "lib/store/faulty_io.h"
 #include "lib/store/store_dir.h"
 #include "tests/unit/store/store_test_util.h"
@@ -64,6 +67,68 @@ TEST(Faults, WriteErrorsFailTheSaveAndFreeSpace) {
   EXPECT_GE(s.get(Counter::IoErrors), 3u);
   EXPECT_EQ(f.st->accounting_errors(), 0u);
   EXPECT_EQ(f.st->audit_slots(), "");
+}
+
+// A store whose I/O fails keeps the first error as a line a user can act on: the file, where
+// in it, what failed and the system's reason; later errors do not replace it.
+TEST(Faults, TheFirstIoErrorIsKeptNamingTheFileAndTheReason) {
+  Fixture f("first_error");
+  auto pos = iota_positions(100);
+  EXPECT_EQ(f.st->first_io_error(), "");
+  EXPECT_EQ(f.st->stats().to_json().find("first_io_error"), std::string::npos);
+  f.io->fail_writes(1, ENOSPC);
+  EXPECT_FALSE(save_entry(*f.st, 1, 1, kShape, pos));
+  const std::string first = f.st->first_io_error();
+  const std::regex want(
+      std::regex_replace(data_file_path(f.dir, 0), std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+      " at byte [0-9]+: cannot write a chunk: " + std::strerror(ENOSPC));
+  EXPECT_TRUE(std::regex_match(first, want)) << first;
+  f.io->fail_syncs(1);
+  EXPECT_FALSE(save_entry(*f.st, 1, 1, kShape, pos));
+  EXPECT_EQ(f.st->first_io_error(), first);  // the first one stays
+  const StatsSnapshot s = f.st->stats();
+  EXPECT_EQ(s.first_io_error, first);
+  EXPECT_EQ(nlohmann::json::parse(s.to_json())["first_io_error"], first);
+  // A failed sync of the data files names the file too.
+  Fixture g("first_sync_error");
+  g.io->fail_syncs(1);
+  EXPECT_FALSE(save_entry(*g.st, 1, 1, kShape, pos));
+  EXPECT_EQ(g.st->first_io_error(),
+            data_file_path(g.dir, 0) + ": cannot sync written chunks: " + std::strerror(EIO));
+}
+
+// A chunk that fails verification on load is named in the line that reports the drop: its
+// index, layer, K or V, token chunk, data file and byte offset, and what was wrong.
+TEST(Faults, AChunkThatFailsVerificationIsNamedWithItsFileAndOffset) {
+  Fixture f("named_chunk");
+  auto pos = iota_positions(100);
+  for (SessionId s = 1; s <= 2; ++s) ASSERT_TRUE(save_entry(*f.st, s, s, kShape, pos));
+  const std::string file = data_file_path(f.dir, 0);
+  const auto check = [&](SessionId s, const std::string& what) {
+    EntryMeta m;
+    ASSERT_TRUE(f.st->entry_meta(s, &m));
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(load_check(*f.st, s, s, kShape, pos), -2);
+    f.st->wait_idle();
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    std::smatch g;
+    const std::regex line(
+        "cachebench store: session " + std::to_string(s) +
+        R"( failed verification in ssd \(chunk ([0-9]+) \(layer ([0-9]+), ([KV]), token chunk )"
+        R"(([0-9]+)\) at (.*) at byte ([0-9]+): (.*)\); dropped\n)");
+    ASSERT_TRUE(std::regex_search(err, g, line)) << err;
+    const uint64_t idx = std::stoull(g[1]), nt = m.n_token_chunks();
+    EXPECT_EQ(idx, m.chunk_index(std::stoi(g[2]), g[3] == "V" ? 1 : 0, std::stoull(g[4])));
+    EXPECT_EQ(g[5], file);
+    ASSERT_LT(idx, m.slots.size());
+    EXPECT_EQ(std::stoull(g[6]), m.slots[idx] * kChunk);  // one data file
+    EXPECT_EQ(g[7], what);
+    EXPECT_LT(std::stoull(g[4]), nt);
+  };
+  f.io->flip_bits(1);
+  check(1, "checksum mismatch");
+  f.io->fail_reads(1, EIO);
+  check(2, std::string("cannot read it: ") + std::strerror(EIO));
 }
 
 TEST(Faults, ReadErrorsShortReadsAndBitFlipsAreMissesNeverWrongData) {
@@ -146,7 +211,13 @@ TEST(Faults, ChunkCorruptedOnDiskIsCaughtAfterRestart) {
   AttentionStore st(c);
   EXPECT_EQ(st.sessions().size(), 2u);
   uint64_t chunks = 0;
+  ::testing::internal::CaptureStderr();
   EXPECT_EQ(st.verify_all(&chunks), 1u);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  // The line names the bad chunk: slot 0, the first chunk of the first data file.
+  EXPECT_NE(err.find(") at " + data_file_path(dir, 0) + " at byte 0: checksum mismatch); dropped"),
+            std::string::npos)
+      << err;
   EXPECT_EQ(chunks, 2u * 16);
   EXPECT_EQ(st.sessions().size(), 1u);
   const SessionId good = st.sessions()[0];

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -624,6 +626,100 @@ TEST(Recovery, AnEraseTheJournalCannotAppendIsStillDurable) {
   AttentionStore st(ssd_cfg(dir));
   EXPECT_EQ(st.sessions(), (std::vector<SessionId>{2}));
   EXPECT_EQ(load_check(st, 2, 2, kShape, iota_positions(40)), 40);
+  std::filesystem::remove_all(dir);
+}
+
+// A commit whose journal sync fails is a failed save whose slots are freed: its record must
+// not bring the entry back at the next open. The journal, broken until rewritten, is
+// compacted by the next commit, which lands; the failure is kept naming the journal.
+TEST(Recovery, ACommitWhoseJournalSyncFailsDoesNotComeBack) {
+  const std::string dir = testing::fresh_dir("journal_sync_fail");
+  auto fail = std::make_shared<std::atomic<int>>(0);
+  StoreConfig c = ssd_cfg(dir);
+  c.journal_sync = [fail](int fd) {
+    if (fail->load() > 0) {
+      --*fail;
+      return -EIO;
+    }
+    return ::fdatasync(fd) == 0 ? 0 : -errno;
+  };
+  const auto pos = iota_positions(40);
+  {
+    AttentionStore st(c);
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+    const uint64_t one = st.used_bytes(TierKind::Ssd);
+    *fail = 2;  // the commit's sync, and the compaction that retries it at once
+    EXPECT_FALSE(save_entry(st, 2, 2, kShape, pos));
+    EXPECT_EQ(fail->load(), 0);
+    *fail = 0;
+    EXPECT_FALSE(st.where(2, nullptr));
+    EXPECT_EQ(st.used_bytes(TierKind::Ssd), one);  // its slots are free for the next save
+    EXPECT_EQ(st.first_io_error(),
+              journal_path(dir) + ": cannot sync a record: " + std::strerror(EIO));
+    const uint64_t compactions = st.stats().get(Counter::JournalCompactions);
+    ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));  // compacts the broken journal
+    EXPECT_EQ(st.stats().get(Counter::JournalCompactions), compactions + 1);
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, pos));  // appends again
+    EXPECT_EQ(st.stats().get(Counter::JournalCompactions), compactions + 1);
+    EXPECT_EQ(st.audit_slots(), "");
+  }
+  AttentionStore st(ssd_cfg(dir));
+  EXPECT_EQ(st.sessions(), (std::vector<SessionId>{1, 3, 4}));
+  const StatsSnapshot s = st.stats();
+  EXPECT_EQ(s.get(Counter::DiscardedEntries), 0u);
+  EXPECT_EQ(s.get(Counter::DiscardedRecords), 0u);
+  for (SessionId id : {1, 3, 4}) EXPECT_EQ(load_check(st, id, id, kShape, pos), 40) << id;
+  std::filesystem::remove_all(dir);
+}
+
+// A journal the file system refuses to grow (here a file-size limit; a full disk alike): the
+// save fails, and the store keeps the error naming the journal and the system's reason.
+TEST(Recovery, AJournalThatCannotGrowIsNamedAsTheFirstIoError) {
+  const std::string dir = testing::fresh_dir("journal_full");
+  // Small data files, and a journal grown past them: a file-size limit at the journal's size
+  // then refuses the journal more bytes while the data files are still written.
+  StoreConfig c = ssd_cfg(dir);
+  c.chunk_bytes = 4096;
+  c.ssd_bytes = 16 * c.chunk_bytes;
+  const auto pos = iota_positions(16);  // one chunk per layer and K/V: 8 chunks
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 0;
+    {
+      AttentionStore st(c);
+      for (uint64_t seed = 1;
+           rc == 0 && std::filesystem::file_size(journal_path(dir)) <= 2 * c.ssd_bytes; ++seed) {
+        if (!save_entry(st, 1, seed, kShape, pos)) rc = 3;  // an erase and a commit each
+      }
+      if (rc == 0) {
+        ::signal(SIGXFSZ, SIG_IGN);
+        const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
+                         RLIM_INFINITY};
+        ::setrlimit(RLIMIT_FSIZE, &lim);
+        const std::string want =
+            journal_path(dir) + ": cannot append a record: " + std::strerror(EFBIG);
+        if (save_entry(st, 2, 2, kShape, pos)) {
+          rc = 4;
+        } else if (st.first_io_error() != want) {
+          std::fprintf(stderr, "first_io_error: '%s'\n", st.first_io_error().c_str());
+          rc = 5;
+        } else if (st.stats().first_io_error != want ||
+                   st.stats().to_json().find("\"first_io_error\"") == std::string::npos) {
+          rc = 6;
+        } else if (st.stats().get(Counter::IoErrors) == 0) {
+          rc = 7;
+        }
+      }
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  AttentionStore st(c);
+  EXPECT_EQ(st.sessions(), (std::vector<SessionId>{1}));
   std::filesystem::remove_all(dir);
 }
 
