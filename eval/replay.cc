@@ -1,12 +1,15 @@
 // Replay driver: trace -> engine sessions -> fresh store per mode -> summary.
 #include "eval/replay.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -115,33 +118,133 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
 
 namespace {
 
+// The file a --keep-store run writes into its scratch directory as soon as it is made: the
+// directory holds a store the user asked to keep, so a later run's sweep keeps it too when
+// this run is killed outright (SIGKILL, an OOM kill, a second signal), never removes it.
+constexpr const char* kKeepMarker = "cachebench-keep-store";
+
+// Takes the lock a live store holds on its directory (StoreDirLock's flock), without
+// waiting. 1: taken, `*fd` holds it until closed; 0: another process holds it (a live run,
+// maybe in another PID namespace); -1: no lock to go by (the directory cannot be opened, or
+// its file system cannot lock it).
+int try_lock_dir(const std::string& dir, int* fd) {
+  *fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (*fd < 0) return -1;
+  int rc;
+  do {
+    rc = ::flock(*fd, LOCK_EX | LOCK_NB);
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) return 1;
+  const int err = errno;
+  ::close(*fd);
+  *fd = -1;
+  return err == EWOULDBLOCK ? 0 : -1;
+}
+
+// Renames `from` to the first of BASE, BASE-2, ... BASE-1000 that does not exist: never over
+// an existing directory (an older kept store, maybe of a process of the same PID in another
+// container). Returns the new path, or "" with `*err` saying why.
+std::string rename_to_fresh(const std::string& from, const std::string& base, std::string* err) {
+  for (int n = 1; n <= 1000; ++n) {
+    const std::string to = n == 1 ? base : base + "-" + std::to_string(n);
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::symlink_status(to, ec))) continue;
+#ifdef RENAME_NOREPLACE
+    int rc = ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) rc = ::rename(from.c_str(), to.c_str());
+#else
+    const int rc = ::rename(from.c_str(), to.c_str());  // over an empty directory made meanwhile
+#endif
+    if (rc == 0) {
+      std::filesystem::remove(to + "/" + kKeepMarker, ec);  // a kept store, like any other
+      return to;
+    }
+    if (errno == EEXIST || errno == ENOTEMPTY) continue;  // taken meanwhile
+    *err = std::strerror(errno);
+    return "";
+  }
+  *err = "it and its -2 to -1000 variants all exist";
+  return "";
+}
+
+// Whether `dir` holds nothing but the keep marker (its run ended before its store opened).
+bool only_keep_marker(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.path().filename() != kKeepMarker) return false;
+  }
+  return !ec;
+}
+
 // Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
-// cachebench-replay-MODE-PID whose process is gone. Removed, with a note.
+// cachebench-replay-MODE-PID[-N] whose process is gone (no such PID here) and whose store
+// lock no process holds (a PID of another PID namespace's live run is not seen here, its
+// lock is). Removed, with a note; one of a --keep-store run (its keep marker) is kept as
+// cachebench-store-MODE-PID[-N] instead, also with a note.
 void sweep_stale(const std::string& parent) {
   std::error_code ec;
   for (const auto& d : std::filesystem::directory_iterator(parent, ec)) {
     const std::string name = d.path().filename().string();
-    if (name.rfind("cachebench-replay-", 0) != 0 || !d.is_directory(ec)) continue;
-    const size_t dash = name.find_last_of('-');
+    const std::string prefix = "cachebench-replay-";
+    if (name.rfind(prefix, 0) != 0 || !d.is_directory(ec)) continue;
+    const size_t dash = name.find('-', prefix.size());  // after MODE
+    if (dash == std::string::npos) continue;
+    const char* digits = name.c_str() + dash + 1;
     char* end = nullptr;
-    const long pid = std::strtol(name.c_str() + dash + 1, &end, 10);
-    if (pid <= 0 || *end != '\0' || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) {
+    const long pid = std::strtol(digits, &end, 10);
+    if (end != digits && *end == '-') {  // a -N suffix (the PID's first name was taken)
+      const char* n = end + 1;
+      std::strtol(n, &end, 10);
+      if (end == n) continue;
+    }
+    if (pid <= 0 || end == digits || *end != '\0' || ::kill(static_cast<pid_t>(pid), 0) == 0 ||
+        errno != ESRCH) {
       continue;  // a live process's (or not ours to judge)
     }
-    std::filesystem::remove_all(d.path(), ec);
-    std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
-                 d.path().c_str());
+    int lock = -1;
+    if (try_lock_dir(d.path().string(), &lock) == 0) continue;  // a live store
+    const std::string path = d.path().string();
+    if (std::filesystem::exists(path + "/" + kKeepMarker, ec) && !only_keep_marker(path)) {
+      const std::string mode = name.substr(prefix.size(), dash - prefix.size());
+      std::string err;
+      const std::string kept = rename_to_fresh(
+          path, parent + "/cachebench-store-" + mode + "-" + std::to_string(pid), &err);
+      if (!kept.empty()) {
+        std::fprintf(stderr,
+                     "cachebench: %s, left by an earlier --keep-store run that did not finish, "
+                     "is kept as %s (`cachebench store verify --store-dir %s` checks what it "
+                     "holds)\n",
+                     path.c_str(), kept.c_str(), kept.c_str());
+      } else {
+        std::fprintf(stderr,
+                     "cachebench: %s, left by an earlier --keep-store run that did not finish, "
+                     "could not be renamed to a kept store's name (%s); left as it is: rename it "
+                     "yourself (or remove it)\n",
+                     path.c_str(), err.c_str());
+      }
+    } else {
+      std::filesystem::remove_all(d.path(), ec);
+      std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
+                   path.c_str());
+    }
+    if (lock >= 0) ::close(lock);
   }
 }
 
 // A fresh SSD directory per run under the user's --store-dir, removed afterwards (or, kept,
 // renamed to cachebench-store-MODE-PID once the run has ended, also when it was interrupted
-// or failed after its store opened: its journal recovers what was committed).
+// or failed after its store opened: its journal recovers what was committed). Neither name
+// ever replaces an existing directory: a name that is taken (a process of the same PID in
+// another container) gets a -N suffix.
 struct ScratchDir {
-  std::string path, kept;
-  bool done = false;    ///< the run ended normally (and its store is closed)
-  bool opened = false;  ///< a store was made in it (only such a directory is kept)
-  explicit ScratchDir(const std::string& parent, engine::Mode mode, bool keep) {
+  std::string parent, path;
+  std::string kept_base;    ///< cachebench-store-MODE-PID under parent, with --keep-store
+  std::string kept;         ///< where the store was kept (once it was)
+  bool opened = false;      ///< a store was made in it (only such a directory is kept)
+  bool keep_tried = false;  ///< keep() ran (a failed keep leaves the directory as it is)
+  int lock_fd = -1;         ///< the store lock, held while no store holds it
+
+  explicit ScratchDir(const std::string& dir, engine::Mode mode, bool keep) : parent(dir) {
     if (parent.empty()) return;
     std::error_code ec;
     if (!std::filesystem::is_directory(parent, ec)) {
@@ -149,35 +252,82 @@ struct ScratchDir {
                        "create it (on the SSD to measure) or pass another");
     }
     sweep_stale(parent);
-    path =
-        parent + "/cachebench-replay-" + engine::mode_name(mode) + "-" + std::to_string(::getpid());
-    std::filesystem::remove_all(path, ec);
-    std::filesystem::create_directories(path, ec);
-    if (ec) throw make_error("--store-dir", "cannot create " + path + ": " + ec.message());
+    const std::string stem =
+        engine::mode_name(mode) + std::string("-") + std::to_string(::getpid());
+    const std::string base = parent + "/cachebench-replay-" + stem;
+    for (int n = 1; path.empty(); ++n) {
+      const std::string p = n == 1 ? base : base + "-" + std::to_string(n);
+      if (std::filesystem::create_directory(p, ec)) {
+        path = p;
+      } else if (ec || n >= 1000) {
+        throw make_error("--store-dir", "cannot create " + p + ": " +
+                                            (ec ? ec.message() : std::string("it exists")));
+      }
+    }
+    lock();  // until the store takes it: a sweep in another PID namespace keeps off
     if (keep) {
-      kept = parent + "/cachebench-store-" + engine::mode_name(mode) + "-" +
-             std::to_string(::getpid());
-      std::filesystem::remove_all(kept, ec);
+      kept_base = parent + "/cachebench-store-" + stem;
+      const std::string marker = path + "/" + kKeepMarker;
+      std::FILE* f = std::fopen(marker.c_str(), "w");
+      const bool written =
+          f != nullptr &&
+          std::fputs("a --keep-store run's store: a later run keeps it, never removes it\n", f) >=
+              0;
+      if (f == nullptr || std::fclose(f) != 0 || !written) {
+        const std::string why = std::strerror(errno);
+        unlock();
+        std::filesystem::remove_all(path, ec);
+        throw make_error(marker, "cannot write: " + why,
+                         "check that --store-dir " + parent + " is writable");
+      }
     }
   }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  void lock() {
+    if (lock_fd < 0 && try_lock_dir(path, &lock_fd) != 1) lock_fd = -1;
+  }
+  void unlock() {
+    if (lock_fd >= 0) ::close(lock_fd);
+    lock_fd = -1;
+  }
+
+  /// Renames the directory (its store closed) to a kept store's name; "" with `*err` set
+  /// when it cannot, the directory left as it is (its keep marker says to keep it).
+  std::string keep(std::string* err) {
+    keep_tried = true;
+    kept = rename_to_fresh(path, kept_base, err);
+    return kept;
+  }
+
   ~ScratchDir() {
     if (path.empty()) return;
     std::error_code ec;
-    if (!kept.empty() && opened) {
-      std::filesystem::rename(path, kept, ec);
-      if (!ec) {
-        if (!done) {
-          std::fprintf(stderr,
-                       "cachebench: the run did not finish; its store is kept as %s (--keep-store; "
-                       "`cachebench store verify --store-dir %s` checks what it holds)\n",
-                       kept.c_str(), kept.c_str());
-        }
-        return;
+    if (keep_tried) {  // kept at the end of the run, or left for the user (an error said so)
+      unlock();
+      return;
+    }
+    if (!kept_base.empty() && opened) {  // the run did not finish
+      lock();
+      std::string err;
+      if (!keep(&err).empty()) {
+        std::fprintf(stderr,
+                     "cachebench: the run did not finish; its store is kept as %s (--keep-store; "
+                     "`cachebench store verify --store-dir %s` checks what it holds)\n",
+                     kept.c_str(), kept.c_str());
+      } else {
+        std::fprintf(stderr,
+                     "cachebench: the run did not finish, and its store could not be kept as %s "
+                     "(%s); it is left as %s (--keep-store): rename it yourself, or the next "
+                     "replay with --store-dir %s keeps it\n",
+                     kept_base.c_str(), err.c_str(), path.c_str(), parent.c_str());
       }
-      std::fprintf(stderr, "cachebench: could not keep the store as %s (%s); removed\n",
-                   kept.c_str(), ec.message().c_str());
+      unlock();
+      return;
     }
     std::filesystem::remove_all(path, ec);
+    unlock();
   }
 };
 
@@ -211,6 +361,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
     cap.dram = sc.dram_bytes;
     cap.ssd = sc.ssd_bytes;
     sc.advisor = std::make_shared<engine::PolicyAdvisor>(policy_name(opts.store.policy), cap);
+    dir.unlock();  // the store takes its directory's lock itself
     st = std::make_unique<store::AttentionStore>(sc);
     dir.opened = true;
     run.store_lines = st->describe();
@@ -242,9 +393,23 @@ ReplayRun run_replay(const model::ForwardModel& model,
     if (!audit.empty() || errors > 0) {
       run.summary["store_accounting"] = {{"errors", errors}, {"audit", audit}};
     }
-    if (!dir.kept.empty()) run.summary["store_dir_kept"] = dir.kept;
     st.reset();  // closed before its directory is renamed
-    dir.done = true;
+    if (!dir.kept_base.empty()) {
+      dir.lock();
+      std::string err;
+      if (!dir.keep(&err).empty()) {
+        run.summary["store_dir_kept"] = dir.kept;
+      } else {  // the run's results stand; the command fails once it has reported them
+        run.keep_error = make_error(dir.kept_base,
+                                    "could not keep the run's store (--keep-store) under this "
+                                    "name: " +
+                                        err,
+                                    "it is left as " + dir.path +
+                                        ": rename it yourself (the next replay with --store-dir " +
+                                        dir.parent + " tries again once this one has ended)")
+                             .what();
+      }
+    }
   }
   return run;
 }

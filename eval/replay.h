@@ -23,8 +23,11 @@ struct ReplayStoreOptions {
   uint64_t dram_bytes = 1ull << 30;
   uint64_t ssd_bytes = 0;
   std::string store_dir;  ///< parent of the fresh SSD directory ("" = no SSD tier)
-  /// Keep that directory after a run that ends normally, as STORE_DIR/cachebench-store-MODE-PID
-  /// (its SSD entries, journaled: `cachebench store stat|verify` read it); else removed.
+  /// Keep that directory after the run, as STORE_DIR/cachebench-store-MODE-PID (a -N suffix
+  /// when that exists; its SSD entries, journaled: `cachebench store stat|verify` read it),
+  /// also after an interrupt or an error once its store opened; else removed. A run killed
+  /// outright leaves it as cachebench-replay-MODE-PID with a keep marker, which the next replay
+  /// under STORE_DIR renames so. A store that cannot be kept: ReplayRun::keep_error.
   bool keep = false;
   std::string policy = "sched";    ///< sched | lru | fifo | optimal
   uint64_t chunk_bytes = 1 << 20;  ///< store allocation unit
@@ -57,6 +60,9 @@ struct ReplayRun {
   engine::RunResult result;
   nlohmann::json summary;                ///< metrics::summarize plus run facts
   std::vector<std::string> store_lines;  ///< how each tier ran
+  /// With --keep-store: why the store could not be kept (its directory is left under its
+  /// scratch name); "" when it was kept or not asked to be. A failure of the command.
+  std::string keep_error;
 };
 
 /// "sched" -> "scheduler-aware", "optimal" -> "belady"; throws cb::Error naming --policy.

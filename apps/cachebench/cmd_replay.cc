@@ -3,9 +3,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "apps/cachebench/format.h"
@@ -288,6 +290,25 @@ int run_replay_cmd(ReplayArgs& a) {
                    engine::mode_name(r.mode), static_cast<long long>(r.result.save_failures),
                    r.result.save_failures == 1 ? "" : "s");
     }
+    // The store's first I/O error names the file and the reason (a full disk is otherwise
+    // only hits missing and a count): said on its own line, with what to do.
+    const nlohmann::json* store = r.summary.contains("store") ? &r.summary["store"] : nullptr;
+    if (store != nullptr && store->contains("first_io_error")) {
+      const std::string first = (*store)["first_io_error"].get<std::string>();
+      const unsigned long long n = store->value("io_errors", 0ull);
+      const auto says = [&](int err) {
+        return first.find(std::strerror(err)) != std::string::npos;
+      };
+      const char* fix = says(ENOSPC) || says(EDQUOT)
+                            ? "free space on the store's file system or lower --ssd"
+                        : says(EFBIG) ? "raise the file-size limit (ulimit -f) or lower --ssd"
+                                      : "check the disk under --store-dir";
+      std::fprintf(stderr,
+                   "cachebench: %s: STORE I/O ERROR: %llu I/O error%s in the store "
+                   "(io_errors), so its results lack the hits those saves and loads would "
+                   "have given; the first: %s; %s\n",
+                   engine::mode_name(r.mode), n, n == 1 ? "" : "s", first.c_str(), fix);
+    }
     if (r.result.load_failures > 0) {
       std::fprintf(stderr,
                    "cachebench: %s: %lld load%s failed verification, recomputed instead "
@@ -350,6 +371,13 @@ int run_replay_cmd(ReplayArgs& a) {
     }
     write_json(a.out, j);
   }
+  // A store --keep-store could not keep: the results above stand, and the command fails.
+  std::string keep_errors;
+  for (const auto& r : runs) {
+    if (r.keep_error.empty()) continue;
+    keep_errors += (keep_errors.empty() ? "" : "; and ") + r.keep_error;
+  }
+  if (!keep_errors.empty()) throw Error(keep_errors);
   return 0;
 }
 

@@ -48,7 +48,8 @@ void check_interrupted() {
                    : g_signal == SIGTERM ? "SIGTERM"
                                          : "SIGHUP",
                    "interrupted",
-                   "the run stopped before its end; its scratch store directories were removed");
+                   "the run stopped before its end; its scratch store directories were removed, "
+                   "but for a store kept with --keep-store (its path is printed above)");
 }
 
 Progress::Progress(std::string label, std::string unit)

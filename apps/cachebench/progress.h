@@ -11,7 +11,8 @@ namespace cb::app {
 /// SIGINT, SIGTERM and SIGHUP (a closed terminal) stop a long subcommand cleanly, unless the
 /// process was started ignoring them (nohup): the first is noted, and the next
 /// progress report (or check_interrupted) throws cb::Error, so the run's scratch store
-/// directories are removed as the stack unwinds; a second signal ends the process at once.
+/// directories are removed as the stack unwinds (a replay's --keep-store store is kept, and
+/// its path printed); a second signal ends the process at once.
 /// Subcommands that make scratch files install this; others keep the default handlers.
 void install_interrupt_handlers();
 /// Throws cb::Error naming the signal if one arrived since install_interrupt_handlers.

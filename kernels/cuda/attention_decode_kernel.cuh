@@ -196,6 +196,10 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t slot = base + u * kBlockGroups + group;
       ok[u] = slot <= hi;
+      // With kRope the row's own slot is written through rope.k_pool/v_pool by this launch
+      // while k_pool/v_pool are read as __restrict__ through the read-only path: that holds
+      // only because no block reads the own slot from the pool (the registers below) and one
+      // row a sequence writes (Model's batch_rows refuses a sequence twice in a batch).
       if (ok[u] && kRope && slot == own) {
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {

@@ -407,8 +407,66 @@ wait "$pid"
 rc=$?
 KEPT_SIG=$(ls -d "$TMP/sig_store"/cachebench-store-ca-* 2>/dev/null | head -1)
 if [ "$rc" -eq 143 ] && [ -n "$KEPT_SIG" ] && grep -qF "its store is kept as" "$TMP/sig_err" \
+  && grep -qF "but for a store kept with --keep-store" "$TMP/sig_err" \
   && "$CB" store verify --store-dir "$KEPT_SIG" >/dev/null 2>&1; then ok
 else bad "SIGTERM with --keep-store: rc=$rc, left: $(ls "$TMP/sig_store"), $(head -c 300 "$TMP/sig_err")"; fi
+
+# A --keep-store run killed outright (SIGKILL, an OOM kill, a second signal) leaves its store
+# under its scratch name with a keep marker: the next replay under that --store-dir keeps it
+# as cachebench-store-MODE-PID, never removes it. A scratch directory whose store lock a
+# process holds (a live run in another PID namespace, whose PID is not seen here) is left.
+rm -rf "$TMP/k9" && mkdir -p "$TMP/k9"
+"$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB --chunk-size 64KiB --rate 0 \
+  --store-dir "$TMP/k9" --keep-store --quiet >/dev/null 2>"$TMP/k9_err" &
+pid=$!
+for _ in $(seq 200); do
+  compgen -G "$TMP/k9/cachebench-replay-*/cachebench_store.json" >/dev/null && break
+  sleep 0.1
+done
+kill -9 "$pid"
+wait "$pid" 2>/dev/null
+LOCKED="$TMP/k9/cachebench-replay-ca-4194305"  # above any PID: "no such process" here
+mkdir -p "$LOCKED"
+flock "$LOCKED" sleep 60 &
+lock_pid=$!
+sleep 0.3
+"$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB --chunk-size 64KiB --rate 0 \
+  --store-dir "$TMP/k9" --limit 1 --quiet >/dev/null 2>"$TMP/k9_err"
+rc=$?
+kill "$lock_pid" 2>/dev/null
+wait "$lock_pid" 2>/dev/null
+K9="$TMP/k9/cachebench-store-ca-$pid"
+if [ "$rc" -eq 0 ] && [ -f "$K9/cachebench_store.json" ] && [ ! -e "$K9/cachebench-keep-store" ] \
+  && [ ! -e "$TMP/k9/cachebench-replay-ca-$pid" ] && grep -qF "is kept as $K9" "$TMP/k9_err" \
+  && "$CB" store verify --store-dir "$K9" >/dev/null 2>&1; then ok
+else bad "--keep-store after SIGKILL: rc=$rc, left: $(ls "$TMP/k9"), $(head -c 600 "$TMP/k9_err")"; fi
+if [ -d "$LOCKED" ]; then ok; else bad "the sweep removed $LOCKED, whose store lock was held"; fi
+# A kept store (or a scratch directory) of a process of the same PID (another container) is
+# never replaced: the run keeps its own under a -N name. `bash -c '... exec'` keeps its PID.
+rm -rf "$TMP/pidc" && mkdir -p "$TMP/pidc"
+bash -c 'mkdir -p "$1/cachebench-store-ca-$$" "$1/cachebench-replay-ca-$$" \
+  && touch "$1/cachebench-store-ca-$$/old" "$1/cachebench-replay-ca-$$/other" && exec "${@:2}"' \
+  _ "$TMP/pidc" "$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB \
+  --chunk-size 64KiB --rate 0 --store-dir "$TMP/pidc" --keep-store --limit 1 --quiet \
+  >"$TMP/out" 2>"$TMP/err"
+rc=$?
+OLD=$(ls -d "$TMP/pidc"/cachebench-store-ca-* 2>/dev/null | head -1)
+if [ "$rc" -eq 0 ] && [ -f "$OLD/old" ] && [ -f "$TMP/pidc/cachebench-replay-ca-${OLD##*-}/other" ] \
+  && [ -f "$OLD-2/cachebench_store.json" ] && grep -qF "kept in $OLD-2" "$TMP/out"; then ok
+else bad "--keep-store beside a kept store of its PID: rc=$rc, left: $(ls "$TMP/pidc"), $(head -c 600 "$TMP/err")"; fi
+# A store --keep-store cannot keep (here every name it may take exists) is an error naming
+# the path, the directory left under its scratch name.
+rm -rf "$TMP/nokeep" && mkdir -p "$TMP/nokeep"
+bash -c 'mkdir -p "$1/cachebench-store-ca-$$" && for n in $(seq 2 1000); do
+  mkdir "$1/cachebench-store-ca-$$-$n"; done && exec "${@:2}"' \
+  _ "$TMP/nokeep" "$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB \
+  --chunk-size 64KiB --rate 0 --store-dir "$TMP/nokeep" --keep-store --limit 1 --quiet \
+  >/dev/null 2>"$TMP/err"
+rc=$?
+LEFT=$(ls -d "$TMP/nokeep"/cachebench-replay-ca-* 2>/dev/null | head -1)
+if [ "$rc" -eq 1 ] && [ -f "$LEFT/cachebench_store.json" ] \
+  && grep -qF "could not keep the run's store" "$TMP/err" && grep -qF "left as $LEFT" "$TMP/err"; then ok
+else bad "--keep-store that cannot keep: rc=$rc, left: $(ls "$TMP/nokeep" | grep -v store-ca), $(head -c 600 "$TMP/err")"; fi
 
 fi  # part 2
 
