@@ -354,11 +354,14 @@ size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
 
 size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
   // Fetches run in queue order on one pool task. A fetch may evict only entries needed after
-  // it: every look-ahead session's entry up to the last fetch is pinned until the task ends
-  // (lib/policy plan_prefetch's rule, mirrored by sim::SimStore), and after a fetch that finds
-  // no room the later ones are skipped. Without that, a fetch could evict a nearer job's entry
-  // that the next plan fetches back.
-  std::vector<EntryPtr> fetches, held;
+  // it (lib/policy plan_prefetch's rule, mirrored by sim::SimStore): while it makes room, the
+  // entries of the look-ahead sessions up to it are pinned and those after it are not, so a
+  // nearer job's entry never leaves for it, and a later job's may (tail first, after entries
+  // outside the window) when DRAM holds nothing else. Every look-ahead entry up to the last
+  // fetch is pinned from the plan until the task reaches it, so nothing else evicts them
+  // meanwhile. After a fetch that finds no room the later ones are skipped.
+  std::vector<EntryPtr> held;  // the look-ahead's entries in queue order, up to the last fetch
+  std::vector<char> fetch;     // whether held[i] is fetched
   {
     std::lock_guard<std::mutex> g(mu_);
     Tier* dram = tier(TierKind::Dram);
@@ -373,40 +376,66 @@ size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
     const std::vector<SessionId> order =
         cfg_.advisor->choose_prefetch(lookahead, on_ssd, free_bytes, now());
     const std::unordered_set<SessionId> wanted(order.begin(), order.end());
-    size_t left = wanted.size();
+    size_t left = wanted.size(), fetches = 0;
     for (SessionId s : lookahead) {
       if (left == 0) break;
       auto it = index_.find(s);
       if (it == index_.end()) continue;
       const EntryPtr& e = it->second;
       const bool is_wanted = wanted.count(s) != 0;
-      const bool fetch = is_wanted && e->tier == TierKind::Ssd && e->pins == 0 && !e->moving;
+      const bool f = is_wanted && e->tier == TierKind::Ssd && e->pins == 0 && !e->moving;
       ++e->pins;
       held.push_back(e);
+      fetch.push_back(f ? 1 : 0);
       if (is_wanted) --left;
-      if (!fetch) continue;
+      if (!f) continue;
       e->moving = true;
-      fetches.push_back(e);
+      ++fetches;
+    }
+    if (fetches == 0) {
+      for (const EntryPtr& e : held) unpin_locked(e);
+      return 0;
+    }
+    while (!fetch.back()) {  // nothing after the last fetch needs holding
+      unpin_locked(held.back());
+      held.pop_back();
+      fetch.pop_back();
     }
   }
-  if (fetches.empty()) {
-    for (const EntryPtr& e : held) unpin(e);
-    return 0;
-  }
-  pool_->post([this, fetches, held] {
+  const size_t n = static_cast<size_t>(std::count(fetch.begin(), fetch.end(), 1));
+  pool_->post([this, held, fetch] {
+    std::vector<char> pinned(held.size(), 1);
     bool room = true;
-    for (const EntryPtr& e : fetches) {
-      if (room) {
-        room = promote(e) != MoveResult::NoRoom;
-      } else {
+    for (size_t i = 0; i < held.size(); ++i) {
+      if (!fetch[i]) continue;
+      if (!room) {
         std::lock_guard<std::mutex> g(mu_);
-        e->moving = false;
+        held[i]->moving = false;
+        continue;
       }
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        for (size_t j = 0; j < held.size(); ++j) {
+          const bool want = j <= i;  // the jobs up to this one keep their entries
+          if (want && !pinned[j] && !held[j]->doomed) {
+            ++held[j]->pins;
+            pinned[j] = 1;
+          } else if (!want && pinned[j]) {
+            unpin_locked(held[j]);
+            pinned[j] = 0;
+          }
+        }
+      }
+      room = promote(held[i]) != MoveResult::NoRoom;
     }
-    for (const EntryPtr& e : held) unpin(e);
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (size_t j = 0; j < held.size(); ++j)
+        if (pinned[j]) unpin_locked(held[j]);
+    }
     restore_reserve();
   });
-  return fetches.size();
+  return n;
 }
 
 }  // namespace cb::store

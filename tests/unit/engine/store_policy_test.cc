@@ -100,11 +100,15 @@ TEST(StorePolicyTest, Figure9OnTheRealStore) {
 
 // A prefetch makes room only at the expense of entries needed after it: with DRAM full of the
 // two jobs ahead of it, the third job's entry stays on SSD (fetching it would evict one of them
-// and the next plan would fetch that back); behind the fetched job, an entry may go.
+// and the next plan would fetch that back); behind the fetched job, an entry may go, also when
+// the plan fetches another entry after it (queue 1, 3, 2, 4: the store used to hold every
+// entry up to the plan's last fetch, so 3 found no room and 2, needed later, kept DRAM).
 TEST(StorePolicyTest, PrefetchNeverEvictsAnEntryNeededSooner) {
-  for (bool fetched_ahead : {false, true}) {
-    SCOPED_TRACE(fetched_ahead ? "queue 1, 3, 2" : "queue 1, 2, 3");
-    const std::string dir = fresh_dir(fetched_ahead ? "prefetch-ahead" : "prefetch-behind");
+  for (int variant = 0; variant < 3; ++variant) {
+    const bool fetched_ahead = variant > 0;
+    const std::vector<std::vector<SessionId>> queues = {{1, 2, 3}, {1, 3, 2}, {1, 3, 2, 4}};
+    SCOPED_TRACE(::testing::PrintToString(queues[variant]));
+    const std::string dir = fresh_dir("prefetch-" + std::to_string(variant));
     const uint64_t entry_bytes = measured_entry_bytes();
     ASSERT_GT(entry_bytes, 0u);
     {
@@ -114,6 +118,7 @@ TEST(StorePolicyTest, PrefetchNeverEvictsAnEntryNeededSooner) {
       c.chunk_bytes = kChunk;
       AttentionStore st(c);
       ASSERT_TRUE(save_entry(st, 3, 3, kShape, kPos));
+      ASSERT_TRUE(save_entry(st, 4, 4, kShape, kPos));
       st.wait_idle();
     }
     StoreConfig c;
@@ -127,12 +132,13 @@ TEST(StorePolicyTest, PrefetchNeverEvictsAnEntryNeededSooner) {
     ASSERT_TRUE(save_entry(st, 1, 1, kShape, kPos));
     ASSERT_TRUE(save_entry(st, 2, 2, kShape, kPos));
     st.wait_idle();
-    st.prefetch(fetched_ahead ? std::vector<SessionId>{1, 3, 2} : std::vector<SessionId>{1, 2, 3});
+    st.prefetch(queues[variant]);
     st.wait_idle();
     EXPECT_EQ(tier_of(st, 1), TierKind::Dram);
     EXPECT_EQ(tier_of(st, 3), fetched_ahead ? TierKind::Dram : TierKind::Ssd);
     EXPECT_EQ(tier_of(st, 2), fetched_ahead ? TierKind::Ssd : TierKind::Dram);
-    for (SessionId s : {1, 2, 3}) EXPECT_EQ(load_check(st, s, s, kShape, kPos), 4) << s;
+    EXPECT_EQ(tier_of(st, 4), TierKind::Ssd);  // no room left ahead of it
+    for (SessionId s : {1, 2, 3, 4}) EXPECT_EQ(load_check(st, s, s, kShape, kPos), 4) << s;
     EXPECT_EQ(st.accounting_errors(), 0u);
     EXPECT_EQ(st.audit_slots(), "");
   }
