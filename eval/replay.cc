@@ -151,6 +151,8 @@ std::string rename_to_fresh(const std::string& from, const std::string& base, st
     if (std::filesystem::exists(std::filesystem::symlink_status(to, ec))) continue;
 #ifdef RENAME_NOREPLACE
     int rc = ::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE);
+    // A file system without RENAME_NOREPLACE: plain rename, which would replace an empty
+    // directory made under that name since the check above.
     if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) rc = ::rename(from.c_str(), to.c_str());
 #else
     const int rc = ::rename(from.c_str(), to.c_str());  // over an empty directory made meanwhile
@@ -187,18 +189,28 @@ void sweep_stale(const std::string& parent) {
     const std::string name = d.path().filename().string();
     const std::string prefix = "cachebench-replay-";
     if (name.rfind(prefix, 0) != 0 || !d.is_directory(ec)) continue;
+    // Exactly the names ScratchDir makes: MODE one of the engine's, PID digits, a -N suffix.
     const size_t dash = name.find('-', prefix.size());  // after MODE
     if (dash == std::string::npos) continue;
-    const char* digits = name.c_str() + dash + 1;
-    char* end = nullptr;
-    const long pid = std::strtol(digits, &end, 10);
-    if (end != digits && *end == '-') {  // a -N suffix (the PID's first name was taken)
-      const char* n = end + 1;
-      std::strtol(n, &end, 10);
-      if (end == n) continue;
+    const std::string mode_part = name.substr(prefix.size(), dash - prefix.size());
+    if (mode_part != engine::mode_name(engine::Mode::CA) &&
+        mode_part != engine::mode_name(engine::Mode::RE) &&
+        mode_part != engine::mode_name(engine::Mode::OF)) {
+      continue;
     }
-    if (pid <= 0 || end == digits || *end != '\0' || ::kill(static_cast<pid_t>(pid), 0) == 0 ||
-        errno != ESRCH) {
+    const std::string rest = name.substr(dash + 1);
+    const size_t suffix = rest.find('-');
+    const std::string pid_part = rest.substr(0, suffix);
+    const auto digits_only = [](const std::string& x) {
+      return !x.empty() && x.size() <= 9 && x[0] != '0' &&
+             x.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (!digits_only(pid_part) ||
+        (suffix != std::string::npos && !digits_only(rest.substr(suffix + 1)))) {
+      continue;
+    }
+    const long pid = std::stol(pid_part);
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) {
       continue;  // a live process's (or not ours to judge)
     }
     int lock = -1;
@@ -400,14 +412,21 @@ ReplayRun run_replay(const model::ForwardModel& model,
       if (!dir.keep(&err).empty()) {
         run.summary["store_dir_kept"] = dir.kept;
       } else {  // the run's results stand; the command fails once it has reported them
-        run.keep_error = make_error(dir.kept_base,
-                                    "could not keep the run's store (--keep-store) under this "
-                                    "name: " +
-                                        err,
-                                    "it is left as " + dir.path +
-                                        ": rename it yourself (the next replay with --store-dir " +
-                                        dir.parent + " tries again once this one has ended)")
-                             .what();
+        // Gone: a replay's sweep in another PID namespace took it for an unfinished run's
+        // (its store lock is released while the store closes) and kept it itself.
+        std::error_code gone_ec;
+        const bool gone = !std::filesystem::exists(dir.path, gone_ec);
+        run.keep_error =
+            make_error(dir.kept_base,
+                       "could not keep the run's store (--keep-store) under this name: " + err,
+                       gone ? "it is no longer at " + dir.path +
+                                  ": another replay under --store-dir " + dir.parent +
+                                  " may have kept it as cachebench-store-MODE-PID there (it "
+                                  "said so on its stderr)"
+                            : "it is left as " + dir.path +
+                                  ": rename it yourself (the next replay with --store-dir " +
+                                  dir.parent + " tries again once this one has ended)")
+                .what();
       }
     }
   }

@@ -413,12 +413,11 @@ bool AttentionStore::journal_commit(EntryMeta* m) {
   // A journal left broken by a failed sync refuses appends until it is rewritten from the
   // index (Journal::commit): that rewrite, with this commit in it, is the commit.
   if (journal_->broken()) {
-    journal_stale_ = !compact_journal_locked(m);
-    if (journal_stale_) stats_.add(Counter::IoErrors);
+    journal_stale_ = !compact_journal_locked(m);  // a failure counted there
     return !journal_stale_;
   }
   if (!journal_->commit(*m, true)) {
-    stats_.add(Counter::IoErrors);  // once: the compaction below is its retry
+    stats_.add(Counter::IoErrors);  // the compaction below, its retry, counts its own failure
     note_io_error(journal_->last_error());
     if (!journal_->broken()) return false;  // cut off cleanly: the journal is as it was
     journal_stale_ = !compact_journal_locked(m);
@@ -438,6 +437,7 @@ bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
   }
   if (extra != nullptr) live[extra->session] = *extra;
   if (!journal_->compact(live)) {
+    stats_.add(Counter::IoErrors);
     note_io_error(journal_->last_error());
     return false;
   }
@@ -448,8 +448,12 @@ bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
 void AttentionStore::journal_erase_locked(SessionId session) {
   // The record first (a few bytes may fit where a rewrite of the journal does not); a
   // compaction when it failed, or when an earlier record is still missing.
+  const bool refused = journal_->broken();  // no I/O: appends wait for a compaction
   const bool appended = journal_->erase(session, next_generation_++, false);
-  if (!appended) note_io_error(journal_->last_error());
+  if (!appended && !refused) {
+    stats_.add(Counter::IoErrors);
+    note_io_error(journal_->last_error());
+  }
   if (appended && !journal_stale_) return;
   journal_stale_ = !compact_journal_locked(nullptr);
 }

@@ -450,7 +450,7 @@ def _llama_from_hf(cfg, t, where):
 
 
 def _falcon_hparams_from_cfg(cfg, where):
-    c = dict(cfg)
+    c = {k: v for k, v in cfg.items() if v is not None}  # null reads as absent (as in C++)
     # legacy RW config keys (RWForCausalLM / RefinedWeb*)
     for old, new in (("n_embed", "hidden_size"), ("n_head", "num_attention_heads"),
                      ("n_layer", "num_hidden_layers"), ("n_head_kv", "num_kv_heads")):
