@@ -48,7 +48,8 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.store_dir.empty() && cfg_.ssd_bytes > 0) {
     throw make_error("--ssd", "an SSD budget needs a store directory", "pass --store-dir DIR");
   }
-  if (!cfg_.store_dir.empty()) open_ssd();  // may adopt the store's chunk size
+  journal_compact_bytes_ = cfg_.journal_compact_bytes;  // open_ssd may lower it
+  if (!cfg_.store_dir.empty()) open_ssd();              // may adopt the store's chunk size
   check_chunk_bytes(cfg_.chunk_bytes);
   check_tier_budget("--hbm", cfg_.hbm_bytes, cfg_.chunk_bytes);
   check_tier_budget("--dram", cfg_.dram_bytes, cfg_.chunk_bytes);
@@ -135,7 +136,12 @@ void AttentionStore::open_ssd() {
                                     " is smaller than one chunk (" + format_size(cfg_.chunk_bytes) +
                                     ")");
     }
-    check_free_space(dir, info.ssd_bytes);
+    // The journal grows beside the data files until it is compacted, and a compaction writes
+    // the new one before the old goes: on a file system with little left, saves would fail
+    // for the journal's room, not the data's.
+    const uint64_t room = check_free_space(dir, info.ssd_bytes) - info.ssd_bytes;
+    journal_compact_bytes_ =
+        fit_journal_compaction(dir, room, info.ssd_bytes, journal_compact_bytes_);
     if (info.n_slots() > kMaxStoreSlots) {  // read_store_marker would refuse it
       throw make_error("--ssd",
                        "SSD budget " + format_size(info.ssd_bytes) + " is " +
@@ -423,7 +429,7 @@ bool AttentionStore::journal_commit(EntryMeta* m) {
     journal_stale_ = !compact_journal_locked(m);
     return !journal_stale_;
   }
-  if (journal_stale_ || journal_->appended_bytes() > cfg_.journal_compact_bytes) {
+  if (journal_stale_ || journal_->appended_bytes() > journal_compact_bytes_) {
     journal_stale_ = !compact_journal_locked(m);
   }
   return true;

@@ -75,10 +75,13 @@ struct StoreConfig {
   /// install their prefill rate). Off without an estimate or before the SSD has written
   /// anything. Counted as slow_demotions_dropped (and as a DRAM drop).
   bool drop_slow_demotions = false;
-  uint64_t journal_compact_bytes = 64ull << 20;  ///< journal growth that triggers compaction
-  Clock clock;                                   ///< seconds; default: steady clock
-  std::shared_ptr<PlacementAdvisor> advisor;     ///< default: LruAdvisor
-  std::shared_ptr<IoBackend> io_backend;         ///< overrides io_mode (fault injection)
+  /// Journal growth that triggers compaction; a new store on a file system with less than
+  /// four times that left beside its data files compacts at a quarter of what is left (and
+  /// one with less than kMinJournalRoom left is refused).
+  uint64_t journal_compact_bytes = 64ull << 20;
+  Clock clock;                                ///< seconds; default: steady clock
+  std::shared_ptr<PlacementAdvisor> advisor;  ///< default: LruAdvisor
+  std::shared_ptr<IoBackend> io_backend;      ///< overrides io_mode (fault injection)
   /// Stands in for the journal's fdatasync (fault injection): 0 or -errno; empty: fdatasync.
   std::function<int(int fd)> journal_sync;
   /// Emulated read / write bandwidth per tier in GB/s (0 = as fast as the hardware): a
@@ -458,8 +461,9 @@ class AttentionStore {
   std::unordered_map<SessionId, std::shared_ptr<SaveState>> in_flight_;
   std::vector<SessionId> lookahead_;
   uint64_t next_generation_ = 1;
-  std::atomic<double> skipped_s_{0};  ///< skip_time's total, added to cfg_.clock
-  uint64_t pin_errors_ = 0;           ///< unpins of an entry with no pins (accounting_errors())
+  uint64_t journal_compact_bytes_ = 0;  ///< StoreConfig::journal_compact_bytes, as fitted
+  std::atomic<double> skipped_s_{0};    ///< skip_time's total, added to cfg_.clock
+  uint64_t pin_errors_ = 0;             ///< unpins of an entry with no pins (accounting_errors())
   int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
   bool write_back_due_ = false;  ///< see write_back()
   bool journal_stale_ = false;   ///< an erase record is missing (journal_erase_locked)

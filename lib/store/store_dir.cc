@@ -196,7 +196,19 @@ void check_store_dir(const std::string& dir, bool writable) {
   }
 }
 
-void check_free_space(const std::string& dir, uint64_t extra_bytes) {
+uint64_t fit_journal_compaction(const std::string& dir, uint64_t room, uint64_t data_bytes,
+                                uint64_t configured) {
+  if (room < kMinJournalRoom) {
+    throw make_error(
+        dir,
+        "the file system has " + format_size(room) + " left beside the " + format_size(data_bytes) +
+            " of data files; the store's journal needs at least " + format_size(kMinJournalRoom),
+        "lower --ssd or free space");
+  }
+  return std::min(configured, room / 4);
+}
+
+uint64_t check_free_space(const std::string& dir, uint64_t extra_bytes) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0) {
     throw make_error(dir, std::string("statvfs failed: ") + std::strerror(errno));
@@ -208,6 +220,7 @@ void check_free_space(const std::string& dir, uint64_t extra_bytes) {
                          " more but the filesystem has " + format_size(avail) + " available",
                      "lower --ssd or free space");
   }
+  return avail;
 }
 
 StoreDirLock::StoreDirLock(const std::string& dir) {

@@ -33,6 +33,8 @@ struct StoreDirInfo {
 /// bytes per freed slot), sized when the store opens, so a marker claiming more is refused
 /// (2^32 slots of the default 1 MiB chunk are 4 PiB).
 inline constexpr uint64_t kMaxStoreSlots = uint64_t{1} << 32;
+/// Room a new store needs on its file system beside its data files, for its journal.
+inline constexpr uint64_t kMinJournalRoom = uint64_t{1} << 20;
 
 /// An advisory lock (flock) on a store directory, held while a process uses the store:
 /// opening a store rewrites its journal and allocates its slots, so a second process on the
@@ -89,8 +91,15 @@ void check_chunk_bytes(uint64_t chunk_bytes);
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes);
 /// Throws cb::Error unless `dir` exists, is a directory and (when `writable`) is writable.
 void check_store_dir(const std::string& dir, bool writable = true);
-/// Throws cb::Error when `extra_bytes` more would not fit on the filesystem of `dir`.
-void check_free_space(const std::string& dir, uint64_t extra_bytes);
+/// The journal compaction threshold of a new store in `dir` whose file system has `room`
+/// bytes left beside its data files (`data_bytes`): `configured`, or a quarter of `room` when
+/// that is less (the journal grows until compacted, and a compaction writes the new journal
+/// before the old one goes); throws cb::Error naming `dir` when `room` < kMinJournalRoom.
+uint64_t fit_journal_compaction(const std::string& dir, uint64_t room, uint64_t data_bytes,
+                                uint64_t configured);
+/// Throws cb::Error when `extra_bytes` more would not fit on the filesystem of `dir`;
+/// returns the bytes available there (before `extra_bytes` are taken).
+uint64_t check_free_space(const std::string& dir, uint64_t extra_bytes);
 /// Deletes the store's own files (marker, data files, journal and the corrupt journals
 /// recovery kept) and returns their names; throws cb::Error when `dir` has no store marker
 /// and no journal or first data file (a malformed or missing marker beside the store's

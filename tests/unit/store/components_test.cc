@@ -26,6 +26,7 @@
 #include "lib/store/memory_tier.h"
 #include "lib/store/size_parse.h"
 #include "lib/store/ssd_tier.h"
+#include "lib/store/store_dir.h"
 #include "tests/unit/store/store_test_util.h"
 
 namespace cb::store {
@@ -424,6 +425,26 @@ TEST(Journal, AFailedSyncCutsTheRecordOffAndBreaksTheJournalUntilCompacted) {
   EXPECT_EQ(r.entries.size(), 3u);
   EXPECT_FALSE(r.entries.count(2));
   std::filesystem::remove_all(dir);
+}
+
+// A new store's journal grows beside its data files until compacted: on a file system with
+// little left it compacts sooner, and with too little the store is refused up front (a replay
+// on a tmpfs 48 KiB larger than its data files failed 21 of its saves for the journal's room).
+TEST(StoreDir, TheJournalCompactsWithinTheRoomTheFileSystemHasLeft) {
+  const uint64_t mib = uint64_t{1} << 20, conf = 64 * mib;
+  EXPECT_EQ(cb::store::fit_journal_compaction("d", 1024 * mib, 8 * mib, conf), conf);
+  EXPECT_EQ(cb::store::fit_journal_compaction("d", 100 * mib, 8 * mib, conf), 25 * mib);
+  EXPECT_EQ(cb::store::fit_journal_compaction("d", cb::store::kMinJournalRoom, 8 * mib, conf),
+            cb::store::kMinJournalRoom / 4);
+  try {
+    cb::store::fit_journal_compaction("d", 48 << 10, 8 * mib, conf);
+    ADD_FAILURE() << "48 KiB of room accepted";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("d: the file system has 48 KiB left beside the 8 MiB"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("lower --ssd or free space"), std::string::npos);
+  }
 }
 
 // The journal is read back after crashes and disk faults: whatever bytes are damaged, replay
