@@ -267,6 +267,8 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
       // neither the schedule nor this loop depends on when the save finishes.
       jobs_[r.id] = prepare(store_id(r), input_of(r), &res);
     }
+    // The look-ahead goes to the store after the prepares: their loads pin the entries they
+    // read, so the store does not fetch those a second time (docs/design.md, the serving loop).
     if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
       lookahead_version = sched.version();
       std::vector<sched::SessionId> la = sched.lookahead();

@@ -357,6 +357,8 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
       jobs_[r.id] = prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res);
     }
+    // The look-ahead goes to the store after the prepares: their loads pin the entries they
+    // read, so the store does not fetch those a second time (docs/design.md, the serving loop).
     if (store_ != nullptr && cfg_.mode != Mode::RE && sched.version() != lookahead_version) {
       lookahead_version = sched.version();
       std::vector<sched::SessionId> la = sched.lookahead();
