@@ -141,12 +141,19 @@ int try_lock_dir(const std::string& dir, int* fd) {
   return err == EWOULDBLOCK ? 0 : -1;
 }
 
+// Names a directory may take when BASE is taken (a process of the same PID in another
+// container, an older kept store): BASE, BASE-2, ... BASE-kMaxNames.
+constexpr int kMaxNames = 1000;
+std::string nth_name(const std::string& base, int n) {
+  return n == 1 ? base : base + "-" + std::to_string(n);
+}
+
 // Renames `from` to the first of BASE, BASE-2, ... BASE-1000 that does not exist: never over
 // an existing directory (an older kept store, maybe of a process of the same PID in another
 // container). Returns the new path, or "" with `*err` saying why.
 std::string rename_to_fresh(const std::string& from, const std::string& base, std::string* err) {
-  for (int n = 1; n <= 1000; ++n) {
-    const std::string to = n == 1 ? base : base + "-" + std::to_string(n);
+  for (int n = 1; n <= kMaxNames; ++n) {
+    const std::string to = nth_name(base, n);
     std::error_code ec;
     if (std::filesystem::exists(std::filesystem::symlink_status(to, ec))) continue;
 #ifdef RENAME_NOREPLACE
@@ -268,10 +275,10 @@ struct ScratchDir {
         engine::mode_name(mode) + std::string("-") + std::to_string(::getpid());
     const std::string base = parent + "/cachebench-replay-" + stem;
     for (int n = 1; path.empty(); ++n) {
-      const std::string p = n == 1 ? base : base + "-" + std::to_string(n);
+      const std::string p = nth_name(base, n);
       if (std::filesystem::create_directory(p, ec)) {
         path = p;
-      } else if (ec || n >= 1000) {
+      } else if (ec || n >= kMaxNames) {
         throw make_error("--store-dir", "cannot create " + p + ": " +
                                             (ec ? ec.message() : std::string("it exists")));
       }

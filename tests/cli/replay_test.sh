@@ -269,6 +269,15 @@ fi
 [ -n "$KEPT" ] && "$CB" store clear --store-dir "$KEPT" >/dev/null && rmdir "$KEPT"
 
 # 4. Malformed traces: one line naming the file, exit 1; or a counted skip.
+# Waits up to TENTHS tenths of a second for a path matching GLOB to exist.
+wait_for_glob() {  # glob, tenths
+  for _ in $(seq "$2"); do
+    compgen -G "$1" >/dev/null && return 0
+    sleep 0.1
+  done
+  return 1
+}
+
 expect_error() {  # name, needle, trace file
   "$CB" replay "$3" --model "$MODEL" --quiet >"$TMP/out" 2>"$TMP/err"
   local rc=$? lines
@@ -377,10 +386,7 @@ for sig in HUP TERM; do
   "$CB" replay "$TMP/sig_trace.json" --model "$MODEL" --backend cpu --ssd 64MiB --dram 2MiB \
     --store-dir "$TMP/sig_store" --quiet >/dev/null 2>"$TMP/sig_err" &
   pid=$!
-  for _ in $(seq 100); do
-    compgen -G "$TMP/sig_store/cachebench-replay-*" >/dev/null && break
-    sleep 0.1
-  done
+  wait_for_glob "$TMP/sig_store/cachebench-replay-*" 100
   sleep 0.5
   kill -s "$sig" "$pid"
   wait "$pid"
@@ -397,10 +403,7 @@ rm -rf "$TMP/sig_store" && mkdir -p "$TMP/sig_store"
 "$CB" replay "$TMP/sig_trace.json" --model "$MODEL" --backend cpu --ssd 64MiB --dram 2MiB \
   --store-dir "$TMP/sig_store" --keep-store --quiet >/dev/null 2>"$TMP/sig_err" &
 pid=$!
-for _ in $(seq 100); do
-  compgen -G "$TMP/sig_store/cachebench-replay-*" >/dev/null && break
-  sleep 0.1
-done
+wait_for_glob "$TMP/sig_store/cachebench-replay-*" 100
 sleep 0.5
 kill -s TERM "$pid"
 wait "$pid"
@@ -419,10 +422,7 @@ rm -rf "$TMP/k9" && mkdir -p "$TMP/k9"
 "$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB --chunk-size 64KiB --rate 0 \
   --store-dir "$TMP/k9" --keep-store --quiet >/dev/null 2>"$TMP/k9_err" &
 pid=$!
-for _ in $(seq 200); do
-  compgen -G "$TMP/k9/cachebench-replay-*/cachebench_store.json" >/dev/null && break
-  sleep 0.1
-done
+wait_for_glob "$TMP/k9/cachebench-replay-*/cachebench_store.json" 200
 kill -9 "$pid"
 wait "$pid" 2>/dev/null
 LOCKED="$TMP/k9/cachebench-replay-ca-4194305"  # above any PID: "no such process" here
