@@ -67,6 +67,11 @@ uint64_t clean_ahead_bytes(const ReplayStoreOptions& o) {
   return o.ssd_bytes > 0 && o.dram_bytes > 0 ? o.dram_bytes / 16 : 0;
 }
 
+uint64_t demote_ahead_bytes(const ReplayStoreOptions& o) {
+  if (o.demote_ahead_bytes >= 0) return static_cast<uint64_t>(o.demote_ahead_bytes);
+  return o.hbm_bytes > 0 && o.dram_bytes > 0 ? o.hbm_bytes / 4 : 0;
+}
+
 int64_t truncate_align(const ReplayOptions& o, uint64_t token_bytes) {
   if (o.engine.truncate_align >= 0) return o.engine.truncate_align;
   return token_bytes == 0 ? 1 : static_cast<int64_t>(o.store.chunk_bytes / token_bytes);
@@ -105,6 +110,7 @@ nlohmann::json replay_config_json(const ReplayOptions& o) {
       {"chunk_bytes", o.store.chunk_bytes},
       {"io_threads", o.store.io_threads},
       {"clean_ahead_bytes", clean_ahead_bytes(o.store)},
+      {"demote_ahead_bytes", demote_ahead_bytes(o.store)},
       {"save_admission", o.store.save_admission},
       {"drop_slow_demotions", o.store.drop_slow_demotions},
       {"read_gbps", {o.store.read_gbps[0], o.store.read_gbps[1], o.store.read_gbps[2]}},
@@ -369,7 +375,8 @@ ReplayRun run_replay(const model::ForwardModel& model,
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.io_threads = opts.store.io_threads;
     sc.default_ttl = opts.store.ttl;
-    sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);  // the store ignores it without an SSD
+    sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);    // the store ignores it without an SSD
+    sc.demote_ahead_bytes = demote_ahead_bytes(opts.store);  // and this without HBM over DRAM
     sc.save_admission = opts.store.save_admission;
     sc.drop_slow_demotions = opts.store.drop_slow_demotions;
     for (int t = 0; t < 3; ++t) {

@@ -35,6 +35,8 @@ struct ReplayStoreOptions {
   double ttl = 0;  ///< entries expire after this many seconds unused (0: never)
   /// StoreConfig::clean_ahead_bytes (0: off); < 0: auto, see clean_ahead_bytes().
   int64_t clean_ahead_bytes = -1;
+  /// StoreConfig::demote_ahead_bytes (0: off); < 0: auto, see demote_ahead_bytes().
+  int64_t demote_ahead_bytes = -1;
   /// StoreConfig::save_admission: an append save whose own DRAM entry the policy would evict
   /// first goes to the SSD instead of evicting others.
   bool save_admission = true;
@@ -82,6 +84,10 @@ ReplayRun run_replay(const model::ForwardModel& model,
 /// The write-back window a replay's store gets: clean_ahead_bytes when set, else (auto) a
 /// sixteenth of the DRAM tier when there is an SSD tier below it, else 0.
 uint64_t clean_ahead_bytes(const ReplayStoreOptions& o);
+
+/// The HBM room a replay's store keeps free by demoting ahead of need: demote_ahead_bytes
+/// when set, else (auto) a quarter of the HBM tier when there is a DRAM tier below it, else 0.
+uint64_t demote_ahead_bytes(const ReplayStoreOptions& o);
 
 /// The truncation granularity a replay's engine gets (EngineConfig::truncate_align): as set
 /// when >= 0, else (auto) the store's tokens per chunk, `chunk_bytes / token_bytes` for

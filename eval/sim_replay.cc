@@ -106,6 +106,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
     sc.chunk_bytes = opts.store.chunk_bytes;
     sc.ttl = opts.store.ttl;
     sc.clean_ahead_bytes = clean_ahead_bytes(opts.store);
+    sc.demote_ahead_bytes = demote_ahead_bytes(opts.store);
     sc.save_admission = opts.store.save_admission;
     sc.drop_slow_demotions = opts.store.drop_slow_demotions;
     const auto bw = [](double profile_gbps, double slowed) {
@@ -181,6 +182,7 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
                             {"ssd_copy_chunks_reused", st->copy_reused_chunks()},
                             {"saves_admitted_below", st->admitted_below()},
                             {"slow_demotions_dropped", st->slow_dropped()},
+                            {"demotions_ahead", st->demoted_ahead()},
                             {"prefetches", st->prefetches()},
                             {"prefetch_failures", st->prefetch_failures()}};
   }

@@ -34,7 +34,8 @@ struct ReplayArgs {
   std::string mode = "ca";
   std::string compare;
   std::string policy = "sched";
-  std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB", clean_ahead = "auto";
+  std::string hbm = "0", dram = "auto", ssd = "0", store_dir, chunk = "1MiB", clean_ahead = "auto",
+              demote_ahead = "auto";
   bool sim = false;
   std::string profile = "a100-80gb";
   std::string read_buffer = "auto", truncate_align = "auto", kv_entries = "f32";
@@ -124,6 +125,16 @@ int run_replay_cmd(ReplayArgs& a) {
     throw make_error("--clean-ahead",
                      "writes SSD copies of DRAM entries, and this run has no SSD tier",
                      "give --ssd SIZE (with --store-dir in real mode), or drop --clean-ahead");
+  }
+  o.store.demote_ahead_bytes =
+      a.demote_ahead == "auto"
+          ? -1
+          : static_cast<int64_t>(store::parse_size(a.demote_ahead, "--demote-ahead"));
+  if (o.store.demote_ahead_bytes > 0 && (o.store.hbm_bytes == 0 || o.store.dram_bytes == 0)) {
+    throw make_error("--demote-ahead",
+                     "demotes HBM entries to DRAM, and this run has no HBM tier "
+                     "over a DRAM tier",
+                     "give --hbm SIZE and --dram SIZE, or drop --demote-ahead");
   }
   o.store.save_admission = !a.no_save_admission;
   o.store.drop_slow_demotions = !a.no_drop_slow_demotions;
@@ -428,6 +439,13 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "auto: a sixteenth of --dram when there is an SSD tier)")
       ->capture_default_str()
       ->check(size_value("auto"));
+  sub->add_option("--demote-ahead", a->demote_ahead,
+                  "keep this many bytes of the HBM tier free by demoting the entries the policy "
+                  "would evict first to DRAM in the background, so a save into HBM finds room "
+                  "without waiting for a demotion (0: off; auto: a quarter of --hbm when there is "
+                  "a DRAM tier)")
+      ->capture_default_str()
+      ->check(size_value("auto"));
   sub->add_flag("--no-save-admission", a->no_save_admission,
                 "a save that must make room in DRAM always evicts others, even when the policy "
                 "would evict the saving conversation first (default: that save goes to the SSD "
@@ -541,13 +559,15 @@ void add(CLI::App& app, const char* name, const char* help) {
     // Not --chunk-size nor --kv-entries: with --truncate-align auto they set where RE cuts an
     // overflowing history too (the store's tokens per chunk), so that RE can match a CA run.
     if (a->mode == "re" && (a->compare.empty() || a->compare == "re")) {
+      const std::string why = "has no effect with --mode re (recompute keeps no store)";
+      const std::string fix = "drop it, or add --compare ca to run CachedAttention beside it";
       refuse_given(*sub,
                    {"--policy", "--hbm", "--dram", "--ttl", "--ssd", "--store-dir", "--keep-store",
                     "--clean-ahead", "--no-save-admission", "--no-drop-slow-demotions",
                     "--io-threads", "--slow-read", "--slow-write", "--read-buffer-layers",
                     "--no-preload", "--preload-jobs", "--sync-save", "--full-saves", "--lookahead"},
-                   "has no effect with --mode re (recompute keeps no store)",
-                   "drop it, or add --compare ca to run CachedAttention beside it");
+                   why, fix);
+      refuse_given(*sub, {"--demote-ahead"}, why, fix);  // one list more would not bin-pack
     }
     install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);

@@ -160,7 +160,8 @@ SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double
   if (e.tokens > history) return Hit{};  // cannot happen for the engine's histories
   // A prefetch in flight: lib/store's entry stays on the SSD until its move lands, and a load
   // of it reads the SSD (never waiting for the move), so the hit is an SSD hit, now.
-  if (e.moving_until > now) return pin_hit(e, now, now, TierKind::Ssd);
+  // A demotion ahead of need in flight: the entry is still in HBM until the copy lands.
+  if (e.moving_until > now) return pin_hit(e, now, now, e.demoting ? TierKind::Hbm : TierKind::Ssd);
   return pin_hit(e, now, e.moving_until, e.tier);
 }
 
@@ -232,7 +233,71 @@ uint64_t SimStore::ssd_copy_chunks() const {
 }
 
 void SimStore::write_back(double now) {
-  if (write_back_due_) clean_ahead(now);
+  if (!write_back_due_) return;
+  demote_ahead(now);  // lib/store plans the demotions first
+  clean_ahead(now);
+}
+
+void SimStore::demote_ahead(double now) {
+  if (cfg_.demote_ahead_bytes == 0 || !present(TierKind::Hbm) || !present(TierKind::Dram)) return;
+  const uint64_t have = (free_[0] + demoting_chunks_) * cfg_.chunk_bytes;
+  if (have >= cfg_.demote_ahead_bytes) return;
+  std::vector<std::pair<store::SessionId, bool>> victims;
+  for (const store::Victim& v :
+       choose_victims(TierKind::Hbm, cfg_.demote_ahead_bytes - have, now)) {
+    auto it = index_.find(v.session);
+    if (it == index_.end() || it->second.tier != TierKind::Hbm || !movable(it->second)) continue;
+    it->second.pins++;  // chosen: not chosen again while the cascade runs (as reserve())
+    sync(it->second);
+    victims.emplace_back(v.session, v.drop);
+  }
+  // lib/store's pool task takes them in order, each making its room in DRAM, then copying.
+  double at = now;
+  for (auto& [s, drop] : victims) {
+    if (drop) {
+      evict(s, true, now, false);
+      continue;
+    }
+    Entry& e = index_.at(s);
+    --e.pins;
+    sync(e);
+    const uint64_t chunks = e.chunks;
+    const double room_before = room_at_;
+    room_at_ = at;
+    if (!reserve(TierKind::Dram, chunks, false, at)) {
+      room_at_ = std::max(room_before, room_at_);
+      erase_committed(s);  // lib/store's evict drops a victim the lower tier has no room for
+      continue;
+    }
+    ++demoted_ahead_;
+    Entry& m = index_.at(s);
+    const double bytes = payload_bytes(m.tokens);
+    const double before = cfg_.d2h.busy_s();
+    at = cfg_.d2h.transfer(room_at_, bytes);  // once the room it made is free
+    room_at_ = std::max(room_before, room_at_);
+    write_s_[1] += cfg_.d2h.busy_s() - before;
+    bytes_written_[1] += bytes;
+    set_tier(m, TierKind::Dram);  // its HBM chunks stay taken until the copy lands
+    m.moving_until = at;
+    m.demoting = true;
+    sync(m);
+    moving_.push_back(s);
+    demoting_.emplace_back(at, chunks);
+    demoting_chunks_ += chunks;
+    write_back_due_ = true;  // as evict(): the next DRAM entries in line may have no copy
+  }
+}
+
+void SimStore::land_demotions(double until) {
+  for (auto it = demoting_.begin(); it != demoting_.end();) {
+    if (it->first <= until) {
+      free_[0] += it->second;
+      demoting_chunks_ -= it->second;
+      it = demoting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void SimStore::clean_ahead(double now) {
@@ -557,6 +622,21 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
   if (n + keep > cap_[ti]) return false;
   if (settle && free_[ti] < n + keep) this->settle(t);
+  if (t == TierKind::Hbm && demoting_chunks_ > 0 && free_[ti] < n + keep) {
+    // lib/store waits for the demotions ahead of need before it chooses victims.
+    double last = now;
+    for (const auto& d : demoting_) last = std::max(last, d.first);
+    land_demotions(HUGE_VAL);
+    for (store::SessionId s : moving_) {
+      auto it = index_.find(s);
+      if (it == index_.end() || !it->second.demoting) continue;
+      it->second.moving_until = -1;  // landed: movable again, as in lib/store
+      it->second.demoting = false;
+      sync(it->second);
+    }
+    if (blocking_) blocked_until_ = std::max(blocked_until_, last);
+    room_at_ = std::max(room_at_, last);
+  }
   for (int round = 0; round < 8; ++round) {
     if (free_[ti] >= n + keep) {
       free_[ti] -= n;
@@ -660,6 +740,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
   lookahead_ = lookahead;
   first_pos_stale_ = true;
+  demote_ahead(now);  // lib/store's prefetch() plans its write_back() first
   if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
   clean_ahead(now);
   auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
@@ -774,12 +855,14 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
 
 void SimStore::advance(double now) {
   for (Link* l : {&cfg_.d2d, &cfg_.h2d, &cfg_.d2h, &cfg_.ssd_read, &cfg_.ssd_write}) l->retire(now);
+  land_demotions(now);
   for (auto it = moving_.begin(); it != moving_.end();) {
     auto e = index_.find(*it);
     if (e == index_.end() || e->second.moving_until < 0) {
       it = moving_.erase(it);
     } else if (e->second.moving_until <= now) {
       e->second.moving_until = -1;
+      e->second.demoting = false;
       sync(e->second);
       it = moving_.erase(it);
     } else {

@@ -67,6 +67,12 @@ struct SimStoreConfig {
   /// chunks written in the background, so that their demotion writes only what was appended since
   /// (0: off).
   uint64_t clean_ahead_bytes = 0;
+  /// lib/store's StoreConfig::demote_ahead_bytes (HBM over DRAM): when write_back() or
+  /// prefetch() plans and the HBM tier has less than this free (counting the demotions under
+  /// way), the HBM entries the advisor would evict first are moved to DRAM in the background,
+  /// on the device-to-host link; their HBM chunks are free once the copy lands, and a save
+  /// short of HBM room waits for the demotions under way before it evicts (0: off).
+  uint64_t demote_ahead_bytes = 0;
   /// lib/store's StoreConfig::save_admission: an append save that must make room in its base's
   /// tier, where the advisor would evict the base itself first, demotes the base and appends
   /// there.
@@ -163,6 +169,8 @@ class SimStore {
   /// Entries fetched from the SSD into DRAM, and fetches that found no room (lib/store's
   /// prefetches and prefetch_failures).
   uint64_t prefetches() const { return prefetches_; }
+  /// HBM entries demoted ahead of need (lib/store's demotions_ahead).
+  uint64_t demoted_ahead() const { return demoted_ahead_; }
   uint64_t prefetch_failures() const { return prefetch_failures_; }
 
  private:
@@ -188,6 +196,7 @@ class SimStore {
     uint64_t accesses = 0;
     int pins = 0;
     double moving_until = -1;  ///< a move (prefetch) in flight until then
+    bool demoting = false;     ///< the move is a demotion ahead of need (from HBM), not a fetch
     double commit_at = 0;      ///< a save in flight: when its commit lands
     /// A save in flight: leading tokens it shares with the entry it extends (it takes over
     /// that entry's chunks_for(shared_tokens) chunks) and does not write.
@@ -258,6 +267,13 @@ class SimStore {
   /// would evict first, for clean_ahead_bytes, into free SSD space (never evicting for it),
   /// issued now on the SSD write link.
   void clean_ahead(double now);
+  /// lib/store's plan_demotions_locked and demote_ahead: the HBM entries the advisor would
+  /// evict first, until demote_ahead_bytes of HBM are free or being freed, moved to DRAM
+  /// (or dropped) from now on.
+  void demote_ahead(double now);
+  /// Frees the HBM chunks of the demotions ahead of need that land by `until` (all of them
+  /// when `until` is infinite).
+  void land_demotions(double until);
 
   // The decisions (sim_store_index.cc).
   /// The advisor's victims among tier `t`'s candidates (its movable entries; on the SSD also the
@@ -319,7 +335,10 @@ class SimStore {
   uint64_t hits_[3] = {0, 0, 0};
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0, slow_dropped_ = 0;
-  uint64_t prefetches_ = 0, prefetch_failures_ = 0;
+  uint64_t prefetches_ = 0, prefetch_failures_ = 0, demoted_ahead_ = 0;
+  /// Demotions ahead of need in flight: when each lands, and the HBM chunks it then frees.
+  std::vector<std::pair<double, uint64_t>> demoting_;
+  uint64_t demoting_chunks_ = 0;
   std::function<double(int64_t)> recompute_s_;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };

@@ -58,6 +58,14 @@ struct StoreConfig {
   /// then writes only what its session appended since (often nothing), so a save that must
   /// make room waits for little. 0 = off.
   uint64_t clean_ahead_bytes = 0;
+  /// Demotion ahead of need (HBM over DRAM): at each write_back() or prefetch() after an
+  /// entry was saved or demoted or the look-ahead changed, when the HBM tier has less than
+  /// this many bytes free (counting the demotions under way), the HBM entries the advisor
+  /// would evict first are demoted (or dropped, as it says) on the write pool until that much
+  /// is free or on its way. A save that then finds HBM short of room waits for the demotions
+  /// under way before it evicts anything itself, so it usually finds room without demoting on
+  /// its caller's thread. Counted as demotions_ahead. 0 = off.
+  uint64_t demote_ahead_bytes = 0;
   /// Save-time admission (DRAM over SSD, no HBM tier): an append save whose new chunks do not
   /// fit in DRAM asks the advisor which DRAM entry it would evict first, the one the save
   /// extends included. When that is the saving session's own entry (the policy values it
@@ -257,9 +265,10 @@ class AttentionStore {
   /// (StoreConfig::clean_ahead_bytes) and fetching SSD entries of upcoming sessions into
   /// DRAM as the advisor decides; returns the number of fetches started.
   size_t prefetch(const std::vector<SessionId>& lookahead);
-  /// Plans and starts write-backs ahead of eviction (StoreConfig::clean_ahead_bytes) when an
-  /// entry was saved or demoted, or the look-ahead changed, since the last plan (prefetch()
-  /// plans too); returns how many were queued. Cheap otherwise: engines call it every step.
+  /// Plans and starts write-backs ahead of eviction (StoreConfig::clean_ahead_bytes) and
+  /// demotions ahead of need (StoreConfig::demote_ahead_bytes) when an entry was saved or
+  /// demoted, or the look-ahead changed, since the last plan (prefetch() plans too); returns
+  /// how many were queued. Cheap otherwise: engines call it every step.
   size_t write_back();
   /// Blocks until background work (prefetches, commits, loads) is done.
   void wait_idle();
@@ -367,6 +376,14 @@ class AttentionStore {
   void clean(const std::vector<EntryPtr>& entries);
   /// One entry's copy: false when the SSD had no free room for it.
   bool clean_one(const EntryPtr& e);
+  /// The HBM entries the advisor would evict first until demote_ahead_bytes of HBM are free
+  /// or being freed (with whether to drop each), marked moving and pinned, their chunks
+  /// counted in demoting_chunks_; the caller hands them to demote_ahead() on the write pool.
+  std::vector<std::pair<EntryPtr, bool>> plan_demotions_locked();
+  /// Whether the HBM tier (over DRAM) has less than demote_ahead_bytes free or being freed.
+  bool demotions_needed_locked() const;
+  void demote_ahead(const std::vector<std::pair<EntryPtr, bool>>& victims,
+                    const std::vector<uint64_t>& chunks);
   void restore_reserve();
   /// prefetch()'s fetches, planned against `lookahead`.
   size_t start_fetches(const std::vector<SessionId>& lookahead);
@@ -465,8 +482,9 @@ class AttentionStore {
   std::atomic<double> skipped_s_{0};    ///< skip_time's total, added to cfg_.clock
   uint64_t pin_errors_ = 0;             ///< unpins of an entry with no pins (accounting_errors())
   int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
-  bool write_back_due_ = false;  ///< see write_back()
-  bool journal_stale_ = false;   ///< an erase record is missing (journal_erase_locked)
+  uint64_t demoting_chunks_ = 0;  ///< HBM chunks of demotions ahead of need not yet done
+  bool write_back_due_ = false;   ///< see write_back()
+  bool journal_stale_ = false;    ///< an erase record is missing (journal_erase_locked)
   StoreStats stats_;
   mutable std::mutex io_error_mu_;  ///< guards first_io_error_ (a leaf: taken under mu_ too)
   std::string first_io_error_;

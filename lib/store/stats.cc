@@ -19,6 +19,7 @@ const char* counter_name(Counter c) {
                                             "ssd_chunks_cleaned",
                                             "saves_admitted_below",
                                             "slow_demotions_dropped",
+                                            "demotions_ahead",
                                             "loads",
                                             "load_failures",
                                             "prefetches",

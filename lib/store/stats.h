@@ -26,6 +26,7 @@ enum class Counter : int {
   SsdChunksCleaned,
   SavesAdmittedBelow,
   SlowDemotionsDropped,
+  DemotionsAhead,  ///< HBM entries demoted to DRAM ahead of need (StoreConfig::demote_ahead_bytes)
   Loads,
   LoadFailures,
   Prefetches,

@@ -1,6 +1,8 @@
 // Write-back ahead of eviction (StoreConfig::clean_ahead_bytes): SSD copies of the DRAM
 // entries the advisor would evict next, written while nothing waits for them, so that their
-// demotion writes little and a save that must make room waits for little.
+// demotion writes little and a save that must make room waits for little. And demotion ahead
+// of need (StoreConfig::demote_ahead_bytes): the HBM entries it would evict next, moved to
+// DRAM while nothing waits for them, so that a save into HBM finds room.
 #include <algorithm>
 
 #include "lib/store/attention_store.h"
@@ -38,16 +40,66 @@ std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
   return out;
 }
 
+bool AttentionStore::demotions_needed_locked() const {
+  const Tier* hbm = tiers_[0].get();
+  if (cfg_.demote_ahead_bytes == 0 || hbm == nullptr || !tiers_[1]) return false;
+  return (hbm->allocator().free() + demoting_chunks_) * hbm->slot_bytes() < cfg_.demote_ahead_bytes;
+}
+
+std::vector<std::pair<AttentionStore::EntryPtr, bool>> AttentionStore::plan_demotions_locked() {
+  std::vector<std::pair<EntryPtr, bool>> out;
+  if (!demotions_needed_locked()) return out;
+  Tier* hbm = tier(TierKind::Hbm);
+  const uint64_t have = (hbm->allocator().free() + demoting_chunks_) * hbm->slot_bytes();
+  std::vector<EntryInfo> cands;
+  for (const auto& [id, e] : index_) {
+    if (e->tier != TierKind::Hbm || !evictable(*e)) continue;
+    cands.push_back(entry_info(id, *e, e->meta.n_chunks(), hbm->slot_bytes()));
+  }
+  if (cands.empty()) return out;
+  for (const Victim& v : cfg_.advisor->choose_victims(TierKind::Hbm, cfg_.demote_ahead_bytes - have,
+                                                      cands, lookahead_, now())) {
+    auto it = index_.find(v.session);
+    if (it == index_.end()) continue;
+    const EntryPtr& e = it->second;
+    if (e->tier != TierKind::Hbm || !evictable(*e)) continue;  // not a candidate: ignored
+    e->moving = true;
+    ++e->pins;
+    demoting_chunks_ += e->meta.n_chunks();
+    if (!v.drop) stats_.add(Counter::DemotionsAhead);
+    out.emplace_back(e, v.drop);
+  }
+  return out;
+}
+
+void AttentionStore::demote_ahead(const std::vector<std::pair<EntryPtr, bool>>& victims,
+                                  const std::vector<uint64_t>& chunks) {
+  for (size_t i = 0; i < victims.size(); ++i) {
+    evict(victims[i].first, victims[i].second, false);  // a demotion, or a drop, as reserve()'s
+    std::lock_guard<std::mutex> g(mu_);
+    demoting_chunks_ -= chunks[i];
+    move_cv_.notify_all();  // a save short of HBM room waits for these (reserve())
+  }
+}
+
 size_t AttentionStore::write_back() {
   std::vector<EntryPtr> cleans;
+  std::vector<std::pair<EntryPtr, bool>> demotions;
+  std::vector<uint64_t> chunks;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!write_back_due_) return 0;
     write_back_due_ = false;
+    demotions = plan_demotions_locked();
+    for (const auto& d : demotions) chunks.push_back(d.first->meta.n_chunks());
     cleans = plan_cleaning_locked();
   }
+  // The demotions first: a save may be waiting for the room they make.
+  if (!demotions.empty()) {
+    pool_->post([this, demotions, chunks] { demote_ahead(demotions, chunks); });
+  }
   if (!cleans.empty()) pool_->post([this, cleans] { clean(cleans); });
-  return cleans.size();
+  return cleans.size() + demotions.size();
 }
 
 void AttentionStore::clean(const std::vector<EntryPtr>& entries) {

@@ -89,6 +89,12 @@ bool AttentionStore::reserve(TierKind t, uint64_t n, bool use_reserve, std::vect
         move_cv_.wait(g, [&] { return settled_locked(t); });
         if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
       }
+      if (t == TierKind::Hbm && demoting_chunks_ > 0) {
+        // Demotions ahead of need are making room: wait for them before choosing victims, so
+        // which entries go does not depend on how far they have got (and SimStore agrees).
+        move_cv_.wait(g, [&] { return demoting_chunks_ == 0; });
+        if (T->allocator().free() >= n + keep) return T->allocator().allocate(n, slots);
+      }
       const uint64_t needed = (n + keep - T->allocator().free()) * T->slot_bytes();
       std::vector<EntryInfo> cands;
       for (const auto& [id, e] : index_) {

@@ -39,6 +39,7 @@ Pair make_pair_of_stores(const std::string& policy, std::mt19937_64& rng) {
   c.ssd_bytes = uni(0, 4) == 0 ? 0 : uni(1, 24) * 16 * 4096;
   c.ttl = uni(0, 3) == 0 ? 40 : 0;
   c.clean_ahead_bytes = uni(0, 1) == 0 ? uni(1, 3) * 16 * 4096 : 0;
+  c.demote_ahead_bytes = uni(0, 1) == 0 ? uni(1, 2) * 16 * 4096 : 0;
   c.save_admission = uni(0, 1) == 0;
   c.drop_slow_demotions = uni(0, 1) == 0;
   const uint64_t skv = uni(0, 2) == 0 ? uni(1, 24) * 4096 : 0;  // else the candidates' mean

@@ -461,6 +461,46 @@ TEST(SimStore, AWriteBackMakesTheNextDemotionWriteNothing) {
   EXPECT_EQ(ssd_written(s), 2 * bytes);
 }
 
+// lib/store's DemoteAhead tests (StoreConfig::demote_ahead_bytes): with HBM for three entries
+// over DRAM, the LRU entry moves to DRAM in the background at write_back(), on the
+// device-to-host link, and its HBM chunks are free once the copy lands. A save that finds HBM
+// full waits for the demotion under way instead of demoting the next entry in line.
+TEST(SimStore, ADemotionAheadOfNeedKeepsTheSaversThreadFree) {
+  const double move = 32 * 2 * 128 * 2 / 1e9;  // a 32-token entry over the 1 GB/s link
+  // {demote ahead, save at}: 5 is after the demotion landed, 4 while it is under way.
+  for (const auto& [on, at] : {std::pair{true, 5.0}, {true, 4.0}, {false, 5.0}}) {
+    SimStoreConfig c = small(4, 0, "lru");
+    c.hbm_bytes = 3 * 4 * 4096;
+    c.demote_ahead_bytes = on ? 4 * 4096 : 0;
+    SimStore s(c, 2, 128);
+    for (store::SessionId id = 1; id <= 3; ++id) {
+      ASSERT_GE(s.save(id, 32, static_cast<double>(id)), 0);
+      s.commit(id);
+    }
+    s.advance(3.5);
+    s.write_back(4);
+    EXPECT_EQ(s.demoted_ahead(), on ? 1u : 0u);
+    if (on) {
+      const auto moving = s.lookup(1, 32, 4);  // under way: still read from HBM
+      EXPECT_EQ(moving.tier, store::TierKind::Hbm);
+      EXPECT_EQ(moving.ready_at, 4);
+      s.unpin(1);
+    }
+    s.advance(at);
+    ASSERT_GE(s.save(4, 32, at), 0);
+    // Landed: nothing to wait for. Under way: until it lands. Off: 1's demotion, now.
+    const double blocked = on && at == 5 ? 5 : on ? 4 + move : at + move;
+    EXPECT_NEAR(s.caller_blocked_until(), blocked, 1e-12) << on << " " << at;
+    s.commit(4);
+    s.advance(10);
+    for (store::SessionId id = 1; id <= 4; ++id) {
+      EXPECT_EQ(s.lookup(id, 32, 10).tier, id == 1 ? store::TierKind::Dram : store::TierKind::Hbm)
+          << on << " " << at << " " << id;
+      s.unpin(id);
+    }
+  }
+}
+
 // lib/store's SaveAdmission tests: an append save whose own entry LRU would evict first goes
 // to the SSD on that entry's copy, writing the new tokens only, and its caller waits for no
 // demotion; with admission off, the next entry is demoted for it.

@@ -123,12 +123,28 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
 // real and sim agree on every turn's tier whatever the timing, and so do repeated real runs.
 // (It holds because a save that must evict lets the saves in flight land first: without that,
 // three runs had 14 to 25 mismatched turns.)
+void expect_real_and_sim_agree(uint64_t hbm_bytes, uint64_t dram_bytes);
+
 TEST(SimValidation, UnderEvictionPressureRealAndSimAgreeOnEveryTurn) {
+  expect_real_and_sim_agree(0, 1ull << 20);
+}
+
+// The same with an HBM tier over DRAM, saves demoting HBM's victims themselves. With demotion
+// ahead of need (replay's default with --hbm) real runs differ among themselves: lib/store makes
+// a background demotion's room in DRAM when its write pool gets to it, so which DRAM entries go
+// depends on the lookups made meanwhile, where SimStore decides when it plans (docs/sim.md).
+TEST(SimValidation, WithHbmOverDramRealAndSimAgreeOnEveryTurn) {
+  expect_real_and_sim_agree(512ull << 10, 512ull << 10);
+}
+
+void expect_real_and_sim_agree(uint64_t hbm_bytes, uint64_t dram_bytes) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto src = model::ModelSource::open(path);
   auto m = model::Model::load(*src);
   const datasets::Trace trace = validation_trace();
-  ReplayOptions o = closed_loop_lru(1ull << 20);
+  ReplayOptions o = closed_loop_lru(dram_bytes);
+  o.store.hbm_bytes = hbm_bytes;
+  o.store.demote_ahead_bytes = 0;
   o.engine.ctx = 512;
   o.store.chunk_bytes = 16ull << 10;
   SimOptions so_sim;
@@ -147,7 +163,7 @@ TEST(SimValidation, UnderEvictionPressureRealAndSimAgreeOnEveryTurn) {
   for (const auto& [key, tier] : real1) {
     EXPECT_EQ(sim.at(key), tier) << "sim, session " << key.first << " turn " << key.second;
     EXPECT_EQ(real2.at(key), tier) << "real, session " << key.first << " turn " << key.second;
-    hits += tier == "dram";
+    hits += tier != "miss";
     misses += tier == "miss";
   }
   EXPECT_GT(hits, 0);

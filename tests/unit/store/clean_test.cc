@@ -1,5 +1,7 @@
 // Write-back ahead of eviction (StoreConfig::clean_ahead_bytes): the DRAM entries the advisor
-// would evict next get SSD copies, so that their demotion writes only what changed since.
+// would evict next get SSD copies, so that their demotion writes only what changed since. And
+// demotion ahead of need (StoreConfig::demote_ahead_bytes): the HBM entries it would evict
+// next move to DRAM in the background, so that a save into HBM finds room.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -154,6 +156,74 @@ TEST(CleanAhead, TruncationCutsAndEraseDropsTheCopy) {
   EXPECT_EQ(st.accounting_errors(), 0u);
   EXPECT_EQ(st.audit_slots(), "");
   std::filesystem::remove_all(dir);
+}
+
+// HBM for three entries over DRAM for four, no SSD; `ahead` entries kept free in HBM.
+StoreConfig hbm_cfg(uint64_t ahead, double dram_write_gbps = 0) {
+  StoreConfig c;
+  c.hbm_bytes = 3 * kEntryChunks * kChunk;
+  c.dram_bytes = 4 * kEntryChunks * kChunk;
+  c.chunk_bytes = kChunk;
+  c.io_threads = 2;
+  c.demote_ahead_bytes = ahead * kEntryChunks * kChunk;
+  c.write_gbps[static_cast<int>(TierKind::Dram)] = dram_write_gbps;
+  return c;
+}
+
+uint64_t hbm_evictions(const AttentionStore& st) {
+  return st.stats().get(TierKind::Hbm, TierCounter::Evictions);
+}
+
+TEST(DemoteAhead, KeepsRoomInHbmSoTheNextSaveEvictsNothing) {
+  for (const bool on : {false, true}) {
+    AttentionStore st(hbm_cfg(on ? 1 : 0));
+    for (SessionId s = 1; s <= 3; ++s)
+      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    EXPECT_EQ(st.used_bytes(TierKind::Hbm), 3 * kEntryChunks * kChunk);
+    EXPECT_EQ(st.write_back(), on ? 1u : 0u) << on;  // 1, the LRU entry, moves to DRAM
+    st.wait_idle();
+    EXPECT_EQ(where(st, 1), on ? TierKind::Dram : TierKind::Hbm) << on;
+    EXPECT_EQ(st.stats().get(Counter::DemotionsAhead), on ? 1u : 0u);
+    EXPECT_EQ(hbm_evictions(st), on ? 1u : 0u);
+    EXPECT_EQ(st.write_back(), 0u);  // nothing saved since, and the room is there
+    // 4's save finds its room free; without the demotion ahead it demotes 1 itself.
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
+    EXPECT_EQ(hbm_evictions(st), 1u);
+    EXPECT_EQ(where(st, 1), TierKind::Dram);
+    for (SessionId s = 2; s <= 4; ++s) EXPECT_EQ(where(st, s), TierKind::Hbm) << s;
+    for (SessionId s = 1; s <= 4; ++s)
+      EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64) << s;
+    EXPECT_EQ(st.accounting_errors(), 0u);
+    EXPECT_EQ(st.audit_slots(), "");
+  }
+}
+
+TEST(DemoteAhead, ASaveShortOfRoomWaitsForTheDemotionUnderWay) {
+  // DRAM written at 1 MB/s: moving 1 (128 KiB) takes about 0.13 s, and 4's save, begun at
+  // once, finds HBM full. It waits for 1's demotion instead of demoting 2, the next in line.
+  AttentionStore st(hbm_cfg(1, 0.001));
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  ASSERT_EQ(st.write_back(), 1u);
+  ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
+  EXPECT_EQ(where(st, 1), TierKind::Dram);
+  for (SessionId s = 2; s <= 4; ++s) EXPECT_EQ(where(st, s), TierKind::Hbm) << s;
+  EXPECT_EQ(hbm_evictions(st), 1u);
+  st.wait_idle();
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
+}
+
+TEST(DemoteAhead, AnEntryBeingDemotedIsStillServed) {
+  AttentionStore st(hbm_cfg(1, 0.001));
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  ASSERT_EQ(st.write_back(), 1u);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);  // from HBM, as it moves
+  st.wait_idle();
+  EXPECT_EQ(where(st, 1), TierKind::Dram);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
 }
 
 }  // namespace
