@@ -185,10 +185,12 @@ TEST(Model, RandomSequencesOnDramAndSsdWithSaveAdmissionMatchTheModel) {
   for (uint64_t seed : {1, 2, 3}) run_model(16 * kChunk, true, seed);
 }
 
-void run_concurrency(uint64_t clean_ahead, bool replay_like = false) {
+// `demote_ahead`: StoreConfig::demote_ahead_bytes (HBM over DRAM, demotions in the background).
+void run_concurrency(uint64_t clean_ahead, bool replay_like = false, uint64_t demote_ahead = 0) {
   const std::string dir = testing::fresh_dir("conc");
   // DRAM for about three of the sessions' entries at their longest (shorter than run_model's).
   StoreConfig c = model_cfg(dir, clean_ahead, replay_like, 128);
+  c.demote_ahead_bytes = demote_ahead;
   auto owner = std::make_unique<AttentionStore>(c);
   AttentionStore& st = *owner;
   std::atomic<int> wrong{0}, failed{0}, hits{0};
@@ -227,6 +229,9 @@ void run_concurrency(uint64_t clean_ahead, bool replay_like = false) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(failed.load(), 0);
   EXPECT_GT(hits.load(), 0);
+  if (demote_ahead > 0) {
+    EXPECT_GT(st.stats().get(Counter::DemotionsAhead), 0u);
+  }
   check_accounting(st);
   uint64_t chunks = 0;
   EXPECT_EQ(st.verify_all(&chunks), 0u);
@@ -257,6 +262,10 @@ TEST(Concurrency, ThreadsSaveLoadEvictTruncateErase) {
 
 TEST(Concurrency, ThreadsSaveLoadEvictTruncateEraseWithWriteBacks) {
   run_concurrency(16 * kChunk);
+}
+
+TEST(Concurrency, ThreadsSaveLoadEvictTruncateEraseWithDemotionsAhead) {
+  run_concurrency(16 * kChunk, false, 6 * kChunk);  // half the HBM tier kept free
 }
 
 TEST(Concurrency, ThreadsOnDramAndSsdWithSaveAdmissionAndWriteBacks) {
