@@ -136,6 +136,14 @@ int run_replay_cmd(ReplayArgs& a) {
                      "over a DRAM tier",
                      "give --hbm SIZE and --dram SIZE, or drop --demote-ahead");
   }
+  if (o.store.demote_ahead_bytes > 0 &&
+      static_cast<uint64_t>(o.store.demote_ahead_bytes) >= o.store.hbm_bytes) {
+    throw make_error("--demote-ahead",
+                     "would keep the whole HBM tier (--hbm " + a.hbm +
+                         ") empty, demoting every "
+                         "entry saved there",
+                     "give less than --hbm (auto: a quarter of it)");
+  }
   o.store.save_admission = !a.no_save_admission;
   o.store.drop_slow_demotions = !a.no_drop_slow_demotions;
   o.store.store_dir = a.store_dir;

@@ -234,8 +234,10 @@ uint64_t SimStore::ssd_copy_chunks() const {
 
 void SimStore::write_back(double now) {
   if (!write_back_due_) return;
-  demote_ahead(now);  // lib/store plans the demotions first
+  // lib/store plans both under one lock, the write-backs against DRAM as it is before the
+  // demotions (its pool moves them later), and clears the flag first: a demotion's sets it again.
   clean_ahead(now);
+  demote_ahead(now);
 }
 
 void SimStore::demote_ahead(double now) {
@@ -740,9 +742,9 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
   lookahead_ = lookahead;
   first_pos_stale_ = true;
-  demote_ahead(now);  // lib/store's prefetch() plans its write_back() first
+  clean_ahead(now);  // lib/store's prefetch() plans its write_back() first (see write_back())
+  demote_ahead(now);
   if (!present(TierKind::Dram) || !present(TierKind::Ssd)) return;
-  clean_ahead(now);
   auto* pa = dynamic_cast<engine::PolicyAdvisor*>(cfg_.advisor.get());
   // Skv from the running sums, as lib/store takes it: the mean size of the SSD's entries that
   // can move (not pinned, not moving), copies of DRAM entries and saves in flight left out.

@@ -66,7 +66,6 @@ std::vector<std::pair<AttentionStore::EntryPtr, bool>> AttentionStore::plan_demo
     e->moving = true;
     ++e->pins;
     demoting_chunks_ += e->meta.n_chunks();
-    if (!v.drop) stats_.add(Counter::DemotionsAhead);
     out.emplace_back(e, v.drop);
   }
   return out;
@@ -75,8 +74,12 @@ std::vector<std::pair<AttentionStore::EntryPtr, bool>> AttentionStore::plan_demo
 void AttentionStore::demote_ahead(const std::vector<std::pair<EntryPtr, bool>>& victims,
                                   const std::vector<uint64_t>& chunks) {
   for (size_t i = 0; i < victims.size(); ++i) {
-    evict(victims[i].first, victims[i].second, false);  // a demotion, or a drop, as reserve()'s
+    const EntryPtr& e = victims[i].first;
+    evict(e, victims[i].second, false);  // a demotion, or a drop, as reserve()'s
     std::lock_guard<std::mutex> g(mu_);
+    if (!victims[i].second && !e->doomed && e->tier != TierKind::Hbm) {
+      stats_.add(Counter::DemotionsAhead);
+    }
     demoting_chunks_ -= chunks[i];
     move_cv_.notify_all();  // a save short of HBM room waits for these (reserve())
   }
