@@ -226,14 +226,13 @@ void sweep_stale(const std::string& parent) {
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) {
       continue;  // a live process's (or not ours to judge)
     }
-    int lock = -1;
-    if (try_lock_dir(d.path().string(), &lock) == 0) continue;  // a live store
     const std::string path = d.path().string();
+    int lock = -1;
+    if (try_lock_dir(path, &lock) == 0) continue;  // a live store
     if (std::filesystem::exists(path + "/" + kKeepMarker, ec) && !only_keep_marker(path)) {
-      const std::string mode = name.substr(prefix.size(), dash - prefix.size());
       std::string err;
       const std::string kept = rename_to_fresh(
-          path, parent + "/cachebench-store-" + mode + "-" + std::to_string(pid), &err);
+          path, parent + "/cachebench-store-" + mode_part + "-" + std::to_string(pid), &err);
       if (!kept.empty()) {
         std::fprintf(stderr,
                      "cachebench: %s, left by an earlier --keep-store run that did not finish, "

@@ -376,14 +376,18 @@ class AttentionStore {
   void clean(const std::vector<EntryPtr>& entries);
   /// One entry's copy: false when the SSD had no free room for it.
   bool clean_one(const EntryPtr& e);
-  /// The HBM entries the advisor would evict first until demote_ahead_bytes of HBM are free
-  /// or being freed (with whether to drop each), marked moving and pinned, their chunks
-  /// counted in demoting_chunks_; the caller hands them to demote_ahead() on the write pool.
-  std::vector<std::pair<EntryPtr, bool>> plan_demotions_locked();
-  /// Whether the HBM tier (over DRAM) has less than demote_ahead_bytes free or being freed.
-  bool demotions_needed_locked() const;
-  void demote_ahead(const std::vector<std::pair<EntryPtr, bool>>& victims,
-                    const std::vector<uint64_t>& chunks);
+  /// A demotion ahead of need: the entry, whether the advisor drops it instead, and its
+  /// chunks as planned (counted in demoting_chunks_ until it is done).
+  struct Demotion {
+    EntryPtr entry;
+    bool drop = false;
+    uint64_t chunks = 0;
+  };
+  /// The HBM entries (over DRAM) the advisor would evict first until demote_ahead_bytes of
+  /// HBM are free or being freed, marked moving and pinned; the caller hands them to
+  /// demote_ahead() on the write pool.
+  std::vector<Demotion> plan_demotions_locked();
+  void demote_ahead(const std::vector<Demotion>& demotions);
   void restore_reserve();
   /// prefetch()'s fetches, planned against `lookahead`.
   size_t start_fetches(const std::vector<SessionId>& lookahead);

@@ -40,17 +40,12 @@ std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
   return out;
 }
 
-bool AttentionStore::demotions_needed_locked() const {
-  const Tier* hbm = tiers_[0].get();
-  if (cfg_.demote_ahead_bytes == 0 || hbm == nullptr || !tiers_[1]) return false;
-  return (hbm->allocator().free() + demoting_chunks_) * hbm->slot_bytes() < cfg_.demote_ahead_bytes;
-}
-
-std::vector<std::pair<AttentionStore::EntryPtr, bool>> AttentionStore::plan_demotions_locked() {
-  std::vector<std::pair<EntryPtr, bool>> out;
-  if (!demotions_needed_locked()) return out;
+std::vector<AttentionStore::Demotion> AttentionStore::plan_demotions_locked() {
+  std::vector<Demotion> out;
   Tier* hbm = tier(TierKind::Hbm);
+  if (cfg_.demote_ahead_bytes == 0 || hbm == nullptr || !tier(TierKind::Dram)) return out;
   const uint64_t have = (hbm->allocator().free() + demoting_chunks_) * hbm->slot_bytes();
+  if (have >= cfg_.demote_ahead_bytes) return out;
   std::vector<EntryInfo> cands;
   for (const auto& [id, e] : index_) {
     if (e->tier != TierKind::Hbm || !evictable(*e)) continue;
@@ -66,40 +61,36 @@ std::vector<std::pair<AttentionStore::EntryPtr, bool>> AttentionStore::plan_demo
     e->moving = true;
     ++e->pins;
     demoting_chunks_ += e->meta.n_chunks();
-    out.emplace_back(e, v.drop);
+    out.push_back({e, v.drop, e->meta.n_chunks()});
   }
   return out;
 }
 
-void AttentionStore::demote_ahead(const std::vector<std::pair<EntryPtr, bool>>& victims,
-                                  const std::vector<uint64_t>& chunks) {
-  for (size_t i = 0; i < victims.size(); ++i) {
-    const EntryPtr& e = victims[i].first;
-    evict(e, victims[i].second, false);  // a demotion, or a drop, as reserve()'s
+void AttentionStore::demote_ahead(const std::vector<Demotion>& demotions) {
+  for (const Demotion& d : demotions) {
+    evict(d.entry, d.drop, false);  // a demotion, or a drop, as reserve()'s
     std::lock_guard<std::mutex> g(mu_);
-    if (!victims[i].second && !e->doomed && e->tier != TierKind::Hbm) {
+    if (!d.drop && !d.entry->doomed && d.entry->tier != TierKind::Hbm) {
       stats_.add(Counter::DemotionsAhead);
     }
-    demoting_chunks_ -= chunks[i];
+    demoting_chunks_ -= d.chunks;
     move_cv_.notify_all();  // a save short of HBM room waits for these (reserve())
   }
 }
 
 size_t AttentionStore::write_back() {
   std::vector<EntryPtr> cleans;
-  std::vector<std::pair<EntryPtr, bool>> demotions;
-  std::vector<uint64_t> chunks;
+  std::vector<Demotion> demotions;
   {
     std::lock_guard<std::mutex> g(mu_);
     if (!write_back_due_) return 0;
     write_back_due_ = false;
     demotions = plan_demotions_locked();
-    for (const auto& d : demotions) chunks.push_back(d.first->meta.n_chunks());
     cleans = plan_cleaning_locked();
   }
   // The demotions first: a save may be waiting for the room they make.
   if (!demotions.empty()) {
-    pool_->post([this, demotions, chunks] { demote_ahead(demotions, chunks); });
+    pool_->post([this, demotions] { demote_ahead(demotions); });
   }
   if (!cleans.empty()) pool_->post([this, cleans] { clean(cleans); });
   return cleans.size() + demotions.size();

@@ -174,11 +174,23 @@ uint64_t hbm_evictions(const AttentionStore& st) {
   return st.stats().get(TierKind::Hbm, TierCounter::Evictions);
 }
 
+// Sessions first..last saved, 64 tokens each (one entry each; 1 to 3 fill the HBM tier).
+void save_sessions(AttentionStore& st, SessionId first, SessionId last) {
+  for (SessionId s = first; s <= last; ++s)
+    ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64))) << s;
+}
+
+// 1 in DRAM, 2 to 4 in HBM, after one HBM eviction.
+void expect_only_the_first_demoted(const AttentionStore& st) {
+  EXPECT_EQ(hbm_evictions(st), 1u);
+  EXPECT_EQ(where(st, 1), TierKind::Dram);
+  for (SessionId s = 2; s <= 4; ++s) EXPECT_EQ(where(st, s), TierKind::Hbm) << s;
+}
+
 TEST(DemoteAhead, KeepsRoomInHbmSoTheNextSaveEvictsNothing) {
   for (const bool on : {false, true}) {
     AttentionStore st(hbm_cfg(on ? 1 : 0));
-    for (SessionId s = 1; s <= 3; ++s)
-      ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+    ASSERT_NO_FATAL_FAILURE(save_sessions(st, 1, 3));
     EXPECT_EQ(st.used_bytes(TierKind::Hbm), 3 * kEntryChunks * kChunk);
     EXPECT_EQ(st.write_back(), on ? 1u : 0u) << on;  // 1, the LRU entry, moves to DRAM
     st.wait_idle();
@@ -187,10 +199,8 @@ TEST(DemoteAhead, KeepsRoomInHbmSoTheNextSaveEvictsNothing) {
     EXPECT_EQ(hbm_evictions(st), on ? 1u : 0u);
     EXPECT_EQ(st.write_back(), 0u);  // nothing saved since, and the room is there
     // 4's save finds its room free; without the demotion ahead it demotes 1 itself.
-    ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
-    EXPECT_EQ(hbm_evictions(st), 1u);
-    EXPECT_EQ(where(st, 1), TierKind::Dram);
-    for (SessionId s = 2; s <= 4; ++s) EXPECT_EQ(where(st, s), TierKind::Hbm) << s;
+    ASSERT_NO_FATAL_FAILURE(save_sessions(st, 4, 4));
+    expect_only_the_first_demoted(st);
     for (SessionId s = 1; s <= 4; ++s)
       EXPECT_EQ(load_check(st, s, s, kShape, iota_positions(64)), 64) << s;
     EXPECT_EQ(st.accounting_errors(), 0u);
@@ -202,12 +212,10 @@ TEST(DemoteAhead, ASaveShortOfRoomWaitsForTheDemotionUnderWay) {
   // DRAM written at 1 MB/s: moving 1 (128 KiB) takes about 0.13 s, and 4's save, begun at
   // once, finds HBM full. It waits for 1's demotion instead of demoting 2, the next in line.
   AttentionStore st(hbm_cfg(1, 0.001));
-  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  ASSERT_NO_FATAL_FAILURE(save_sessions(st, 1, 3));
   ASSERT_EQ(st.write_back(), 1u);
-  ASSERT_TRUE(save_entry(st, 4, 4, kShape, iota_positions(64)));
-  EXPECT_EQ(where(st, 1), TierKind::Dram);
-  for (SessionId s = 2; s <= 4; ++s) EXPECT_EQ(where(st, s), TierKind::Hbm) << s;
-  EXPECT_EQ(hbm_evictions(st), 1u);
+  ASSERT_NO_FATAL_FAILURE(save_sessions(st, 4, 4));
+  expect_only_the_first_demoted(st);
   st.wait_idle();
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);
   EXPECT_EQ(st.accounting_errors(), 0u);
@@ -216,7 +224,7 @@ TEST(DemoteAhead, ASaveShortOfRoomWaitsForTheDemotionUnderWay) {
 
 TEST(DemoteAhead, AnEntryBeingDemotedIsStillServed) {
   AttentionStore st(hbm_cfg(1, 0.001));
-  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, iota_positions(64)));
+  ASSERT_NO_FATAL_FAILURE(save_sessions(st, 1, 3));
   ASSERT_EQ(st.write_back(), 1u);
   EXPECT_EQ(load_check(st, 1, 1, kShape, iota_positions(64)), 64);  // from HBM, as it moves
   st.wait_idle();
