@@ -77,6 +77,7 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
   }
   pool_ = std::make_unique<ThreadPool>(cfg_.io_threads);
   load_pool_ = std::make_unique<ThreadPool>(cfg_.io_threads);
+  compact_pool_ = std::make_unique<ThreadPool>(1);
   for (int t = 0; t < kNumTiers; ++t) {
     if (cfg_.read_gbps[t] < 0 || cfg_.write_gbps[t] < 0) {
       throw make_error("AttentionStore",
@@ -92,6 +93,7 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
 AttentionStore::~AttentionStore() {
   load_pool_.reset();  // finishes queued work first
   pool_.reset();
+  compact_pool_.reset();  // last: the write pool's commits may start a compaction
   std::lock_guard<std::mutex> g(mu_);
   if (journal_stale_) compact_journal_locked(nullptr);  // a last try for a missing erase
 }
@@ -242,7 +244,8 @@ void AttentionStore::recover(int marker_version) {
       m.created += shift;
     }
   }
-  Journal::rewrite(path, live);  // compaction: one commit per live entry
+  Journal::rewrite(path, live);           // compaction: one commit per live entry
+  ::unlink((path + ".compact").c_str());  // an online compaction's, cut short by a crash
   journal_ = std::make_unique<Journal>(path, cfg_.journal_sync);
   next_generation_ = r.max_generation + 1;
   for (auto& [id, m] : live) {
@@ -429,10 +432,53 @@ bool AttentionStore::journal_commit(EntryMeta* m) {
     journal_stale_ = !compact_journal_locked(m);
     return !journal_stale_;
   }
-  if (journal_stale_ || journal_->appended_bytes() > journal_compact_bytes_) {
+  if (journal_stale_) {
     journal_stale_ = !compact_journal_locked(m);
+  } else if (journal_->appended_bytes() > journal_compact_bytes_) {
+    start_compaction_locked(*m);
   }
   return true;
+}
+
+void AttentionStore::start_compaction_locked(const EntryMeta& extra) {
+  if (compacting_) return;
+  compacting_ = true;
+  // The SSD entries the records so far must hold, with the access times the index has for
+  // them (loads change those without a record): a compaction from the index would write these.
+  struct Times {
+    double last_access, created;
+  };
+  auto want = std::make_shared<std::unordered_map<SessionId, Times>>();
+  for (const auto& [id, e] : index_) {
+    if (e->tier == TierKind::Ssd) (*want)[id] = {e->meta.last_access, e->meta.created};
+  }
+  (*want)[extra.session] = {extra.last_access, extra.created};
+  const Journal::Mark at = journal_->mark();
+  compact_pool_->post([this, at, want] {
+    const Journal::Compaction r =
+        journal_->compact_from(at, [&](std::map<SessionId, EntryMeta>* live) {
+          if (live->size() != want->size()) return false;
+          for (auto& [id, m] : *live) {
+            auto it = want->find(id);
+            if (it == want->end()) return false;
+            m.last_access = it->second.last_access;
+            m.created = it->second.created;
+          }
+          return true;
+        });
+    std::lock_guard<std::mutex> g(mu_);
+    compacting_ = false;
+    if (r == Journal::Compaction::Done) {
+      stats_.add(Counter::JournalCompactions);
+    } else if (r == Journal::Compaction::Failed) {
+      stats_.add(Counter::IoErrors);
+      note_io_error(journal_->last_error());
+    } else if (r == Journal::Compaction::Unclean && !journal_stale_) {
+      // The records do not hold what the index does (damaged on the disk since they were
+      // written): only a compaction from the index makes the journal whole again.
+      journal_stale_ = !compact_journal_locked(nullptr);
+    }
+  });
 }
 
 bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
@@ -448,6 +494,7 @@ bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
     return false;
   }
   stats_.add(Counter::JournalCompactions);
+  stats_.add(Counter::JournalIndexCompactions);
   return true;
 }
 
@@ -498,10 +545,12 @@ size_t AttentionStore::expire() {
 void AttentionStore::wait_idle() {
   load_pool_->wait_idle();
   pool_->wait_idle();
+  compact_pool_->wait_idle();
 }
 
 bool AttentionStore::wait_idle_until(std::chrono::steady_clock::time_point deadline) {
-  return load_pool_->wait_idle_until(deadline) && pool_->wait_idle_until(deadline);
+  return load_pool_->wait_idle_until(deadline) && pool_->wait_idle_until(deadline) &&
+         compact_pool_->wait_idle_until(deadline);
 }
 
 void AttentionStore::set_recompute_estimate(std::function<double(int64_t tokens)> seconds) {

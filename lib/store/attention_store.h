@@ -449,6 +449,10 @@ class AttentionStore {
   /// Rewrites the journal from the index's SSD entries, plus `extra` (a commit about to be
   /// published); true when it succeeded (caller holds mu_).
   bool compact_journal_locked(const EntryMeta* extra);
+  /// Starts a compaction of the journal on compact_pool_, off mu_ (Journal::compact_from),
+  /// unless one is under way: the index's SSD entries now, plus `extra`, are what it must
+  /// find in the records so far, with their access times (caller holds mu_).
+  void start_compaction_locked(const EntryMeta& extra);
 
   // save / load internals (store_save.cc, store_load.cc)
   bool write_layer_now(SaveState& st, int layer, LayerSource src);
@@ -489,11 +493,13 @@ class AttentionStore {
   uint64_t demoting_chunks_ = 0;  ///< HBM chunks of demotions ahead of need not yet done
   bool write_back_due_ = false;   ///< see write_back()
   bool journal_stale_ = false;    ///< an erase record is missing (journal_erase_locked)
+  bool compacting_ = false;       ///< a start_compaction_locked() compaction is under way
   StoreStats stats_;
   mutable std::mutex io_error_mu_;  ///< guards first_io_error_ (a leaf: taken under mu_ too)
   std::string first_io_error_;
-  std::unique_ptr<ThreadPool> pool_;       ///< writes, commits, tier moves ("write stream")
-  std::unique_ptr<ThreadPool> load_pool_;  ///< loads into caller buffers ("read stream")
+  std::unique_ptr<ThreadPool> pool_;          ///< writes, commits, tier moves ("write stream")
+  std::unique_ptr<ThreadPool> load_pool_;     ///< loads into caller buffers ("read stream")
+  std::unique_ptr<ThreadPool> compact_pool_;  ///< journal compactions (one thread)
   std::unique_ptr<BandwidthLimiter> limit_[kNumTiers][2];  // [tier][write]
   WriteMeter ssd_writes_;                                  ///< SSD writes under way, rate
   std::function<double(int64_t)> recompute_s_;             ///< set_recompute_estimate()

@@ -96,12 +96,15 @@ bool torn_tail(std::string_view tail) {
 }  // namespace
 
 ReplayResult Journal::replay(const std::string& path) {
-  ReplayResult res;
   std::ifstream f(path, std::ios::binary);
-  if (!f) return res;
+  if (!f) return ReplayResult{};
   std::stringstream ss;
   ss << f.rdbuf();
-  const std::string data = ss.str();
+  return replay_bytes(ss.str());
+}
+
+ReplayResult Journal::replay_bytes(const std::string& data) {
+  ReplayResult res;
   const std::string magic(reinterpret_cast<const char*>(&kMagic), 4);
   size_t pos = 0;
   // Resyncing after damage checks every magic found, each against the length its header
@@ -185,33 +188,39 @@ ReplayResult Journal::replay(const std::string& path) {
 void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMeta>& entries,
                       const SyncFn& sync) {
   const std::string tmp = path + ".tmp";
+  int err = write_new(tmp, entries, "", sync);
+  if (err == 0) err = replace_with(tmp, path);
+  if (err != 0) {
+    throw make_error(path, std::string("cannot rewrite journal: ") + std::strerror(err),
+                     "check free space and permissions of the store directory");
+  }
+}
+
+int Journal::write_new(const std::string& tmp, const std::map<SessionId, EntryMeta>& entries,
+                       const std::string& tail, const SyncFn& sync) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw make_error(tmp, std::string("cannot create journal: ") + std::strerror(errno));
+  if (fd < 0) return errno;
   bool ok = write_all(fd, frame(kStart, std::string(kStartPayload)));
   for (const auto& [id, m] : entries) ok = ok && write_all(fd, frame(kCommit, encode_entry(m)));
   const uint64_t n = entries.size();
   std::string end(kEndPayload, '\0');
   std::memcpy(&end[0], &n, 8);
-  ok = ok && write_all(fd, frame(kEnd, end));
-  int err = 0;
-  if (ok) {
-    const int rc = sync ? sync(fd) : (::fsync(fd) == 0 ? 0 : -errno);
-    ok = rc == 0;
-    err = -rc;
-  } else {
-    err = errno;
-  }
+  ok = ok && write_all(fd, frame(kEnd, end)) && write_all(fd, tail);
+  int err = ok ? 0 : (errno != 0 ? errno : EIO);
+  if (ok) err = -(sync ? sync(fd) : (::fsync(fd) == 0 ? 0 : -errno));
   ::close(fd);
-  if (ok && ::rename(tmp.c_str(), path.c_str()) != 0) {
-    ok = false;
-    err = errno;
-  }
-  if (!ok) {
+  if (err != 0) ::unlink(tmp.c_str());
+  return err;
+}
+
+int Journal::replace_with(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
     ::unlink(tmp.c_str());
-    throw make_error(path, std::string("cannot rewrite journal: ") + std::strerror(err),
-                     "check free space and permissions of the store directory");
+    return err;
   }
   fsync_dir(path);
+  return 0;
 }
 
 Journal::Journal(const std::string& path, SyncFn sync) : path_(path), sync_(std::move(sync)) {
@@ -277,6 +286,7 @@ bool Journal::compact(const std::map<SessionId, EntryMeta>& live) {
     last_error_ = e.what();
     return false;
   }
+  ++epoch_;  // the file was replaced: a compact_from() under way is superseded
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
@@ -288,6 +298,101 @@ bool Journal::compact(const std::map<SessionId, EntryMeta>& live) {
   appended_ = 0;
   broken_ = false;
   return true;
+}
+
+Journal::Mark Journal::mark() const {
+  std::lock_guard<std::mutex> g(mu_);
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  return {end < 0 ? 0 : static_cast<uint64_t>(end), epoch_};
+}
+
+namespace {
+// Bytes [from, to) of `path` into `out`; an errno, or 0.
+int read_range(const std::string& path, uint64_t from, uint64_t to, std::string* out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  out->assign(to - from, '\0');
+  uint64_t done = 0;
+  int err = 0;
+  while (done < out->size()) {
+    const ssize_t r =
+        ::pread(fd, &(*out)[done], out->size() - done, static_cast<off_t>(from + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      err = r < 0 ? errno : EIO;  // EIO: the file is shorter than it was
+      break;
+    }
+    done += static_cast<uint64_t>(r);
+  }
+  ::close(fd);
+  return err;
+}
+}  // namespace
+
+Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust) {
+  const std::string tmp = path_ + ".compact";
+  const auto fail = [&](const std::string& what, int err) {
+    std::lock_guard<std::mutex> g(mu_);
+    last_error_ = path_ + ": " + what + ": " + std::strerror(err);
+    return Compaction::Failed;
+  };
+  // The records before the mark, read and replayed without the lock: appends go on after it.
+  std::string data;
+  if (const int err = read_range(path_, 0, at.offset, &data)) {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      if (epoch_ != at.epoch) return Compaction::Superseded;  // compact() replaced the file
+    }
+    return fail("cannot read the journal to compact it", err);
+  }
+  ReplayResult r = replay_bytes(data);
+  data.clear();
+  if (!r.started || r.corrupt_bytes != 0 || r.discarded_records != 0 ||
+      (adjust && !adjust(&r.entries))) {
+    // Records read from a journal compact() replaced meanwhile are not the mark's.
+    std::lock_guard<std::mutex> g(mu_);
+    return epoch_ != at.epoch ? Compaction::Superseded : Compaction::Unclean;
+  }
+  if (const int err = write_new(tmp, r.entries, "", sync_)) {
+    return fail("cannot write the compacted journal " + tmp, err);
+  }
+  r.entries.clear();
+  // Under the lock: the records appended since the mark follow the new file's end record (as
+  // appends follow a rewrite's), then it replaces the journal.
+  std::lock_guard<std::mutex> g(mu_);
+  if (broken_ || epoch_ != at.epoch) {
+    ::unlink(tmp.c_str());
+    return Compaction::Superseded;
+  }
+  const auto failed = [&](const std::string& what, int err) {
+    ::unlink(tmp.c_str());
+    last_error_ = path_ + ": " + what + ": " + std::strerror(err);
+    return Compaction::Failed;
+  };
+  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  if (end < 0) return failed("cannot find the journal's end", errno);
+  std::string tail;
+  if (const int err = read_range(path_, at.offset, static_cast<uint64_t>(end), &tail)) {
+    return failed("cannot read the records appended while compacting", err);
+  }
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return failed("cannot reopen " + tmp, errno);
+  int err = write_all(fd, tail) ? 0 : (errno != 0 ? errno : EIO);
+  if (err == 0) err = -(sync_ ? sync_(fd) : (::fdatasync(fd) == 0 ? 0 : -errno));
+  ::close(fd);
+  if (err != 0) return failed("cannot append to " + tmp, err);
+  if (const int e = replace_with(tmp, path_)) return failed("cannot replace it with " + tmp, e);
+  ++epoch_;
+  fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
+    broken_ = true;  // the old fd points at the unlinked file
+    return Compaction::Failed;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  appended_ = tail.size();
+  return Compaction::Done;
 }
 
 bool Journal::commit(const EntryMeta& m, bool durable) {

@@ -62,6 +62,8 @@ class Journal {
  public:
   /// Reads every valid record of `path` (a missing file is an empty journal).
   static ReplayResult replay(const std::string& path);
+  /// Reads every valid record of a journal's bytes.
+  static ReplayResult replay_bytes(const std::string& data);
   /// Stands in for fdatasync(fd) / fsync(fd) (fault-injection tests): 0, or -errno.
   using SyncFn = std::function<int(int fd)>;
   /// Rewrites `path` to hold a start record, one commit per entry and an end record
@@ -88,6 +90,28 @@ class Journal {
   /// Replaces the journal with one commit per entry of `live` (online compaction); false
   /// (the old journal kept) when that fails.
   bool compact(const std::map<SessionId, EntryMeta>& live);
+  /// Where the journal ends now, and which file it is (compactions replace it): the point a
+  /// compact_from() starts from.
+  struct Mark {
+    uint64_t offset = 0;
+    uint64_t epoch = 0;
+  };
+  Mark mark() const;
+  enum class Compaction {
+    Done,        ///< the journal was replaced by the compacted one
+    Superseded,  ///< compact() replaced the journal since the mark, or it broke: nothing done
+    Unclean,     ///< the records before the mark are damaged, or `adjust` refused them
+    Failed,      ///< an I/O step failed (last_error()); the journal is as it was
+  };
+  /// Changes the live entries replayed from the records before a mark, or refuses them (false).
+  using Adjust = std::function<bool(std::map<SessionId, EntryMeta>* live)>;
+  /// Online compaction that holds the journal's lock only at its end, so appends go on while
+  /// it runs: replays the records before `at` (which must be a healthy journal's: started,
+  /// nothing damaged), lets `adjust` change the live entries, writes one commit per entry to a
+  /// new file (`path.compact`) and syncs it; then, under the lock, appends the records
+  /// appended since `at` after its end record, syncs again and renames it over the journal.
+  /// A crash at any point leaves the old journal or the new one, each whole.
+  Compaction compact_from(Mark at, const Adjust& adjust);
   /// Bytes appended since opening or the last compaction.
   uint64_t appended_bytes() const;
   /// Whether appends are refused until a compaction succeeds (see commit()).
@@ -98,12 +122,19 @@ class Journal {
 
  private:
   bool append(uint8_t type, const std::string& payload, bool durable);
+  /// Writes a start record, one commit per entry, an end record, then `tail`, to a new file
+  /// `tmp`, and syncs it; 0, or an errno (the file removed).
+  static int write_new(const std::string& tmp, const std::map<SessionId, EntryMeta>& entries,
+                       const std::string& tail, const SyncFn& sync);
+  /// Renames `tmp` over `path` and syncs the directory; 0, or an errno (`tmp` removed).
+  static int replace_with(const std::string& tmp, const std::string& path);
 
   std::string path_;
   int fd_ = -1;
   mutable std::mutex mu_;
   SyncFn sync_;
   uint64_t appended_ = 0;
+  uint64_t epoch_ = 0;  // compactions that replaced the file (Mark)
   // A failed append left a torn record it could not cut off, or a failed fdatasync left the
   // unsynced records in doubt: appends are refused until compact() rewrites the journal.
   bool broken_ = false;

@@ -36,7 +36,8 @@ const char* counter_name(Counter c) {
                                             "corrupt_journal_bytes",
                                             "journal_lost",
                                             "journal_cut",
-                                            "journal_compactions"};
+                                            "journal_compactions",
+                                            "journal_index_compactions"};
   return names[static_cast<int>(c)];
 }
 

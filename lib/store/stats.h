@@ -43,7 +43,10 @@ enum class Counter : int {
   CorruptJournalBytes,  ///< corrupt journal bytes, a damaged tail included (records lost)
   JournalLost,  ///< 1 when the journal was missing, emptied or cut short (its entries are lost)
   JournalCut,   ///< 1 when it was cut short inside the records its last rewrite wrote (journal_cut)
-  JournalCompactions,
+  JournalCompactions,  ///< every compaction of the journal (online ones and those below)
+  /// Compactions from the index, holding the store's lock: after a failed append, or when the
+  /// records did not hold what the index does (an online compaction found them damaged).
+  JournalIndexCompactions,
   kCount
 };
 /// Per-tier counters.

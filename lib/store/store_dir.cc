@@ -290,7 +290,8 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
   for (uint64_t i = 0; i < n_files; ++i) rm(data_file_path(dir, i));
   rm(journal_path(dir));
   rm(journal_path(dir) + ".tmp");
-  for (int i = 1;; ++i) {  // the corrupt journals recovery kept
+  rm(journal_path(dir) + ".compact");  // an online compaction's, left by a crash
+  for (int i = 1;; ++i) {              // the corrupt journals recovery kept
     const std::string p = journal_path(dir) + ".corrupt-" + std::to_string(i);
     if (::access(p.c_str(), F_OK) != 0) break;
     rm(p);

@@ -191,6 +191,7 @@ void run_concurrency(uint64_t clean_ahead, bool replay_like = false, uint64_t de
   // DRAM for about three of the sessions' entries at their longest (shorter than run_model's).
   StoreConfig c = model_cfg(dir, clean_ahead, replay_like, 128);
   c.demote_ahead_bytes = demote_ahead;
+  c.journal_compact_bytes = 4 << 10;  // online compactions all along (a few records each)
   auto owner = std::make_unique<AttentionStore>(c);
   AttentionStore& st = *owner;
   std::atomic<int> wrong{0}, failed{0}, hits{0};
@@ -232,6 +233,9 @@ void run_concurrency(uint64_t clean_ahead, bool replay_like = false, uint64_t de
   if (demote_ahead > 0) {
     EXPECT_GT(st.stats().get(Counter::DemotionsAhead), 0u);
   }
+  // Each online compaction found in the records exactly the SSD entries the index had.
+  EXPECT_GT(st.stats().get(Counter::JournalCompactions), 0u);
+  EXPECT_EQ(st.stats().get(Counter::JournalIndexCompactions), 0u);
   check_accounting(st);
   uint64_t chunks = 0;
   EXPECT_EQ(st.verify_all(&chunks), 0u);
