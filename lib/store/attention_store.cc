@@ -434,7 +434,7 @@ bool AttentionStore::journal_commit(EntryMeta* m) {
   }
   if (journal_stale_) {
     journal_stale_ = !compact_journal_locked(m);
-  } else if (journal_->appended_bytes() > journal_compact_bytes_) {
+  } else if (journal_->appended_bytes() > std::max(journal_compact_bytes_, compact_after_)) {
     start_compaction_locked(*m);
   }
   return true;
@@ -443,39 +443,56 @@ bool AttentionStore::journal_commit(EntryMeta* m) {
 void AttentionStore::start_compaction_locked(const EntryMeta& extra) {
   if (compacting_) return;
   compacting_ = true;
-  // The SSD entries the records so far must hold, with the access times the index has for
-  // them (loads change those without a record): a compaction from the index would write these.
-  struct Times {
+  // The SSD entries the records so far must hold, each at the generation of its last commit,
+  // with the access times the index has for them (loads change those without a record): a
+  // compaction from the index would write these.
+  struct Want {
+    uint64_t generation;
     double last_access, created;
   };
-  auto want = std::make_shared<std::unordered_map<SessionId, Times>>();
+  auto want = std::make_shared<std::unordered_map<SessionId, Want>>();
   for (const auto& [id, e] : index_) {
-    if (e->tier == TierKind::Ssd) (*want)[id] = {e->meta.last_access, e->meta.created};
+    if (e->tier == TierKind::Ssd) {
+      (*want)[id] = {e->meta.generation, e->meta.last_access, e->meta.created};
+    }
   }
-  (*want)[extra.session] = {extra.last_access, extra.created};
+  (*want)[extra.session] = {extra.generation, extra.last_access, extra.created};
   const Journal::Mark at = journal_->mark();
   compact_pool_->post([this, at, want] {
-    const Journal::Compaction r =
-        journal_->compact_from(at, [&](std::map<SessionId, EntryMeta>* live) {
-          if (live->size() != want->size()) return false;
-          for (auto& [id, m] : *live) {
-            auto it = want->find(id);
-            if (it == want->end()) return false;
-            m.last_access = it->second.last_access;
-            m.created = it->second.created;
-          }
-          return true;
-        });
+    std::string why;
+    Journal::Compaction r;
+    try {
+      r = journal_->compact_from(
+          at,
+          [&](std::map<SessionId, EntryMeta>* live) {
+            if (live->size() != want->size()) return false;
+            for (auto& [id, m] : *live) {
+              auto it = want->find(id);
+              if (it == want->end() || it->second.generation != m.generation) return false;
+              m.last_access = it->second.last_access;
+              m.created = it->second.created;
+            }
+            return true;
+          },
+          &why);
+    } catch (const std::exception& e) {  // out of memory for a large journal
+      r = Journal::Compaction::Failed;
+      why = journal_path(cfg_.store_dir) + ": cannot compact: " + e.what();
+    }
     std::lock_guard<std::mutex> g(mu_);
     compacting_ = false;
+    compact_after_ = 0;
     if (r == Journal::Compaction::Done) {
       stats_.add(Counter::JournalCompactions);
     } else if (r == Journal::Compaction::Failed) {
       stats_.add(Counter::IoErrors);
-      note_io_error(journal_->last_error());
+      note_io_error(why);
+      // Not again before another quarter of the threshold was appended: each try reads,
+      // replays and writes the whole journal.
+      compact_after_ = journal_->appended_bytes() + journal_compact_bytes_ / 4;
     } else if (r == Journal::Compaction::Unclean && !journal_stale_) {
-      // The records do not hold what the index does (damaged on the disk since they were
-      // written): only a compaction from the index makes the journal whole again.
+      // The records are unreadable, damaged on the disk since they were written, or not what
+      // the index holds: only a compaction from the index makes the journal whole again.
       journal_stale_ = !compact_journal_locked(nullptr);
     }
   });

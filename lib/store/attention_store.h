@@ -451,7 +451,8 @@ class AttentionStore {
   bool compact_journal_locked(const EntryMeta* extra);
   /// Starts a compaction of the journal on compact_pool_, off mu_ (Journal::compact_from),
   /// unless one is under way: the index's SSD entries now, plus `extra`, are what it must
-  /// find in the records so far, with their access times (caller holds mu_).
+  /// find in the records so far, at their generations, given the index's access times
+  /// (caller holds mu_).
   void start_compaction_locked(const EntryMeta& extra);
 
   // save / load internals (store_save.cc, store_load.cc)
@@ -494,6 +495,7 @@ class AttentionStore {
   bool write_back_due_ = false;   ///< see write_back()
   bool journal_stale_ = false;    ///< an erase record is missing (journal_erase_locked)
   bool compacting_ = false;       ///< a start_compaction_locked() compaction is under way
+  uint64_t compact_after_ = 0;    ///< after a failed one: journal bytes before the next try
   StoreStats stats_;
   mutable std::mutex io_error_mu_;  ///< guards first_io_error_ (a leaf: taken under mu_ too)
   std::string first_io_error_;

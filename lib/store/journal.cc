@@ -329,33 +329,28 @@ int read_range(const std::string& path, uint64_t from, uint64_t to, std::string*
 }
 }  // namespace
 
-Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust) {
+Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust, std::string* why) {
   const std::string tmp = path_ + ".compact";
-  const auto fail = [&](const std::string& what, int err) {
-    std::lock_guard<std::mutex> g(mu_);
-    last_error_ = path_ + ": " + what + ": " + std::strerror(err);
+  // The records before the mark, read and replayed without the lock: appends go on after it.
+  ReplayResult r;
+  {
+    std::string data;
+    const int err = read_range(path_, 0, at.offset, &data);
+    if (err == 0) r = replay_bytes(data);
+    // Unreadable or damaged bytes, or records read from a journal compact() replaced meanwhile
+    // (then not the mark's).
+    if (err != 0 || !r.started || r.corrupt_bytes != 0 || r.discarded_records != 0 ||
+        (adjust && !adjust(&r.entries))) {
+      std::lock_guard<std::mutex> g(mu_);
+      return epoch_ != at.epoch ? Compaction::Superseded : Compaction::Unclean;
+    }
+  }
+  const auto failed = [&](const std::string& what, int err) {  // caller holds mu_
+    ::unlink(tmp.c_str());
+    *why = last_error_ = path_ + ": " + what + ": " + std::strerror(err);
     return Compaction::Failed;
   };
-  // The records before the mark, read and replayed without the lock: appends go on after it.
-  std::string data;
-  if (const int err = read_range(path_, 0, at.offset, &data)) {
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      if (epoch_ != at.epoch) return Compaction::Superseded;  // compact() replaced the file
-    }
-    return fail("cannot read the journal to compact it", err);
-  }
-  ReplayResult r = replay_bytes(data);
-  data.clear();
-  if (!r.started || r.corrupt_bytes != 0 || r.discarded_records != 0 ||
-      (adjust && !adjust(&r.entries))) {
-    // Records read from a journal compact() replaced meanwhile are not the mark's.
-    std::lock_guard<std::mutex> g(mu_);
-    return epoch_ != at.epoch ? Compaction::Superseded : Compaction::Unclean;
-  }
-  if (const int err = write_new(tmp, r.entries, "", sync_)) {
-    return fail("cannot write the compacted journal " + tmp, err);
-  }
+  const int written = write_new(tmp, r.entries, "", sync_);
   r.entries.clear();
   // Under the lock: the records appended since the mark follow the new file's end record (as
   // appends follow a rewrite's), then it replaces the journal.
@@ -364,13 +359,10 @@ Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust) {
     ::unlink(tmp.c_str());
     return Compaction::Superseded;
   }
-  const auto failed = [&](const std::string& what, int err) {
-    ::unlink(tmp.c_str());
-    last_error_ = path_ + ": " + what + ": " + std::strerror(err);
-    return Compaction::Failed;
-  };
+  if (written != 0) return failed("cannot write the compacted journal " + tmp, written);
   const off_t end = ::lseek(fd_, 0, SEEK_END);
   if (end < 0) return failed("cannot find the journal's end", errno);
+  if (static_cast<uint64_t>(end) < at.offset) return failed("the journal shrank", EIO);
   std::string tail;
   if (const int err = read_range(path_, at.offset, static_cast<uint64_t>(end), &tail)) {
     return failed("cannot read the records appended while compacting", err);
@@ -385,7 +377,7 @@ Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust) {
   ++epoch_;
   fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
-    last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
+    *why = last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
     broken_ = true;  // the old fd points at the unlinked file
     return Compaction::Failed;
   }

@@ -100,8 +100,12 @@ class Journal {
   enum class Compaction {
     Done,        ///< the journal was replaced by the compacted one
     Superseded,  ///< compact() replaced the journal since the mark, or it broke: nothing done
-    Unclean,     ///< the records before the mark are damaged, or `adjust` refused them
-    Failed,      ///< an I/O step failed (last_error()); the journal is as it was
+    /// The records before the mark could not be read, are damaged, or `adjust` refused them:
+    /// nothing done (only a compaction from what the caller holds can help).
+    Unclean,
+    /// Writing the new journal failed (`why`, also last_error()): the journal is as it was,
+    /// unless it was replaced and then could not be reopened, which leaves it broken().
+    Failed,
   };
   /// Changes the live entries replayed from the records before a mark, or refuses them (false).
   using Adjust = std::function<bool(std::map<SessionId, EntryMeta>* live)>;
@@ -110,8 +114,8 @@ class Journal {
   /// nothing damaged), lets `adjust` change the live entries, writes one commit per entry to a
   /// new file (`path.compact`) and syncs it; then, under the lock, appends the records
   /// appended since `at` after its end record, syncs again and renames it over the journal.
-  /// A crash at any point leaves the old journal or the new one, each whole.
-  Compaction compact_from(Mark at, const Adjust& adjust);
+  /// A crash at any point leaves the old journal or the new one, each whole. One at a time.
+  Compaction compact_from(Mark at, const Adjust& adjust, std::string* why);
   /// Bytes appended since opening or the last compaction.
   uint64_t appended_bytes() const;
   /// Whether appends are refused until a compaction succeeds (see commit()).

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
     c.ssd_bytes = 64ull << 20;
     c.chunk_bytes = 16 << 10;
     c.io_threads = 2;
+    c.journal_compact_bytes = 4 << 10;  // kills land during online compactions too
     cb::store::AttentionStore st(c);
     const cb::store::EntryShape shape{4, 256};
     for (uint64_t id = std::strtoull(argv[2], nullptr, 10);; ++id) {
