@@ -229,7 +229,7 @@ void register_mmlu(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
-  set_action(sub, [a, history_opt, overflow] {
+  set_action(sub, [a, sub, history_opt, overflow] {
     for (const std::string& s : a->subjects) {
       if (!s.empty() && s[0] == '-') {  // CLI11 2.1: "--subjects ,," takes the next argument
         throw make_error("--subjects", "got no subject name before '" + s + "'",
@@ -238,6 +238,11 @@ void register_mmlu(CLI::App& app) {
     }
     if (a->method == "none") {
       refuse_outside_overflow_study({history_opt, overflow.truncate_ratio, overflow.sink});
+    } else {
+      refuse_given(
+          *sub, {"--bos"},
+          "applies to --method none only (the overflow study feeds BOS before the history)",
+          "drop --bos, or use --method none");
     }
     resolve_backend(&a->m, a->method == "none");  // auto: the overflow study stays on the CPU
     if (a->method != "none" && a->m.backend == "cuda") {

@@ -64,7 +64,7 @@ void use_gptq_text(datasets::Corpus* c) {
 
 std::string batch_note(int batch, int64_t calls) {
   return "; " + std::to_string(batch) + " window" + (batch == 1 ? "" : "s") +
-         " per forward call (" + std::to_string(calls) + " calls)";
+         " per forward call (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
 }
 
 // One markdown table row per run (every convention), then a line saying what the convention is.
@@ -406,7 +406,7 @@ void register_perplexity(CLI::App& app) {
                   "| gptq (non-overlapping seqlen windows)")
       ->check(CLI::IsMember({"llama.cpp", "lm-eval", "gptq"}))
       ->capture_default_str();
-  set_action(sub, [a, ctx_opt, chunks_opt, overflow, max_tokens_opt] {
+  set_action(sub, [a, sub, ctx_opt, chunks_opt, overflow, max_tokens_opt] {
     a->ctx_given = ctx_opt->count() > 0;
     if (a->method != "full" && a->convention != "llama.cpp") {
       throw make_error("--convention", "applies to --method full only",
@@ -414,6 +414,11 @@ void register_perplexity(CLI::App& app) {
     }
     if (a->method == "full")
       refuse_outside_overflow_study({overflow.truncate_ratio, overflow.sink});
+    if (a->method != "full") {
+      refuse_given(*sub, {"--chunks"},
+                   "does not apply to the overflow study (it scores one stream, not chunks)",
+                   "drop --chunks (--max-tokens shortens the stream), or use --method full");
+    }
     if (a->method == "full" && a->convention == "llama.cpp" && max_tokens_opt->count() > 0) {
       throw make_error(
           "--max-tokens",

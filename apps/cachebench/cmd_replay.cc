@@ -284,10 +284,11 @@ int run_replay_cmd(ReplayArgs& a) {
       return cmp[k].is_null() ? std::string("n/a") : fmt(cmp[k].get<double>(), prec);
     };
     std::printf(
-        "\n%s vs %s: TTFT reduction %s%%, prefill throughput %sx, GPU time %sx less, "
+        "\n%s vs %s: TTFT reduction %s%%, prefill throughput %sx, GPU time %s/%s %sx, "
         "cost saving %s%%\n",
         engine::mode_name(runs[1].mode), engine::mode_name(runs[0].mode),
         v("ttft_reduction_pct", 1).c_str(), v("prefill_throughput_x", 2).c_str(),
+        engine::mode_name(runs[0].mode), engine::mode_name(runs[1].mode),
         v("gpu_time_x", 2).c_str(), v("cost_saving_pct", 1).c_str());
   }
   for (const auto& r : runs) {
@@ -576,6 +577,11 @@ void add(CLI::App& app, const char* name, const char* help) {
                     "--no-preload", "--preload-jobs", "--sync-save", "--full-saves", "--lookahead"},
                    why, fix);
       refuse_given(*sub, {"--demote-ahead"}, why, fix);  // one list more would not bin-pack
+    }
+    if (a->full_saves) {
+      refuse_given(*sub, {"--no-save-admission"},
+                   "has no effect with --full-saves (save-time admission decides append saves)",
+                   "drop one of them");
     }
     install_interrupt_handlers();
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);

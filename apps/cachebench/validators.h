@@ -107,6 +107,11 @@ inline std::string output_file_problem(std::string& s) {
   struct stat st {};
   if (::stat(s.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return "'" + s + "' is a directory; name a file";
+    // Written whole through a temporary file renamed over it, or straight to a character
+    // device or pipe; a result is never meant to go onto a disk (lib/core atomic_file).
+    if (S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
+      return "'" + s + "' is a block device or a socket; name a file";
+    }
     if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
   }
   const size_t slash = s.find_last_of('/');

@@ -281,6 +281,8 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
   fi
   expect_error mmlu_overflow_cuda "--method ca" "CPU backend only" "$CB" mmlu -m "$STORIES" \
     --data "$DATA/data/mmlu" --method ca --backend cuda
+  expect_error mmlu_overflow_bos "--bos" "applies to --method none only" "$CB" mmlu -m "$STORIES" \
+    --data "$DATA/data/mmlu" --method ca --bos no
   if [ -d "$DATA/data/mmlu/test" ]; then
     expect_out mmlu_out "abstract_algebra" "$CB" mmlu -m "$STORIES" --data "$DATA/data/mmlu" \
       --subjects abstract_algebra --limit 4 --shots 1 --backend cpu --out "$TMP/mmlu.json"
@@ -307,6 +309,8 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
     expect_out overflow_cpu "| NKVT |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --method all --ctx 64 --max-tokens 300 --backend cpu --out "$TMP/ov_cpu.json"
     expect_git overflow_cpu_git "$TMP/ov_cpu.json"
+    expect_error overflow_chunks "--chunks" "does not apply to the overflow study" "$CB" \
+      perplexity -m "$STORIES" --dataset text --file "$TS" --method all --ctx 64 --chunks 2
     expect_out ppl_out "| llama.cpp | 64 | 2 |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --ctx 64 --chunks 2 --backend cpu --out "$TMP/ppl_cpu.json"
     expect_git ppl_out_git "$TMP/ppl_cpu.json"
@@ -468,6 +472,9 @@ expect_error replay_re_store_option "--policy" "no effect with --mode re" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --mode re --policy lru --limit 20
 expect_ok replay_re_compare_store_option "$CB" replay "$TMP/synth.json" -m preset:tiny-llama \
   --sim --quiet --mode re --compare ca --policy lru --limit 20
+expect_error replay_full_saves_admission "--no-save-admission" "no effect with --full-saves" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --full-saves \
+  --no-save-admission --limit 20
 expect_usage_error replay_rate_nan --rate "must be a finite number >= 0" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --rate nan
 expect_usage_error replay_gpus_0 --gpus "must be in 1..4096" \
@@ -587,6 +594,10 @@ expect_usage_error out_proc --out "cannot create a file in the directory of '/pr
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out /proc/cb.json
 expect_usage_error out_empty --out "an empty path" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out ""
+# A socket (as a block device) is refused before the run, not after it.
+python3 -c "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$O/sock"
+expect_usage_error out_socket --out "'$O/sock' is a block device or a socket" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/sock"
 expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
 expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10000000" \
