@@ -166,8 +166,8 @@ class SimStore {
   uint64_t admitted_below() const { return admitted_below_; }
   /// Victims the demotion budget dropped (lib/store's slow_demotions_dropped).
   uint64_t slow_dropped() const { return slow_dropped_; }
-  /// Entries fetched from the SSD into DRAM, and fetches that found no room (lib/store's
-  /// prefetches and prefetch_failures).
+  /// Entries fetched from the SSD into DRAM, and prefetch plans one of whose fetches found no
+  /// room, the rest of the plan skipped (lib/store's prefetches and prefetch_failures).
   uint64_t prefetches() const { return prefetches_; }
   /// HBM entries demoted ahead of need (lib/store's demotions_ahead).
   uint64_t demoted_ahead() const { return demoted_ahead_; }
