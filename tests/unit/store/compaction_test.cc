@@ -50,13 +50,14 @@ struct SyncGate {
   bool armed = false, entered = false, released = false, timed_out = false;
   std::atomic<int> fail_appends{0};
   std::atomic<bool> fail_compactions{false};
-  std::atomic<int> compaction_syncs{0};  // first syncs of a compaction's new file
+  std::atomic<int> fail_compaction_sync{0};  // fail this one (1: the first) of the syncs
+  std::atomic<int> compaction_syncs{0};      // syncs of a compaction's new file
 
   int sync(int fd) {
     const std::string path = fd_path(fd);
     if (ends_with(path, ".compact")) {
-      ++compaction_syncs;
-      if (fail_compactions) return -EIO;
+      const int n = ++compaction_syncs;
+      if (fail_compactions || n == fail_compaction_sync) return -EIO;
       std::unique_lock<std::mutex> l(mu);
       if (armed) {
         armed = false;
@@ -275,6 +276,32 @@ TEST(Compaction, AFailedCompactionKeepsTheJournalAndWaitsBeforeTheNextTry) {
   AttentionStore st(cfg(dir, nullptr));
   EXPECT_EQ(st.sessions().size(), 80u);
   for (SessionId s : st.sessions()) EXPECT_EQ(load_check(st, s, s, kShape, pos()), 70) << s;
+  std::filesystem::remove_all(dir);
+}
+
+// The records appended during the compaction cannot be made durable in its new file (its
+// second sync fails): the new file goes, the journal stays as it was, and the failure names it.
+TEST(Compaction, AFailedSyncOfTheRecordsAppendedMeanwhileKeepsTheJournal) {
+  const std::string dir = testing::fresh_dir("compact_tail_sync");
+  auto gate = std::make_shared<SyncGate>();
+  gate->fail_compaction_sync = 2;
+  {
+    AttentionStore st(cfg(dir, gate));
+    for (SessionId s = 1; s <= 20; ++s) {
+      ASSERT_TRUE(save_entry(st, s, s, kShape, pos()));
+      st.wait_idle();
+    }
+    EXPECT_GE(gate->compaction_syncs.load(), 2);
+    EXPECT_EQ(st.stats().get(Counter::IoErrors), 1u);  // a later try (if any) succeeds
+    EXPECT_NE(st.first_io_error().find("cannot append to " + journal_path(dir) + ".compact"),
+              std::string::npos)
+        << st.first_io_error();
+    EXPECT_FALSE(compact_file_left(dir));
+  }
+  AttentionStore st(cfg(dir, nullptr));
+  EXPECT_EQ(st.sessions().size(), 20u);
+  for (SessionId s : st.sessions()) EXPECT_EQ(load_check(st, s, s, kShape, pos()), 70) << s;
+  EXPECT_EQ(st.stats().get(Counter::DiscardedRecords), 0u);
   std::filesystem::remove_all(dir);
 }
 
