@@ -1,6 +1,6 @@
 // cachebench bench store --store-dir D [--entry-size 256MiB] [--traffic 1GiB] [--reps 5]
 // [--io auto|uring|pread] [--io-threads 4] [--ref-depth 32] [--ref-threads 0]
-// [--policy-entries 100000] [--out F.json]
+// [--policy-entries 100000] [--journal-entries 10000] [--out F.json]
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "eval/bench_journal.h"
 #include "eval/bench_store.h"
 #include "lib/core/error.h"
 #include "lib/store/io_backend.h"
@@ -23,8 +24,35 @@ struct BenchStoreArgs {
   std::string entry_size = "256MiB";
   std::string traffic = "1GiB";
   std::string chunk = "1MiB";
+  size_t journal_entries = 10000;
   std::string out;
 };
+
+void print_journal(const eval::JournalBenchResult& j) {
+  std::printf("journal              %zu entries, %s compacted; commit records of %llu B\n",
+              j.entries, store::format_size(j.journal_bytes).c_str(),
+              static_cast<unsigned long long>(j.record_bytes));
+  std::printf("  %-34s %10.1f us   bare append + fdatasync %.1f us, ratio %.2f\n", "durable commit",
+              j.commit_us, j.append_sync_us, j.commit_ratio);
+  std::printf("  %-34s %10.3f s    online %.3f s\n", "compaction from the index", j.index_compact_s,
+              j.online_compact_s);
+  std::printf("  %-34s %10.2f ms   online %.2f ms, ratio %.1f\n",
+              "longest commit during compaction", j.index_wait_ms, j.online_wait_ms, j.wait_ratio);
+}
+
+nlohmann::json journal_json(const eval::JournalBenchResult& j) {
+  return {{"entries", j.entries},
+          {"record_bytes", j.record_bytes},
+          {"journal_bytes", j.journal_bytes},
+          {"commit_us", j.commit_us},
+          {"append_sync_us", j.append_sync_us},
+          {"commit_to_append_sync", j.commit_ratio},
+          {"index_compaction_s", j.index_compact_s},
+          {"online_compaction_s", j.online_compact_s},
+          {"index_compaction_longest_commit_ms", j.index_wait_ms},
+          {"online_compaction_longest_commit_ms", j.online_wait_ms},
+          {"longest_commit_index_to_online", j.wait_ratio}};
+}
 
 void print_table(const eval::BenchStoreResult& r) {
   using store::format_size;
@@ -180,6 +208,11 @@ void register_bench_store(CLI::App* bench) {
   cmd->add_option("--policy-queue", a->opt.policy_queue, "job-queue length the policies see")
       ->capture_default_str()
       ->check(in_range(0, 10'000'000));
+  cmd->add_option("--journal-entries", a->journal_entries,
+                  "entries of the journal whose compactions are timed, from the index and "
+                  "online, with commits beside them (0: skip the journal benchmark)")
+      ->capture_default_str()
+      ->check(in_range(0, 10'000'000));
   cmd->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(cmd, [a] {
@@ -191,9 +224,25 @@ void register_bench_store(CLI::App* bench) {
     install_interrupt_handlers();  // SIGINT/SIGTERM/SIGHUP: stop at the next round, scratch removed
     opt.poll = check_interrupted;
     const eval::BenchStoreResult r = eval::bench_store(opt);
+    eval::JournalBenchResult j;
+    if (a->journal_entries > 0) {
+      eval::JournalBenchOptions jo;
+      jo.dir = opt.store_dir;
+      jo.entries = a->journal_entries;
+      jo.n_layers = opt.n_layers;
+      jo.token_bytes = opt.token_bytes;
+      jo.entry_bytes = opt.entry_bytes;
+      jo.chunk_bytes = opt.chunk_bytes;
+      jo.reps = opt.reps;
+      jo.poll = opt.poll;
+      j = eval::bench_journal(jo);
+    }
     print_table(r);
+    if (a->journal_entries > 0) print_journal(j);
     if (!a->out.empty()) {
-      write_json(a->out, to_json(r, opt.io));
+      nlohmann::json out = to_json(r, opt.io);
+      if (a->journal_entries > 0) out["journal"] = journal_json(j);
+      write_json(a->out, out);
     }
     return 0;
   });

@@ -126,10 +126,10 @@ class Journal {
 
  private:
   bool append(uint8_t type, const std::string& payload, bool durable);
-  /// Writes a start record, one commit per entry, an end record, then `tail`, to a new file
-  /// `tmp`, and syncs it; 0, or an errno (the file removed).
+  /// Writes a start record, one commit per entry and an end record to a new file `tmp`, and
+  /// syncs it; 0, or an errno (the file removed).
   static int write_new(const std::string& tmp, const std::map<SessionId, EntryMeta>& entries,
-                       const std::string& tail, const SyncFn& sync);
+                       const SyncFn& sync);
   /// Renames `tmp` over `path` and syncs the directory; 0, or an errno (`tmp` removed).
   static int replace_with(const std::string& tmp, const std::string& path);
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <string>
 
+#include "eval/bench_journal.h"
 #include "lib/core/error.h"
 #include "tests/support/test_data.h"
 
@@ -109,6 +110,29 @@ TEST(BenchStoreTest, UnusableDirectoryOrTooMuchTrafficIsAClearError) {
     EXPECT_NE(std::string(e.what()).find("free"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(exists(dir));
+}
+
+TEST(BenchStoreTest, JournalRunGivesPositiveNumbersAndLeavesNothing) {
+  const std::string dir = cb::test::tmp_dir() + "/bench_journal_" + std::to_string(::getpid());
+  cb::eval::JournalBenchOptions o;
+  o.dir = dir + "/made";  // a parent the bench makes, and removes
+  o.entries = 300;
+  o.entry_bytes = 2ull << 20;  // 4 tokens of 32 layers x 8 KiB, as tiny()
+  o.chunk_bytes = 64ull << 10;
+  o.reps = 1;
+  o.commits = 5;
+  const cb::eval::JournalBenchResult r = cb::eval::bench_journal(o);
+  EXPECT_EQ(r.entries, 300u);
+  EXPECT_GT(r.record_bytes, 64u * 16);  // 64 chunks' slots and checksums at least
+  EXPECT_GT(r.journal_bytes, r.entries * r.record_bytes);  // and the start and end records
+  EXPECT_GT(r.commit_us, 0);
+  EXPECT_GT(r.append_sync_us, 0);
+  EXPECT_GT(r.index_compact_s, 0);
+  EXPECT_GT(r.online_compact_s, 0);
+  EXPECT_GT(r.index_wait_ms, 0);
+  EXPECT_GT(r.online_wait_ms, 0);
+  EXPECT_FALSE(exists(dir + "/made"));
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
