@@ -15,9 +15,11 @@
 namespace cb::eval {
 
 struct JournalBenchOptions {
-  std::string dir;     ///< the bench works in a subdirectory of it, removed at the end
-  size_t entries = 0;  ///< live entries of the compacted journal
-  int n_layers = 32;   ///< the entries' shape, as the store bench's
+  std::string dir;  ///< the bench works in a subdirectory of it, removed at the end
+  /// Live entries of the compacted journal (the online compaction also keeps the small
+  /// entries the committing thread added).
+  size_t entries = 0;
+  int n_layers = 32;  ///< the entries' shape, as the store bench's
   uint32_t token_bytes = 4096 * 2;
   uint64_t entry_bytes = 256ull << 20;
   uint64_t chunk_bytes = 1ull << 20;
@@ -32,12 +34,13 @@ struct JournalBenchResult {
   uint64_t journal_bytes = 0;   ///< the compacted journal
   double append_sync_us = 0;    ///< bare append of record_bytes + fdatasync, median
   double commit_us = 0;         ///< Journal::commit, durable, median
-  double commit_ratio = 0;      ///< append_sync_us / commit_us (1: at the device's limit)
+  double commit_ratio = 0;      ///< append + fdatasync / commit, per pair, median (1: the limit)
   double index_compact_s = 0;   ///< Journal::compact of the entries, median
   double online_compact_s = 0;  ///< Journal::compact_from, median
   /// The longest commit made by another thread while a compaction ran, median over reps.
   double index_wait_ms = 0, online_wait_ms = 0;
-  double wait_ratio = 0;  ///< index_wait_ms / online_wait_ms
+  /// index_wait_ms / online_wait_ms per repetition, median (0 when no commit overlapped one)
+  double wait_ratio = 0;
 };
 
 /// Runs the journal benchmark; progress lines on stderr. Throws cb::Error for an unusable

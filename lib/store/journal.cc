@@ -205,22 +205,28 @@ int Journal::write_new(const std::string& tmp, const std::map<SessionId, EntryMe
   // would otherwise wait for all of this file's dirty pages at once.
   constexpr uint64_t kWriteBack = 8ull << 20;
   uint64_t off = 0, started = 0, waited = 0;
+  // A writeback error is reported here, not again at the fsync (the kernel marks it seen), so
+  // it fails the write; a file system without sync_file_range is left to the fsync.
+  const auto range = [&](uint64_t from, uint64_t len, unsigned flags) {
+    if (::sync_file_range(fd, static_cast<off_t>(from), static_cast<off_t>(len), flags) == 0) {
+      return true;
+    }
+    return errno == ENOSYS || errno == EINVAL || errno == ESPIPE || errno == EOPNOTSUPP;
+  };
   const auto put = [&](const std::string& rec) {
     if (!write_all(fd, rec)) return false;
     off += rec.size();
-    if (off - started >= kWriteBack) {
-      // This piece's writeback starts; the previous piece's ends (a failure shows at the
-      // fsync below), so at most two pieces are dirty or under writeback at a time.
-      ::sync_file_range(fd, static_cast<off_t>(started), static_cast<off_t>(off - started),
-                        SYNC_FILE_RANGE_WRITE);
-      if (started > waited) {  // (a length of 0 would mean the whole file)
-        ::sync_file_range(
-            fd, static_cast<off_t>(waited), static_cast<off_t>(started - waited),
-            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
-      }
-      waited = started;
-      started = off;
+    if (off - started < kWriteBack) return true;
+    // This piece's writeback starts and the previous piece's ends, so at most two pieces are
+    // dirty or under writeback at a time. (A length of 0 would mean the whole file.)
+    if (!range(started, off - started, SYNC_FILE_RANGE_WRITE)) return false;
+    if (started > waited &&
+        !range(waited, started - waited,
+               SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER)) {
+      return false;
     }
+    waited = started;
+    started = off;
     return true;
   };
   bool ok = put(frame(kStart, std::string(kStartPayload)));

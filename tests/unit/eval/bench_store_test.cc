@@ -129,8 +129,10 @@ TEST(BenchStoreTest, JournalRunGivesPositiveNumbersAndLeavesNothing) {
   EXPECT_GT(r.append_sync_us, 0);
   EXPECT_GT(r.index_compact_s, 0);
   EXPECT_GT(r.online_compact_s, 0);
-  EXPECT_GT(r.index_wait_ms, 0);
-  EXPECT_GT(r.online_wait_ms, 0);
+  // 0 when the committing thread made no commit while a compaction ran (a short one).
+  EXPECT_GE(r.index_wait_ms, 0);
+  EXPECT_GE(r.online_wait_ms, 0);
+  EXPECT_GT(r.commit_ratio, 0);
   EXPECT_FALSE(exists(dir + "/made"));
   ::rmdir(dir.c_str());
 }
