@@ -568,15 +568,31 @@ void add(CLI::App& app, const char* name, const char* help) {
     // Not --chunk-size nor --kv-entries: with --truncate-align auto they set where RE cuts an
     // overflowing history too (the store's tokens per chunk), so that RE can match a CA run.
     if (a->mode == "re" && (a->compare.empty() || a->compare == "re")) {
-      const std::string why = "has no effect with --mode re (recompute keeps no store)";
-      const std::string fix = "drop it, or add --compare ca to run CachedAttention beside it";
-      refuse_given(*sub,
-                   {"--policy", "--hbm", "--dram", "--ttl", "--ssd", "--store-dir", "--keep-store",
-                    "--clean-ahead", "--no-save-admission", "--no-drop-slow-demotions",
-                    "--io-threads", "--slow-read", "--slow-write", "--read-buffer-layers",
-                    "--no-preload", "--preload-jobs", "--sync-save", "--full-saves", "--lookahead"},
-                   why, fix);
-      refuse_given(*sub, {"--demote-ahead"}, why, fix);  // one list more would not bin-pack
+      // Every store option (the engine's read buffer and saving included): RE keeps no store.
+      const std::vector<const char*> store_options = {
+          "--policy",
+          "--hbm",
+          "--dram",
+          "--ttl",
+          "--ssd",
+          "--store-dir",
+          "--keep-store",
+          "--clean-ahead",
+          "--demote-ahead",
+          "--no-save-admission",
+          "--no-drop-slow-demotions",
+          "--io-threads",
+          "--slow-read",
+          "--slow-write",
+          "--read-buffer-layers",
+          "--no-preload",
+          "--preload-jobs",
+          "--sync-save",
+          "--full-saves",
+          "--lookahead",
+      };
+      refuse_given(*sub, store_options, "has no effect with --mode re (recompute keeps no store)",
+                   "drop it, or add --compare ca to run CachedAttention beside it");
     }
     if (a->full_saves) {
       refuse_given(*sub, {"--no-save-admission"},

@@ -15,6 +15,7 @@
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "lib/core/error.h"
 #include "lib/store/size_parse.h"
@@ -210,7 +211,7 @@ inline bool was_given(const CLI::App& sub, const char* name) {
 
 /// Throws cb::Error naming the first of `names` (options of `sub`) that was given: `why` it
 /// would have no effect in this run, whose user set it expecting it to count.
-inline void refuse_given(CLI::App& sub, std::initializer_list<const char*> names,
+inline void refuse_given(CLI::App& sub, const std::vector<const char*>& names,
                          const std::string& why, const std::string& fix) {
   for (const char* n : names) {
     if (was_given(sub, n)) throw cb::make_error(n, why, fix);

@@ -242,7 +242,9 @@ void SimStore::write_back(double now) {
 
 void SimStore::demote_ahead(double now) {
   if (cfg_.demote_ahead_bytes == 0 || !present(TierKind::Hbm) || !present(TierKind::Dram)) return;
-  const uint64_t have = (free_[0] + demoting_chunks_) * cfg_.chunk_bytes;
+  uint64_t demoting = 0;  // HBM chunks the demotions in flight will free
+  for (const auto& d : demoting_) demoting += d.second;
+  const uint64_t have = (free_[0] + demoting) * cfg_.chunk_bytes;
   if (have >= cfg_.demote_ahead_bytes) return;
   std::vector<std::pair<store::SessionId, bool>> victims;
   for (const store::Victim& v :
@@ -285,7 +287,6 @@ void SimStore::demote_ahead(double now) {
     sync(m);
     moving_.push_back(s);
     demoting_.emplace_back(at, chunks);
-    demoting_chunks_ += chunks;
     write_back_due_ = true;  // as evict(): the next DRAM entries in line may have no copy
   }
 }
@@ -294,7 +295,6 @@ void SimStore::land_demotions(double until) {
   for (auto it = demoting_.begin(); it != demoting_.end();) {
     if (it->first <= until) {
       free_[0] += it->second;
-      demoting_chunks_ -= it->second;
       it = demoting_.erase(it);
     } else {
       ++it;
@@ -624,7 +624,7 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
   const uint64_t keep = (t == TierKind::Dram && !use_reserve) ? reserve_chunks_ : 0;
   if (n + keep > cap_[ti]) return false;
   if (settle && free_[ti] < n + keep) this->settle(t);
-  if (t == TierKind::Hbm && demoting_chunks_ > 0 && free_[ti] < n + keep) {
+  if (t == TierKind::Hbm && !demoting_.empty() && free_[ti] < n + keep) {
     // lib/store waits for the demotions ahead of need before it chooses victims.
     double last = now;
     for (const auto& d : demoting_) last = std::max(last, d.first);

@@ -338,7 +338,6 @@ class SimStore {
   uint64_t prefetches_ = 0, prefetch_failures_ = 0, demoted_ahead_ = 0;
   /// Demotions ahead of need in flight: when each lands, and the HBM chunks it then frees.
   std::vector<std::pair<double, uint64_t>> demoting_;
-  uint64_t demoting_chunks_ = 0;
   std::function<double(int64_t)> recompute_s_;
   double read_s_[3] = {0, 0, 0}, write_s_[3] = {0, 0, 0};
 };

@@ -383,6 +383,9 @@ class AttentionStore {
     bool drop = false;
     uint64_t chunks = 0;
   };
+  /// The advisor's first victims in tier `t` for `bytes`, among its evictable entries, each
+  /// with whether it is to be dropped (caller holds mu_).
+  std::vector<std::pair<EntryPtr, bool>> first_victims_locked(TierKind t, uint64_t bytes);
   /// The HBM entries (over DRAM) the advisor would evict first until demote_ahead_bytes of
   /// HBM are free or being freed, marked moving and pinned; the caller hands them to
   /// demote_ahead() on the write pool.

@@ -315,18 +315,25 @@ bool Journal::compact(const std::map<SessionId, EntryMeta>& live) {
     last_error_ = e.what();
     return false;
   }
+  const int old = adopt_replaced_locked(0);
+  if (old < 0) return false;
+  ::close(old);
+  return true;
+}
+
+int Journal::adopt_replaced_locked(uint64_t appended) {
   ++epoch_;  // the file was replaced: a compact_from() under way is superseded
   const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {
     last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
     broken_ = true;  // the old fd points at the unlinked file
-    return false;
+    return -1;
   }
-  ::close(fd_);
+  const int old = fd_;
   fd_ = fd;
-  appended_ = 0;
+  appended_ = appended;
   broken_ = false;
-  return true;
+  return old;
 }
 
 Journal::Mark Journal::mark() const {
@@ -403,16 +410,11 @@ Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust, std::st
   ::close(fd);
   if (err != 0) return failed("cannot append to " + tmp, err);
   if (const int e = replace_with(tmp, path_)) return failed("cannot replace it with " + tmp, e);
-  ++epoch_;
-  fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *why = last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
-    broken_ = true;  // the old fd points at the unlinked file
+  const int old = adopt_replaced_locked(tail.size());
+  if (old < 0) {
+    *why = last_error_;
     return Compaction::Failed;
   }
-  const int old = fd_;
-  fd_ = fd;
-  appended_ = tail.size();
   g.unlock();
   ::close(old);  // frees the old journal's blocks: tens of ms for a large one, off the lock
   return Compaction::Done;

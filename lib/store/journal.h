@@ -130,6 +130,10 @@ class Journal {
   /// syncs it; 0, or an errno (the file removed).
   static int write_new(const std::string& tmp, const std::map<SessionId, EntryMeta>& entries,
                        const SyncFn& sync);
+  /// After the file at path_ was replaced: opens it for appending (`appended` bytes appended
+  /// since its rewrite) and returns the old descriptor, for the caller to close; -1 when it
+  /// cannot be opened, which leaves the journal broken (caller holds mu_).
+  int adopt_replaced_locked(uint64_t appended);
   /// Renames `tmp` over `path` and syncs the directory; 0, or an errno (`tmp` removed).
   static int replace_with(const std::string& tmp, const std::string& path);
 

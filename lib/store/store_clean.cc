@@ -16,23 +16,31 @@ bool AttentionStore::evictable(const StoreEntry& e) {
   return e.pins == (e.cleaning ? 1 : 0) && !e.moving;
 }
 
-std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
-  std::vector<EntryPtr> out;
-  Tier* dram = tier(TierKind::Dram);
-  if (cfg_.clean_ahead_bytes == 0 || dram == nullptr || tier(TierKind::Ssd) == nullptr) return out;
+std::vector<std::pair<AttentionStore::EntryPtr, bool>> AttentionStore::first_victims_locked(
+    TierKind t, uint64_t bytes) {
+  std::vector<std::pair<EntryPtr, bool>> out;
+  const Tier* T = tier(t);
   std::vector<EntryInfo> cands;
   for (const auto& [id, e] : index_) {
-    if (e->tier != TierKind::Dram || !evictable(*e)) continue;
-    cands.push_back(entry_info(id, *e, e->meta.n_chunks(), dram->slot_bytes()));
+    if (e->tier != t || !evictable(*e)) continue;
+    cands.push_back(entry_info(id, *e, e->meta.n_chunks(), T->slot_bytes()));
   }
   if (cands.empty()) return out;
-  for (const Victim& v : cfg_.advisor->choose_victims(TierKind::Dram, cfg_.clean_ahead_bytes, cands,
-                                                      lookahead_, now())) {
-    if (v.drop) continue;  // dropped, not demoted: nothing to write ahead
+  for (const Victim& v : cfg_.advisor->choose_victims(t, bytes, cands, lookahead_, now())) {
     auto it = index_.find(v.session);
     if (it == index_.end()) continue;
     const EntryPtr& e = it->second;
-    if (e->tier != TierKind::Dram || !evictable(*e)) continue;  // not a candidate: ignored
+    if (e->tier != t || !evictable(*e)) continue;  // not a candidate: ignored
+    out.emplace_back(e, v.drop);
+  }
+  return out;
+}
+
+std::vector<AttentionStore::EntryPtr> AttentionStore::plan_cleaning_locked() {
+  std::vector<EntryPtr> out;
+  if (cfg_.clean_ahead_bytes == 0 || !tier(TierKind::Dram) || !tier(TierKind::Ssd)) return out;
+  for (const auto& [e, drop] : first_victims_locked(TierKind::Dram, cfg_.clean_ahead_bytes)) {
+    if (drop) continue;  // dropped, not demoted: nothing to write ahead
     if (e->cleaning || e->clean_queued || e->copy_valid >= e->meta.n_token_chunks()) continue;
     e->clean_queued = true;
     out.push_back(e);
@@ -46,22 +54,12 @@ std::vector<AttentionStore::Demotion> AttentionStore::plan_demotions_locked() {
   if (cfg_.demote_ahead_bytes == 0 || hbm == nullptr || !tier(TierKind::Dram)) return out;
   const uint64_t have = (hbm->allocator().free() + demoting_chunks_) * hbm->slot_bytes();
   if (have >= cfg_.demote_ahead_bytes) return out;
-  std::vector<EntryInfo> cands;
-  for (const auto& [id, e] : index_) {
-    if (e->tier != TierKind::Hbm || !evictable(*e)) continue;
-    cands.push_back(entry_info(id, *e, e->meta.n_chunks(), hbm->slot_bytes()));
-  }
-  if (cands.empty()) return out;
-  for (const Victim& v : cfg_.advisor->choose_victims(TierKind::Hbm, cfg_.demote_ahead_bytes - have,
-                                                      cands, lookahead_, now())) {
-    auto it = index_.find(v.session);
-    if (it == index_.end()) continue;
-    const EntryPtr& e = it->second;
-    if (e->tier != TierKind::Hbm || !evictable(*e)) continue;  // not a candidate: ignored
+  for (const auto& [e, drop] :
+       first_victims_locked(TierKind::Hbm, cfg_.demote_ahead_bytes - have)) {
     e->moving = true;
     ++e->pins;
     demoting_chunks_ += e->meta.n_chunks();
-    out.push_back({e, v.drop, e->meta.n_chunks()});
+    out.push_back({e, drop, e->meta.n_chunks()});
   }
   return out;
 }

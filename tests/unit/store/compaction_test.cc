@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -112,6 +113,14 @@ std::vector<SessionId> saved_then(SessionId erased, SessionId added) {
   return out;
 }
 
+// The store holds exactly `want`, each session's entry whole, its contents seeded `seed(s)`.
+void expect_holds(
+    AttentionStore& st, const std::vector<SessionId>& want,
+    const std::function<uint64_t(SessionId)>& seed = [](SessionId s) { return s; }) {
+  EXPECT_EQ(st.sessions(), want);
+  for (SessionId s : want) EXPECT_EQ(load_check(st, s, seed(s), kShape, pos()), 70) << s;
+}
+
 bool compact_file_left(const std::string& dir) {
   return std::filesystem::exists(journal_path(dir) + ".compact");
 }
@@ -150,12 +159,7 @@ TEST(Compaction, SavesLoadsAndErasesGoOnWhileTheJournalIsCompacted) {
     EXPECT_GT(r.entries.at(1).last_access, r.entries.at(3).last_access);
   }
   AttentionStore st(cfg(dir, nullptr));
-  const std::vector<SessionId> want = saved_then(2, 100);
-  EXPECT_EQ(st.sessions(), want);
-  for (SessionId s : want) {
-    const uint64_t seed = s == 5 ? 55 : s;
-    EXPECT_EQ(load_check(st, s, seed, kShape, pos()), 70) << s;
-  }
+  expect_holds(st, saved_then(2, 100), [](SessionId s) { return s == 5 ? uint64_t{55} : s; });
   EXPECT_EQ(st.stats().get(Counter::DiscardedRecords), 0u);
   EXPECT_EQ(st.stats().get(Counter::DiscardedEntries), 0u);
   std::filesystem::remove_all(dir);
@@ -184,8 +188,7 @@ TEST(Compaction, DamagedRecordsAreCompactedFromTheIndex) {
   AttentionStore st(cfg(dir, nullptr));
   std::vector<SessionId> want;
   for (SessionId s = 1; s <= 25; ++s) want.push_back(s);
-  EXPECT_EQ(st.sessions(), want);
-  for (SessionId s : want) EXPECT_EQ(load_check(st, s, s, kShape, pos()), 70) << s;
+  expect_holds(st, want);
   EXPECT_EQ(st.stats().get(Counter::CorruptJournalBytes), 0u);
   std::filesystem::remove_all(dir);
 }
@@ -213,9 +216,7 @@ TEST(Compaction, ARewriteFromTheIndexSupersedesTheOnlineCompaction) {
     EXPECT_FALSE(compact_file_left(dir));
   }
   AttentionStore st(cfg(dir, nullptr));
-  const std::vector<SessionId> want = saved_then(4, 30);
-  EXPECT_EQ(st.sessions(), want);
-  for (SessionId s : want) EXPECT_EQ(load_check(st, s, s, kShape, pos()), 70) << s;
+  expect_holds(st, saved_then(4, 30));
   std::filesystem::remove_all(dir);
 }
 
