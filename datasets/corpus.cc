@@ -183,14 +183,7 @@ Corpus load_corpus(CorpusKind kind, const std::string& path, int64_t max_rows) {
   c.sha256 = sha256_hex(bytes);
   c.gzipped = is_gzip(bytes);
   std::string text = c.gzipped ? gunzip(bytes, path) : std::move(bytes);
-  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
-    throw make_error(path,
-                     std::string("not UTF-8 text: byte ") + byte + " at offset " +
-                         std::to_string(bad) + (c.gzipped ? " of the inflated text" : ""),
-                     "pass a text corpus (a model file or other binary data cannot be scored)");
-  }
+  require_utf8_text(text, path, c.gzipped);
   switch (kind) {
     case CorpusKind::kPtb: c.text = ptb_join_lines(text, &c.documents); break;
     case CorpusKind::kC4: {
@@ -297,6 +290,17 @@ bool py_isspace(uint32_t c) {
   if (c < 0x80) return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20);
   return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+void require_utf8_text(std::string_view text, const std::string& path, bool inflated) {
+  const size_t bad = first_invalid_utf8(text);
+  if (bad == std::string_view::npos) return;
+  char byte[8];
+  std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+  throw make_error(path,
+                   std::string("not UTF-8 text: byte ") + byte + " at offset " +
+                       std::to_string(bad) + (inflated ? " of the inflated text" : ""),
+                   "pass a text corpus (a model file or other binary data cannot be scored)");
 }
 
 size_t first_invalid_utf8(std::string_view text) {

@@ -122,6 +122,10 @@ uint32_t next_code_point(std::string_view text, size_t& i);
 /// which no text corpus holds), or npos when it is all valid text.
 size_t first_invalid_utf8(std::string_view text);
 
+/// Throws cb::Error naming `path` and the first byte that is not UTF-8 text (`inflated`: the
+/// text is the file's gzip stream inflated), as every loader of text corpora does.
+void require_utf8_text(std::string_view text, const std::string& path, bool inflated = false);
+
 /// `s` without leading and trailing whitespace as Python's str.strip() sees it (py_isspace).
 std::string_view py_strip(std::string_view s);
 

@@ -206,9 +206,13 @@ std::vector<MmluSubject> load_mmlu_dir(const std::string& root) {
   for (const auto& [name, p] : tests) {
     MmluSubject s;
     s.name = name;
-    s.test = load_mmlu_csv(p.string()).questions;
+    s.test_path = p.string();
+    s.test = load_mmlu_csv(s.test_path).questions;
     auto d = devs.find(name);
-    if (d != devs.end()) s.dev = load_mmlu_csv(d->second.string()).questions;
+    if (d != devs.end()) {
+      s.dev_path = d->second.string();
+      s.dev = load_mmlu_csv(s.dev_path).questions;
+    }
     subjects.push_back(std::move(s));
   }
   return subjects;

@@ -32,6 +32,7 @@ struct MmluFile {
 /// One subject of a directory: its dev (few-shot) and test questions.
 struct MmluSubject {
   std::string name;
+  std::string test_path, dev_path;  ///< the files read (dev_path empty: no dev/ folder)
   std::vector<MmluQuestion> dev;
   std::vector<MmluQuestion> test;
 };

@@ -3,22 +3,11 @@
 #include <algorithm>
 #include <chrono>
 
+#include "datasets/corpus.h"
 #include "lib/core/error.h"
 
 namespace cb::eval {
 namespace {
-
-bool is_space(char c) {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
-}
-
-/// Python's str.strip() for ASCII whitespace.
-std::string strip(const std::string& s) {
-  size_t b = 0, e = s.size();
-  while (b < e && is_space(s[b])) ++b;
-  while (e > b && is_space(s[e - 1])) --e;
-  return s.substr(b, e - b);
-}
 
 constexpr const char* kLetters[4] = {"A", "B", "C", "D"};
 
@@ -31,7 +20,8 @@ std::string mmlu_description(const std::string& subject) {
 }
 
 std::string mmlu_format_question(const datasets::MmluQuestion& q) {
-  std::string s = strip(q.question);
+  // lm-eval's doc["question"].strip(): Python's, Unicode whitespace (U+0085 ...) included.
+  std::string s(datasets::py_strip(q.question));
   for (int i = 0; i < 4; ++i) {
     s += "\n";
     s += kLetters[i];

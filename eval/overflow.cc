@@ -18,16 +18,16 @@ const char* overflow_method_name(OverflowMethod m) {
   return "?";
 }
 
+int64_t overflow_dropped_tokens(const OverflowOptions& opt) {
+  return static_cast<int64_t>(std::floor(opt.truncate_ratio * static_cast<double>(opt.n_ctx)));
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-int64_t dropped_tokens(const OverflowOptions& opt) {
-  return static_cast<int64_t>(std::floor(opt.truncate_ratio * static_cast<double>(opt.n_ctx)));
 }
 
 kv::KvConfig group_kv_config(const model::ForwardModel& m, const OverflowOptions& opt,
@@ -52,7 +52,7 @@ OverflowGroup::OverflowGroup(const model::ForwardModel& m,
                              const std::vector<OverflowMethod>& methods, const OverflowOptions& opt)
     : m_(&m),
       opt_(opt),
-      drop_(dropped_tokens(opt)),
+      drop_(overflow_dropped_tokens(opt)),
       cache_(group_kv_config(m, opt, methods.size())) {
   if (!(opt.truncate_ratio > 0.0 && opt.truncate_ratio < 1.0) || drop_ < 1) {
     throw make_error("--truncate-ratio",
@@ -245,7 +245,7 @@ std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
     tokens.resize(static_cast<size_t>(opt.max_tokens));
   }
   const int64_t T = static_cast<int64_t>(tokens.size()), N = opt.n_ctx, V = m.config().vocab_size;
-  const int64_t drop = dropped_tokens(opt);
+  const int64_t drop = overflow_dropped_tokens(opt);
   if (T <= N + 1) {
     throw make_error("overflow study",
                      "the text has " + std::to_string(T) +

@@ -42,6 +42,9 @@ struct OverflowOptions {
   bool keep_nll = false;  ///< fill OverflowResult::token_nll
 };
 
+/// Tokens each overflow drops from a full window: floor(truncate_ratio * n_ctx).
+int64_t overflow_dropped_tokens(const OverflowOptions& opt);
+
 struct OverflowResult {
   OverflowMethod method = OverflowMethod::TT;
   int64_t scored_tokens = 0;

@@ -1,10 +1,8 @@
 // cachebench mmlu --model MODEL --data DIR [--shots 5] [--subjects a,b] [--limit N]
 //                 [--method none|tt|ca|nkvt|all --history-file F --ctx N [--truncate-ratio R]]
 //                 [--out FILE.json]
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -15,6 +13,7 @@
 #include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "datasets/corpus.h"
 #include "datasets/mmlu.h"
 #include "datasets/sha256.h"
 #include "datasets/text_io.h"
@@ -40,11 +39,6 @@ struct MmluArgs {
   std::string out;
 };
 
-bool file_exists(const std::string& p) {
-  std::ifstream f(p);
-  return static_cast<bool>(f);
-}
-
 int run_mmlu_cmd(const MmluArgs& a) {
   LoadedModel lm = load_model(a.m, true);
   const std::vector<datasets::MmluSubject> all = datasets::load_mmlu_dir(a.data);
@@ -66,8 +60,9 @@ int run_mmlu_cmd(const MmluArgs& a) {
       throw make_error("--method " + a.method, "the overflow study needs --history-file and --ctx",
                        "pass --history-file F --ctx N");
     }
-    const std::vector<int32_t> history =
-        lm.tok->encode(datasets::read_file_bytes(a.history_file), true);
+    const std::string history_text = datasets::read_file_bytes(a.history_file);
+    datasets::require_utf8_text(history_text, a.history_file);
+    const std::vector<int32_t> history = lm.tok->encode(history_text, true);
     history_tokens = static_cast<int64_t>(history.size());
     if (history_tokens <= a.ctx) {
       throw make_error(a.history_file,
@@ -141,9 +136,8 @@ int run_mmlu_cmd(const MmluArgs& a) {
   if (!a.out.empty()) {
     nlohmann::json files = nlohmann::json::object();
     for (const auto& s : subjects) {
-      for (const std::string& p :
-           {a.data + "/test/" + s.name + "_test.csv", a.data + "/dev/" + s.name + "_dev.csv"}) {
-        if (file_exists(p)) files[p] = datasets::sha256_file_hex(p);
+      for (const std::string& p : {s.test_path, s.dev_path}) {
+        if (!p.empty()) files[p] = datasets::sha256_file_hex(p);
       }
     }
     nlohmann::json j = {{"task", "mmlu"},        {"convention", "lm-eval"},

@@ -123,9 +123,21 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   }
   const double total_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("overflow study: window %d tokens, drop %.0f%% of it on overflow, %d sink tokens\n",
-              a.ctx, 100.0 * a.truncate_ratio, a.sink);
-  std::printf("model %s, file %s\n\n", a.m.model.c_str(), a.file.c_str());
+  // The stream the methods ran over: the first --max-tokens of the file's tokens.
+  const size_t used = opt.max_tokens > 0 && tokens.size() > static_cast<size_t>(opt.max_tokens)
+                          ? static_cast<size_t>(opt.max_tokens)
+                          : tokens.size();
+  const int64_t dropped = eval::overflow_dropped_tokens(opt);
+  std::printf(
+      "overflow study: window %d tokens, %lld of them dropped on overflow (--truncate-ratio %g), "
+      "%d sink tokens\n",
+      a.ctx, static_cast<long long>(dropped), a.truncate_ratio, a.sink);
+  std::printf("model %s, file %s, ", a.m.model.c_str(), a.file.c_str());
+  if (used < tokens.size()) {
+    std::printf("first %zu of its %zu tokens (--max-tokens)\n\n", used, tokens.size());
+  } else {
+    std::printf("%zu tokens\n\n", tokens.size());
+  }
   std::printf(
       "| method | PPL | scored tokens | overflows | tokens recomputed | tokens processed | time "
       "(s) |\n");
@@ -158,8 +170,11 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                         {"file_sha256", sha256},
                         {"n_ctx", a.ctx},
                         {"truncate_ratio", a.truncate_ratio},
+                        {"dropped_tokens", dropped},
                         {"sink", a.sink},
                         {"tokens", tokens.size()},
+                        {"tokens_used", used},
+                        {"max_tokens", a.max_tokens},
                         {"batch", a.batch},
                         {"lockstep", opt.batched},
                         {"forward_calls", calls},
@@ -184,15 +199,22 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
 }
 
 /// lm-eval's wikitext task: one document per article, its detokenized text tokenized without
-/// BOS. --max-tokens keeps the first whole articles whose tokens fit in it.
+/// BOS. --max-tokens keeps the first whole articles whose tokens fit in it; `all_tokens` counts
+/// every article's.
 std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, const LoadedModel& lm,
                                                      const datasets::Corpus& corpus,
-                                                     size_t* articles) {
+                                                     size_t* articles, size_t* all_tokens) {
   const std::vector<std::string> pages = datasets::wikitext_articles(corpus.text);
   *articles = pages.size();
+  *all_tokens = 0;
   std::vector<eval::LmEvalDocument> docs;
   int64_t kept = 0;
+  bool full = false;  // --max-tokens reached: the rest are only counted
   for (const std::string& page : pages) {
+    if (full) {
+      *all_tokens += lm.tok->encode(datasets::wikitext_detokenize(page), false).size();
+      continue;
+    }
     eval::LmEvalDocument d;
     d.tokens = lm.tok->encode(datasets::wikitext_detokenize(page), false);
     // lm-eval's process_results counts words and bytes of doc["page"], the article *before*
@@ -202,6 +224,7 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
     d.words = eval::lmeval_count_words(page);
     d.bytes = static_cast<int64_t>(page.size());
     const auto n = static_cast<int64_t>(d.tokens.size());
+    *all_tokens += d.tokens.size();
     if (a.max_tokens > 0 && kept + n > a.max_tokens) {
       if (docs.empty()) {
         throw make_error("--max-tokens",
@@ -209,7 +232,8 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
                              std::to_string(n) + " tokens",
                          "pass --max-tokens " + std::to_string(n) + " or more, or 0 for all");
       }
-      break;
+      full = true;
+      continue;
     }
     kept += n;
     docs.push_back(std::move(d));
@@ -243,11 +267,10 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
   size_t all_tokens = tokens.size();
   bool truncated = false;
   if (documents) {
-    docs = wikitext_documents(a, lm, corpus, &articles);
+    docs = wikitext_documents(a, lm, corpus, &articles, &all_tokens);
     truncated = docs.size() < articles;
     tokens.clear();
     for (const auto& d : docs) tokens.insert(tokens.end(), d.tokens.begin(), d.tokens.end());
-    all_tokens = tokens.size();
   } else {
     truncated = a.max_tokens > 0 && tokens.size() > static_cast<size_t>(a.max_tokens);
     if (truncated) tokens.resize(static_cast<size_t>(a.max_tokens));
@@ -357,7 +380,9 @@ void register_perplexity(CLI::App& app) {
       ->required();
   sub->add_option("--dataset", a->dataset,
                   "how to read --file: wikitext2-raw | wikitext2 (tokens version) | ptb (lines "
-                  "joined) | c4 (JSON lines, plain or gzipped) | text. With --convention lm-eval, "
+                  "joined with spaces, as GPTQ's ptb-new; text reads the file as is, as "
+                  "llama-perplexity -f does) | c4 (JSON lines, plain or gzipped) | text. With "
+                  "--convention lm-eval, "
                   "wikitext2 and wikitext2-raw are scored per article with lm-eval's "
                   "wikitext_detokenizer, as its wikitext task")
       ->check(CLI::IsMember({"wikitext2", "wikitext2-raw", "ptb", "c4", "text"}))
@@ -468,7 +493,9 @@ void register_perplexity(CLI::App& app) {
           if (c == n) std::fputc('\n', stderr);
         });
     print_ppl_table(*a, r, corpus.sha256, tokens.size(),
-                    "llama.cpp: n_ctx chunks, BOS first, second half of each chunk scored" +
+                    std::string("llama.cpp: n_ctx chunks, ") +
+                        (opt.bos_id >= 0 ? "BOS first" : "no BOS (the tokenizer adds none)") +
+                        ", second half of each chunk scored" +
                         batch_note(r.batch, r.forward_calls));
     if (!a->out.empty()) {
       nlohmann::json j = {{"convention", "llama.cpp"},
@@ -478,6 +505,7 @@ void register_perplexity(CLI::App& app) {
                           {"file_sha256", corpus.sha256},
                           {"tokens", tokens.size()},
                           {"n_ctx", r.n_ctx},
+                          {"bos_token", opt.bos_id},
                           {"chunks", r.chunks},
                           {"scored_tokens", r.scored_tokens},
                           {"mean_nll", r.mean_nll},

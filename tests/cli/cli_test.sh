@@ -301,6 +301,31 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
       "$CB" mmlu -m "$STORIES" --data "$TMP/mm" --subjects anatomy --limit 1 --backend cpu \
       --out "$TMP/mm/r.json"
     if [ -e "$TMP/mm/r.json" ]; then bad "mmlu --out in its data dir wrote $TMP/mm/r.json"; else ok; fi
+    # The JSON's provenance names the files read, whatever their names.
+    mkdir -p "$TMP/mmn/test" "$TMP/mmn/dev"
+    cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mmn/test/anatomy.csv"
+    cp "$DATA/data/mmlu/dev/anatomy_dev.csv" "$TMP/mmn/dev/anatomy.csv"
+    "$CB" mmlu -m "$STORIES" --data "$TMP/mmn" --limit 1 --shots 1 --backend cpu \
+      --out "$TMP/mmn.json" >/dev/null 2>&1
+    if python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['files_sha256']; \
+sys.exit(0 if sorted(f)==[sys.argv[2]+'/dev/anatomy.csv', sys.argv[2]+'/test/anatomy.csv'] else 1)" \
+      "$TMP/mmn.json" "$TMP/mmn" 2>/dev/null; then ok
+    else bad "mmlu --out: files_sha256 does not name the files read"; fi
+    # A history that is not text is refused, as perplexity refuses such a file.
+    head -c 3000 "$STORIES" >"$TMP/binhist.bin"
+    expect_error mmlu_binary_history "$TMP/binhist.bin" "not UTF-8 text" "$CB" mmlu -m "$STORIES" \
+      --data "$TMP/mmn" --method ca --history-file "$TMP/binhist.bin" --ctx 64 --limit 1
+  fi
+  # lm-eval's wikitext task keeps whole articles under --max-tokens; the JSON's `tokens` still
+  # counts every article's (as on every other path), `tokens_used` the kept ones'.
+  WT="$DATA/data/wikitext-2-raw/wiki.test.raw"
+  if [ -f "$WT" ]; then
+    "$CB" perplexity -m "$STORIES" --convention lm-eval --dataset wikitext2-raw --file "$WT" \
+      --ctx 256 --max-tokens 12000 --backend cpu --out "$TMP/wk.json" >/dev/null 2>&1
+    if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); \
+sys.exit(0 if 0 < j['tokens_used'] <= 12000 < j['tokens'] and j['documents'] < j['articles_in_file'] else 1)" \
+      "$TMP/wk.json" 2>/dev/null; then ok
+    else bad "perplexity lm-eval wikitext: tokens is not the whole file's count"; fi
   fi
   # The overflow study (TT, CA, NKVT in lockstep) on either backend: fp32 on the GPU gives the
   # CPU's perplexities (NKVT reads and rewrites the rotated KV on the device).
@@ -309,6 +334,16 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
     expect_out overflow_cpu "| NKVT |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --method all --ctx 64 --max-tokens 300 --backend cpu --out "$TMP/ov_cpu.json"
     expect_git overflow_cpu_git "$TMP/ov_cpu.json"
+    # The JSON and the table say how much of the file the methods ran over.
+    if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); \
+sys.exit(0 if j['tokens_used']==300==j['max_tokens'] and j['tokens']>300 and j['dropped_tokens']==32 else 1)" \
+      "$TMP/ov_cpu.json"; then ok
+    else bad "overflow study: JSON lacks the streamed token count"; fi
+    expect_out overflow_dropped "first 300 of its" "$CB" perplexity -m "$STORIES" --dataset text \
+      --file "$TS" --method ca --ctx 64 --truncate-ratio 0.33 --max-tokens 300 --backend cpu
+    expect_out overflow_dropped_count "21 of them dropped" "$CB" perplexity -m "$STORIES" \
+      --dataset text --file "$TS" --method ca --ctx 64 --truncate-ratio 0.33 --max-tokens 300 \
+      --backend cpu
     expect_error overflow_chunks "--chunks" "does not apply to the overflow study" "$CB" \
       perplexity -m "$STORIES" --dataset text --file "$TS" --method all --ctx 64 --chunks 2
     expect_out ppl_out "| llama.cpp | 64 | 2 |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \

@@ -98,6 +98,13 @@ TEST(MmluTest, PromptMatchesLmEvalTemplate) {
   EXPECT_THROW(cb::eval::mmlu_fewshot_prefix("abstract_algebra", dev, 3), cb::Error);
 }
 
+TEST(MmluTest, QuestionIsStrippedOfUnicodeWhitespaceAsPythonDoes) {
+  // lm-eval's doc["question"].strip() is Python's: it removes U+0085 (NEL; MMLU's
+  // sociology_test.csv has one), U+00A0 and U+3000 as well as ASCII whitespace.
+  const MmluQuestion q = question("\u3000\u00a0Which is prime?\u0085 \n", {"4", "6", "7", "8"}, 2);
+  EXPECT_EQ(cb::eval::mmlu_format_question(q), "Which is prime?\nA. 4\nB. 6\nC. 7\nD. 8\nAnswer:");
+}
+
 TEST(LoglikTest, EncodePairMovesTrailingSpaces) {
   ByteTokenizer tok;
   const auto p = cb::eval::encode_pair(tok, "Answer: ", "A", true);
