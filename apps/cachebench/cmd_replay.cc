@@ -485,8 +485,10 @@ void add(CLI::App& app, const char* name, const char* help) {
           ->capture_default_str();
   sub->add_flag("--no-preload", a->no_preload, "load the whole entry before computing")
       ->excludes(read_buffer);
-  sub->add_option("--preload-jobs", e.preload_jobs,
-                  "waiting requests prepared and preloading ahead of admission")
+  sub->add_option(
+         "--preload-jobs", e.preload_jobs,
+         "waiting requests prepared and preloading ahead of admission (and at least as many as "
+         "the batch has room for: a step admits up to --max-batch)")
       ->capture_default_str()
       ->check(above(0));
   sub->add_flag("--sync-save", a->sync_save, "wait for each save before the next step");

@@ -168,6 +168,9 @@ class Engine {
                 const TokenFn& on_token = {});
   /// Stops a turn early when it produces `token` (chat); -1 (default): decode the full length.
   void set_stop_token(int32_t token) { stop_token_ = token; }
+  /// Picks output tokens among the first `n` ids only (chat: the tokenizer's vocabulary, when
+  /// the model's embedding is padded past it); 0 (default): all of the model's.
+  void set_vocab_limit(int n) { vocab_limit_ = n; }
   /// Picks output tokens with `c` (chat's --temperature, --top-k, ...; the repetition penalty
   /// sees the turn's whole context) instead of the argmax, the default.
   void set_sampling(const model::SamplerConfig& c) {
@@ -259,6 +262,7 @@ class Engine {
   int64_t buffer_allocations_ = 0;  ///< write buffers allocated since run() began
   int32_t stop_token_ = -1;
   std::unique_ptr<model::Sampler> sampler_;  ///< null: the argmax
+  int vocab_limit_ = 0;                      ///< set_vocab_limit
   // measured rates for the automatic read buffer
   double load_s_per_token_layer_ = 0, prefill_s_per_token_layer_ = 0;
   /// Seconds per token fed by steps with prefill (0: none yet), read by the store's recompute

@@ -137,6 +137,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
 }
 
 int32_t Engine::next_token(const Job& j, const float* row, int vocab) {
+  if (vocab_limit_ > 0) vocab = std::min(vocab, vocab_limit_);
   if (!sampler_) return static_cast<int32_t>(std::max_element(row, row + vocab) - row);
   if (!sampler_->config().penalizes()) return sampler_->sample(row, vocab);
   // The sequence's last repeat_last_n tokens (-1: all): the tails of context, new, outputs.
@@ -258,9 +259,12 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back();
     // Prepare the requests that may start soon: overflow handling, lookup, and preloading
     // into their read buffers while the running batch computes.
+    // As many as the batch has room for when that is more: every request admitted below was
+    // prepared before the look-ahead went to the store.
+    const int window = std::max({cfg_.preload_jobs, 1, sched.free_slots()});
     int ahead = 0;
     for (const sched::Request& r : sched.waiting()) {
-      if (ahead++ >= std::max(cfg_.preload_jobs, 1)) break;
+      if (ahead++ >= window) break;
       if (jobs_.count(r.id)) continue;
       // A session whose last turn is still being saved is prepared like any other: the
       // store serves a save in flight (its load waits, layer by layer, for the writes), so

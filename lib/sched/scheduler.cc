@@ -17,6 +17,15 @@ Scheduler::Scheduler(SchedConfig cfg, std::vector<int> turns)
     throw make_error("--max-batch-tokens",
                      "must be at least 1, got " + std::to_string(cfg_.max_batch_tokens));
   }
+  if (cfg_.max_batch_tokens < cfg_.max_batch) {
+    // Every running sequence that decodes takes one token of a step: with fewer, the last
+    // ones admitted would wait for the first to finish, and prefills behind all of them.
+    throw make_error("--max-batch-tokens",
+                     std::to_string(cfg_.max_batch_tokens) + " is less than --max-batch " +
+                         std::to_string(cfg_.max_batch) +
+                         ": every running sequence decodes one token a step",
+                     "raise --max-batch-tokens to at least --max-batch, or lower --max-batch");
+  }
   const auto at = poisson_arrivals(turns_.size(), cfg_.rate, cfg_.seed);
   session_arrival_ = at;
   turn_offset_.resize(turns_.size());

@@ -80,6 +80,8 @@ class Scheduler {
   const Request* find_running(RequestId id) const;
   /// Whether another request may be admitted (max_batch not reached).
   bool can_admit() const { return static_cast<int>(running_.size()) < cfg_.max_batch; }
+  /// How many more requests max_batch admits now.
+  int free_slots() const { return cfg_.max_batch - static_cast<int>(running_.size()); }
   /// Admits the head of the waiting queue with its workload (the engine decided it could
   /// reserve its KV blocks). prefill_tokens >= 1, output_tokens >= 1.
   Request admit_head(int64_t prefill_tokens, int64_t output_tokens);

@@ -348,9 +348,12 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
     cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
     // As lib/engine: write-backs for the entries saved or demoted since the last plan.
     if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back(now_);
+    // As many as the batch has room for when that is more: every request admitted below was
+    // prepared before the look-ahead went to the store.
+    const int window = std::max({cfg_.preload_jobs, 1, sched.free_slots()});
     int ahead = 0;
     for (const sched::Request& r : sched.waiting()) {
-      if (ahead++ >= std::max(cfg_.preload_jobs, 1)) break;
+      if (ahead++ >= window) break;
       if (jobs_.count(r.id)) continue;
       sched::Request sr = r;
       sr.session = sessions[r.session].id;

@@ -703,6 +703,28 @@ TEST(Engine, SameTraceSameSeedSameHitMissSequence) {
       << "the store is small enough to evict";
 }
 
+// The batch fills in one step whatever the preload window: the requests it has room for are
+// prepared, then admitted together (with one prepared at a time, eight requests took eight
+// steps to admit, and RE's schedule depended on a store option). Eight single-turn requests of
+// four output tokens: one step prefills all and emits their first tokens, three decode.
+TEST(Engine, TheBatchFillsInOneStepWhateverThePreloadWindow) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const auto in = sessions(8, 1, 20, 4);
+  for (Mode mode : {Mode::CA, Mode::RE}) {
+    auto st = dram_store();
+    EngineConfig ec = config(mode);
+    ec.sched.max_batch = 8;
+    ec.preload_jobs = 1;
+    const RunResult r = serve(*m, mode == Mode::CA ? st.get() : nullptr, ec, in);
+    EXPECT_EQ(r.steps, 4) << mode_name(mode);
+    ASSERT_EQ(r.records.size(), 8u);
+    for (const auto& rec : r.records) {
+      EXPECT_EQ(rec.first_token_s, r.records.front().first_token_s) << "session " << rec.session;
+    }
+  }
+}
+
 // The requests the engine prepares load their entries themselves, from whichever tier holds
 // them; the store prefetches only the look-ahead's other sessions. With one request prepared
 // and DRAM for one entry, the prefetch window is the queue's head alone: every fetch would

@@ -282,6 +282,14 @@ TEST(Scheduler, StopTokensAndRestartedPrefills) {
 TEST(Scheduler, RejectsBadBounds) {
   EXPECT_THROW(Scheduler(cfg(0, 10), {1}), Error);
   EXPECT_THROW(Scheduler(cfg(1, 0), {1}), Error);
+  // Fewer tokens a step than sequences: the last admitted could not even decode.
+  try {
+    Scheduler(cfg(8, 4), {1});
+    ADD_FAILURE() << "max_batch_tokens 4 < max_batch 8 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--max-batch-tokens"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(Scheduler(cfg(8, 8), {1}));
 }
 
 }  // namespace

@@ -118,6 +118,29 @@ TEST(SimReplay, PrefetchLeavesTheRequestsBeingPreparedToTheirOwnLoads) {
   EXPECT_GT(sched["hit_rate"]["dram"].get<double>(), lru["hit_rate"]["dram"].get<double>());
 }
 
+// As lib/engine: the batch fills in one step whatever the preload window (one request
+// prepared ahead, sixteen admitted at t = 0 together), in CA and RE alike.
+TEST(SimReplay, TheBatchFillsInOneStepWhateverThePreloadWindow) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  const auto sessions = conversations(16, 1, {{500, 20}});
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 100'000'000'000;
+  o.engine.ctx = 2048;
+  o.engine.sched.rate = 0;
+  o.engine.sched.max_batch = 16;
+  o.engine.sched.max_batch_tokens = 16 * 500;  // every prefill in one step
+  o.engine.preload_jobs = 1;
+  for (engine::Mode mode : {engine::Mode::CA, engine::Mode::RE}) {
+    const eval::ReplayRun r = eval::run_sim_replay(mc, sessions, mode, o, two_a100s());
+    ASSERT_EQ(r.result.records.size(), 16u);
+    for (const auto& t : r.result.records) {
+      EXPECT_EQ(t.start_s, 0.0) << "session " << t.session;
+      EXPECT_EQ(t.first_token_s, r.result.records.front().first_token_s);
+    }
+    EXPECT_EQ(r.result.steps, 20);
+  }
+}
+
 TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   const model::ModelConfig mc = model::preset_config("llama-13b");
   HardwareProfile p = two_a100s().profile;
