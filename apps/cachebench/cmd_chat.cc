@@ -90,6 +90,7 @@ int run_chat(const ChatArgs& a) {
   ec.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
   engine::Engine eng(lm.runner(), st.get(), ec);
   eng.set_stop_token(tok.eos_id());
+  eng.set_vocab_limit(static_cast<int>(tok.vocab_size()));
   eng.set_sampling(a.sampling);
   std::fprintf(stderr, "cachebench chat: %s, mode %s. Type a message; /stats, /reset, /quit.\n",
                lm.config().name.c_str(), engine::mode_name(mode));
@@ -129,13 +130,9 @@ int run_chat(const ChatArgs& a) {
     const engine::RunResult r = eng.run({in}, {}, [&](uint64_t, int32_t id) {
       if (id == tok.eos_id()) return;
       answer.push_back(id);
-      const std::string text = tok.decode(answer);
-      if (text.size() > shown.size() && text.compare(0, shown.size(), shown) == 0) {
-        std::fwrite(text.data() + shown.size(), 1, text.size() - shown.size(), stdout);
-        std::fflush(stdout);
-        shown = text;
-      }
+      stream_text(tok.decode(answer), &shown);
     });
+    stream_text(tok.decode(answer), &shown, /*last=*/true);
     const metrics::TurnRecord& rec = r.records.at(0);
     if (r.clipped_turns > 0) {  // the message and -n did not fit the window together
       const auto sent = static_cast<long long>(in.turns[0].ids.size());

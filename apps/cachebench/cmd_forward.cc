@@ -107,8 +107,12 @@ void register_forward(CLI::App& app) {
     std::printf("next token  (top 5 after the last position)\n");
     for (int r = 0; r < std::min<int64_t>(5, V); ++r) {
       const int32_t id = order[static_cast<size_t>(r)];
+      // An embedding padded past the tokenizer's vocabulary has ids with no piece.
+      const bool has_piece = lm.tok && static_cast<size_t>(id) < lm.tok->vocab_size();
       std::printf("  %6d  %10.4f  %s\n", id, static_cast<double>(last[id]),
-                  lm.tok ? lm.tok->piece(id).c_str() : "");
+                  has_piece ? lm.tok->piece(id).c_str()
+                  : lm.tok  ? "(past the tokenizer's vocabulary)"
+                            : "");
     }
     if (!a->dump.empty())
       std::printf("logits      %s (%lld x %lld)\n", a->dump.c_str(), static_cast<long long>(n),

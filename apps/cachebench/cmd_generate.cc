@@ -61,23 +61,20 @@ void register_generate(CLI::App& app) {
     std::vector<float> logits = lm.runner().forward({{0, prompt, false}}, cache);
     const auto t1 = std::chrono::steady_clock::now();
     std::vector<int32_t> all = prompt;
-    const std::string prompt_text = lm.tok->decode(prompt);
-    std::fwrite(prompt_text.data(), 1, prompt_text.size(), stdout);  // NUL bytes included
-    size_t printed = prompt_text.size();
+    std::string shown;
+    stream_text(lm.tok->decode(prompt), &shown);
+    // Ids past the tokenizer's vocabulary (an embedding padded beyond it) have no text.
+    const int vocab = std::min(cfg.vocab_size, static_cast<int>(lm.tok->vocab_size()));
     int generated = 0;
     for (int i = 0; i < a->n; ++i) {
-      const int32_t next = sampler.sample(logits.data(), cfg.vocab_size, all.data(), all.size());
+      const int32_t next = sampler.sample(logits.data(), vocab, all.data(), all.size());
       ++generated;
       if (next == lm.tok->eos_id() && !a->ignore_eos) break;
       all.push_back(next);
-      const std::string text = lm.tok->decode(all);
-      if (text.size() > printed) {
-        std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
-        std::fflush(stdout);
-        printed = text.size();
-      }
+      stream_text(lm.tok->decode(all), &shown);
       if (i + 1 < a->n) logits = lm.runner().forward({{0, {next}, false}}, cache);
     }
+    stream_text(lm.tok->decode(all), &shown, /*last=*/true);
     const auto t2 = std::chrono::steady_clock::now();
     std::fputs("\n", stdout);
     std::fflush(stdout);

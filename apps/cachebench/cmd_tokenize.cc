@@ -63,8 +63,8 @@ void register_tokenize(CLI::App& app) {
     for (const std::string& w : sub->remaining()) {
       if (w.size() > 2 && w.compare(0, 2, "--") == 0) {
         throw make_error("tokenize", "unknown option " + w,
-                         "see cachebench tokenize --help; put text that starts with -- after "
-                         "a lone --");
+                         "see cachebench tokenize --help; to tokenize text holding a word "
+                         "that starts with --, pass '-' and give the text on standard input");
       }
       words.push_back(w);
     }

@@ -9,6 +9,7 @@
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
 #include "lib/metrics/gate.h"
+#include "lib/tokenizer/unicode.h"
 
 namespace cb::app {
 
@@ -62,6 +63,14 @@ nlohmann::json load_json_document(const std::string& path) {
     throw make_error(path, "nests JSON deeper than 64 levels", "pass a result written with --out");
   }
   return metrics::parse_document(text.str(), path);
+}
+
+void stream_text(const std::string& text, std::string* shown, bool last) {
+  const size_t end = last ? text.size() : tokenizer::settled_length(text);
+  if (end <= shown->size() || text.compare(0, shown->size(), *shown) != 0) return;
+  std::fwrite(text.data() + shown->size(), 1, end - shown->size(), stdout);  // NUL bytes too
+  std::fflush(stdout);
+  shown->assign(text, 0, end);
 }
 
 }  // namespace cb::app

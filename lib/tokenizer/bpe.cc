@@ -12,6 +12,7 @@
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
 #include "lib/formats/gguf.h"
+#include "lib/tokenizer/load.h"
 #include "lib/tokenizer/unicode.h"
 
 namespace cb::tokenizer {
@@ -266,7 +267,12 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
   if (!merges) throw make_error(where, "tokenizer.ggml.merges is missing");
 
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
-  t->pre_ = pre_from_gguf(f.get_string("tokenizer.ggml.pre").value_or("default"), where);
+  // Falcon GGUFs converted before llama.cpp wrote tokenizer.ggml.pre (2023's) lack it; GPT-2's
+  // pre-tokenizer would split digits and punctuation unlike Falcon's own (its test vectors
+  // fail), so the architecture decides. llama.cpp falls back to GPT-2's with a warning.
+  const auto pre = f.get_string("tokenizer.ggml.pre");
+  const bool falcon = f.get_string("general.architecture").value_or("") == "falcon";
+  t->pre_ = pre_from_gguf(pre.value_or(falcon ? "falcon" : "default"), where);
   std::vector<TokenKind> kinds(n, TokenKind::kNormal);
   for (size_t i = 0; types && i < n; ++i) {
     if ((*types)[i] == kGgufControl) kinds[i] = TokenKind::kSpecial;
@@ -285,18 +291,18 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
     t->add_merge(a, b, static_cast<uint32_t>(r), where + ": tokenizer.ggml.merges");
   }
   const auto special_id = [&](const char* key) -> int32_t {
-    const auto v = f.get_u64(key);
-    if (!v) return -1;
-    if (*v >= n) {
-      throw make_error(where, std::string(key) + " = " + std::to_string(*v) +
+    const int64_t v = gguf_token_id(f, key);  // -1: absent, or the "none" sentinel
+    if (v >= static_cast<int64_t>(n)) {
+      throw make_error(where, std::string(key) + " = " + std::to_string(v) +
                                   " is out of range for " + std::to_string(n) + " tokens");
     }
-    return static_cast<int32_t>(*v);
+    return static_cast<int32_t>(v);
   };
   t->bos_id_ = special_id("tokenizer.ggml.bos_token_id");
   t->eos_id_ = special_id("tokenizer.ggml.eos_token_id");
   t->add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token").value_or(false);
-  t->kind_ = std::string("bpe (gguf, ") + pre_tokenizer_name(t->pre_) + ")";
+  t->kind_ = std::string("bpe (gguf, ") + pre_tokenizer_name(t->pre_) +
+             (pre ? ")" : ": no tokenizer.ggml.pre, chosen by general.architecture)");
   return t;
 }
 

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <limits>
+
 #include "lib/core/error.h"
 #include "lib/formats/gguf.h"
 #include "lib/tokenizer/bpe.h"
@@ -60,6 +62,30 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (ends_with(path, ".model")) return SentencePieceTokenizer::open(path);
   auto f = formats::GgufFile::open(path);
   return tokenizer_from_gguf(*f);
+}
+
+int64_t gguf_token_id(const cb::formats::GgufFile& f, const char* key) {
+  using cb::formats::GgufType;
+  const cb::formats::GgufValue* v = f.find(key);
+  if (v == nullptr) return -1;
+  switch (v->type) {
+    case GgufType::UINT8:
+    case GgufType::UINT16:
+    case GgufType::UINT32:
+    case GgufType::UINT64:
+      if (v->u == std::numeric_limits<uint32_t>::max() ||
+          v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+        return -1;
+      return static_cast<int64_t>(v->u);
+    case GgufType::INT8:
+    case GgufType::INT16:
+    case GgufType::INT32:
+    case GgufType::INT64: return v->i < 0 ? -1 : v->i;
+    default:
+      throw make_error(f.path(), std::string("metadata key ") + key + " has type " +
+                                     cb::formats::gguf_type_name(v->type) +
+                                     ", expected an integer token id");
+  }
 }
 
 }  // namespace cb::tokenizer

@@ -9,6 +9,7 @@
 
 #include "lib/core/error.h"
 #include "lib/formats/gguf.h"
+#include "lib/tokenizer/load.h"
 
 namespace cb::tokenizer {
 namespace {
@@ -78,32 +79,6 @@ int parse_byte_piece(std::string_view p) {
     v = v * 16 + d;
   }
   return v;
-}
-
-/// A special-token id from GGUF metadata: -1 when absent or stored as the "none" sentinel
-/// (UINT32_MAX / UINT64_MAX / negative); throws when not an integer.
-int64_t gguf_token_id(const cb::formats::GgufFile& f, const char* key) {
-  using cb::formats::GgufType;
-  const cb::formats::GgufValue* v = f.find(key);
-  if (v == nullptr) return -1;
-  switch (v->type) {
-    case GgufType::UINT8:
-    case GgufType::UINT16:
-    case GgufType::UINT32:
-    case GgufType::UINT64:
-      if (v->u == std::numeric_limits<uint32_t>::max() ||
-          v->u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return -1;
-      return static_cast<int64_t>(v->u);
-    case GgufType::INT8:
-    case GgufType::INT16:
-    case GgufType::INT32:
-    case GgufType::INT64: return v->i < 0 ? -1 : v->i;
-    default:
-      throw make_error(f.path(), std::string("metadata key ") + key + " has type " +
-                                     cb::formats::gguf_type_name(v->type) +
-                                     ", expected an integer token id");
-  }
 }
 
 template <typename T>

@@ -141,4 +141,22 @@ int codepoint_to_byte(uint32_t cp) {
   return cp < m.from_cp.size() ? m.from_cp[cp] : -1;
 }
 
+size_t settled_length(std::string_view text) {
+  size_t n = text.size();
+  // An incomplete sequence at the end: a lead byte within the last three bytes whose sequence
+  // runs past the end (continuation bytes only after it).
+  for (size_t back = 1; back <= 3 && back <= n; ++back) {
+    const auto b = static_cast<uint8_t>(text[n - back]);
+    if ((b & 0xC0) == 0x80) continue;  // a continuation byte: look further back
+    const size_t need = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    if (b >= 0xC0 && need > back) n -= back;
+    break;
+  }
+  constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+  while (n >= kReplacement.size() && text.substr(n - kReplacement.size(), 3) == kReplacement) {
+    n -= kReplacement.size();
+  }
+  return n;
+}
+
 }  // namespace cb::tokenizer

@@ -59,4 +59,11 @@ uint32_t byte_to_codepoint(uint8_t b);
 /// Inverse of byte_to_codepoint; -1 for a code point that stands for no byte.
 int codepoint_to_byte(uint32_t cp);
 
+/// How much of `text`, the decoding of a token sequence that is still growing, is settled: all
+/// but a trailing incomplete UTF-8 sequence and trailing U+FFFD characters. A character spelled
+/// in byte tokens decodes as raw bytes (the GGUF tokenizers) or as one U+FFFD a byte (the
+/// SentencePiece library) until its last byte comes, so the text up to here is what streamed
+/// output (generate, chat) may print.
+size_t settled_length(std::string_view text);
+
 }  // namespace cb::tokenizer

@@ -475,6 +475,28 @@ TEST(BpeGgufTest, TinyVocabLoads) {
   EXPECT_EQ(t->encode("xab", false), (std::vector<int32_t>{'x', 256}));
 }
 
+// A Falcon GGUF converted before llama.cpp wrote tokenizer.ggml.pre gets Falcon's
+// pre-tokenizer from general.architecture, not GPT-2's (which splits digits otherwise).
+TEST(BpeGgufTest, AFalconVocabWithoutPreGetsFalconsPreTokenizer) {
+  GgufWriter w = tiny_gguf("gpt2", "", {"a b"});
+  w.str("general.architecture", "falcon");
+  const std::string p = cb::test::write_tmp("bpe_falcon_nopre.gguf", w.bytes());
+  const auto t = BpeTokenizer::from_gguf(*cb::formats::GgufFile::open(p));
+  EXPECT_EQ(t->pre_tokenizer(), PreTokenizer::kFalcon);
+  EXPECT_NE(t->kind().find("general.architecture"), std::string::npos) << t->kind();
+}
+
+// The "none" sentinel (UINT32_MAX) for a special token is no token, as in the SPM loader.
+TEST(BpeGgufTest, TheNoneSentinelIsNoToken) {
+  GgufWriter w = tiny_gguf("gpt2", "falcon", {"a b"});
+  w.u32("tokenizer.ggml.bos_token_id", 0xFFFFFFFFu);
+  w.u32("tokenizer.ggml.eos_token_id", 256);
+  const std::string p = cb::test::write_tmp("bpe_none_bos.gguf", w.bytes());
+  const auto t = BpeTokenizer::from_gguf(*cb::formats::GgufFile::open(p));
+  EXPECT_EQ(t->bos_id(), -1);
+  EXPECT_EQ(t->eos_id(), 256);
+}
+
 TEST(BpeGgufTest, MalformedVocabIsRejected) {
   EXPECT_NE(gguf_error(tiny_gguf("gpt2", "qwen2", {"a b"})).find("\"qwen2\""), std::string::npos);
   EXPECT_NE(gguf_error(tiny_gguf("llama", "", {"a b"})).find("tokenizer.ggml.model"),

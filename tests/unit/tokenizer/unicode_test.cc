@@ -8,6 +8,20 @@
 namespace cb::tokenizer {
 namespace {
 
+TEST(UnicodeTest, SettledLengthHoldsBackWhatMayStillChange) {
+  EXPECT_EQ(settled_length(""), 0u);
+  EXPECT_EQ(settled_length("Hi \xF0\x9F\x98\x80"), 7u);  // a whole emoji is settled
+  EXPECT_EQ(settled_length("Hi \xF0\x9F\x98"), 3u);      // raw bytes of an unfinished one
+  EXPECT_EQ(settled_length("Hi \xF0"), 3u);
+  EXPECT_EQ(settled_length("caf\xC3"), 3u);
+  EXPECT_EQ(settled_length("caf\xC3\xA9"), 5u);
+  // SentencePiece's U+FFFD for each byte of an unfinished character.
+  EXPECT_EQ(settled_length("Hi \xEF\xBF\xBD\xEF\xBF\xBD"), 3u);
+  EXPECT_EQ(settled_length("a\xEF\xBF\xBD b"), 6u);  // one inside the text stays
+  EXPECT_EQ(settled_length("\x80\x80\x80\x80"),
+            4u);  // stray continuation bytes: nothing to wait for
+}
+
 TEST(UnicodeTest, LetterClass) {
   for (uint32_t cp : {0x41u, 0x7Au, 0xE9u, 0x416u, 0x4E00u, 0x1780u, 0xAAu, 0x2C6u, 0x20000u}) {
     EXPECT_TRUE(is_letter(cp)) << std::hex << cp;
