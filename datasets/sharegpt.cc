@@ -129,7 +129,7 @@ void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
 
 // Pass 2: pairs each question with the answer that follows it, tokenizes, and adds the
 // session to `t` (or counts the conversation as skipped); `cur` is then inactive.
-void finish(Trace& t, Pending& cur, const TokenizeFn& tokenize) {
+void finish(Trace& t, Pending& cur, const TokenizeFn& tokenize, int32_t bos) {
   if (!cur.active) return;
   cur.active = false;
   if (cur.too_long) {
@@ -170,6 +170,11 @@ void finish(Trace& t, Pending& cur, const TokenizeFn& tokenize) {
     ++t.skipped_conversations;
     add_note(t, cur.where + ": no complete user/assistant turn; conversation skipped");
     return;
+  }
+  if (bos >= 0) {
+    std::vector<int32_t>& first = s.turns.front().input_ids;
+    first.insert(first.begin(), bos);
+    ++s.turns.front().input_tokens;
   }
   t.skipped_messages += skipped;
   t.joined_pieces += cur.pieces - 1;
@@ -226,7 +231,7 @@ Trace parse_sharegpt(std::string_view bytes, const std::string& path, const Toke
     if (continues) {
       ++cur.pieces;
     } else {
-      finish(t, cur, tokenize);
+      finish(t, cur, tokenize, opts.bos);
       if (opts.limit > 0 && static_cast<int64_t>(t.sessions.size()) >= opts.limit) break;
       cur = Pending{};
       cur.active = true;
@@ -236,7 +241,7 @@ Trace parse_sharegpt(std::string_view bytes, const std::string& path, const Toke
     cur.split = sid;
     if (!cur.too_long) collect(t, cur, *msgs, where, opts);
   }
-  finish(t, cur, tokenize);
+  finish(t, cur, tokenize, opts.bos);
   if (t.sessions.empty()) {
     std::string what = "no complete user/assistant turn in " + path + " (" +
                        std::to_string(j.size()) + " conversations read";

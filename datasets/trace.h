@@ -51,6 +51,9 @@ struct TraceLoadOptions {
   /// ShareGPT: join the pieces FastChat's splitter wrote for one long conversation
   /// ("ID_0", "ID_11", ... one after another) back into one conversation.
   bool join_split = true;
+  /// ShareGPT: a token id (the tokenizer's BOS, when it adds one) put before each
+  /// conversation's first message, as a server (and chat) sends it; -1: none.
+  int32_t bos = -1;
 };
 
 /// Reads a trace file of either kind (plain or gzipped), told apart by the first non-space

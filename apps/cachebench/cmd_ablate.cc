@@ -159,11 +159,12 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   if (need_trace) {
     if (!a.trace.empty()) {
       datasets::TokenizeFn tokenize;
+      datasets::TraceLoadOptions lo;
       if (lm.tok) {
         tokenizer::Tokenizer* tk = lm.tok.get();
         tokenize = [tk](const std::string& s) { return tk->encode(s, false); };
+        if (tk->add_bos_default()) lo.bos = tk->bos_id();  // as replay
       }
-      datasets::TraceLoadOptions lo;
       lo.limit = a.sessions;
       lo.join_split = !a.no_join_split;
       trace = datasets::load_trace(a.trace, tokenize, lo);

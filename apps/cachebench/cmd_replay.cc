@@ -229,6 +229,7 @@ int run_replay_cmd(ReplayArgs& a) {
   if (lm.tok) {
     tokenizer::Tokenizer* tk = lm.tok.get();
     tokenize = [tk](const std::string& s) { return tk->encode(s, false); };
+    if (tk->add_bos_default()) lo.bos = tk->bos_id();  // before each conversation, as chat
   }
   const datasets::Trace trace = datasets::load_trace(a.trace, tokenize, lo);
   if (trace.skipped_conversations > 0 || trace.skipped_messages > 0) {

@@ -121,6 +121,30 @@ TEST(ShareGpt, RolesPairingAndSkips) {
   EXPECT_EQ(t.turns(), 5);
 }
 
+// With the tokenizer's BOS given, each conversation's first message starts with it (as a
+// server and chat send it), and only the first: later turns extend the same context.
+TEST(ShareGpt, BosStartsEachConversationOnly) {
+  const std::string p = test::write_tmp("sg_bos.json", R"([
+    {"id": "a", "conversations": [{"from": "human", "value": "one two"},
+                                  {"from": "gpt", "value": "x"},
+                                  {"from": "human", "value": "three"},
+                                  {"from": "gpt", "value": "y"}]},
+    {"id": "b", "conversations": [{"from": "human", "value": "  "}, {"from": "gpt", "value": "a"},
+                                  {"from": "human", "value": "q"}, {"from": "gpt", "value": "z"}]}
+  ])");
+  TraceLoadOptions o;
+  o.bos = 1;
+  const Trace t = load_sharegpt(p, SpaceTokenizer{}, o);
+  ASSERT_EQ(t.sessions.size(), 2u);
+  ASSERT_EQ(t.sessions[0].turns.size(), 2u);
+  EXPECT_EQ(t.sessions[0].turns[0].input_ids, (std::vector<int32_t>{1, 3, 3}));
+  EXPECT_EQ(t.sessions[0].turns[0].input_tokens, 3);
+  EXPECT_EQ(t.sessions[0].turns[1].input_ids, (std::vector<int32_t>{5}));
+  // The blank first question is dropped: BOS goes before the first kept one.
+  ASSERT_EQ(t.sessions[1].turns.size(), 1u);
+  EXPECT_EQ(t.sessions[1].turns[0].input_ids, (std::vector<int32_t>{1, 1}));
+}
+
 TEST(ShareGpt, ItemsFieldLimitAndEmptyConversations) {
   const std::string p = test::write_tmp("sg_items.json", R"([
     {"id": "empty", "conversations": []},
