@@ -211,20 +211,10 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
   int64_t kept = 0;
   bool full = false;  // --max-tokens reached: the rest are only counted
   for (const std::string& page : pages) {
-    if (full) {
-      *all_tokens += lm.tok->encode(datasets::wikitext_detokenize(page), false).size();
-      continue;
-    }
-    eval::LmEvalDocument d;
-    d.tokens = lm.tok->encode(datasets::wikitext_detokenize(page), false);
-    // lm-eval's process_results counts words and bytes of doc["page"], the article *before*
-    // detokenization ("IMPORTANT: wikitext counts number of words in *original doc before
-    // detokenization*", lm_eval/tasks/wikitext/preprocess_wikitext.py):
-    // len(re.split(r"\s+", doc["page"])) and len(doc["page"].encode("utf-8")).
-    d.words = eval::lmeval_count_words(page);
-    d.bytes = static_cast<int64_t>(page.size());
-    const auto n = static_cast<int64_t>(d.tokens.size());
-    *all_tokens += d.tokens.size();
+    std::vector<int32_t> ids = lm.tok->encode(datasets::wikitext_detokenize(page), false);
+    const auto n = static_cast<int64_t>(ids.size());
+    *all_tokens += ids.size();
+    if (full) continue;
     if (a.max_tokens > 0 && kept + n > a.max_tokens) {
       if (docs.empty()) {
         throw make_error("--max-tokens",
@@ -235,6 +225,14 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
       full = true;
       continue;
     }
+    eval::LmEvalDocument d;
+    d.tokens = std::move(ids);
+    // lm-eval's process_results counts words and bytes of doc["page"], the article *before*
+    // detokenization ("IMPORTANT: wikitext counts number of words in *original doc before
+    // detokenization*", lm_eval/tasks/wikitext/preprocess_wikitext.py):
+    // len(re.split(r"\s+", doc["page"])) and len(doc["page"].encode("utf-8")).
+    d.words = eval::lmeval_count_words(page);
+    d.bytes = static_cast<int64_t>(page.size());
     kept += n;
     docs.push_back(std::move(d));
   }
