@@ -72,6 +72,10 @@ class Runner {
     o.engine.native_kv_entries = a_.native_kv_entries;
     o.engine.sched.seed = a_.seed;
     o.engine.sched.max_batch = a_.max_batch;
+    // At least a token a sequence per step (the scheduler refuses fewer); ablate has no option
+    // for it, and the default 2048 serves every --max-batch up to 2048.
+    o.engine.sched.max_batch_tokens =
+        std::max<int64_t>(o.engine.sched.max_batch_tokens, a_.max_batch);
     o.engine.sched.rate = a_.rate;
     o.engine.sched.think = a_.think;
     o.store.policy = "sched";

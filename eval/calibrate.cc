@@ -293,7 +293,9 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
       std::vector<float> k(per_layer * mc.n_layers, 0.5f), v(k.size(), 0.25f);
       std::vector<int32_t> toks(static_cast<size_t>(ntok), 7);
       const store::ModelFingerprint fp = store::ModelFingerprint::from_description("calibrate");
-      const double bytes = 2.0 * static_cast<double>(per_layer) * sizeof(float) * mc.n_layers;
+      // What the store moves: K and V rows of token_bytes (the entry type's: 2 bytes an
+      // element with native entries, though the probe's buffers are floats).
+      const double bytes = 2.0 * static_cast<double>(ntok) * token_bytes * mc.n_layers;
       for (int r = 0; r < std::max(opts.reps, 1); ++r) {
         if (opts.poll) opts.poll();
         store::SaveRequest req;

@@ -224,7 +224,8 @@ void register_store(CLI::App& app) {
        run_stat},
       {"verify",
        "Read every chunk of every entry and check its checksum; corrupt entries are dropped; "
-       "exits 1 when any were found",
+       "exits 1 when any were found, 2 when the store could not be verified (not a store, in "
+       "use, unreadable)",
        run_verify},
       {"clear",
        "Delete the store's own files (marker, journal, data files); refuses a directory that is "
@@ -242,7 +243,11 @@ void register_store(CLI::App& app) {
           ->check(CLI::IsMember({"auto", "uring", "pread"}));
     }
     auto run = s.run;
-    set_action(sub, [args, run] { return run(*args); });
+    // verify's 1 means corruption found (a CI step tells it from a store it could not read),
+    // as gate's 1 means a regression.
+    const int error_exit = std::string(s.name) == "verify" ? 2 : 1;
+    set_action(
+        sub, [args, run] { return run(*args); }, error_exit);
   }
 }
 

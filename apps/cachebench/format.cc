@@ -66,11 +66,10 @@ nlohmann::json load_json_document(const std::string& path) {
 }
 
 void stream_text(const std::string& text, std::string* shown, bool last) {
-  const size_t end = last ? text.size() : tokenizer::settled_length(text);
-  if (end <= shown->size() || text.compare(0, shown->size(), *shown) != 0) return;
-  std::fwrite(text.data() + shown->size(), 1, end - shown->size(), stdout);  // NUL bytes too
+  const std::string add = tokenizer::stream_increment(text, shown, last);
+  if (add.empty()) return;
+  std::fwrite(add.data(), 1, add.size(), stdout);  // NUL bytes too
   std::fflush(stdout);
-  shown->assign(text, 0, end);
 }
 
 }  // namespace cb::app

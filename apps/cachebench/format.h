@@ -19,10 +19,8 @@ void write_json(const std::string& path, const nlohmann::json& j);
 /// the path when it is a directory, cannot be read, is not JSON or nests deeper than 64 levels.
 nlohmann::json load_json_document(const std::string& path);
 
-/// Streams a decoded text that grows token by token to stdout: prints what `text` adds to
-/// `*shown` (what was printed, updated), up to its settled length (tokenizer::settled_length:
-/// an unfinished character is held back), or all of it when `last`. Prints nothing while
-/// `text` does not extend `*shown` (a decoder may rewrite an unfinished character's end).
+/// Prints tokenizer::stream_increment(text, shown, last) to stdout: a decoded text growing
+/// token by token, an unfinished character held back until it is whole.
 void stream_text(const std::string& text, std::string* shown, bool last = false);
 
 }  // namespace cb::app

@@ -259,17 +259,24 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back();
     // Prepare the requests that may start soon: overflow handling, lookup, and preloading
     // into their read buffers while the running batch computes.
-    // As many as the batch has room for when that is more: every request admitted below was
-    // prepared before the look-ahead went to the store.
-    const int window = std::max({cfg_.preload_jobs, 1, sched.free_slots()});
+    // Beyond preload_jobs, those a step could admit now (the batch's free slots, in order while
+    // the KV pool could reserve them), so every request admitted below was prepared before the
+    // look-ahead went to the store; no more, since a prepared job holds its write buffers and
+    // pins its entry until it is admitted.
+    const int preload = std::max(cfg_.preload_jobs, 1);
+    int64_t room = cache_->stats().free_blocks;
     int ahead = 0;
     for (const sched::Request& r : sched.waiting()) {
-      if (ahead++ >= window) break;
-      if (jobs_.count(r.id)) continue;
-      // A session whose last turn is still being saved is prepared like any other: the
-      // store serves a save in flight (its load waits, layer by layer, for the writes), so
-      // neither the schedule nor this loop depends on when the save finishes.
-      jobs_[r.id] = prepare(store_id(r), input_of(r), &res);
+      if (ahead >= preload && (ahead >= sched.free_slots() || room <= 0)) break;
+      ++ahead;
+      auto it = jobs_.find(r.id);
+      if (it == jobs_.end()) {
+        // A session whose last turn is still being saved is prepared like any other: the
+        // store serves a save in flight (its load waits, layer by layer, for the writes), so
+        // neither the schedule nor this loop depends on when the save finishes.
+        it = jobs_.emplace(r.id, prepare(store_id(r), input_of(r), &res)).first;
+      }
+      room -= (it->second->cap + cfg_.block_size - 1) / cfg_.block_size;
     }
     // The look-ahead goes to the store after the prepares: their loads pin the entries they
     // read, so the store does not fetch those a second time (docs/design.md, the serving loop).

@@ -266,14 +266,21 @@ GateReport run_gate(const json& baseline, const json& current, const std::vector
 }
 
 std::string gate_markdown(const GateReport& report) {
+  // Whole numbers (counts, bytes) exactly, and a change too small for two decimals in
+  // significant digits: an exact bound's failure by one byte must show.
+  const auto value = [](double v) {
+    return std::nearbyint(v) == v && std::fabs(v) < 1e15 ? fmt("%.0f", v) : fmt("%.6g", v);
+  };
   std::string s = "| metric | baseline | current | change % | bound % | better | verdict |\n";
   s += "|---|---|---|---|---|---|---|\n";
   for (const GateCheck& c : report.checks) {
     const std::string change = std::isinf(c.change_pct) ? (c.change_pct > 0 ? "+inf" : "-inf")
-                                                        : fmt("%+.2f", c.change_pct);
-    s += "| " + c.metric + " | " + fmt("%.6g", c.baseline) + " | " + fmt("%.6g", c.current) +
-         " | " + change + " | " + fmt("%.2f", c.bound_pct) + " | " + direction_name(c.direction) +
-         " | " + verdict_name(c.verdict) + " |\n";
+                               : c.change_pct != 0 && std::fabs(c.change_pct) < 0.005
+                                   ? fmt("%+.3g", c.change_pct)
+                                   : fmt("%+.2f", c.change_pct);
+    s += "| " + c.metric + " | " + value(c.baseline) + " | " + value(c.current) + " | " + change +
+         " | " + fmt("%.2f", c.bound_pct) + " | " + direction_name(c.direction) + " | " +
+         verdict_name(c.verdict) + " |\n";
   }
   return s;
 }

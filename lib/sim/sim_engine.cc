@@ -348,17 +348,25 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
     cut_on_arrival(sessions);  // before the prefetches, which then read only what is kept
     // As lib/engine: write-backs for the entries saved or demoted since the last plan.
     if (store_ != nullptr && cfg_.mode != Mode::RE) store_->write_back(now_);
-    // As many as the batch has room for when that is more: every request admitted below was
-    // prepared before the look-ahead went to the store.
-    const int window = std::max({cfg_.preload_jobs, 1, sched.free_slots()});
+    // As lib/engine: beyond preload_jobs, those a step could admit now (free slots, in order
+    // while the KV pool could reserve them).
+    const int preload = std::max(cfg_.preload_jobs, 1);
+    int64_t room = free_blocks_;
     int ahead = 0;
     for (const sched::Request& r : sched.waiting()) {
-      if (ahead++ >= window) break;
-      if (jobs_.count(r.id)) continue;
-      sched::Request sr = r;
-      sr.session = sessions[r.session].id;
-      const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
-      jobs_[r.id] = prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res);
+      if (ahead >= preload && (ahead >= sched.free_slots() || room <= 0)) break;
+      ++ahead;
+      auto it = jobs_.find(r.id);
+      if (it == jobs_.end()) {
+        sched::Request sr = r;
+        sr.session = sessions[r.session].id;
+        const engine::TurnInput& in = sessions[r.session].turns[static_cast<size_t>(r.turn)];
+        it = jobs_
+                 .emplace(r.id,
+                          prepare(sr, static_cast<int64_t>(in.ids.size()), in.output_tokens, &res))
+                 .first;
+      }
+      room -= (it->second->cap + cfg_.block_size - 1) / cfg_.block_size;
     }
     // The look-ahead goes to the store after the prepares: their loads pin the entries they
     // read, so the store does not fetch those a second time (docs/design.md, the serving loop).

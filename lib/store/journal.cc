@@ -95,6 +95,16 @@ bool torn_tail(std::string_view tail) {
 
 }  // namespace
 
+bool Journal::begins_journal(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string head(kHeader + kStartPayload.size(), '\0');
+  if (!f.read(head.data(), static_cast<std::streamsize>(head.size()))) return false;
+  uint32_t type = 0, len = 0;
+  uint64_t budget = head.size();
+  return record_at(head, 0, &type, &len, &budget) && type == kStart &&
+         std::string_view(head).substr(kHeader, len) == kStartPayload;
+}
+
 ReplayResult Journal::replay(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return ReplayResult{};

@@ -64,6 +64,9 @@ class Journal {
   static ReplayResult replay(const std::string& path);
   /// Reads every valid record of a journal's bytes.
   static ReplayResult replay_bytes(const std::string& data);
+  /// Whether the file at `path` begins with an intact start record, as every journal a store
+  /// wrote does (`store clear` of a directory whose marker is gone).
+  static bool begins_journal(const std::string& path);
   /// Stands in for fdatasync(fd) / fsync(fd) (fault-injection tests): 0, or -errno.
   using SyncFn = std::function<int(int fd)>;
   /// Rewrites `path` to hold a start record, one commit per entry and an end record

@@ -18,6 +18,7 @@
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/store/journal.h"
 #include "lib/store/size_parse.h"
 
 namespace cb::store {
@@ -271,13 +272,16 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
   try {
     n_files = read_store_marker(dir).n_files;
   } catch (const Error&) {
-    // No marker and none of the store's own files: not a store. A journal or a first data
-    // file without the marker is a damaged store, cleared by its files' names.
+    // A malformed marker, or none beside a journal the store wrote (it begins with the
+    // store's start record): a damaged store, cleared by its files' names. Files that are
+    // only named like a store's are not deleted.
+    if (::access(marker_path(dir).c_str(), F_OK) != 0 &&
+        !Journal::begins_journal(journal_path(dir))) {
+      throw;
+    }
     for (;; ++n_files) {
       if (::access(data_file_path(dir, n_files).c_str(), F_OK) != 0) break;
     }
-    const bool store_files = n_files > 0 || ::access(journal_path(dir).c_str(), F_OK) == 0;
-    if (::access(marker_path(dir).c_str(), F_OK) != 0 && !store_files) throw;
   }
   std::vector<std::string> removed;
   auto rm = [&](const std::string& p) {

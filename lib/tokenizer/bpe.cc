@@ -302,7 +302,9 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
   t->eos_id_ = special_id("tokenizer.ggml.eos_token_id");
   t->add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token").value_or(false);
   t->kind_ = std::string("bpe (gguf, ") + pre_tokenizer_name(t->pre_) +
-             (pre ? ")" : ": no tokenizer.ggml.pre, chosen by general.architecture)");
+             (pre      ? ")"
+              : falcon ? ": no tokenizer.ggml.pre, chosen by general.architecture)"
+                       : ": no tokenizer.ggml.pre, the default)");
   return t;
 }
 

@@ -159,4 +159,12 @@ size_t settled_length(std::string_view text) {
   return n;
 }
 
+std::string stream_increment(const std::string& text, std::string* shown, bool last) {
+  const size_t end = last ? text.size() : settled_length(text);
+  if (end <= shown->size() || text.compare(0, shown->size(), *shown) != 0) return "";
+  std::string add = text.substr(shown->size(), end - shown->size());
+  shown->append(add);
+  return add;
+}
+
 }  // namespace cb::tokenizer

@@ -66,4 +66,10 @@ int codepoint_to_byte(uint32_t cp);
 /// output (generate, chat) may print.
 size_t settled_length(std::string_view text);
 
+/// Streaming a decoded text that grows token by token: what `text` adds to `*shown` (what was
+/// printed so far, extended by the result) up to its settled length, or all of it when
+/// `last`. Empty while `text` does not extend `*shown` (a decoder may rewrite the end of an
+/// unfinished character).
+std::string stream_increment(const std::string& text, std::string* shown, bool last = false);
+
 }  // namespace cb::tokenizer

@@ -578,6 +578,16 @@ expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 1000000
 expect_error store_dir_empty "--store-dir" "is empty" "$CB" store stat --store-dir ""
+# Files only named like a store's are not a store: clear refuses them and deletes nothing;
+# verify says it cannot verify such a directory with 2 (1 means corruption found).
+mkdir -p "$TMP/notstore"
+for f in data-0000.bin data-0001.bin journal.cbj; do echo "someone's notes" >"$TMP/notstore/$f"; done
+expect_error store_clear_not_a_store "$TMP/notstore" "not a cachebench store" \
+  "$CB" store clear --store-dir "$TMP/notstore"
+if [ "$(ls "$TMP/notstore" | wc -l)" -eq 3 ]; then ok; else bad "store clear deleted files of a non-store"; fi
+"$CB" store verify --store-dir "$TMP/notstore" >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 2 ]; then ok; else bad "store verify of a non-store: exit $rc, want 2"; fi
 expect_error replay_store_dir_without_ssd "--store-dir" "give --ssd SIZE" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --store-dir "$TMP"
 expect_usage_error mmlu_data_missing --data "'$TMP/no-mmlu' does not exist" \

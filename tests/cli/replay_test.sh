@@ -60,6 +60,23 @@ for m in ca re; do
   rows=$(($(wc -l <"$TMP/ca.$m.csv") - 1))
   if [ "$rows" -eq 28 ]; then ok; else bad "$m CSV has $rows rows, want 28"; fi
 done
+# A conversation's first message goes with the tokenizer's BOS before it (as chat sends it):
+# the first turn's new tokens are what `tokenize` gives the message (BOS included); a later
+# turn's are its message without BOS and the previous answer's last token (sampled, not yet
+# in the cache).
+python3 - "$SHAREGPT" "$TMP" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+msgs = [m["value"] for m in d[0]["conversations"] if m["from"] == "human"]
+open(sys.argv[2] + "/m0.txt", "w").write(msgs[0])
+open(sys.argv[2] + "/m1.txt", "w").write(msgs[1])
+PY
+want0=$("$CB" tokenize --model "$MODEL" - <"$TMP/m0.txt" 2>/dev/null | wc -w)
+want1=$("$CB" tokenize --model "$MODEL" --no-bos - <"$TMP/m1.txt" 2>/dev/null | wc -w)
+got=$(python3 -c "import csv,sys; r=[x for x in csv.DictReader(open(sys.argv[1])) if x['session']=='0']; \
+r.sort(key=lambda x: int(x['turn'])); print(r[0]['new_tokens'], r[1]['new_tokens'])" "$TMP/ca.ca.csv")
+if [ "$got" = "$want0 $((want1 + 1))" ]; then ok
+else bad "first turns' new tokens $got, want $want0 $((want1 + 1)) (BOS first)"; fi
 
 # 2. Overflow in a 384-token window, a quarter of the history dropped: OF lies between CA and RE
 # in recomputed tokens. The sample's 8 split pieces run as separate conversations

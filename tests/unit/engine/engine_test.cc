@@ -725,6 +725,25 @@ TEST(Engine, TheBatchFillsInOneStepWhateverThePreloadWindow) {
   }
 }
 
+// A vocabulary limit (chat's: the tokenizer's ids, when the embedding is padded past them)
+// keeps every output token below it; without it the argmax goes past.
+TEST(Engine, OutputTokensStayWithinTheVocabularyLimit) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const auto in = sessions(2, 2, 20, 8);
+  for (int limit : {0, 40}) {
+    Engine e(*m, nullptr, config(Mode::RE));
+    e.set_vocab_limit(limit);
+    int32_t top = -1;
+    e.run(in, {}, [&](uint64_t, int32_t t) { top = std::max(top, t); });
+    if (limit > 0) {
+      EXPECT_LT(top, limit);
+    } else {
+      EXPECT_GE(top, 40) << "the test needs outputs past the limit without it";
+    }
+  }
+}
+
 // The requests the engine prepares load their entries themselves, from whichever tier holds
 // them; the store prefetches only the look-ahead's other sessions. With one request prepared
 // and DRAM for one entry, the prefetch window is the queue's head alone: every fetch would

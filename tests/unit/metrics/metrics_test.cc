@@ -655,6 +655,17 @@ TEST(GateTest, ASummaryPassesAgainstItselfAfterAJsonRoundTrip) {
       << md;
 }
 
+// An exact bound that fails by one byte shows why: whole numbers are printed exactly and a
+// tiny change in significant digits (they printed as 7.01312e+06 twice and +0.00).
+TEST(GateTest, TheTableShowsAOneByteRegression) {
+  const json base = {{"bytes_loaded", 7013120}}, cur = {{"bytes_loaded", 7013121}};
+  const auto r =
+      cb::metrics::run_gate(base, cur, {cb::metrics::parse_bound("bytes_loaded=0")}, "a", "b");
+  ASSERT_EQ(r.regressions, 1);
+  const std::string md = cb::metrics::gate_markdown(r);
+  EXPECT_NE(md.find("| bytes_loaded | 7013120 | 7013121 | +1.43e-05 |"), std::string::npos) << md;
+}
+
 TEST(JsonPathTest, DottedLookup) {
   const json j = {{"a", {{"b", 1}}}, {"c", 2}};
   ASSERT_NE(cb::metrics::json_at(j, "a.b"), nullptr);

@@ -355,6 +355,15 @@ TEST(Recovery, AMissingDataFileIsAnErrorAndClearStartsOver) {
   EXPECT_EQ(removed.size(), 2u);  // data file, journal
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   EXPECT_THROW(clear_store_dir(dir), Error);  // nothing of a store: not one
+  // Files only named like a store's (no marker, and a journal.cbj the store did not write)
+  // are not a store: nothing is deleted.
+  for (const std::string& p : {data_file_path(dir, 0), data_file_path(dir, 1), journal_path(dir)}) {
+    std::ofstream(p) << "someone's notes\n";
+  }
+  EXPECT_THROW(clear_store_dir(dir), Error);
+  EXPECT_TRUE(std::filesystem::exists(data_file_path(dir, 0)));
+  EXPECT_TRUE(std::filesystem::exists(data_file_path(dir, 1)));
+  EXPECT_TRUE(std::filesystem::exists(journal_path(dir)));
   std::filesystem::remove_all(dir);
 }
 

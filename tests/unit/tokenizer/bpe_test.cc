@@ -471,6 +471,7 @@ TEST(BpeGgufTest, TinyVocabLoads) {
       cb::test::write_tmp("bpe_tiny_vocab.gguf", tiny_gguf("gpt2", "", {"a b"}).bytes());
   const auto t = BpeTokenizer::from_gguf(*cb::formats::GgufFile::open(p));
   EXPECT_EQ(t->pre_tokenizer(), PreTokenizer::kGpt2);
+  EXPECT_NE(t->kind().find("no tokenizer.ggml.pre, the default"), std::string::npos) << t->kind();
   EXPECT_EQ(t->bos_id(), -1);
   EXPECT_EQ(t->encode("xab", false), (std::vector<int32_t>{'x', 256}));
 }

@@ -22,6 +22,24 @@ TEST(UnicodeTest, SettledLengthHoldsBackWhatMayStillChange) {
             4u);  // stray continuation bytes: nothing to wait for
 }
 
+// The SentencePiece library decodes each byte of an unfinished character as U+FFFD, and the
+// whole character once its last byte came: the stream prints it once, whole.
+TEST(UnicodeTest, StreamIncrementPrintsAByteSpelledCharacterOnceWhole) {
+  std::string shown, out;
+  for (const char* text : {"Hi", "Hi \xEF\xBF\xBD", "Hi \xEF\xBF\xBD\xEF\xBF\xBD",
+                           "Hi \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", "Hi \xF0\x9F\x98\x80",
+                           "Hi \xF0\x9F\x98\x80 great"}) {
+    out += stream_increment(text, &shown);
+  }
+  out += stream_increment("Hi \xF0\x9F\x98\x80 great", &shown, /*last=*/true);
+  EXPECT_EQ(out, "Hi \xF0\x9F\x98\x80 great");
+  EXPECT_EQ(shown, out);
+  // A text that ends in U+FFFD for good is printed whole at the end.
+  std::string s2;
+  EXPECT_EQ(stream_increment("a\xEF\xBF\xBD", &s2), "a");
+  EXPECT_EQ(stream_increment("a\xEF\xBF\xBD", &s2, true), "\xEF\xBF\xBD");
+}
+
 TEST(UnicodeTest, LetterClass) {
   for (uint32_t cp : {0x41u, 0x7Au, 0xE9u, 0x416u, 0x4E00u, 0x1780u, 0xAAu, 0x2C6u, 0x20000u}) {
     EXPECT_TRUE(is_letter(cp)) << std::hex << cp;
