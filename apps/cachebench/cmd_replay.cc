@@ -488,8 +488,8 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->excludes(read_buffer);
   sub->add_option(
          "--preload-jobs", e.preload_jobs,
-         "waiting requests prepared and preloading ahead of admission (and at least as many as "
-         "the batch has room for: a step admits up to --max-batch)")
+         "waiting requests prepared and preloading ahead of admission (and beyond them those a "
+         "step can admit now, within --max-batch and the KV pool)")
       ->capture_default_str()
       ->check(above(0));
   sub->add_flag("--sync-save", a->sync_save, "wait for each save before the next step");
