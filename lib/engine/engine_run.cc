@@ -264,7 +264,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
     // look-ahead went to the store; no more, since a prepared job holds its write buffers and
     // pins its entry until it is admitted.
     const int preload = std::max(cfg_.preload_jobs, 1);
-    int64_t room = cache_->stats().free_blocks;
+    int64_t room = cache_->free_blocks();
     int ahead = 0;
     for (const sched::Request& r : sched.waiting()) {
       if (ahead >= preload && (ahead >= sched.free_slots() || room <= 0)) break;

@@ -128,6 +128,8 @@ class KvCache {
 
   /// Current accounting (O(num_blocks + sequences)).
   KvStats stats() const;
+  /// Blocks referenced by no sequence (stats().free_blocks in O(1)).
+  int free_blocks() const { return static_cast<int>(free_list_.size()); }
 
  private:
   struct Seq {
