@@ -158,16 +158,10 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   datasets::Trace trace;
   if (need_trace) {
     if (!a.trace.empty()) {
-      datasets::TokenizeFn tokenize;
       datasets::TraceLoadOptions lo;
-      if (lm.tok) {
-        tokenizer::Tokenizer* tk = lm.tok.get();
-        tokenize = [tk](const std::string& s) { return tk->encode(s, false); };
-        if (tk->add_bos_default()) lo.bos = tk->bos_id();  // as replay
-      }
       lo.limit = a.sessions;
       lo.join_split = !a.no_join_split;
-      trace = datasets::load_trace(a.trace, tokenize, lo);
+      trace = datasets::load_trace(a.trace, trace_tokenizer(lm, &lo), lo);
     } else {
       datasets::SynthOptions so;
       so.sessions = a.sessions > 0 ? a.sessions : o.sim ? 9000 : 24;

@@ -225,13 +225,7 @@ int run_replay_cmd(ReplayArgs& a) {
   datasets::TraceLoadOptions lo;
   lo.limit = a.limit;
   lo.join_split = !a.no_join_split;
-  datasets::TokenizeFn tokenize;
-  if (lm.tok) {
-    tokenizer::Tokenizer* tk = lm.tok.get();
-    tokenize = [tk](const std::string& s) { return tk->encode(s, false); };
-    if (tk->add_bos_default()) lo.bos = tk->bos_id();  // before each conversation, as chat
-  }
-  const datasets::Trace trace = datasets::load_trace(a.trace, tokenize, lo);
+  const datasets::Trace trace = datasets::load_trace(a.trace, trace_tokenizer(lm, &lo), lo);
   if (trace.skipped_conversations > 0 || trace.skipped_messages > 0) {
     std::fprintf(stderr, "cachebench: %s: skipped %lld conversations and %lld messages\n",
                  a.trace.c_str(), static_cast<long long>(trace.skipped_conversations),

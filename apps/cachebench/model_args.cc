@@ -214,4 +214,11 @@ std::vector<int32_t> parse_token_ids(const std::string& s, long vocab, const std
   return ids;
 }
 
+datasets::TokenizeFn trace_tokenizer(const LoadedModel& lm, datasets::TraceLoadOptions* lo) {
+  if (!lm.tok) return {};
+  const tokenizer::Tokenizer* tk = lm.tok.get();
+  if (tk->add_bos_default()) lo->bos = tk->bos_id();  // before each conversation, as chat
+  return [tk](const std::string& s) { return tk->encode(s, false); };
+}
+
 }  // namespace cb::app

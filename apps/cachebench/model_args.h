@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "datasets/trace.h"
 #include "lib/model/model.h"
 #include "lib/model/model_source.h"
 #include "lib/model/sampler.h"
@@ -74,6 +75,11 @@ model::WeightStorage cpu_weight_storage(const ModelArgs& a);
 /// `need_tokenizer`; a clear error names what to pass). Without `load_weights` (sim mode)
 /// only the config and tokenizer are read and `model` stays null.
 LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights = true);
+
+/// The model's tokenizer as a served ShareGPT conversation meets it (replay, ablate): each
+/// message without BOS, and the tokenizer's BOS before each conversation's first message when
+/// it adds one (set in `lo`). Empty without a tokenizer (a length trace needs none).
+datasets::TokenizeFn trace_tokenizer(const LoadedModel& lm, datasets::TraceLoadOptions* lo);
 
 /// Token ids from `s`: integers in 0..vocab-1 separated by commas and/or whitespace, with an
 /// optional surrounding [ ] (a JSON list). An empty item ("1,,2", "1,2,") or no ids at all is an
