@@ -1,6 +1,6 @@
 # One library target per folder, with enforced dependency boundaries.
 #
-# Sources include headers from the repository root ("lib/kv/block_table.h"), but a
+# Sources include headers from the repository root ("lib/kv/kv_cache.h"), but a
 # target never sees the root itself: each module gets a private include tree under
 # ${CMAKE_BINARY_DIR}/modinc/<target>/ holding symlinks to its own folder and to the
 # folders of its allowed dependencies (transitively). Including a header from a
@@ -9,6 +9,9 @@
 
 function(cb_stage_includes target)
   set(inc "${CMAKE_BINARY_DIR}/modinc/${target}")
+  # Restaged from nothing at each configure: a dependency dropped since the last one must not
+  # leave its folder on the path (file(REMOVE_RECURSE) removes the links, not their targets).
+  file(REMOVE_RECURSE "${inc}")
   foreach(d IN LISTS ARGN)
     get_filename_component(parent "${inc}/${d}" DIRECTORY)
     file(MAKE_DIRECTORY "${parent}")

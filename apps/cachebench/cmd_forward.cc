@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "lib/core/atomic_file.h"
@@ -89,6 +90,9 @@ void register_forward(CLI::App& app) {
       nlohmann::json j;
       j["model"] = a->m.model;
       j["tokens"] = ids;
+      j["backend"] = backend_label(a->m);
+      j["mode"] = "real";
+      j["git"] = git_revision();
       nlohmann::json rows = nlohmann::json::array();
       for (int64_t t = 0; t < n; ++t)
         rows.push_back(std::vector<float>(logits.begin() + t * V, logits.begin() + (t + 1) * V));

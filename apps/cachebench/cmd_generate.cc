@@ -1,11 +1,14 @@
 // cachebench generate --model MODEL --prompt T [-n N] [--temperature 0 --top-k --top-p --min-p
-// --repeat-penalty --seed S]
+// --repeat-penalty --seed S] [--out F.json]
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 
 namespace cb::app {
@@ -18,7 +21,18 @@ struct GenerateArgs {
   model::SamplerConfig sampling;
   bool ignore_eos = false;
   bool no_bos = false;
+  std::string out;
 };
+
+nlohmann::json sampling_json(const model::SamplerConfig& c) {
+  return {{"temperature", c.temperature},
+          {"top_k", c.top_k},
+          {"top_p", c.top_p},
+          {"min_p", c.min_p},
+          {"repeat_penalty", c.repeat_penalty},
+          {"repeat_last_n", c.repeat_last_n},
+          {"seed", c.seed}};
+}
 
 }  // namespace
 
@@ -33,6 +47,10 @@ void register_generate(CLI::App& app) {
   add_sampling_options(sub, &a->sampling);
   sub->add_flag("--ignore-eos", a->ignore_eos, "keep generating after the end-of-sequence token");
   sub->add_flag("--no-bos", a->no_bos, "do not prepend BOS to the prompt");
+  sub->add_option("--out", a->out,
+                  "write the text (the prompt's included), the generated ids and timings as JSON "
+                  "(prefill_tok_s, decode_tok_s) for gate")
+      ->check(output_file());
   set_action(sub, [a] {
     resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, true);
@@ -65,14 +83,23 @@ void register_generate(CLI::App& app) {
     stream_text(lm.tok->decode(prompt), &shown);
     // Ids past the tokenizer's vocabulary (an embedding padded beyond it) have no text.
     const int vocab = std::min(cfg.vocab_size, static_cast<int>(lm.tok->vocab_size()));
-    int generated = 0;
+    // Tokens sampled (an EOS that stops the run included), and decode steps: the forward
+    // calls after the prefill, one for each sampled token but the last.
+    int generated = 0, steps = 0;
+    bool eos = false;
     for (int i = 0; i < a->n; ++i) {
       const int32_t next = sampler.sample(logits.data(), vocab, all.data(), all.size());
       ++generated;
-      if (next == lm.tok->eos_id() && !a->ignore_eos) break;
+      if (next == lm.tok->eos_id() && !a->ignore_eos) {
+        eos = true;
+        break;
+      }
       all.push_back(next);
       stream_text(lm.tok->decode(all), &shown);
-      if (i + 1 < a->n) logits = lm.runner().forward({{0, {next}, false}}, cache);
+      if (i + 1 < a->n) {
+        logits = lm.runner().forward({{0, {next}, false}}, cache);
+        ++steps;
+      }
     }
     stream_text(lm.tok->decode(all), &shown, /*last=*/true);
     const auto t2 = std::chrono::steady_clock::now();
@@ -80,11 +107,40 @@ void register_generate(CLI::App& app) {
     std::fflush(stdout);
     const double pre = std::chrono::duration<double>(t1 - t0).count();
     const double dec = std::chrono::duration<double>(t2 - t1).count();
+    const double pre_rate = static_cast<double>(prompt.size()) / pre;
+    const double dec_rate = steps > 0 && dec > 0 ? steps / dec : 0.0;
     std::fprintf(stderr,
-                 "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %d tokens in %.3f s (%.1f "
-                 "tokens/s); backend %s\n",
-                 prompt.size(), pre, static_cast<double>(prompt.size()) / pre, generated, dec,
-                 dec > 0 ? generated / dec : 0.0, backend_label(a->m).c_str());
+                 "prefill: %zu tokens in %.3f s (%.1f tokens/s); decode: %d tokens generated, %d "
+                 "steps in %.3f s (%.1f tokens/s); backend %s\n",
+                 prompt.size(), pre, pre_rate, generated, steps, dec, dec_rate,
+                 backend_label(a->m).c_str());
+    if (!a->out.empty()) {
+      const std::vector<int32_t> ids(all.begin() + static_cast<std::ptrdiff_t>(prompt.size()),
+                                     all.end());
+      const nlohmann::json j = {{"task", "generate"},
+                                {"model", a->m.model},
+                                {"prompt", a->prompt},
+                                {"prompt_tokens", prompt.size()},
+                                {"add_bos", !a->no_bos && lm.tok->add_bos_default()},
+                                {"n_tokens", a->n},
+                                {"sampling", sampling_json(a->sampling)},
+                                {"ignore_eos", a->ignore_eos},
+                                {"generated_tokens", generated},
+                                {"stopped_at_eos", eos},
+                                {"tokens", ids},
+                                {"text", lm.tok->decode(all)},
+                                {"prefill_s", pre},
+                                {"prefill_tok_s", pre_rate},
+                                {"decode_steps", steps},
+                                {"decode_s", dec},
+                                {"decode_tok_s", dec_rate},
+                                {"backend", backend_label(a->m)},
+                                {"mode", "real"},
+                                {"git", git_revision()}};
+      write_file_atomically(a->out,
+                            j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                            "the result");
+    }
     return 0;
   });
 }

@@ -195,10 +195,11 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     if grep -qF -- "$kv" <<<"$js"; then ok; else bad "stories260K json lacks $kv"; fi
   done
   expect_out stories_tokens "1 403 407 261 378" "$CB" tokenize --model "$STORIES" "Once upon a time"
-  # A result written to /dev/stdout is alone there (the table goes to stderr): it parses.
+  # A result written to /dev/stdout is alone there (the table goes to stderr): it parses, and
+  # records the revision and backend as every result does.
   if "$CB" forward --model "$STORIES" --tokens 1,403 --dump-logits /dev/stdout 2>/dev/null \
-    | python3 -c "import json,sys; json.load(sys.stdin)" 2>/dev/null; then ok
-  else bad "forward --dump-logits /dev/stdout is not JSON alone"; fi
+    | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['git'] and d['backend'] and d['mode'] == 'real'" 2>/dev/null; then ok
+  else bad "forward --dump-logits /dev/stdout is not JSON alone, or lacks git/backend/mode"; fi
   # A file-size limit is a write error naming the file (exit 1), no temporary left behind.
   mkdir -p "$TMP/fsz"
   (ulimit -f 8; "$CB" forward --model "$STORIES" --text "Once upon a time there was" \
@@ -435,6 +436,21 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   # agreeing would mean the options were ignored.
   s3=$(gen --temperature 0.9 --top-k 40 --top-p 0.95 --min-p 0.02 --repeat-penalty 1.1 --seed 6)
   if [ "$s1" != "$greedy" ] && [ "$s3" != "$s1" ]; then ok; else bad "generate: sampled text is greedy's or one seed's"; fi
+  # --out: the text printed, the ids generated (48 of them, 47 decode steps after the prefill
+  # with --ignore-eos), the sampling options; gate compares two such runs.
+  gen --ignore-eos --out "$TMP/gen.json" > "$TMP/gen.txt"
+  if GREEDY="$(cat "$TMP/gen.txt")" python3 -c "
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+assert d['task'] == 'generate' and d['mode'] == 'real' and d['git'] and d['backend'] == 'cpu'
+assert d['text'] == os.environ['GREEDY'], d['text']
+assert d['generated_tokens'] == 48 and len(d['tokens']) == 48 and d['decode_steps'] == 47
+assert not d['stopped_at_eos'] and d['sampling']['temperature'] == 0
+assert d['prefill_tok_s'] > 0 and d['decode_tok_s'] > 0
+" "$TMP/gen.json"; then ok; else bad "generate --out: $(head -c 400 "$TMP/gen.json")"; fi
+  if "$CB" gate --baseline "$TMP/gen.json" --current "$TMP/gen.json" \
+      --max-regression decode_tok_s=50 >/dev/null 2>&1; then ok
+  else bad "gate of a generate result against itself failed"; fi
   chat_out() {
     printf 'Once upon a time\nThe cat\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu \
       --max-tokens 16 "$@" 2>/dev/null | sed 's/TTFT [0-9.]* ms//'
