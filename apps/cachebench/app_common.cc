@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -57,6 +58,25 @@ std::string normalized(const std::string& path) {
 // The options given to `cmd` (the CLI defines no option groups).
 std::vector<CLI::Option*> given_options(CLI::App& cmd) {
   return cmd.get_options([](CLI::Option* o) { return o->count() > 0; });
+}
+
+// "" for a whole number written in decimal, else what is wrong with it. CLI11 2.1 reads whole
+// numbers in base 0, so "0256" would be octal 174 and "0x10" hex, while the range checks
+// (validators.h) read the text as decimal.
+std::string decimal_integer_problem(std::string& s) {
+  size_t i = s.find_first_not_of(" \t");
+  if (i == std::string::npos) return "'" + s + "' is not a whole number";
+  if (s[i] == '+' || s[i] == '-') ++i;
+  const size_t digits = i;
+  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+  if (i == digits || s.find_first_not_of(" \t", i) != std::string::npos) {
+    return "'" + s + "' is not a whole number";
+  }
+  if (s[digits] == '0' && i - digits > 1) {
+    return "'" + s +
+           "' starts with 0, which would read as octal; write it without the leading zeros";
+  }
+  return "";
 }
 
 // Throws cb::Error naming the option when an integer option of `cmd` was given a number its
@@ -192,6 +212,18 @@ void check_output_paths(CLI::App& cmd) {
 }
 
 }  // namespace
+
+void require_decimal_integers(CLI::App& app) {
+  for (CLI::Option* opt : app.get_options()) {
+    const std::string type = opt->get_type_name();
+    if (type.rfind("INT", 0) == 0 || type.rfind("UINT", 0) == 0) {
+      opt->check(CLI::Validator(decimal_integer_problem, ""));
+    }
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    require_decimal_integers(*sub);
+  }
+}
 
 std::string version_string() {
   std::string s = std::string("cachebench ") + CB_VERSION + "\n  git revision: " + git_revision() +

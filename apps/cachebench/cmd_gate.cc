@@ -1,5 +1,6 @@
 // cachebench gate --baseline B.json --current C.json [--max-regression METRIC=PCT ...]
 //                 [--out report.json]
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -36,6 +37,19 @@ std::string field(const nlohmann::json& doc, const char* a, const char* b = null
   return v.is_number() ? v.dump() : "";
 }
 
+/// MMLU's and PIQA's `files_sha256` (path -> sha256): the sorted checksums alone, so that the
+/// same files under another data root compare; empty when absent.
+std::vector<std::string> file_sums(const nlohmann::json& doc) {
+  std::vector<std::string> sums;
+  if (doc.is_object() && doc.contains("files_sha256") && doc["files_sha256"].is_object()) {
+    for (const auto& kv : doc["files_sha256"].items()) {
+      if (kv.value().is_string()) sums.push_back(kv.value().get<std::string>());
+    }
+  }
+  std::sort(sums.begin(), sums.end());
+  return sums;
+}
+
 /// Refuses to gate runs of different traces, models, modes or executions: their metrics
 /// differ for reasons no bound is about.
 void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const GateArgs& a) {
@@ -60,6 +74,12 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   for (const char* k : {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots"})
     cmp(k, field(b, k), field(c, k));
   cmp("file", field(b, "file_sha256").substr(0, 12), field(c, "file_sha256").substr(0, 12));
+  const std::vector<std::string> bs = file_sums(b), cs = file_sums(c);
+  if (!bs.empty() && !cs.empty() && bs != cs) {
+    diff += (diff.empty() ? "" : ", ") + std::string("data files (") + std::to_string(bs.size()) +
+            " vs " + std::to_string(cs.size()) + ", checksums differ)";
+  }
+  cmp("limit", field(b, "limit"), field(c, "limit"));
   if (diff.empty()) return;
   if (a.allow_mismatch) {
     std::printf("gate: note: the runs differ (%s); compared anyway (--allow-mismatch)\n\n",
@@ -83,7 +103,10 @@ int run_gate_cmd(const GateArgs& a) {
   check_comparable(base_doc, cur_doc, a);
   const metrics::GateReport r = metrics::run_gate(base, cur, bounds, a.baseline, a.current);
 
-  const std::string which = a.no_defaults   ? "the given bounds"
+  // Given bounds each appear once (replacing a default of the same metric); the rest are
+  // defaults, none of them when the baseline has none of their metrics and bounds were given.
+  const size_t defaults = bounds.size() - given.size();
+  const std::string which = defaults == 0   ? "the given bounds"
                             : given.empty() ? "the default, exact-match bounds"
                                             : "the default, exact-match bounds and " +
                                                   std::to_string(given.size()) + " given";

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   cb::app::register_gate(app);
   cb::app::register_calibrate(app);
   cb::app::register_ablate(app);
+  cb::app::require_decimal_integers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -19,6 +19,10 @@ void set_action(CLI::App* sub, std::function<int()> run, int error_exit = 1);
 /// Runs the action of the subcommand that was parsed; returns the exit code (the action's, or
 /// its error_exit after reporting a cb::Error it threw; 2 for a refused option).
 int run_selected(CLI::App& app);
+/// Makes every whole-number option of `app` and its subcommands refuse what is not a decimal
+/// integer ("12abc", "0x10", "0256": CLI11 would read the last two as hex and octal); called
+/// once, after every subcommand is registered.
+void require_decimal_integers(CLI::App& app);
 /// Prints "cachebench: error: ..." and returns `exit_code`, or 128 + the signal when an
 /// interrupt stopped the run.
 int report_error(const Error& e, int exit_code);

@@ -190,8 +190,12 @@ std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults
   std::vector<Bound> v;
   std::vector<bool> used(given.size(), false);
   if (!no_defaults) {
+    // A default the baseline lacks is left out when bounds were given, or when the baseline
+    // has none of them (not a replay's summary); alone, it is a summary missing a metric.
+    bool any_default = false;
+    for (const Bound& d : default_bounds()) any_default |= json_at(baseline, d.metric) != nullptr;
     for (Bound d : default_bounds()) {
-      if (!given.empty() && json_at(baseline, d.metric) == nullptr) continue;
+      if ((!given.empty() || !any_default) && json_at(baseline, d.metric) == nullptr) continue;
       for (size_t i = 0; i < given.size(); ++i) {
         if (given[i].metric == d.metric) {
           d = given[i];
@@ -204,9 +208,16 @@ std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults
   for (size_t i = 0; i < given.size(); ++i) {
     if (!used[i]) v.push_back(given[i]);
   }
-  if (v.empty()) {
+  if (v.empty() && no_defaults) {
     throw make_error("--no-default-bounds", "leaves nothing to check",
                      "give at least one --max-regression METRIC=PCT");
+  }
+  if (v.empty()) {
+    throw make_error("--max-regression",
+                     "none given, and the baseline has none of the default bounds' metrics "
+                     "(a replay's hit rates and token counts)",
+                     "give --max-regression METRIC=PCT for the metrics it has (e.g. ppl=1, or "
+                     "results.0.ppl=1 for a list's first element)");
   }
   return v;
 }

@@ -176,6 +176,20 @@ else bad "gate with a direction given: rc=$rc, $(head -c 600 "$TMP/out")"; fi
 printf '{"task": "mmlu", "file_sha256": "bb", "acc_micro": 0.6}' >"$G/acc_other.json"
 expect_error gate_other_data "$G/acc_other.json" "file aa vs bb" \
   "$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_other.json" --max-regression acc_micro=1
+# MMLU and PIQA name their files in a map: other files (whatever their paths), or another
+# --limit, are another setup; the same files under another root are not.
+printf '{"task": "piqa", "limit": 20, "files_sha256": {"/a/valid.jsonl": "aa", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.5}]}' >"$G/pq_base.json"
+printf '{"task": "piqa", "limit": 20, "files_sha256": {"/b/valid.jsonl": "aa", "/b/valid-labels.lst": "cc"}, "results": [{"acc": 0.5}]}' >"$G/pq_moved.json"
+printf '{"task": "piqa", "limit": 20, "files_sha256": {"/a/valid.jsonl": "bb", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.6}]}' >"$G/pq_other.json"
+printf '{"task": "piqa", "limit": 40, "files_sha256": {"/a/valid.jsonl": "aa", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.6}]}' >"$G/pq_limit.json"
+expect_out gate_moved_data "no regression in 1 checks" "$CB" gate --baseline "$G/pq_base.json" \
+  --current "$G/pq_moved.json" --max-regression results.0.acc=0
+expect_error gate_other_files "$G/pq_other.json" "data files (2 vs 2, checksums differ)" \
+  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_other.json" --max-regression results.0.acc=0
+expect_error gate_other_limit "$G/pq_limit.json" "limit 20 vs 40" \
+  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_limit.json" --max-regression results.0.acc=0
+expect_error gate_nothing_to_check "--max-regression" "none given, and the baseline has none of" \
+  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_moved.json"
 expect_out gate_no_defaults "no regression in 1 checks" "$CB" gate --baseline "$G/base.json" \
   --current "$G/worse.json" --max-regression ttft_ms.mean=5 --no-default-bounds
 expect_error gate_bound_twice "ttft_ms.mean" "twice" "$CB" gate --baseline "$G/base.json" \
@@ -511,6 +525,13 @@ expect_usage_error() {  # name, option, needle, command...
   if ! grep -qF -- "$opt: $needle" "$TMP/err"; then bad "$name: wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; return; fi
   ok
 }
+# Whole numbers are decimal: CLI11 alone would read 010 as octal 8 and 0x10 as hex.
+expect_usage_error synth_sessions_octal --sessions "'010' starts with 0, which would read as octal" \
+  "$CB" trace synth --sessions 010 --out "$TMP/octal.json"
+expect_usage_error synth_sessions_hex --sessions "'0x10' is not a whole number" \
+  "$CB" trace synth --sessions 0x10 --out "$TMP/octal.json"
+expect_usage_error generate_seed_garbage --seed "'12abc' is not a whole number" \
+  "$CB" generate -m preset:tiny-llama -p hi --seed 12abc
 expect_usage_error cpu_weights_unknown --cpu-weights "f16 not in {f32,bf16}" \
   "$CB" forward -m preset:tiny-llama --tokens 1,2 --cpu-weights f16
 if ! "$CB" --version | grep -qE "CUDA: +off"; then  # bench gpu's options exist in CUDA builds

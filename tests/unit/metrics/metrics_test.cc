@@ -517,6 +517,11 @@ TEST(GateTest, GivenBoundsAddToTheDefaultsAndReplaceTheirOwnMetric) {
   EXPECT_EQ(p[0].metric, "hit_rate.overall");
   EXPECT_EQ(p[1].metric, "ppl");
   EXPECT_EQ(gate_bounds({}, false, ppl).size(), n_defaults);
+  // A summary with none of them (an evaluation's) and no bound given: nothing to check, said as
+  // such, not as the first default metric missing.
+  const std::string none = error_of([&] { gate_bounds({}, false, json{{"ppl", 4.2}}); });
+  EXPECT_NE(none.find("none of the default bounds' metrics"), std::string::npos) << none;
+  EXPECT_NE(none.find("--max-regression METRIC=PCT"), std::string::npos) << none;
 }
 
 TEST(GateTest, DefaultBoundsAreTheDeterministicFieldsAtZero) {
@@ -674,6 +679,18 @@ TEST(JsonPathTest, DottedLookup) {
   EXPECT_EQ(cb::metrics::json_at(j, "c.d"), nullptr);
   EXPECT_EQ(cb::metrics::json_at(j, "a..b"), nullptr);
   EXPECT_EQ(cb::metrics::json_at(j, ""), nullptr);
+}
+
+TEST(JsonPathTest, ListsByIndex) {
+  // An evaluation's per-method results are a list: "results.1.ppl" is the second one's.
+  const json j = {{"results", json::array({{{"ppl", 3.9}}, {{"ppl", 4.1}}})}};
+  ASSERT_NE(cb::metrics::json_at(j, "results.1.ppl"), nullptr);
+  EXPECT_EQ(*cb::metrics::json_at(j, "results.1.ppl"), 4.1);
+  EXPECT_EQ(*cb::metrics::json_at(j, "results.0.ppl"), 3.9);
+  EXPECT_EQ(cb::metrics::json_at(j, "results.2.ppl"), nullptr);
+  EXPECT_EQ(cb::metrics::json_at(j, "results.-1.ppl"), nullptr);
+  EXPECT_EQ(cb::metrics::json_at(j, "results.x"), nullptr);
+  EXPECT_EQ(cb::metrics::json_at(j, "results.99999999999999999999"), nullptr);
 }
 
 }  // namespace
