@@ -145,6 +145,7 @@ class Runner {
     o.engine.sched.max_batch_tokens = tokens_per_seq * batch;
     o.engine.preload_jobs = prepared;
     o.engine.warmup_turns = warmup;
+    o.max_output_tokens = 0;  // the study's own answer lengths (--max-output-tokens: traces)
     return o;
   }
 
@@ -251,9 +252,13 @@ void preload(Runner& run, AblateResult* r) {
     throw make_error("ablate", a.config.name + " has a " + std::to_string(window(a)) +
                                    "-token window; preload needs 1100 tokens");
   }
-  // Twice the batch: the second half waits while the first computes, its read buffer filling.
+  // Twice the batch: the measured turns all arrive at once (long after the warm-up turns and
+  // their saves; an idle gap costs nothing), so the second half waits while the first
+  // computes, its read buffer filling behind the first half's loads. With a constant think
+  // time they would come a warm-up prefill apart, and the second half would never wait.
   const datasets::Trace t = micro_trace(2 * a.batch, {{1000, 1}, {99, 1}});
   ReplayOptions o = run.micro(a.batch, 1000, 2 * a.batch, 2 * a.batch);
+  o.engine.sched.think = sched::ThinkTime::parse("until:3600");
   run.fit_dram(t, &o);
   r->config["dram_bytes"] = o.store.dram_bytes;
   o.engine.preload = false;
@@ -274,8 +279,9 @@ void preload(Runner& run, AblateResult* r) {
     }
   }
   r->notes.push_back(
-      "equal rows mean the load link, not the schedule, bounds the batch: the read buffer "
-      "can only hide loading behind compute that is longer than the load");
+      "the two halves' measured turns arrive together: the buffer fills while the second half "
+      "waits, behind the first half's loads; equal rows mean the load link bounds both "
+      "batches, so there is no compute to hide loading behind");
   r->config["history_tokens"] = 1000;
   r->config["new_tokens"] = 100;
   r->config["batch"] = a.batch;
@@ -390,16 +396,21 @@ void capacity(Runner& run, AblateResult* r) {
   const uint64_t dram = o.store.dram_bytes;
   o.store.dram_bytes = 1000000000000000ull;  // 1 PB: nothing is evicted but by the TTL
   std::vector<metrics::TurnRecord> recs;
-  run.run(t, engine::Mode::CA, o, "unbounded store (measures CCpUT)", &recs);
-  const double kv_token =
-      2.0 * a.config.n_layers * a.config.kv_dim() * (a.sim ? a.profile.kv_bytes_per_element : 4.0);
-  const double cc = ccput_bytes(recs, ttl, kv_token);
+  const nlohmann::json unbounded =
+      run.run(t, engine::Mode::CA, o, "unbounded store (measures CCpUT)", &recs);
+  const double row = a.config.kv_dim() * (a.sim ? a.profile.kv_bytes_per_element : 4.0);
+  const auto per_chunk = static_cast<int64_t>(static_cast<double>(o.store.chunk_bytes) / row);
+  const double cc = ccput_bytes(recs, ttl, a.config.n_layers, per_chunk, o.store.chunk_bytes);
   if (!(cc > 0)) throw make_error("ablate", "capacity: the trace stores nothing");
   r->config["ccput_bytes"] = cc;
   r->config["ttl_s"] = ttl;
+  r->config["unbounded_hit_rate"] = unbounded["hit"];
+  char hit[32];
+  std::snprintf(hit, sizeof hit, "%.3f", unbounded["hit"].get<double>());
   r->notes.push_back("CCpUT = " + fmt_bytes(cc) +
-                     ": the peak KV of the conversations active within the TTL "
-                     "(measured by an unbounded replay); DRAM first, the rest on SSD");
+                     ": the peak store bytes (whole chunks) of the conversations active within "
+                     "the TTL, measured by an unbounded replay, which hit " +
+                     hit + "; DRAM first, the rest on SSD");
   for (double f : {0.1, 0.2, 0.3, 0.5, 0.7, 1.0}) {
     const double c = f * cc;
     // Whole chunks (a tier of less than one holds nothing and is refused): 0 below one.
@@ -530,7 +541,12 @@ AblateResult run_ablation(const AblateOptions& a) {
     r.config["trace"] = {{"path", a.trace->path},
                          {"sessions", a.trace->sessions.size()},
                          {"turns", a.trace->turns()}};
-    r.config["rate"] = a.rate;
+    // arrival-rate sweeps its own rates (its rows' x), whatever --rate says.
+    if (a.study == "arrival-rate") {
+      r.config["rate"] = nlohmann::json::array({0.5, 1.0, 1.5, 2.0});
+    } else {
+      r.config["rate"] = a.rate;
+    }
     r.config["think_time"] = a.think.describe();
     r.config["max_batch"] = a.max_batch;
   }
@@ -559,8 +575,9 @@ std::string saturation_note(const AblateResult& r) {
          ": sessions arrived faster than the modelled GPUs served them, so the queue grew through "
          "the run and these numbers describe a server that is always behind (where, for one, "
          "FIFO can keep more histories than LRU: results/paper/README.md). For an unsaturated "
-         "server: more GPUs (--gpus), larger batches (--max-batch), a lower --rate or think "
-         "times (--think-time)";
+         "server: more GPUs (--gpus), larger batches (--max-batch), " +
+         (r.study == "arrival-rate" ? std::string() : "a lower --rate ") +
+         "or think times (--think-time)";
 }
 
 uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, int64_t window,
@@ -580,8 +597,13 @@ uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, 
   return total;
 }
 
-double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl,
-                   double bytes_per_token) {
+double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl, int n_layers,
+                   int64_t tokens_per_chunk, uint64_t chunk_bytes) {
+  const int64_t per_chunk = std::max<int64_t>(tokens_per_chunk, 1);
+  const auto entry_bytes = [&](int64_t tokens) {
+    return 2.0 * n_layers * static_cast<double>((tokens + per_chunk - 1) / per_chunk) *
+           static_cast<double>(chunk_bytes);
+  };
   // Per session, its turns in finish order; the entry after a turn lives until the next
   // turn's save replaces it, the last one until finish + ttl.
   std::map<uint64_t, std::vector<const metrics::TurnRecord*>> by_session;
@@ -593,8 +615,7 @@ double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl,
     double prev = 0;
     for (size_t i = 0; i < turns.size(); ++i) {
       const auto* t = turns[i];
-      const double bytes = bytes_per_token * static_cast<double>(t->history_tokens + t->new_tokens +
-                                                                 t->output_tokens - 1);
+      const double bytes = entry_bytes(t->history_tokens + t->new_tokens + t->output_tokens - 1);
       events.push_back({t->finish_s, bytes - prev});
       prev = bytes;
       // Between turns the entry expires when the next turn comes later than the TTL.

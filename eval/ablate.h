@@ -111,10 +111,11 @@ uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, 
                              int n_layers, uint64_t row_bytes, uint64_t chunk_bytes);
 
 /// Capacity a store needs to keep every conversation for `ttl` seconds after its last turn
-/// (the CCpUT of the paper's Figure 23): the peak over the run of the summed KV bytes of the
-/// conversations whose last turn ended less than `ttl` ago, each at its size after that
-/// turn (`bytes_per_token` per context token).
-double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl,
-                   double bytes_per_token);
+/// (the CCpUT of the paper's Figure 23): the peak over the run of the summed store bytes of
+/// the conversations whose last turn ended less than `ttl` ago, each at its size after that
+/// turn: `tokens_per_chunk` tokens a chunk of `chunk_bytes`, whole chunks for each of
+/// `n_layers` layers' K and V, as the store's tiers allocate them.
+double ccput_bytes(const std::vector<metrics::TurnRecord>& records, double ttl, int n_layers,
+                   int64_t tokens_per_chunk, uint64_t chunk_bytes);
 
 }  // namespace cb::eval

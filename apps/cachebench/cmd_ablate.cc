@@ -88,11 +88,19 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   if (!need_trace) {
     refuse_given(sub,
                  {"--trace", "--tokenizer", "--sessions", "--no-join-split", "--rate",
-                  "--think-time", "--max-batch"},
+                  "--think-time", "--max-batch", "--max-output-tokens"},
                  "applies to the trace studies (eviction, truncation, capacity, medium, "
                  "arrival-rate), not to " +
                      a.study,
                  "drop it, or run a trace study");
+  }
+  if (a.study == "arrival-rate") {
+    refuse_given(sub, {"--rate"}, "arrival-rate sweeps the rate itself (0.5-2.0 sessions/s)",
+                 "drop it");
+  }
+  if (!was_given(sub, "--trace")) {
+    refuse_given(sub, {"--tokenizer", "--no-join-split"}, "applies to a ShareGPT --trace only",
+                 "drop it, or give --trace FILE.json");
   }
   if (!micro) {
     refuse_given(
@@ -103,6 +111,10 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   if (o.sim) {
     refuse_given(sub, {"--reps"}, "sim mode is deterministic: one run a point",
                  "drop it, or use --mode real");
+  } else {
+    refuse_given(sub, {"--profile", "--gpus"},
+                 "models hardware in sim mode; real mode runs on this machine",
+                 "drop it, or use --mode sim");
   }
   if (!a.out.empty()) {
     std::vector<std::string> outputs;
@@ -255,7 +267,8 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--ctx", a->o.ctx, "context window in tokens (0: the model's)")
       ->capture_default_str()
       ->check(at_least(0));
-  sub->add_option("--max-output-tokens", a->o.max_output_tokens, "cap every answer (0: none)")
+  sub->add_option("--max-output-tokens", a->o.max_output_tokens,
+                  "trace studies: cap every answer (0: none)")
       ->capture_default_str()
       ->check(at_least(0));
   sub->add_option("--out,-o", a->out, "directory for STUDY.json, STUDY.svg and the plot script");

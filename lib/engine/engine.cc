@@ -418,7 +418,10 @@ std::unique_ptr<Engine::Job> Engine::prepare(const sched::Request& r, const Turn
       targets.push_back({layer_rows(j.k, l, j.cap), layer_rows(j.v, l, j.cap)});
     }
     j.load_start = steady_s();
-    j.load = store_->load(key, targets, -1, read_buffer_for(j));
+    // Nothing starts yet: its read buffer starts after the step's admissions, behind the loads
+    // of the jobs admitted (start_read_buffers).
+    j.buffer_layers = read_buffer_for(j);
+    j.load = store_->load(key, targets, -1, 0);
     if (j.load.ok()) {
       j.reused = j.load.tokens();
       j.rec.tier = store::tier_name(j.load.lookup().tier);
@@ -472,6 +475,27 @@ void Engine::start_batch_loads(const std::vector<Job*>& jobs) {
   const int layers = model_.config().n_layers;
   for (int l = 1; l <= layers; ++l) {
     for (Job* j : jobs) j->load.start_layers(l);
+  }
+}
+
+void Engine::start_read_buffers() {
+  // The read buffers of the prepared jobs still waiting, layer-major across them, so that a
+  // buffer never delays the loads of a batch admitted before it: those were queued first.
+  std::vector<Job*> waiting;
+  int most = 0;
+  for (const sched::Request& r : sched_->waiting()) {
+    const auto it = jobs_.find(r.id);
+    if (it == jobs_.end()) break;  // prepared in queue order: none after this one
+    Job& j = *it->second;
+    if (j.buffer_layers > j.load.started_layers()) {
+      waiting.push_back(&j);
+      most = std::max(most, j.buffer_layers);
+    }
+  }
+  for (int l = 1; l <= most; ++l) {
+    for (Job* j : waiting) {
+      if (l <= j->buffer_layers) j->load.start_layers(l);
+    }
   }
 }
 

@@ -206,6 +206,9 @@ class Engine {
   void restore(Job& job, int layer);
   /// Starts the loads of the jobs just admitted, layer-major across them.
   void start_batch_loads(const std::vector<Job*>& jobs);
+  /// Starts the read buffers of the prepared jobs still waiting (after the step's admissions,
+  /// so behind the admitted jobs' loads), layer-major across them.
+  void start_read_buffers();
   void run_step(const std::vector<sched::StepItem>& items, RunResult* res, const TokenFn& on_token);
   void finish(Job& job, RunResult* res);
   /// The token job `j` emits from its logits `row`: the argmax, or the sampler's pick.

@@ -29,6 +29,7 @@ struct Engine::Job {
   // write buffer [layer][cap][kv_dim] in the entry type; loaded prefix in [0, reused)
   KvBuffer k, v;
   store::LoadHandle load;
+  int buffer_layers = 0;  // its read buffer: layers loaded while it waits (start_read_buffers)
   bool restore_pending = false;
   bool load_failed = false;
   double load_start = 0;

@@ -215,6 +215,7 @@ void Engine::finish(Job& j, RunResult* res) {
       }
     }
   }
+  j.rec.done_s = now();  // after a synchronous save, or the store's waits on this thread
   res->records.push_back(std::move(j.rec));
 }
 
@@ -305,6 +306,7 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
       sched.admit_head(static_cast<int64_t>(j.prefill_ids.size()), j.output_target);
     }
     start_batch_loads(admitted);
+    start_read_buffers();
     const std::vector<sched::StepItem> items = sched.plan_step();
     if (items.empty()) {
       if (!sched.waiting().empty() && jobs_.count(sched.waiting().front().id)) {

@@ -1,5 +1,6 @@
 #include "lib/metrics/records_csv.h"
 
+#include <algorithm>
 #include <charconv>
 #include <initializer_list>
 #include <string>
@@ -32,7 +33,7 @@ std::string field(const std::string& s) {
 std::string turn_csv_header() {
   return "session,turn,warmup,arrival_s,start_s,first_token_s,finish_s,ttft_ms,history_tokens,"
          "new_tokens,output_tokens,reused_tokens,recomputed_tokens,truncated_tokens,tier,"
-         "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms,conversation";
+         "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms,done_s,conversation";
 }
 
 std::string turn_csv_row(const TurnRecord& r, const std::string& conversation) {
@@ -48,6 +49,7 @@ std::string turn_csv_row(const TurnRecord& r, const std::string& conversation) {
   s += ',' + std::to_string(r.bytes_loaded) + ',' + std::to_string(r.bytes_saved);
   for (double v : {r.load_s * 1000.0, r.preload_stall_s * 1000.0, r.save_stall_s * 1000.0})
     s += ',' + num(v);
+  s += ',' + num(std::max(r.finish_s, r.done_s));
   s += ',' + field(conversation);
   return s;
 }

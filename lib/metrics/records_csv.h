@@ -11,7 +11,8 @@ namespace cb::metrics {
 /// The header row (no newline): session, turn, warmup, arrival_s, start_s, first_token_s,
 /// finish_s, ttft_ms, history_tokens, new_tokens, output_tokens, reused_tokens,
 /// recomputed_tokens, truncated_tokens, tier, bytes_loaded, bytes_saved, load_ms,
-/// preload_stall_ms, save_stall_ms, conversation. `session` is the dense index of the
+/// preload_stall_ms, save_stall_ms, done_s (when the engine was done with the turn: finish_s,
+/// or later after a synchronous save), conversation. `session` is the dense index of the
 /// conversation in the trace (file order, after skips); `conversation` is its id in the
 /// source file (ShareGPT's "id"; empty for a length trace without names).
 std::string turn_csv_header();

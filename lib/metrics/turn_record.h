@@ -12,12 +12,14 @@ namespace cb::metrics {
 /// One turn (one request) as served.
 struct TurnRecord {
   uint64_t session = 0;
-  int turn = 0;                   ///< 0-based turn index within the session
-  bool warmup = false;            ///< served during --warmup-turns (excluded from the summary)
-  double arrival_s = 0;           ///< when the request arrived
-  double start_s = 0;             ///< when it was admitted into a batch
-  double first_token_s = 0;       ///< when its first output token was produced
-  double finish_s = 0;            ///< when its last output token was produced
+  int turn = 0;              ///< 0-based turn index within the session
+  bool warmup = false;       ///< served during --warmup-turns (excluded from the summary)
+  double arrival_s = 0;      ///< when the request arrived
+  double start_s = 0;        ///< when it was admitted into a batch
+  double first_token_s = 0;  ///< when its first output token was produced
+  double finish_s = 0;       ///< when its last output token was produced
+  double done_s = 0;  ///< when the engine was done with it: finish_s, or after the waits its save
+                      ///< made on the engine's thread (a synchronous save, evictions)
   int64_t history_tokens = 0;     ///< context before this turn, after any truncation
   int64_t new_tokens = 0;         ///< prompt tokens fed this turn (message + carried token)
   int64_t output_tokens = 0;      ///< tokens decoded
@@ -49,7 +51,7 @@ struct TierTotals {
 
 /// Run-wide totals.
 struct RunTotals {
-  double duration_s = 0;      ///< first arrival to last finish (measured turns)
+  double duration_s = 0;      ///< first arrival to the last turn done (measured turns; done_s)
   double gpu_time_s = 0;      ///< time the accelerator was held by steps (compute + stalls)
   double prefill_time_s = 0;  ///< time of steps that carried prefill tokens
   int gpus = 1;               ///< accelerators held (cost)
@@ -63,7 +65,8 @@ inline double measured_duration(const std::vector<TurnRecord>& records) {
   for (const TurnRecord& r : records) {
     if (r.warmup) continue;
     first = any ? std::min(first, r.arrival_s) : r.arrival_s;
-    last = any ? std::max(last, r.finish_s) : r.finish_s;
+    const double end = std::max(r.finish_s, r.done_s);
+    last = any ? std::max(last, end) : end;
     any = true;
   }
   return any ? last - first : 0;

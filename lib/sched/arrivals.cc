@@ -41,7 +41,8 @@ ThinkTime ThinkTime::parse(const std::string& text) {
   const auto bad = [&]() {
     return make_error(
         "--think-time", "cannot parse '" + text + "'",
-        "use 0, const:SECONDS, exp:MEAN_SECONDS or uniform:LO:HI (seconds from 0 to 1e6)");
+        "use 0, const:SECONDS, exp:MEAN_SECONDS, uniform:LO:HI or until:TIME (seconds from 0 "
+        "to 1e6)");
   };
   ThinkTime t;
   double v = 0;
@@ -57,6 +58,11 @@ ThinkTime ThinkTime::parse(const std::string& text) {
     if (!parse_seconds(rest, &t.a)) throw bad();
     t.kind = kind == "const" ? Kind::Const : Kind::Exp;
     if (t.a == 0) t.kind = Kind::Zero;
+    return t;
+  }
+  if (kind == "until") {
+    if (!parse_seconds(rest, &t.a)) throw bad();
+    t.kind = Kind::Until;
     return t;
   }
   if (kind == "uniform") {
@@ -77,8 +83,13 @@ double ThinkTime::sample(std::mt19937_64& rng) const {
     case Kind::Const: return a;
     case Kind::Exp: return exponential(rng, a);
     case Kind::Uniform: return a + (b - a) * uniform01(rng);
+    case Kind::Until: return 0;
   }
   return 0;
+}
+
+double ThinkTime::next_arrival(double finish, std::mt19937_64& rng) const {
+  return kind == Kind::Until ? std::max(finish, a) : finish + sample(rng);
 }
 
 namespace {
@@ -99,6 +110,7 @@ std::string ThinkTime::describe() const {
     case Kind::Const: return "const:" + exact(a);
     case Kind::Exp: return "exp:" + exact(a);
     case Kind::Uniform: return "uniform:" + exact(a) + ":" + exact(b);
+    case Kind::Until: return "until:" + exact(a);
   }
   return "0";
 }

@@ -18,15 +18,19 @@ double exponential(std::mt19937_64& rng, double mean);
 
 /// Think time between an answer and the session's next turn.
 struct ThinkTime {
-  enum class Kind { Zero, Const, Exp, Uniform };
+  /// Until: no think time as such; every next turn arrives at time `a` of the run, or right
+  /// after its answer when that is later (a burst at `a`: the ablation's measured turns).
+  enum class Kind { Zero, Const, Exp, Uniform, Until };
   Kind kind = Kind::Zero;
-  double a = 0;  ///< Const: the value; Exp: the mean; Uniform: the low end
+  double a = 0;  ///< Const: the value; Exp: the mean; Uniform: the low end; Until: the time
   double b = 0;  ///< Uniform: the high end
 
-  /// Parses "0", "const:S", "exp:MEAN", "uniform:LO:HI" (seconds); throws cb::Error naming
-  /// the `--think-time` argument otherwise.
+  /// Parses "0", "const:S", "exp:MEAN", "uniform:LO:HI", "until:T" (seconds); throws
+  /// cb::Error naming the `--think-time` argument otherwise.
   static ThinkTime parse(const std::string& text);
-  /// One draw.
+  /// When the next turn arrives after an answer at `finish` (s).
+  double next_arrival(double finish, std::mt19937_64& rng) const;
+  /// One draw (Until: 0; next_arrival places its turns).
   double sample(std::mt19937_64& rng) const;
   /// The canonical text form (parse(describe()) gives the same distribution).
   std::string describe() const;

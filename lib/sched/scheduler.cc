@@ -157,7 +157,7 @@ std::vector<Request> Scheduler::complete_step(const std::vector<StepItem>& items
       finished.push_back(*it);
       ++done_;
       if (it->turn + 1 < turns_[it->session]) {
-        push_pending({now + think_before(it->session, it->turn + 1), it->session, it->turn + 1});
+        push_pending({turn_arrival(now, it->session, it->turn + 1), it->session, it->turn + 1});
       }
       it = running_.erase(it);
     } else {
@@ -167,8 +167,8 @@ std::vector<Request> Scheduler::complete_step(const std::vector<StepItem>& items
   return finished;
 }
 
-double Scheduler::think_before(SessionId session, int turn) const {
-  if (cfg_.think.kind == ThinkTime::Kind::Zero) return 0;
+double Scheduler::turn_arrival(double finish, SessionId session, int turn) const {
+  if (cfg_.think.kind == ThinkTime::Kind::Zero) return finish;
   // splitmix64 of (seed, session, turn): independent streams per turn.
   uint64_t x = cfg_.seed ^ 0x9e3779b97f4a7c15ull;
   for (const uint64_t v : {static_cast<uint64_t>(session), static_cast<uint64_t>(turn)}) {
@@ -178,7 +178,7 @@ double Scheduler::think_before(SessionId session, int turn) const {
     x ^= x >> 31;
   }
   std::mt19937_64 rng(x);
-  return cfg_.think.sample(rng);
+  return cfg_.think.next_arrival(finish, rng);
 }
 
 void Scheduler::mark_warmup(int64_t n) {
@@ -193,7 +193,7 @@ void Scheduler::mark_warmup(int64_t n) {
   for (size_t s = 0; s < turns_.size(); ++s) {
     double at = session_arrival_[s];
     for (int t = 0; t < turns_[s]; ++t) {
-      if (t > 0) at += think_before(static_cast<SessionId>(s), t);
+      if (t > 0) at = turn_arrival(at, static_cast<SessionId>(s), t);
       all.push_back({at, t, static_cast<SessionId>(s)});
     }
   }

@@ -107,10 +107,10 @@ class Scheduler {
   /// their sessions' next turns are scheduled at now + think time.
   std::vector<Request> complete_step(const std::vector<StepItem>& items, double now);
 
-  /// The think time between turn `turn - 1`'s answer and turn `turn` of `session`: drawn from
-  /// its own seed (the config's, the session, the turn), so a turn gets the same think time in
-  /// every mode, whatever order the turns finish in.
-  double think_before(SessionId session, int turn) const;
+  /// When turn `turn` of `session` arrives after turn `turn - 1`'s answer at `finish`: its think
+  /// time is drawn from its own seed (the config's, the session, the turn), so a turn gets the
+  /// same think time in every mode, whatever order the turns finish in.
+  double turn_arrival(double finish, SessionId session, int turn) const;
   /// Marks the first `n` turns in trace order as warm-up: turns ordered by when they would
   /// arrive with no service time (the session's arrival plus the think times before them),
   /// ties by turn index, then session. The same turns in every mode, unlike the first n

@@ -23,7 +23,7 @@ struct SimEngine::Job {
   bool hit = false, restore_pending = false;
   store::TierKind tier = store::TierKind::Dram;
   double entry_ready = 0, load_start = 0;
-  int started = 0;
+  int started = 0, buffer_layers = 0;
   std::vector<double> ready;  // per layer: when its KV is in the pool
 };
 
@@ -200,7 +200,7 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
       j.entry_ready = h.ready_at;
       j.rec.tier = store::tier_name(h.tier);
       j.load_start = now_;
-      start_layers(j, read_buffer_for(j));
+      j.buffer_layers = read_buffer_for(j);  // started after the step's admissions
     }
   }
   j.rec.reused_tokens = j.reused;
@@ -237,6 +237,26 @@ bool SimEngine::admit(Job& j, double* stall) {
 void SimEngine::start_batch_loads(const std::vector<Job*>& jobs) {
   for (int l = 1; l <= layers_; ++l) {  // layer-major, as lib/engine's start_batch_loads
     for (Job* j : jobs) start_layers(*j, l);
+  }
+}
+
+void SimEngine::start_read_buffers() {
+  // As lib/engine's: the waiting jobs' read buffers, behind the admitted jobs' loads.
+  std::vector<Job*> waiting;
+  int most = 0;
+  for (const sched::Request& r : sched_->waiting()) {
+    const auto it = jobs_.find(r.id);
+    if (it == jobs_.end()) break;
+    Job& j = *it->second;
+    if (j.buffer_layers > j.started) {
+      waiting.push_back(&j);
+      most = std::max(most, j.buffer_layers);
+    }
+  }
+  for (int l = 1; l <= most; ++l) {
+    for (Job* j : waiting) {
+      if (l <= j->buffer_layers) start_layers(*j, l);
+    }
   }
 }
 
@@ -323,6 +343,7 @@ void SimEngine::finish(Job& j, engine::RunResult* res) {
       }
     }
   }
+  j.rec.done_s = now_;  // as lib/engine: after a synchronous save or the store's waits
   res->records.push_back(std::move(j.rec));
 }
 
@@ -394,6 +415,7 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       sched.admit_head(j.hist - j.reused + j.new_tokens, j.output_target);
     }
     start_batch_loads(admitted);
+    start_read_buffers();
     const std::vector<sched::StepItem> items = sched.plan_step();
     if (items.empty()) {
       if (!sched.waiting().empty() && jobs_.count(sched.waiting().front().id)) {

@@ -74,6 +74,7 @@ class SimEngine {
   void check_clock() const;
   void start_layers(Job& j, int n);
   void start_batch_loads(const std::vector<Job*>& jobs);
+  void start_read_buffers();
   int read_buffer_for(const Job& j) const;
 
   const CostModel& cost_;

@@ -829,6 +829,45 @@ TEST(EngineOverlap, AReadBufferHidesLoadsShorterThanTheRunningJob) {
   EXPECT_LE(layerwise.stall, 1.05 * none.stall);
 }
 
+// A read buffer fills while its job waits, behind the loads of the batch admitted before it:
+// it never delays them. Sixteen second turns arrive at once (until:100), all prepared, four
+// admitted: their loads go first, then the waiting twelve's buffers. (The buffers used to start
+// as each job was prepared: with one layer buffered, the admitted four's other layers queued
+// behind all sixteen first layers, 32 layer loads before their last instead of 20.)
+TEST(EngineOverlap, AReadBufferNeverDelaysTheBatchAdmittedBeforeIt) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  auto m = stories(path);
+  const auto first_batch_stall = [&](int read_buffer) {
+    auto st = dram_store(0.005, 0);  // ~280 KB entries at 5 MB/s: ~11 ms a layer
+    EngineConfig c = config(Mode::CA);
+    c.sched.max_batch = 4;
+    c.sched.think = sched::ThinkTime::parse("until:100");
+    c.preload_jobs = 16;
+    c.read_buffer_layers = read_buffer;
+    std::vector<SessionInput> in = sessions(16, 2, 200, 1, 5);
+    for (auto& s : in) s.turns[1].ids.resize(20);
+    const RunResult r = serve(*m, st.get(), c, in);
+    std::vector<metrics::TurnRecord> second;  // the measured turns, in admission order
+    for (const auto& rec : r.records) {
+      if (rec.turn == 1) second.push_back(rec);
+    }
+    std::sort(second.begin(), second.end(),
+              [](const auto& a, const auto& b) { return a.start_s < b.start_s; });
+    EXPECT_EQ(second.size(), 16u);
+    double stall = 0;
+    for (size_t i = 0; i < 4 && i < second.size(); ++i) {
+      EXPECT_EQ(second[i].tier, "dram");
+      stall += second[i].preload_stall_s;
+    }
+    return stall;
+  };
+  const double none = first_batch_stall(0), one = first_batch_stall(1);
+  std::fprintf(stderr, "first batch's preload stall: buffer 0 %.3f s, buffer 1 %.3f s\n", none,
+               one);
+  EXPECT_GT(none, 0.05) << "loads must be slow enough to stall";
+  EXPECT_LT(one, 1.2 * none);
+}
+
 TEST(EngineOverlap, AsynchronousSavingLeavesTheCriticalPath) {
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);

@@ -318,6 +318,21 @@ TEST(SummaryTest, CompareGivesThePapersRatios) {
 
 // ---- CSV ------------------------------------------------------------------------
 
+// The run lasts until the engine is done with its last measured turn: a synchronous save after
+// the last token holds it (done_s), a warm-up turn does not count.
+TEST(SummaryTest, DurationRunsToTheLastTurnDone) {
+  std::vector<TurnRecord> v = {rec(1, 0, 1.0, 1.5, 2.0, 0, 10, 2, "none", {1.5, 2.0}),
+                               rec(2, 0, 1.5, 2.5, 3.0, 0, 10, 2, "none", {2.5, 3.0})};
+  EXPECT_EQ(cb::metrics::measured_duration(v), 2.0);
+  v[0].done_s = 2.5;  // before the other's last token: no change
+  EXPECT_EQ(cb::metrics::measured_duration(v), 2.0);
+  v[1].done_s = 3.75;  // its synchronous save
+  EXPECT_EQ(cb::metrics::measured_duration(v), 2.75);
+  v.push_back(rec(3, 0, 0.0, 9.0, 9.5, 0, 10, 2, "none", {9.0, 9.5}));
+  v.back().warmup = true;
+  EXPECT_EQ(cb::metrics::measured_duration(v), 2.75);
+}
+
 TEST(RecordsCsvTest, HeaderAndRows) {
   std::vector<TurnRecord> v = sample_records();
   v[1].save_stall_s = 0.5;
@@ -331,13 +346,13 @@ TEST(RecordsCsvTest, HeaderAndRows) {
   const std::string header =
       "session,turn,warmup,arrival_s,start_s,first_token_s,finish_s,ttft_ms,history_tokens,"
       "new_tokens,output_tokens,reused_tokens,recomputed_tokens,truncated_tokens,tier,"
-      "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms,conversation\n";
+      "bytes_loaded,bytes_saved,load_ms,preload_stall_ms,save_stall_ms,done_s,conversation\n";
   ASSERT_EQ(text.substr(0, header.size()), header);
   // One line per record (warmup included) after the header.
   size_t lines = 0;
   for (char ch : text) lines += ch == '\n';
   EXPECT_EQ(lines, 1 + v.size());
-  EXPECT_NE(text.find("\n1,0,0,0,0,0.5,1.5,500,0,100,3,0,0,0,none,0,1000,0,0,500,\n"),
+  EXPECT_NE(text.find("\n1,0,0,0,0,0.5,1.5,500,0,100,3,0,0,0,none,0,1000,0,0,500,1.5,\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("\n9,0,1,"), std::string::npos);  // the warmup turn, flagged
@@ -349,10 +364,11 @@ TEST(RecordsCsvTest, HeaderAndRows) {
   r.load_s = 0.125;
   r.preload_stall_s = 0.0625;
   r.save_stall_s = 0.25;
+  r.done_s = 2.25;  // its synchronous save held the engine after the last token
   EXPECT_EQ(cb::metrics::turn_csv_row(r),
-            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250,");
+            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250,2.25,");
   EXPECT_EQ(cb::metrics::turn_csv_row(r, "conv,7"),
-            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250,\"conv,7\"");
+            "12,3,0,0.25,0.5,0.75,2,500,64,8,2,64,0,0,dram,4096,0,125,62.5,250,2.25,\"conv,7\"");
   // Each record's conversation by its session index; none past the names given.
   cb::metrics::write_turn_csv(path, v, {"first", "second", "third"});
   std::istringstream rows(cb::test::read_file(path));

@@ -50,7 +50,8 @@ TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
   for (int i = 0; i < 20000; ++i) sum += e.sample(rng);
   EXPECT_NEAR(sum / 20000, 4.0, 0.15);
   EXPECT_EQ(ThinkTime::parse(e.describe()).describe(), "exp:4");
-  for (const char* text : {"exp:0.1234567", "const:1e-07", "uniform:0.1:2.718281828459045"}) {
+  for (const char* text :
+       {"exp:0.1234567", "const:1e-07", "uniform:0.1:2.718281828459045", "until:30.5"}) {
     const ThinkTime t = ThinkTime::parse(text);
     const ThinkTime back = ThinkTime::parse(t.describe());  // what results record
     EXPECT_EQ(back.kind, t.kind) << text;
@@ -60,7 +61,7 @@ TEST(ThinkTime, ParsesEveryFormAndRejectsGarbage) {
   }
   EXPECT_EQ(ThinkTime::parse("const:1e6").sample(rng), 1e6);  // the largest accepted
   for (const char* bad : {"", "-1", "exp:", "exp:-2", "uniform:3:1", "normal:1", "abc",
-                          "const:1e15", "uniform:0:2e6"}) {
+                          "const:1e15", "uniform:0:2e6", "until:", "until:-1"}) {
     try {
       ThinkTime::parse(bad);
       ADD_FAILURE() << bad;
@@ -191,10 +192,20 @@ TEST(Scheduler, AThinkTimeBelongsToItsTurnNotToTheOrderTurnsFinish) {
   EXPECT_DOUBLE_EQ(a.at(1), b.at(1));
   EXPECT_NE(a.at(0), a.at(1));
   Scheduler s(c, {2, 2});
-  EXPECT_DOUBLE_EQ(a.at(0), s.think_before(0, 1));
-  EXPECT_NE(s.think_before(0, 1), s.think_before(0, 2));
+  EXPECT_DOUBLE_EQ(a.at(0), s.turn_arrival(0, 0, 1));
+  EXPECT_NE(s.turn_arrival(0, 0, 1), s.turn_arrival(0, 0, 2));
   c.seed = 1;
-  EXPECT_NE(Scheduler(c, {2, 2}).think_before(0, 1), s.think_before(0, 1));
+  EXPECT_NE(Scheduler(c, {2, 2}).turn_arrival(0, 0, 1), s.turn_arrival(0, 0, 1));
+}
+
+// until:T: every next turn arrives at T, or right after its answer when that is later.
+TEST(Scheduler, UntilThinkTimeMakesABurstAtItsTime) {
+  SchedConfig c;
+  c.think = ThinkTime::parse("until:10");
+  const Scheduler s(c, {3, 3});
+  EXPECT_EQ(s.turn_arrival(1.0, 0, 1), 10.0);
+  EXPECT_EQ(s.turn_arrival(2.5, 1, 1), 10.0);
+  EXPECT_EQ(s.turn_arrival(12.0, 0, 2), 12.0);
 }
 
 // Warm-up turns are the first N in trace order (arrival with no service time: the session's
