@@ -262,7 +262,9 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--rate", a->o.rate, "trace studies: new sessions per second")
       ->capture_default_str()
       ->check(at_least(0));
-  sub->add_option("--think-time", a->think, "trace studies: 0, const:S, exp:MEAN, uniform:LO:HI")
+  sub->add_option(
+         "--think-time", a->think,
+         "trace studies: 0, const:S, exp:MEAN, uniform:LO:HI, until:T (every next turn at T s)")
       ->capture_default_str();
   sub->add_option("--ctx", a->o.ctx, "context window in tokens (0: the model's)")
       ->capture_default_str()

@@ -517,7 +517,9 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->capture_default_str()
       ->check(at_least(0));
   auto think = std::make_shared<std::string>("0");
-  sub->add_option("--think-time", *think, "0, const:S, exp:MEAN, uniform:LO:HI")
+  sub->add_option("--think-time", *think,
+                  "0, const:S, exp:MEAN, uniform:LO:HI, or until:T (every next turn at T s, or "
+                  "right after its answer when later: a burst)")
       ->capture_default_str();
   sub->add_option("--seed", a->o.seed, "arrivals, think times and random token ids")
       ->capture_default_str();
