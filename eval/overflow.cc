@@ -248,9 +248,9 @@ std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
   const int64_t drop = overflow_dropped_tokens(opt);
   if (T <= N + 1) {
     throw make_error("overflow study",
-                     "the text has " + std::to_string(T) +
-                         " tokens; it must be longer than --ctx " + std::to_string(N) +
-                         " to overflow the window",
+                     "the text has " + std::to_string(T) + " tokens; it needs at least " +
+                         std::to_string(N + 2) + " (--ctx " + std::to_string(N) +
+                         " + 2) to overflow the window",
                      "use a longer text or a smaller --ctx");
   }
   std::vector<OverflowResult> rs(methods.size());

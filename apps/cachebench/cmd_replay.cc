@@ -96,7 +96,12 @@ void print_table(const std::vector<eval::ReplayRun>& runs) {
   row("prefill throughput (tok/s)",
       [](auto& s) { return fmt(s["prefill_throughput"].template get<double>(), 0); });
   row("GPU time (s)", [](auto& s) { return fmt(s["gpu_time_s"].template get<double>(), 3); });
-  row("hit rate", [](auto& s) { return fmt(s["hit_rate"]["overall"].template get<double>(), 3); });
+  // No turn with a history: nothing could hit (the JSON's rates are 0, turns_with_history 0).
+  row("hit rate", [](auto& s) {
+    return s["turns_with_history"].template get<long>() == 0
+               ? std::string("n/a (no turn had a history)")
+               : fmt(s["hit_rate"]["overall"].template get<double>(), 3);
+  });
   row("reused / recomputed tokens", [](auto& s) {
     return std::to_string(s["reused_tokens"].template get<long>()) + " / " +
            std::to_string(s["recomputed_tokens"].template get<long>());

@@ -30,7 +30,8 @@ namespace cb::metrics {
 /// Reuse: `turns_with_history` (tier != "none": a turn whose truncation to the window left none
 /// of its history has none to reuse and is not counted), `hit_rate` {overall, hbm, dram, ssd} (hits
 /// over turns_with_history; a tier's rate is its hits over the same denominator, so the
-/// three add up to overall), `reused_tokens`, `recomputed_tokens`, `truncated_tokens`,
+/// three add up to overall; all 0 when no turn had a history, which replay's table shows as
+/// n/a), `reused_tokens`, `recomputed_tokens`, `truncated_tokens`,
 /// `bytes_loaded`, `bytes_saved`, `preload_stall_s` {total, mean_ms (per measured turn)},
 /// `save_stall_s` and `load_s` (totals over the measured turns).
 ///

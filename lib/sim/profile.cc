@@ -208,6 +208,17 @@ std::string HardwareProfile::label() const {
 
 HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::string& origin) {
   if (!j.is_object()) throw make_error(origin, "a hardware profile must be a JSON object");
+  // A misspelt field would otherwise leave its default in place without a word.
+  for (const auto& [k, v] : j.items()) {
+    bool known = k == "name" || k == "description" || k == "gpus" || k == "kv_bytes_per_element" ||
+                 k == "sources" || k == "git" || k == "fit";  // calibrate's provenance
+    for (const Field& f : fields()) known = known || k == f.name;
+    if (!known) {
+      throw make_error(origin, "unknown field '" + k + "'",
+                       "check its spelling against `cachebench calibrate --print-profile "
+                       "a100-80gb`, or remove it");
+    }
+  }
   HardwareProfile p;
   const auto str = [&](const char* k, std::string* out) {
     if (!j.contains(k)) return;

@@ -53,12 +53,20 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
   check_chunk_bytes(cfg_.chunk_bytes);
   check_tier_budget("--hbm", cfg_.hbm_bytes, cfg_.chunk_bytes);
   check_tier_budget("--dram", cfg_.dram_bytes, cfg_.chunk_bytes);
+  // Both memory tiers live in host memory (the HBM tier too: design.md); compared without
+  // adding them, which could wrap past 2^64.
   const uint64_t phys = physical_memory_bytes();
-  if (phys > 0 && cfg_.dram_bytes + cfg_.hbm_bytes > phys) {
-    throw make_error("--dram",
-                     "DRAM/HBM budgets (" + format_size(cfg_.dram_bytes + cfg_.hbm_bytes) +
-                         ") exceed this machine's memory (" + format_size(phys) + ")",
-                     "lower --dram");
+  if (phys > 0 && (cfg_.dram_bytes > phys || cfg_.hbm_bytes > phys - cfg_.dram_bytes)) {
+    const bool both = cfg_.dram_bytes > 0 && cfg_.hbm_bytes > 0;
+    const char* name = both ? "--dram/--hbm" : cfg_.hbm_bytes > 0 ? "--hbm" : "--dram";
+    const std::string sum = cfg_.dram_bytes > UINT64_MAX - cfg_.hbm_bytes
+                                ? "over 16 EiB"
+                                : format_size(cfg_.dram_bytes + cfg_.hbm_bytes);
+    throw make_error(name,
+                     std::string(both ? "the DRAM and HBM budgets together (" : "the budget (") +
+                         sum + ") exceed this machine's memory (" + format_size(phys) +
+                         "), which holds both tiers",
+                     std::string("lower ") + (both ? "--dram or --hbm" : name));
   }
   if (cfg_.dram_reserve_bytes > cfg_.dram_bytes) {
     throw make_error("--dram-reserve", "reserve " + format_size(cfg_.dram_reserve_bytes) +

@@ -354,6 +354,12 @@ sys.exit(0 if 0 < j['tokens_used'] <= 12000 < j['tokens'] and j['documents'] < j
 sys.exit(0 if j['tokens_used']==300==j['max_tokens'] and j['tokens']>300 and j['dropped_tokens']==32 else 1)" \
       "$TMP/ov_cpu.json"; then ok
     else bad "overflow study: JSON lacks the streamed token count"; fi
+    # The shortest text the study takes is --ctx + 2 tokens; the error says so.
+    "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" --method ca --ctx 64 \
+      --max-tokens 65 --backend cpu >/dev/null 2>"$TMP/err"
+    rc=$?
+    if [ $rc -eq 1 ] && grep -qF "has 65 tokens; it needs at least 66 (--ctx 64 + 2)" "$TMP/err"; then ok
+    else bad "overflow study on a too short text: rc=$rc, $(head -c 300 "$TMP/err")"; fi
     expect_out overflow_dropped "first 300 of its" "$CB" perplexity -m "$STORIES" --dataset text \
       --file "$TS" --method ca --ctx 64 --truncate-ratio 0.33 --max-tokens 300 --backend cpu
     expect_out overflow_dropped_count "21 of them dropped" "$CB" perplexity -m "$STORIES" \

@@ -319,6 +319,11 @@ json.dump(conv, open(sys.argv[1], "w"))
 PY
 "$CB" replay "$TMP/huge.json" --model "$MODEL" --mode ca --quiet --out "$TMP/huge_out.json" >/dev/null 2>"$TMP/err" \
   && grep -qF "skipped 1 conversations" "$TMP/err" && ok || bad "10M-character message: $(head -c 600 "$TMP/err")"
+# Single-turn conversations: nothing to hit, said so (n/a), not a hit rate of 0.
+printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[5, 2]]}, {"id": 1, "turns": [[7, 2]]}]}' >"$TMP/single.json"
+if "$CB" replay "$TMP/single.json" --model "$MODEL" --mode ca --quiet 2>/dev/null \
+  | grep -qF "| hit rate | n/a (no turn had a history) |"; then ok
+else bad "single-turn replay: the hit rate is not n/a"; fi
 printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[5, -1]]}]}' >"$TMP/neg.json"
 expect_error "negative length" "" "$TMP/neg.json"
 "$CB" replay "$SHAREGPT" --model "$MODEL" --mode xx --quiet >/dev/null 2>"$TMP/err"

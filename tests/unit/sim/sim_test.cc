@@ -72,6 +72,15 @@ TEST(Profile, MalformedProfilesNameTheField) {
   k["h2d_gbps"] = 1e-310;  // denormal: transfer times overflow
   EXPECT_NE(msg(k).find("h2d_gbps"), std::string::npos);
   EXPECT_EQ(msg(h), "no error");
+  // A misspelt field is named, not ignored (its default would stand in silently); calibrate's
+  // provenance is not a field but is read back.
+  nlohmann::json typo = j;
+  typo["kv_bytes_per_elem"] = 4;
+  EXPECT_NE(msg(typo).find("unknown field 'kv_bytes_per_elem'"), std::string::npos) << msg(typo);
+  nlohmann::json calibrated = j;
+  calibrated["git"] = "abc";
+  calibrated["fit"] = {{"median_abs_error", 0.01}};
+  EXPECT_EQ(msg(calibrated), "no error");
   // Files: deep nesting is refused before parsing, naming the file.
   const std::string deep =
       test::write_tmp("deep_profile.json", "{\"sources\": " + std::string(100000, '[') + "}");

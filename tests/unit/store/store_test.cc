@@ -406,6 +406,28 @@ TEST(Store, ResaveKeepsFirstInsertionSoFifoAndLruDiffer) {
   }
 }
 
+// Both memory tiers are host memory: budgets beyond it are refused naming the option given,
+// and two that add past 2^64 (which wrapped to a small sum) as well.
+TEST(Store, MemoryBudgetsBeyondTheMachineNameTheirOptions) {
+  const auto error = [](uint64_t dram, uint64_t hbm) {
+    StoreConfig c = dram_cfg(0);
+    c.dram_bytes = dram;
+    c.hbm_bytes = hbm;
+    try {
+      AttentionStore st(c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const uint64_t pib = 1ull << 50, half = 1ull << 63;
+  EXPECT_EQ(error(pib, 0).rfind("--dram: ", 0), 0u) << error(pib, 0);
+  EXPECT_EQ(error(0, pib).rfind("--hbm: ", 0), 0u) << error(0, pib);
+  const std::string both = error(half, half);
+  EXPECT_EQ(both.rfind("--dram/--hbm: ", 0), 0u) << both;
+  EXPECT_NE(both.find("over 16 EiB"), std::string::npos) << both;
+}
+
 TEST(Store, StartupErrorsAreClear) {
   StoreConfig c = dram_cfg(0);
   EXPECT_THROW(AttentionStore{c}, Error);  // no tier
