@@ -50,6 +50,23 @@ std::vector<std::string> file_sums(const nlohmann::json& doc) {
   return sums;
 }
 
+/// A setting as text: a string as is, anything else as JSON ("" when absent).
+std::string setting(const nlohmann::json& doc, const char* key) {
+  if (!doc.is_object() || !doc.contains(key)) return "";
+  const nlohmann::json& v = doc[key];
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+/// The methods of an evaluation's `results` list, in order ("TT,CA,NKVT"); "" without one.
+std::string result_methods(const nlohmann::json& doc) {
+  std::string out;
+  if (!doc.is_object() || !doc.contains("results") || !doc["results"].is_array()) return out;
+  for (const nlohmann::json& r : doc["results"]) {
+    out += (out.empty() ? "" : ",") + (r.is_object() ? setting(r, "method") : std::string("?"));
+  }
+  return out;
+}
+
 /// Refuses to gate runs of different traces, models, modes or executions: their metrics
 /// differ for reasons no bound is about.
 void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const GateArgs& a) {
@@ -80,6 +97,17 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
             " vs " + std::to_string(cs.size()) + ", checksums differ)";
   }
   cmp("limit", field(b, "limit"), field(c, "limit"));
+  // The overflow study's and MMLU's methods (a metric like results.0.ppl is the first one's),
+  // their truncation, and generate's prompt and sampling.
+  cmp("methods", result_methods(b), result_methods(c));
+  for (const char* k : {"method", "truncate_ratio", "sink", "max_tokens", "n_tokens", "sampling",
+                        "ignore_eos", "add_bos"}) {
+    cmp(k, setting(b, k), setting(c, k));
+  }
+  const std::string bp = setting(b, "prompt"), cp = setting(c, "prompt");
+  if (!bp.empty() && !cp.empty() && bp != cp) {
+    diff += (diff.empty() ? "" : ", ") + std::string("prompt differs");
+  }
   if (diff.empty()) return;
   if (a.allow_mismatch) {
     std::printf("gate: note: the runs differ (%s); compared anyway (--allow-mismatch)\n\n",

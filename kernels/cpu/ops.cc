@@ -7,7 +7,7 @@
 //   enough at positions of 10^5 and beyond) and rotates in double, rounding once to fp32.
 // - gelu evaluates the documented erf form as 0.5 * x * erfc(-x / sqrt(2)) in double, which
 //   is the same function without the cancellation of 1 + erf(...) for negative x.
-// Preconditions are the caller's (lib/ops checks shapes); nothing here throws or allocates
+// Preconditions are the caller's (lib/model checks shapes); nothing here throws or allocates
 // per element.
 
 #include "kernels/cpu/ops.h"

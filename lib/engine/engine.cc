@@ -488,6 +488,7 @@ void Engine::start_read_buffers() {
     if (it == jobs_.end()) break;  // prepared in queue order: none after this one
     Job& j = *it->second;
     if (j.buffer_layers > j.load.started_layers()) {
+      if (j.load.started_layers() == 0) j.load_start = steady_s();  // its load starts now
       waiting.push_back(&j);
       most = std::max(most, j.buffer_layers);
     }

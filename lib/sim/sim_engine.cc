@@ -249,6 +249,7 @@ void SimEngine::start_read_buffers() {
     if (it == jobs_.end()) break;
     Job& j = *it->second;
     if (j.buffer_layers > j.started) {
+      if (j.started == 0) j.load_start = now_;  // as lib/engine: its load starts now
       waiting.push_back(&j);
       most = std::max(most, j.buffer_layers);
     }

@@ -57,16 +57,16 @@ AttentionStore::AttentionStore(StoreConfig cfg) : cfg_(std::move(cfg)) {
   // adding them, which could wrap past 2^64.
   const uint64_t phys = physical_memory_bytes();
   if (phys > 0 && (cfg_.dram_bytes > phys || cfg_.hbm_bytes > phys - cfg_.dram_bytes)) {
-    const bool both = cfg_.dram_bytes > 0 && cfg_.hbm_bytes > 0;
-    const char* name = both ? "--dram/--hbm" : cfg_.hbm_bytes > 0 ? "--hbm" : "--dram";
-    const std::string sum = cfg_.dram_bytes > UINT64_MAX - cfg_.hbm_bytes
-                                ? "over 16 EiB"
-                                : format_size(cfg_.dram_bytes + cfg_.hbm_bytes);
-    throw make_error(name,
-                     std::string(both ? "the DRAM and HBM budgets together (" : "the budget (") +
-                         sum + ") exceed this machine's memory (" + format_size(phys) +
-                         "), which holds both tiers",
-                     std::string("lower ") + (both ? "--dram or --hbm" : name));
+    // The option whose budget alone is too large, else both (each fits, the sum does not).
+    const bool alone = cfg_.dram_bytes > phys || cfg_.hbm_bytes > phys;
+    const char* name = !alone ? "--dram/--hbm" : cfg_.dram_bytes > phys ? "--dram" : "--hbm";
+    const uint64_t one = cfg_.dram_bytes > phys ? cfg_.dram_bytes : cfg_.hbm_bytes;
+    const std::string what = alone ? "the budget (" + format_size(one) + ") exceeds"
+                                   : "the DRAM and HBM budgets together (" +
+                                         format_size(cfg_.dram_bytes + cfg_.hbm_bytes) + ") exceed";
+    throw make_error(
+        name, what + " this machine's memory (" + format_size(phys) + "), which holds both tiers",
+        alone ? std::string("lower ") + name : "lower --dram or --hbm");
   }
   if (cfg_.dram_reserve_bytes > cfg_.dram_bytes) {
     throw make_error("--dram-reserve", "reserve " + format_size(cfg_.dram_reserve_bytes) +

@@ -188,6 +188,19 @@ expect_error gate_other_files "$G/pq_other.json" "data files (2 vs 2, checksums 
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_other.json" --max-regression results.0.acc=0
 expect_error gate_other_limit "$G/pq_limit.json" "limit 20 vs 40" \
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_limit.json" --max-regression results.0.acc=0
+# results.0.ppl is the first method's: runs of other methods (or truncation) are other setups.
+printf '{"task": "perplexity", "truncate_ratio": 0.5, "results": [{"method": "TT", "ppl": 4.0}, {"method": "CA", "ppl": 4.1}]}' >"$G/ov_all.json"
+printf '{"task": "perplexity", "truncate_ratio": 0.5, "results": [{"method": "CA", "ppl": 4.1}]}' >"$G/ov_ca.json"
+printf '{"task": "perplexity", "truncate_ratio": 0.25, "results": [{"method": "TT", "ppl": 4.0}, {"method": "CA", "ppl": 4.1}]}' >"$G/ov_quarter.json"
+expect_error gate_other_methods "$G/ov_ca.json" "methods TT,CA vs CA" \
+  "$CB" gate --baseline "$G/ov_all.json" --current "$G/ov_ca.json" --max-regression results.0.ppl=1
+expect_error gate_other_truncation "$G/ov_quarter.json" "truncate_ratio 0.5 vs 0.25" \
+  "$CB" gate --baseline "$G/ov_all.json" --current "$G/ov_quarter.json" --max-regression results.0.ppl=1
+# generate: another prompt or sampling is another setup.
+printf '{"task": "generate", "prompt": "Once", "n_tokens": 8, "sampling": {"temperature": 0}, "decode_tok_s": 100}' >"$G/gen_a.json"
+printf '{"task": "generate", "prompt": "The dog", "n_tokens": 8, "sampling": {"temperature": 0.8}, "decode_tok_s": 90}' >"$G/gen_b.json"
+expect_error gate_other_prompt "$G/gen_b.json" "prompt differs" \
+  "$CB" gate --baseline "$G/gen_a.json" --current "$G/gen_b.json" --max-regression decode_tok_s=5
 expect_error gate_nothing_to_check "--max-regression" "none given, and the baseline has none of" \
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_moved.json"
 expect_out gate_no_defaults "no regression in 1 checks" "$CB" gate --baseline "$G/base.json" \
