@@ -2,6 +2,7 @@
 #include "eval/ablate.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -54,6 +55,9 @@ datasets::Trace micro_trace(int sessions, const std::vector<std::pair<int64_t, i
   }
   return t;
 }
+
+/// The arrival-rate study's sessions per second (Figure 25), whatever --rate says.
+constexpr std::array<double, 4> kArrivalRates = {0.5, 1.0, 1.5, 2.0};
 
 int64_t window(const AblateOptions& a) {
   return a.ctx > 0 ? a.ctx : a.config.max_context;
@@ -464,7 +468,7 @@ void arrival_rate(Runner& run, AblateResult* r) {
                 {"prefill_throughput", "prefill throughput (tok/s)", 0, true},
                 {"gpu_time_s", "GPU time (s)", 0, true}};
   const datasets::Trace& t = need_trace(run.opts());
-  for (double rate : {0.5, 1.0, 1.5, 2.0}) {
+  for (double rate : kArrivalRates) {
     ReplayOptions o = run.base();
     o.engine.sched.rate = rate;
     o.store.ssd_bytes = 10000000000000ull;
@@ -543,7 +547,7 @@ AblateResult run_ablation(const AblateOptions& a) {
                          {"turns", a.trace->turns()}};
     // arrival-rate sweeps its own rates (its rows' x), whatever --rate says.
     if (a.study == "arrival-rate") {
-      r.config["rate"] = nlohmann::json::array({0.5, 1.0, 1.5, 2.0});
+      r.config["rate"] = kArrivalRates;
     } else {
       r.config["rate"] = a.rate;
     }

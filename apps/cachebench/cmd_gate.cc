@@ -88,20 +88,18 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
     return std::filesystem::path(m).filename().string();
   };
   cmp("model", file_name(field(b, "model")), file_name(field(c, "model")));
-  for (const char* k : {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots"})
-    cmp(k, field(b, k), field(c, k));
   cmp("file", field(b, "file_sha256").substr(0, 12), field(c, "file_sha256").substr(0, 12));
   const std::vector<std::string> bs = file_sums(b), cs = file_sums(c);
   if (!bs.empty() && !cs.empty() && bs != cs) {
     diff += (diff.empty() ? "" : ", ") + std::string("data files (") + std::to_string(bs.size()) +
             " vs " + std::to_string(cs.size()) + ", checksums differ)";
   }
-  cmp("limit", field(b, "limit"), field(c, "limit"));
-  // The overflow study's and MMLU's methods (a metric like results.0.ppl is the first one's),
-  // their truncation, and generate's prompt and sampling.
+  // What ran: the overflow study's and MMLU's methods (a metric like results.0.ppl is the first
+  // one's) and truncation, generate's prompt and sampling.
   cmp("methods", result_methods(b), result_methods(c));
-  for (const char* k : {"method", "truncate_ratio", "sink", "max_tokens", "n_tokens", "sampling",
-                        "ignore_eos", "add_bos"}) {
+  for (const char* k :
+       {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots", "limit", "method",
+        "truncate_ratio", "sink", "max_tokens", "n_tokens", "sampling", "ignore_eos", "add_bos"}) {
     cmp(k, setting(b, k), setting(c, k));
   }
   const std::string bp = setting(b, "prompt"), cp = setting(c, "prompt");

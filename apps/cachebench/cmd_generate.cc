@@ -101,7 +101,8 @@ void register_generate(CLI::App& app) {
         ++steps;
       }
     }
-    stream_text(lm.tok->decode(all), &shown, /*last=*/true);
+    const std::string text = lm.tok->decode(all);
+    stream_text(text, &shown, /*last=*/true);
     const auto t2 = std::chrono::steady_clock::now();
     std::fputs("\n", stdout);
     std::fflush(stdout);
@@ -128,7 +129,7 @@ void register_generate(CLI::App& app) {
                                 {"generated_tokens", generated},
                                 {"stopped_at_eos", eos},
                                 {"tokens", ids},
-                                {"text", lm.tok->decode(all)},
+                                {"text", text},
                                 {"prefill_s", pre},
                                 {"prefill_tok_s", pre_rate},
                                 {"decode_steps", steps},
