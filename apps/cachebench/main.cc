@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
@@ -34,6 +35,15 @@ int main(int argc, char** argv) {
   cb::app::require_decimal_integers(app);
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ArgumentMismatch& e) {
+    // CLI11 says "--ctx: At Most 1 required but received 2" for an option given twice.
+    const std::string what = e.what();
+    const std::string said = ": At Most 1 required but received ";
+    const size_t at = what.find(said);
+    if (at == std::string::npos) return app.exit(e) == 0 ? 0 : 2;
+    std::fprintf(stderr, "%s: given %s times; it takes one value, so give it once\n",
+                 what.substr(0, at).c_str(), what.substr(at + said.size()).c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; a usage error exits 2 (CLI11's own codes, 105 and up,
     // would read as crashes), as gate's "cannot compare" does.

@@ -544,6 +544,9 @@ expect_usage_error() {  # name, option, needle, command...
   if ! grep -qF -- "$opt: $needle" "$TMP/err"; then bad "$name: wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; return; fi
   ok
 }
+# An option given twice names itself and says what to do (CLI11 says "At Most 1 required").
+expect_usage_error option_twice --ctx "given 2 times; it takes one value, so give it once" \
+  "$CB" perplexity -m preset:tiny-llama --ctx 16 --ctx 32
 # Whole numbers are decimal: CLI11 alone would read 010 as octal 8 and 0x10 as hex.
 expect_usage_error synth_sessions_octal --sessions "'010' starts with 0, which would read as octal" \
   "$CB" trace synth --sessions 010 --out "$TMP/octal.json"
