@@ -547,6 +547,9 @@ expect_usage_error() {  # name, option, needle, command...
 # An option given twice names itself and says what to do (CLI11 says "At Most 1 required").
 expect_usage_error option_twice --ctx "given 2 times; it takes one value, so give it once" \
   "$CB" perplexity -m preset:tiny-llama --ctx 16 --ctx 32
+# A misspelt option is named, not reported as the required one it was meant to be.
+expect_usage_error option_misspelt "not expected" "--modle preset:tiny-llama (a misspelt option? see --help)" \
+  "$CB" perplexity --modle preset:tiny-llama -f "$TMP/none.txt"
 # Whole numbers are decimal: CLI11 alone would read 010 as octal 8 and 0x10 as hex.
 expect_usage_error synth_sessions_octal --sessions "'010' starts with 0, which would read as octal" \
   "$CB" trace synth --sessions 010 --out "$TMP/octal.json"
