@@ -42,8 +42,10 @@ int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& 
   // as calibrate writes it (profile.h, docs/sim.md).
   if (p.hbm_bytes <= 0) return 0;
   const sim::ModelShape s = sim::ModelShape::from_config(mc);
+  // The embedding table, and the LM head unless it is the same matrix (tied).
+  const double tables = mc.tied_embeddings ? 1.0 : 2.0;
   const double weights =
-      (s.params_per_layer * s.layers + 2.0 * s.hidden * static_cast<double>(s.vocab)) *
+      (s.params_per_layer * s.layers + tables * s.hidden * static_cast<double>(s.vocab)) *
       s.weight_bytes;
   const double avail = 0.9 * p.hbm_bytes * p.gpus - weights - static_cast<double>(store_hbm_bytes);
   const double block = static_cast<double>(block_size) * s.layers *
@@ -78,6 +80,16 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
                          " attention heads do not split evenly over " + std::to_string(p.gpus) +
                          " GPUs (tensor parallelism gives each GPU whole heads)",
                      "use a number of GPUs that divides " + std::to_string(mc.n_heads) +
+                         " (the profile's \"gpus\" when --gpus is not given)");
+  }
+  // ... and its KV heads: the sim moves and keeps 1/gpus of them per GPU and does not model
+  // heads replicated over GPUs (more GPUs than KV heads, as for an MQA model on two).
+  if (mc.n_kv_heads % p.gpus != 0) {
+    throw make_error("--gpus " + std::to_string(p.gpus),
+                     mc.name + "'s " + std::to_string(mc.n_kv_heads) +
+                         " KV heads do not split evenly over " + std::to_string(p.gpus) +
+                         " GPUs (the sim does not model KV heads replicated over GPUs)",
+                     "use a number of GPUs that divides " + std::to_string(mc.n_kv_heads) +
                          " (the profile's \"gpus\" when --gpus is not given)");
   }
   // calibrate --ssd-dir "" writes stand-ins for the SSD's rates: an SSD tier's loads,

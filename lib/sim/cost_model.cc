@@ -14,6 +14,7 @@ ModelShape ModelShape::from_config(const model::ModelConfig& c) {
   s.kv_dim = c.kv_dim();
   s.vocab = c.vocab_size;
   s.sliding_window = c.sliding_window;
+  s.allreduces_per_layer = c.parallel_attention ? 1 : 2;
   const double h = c.hidden, f = c.ffn_hidden;
   const double attn = h * c.q_dim() + 2.0 * h * c.kv_dim() + static_cast<double>(c.q_dim()) * h;
   // LLaMA/Mistral: gated SwiGLU (gate, up, down); Falcon: a plain two-matrix MLP.
@@ -69,9 +70,10 @@ double CostModel::layer_time(const std::vector<StepLoad>& items) const {
   }
   double comm = 0;
   if (prof_.gpus > 1 && prof_.nvlink_gbps > 0) {
-    // Two ring all-reduces of T x hidden activations (fp16) per layer.
+    // Ring all-reduces of T x hidden activations (fp16): after attention and after the MLP,
+    // or one after both where they run in parallel.
     const double bytes = tokens * shape_.hidden * 2.0;
-    comm = 2.0 * 2.0 * (g - 1) / g * bytes / (prof_.nvlink_gbps * 1e9);
+    comm = shape_.allreduces_per_layer * 2.0 * (g - 1) / g * bytes / (prof_.nvlink_gbps * 1e9);
   }
   return gemm_t + attn_t + comm + prof_.layer_overhead_s;
 }

@@ -7,8 +7,10 @@
 /// (attn_rate_i: decode_attn_tflops for one-token queries, attn_tflops for prefill chunks)
 /// plus layer_overhead, where T = sum_i n_i tokens of the step and sequence i feeds n_i new
 /// tokens after c_i tokens of context (a sliding window caps c_i). Then the LM head for the
-/// sequences that emit a token, a tensor-parallel all-reduce (two per layer), step_overhead
-/// and seq_overhead per sequence. Rates, bandwidths and overheads come from the profile; with
+/// step's sequences (every one, as the engine computes logits for each), tensor-parallel
+/// all-reduces of the step's activations (two per layer; one where attention and MLP run in
+/// parallel, Falcon, whose partial sums add before one reduction), step_overhead and
+/// seq_overhead per sequence. Rates, bandwidths and overheads come from the profile; with
 /// tensor parallelism over `gpus`, FLOPs and bytes divide evenly among them.
 
 #include <cstdint>
@@ -27,8 +29,9 @@ struct ModelShape {
   int kv_dim = 0;
   int vocab = 0;
   int sliding_window = 0;
-  double params_per_layer = 0;  ///< matrix parameters of one layer
-  double weight_bytes = 2;      ///< bytes per weight
+  int allreduces_per_layer = 2;  ///< with tensor parallelism: 1 for parallel attention (Falcon)
+  double params_per_layer = 0;   ///< matrix parameters of one layer
+  double weight_bytes = 2;       ///< bytes per weight
 
   static ModelShape from_config(const model::ModelConfig& c);
   /// KV bytes of one token in one layer (K and V) at `bytes_per_element`.

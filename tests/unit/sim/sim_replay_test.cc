@@ -189,6 +189,15 @@ TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
   p.gpus = 1;
   p.hbm_bytes = 16e9;
   EXPECT_THROW(eval::sim_kv_blocks(model::preset_config("llama-65b"), p, 16, 0), Error);
+  // Falcon-40B's LM head is its embedding table (tied): the weights count it once. By hand
+  // from the published shape: 60 layers of hidden 8192, 128 query and 8 KV heads of 64, MLP
+  // 32768 wide (two matrices), vocabulary 65024, bf16.
+  const double h = 8192, kv_dim = 8 * 64, f = 32768;
+  const double falcon_weights = (60 * (2 * h * h + 2 * h * kv_dim + 2 * h * f) + h * 65024) * 2;
+  p = two_a100s().profile;
+  const double block = 16.0 * 60 * 2 * kv_dim * 2;
+  EXPECT_EQ(eval::sim_kv_blocks(model::preset_config("falcon-40b"), p, 16, 0),
+            static_cast<int64_t>((0.9 * p.hbm_bytes * 2 - falcon_weights) / block));
 }
 
 // --warmup-turns leaves out the same turns in every mode (CA finishes turns sooner than RE, so
@@ -258,6 +267,19 @@ TEST(SimReplay, OnlyARunWithAStoreGivesUpHbmToItsHbmTier) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("do not split evenly"), std::string::npos) << e.what();
     }
+  }
+  // LLaMA-2-70B's 64 query heads split over 16 GPUs, its 8 KV heads do not: the sim would
+  // count 1/16 of the KV per GPU where each GPU holds a whole replicated head.
+  so.profile.gpus = 16;
+  const auto big = conversations(1, 1, {{100, 4}});
+  try {
+    eval::run_sim_replay(model::preset_config("llama-2-70b"), big, engine::Mode::CA, o, so);
+    ADD_FAILURE() << "16 GPUs accepted for 8 KV heads";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("8 KV heads do not split evenly over 16 GPUs"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("--gpus 16"), std::string::npos) << e.what();
   }
 }
 

@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "eval/sim_replay.h"
 #include "lib/core/error.h"
@@ -122,6 +125,25 @@ TEST(CostModel, PrefillOfTwoThousandTokensIsComputeBound) {
   // More context, more time; more tokens, more time.
   EXPECT_GT(cm.step_time({{512, 1024, true}}), cm.step_time({{512, 0, true}}));
   EXPECT_GT(cm.step_time({{1024, 0, true}}), cm.step_time({{512, 0, true}}));
+}
+
+TEST(CostModel, TensorParallelAllReducesFollowTheBlockLayout) {
+  // A ring all-reduce of B bytes over g GPUs moves 2 (g - 1) / g x B per GPU. A LLaMA layer
+  // reduces its T x hidden fp16 activations twice (after attention, after the MLP); Falcon's
+  // parallel attention and MLP add their partial sums first and reduce once.
+  HardwareProfile p = builtin_profile("a100-80gb");
+  p.gpus = 4;
+  const std::vector<StepLoad> step = {{512, 1024, true}};
+  for (const auto& [name, reductions] : {std::pair<std::string, int>{"llama-2-70b", 2},
+                                         std::pair<std::string, int>{"falcon-40b", 1}}) {
+    const model::ModelConfig mc = model::preset_config(name);
+    HardwareProfile free_links = p;
+    free_links.nvlink_gbps = 0;  // free all-reduces
+    const double comm = CostModel(ModelShape::from_config(mc), p).layer_time(step) -
+                        CostModel(ModelShape::from_config(mc), free_links).layer_time(step);
+    const double bytes = 512.0 * mc.hidden * 2;
+    EXPECT_NEAR(comm, reductions * 2.0 * 3 / 4 * bytes / (p.nvlink_gbps * 1e9), 1e-12) << name;
+  }
 }
 
 TEST(Link, OverlappingTransfersQueue) {
