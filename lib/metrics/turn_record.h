@@ -29,9 +29,12 @@ struct TurnRecord {
   /// "hbm", "dram", "ssd" (hit), "miss", or "none": no history to reuse (a first turn, or one
   /// whose window truncation dropped its whole history).
   std::string tier = "none";
-  uint64_t bytes_loaded = 0;          ///< KV bytes read from the store
-  uint64_t bytes_saved = 0;           ///< KV bytes written to the store after this turn
-  double load_s = 0;                  ///< wall time of this turn's store load (start to last layer)
+  uint64_t bytes_loaded = 0;  ///< KV bytes read from the store
+  uint64_t bytes_saved = 0;   ///< KV bytes written to the store after this turn
+  /// Wall time of this turn's store load, from its start to its last layer. A read buffer
+  /// starts the load before admission, and the layers past the buffer start at admission, so
+  /// the span then includes the wait in the queue between the two.
+  double load_s = 0;
   double preload_stall_s = 0;         ///< time compute waited for preloaded layers
   double save_stall_s = 0;            ///< time the critical path waited for saving (sync saves)
   std::vector<double> token_times_s;  ///< production time of every output token (first included)
