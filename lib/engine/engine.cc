@@ -179,9 +179,12 @@ void Engine::idle_until(double t) {
     if (s->commit.wait_until(deadline) != std::future_status::ready) break;
   }
   poll_saves();
-  // Committed saves make write-backs due, as the loop would plan them while idle.
+  // Committed saves make write-backs due, and a blocked prefetch plan again, as the loop
+  // would plan them while idle.
   if (store_ != nullptr && cfg_.mode != Mode::RE) {
-    while (store_->wait_idle_until(deadline) && store_->write_back() > 0) {
+    while (store_->wait_idle_until(deadline) &&
+           (store_->write_back() > 0 ||
+            (store_->prefetch_retry_due() && store_->retry_prefetch() > 0))) {
     }
   }
   const double m = now();

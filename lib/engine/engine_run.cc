@@ -290,6 +290,11 @@ RunResult Engine::run(const std::vector<SessionInput>& sessions, const ProgressF
         last_lookahead = std::move(la);
       }
     }
+    // A plan whose fetch found no room (a save still in flight held the room, say) is made
+    // again once room may have come, with the same look-ahead (SimEngine does the same).
+    if (store_ != nullptr && cfg_.mode != Mode::RE && store_->prefetch_retry_due()) {
+      store_->retry_prefetch();
+    }
     std::vector<Job*> admitted;  // whose loads start together, layer by layer
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);

@@ -401,6 +401,10 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
         last_lookahead = std::move(la);
       }
     }
+    // As lib/engine: a plan whose fetch found no room is made again once room may have come.
+    if (store_ != nullptr && cfg_.mode != Mode::RE && store_->prefetch_retry_due()) {
+      store_->retry_prefetch(now_);
+    }
     std::vector<Job*> admitted;  // whose loads start together, layer by layer
     while (sched.can_admit() && !sched.waiting().empty()) {
       auto it = jobs_.find(sched.waiting().front().id);
@@ -425,8 +429,16 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       }
       const double next = sched.next_arrival();
       const double before = now_;
+      // A blocked prefetch is planned again when a save lands (lib/engine's idle_until plans
+      // it then), so the clock stops at the first commit before the next arrival.
+      double landing = HUGE_VAL;
+      if (store_ != nullptr && store_->prefetch_blocked()) {
+        for (const Saving& sv : saving_) {
+          if (sv.commit_at > now_) landing = std::min(landing, sv.commit_at);
+        }
+      }
       if (std::isfinite(next) && next > now_) {
-        now_ = next;
+        now_ = std::min(next, landing);
       } else if (!saving_.empty()) {
         now_ = std::max(now_, saving_.front().commit_at);
       } else if (!std::isfinite(next)) {

@@ -295,6 +295,7 @@ void SimStore::land_demotions(double until) {
   for (auto it = demoting_.begin(); it != demoting_.end();) {
     if (it->first <= until) {
       free_[0] += it->second;
+      ++changes_;
       it = demoting_.erase(it);
     } else {
       ++it;
@@ -340,6 +341,7 @@ void SimStore::clean_ahead(double now) {
 void SimStore::erase_committed(store::SessionId session) {
   auto it = index_.find(session);
   if (it == index_.end()) return;
+  ++changes_;
   drop_copy(it->second);
   unindex(it->second);
   free_[static_cast<int>(it->second.tier)] += it->second.chunks;
@@ -582,6 +584,7 @@ void SimStore::set_tier(Entry& e, TierKind t) {
 void SimStore::commit(store::SessionId session) {
   auto it = pending_.find(session);
   if (it == pending_.end()) return;
+  ++changes_;
   auto b = index_.find(session);
   if (!it->second.from_copy && it->second.shared_tokens > 0 && b != index_.end()) {
     b->second.chunks -=
@@ -674,6 +677,7 @@ bool SimStore::reserve(TierKind t, uint64_t n, bool use_reserve, double now, boo
 
 void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
   Entry& e = index_.at(s);
+  ++changes_;  // as lib/store counts an eviction or a drop (prefetch_retry_due)
   --e.pins;
   sync(e);
   const TierKind src = e.tier;
@@ -740,6 +744,7 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
 }
 
 void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double now) {
+  fetch_blocked_ = false;
   lookahead_ = lookahead;
   first_pos_stale_ = true;
   clean_ahead(now);  // lib/store's prefetch() plans its write_back() first (see write_back())
@@ -826,8 +831,11 @@ void SimStore::prefetch(const std::vector<store::SessionId>& lookahead, double n
     if (!fetch) continue;
     // The fetch task makes its room when it gets to this fetch, after the previous one landed.
     room_at_ = fetch_at;
+    const uint64_t changes = changes_;  // lib/store takes it before the fetch's evictions
     if (!reserve(TierKind::Dram, it->second.chunks, true, fetch_at)) {
       ++prefetch_failures_;
+      fetch_blocked_ = true;
+      changes_at_block_ = changes;
       break;
     }
     ++prefetches_;
@@ -863,6 +871,7 @@ void SimStore::advance(double now) {
     if (e == index_.end() || e->second.moving_until < 0) {
       it = moving_.erase(it);
     } else if (e->second.moving_until <= now) {
+      ++changes_;
       e->second.moving_until = -1;
       e->second.demoting = false;
       sync(e->second);

@@ -141,6 +141,14 @@ class SimStore {
   void commit(store::SessionId session);
   /// The scheduler's look-ahead changed: plan and start prefetches (SSD -> DRAM).
   void prefetch(const std::vector<store::SessionId>& lookahead, double now);
+  /// The last prefetch() plan had a fetch that found no room, and since then a save landed, an
+  /// entry left or a move landed, so room may be found now: the engines plan again with the
+  /// same look-ahead, retry_prefetch() (lib/store's prefetch_retry_due).
+  bool prefetch_retry_due() const { return fetch_blocked_ && changes_ != changes_at_block_; }
+  /// prefetch() again with the last look-ahead.
+  void retry_prefetch(double now) { prefetch(std::vector<store::SessionId>(lookahead_), now); }
+  /// The last prefetch() plan had a fetch that found no room.
+  bool prefetch_blocked() const { return fetch_blocked_; }
   /// lib/store's write_back(): plans write-backs ahead of eviction when an entry was saved or
   /// demoted since the last plan (prefetch() plans too).
   void write_back(double now);
@@ -336,6 +344,9 @@ class SimStore {
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0, slow_dropped_ = 0;
   uint64_t prefetches_ = 0, prefetch_failures_ = 0, demoted_ahead_ = 0;
+  /// Saves landed, entries erased and moves landed (see prefetch_retry_due()).
+  uint64_t changes_ = 0, changes_at_block_ = 0;
+  bool fetch_blocked_ = false;  ///< the last prefetch plan stopped at a fetch without room
   /// Demotions ahead of need in flight: when each lands, and the HBM chunks it then frees.
   std::vector<std::pair<double, uint64_t>> demoting_;
   std::function<double(int64_t)> recompute_s_;

@@ -338,6 +338,7 @@ void AttentionStore::drop_copy_locked(const EntryPtr& e) {
 }
 
 void AttentionStore::unlink_locked(const EntryPtr& e) {
+  ++changes_;
   drop_copy_locked(e);
   if (e->in_flight) {  // its save owns the slots: the commit sees `doomed` and frees them
     auto fl = in_flight_.find(e->meta.session);

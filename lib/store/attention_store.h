@@ -265,6 +265,13 @@ class AttentionStore {
   /// (StoreConfig::clean_ahead_bytes) and fetching SSD entries of upcoming sessions into
   /// DRAM as the advisor decides; returns the number of fetches started.
   size_t prefetch(const std::vector<SessionId>& lookahead);
+  /// The last prefetch() plan had a fetch that found no room, and since it began a save landed,
+  /// an entry left or moved, so room may be found now: the engines plan again with the same
+  /// look-ahead, retry_prefetch(). Without that, a turn whose fetch met a save still in
+  /// flight would read the SSD unless its look-ahead changed first.
+  bool prefetch_retry_due() const;
+  /// prefetch() again with the last look-ahead; returns the fetches started.
+  size_t retry_prefetch();
   /// Plans and starts write-backs ahead of eviction (StoreConfig::clean_ahead_bytes) and
   /// demotions ahead of need (StoreConfig::demote_ahead_bytes) when an entry was saved or
   /// demoted, or the look-ahead changed, since the last plan (prefetch() plans too); returns
@@ -310,8 +317,10 @@ class AttentionStore {
   /// re-saves of the session), or NaN when it has no entry.
   double inserted_at(SessionId session) const;
   /// Reads and verifies every chunk of every entry; returns the number of bad entries
-  /// (they are dropped). `chunks_checked` receives the number of chunks read.
-  uint64_t verify_all(uint64_t* chunks_checked);
+  /// (they are dropped). `chunks_checked` receives the number of chunks read. An entry whose
+  /// read failed (an I/O error, not a checksum) is not known to be bad: with `unreadable`
+  /// it is kept and listed there (a line naming it, the file and the error), else dropped.
+  uint64_t verify_all(uint64_t* chunks_checked, std::vector<std::string>* unreadable = nullptr);
   /// The chunk size in use.
   uint64_t chunk_bytes() const { return cfg_.chunk_bytes; }
   /// One line per tier describing how it runs.
@@ -475,7 +484,7 @@ class AttentionStore {
   /// Reads every chunk of `m` in `t`, in batches of up to 64 MiB through one buffer, and checks
   /// its checksum: verify_all's check, whose memory does not grow with the entry. `why`: as
   /// read_entry's.
-  bool verify_entry(const EntryMeta& m, TierKind t, std::string* why);
+  bool verify_entry(const EntryMeta& m, TierKind t, std::string* why, bool* io_failed = nullptr);
   bool timed_io(TierKind t, bool write, struct ChunkIo* ops, size_t n);
 
   StoreDirLock dir_lock_;  ///< first: released after everything else has closed its files
@@ -494,11 +503,14 @@ class AttentionStore {
   std::atomic<double> skipped_s_{0};    ///< skip_time's total, added to cfg_.clock
   uint64_t pin_errors_ = 0;             ///< unpins of an entry with no pins (accounting_errors())
   int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
-  uint64_t demoting_chunks_ = 0;  ///< HBM chunks of demotions ahead of need not yet done
-  bool write_back_due_ = false;   ///< see write_back()
-  bool journal_stale_ = false;    ///< an erase record is missing (journal_erase_locked)
-  bool compacting_ = false;       ///< a start_compaction_locked() compaction is under way
-  uint64_t compact_after_ = 0;    ///< after a failed one: journal bytes before the next try
+  uint64_t demoting_chunks_ = 0;   ///< HBM chunks of demotions ahead of need not yet done
+  bool write_back_due_ = false;    ///< see write_back()
+  bool fetch_blocked_ = false;     ///< a fetch of the last prefetch plan found no room
+  uint64_t changes_ = 0;           ///< saves landed, entries unlinked, evicted or fetched
+  uint64_t changes_at_block_ = 0;  ///< changes_ when that fetch began
+  bool journal_stale_ = false;     ///< an erase record is missing (journal_erase_locked)
+  bool compacting_ = false;        ///< a start_compaction_locked() compaction is under way
+  uint64_t compact_after_ = 0;     ///< after a failed one: journal bytes before the next try
   StoreStats stats_;
   mutable std::mutex io_error_mu_;  ///< guards first_io_error_ (a leaf: taken under mu_ too)
   std::string first_io_error_;

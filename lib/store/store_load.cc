@@ -244,7 +244,8 @@ void AttentionStore::settle_layer(const std::shared_ptr<LoadState>& st, int laye
   st->promises[static_cast<size_t>(layer)].set_value(ok);
 }
 
-bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t, std::string* why) {
+bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t, std::string* why,
+                                  bool* io_failed) {
   // Chunks go in batches of up to 64 MiB (one chunk at least) per I/O call, so the SSD sees a
   // queue of reads, through one buffer whose size does not grow with the entry.
   constexpr uint64_t kBatchBytes = uint64_t{64} << 20;
@@ -280,6 +281,7 @@ bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t, std::string* w
     if (!timed_io(t, false, ops.data(), ops.size())) {
       *why = failed_op_problem(m, t, ops.data(), ops.size(),
                                [&](size_t k) { return all[i + k].index; });
+      if (io_failed) *io_failed = true;
       return false;
     }
     for (size_t k = i; k < j; ++k) {
@@ -294,7 +296,8 @@ bool AttentionStore::verify_entry(const EntryMeta& m, TierKind t, std::string* w
   return true;
 }
 
-uint64_t AttentionStore::verify_all(uint64_t* chunks_checked) {
+uint64_t AttentionStore::verify_all(uint64_t* chunks_checked,
+                                    std::vector<std::string>* unreadable) {
   std::vector<EntryPtr> all;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -313,13 +316,18 @@ uint64_t AttentionStore::verify_all(uint64_t* chunks_checked) {
       t = e->tier;
     }
     std::string why;
-    const bool ok = m.slots.empty() || verify_entry(m, t, &why);
+    bool io_failed = false;
+    const bool ok = m.slots.empty() || verify_entry(m, t, &why, &io_failed);
     chunks += m.slots.size();
     unpin(e);
-    if (!ok) {
-      ++bad;
-      drop_corrupt(e, why);
+    if (ok) continue;
+    if (io_failed && unreadable != nullptr) {  // not known to be bad: kept
+      unreadable->push_back("session " + std::to_string(m.session) + " in " + tier_name(t) + ": " +
+                            why);
+      continue;
     }
+    ++bad;
+    drop_corrupt(e, why);
   }
   if (chunks_checked) *chunks_checked = chunks;
   return bad;

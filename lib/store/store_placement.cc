@@ -173,6 +173,7 @@ void AttentionStore::evict(const EntryPtr& e, bool drop, bool blocking) {
     stats_.add(src, TierCounter::Evictions);
     std::lock_guard<std::mutex> g(mu_);
     write_back_due_ = true;  // the next entries in line may have no copy
+    ++changes_;
   } else if (r == MoveResult::Gone) {
     std::lock_guard<std::mutex> g(mu_);
     e->moving = false;
@@ -330,6 +331,8 @@ AttentionStore::MoveResult AttentionStore::promote(const EntryPtr& e) {
   const MoveResult r = move_entry(e, TierKind::Dram, true, &why);
   if (r == MoveResult::Ok) {
     stats_.add(Counter::Prefetches);
+    std::lock_guard<std::mutex> g(mu_);
+    ++changes_;  // movable again (see prefetch_retry_due)
   } else if (r == MoveResult::Gone) {
     std::lock_guard<std::mutex> g(mu_);
     e->moving = false;
@@ -353,9 +356,24 @@ size_t AttentionStore::prefetch(const std::vector<SessionId>& lookahead) {
     std::lock_guard<std::mutex> g(mu_);
     lookahead_ = lookahead;
     write_back_due_ = true;
+    fetch_blocked_ = false;
   }
   write_back();  // on the write pool before the fetches (store_clean.cc)
   return start_fetches(lookahead);
+}
+
+bool AttentionStore::prefetch_retry_due() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return fetch_blocked_ && changes_ != changes_at_block_;
+}
+
+size_t AttentionStore::retry_prefetch() {
+  std::vector<SessionId> lookahead;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    lookahead = lookahead_;
+  }
+  return prefetch(lookahead);
 }
 
 size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
@@ -412,6 +430,7 @@ size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
   pool_->post([this, held, fetch] {
     std::vector<char> pinned(held.size(), 1);
     bool room = true;
+    uint64_t changes = 0;  // changes_ before the fetch: one during it makes a retry due
     for (size_t i = 0; i < held.size(); ++i) {
       if (!fetch[i]) continue;
       if (!room) {
@@ -421,6 +440,7 @@ size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
       }
       {
         std::lock_guard<std::mutex> g(mu_);
+        changes = changes_;
         for (size_t j = 0; j < held.size(); ++j) {
           const bool want = j <= i;  // the jobs up to this one keep their entries
           if (want && !pinned[j] && !held[j]->doomed) {
@@ -433,6 +453,11 @@ size_t AttentionStore::start_fetches(const std::vector<SessionId>& lookahead) {
         }
       }
       room = promote(held[i]) != MoveResult::NoRoom;
+      if (!room) {
+        std::lock_guard<std::mutex> g(mu_);
+        fetch_blocked_ = true;
+        changes_at_block_ = changes;
+      }
     }
     {
       std::lock_guard<std::mutex> g(mu_);

@@ -378,6 +378,7 @@ bool AttentionStore::finish_save(const std::shared_ptr<SaveState>& st) {
   e->tier = st->tier;
   index_[e->meta.session] = e;
   write_back_due_ = true;  // a new entry may be among the first to evict
+  ++changes_;
   stats_.add(Counter::Saves);
   return true;
 }

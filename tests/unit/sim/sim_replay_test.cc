@@ -119,6 +119,38 @@ TEST(SimReplay, PrefetchLeavesTheRequestsBeingPreparedToTheirOwnLoads) {
   EXPECT_GT(sched["hit_rate"]["dram"].get<double>(), lru["hit_rate"]["dram"].get<double>());
 }
 
+// A fetch that finds no room is planned again once room may have come. A's entry goes to
+// the SSD when B's save needs DRAM (one LLaMA-13B entry fits); A's next turn, 10 s later,
+// is in the look-ahead while B's save is still in flight, so its fetch finds no victim. The
+// fetch is retried when B's save lands, and A's turn reads DRAM, whether the saves are
+// asynchronous or not (asynchronous saving used to leave it on the SSD).
+TEST(SimReplay, AFetchThatFoundNoRoomIsRetriedOnceASaveLands) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions = conversations(2, 0, {{1000, 1}});
+  sessions[0].turns.emplace_back();
+  sessions[0].turns.back().ids.resize(100);
+  sessions[0].turns.back().output_tokens = 1;
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 1'000'000'000;
+  o.store.ssd_bytes = 10'000'000'000;
+  o.store.drop_slow_demotions = false;
+  o.engine.sched.rate = 0;
+  o.engine.sched.max_batch = 1;
+  o.engine.sched.think = sched::ThinkTime::parse("const:10");
+  for (const bool async : {true, false}) {
+    o.engine.async_save = async;
+    const eval::ReplayRun r = eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, two_a100s());
+    bool seen = false;
+    for (const auto& t : r.result.records) {
+      if (t.turn != 1) continue;
+      seen = true;
+      EXPECT_EQ(t.tier, "dram") << "async " << async;
+    }
+    EXPECT_TRUE(seen);
+    EXPECT_EQ(r.summary["store"]["prefetches"].get<uint64_t>(), 1u) << "async " << async;
+  }
+}
+
 // As lib/engine: the batch fills in one step whatever the preload window (one request
 // prepared ahead, sixteen admitted at t = 0 together), in CA and RE alike.
 TEST(SimReplay, TheBatchFillsInOneStepWhateverThePreloadWindow) {

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <string>
+#include <vector>
 
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
@@ -150,6 +152,27 @@ TEST(Faults, ReadErrorsShortReadsAndBitFlipsAreMissesNeverWrongData) {
   EXPECT_EQ(s.get(Counter::LoadFailures), 3u);
   EXPECT_EQ(s.get(TierKind::Ssd, TierCounter::Drops), 3u);
   EXPECT_EQ(f.st->used_bytes(TierKind::Ssd), 4u * 2 * 2 * kChunk);
+}
+
+// verify_all keeps an entry it could not read (an I/O error says nothing of its bytes) and
+// lists it, where it drops one whose checksum fails. It used to drop both.
+TEST(Faults, VerifyKeepsAnEntryItCouldNotRead) {
+  Fixture f("verify_eio");
+  auto pos = iota_positions(100);
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(*f.st, s, s, kShape, pos));
+  f.io->fail_reads(1, EIO);
+  std::vector<std::string> unreadable;
+  uint64_t chunks = 0;
+  EXPECT_EQ(f.st->verify_all(&chunks, &unreadable), 0u);
+  ASSERT_EQ(unreadable.size(), 1u);
+  EXPECT_NE(unreadable[0].find("Input/output error"), std::string::npos) << unreadable[0];
+  EXPECT_EQ(f.st->sessions().size(), 3u);
+  for (SessionId s = 1; s <= 3; ++s) EXPECT_EQ(load_check(*f.st, s, s, kShape, pos), 100) << s;
+  f.io->flip_bits(1);  // a bad checksum is still dropped
+  unreadable.clear();
+  EXPECT_EQ(f.st->verify_all(&chunks, &unreadable), 1u);
+  EXPECT_TRUE(unreadable.empty());
+  EXPECT_EQ(f.st->sessions().size(), 2u);
 }
 
 TEST(Faults, FullDiskDuringDemotionDropsTheVictim) {

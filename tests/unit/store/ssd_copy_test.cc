@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <memory>
+#include <vector>
 
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
@@ -200,6 +202,61 @@ TEST(SsdCopy, EraseReplaceTruncateAndRestartDropTheCopy) {
   TierKind t;
   EXPECT_FALSE(again.where(2, &t));  // it was in DRAM
   std::filesystem::remove_all(dir);
+}
+
+// A fetch that finds no room is planned again once room may have come (the engines call
+// retry_prefetch when prefetch_retry_due says so): without that, the entry stays on the SSD
+// until the look-ahead changes, and its turn reads the SSD.
+// LRU's victims, and every look-ahead session on the SSD to fetch, room or not (as
+// scheduler-aware plans, making room by evicting later jobs' entries).
+class FetchEveryone final : public PlacementAdvisor {
+ public:
+  std::vector<Victim> choose_victims(TierKind tier, uint64_t bytes_needed,
+                                     const std::vector<EntryInfo>& candidates,
+                                     const std::vector<SessionId>& lookahead, double now) override {
+    return lru_.choose_victims(tier, bytes_needed, candidates, lookahead, now);
+  }
+  std::vector<SessionId> choose_prefetch(const std::vector<SessionId>& lookahead,
+                                         const std::vector<EntryInfo>& on_ssd, uint64_t,
+                                         double) override {
+    std::vector<SessionId> out;
+    for (SessionId s : lookahead) {
+      for (const EntryInfo& e : on_ssd)
+        if (e.session == s) out.push_back(s);
+    }
+    return out;
+  }
+
+ private:
+  LruAdvisor lru_;
+};
+
+TEST(SsdCopy, AFetchWithoutRoomIsDueAgainOnceAnEntryLeaves) {
+  const std::string dir = testing::fresh_dir("ssd_copy_retry");
+  StoreConfig c = cfg(dir, 64);
+  c.advisor = std::make_shared<FetchEveryone>();
+  c.dram_bytes = 2 * kEntryChunks * kChunk;  // two entries, no reserve
+  c.dram_reserve_bytes = 0;
+  AttentionStore st(c);
+  const auto pos = iota_positions(64);
+  for (SessionId s = 1; s <= 3; ++s) ASSERT_TRUE(save_entry(st, s, s, kShape, pos));
+  ASSERT_EQ(where(st, 1), TierKind::Ssd);
+  // 2 and 3 come before 1 in the queue, so 1's fetch may not evict them: no room.
+  ASSERT_EQ(st.prefetch({2, 3, 1}), 1u);
+  st.wait_idle();
+  EXPECT_EQ(where(st, 1), TierKind::Ssd);
+  EXPECT_EQ(st.stats().get(Counter::PrefetchFailures), 1u);
+  EXPECT_FALSE(st.prefetch_retry_due());  // nothing changed: a retry would fail the same way
+  ASSERT_TRUE(st.erase(3));               // 3's turn ended the conversation
+  EXPECT_TRUE(st.prefetch_retry_due());
+  EXPECT_EQ(st.retry_prefetch(), 1u);  // the same look-ahead, {2, 3, 1}
+  st.wait_idle();
+  EXPECT_EQ(where(st, 1), TierKind::Dram);
+  EXPECT_EQ(where(st, 2), TierKind::Dram);
+  EXPECT_FALSE(st.prefetch_retry_due());
+  EXPECT_EQ(load_check(st, 1, 1, kShape, pos), 64);
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
 }
 
 }  // namespace
