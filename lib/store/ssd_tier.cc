@@ -1,7 +1,6 @@
 #include "lib/store/ssd_tier.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +10,7 @@
 
 #include "lib/core/error.h"
 #include "lib/store/checksum.h"
+#include "lib/store/preallocate.h"
 #include "lib/store/size_parse.h"
 
 namespace cb::store {
@@ -59,11 +59,10 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
                                                      : "check the store directory");
     }
     fds_.push_back(fd);
-    struct stat st {};
-    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= bytes) continue;
-    int rc = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-    if (rc == EOPNOTSUPP || rc == EINVAL)
-      rc = ::ftruncate(fd, static_cast<off_t>(bytes)) == 0 ? 0 : errno;
+    // A file as long as its slots may still be sparse (made by a build that fell back to
+    // ftruncate where the file system has no fallocate): its blocks are made now.
+    if (looks_preallocated(fd, bytes)) continue;
+    const int rc = preallocate_file(p, fd, bytes);
     if (rc != 0) {
       for (int f : fds_) ::close(f);
       throw make_error(

@@ -14,6 +14,7 @@
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
 #include "lib/store/io_backend.h"
+#include "lib/store/preallocate.h"
 #include "tests/unit/store/store_test_util.h"
 
 namespace cb::store {
@@ -261,6 +262,32 @@ TEST(Io, TmpfsAndDisabledDirectIoWork) {
     ASSERT_TRUE(testing::save_entry(st, 1, 1, shape, testing::iota_positions(200)));
     EXPECT_EQ(testing::load_check(st, 1, 1, shape, testing::iota_positions(200)), 200);
   }
+  std::filesystem::remove_all(dir);
+}
+
+// Where the file system has no fallocate (ext2, ext3), data files are preallocated by writing
+// zeros into their holes: a file left sparse (ftruncate, as builds before 2026-12-06 made it
+// there) would fill the disk in the middle of a run. Data already in the file stays.
+TEST(Io, PreallocationWithoutFallocateFillsTheHolesAndKeepsTheData) {
+  const std::string dir = testing::fresh_dir("prealloc");
+  const std::string path = dir + "/data-0000.bin";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(fd, 0);
+  const std::vector<char> data(4096, 'k');
+  ASSERT_EQ(::pwrite(fd, data.data(), data.size(), 1 << 20), 4096);
+  ASSERT_EQ(::ftruncate(fd, 4 << 20), 0);  // sparse around the data
+  const uint64_t size = (6 << 20) + 100;   // grown too, to a size of no whole block
+  EXPECT_EQ(preallocate_file(path, fd, size, false), 0);
+  EXPECT_TRUE(looks_preallocated(fd, size));
+  std::vector<char> back(size, 1);
+  ASSERT_EQ(::pread(fd, back.data(), back.size(), 0), static_cast<ssize_t>(back.size()));
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), back.begin() + (1 << 20)));
+  EXPECT_EQ(std::count(back.begin(), back.end(), 'k'), 4096);
+  EXPECT_EQ(std::count(back.begin(), back.end(), 0), static_cast<long>(back.size()) - 4096);
+  // With fallocate (where the file system has it), the same.
+  EXPECT_EQ(preallocate_file(path, fd, 8 << 20), 0);
+  EXPECT_TRUE(looks_preallocated(fd, 8 << 20));
+  ::close(fd);
   std::filesystem::remove_all(dir);
 }
 
