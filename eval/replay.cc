@@ -183,14 +183,6 @@ std::string rename_to_fresh(const std::string& from, const std::string& base, st
 }
 
 // Whether `dir` holds nothing but the keep marker (its run ended before its store opened).
-bool only_keep_marker(const std::string& dir) {
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    if (e.path().filename() != kKeepMarker) return false;
-  }
-  return !ec;
-}
-
 // Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
 // cachebench-replay-MODE-PID[-N] whose process is gone (no such PID here) and whose store
 // lock no process holds (a PID of another PID namespace's live run is not seen here, its
@@ -229,7 +221,10 @@ void sweep_stale(const std::string& parent) {
     const std::string path = d.path().string();
     int lock = -1;
     if (try_lock_dir(path, &lock) == 0) continue;  // a live store
-    if (std::filesystem::exists(path + "/" + kKeepMarker, ec) && !only_keep_marker(path)) {
+    // Kept only once its store was made (the marker is written last): a run killed while it
+    // made its data files leaves nothing a store tool could open, verify or clear.
+    if (std::filesystem::exists(path + "/" + kKeepMarker, ec) &&
+        std::filesystem::exists(store::marker_path(path), ec)) {
       std::string err;
       const std::string kept = rename_to_fresh(
           path, parent + "/cachebench-store-" + mode_part + "-" + std::to_string(pid), &err);

@@ -463,6 +463,15 @@ if [ "$rc" -eq 0 ] && [ -f "$K9/cachebench_store.json" ] && [ ! -e "$K9/cacheben
   && "$CB" store verify --store-dir "$K9" >/dev/null 2>&1; then ok
 else bad "--keep-store after SIGKILL: rc=$rc, left: $(ls "$TMP/k9"), $(head -c 600 "$TMP/k9_err")"; fi
 if [ -d "$LOCKED" ]; then ok; else bad "the sweep removed $LOCKED, whose store lock was held"; fi
+# One killed while it made its store (a keep marker and a data file, no store marker) is not
+# a store any tool can open: removed, not kept.
+HALF="$TMP/k9/cachebench-replay-ca-4194306"
+mkdir -p "$HALF" && touch "$HALF/cachebench-keep-store" "$HALF/data-0000.bin"
+"$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB --chunk-size 64KiB --rate 0 \
+  --store-dir "$TMP/k9" --limit 1 --quiet >/dev/null 2>"$TMP/k9_err"
+if [ ! -e "$HALF" ] && [ ! -e "$TMP/k9/cachebench-store-ca-4194306" ] \
+  && grep -qF "removed $HALF" "$TMP/k9_err"; then ok
+else bad "a half-made kept store: left: $(ls "$TMP/k9"), $(head -c 400 "$TMP/k9_err")"; fi
 # A kept store (or a scratch directory) of a process of the same PID (another container) is
 # never replaced: the run keeps its own under a -N name. `bash -c '... exec'` keeps its PID.
 rm -rf "$TMP/pidc" && mkdir -p "$TMP/pidc"
