@@ -95,11 +95,15 @@ int run_chat(const ChatArgs& a) {
   std::fprintf(stderr, "cachebench chat: %s, mode %s. Type a message; /stats, /reset, /quit.\n",
                lm.config().name.c_str(), engine::mode_name(mode));
   std::string line;
+  bool first_line = true;
   while (true) {
     std::fputs("> ", stdout);
     std::fflush(stdout);
     if (!read_message(line)) break;
     if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF input
+    // A byte-order mark opening a file piped in (as the CSV and trace loaders drop it).
+    if (first_line && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+    first_line = false;
     if (line == "/quit" || line == "/exit") break;
     if (line == "/stats") {
       print_stats(st.get(), eng);

@@ -1,4 +1,4 @@
-// cachebench tokenize --model MODEL [--tokenizer FILE] [--no-bos] [--pieces] [--decode] TEXT...
+// cachebench tokenize --model MODEL [--tokenizer FILE] [--no-bos] [--pieces] [--decode] [--] TEXT...
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -19,7 +19,6 @@ struct TokenizeArgs {
   bool no_bos = false;
   bool decode = false;
   bool pieces = false;
-  std::string text;  // TEXT's first word; the rest are the command's extras
 };
 
 std::string joined_input(const std::vector<std::string>& parts) {
@@ -31,7 +30,22 @@ std::string joined_input(const std::vector<std::string>& parts) {
   return s;
 }
 
+std::vector<std::string>& text_after_dashes() {
+  static std::vector<std::string> words;
+  return words;
+}
+
 }  // namespace
+
+void take_tokenize_text_after_dashes(int* argc, char** argv) {
+  if (*argc < 2 || std::string(argv[1]) != "tokenize") return;
+  for (int i = 2; i < *argc; ++i) {
+    if (std::string(argv[i]) != "--") continue;
+    text_after_dashes().assign(argv + i + 1, argv + *argc);
+    *argc = i;
+    return;
+  }
+}
 
 void register_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
@@ -48,26 +62,31 @@ void register_tokenize(CLI::App& app) {
       sub->add_flag("--pieces", args->pieces, "print id:piece pairs instead of bare ids");
   sub->add_flag("--decode", args->decode, "TEXT is a list of token ids; print their text")
       ->excludes(pieces);
-  // TEXT is one string option plus the command's extra arguments, not a vector option: CLI11
-  // reads a vector argument "[a,b]" as the list a, b (dropping empty items), so "[hi]" would
-  // be tokenized as "hi" and --decode "[403,,407]" would pass.
-  sub->add_option("TEXT", args->text, "the text (or ids); '-' reads standard input")->required();
-  sub->allow_extras();
+  // TEXT is every argument from the first that is not an option on, in order (CLI11's prefix
+  // command), not a vector option: CLI11 reads a vector argument "[a,b]" as the list a, b
+  // (dropping empty items), so "[hi]" would be tokenized as "hi" and --decode "[403,,407]"
+  // would pass.
+  sub->prefix_command();
+  sub->footer(
+      "TEXT: the words after the options, joined by spaces (or ids with --decode); '-' reads "
+      "standard input; put -- before a TEXT that starts with '-'");
   set_action(sub, [args, sub] {
+    std::vector<std::string> words = sub->remaining();
+    if (!words.empty() && words.front().size() > 1 && words.front()[0] == '-') {
+      throw make_error("tokenize", "unknown option " + words.front(),
+                       "see cachebench tokenize --help; to tokenize text that starts with '-', "
+                       "put -- before it");
+    }
+    words.insert(words.end(), text_after_dashes().begin(), text_after_dashes().end());
+    if (words.empty()) {
+      throw make_error("tokenize", "no TEXT given",
+                       "give the text after the options, or '-' to read standard input");
+    }
     const std::string src = !args->tokenizer.empty() ? args->tokenizer : args->model;
     if (src.empty()) {
       throw make_error("tokenize", "no tokenizer given", "pass --model MODEL or --tokenizer FILE");
     }
     auto tok = tokenizer::load_tokenizer(src);
-    std::vector<std::string> words{args->text};
-    for (const std::string& w : sub->remaining()) {
-      if (w.size() > 2 && w.compare(0, 2, "--") == 0) {
-        throw make_error("tokenize", "unknown option " + w,
-                         "see cachebench tokenize --help; to tokenize text holding a word "
-                         "that starts with --, pass '-' and give the text on standard input");
-      }
-      words.push_back(w);
-    }
     const std::string input = joined_input(words);
     if (args->decode) {
       const std::string text =

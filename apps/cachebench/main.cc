@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   cb::app::register_calibrate(app);
   cb::app::register_ablate(app);
   cb::app::require_decimal_integers(app);
+  cb::app::take_tokenize_text_after_dashes(&argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -43,6 +43,10 @@ void check_derived_outputs(CLI::App& cmd, const std::string& label,
 
 void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);
+/// For `cachebench tokenize ... -- TEXT...`: keeps the words after the first "--" as TEXT and
+/// cuts them and the "--" off argv (CLI11 hands a subcommand's "--" to the parent, which then
+/// refuses what follows); call before parsing.
+void take_tokenize_text_after_dashes(int* argc, char** argv);
 void register_store(CLI::App& app);
 void register_forward(CLI::App& app);
 void register_generate(CLI::App& app);

@@ -142,6 +142,17 @@ JsonVocab read_json_vocab(const json& model, const json& doc, const std::string&
         throw make_error(where, f + " " + brief(t) +
                                     " needs an integer \"id\" and a non-empty string \"content\"");
       }
+      // Matching that strips the spaces around a token, or only whole words, is not
+      // implemented: such a file would tokenize differently, so it is refused.
+      for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+        if (t.contains(flag) && t[flag].is_boolean() && t[flag].get<bool>()) {
+          throw make_error(where,
+                           f + " " + brief(t) + " sets \"" + flag +
+                               "\": true, which cachebench's tokenizer does not implement",
+                           "use a tokenizer.json whose added tokens set it false, or the "
+                           "model's GGUF vocabulary");
+        }
+      }
       const bool special =
           t.contains("special") && t["special"].is_boolean() && t["special"].get<bool>();
       added.emplace_back(t["id"].get<int64_t>(), t["content"].get<std::string>(), special);

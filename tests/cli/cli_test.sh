@@ -254,6 +254,15 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   else bad "tokenize of bracketed text lost its comma"; fi
   expect_error tokenize_unknown_option "tokenize" "unknown option --pices" \
     "$CB" tokenize --model "$STORIES" --pices hi
+  # TEXT keeps its words in order, and -- before it is dropped (sentencepiece: "-x" is 448 29916
+  # after BOS; the extras used to be appended, "-x --").
+  if [ "$("$CB" tokenize --tokenizer "$LLAMA_TOK" -- -x 2>/dev/null)" = "1 448 29916" ]; then ok
+  else bad "tokenize -- -x: $("$CB" tokenize --tokenizer "$LLAMA_TOK" -- -x 2>&1)"; fi
+  if [ "$("$CB" tokenize --tokenizer "$LLAMA_TOK" y -x z 2>/dev/null)" = \
+       "$("$CB" tokenize --tokenizer "$LLAMA_TOK" "y -x z" 2>/dev/null)" ]; then ok
+  else bad "tokenize y -x z reordered its words: $("$CB" tokenize --tokenizer "$LLAMA_TOK" y -x z 2>&1)"; fi
+  expect_error tokenize_dash_first "tokenize" "put -- before it" \
+    "$CB" tokenize --tokenizer "$LLAMA_TOK" -x y
   expect_error tokens_empty "--tokens" "no token ids given" "$CB" forward -m "$STORIES" --tokens ""
   expect_error tokens_trailing_comma "--tokens" "ends with a comma" "$CB" forward -m "$STORIES" --tokens 1,2,
   expect_error tokens_empty_item "--tokens" "empty item at character 3" "$CB" forward -m "$STORIES" --tokens 1,,2
@@ -495,6 +504,9 @@ assert d['prefill_tok_s'] > 0 and d['decode_tok_s'] > 0
   if [ -n "$c1" ] && [ "$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)" = "$c1" ]; then ok
   else bad "chat: one seed, two conversations"; fi
   if [ "$c1" != "$c0" ]; then ok; else bad "chat: the sampled conversation is the greedy one (options ignored?)"; fi
+  # A byte-order mark opening piped input is not part of the first message (/stats here).
+  if printf '\xef\xbb\xbf/stats\r\n/quit\r\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 2>/dev/null |
+    grep -qF "context: 0 tokens"; then ok; else bad "chat: a BOM before /stats made it a message"; fi
   # -n caps the answers as generate's -n does: 4 tokens out per turn.
   if printf 'Once upon a time\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 2>/dev/null |
     grep -qF "| 4 tokens out]"; then ok; else bad "chat -n 4: answers not capped at 4 tokens"; fi

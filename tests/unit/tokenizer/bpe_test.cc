@@ -373,6 +373,21 @@ TEST(BpeJsonTest, MalformedJsonIsRejected) {
   j["added_tokens"] = json::array({{{"id", 3}, {"content", "<x>"}, {"special", true}}});
   EXPECT_NE(json_error(j).find("added_tokens[0]"), std::string::npos);
 
+  // Added tokens that strip the spaces around them, or match whole words only, would
+  // tokenize differently here (they used to be taken as plain added tokens).
+  for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+    j = tiny_json();
+    j["added_tokens"] =
+        json::array({{{"id", 257}, {"content", "<x>"}, {"special", true}, {flag, true}}});
+    const std::string e = json_error(j);
+    EXPECT_NE(e.find(std::string("added_tokens[0]")), std::string::npos) << e;
+    EXPECT_NE(e.find(std::string("\"") + flag + "\": true"), std::string::npos) << e;
+    j["added_tokens"][0][flag] = false;
+    EXPECT_NO_THROW(BpeTokenizer::from_tokenizer_json(
+        cb::test::write_tmp("bpe_flag_false_tokenizer.json", j.dump())))
+        << flag;
+  }
+
   j = tiny_json();
   j["normalizer"] = {{"type", "NFC"}};
   EXPECT_NE(json_error(j).find("normalizer"), std::string::npos);
