@@ -331,8 +331,8 @@ int run_replay_cmd(ReplayArgs& a) {
     }
     if (r.result.load_failures > 0) {
       std::fprintf(stderr,
-                   "cachebench: %s: %lld load%s failed verification, recomputed instead "
-                   "(load_failures)\n",
+                   "cachebench: %s: %lld load%s failed (a chunk's read or checksum, or the "
+                   "failed save it was reading), recomputed instead (load_failures)\n",
                    engine::mode_name(r.mode), static_cast<long long>(r.result.load_failures),
                    r.result.load_failures == 1 ? "" : "s");
     }

@@ -65,9 +65,10 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
     const int rc = preallocate_file(p, fd, bytes);
     if (rc != 0) {
       for (int f : fds_) ::close(f);
-      throw make_error(
-          p, "cannot preallocate " + format_size(bytes) + ": " + std::strerror(rc),
-          rc == ENOSPC ? "lower --ssd or free disk space" : "check the store directory");
+      throw make_error(p, "cannot preallocate " + format_size(bytes) + ": " + std::strerror(rc),
+                       rc == ENOSPC  ? "lower --ssd or free disk space"
+                       : rc == EFBIG ? "raise the file-size limit (ulimit -f) or lower --ssd"
+                                     : "check the store directory");
     }
   }
   if (!try_direct) direct_note_ = "O_DIRECT disabled by configuration";

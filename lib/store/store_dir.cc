@@ -67,6 +67,13 @@ StoreDirInfo read_store_marker(const std::string& dir) {
   const std::string p = marker_path(dir);
   std::ifstream f(p);
   if (!f) {
+    // A marker (or directory) there but unreadable is not "no store": say why.
+    const int err = ::access(p.c_str(), R_OK) == 0 ? 0 : errno;
+    if (err != 0 && err != ENOENT && err != ENOTDIR) {
+      throw make_error(p, std::string("cannot read the store's marker: ") + std::strerror(err),
+                       err == EACCES ? "run as a user who can read the store directory"
+                                     : "check the store directory");
+    }
     throw make_error(dir, "not a cachebench store (no " + p + ")",
                      "pass the directory a store was created in (replay --ssd SIZE --store-dir D "
                      "makes one per run under D, removed when the run ends)");
