@@ -528,7 +528,10 @@ void AttentionStore::journal_erase_locked(SessionId session) {
   // The record first (a few bytes may fit where a rewrite of the journal does not); a
   // compaction when it failed, or when an earlier record is still missing.
   const bool refused = journal_->broken();  // no I/O: appends wait for a compaction
-  const bool appended = journal_->erase(session, next_generation_++, false);
+  // Synced before the caller frees the entry's slots: a save may write them at once, and an
+  // erase record a power loss took would bring the entry back over those bytes (its checksums
+  // would catch it, but verify would report corruption).
+  const bool appended = journal_->erase(session, next_generation_++, true);
   if (!appended && !refused) {
     stats_.add(Counter::IoErrors);
     note_io_error(journal_->last_error());

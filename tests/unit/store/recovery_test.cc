@@ -681,6 +681,29 @@ TEST(Recovery, ACommitWhoseJournalSyncFailsDoesNotComeBack) {
   std::filesystem::remove_all(dir);
 }
 
+// An erase record is synced before the entry's slots are freed: a save may write them at once,
+// and a record a power loss took would bring the erased entry back over another's bytes.
+TEST(Recovery, AnEraseIsDurableBeforeItsSlotsAreFreed) {
+  const std::string dir = testing::fresh_dir("erase_sync");
+  auto syncs = std::make_shared<std::atomic<int>>(0);
+  StoreConfig c = ssd_cfg(dir);
+  c.journal_sync = [syncs](int fd) {
+    ++*syncs;
+    return ::fdatasync(fd) == 0 ? 0 : -errno;
+  };
+  const auto pos = iota_positions(40);
+  {
+    AttentionStore st(c);
+    ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
+    const int before = syncs->load();
+    ASSERT_TRUE(st.erase(1));
+    EXPECT_EQ(syncs->load(), before + 1);
+  }
+  AttentionStore st(ssd_cfg(dir));
+  EXPECT_TRUE(st.sessions().empty());
+  std::filesystem::remove_all(dir);
+}
+
 // A journal the file system refuses to grow (here a file-size limit; a full disk alike): the
 // save fails, and the store keeps the error naming the journal and the system's reason.
 TEST(Recovery, AJournalThatCannotGrowIsNamedAsTheFirstIoError) {
