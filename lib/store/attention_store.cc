@@ -326,6 +326,19 @@ void AttentionStore::free_slots_locked(EntryPtr* lender, TierKind t, std::vector
   if (*lender) {
     (*lender)->retired.emplace_back(t, std::move(slots));
   } else {
+    // An erase record a power loss took would bring the erased entry back over the bytes a
+    // save writes into its slots (its checksums would catch that, but verify would report
+    // corruption): the records appended without a sync are synced before the slots go.
+    // A broken journal (a sync failed) is rewritten from the index first.
+    if (t == TierKind::Ssd && journal_ != nullptr) {
+      if (journal_->broken()) {
+        journal_stale_ = !compact_journal_locked(nullptr);
+      } else if (!journal_->sync_appended()) {
+        stats_.add(Counter::IoErrors);
+        note_io_error(journal_->last_error());
+        journal_stale_ = !compact_journal_locked(nullptr);
+      }
+    }
     tier(t)->allocator().release(slots);
   }
 }
@@ -528,10 +541,8 @@ void AttentionStore::journal_erase_locked(SessionId session) {
   // The record first (a few bytes may fit where a rewrite of the journal does not); a
   // compaction when it failed, or when an earlier record is still missing.
   const bool refused = journal_->broken();  // no I/O: appends wait for a compaction
-  // Synced before the caller frees the entry's slots: a save may write them at once, and an
-  // erase record a power loss took would bring the entry back over those bytes (its checksums
-  // would catch it, but verify would report corruption).
-  const bool appended = journal_->erase(session, next_generation_++, true);
+  // Not synced here: free_slots_locked syncs it before the entry's SSD slots are reused.
+  const bool appended = journal_->erase(session, next_generation_++, false);
   if (!appended && !refused) {
     stats_.add(Counter::IoErrors);
     note_io_error(journal_->last_error());

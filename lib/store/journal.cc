@@ -298,7 +298,22 @@ bool Journal::append(uint8_t type, const std::string& payload, bool durable) {
       return fail("cannot sync a record", -rc);
     }
   }
+  unsynced_ = !durable;
   appended_ += rec.size();
+  return true;
+}
+
+bool Journal::sync_appended() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (broken_) return false;
+  if (!unsynced_) return true;
+  const int rc = sync_ ? sync_(fd_) : (::fdatasync(fd_) == 0 ? 0 : -errno);
+  if (rc != 0) {
+    broken_ = true;  // as after a durable append's failed sync
+    last_error_ = path_ + ": cannot sync a record: " + std::strerror(-rc);
+    return false;
+  }
+  unsynced_ = false;
   return true;
 }
 

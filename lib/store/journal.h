@@ -119,6 +119,10 @@ class Journal {
   /// appended since `at` after its end record, syncs again and renames it over the journal.
   /// A crash at any point leaves the old journal or the new one, each whole. One at a time.
   Compaction compact_from(Mark at, const Adjust& adjust, std::string* why);
+  /// Syncs the records appended without a sync (erase records) since the last sync, if any:
+  /// called before slots an erased entry's record names are reused. False when the sync
+  /// fails, which leaves the journal broken, as a failed durable append does (last_error()).
+  bool sync_appended();
   /// Bytes appended since opening or the last compaction.
   uint64_t appended_bytes() const;
   /// Whether appends are refused until a compaction succeeds (see commit()).
@@ -149,6 +153,7 @@ class Journal {
   // A failed append left a torn record it could not cut off, or a failed fdatasync left the
   // unsynced records in doubt: appends are refused until compact() rewrites the journal.
   bool broken_ = false;
+  bool unsynced_ = false;  // a record was appended without a sync since the last one
   std::string last_error_;
 };
 

@@ -640,7 +640,8 @@ TEST(Recovery, AnEraseTheJournalCannotAppendIsStillDurable) {
 
 // A commit whose journal sync fails is a failed save whose slots are freed: its record must
 // not bring the entry back at the next open. The journal, broken until rewritten, is
-// compacted by the next commit, which lands; the failure is kept naming the journal.
+// rewritten from the index before those slots are freed (a record in doubt must not name
+// reused slots), and the next commits append; the failure is kept naming the journal.
 TEST(Recovery, ACommitWhoseJournalSyncFailsDoesNotComeBack) {
   const std::string dir = testing::fresh_dir("journal_sync_fail");
   auto fail = std::make_shared<std::atomic<int>>(0);
@@ -657,6 +658,7 @@ TEST(Recovery, ACommitWhoseJournalSyncFailsDoesNotComeBack) {
     AttentionStore st(c);
     ASSERT_TRUE(save_entry(st, 1, 1, kShape, pos));
     const uint64_t one = st.used_bytes(TierKind::Ssd);
+    const uint64_t compactions = st.stats().get(Counter::JournalCompactions);
     *fail = 2;  // the commit's sync, and the compaction that retries it at once
     EXPECT_FALSE(save_entry(st, 2, 2, kShape, pos));
     EXPECT_EQ(fail->load(), 0);
@@ -665,10 +667,10 @@ TEST(Recovery, ACommitWhoseJournalSyncFailsDoesNotComeBack) {
     EXPECT_EQ(st.used_bytes(TierKind::Ssd), one);  // its slots are free for the next save
     EXPECT_EQ(st.first_io_error(),
               journal_path(dir) + ": cannot sync a record: " + std::strerror(EIO));
-    const uint64_t compactions = st.stats().get(Counter::JournalCompactions);
-    ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));  // compacts the broken journal
+    // Rewritten once the two failed tries were spent: before the save's slots were freed.
     EXPECT_EQ(st.stats().get(Counter::JournalCompactions), compactions + 1);
-    ASSERT_TRUE(save_entry(st, 4, 4, kShape, pos));  // appends again
+    ASSERT_TRUE(save_entry(st, 3, 3, kShape, pos));  // appends again
+    ASSERT_TRUE(save_entry(st, 4, 4, kShape, pos));
     EXPECT_EQ(st.stats().get(Counter::JournalCompactions), compactions + 1);
     EXPECT_EQ(st.audit_slots(), "");
   }
