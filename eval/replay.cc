@@ -182,12 +182,11 @@ std::string rename_to_fresh(const std::string& from, const std::string& base, st
   return "";
 }
 
-// Whether `dir` holds nothing but the keep marker (its run ended before its store opened).
 // Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
 // cachebench-replay-MODE-PID[-N] whose process is gone (no such PID here) and whose store
 // lock no process holds (a PID of another PID namespace's live run is not seen here, its
-// lock is). Removed, with a note; one of a --keep-store run (its keep marker) is kept as
-// cachebench-store-MODE-PID[-N] instead, also with a note.
+// lock is). Removed, with a note; one of a --keep-store run (its keep marker) whose store was
+// made (its store marker) is kept as cachebench-store-MODE-PID[-N] instead, also with a note.
 void sweep_stale(const std::string& parent) {
   std::error_code ec;
   for (const auto& d : std::filesystem::directory_iterator(parent, ec)) {

@@ -154,8 +154,8 @@ int run_verify(const StoreArgs& a) {
     j["journal_missing"] = journal_missing;
     j["journal_lost"] = journal_lost || journal_missing;
     j["journal_cut"] = journal_cut;
-    j["unreadable_entries"] = unreadable.size();
-    j["ok"] = ok;
+    j["unreadable_entries"] = unreadable;  // kept, not verified
+    j["ok"] = ok && unreadable.empty();
     j["stats"] = nlohmann::json::parse(s.to_json());
     std::printf("%s\n", j.dump(2).c_str());
   } else {

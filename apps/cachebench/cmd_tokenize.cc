@@ -1,4 +1,5 @@
-// cachebench tokenize --model MODEL [--tokenizer FILE] [--no-bos] [--pieces] [--decode] [--] TEXT...
+// cachebench tokenize --model MODEL [--tokenizer FILE] [--no-bos] [--pieces] [--decode] [--]
+// TEXT...
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -69,13 +70,22 @@ void register_tokenize(CLI::App& app) {
   sub->prefix_command();
   sub->footer(
       "TEXT: the words after the options, joined by spaces (or ids with --decode); '-' reads "
-      "standard input; put -- before a TEXT that starts with '-'");
+      "standard input; the first -- ends the options wherever it stands and is dropped: put "
+      "it before a TEXT that starts with '-' or holds a word such as --x");
   set_action(sub, [args, sub] {
     std::vector<std::string> words = sub->remaining();
     if (!words.empty() && words.front().size() > 1 && words.front()[0] == '-') {
       throw make_error("tokenize", "unknown option " + words.front(),
                        "see cachebench tokenize --help; to tokenize text that starts with '-', "
                        "put -- before it");
+    }
+    // Everything after TEXT's first word is text: an option there would be tokenized.
+    for (size_t i = 1; i < words.size(); ++i) {
+      const std::string& w = words[i];
+      if ((w.size() > 2 && w.compare(0, 2, "--") == 0) || w == "-m") {
+        throw make_error("tokenize", w + " comes after TEXT, where it would be tokenized as text",
+                         "put the options before TEXT, or -- before a TEXT that holds it");
+      }
     }
     words.insert(words.end(), text_after_dashes().begin(), text_after_dashes().end());
     if (words.empty()) {

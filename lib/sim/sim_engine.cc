@@ -429,13 +429,13 @@ engine::RunResult SimEngine::run(const std::vector<engine::SessionInput>& sessio
       }
       const double next = sched.next_arrival();
       const double before = now_;
-      // A blocked prefetch is planned again when a save lands (lib/engine's idle_until plans
-      // it then), so the clock stops at the first commit before the next arrival.
+      // lib/engine's idle_until waits for the saves in flight and then plans a blocked
+      // prefetch again, if they all land before the next arrival: the clock stops there too.
       double landing = HUGE_VAL;
-      if (store_ != nullptr && store_->prefetch_blocked()) {
-        for (const Saving& sv : saving_) {
-          if (sv.commit_at > now_) landing = std::min(landing, sv.commit_at);
-        }
+      if (store_ != nullptr && store_->prefetch_blocked() && !saving_.empty()) {
+        landing = now_;
+        for (const Saving& sv : saving_) landing = std::max(landing, sv.commit_at);
+        if (landing <= now_) landing = HUGE_VAL;
       }
       if (std::isfinite(next) && next > now_) {
         now_ = std::min(next, landing);

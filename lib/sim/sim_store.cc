@@ -203,6 +203,7 @@ void SimStore::erase(store::SessionId session) {
 void SimStore::drop_pending(store::SessionId session) {
   auto p = pending_.find(session);
   if (p == pending_.end()) return;
+  ++changes_;  // its space is freed
   // A save below owns the copy chunks it took (save_below); an append's shared chunks stay the
   // base's, and its pin on the base goes.
   const uint64_t shared = p->second.from_copy ? 0 : chunks_for(p->second.shared_tokens);

@@ -344,7 +344,7 @@ class SimStore {
   double bytes_read_[3] = {0, 0, 0}, bytes_written_[3] = {0, 0, 0};
   uint64_t copy_reused_chunks_ = 0, cleaned_chunks_ = 0, admitted_below_ = 0, slow_dropped_ = 0;
   uint64_t prefetches_ = 0, prefetch_failures_ = 0, demoted_ahead_ = 0;
-  /// Saves landed, entries erased and moves landed (see prefetch_retry_due()).
+  /// Saves landed or dropped, entries erased or evicted, moves landed (prefetch_retry_due()).
   uint64_t changes_ = 0, changes_at_block_ = 0;
   bool fetch_blocked_ = false;  ///< the last prefetch plan stopped at a fetch without room
   /// Demotions ahead of need in flight: when each lands, and the HBM chunks it then frees.

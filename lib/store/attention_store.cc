@@ -340,6 +340,7 @@ void AttentionStore::free_slots_locked(EntryPtr* lender, TierKind t, std::vector
       }
     }
     tier(t)->allocator().release(slots);
+    ++changes_;  // room: a fetch that found none may find it now (prefetch_retry_due)
   }
 }
 

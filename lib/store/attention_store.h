@@ -317,9 +317,10 @@ class AttentionStore {
   /// re-saves of the session), or NaN when it has no entry.
   double inserted_at(SessionId session) const;
   /// Reads and verifies every chunk of every entry; returns the number of bad entries
-  /// (they are dropped). `chunks_checked` receives the number of chunks read. An entry whose
-  /// read failed (an I/O error, not a checksum) is not known to be bad: with `unreadable`
-  /// it is kept and listed there (a line naming it, the file and the error), else dropped.
+  /// (they are dropped). `chunks_checked` receives the number of chunks of the entries read. An
+  /// entry whose read failed (an I/O error, not a checksum) is not known to be bad: with
+  /// `unreadable` it is kept and listed there (a line naming it, the file and the error), else
+  /// dropped.
   uint64_t verify_all(uint64_t* chunks_checked, std::vector<std::string>* unreadable = nullptr);
   /// The chunk size in use.
   uint64_t chunk_bytes() const { return cfg_.chunk_bytes; }
@@ -503,10 +504,10 @@ class AttentionStore {
   std::atomic<double> skipped_s_{0};    ///< skip_time's total, added to cfg_.clock
   uint64_t pin_errors_ = 0;             ///< unpins of an entry with no pins (accounting_errors())
   int cleaning_ = 0;  ///< write-backs running (they hold SSD slots not yet anyone's copy)
-  uint64_t demoting_chunks_ = 0;   ///< HBM chunks of demotions ahead of need not yet done
-  bool write_back_due_ = false;    ///< see write_back()
-  bool fetch_blocked_ = false;     ///< a fetch of the last prefetch plan found no room
-  uint64_t changes_ = 0;           ///< saves landed, entries unlinked, evicted or fetched
+  uint64_t demoting_chunks_ = 0;  ///< HBM chunks of demotions ahead of need not yet done
+  bool write_back_due_ = false;   ///< see write_back()
+  bool fetch_blocked_ = false;    ///< a fetch of the last prefetch plan found no room
+  uint64_t changes_ = 0;  ///< saves landed, entries unlinked, evicted or fetched, slots freed
   uint64_t changes_at_block_ = 0;  ///< changes_ when that fetch began
   bool journal_stale_ = false;     ///< an erase record is missing (journal_erase_locked)
   bool compacting_ = false;        ///< a start_compaction_locked() compaction is under way

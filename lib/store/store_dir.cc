@@ -68,7 +68,9 @@ StoreDirInfo read_store_marker(const std::string& dir) {
   std::ifstream f(p);
   if (!f) {
     // A marker (or directory) there but unreadable is not "no store": say why.
-    const int err = ::access(p.c_str(), R_OK) == 0 ? 0 : errno;
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    const int err = fd < 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
     if (err != 0 && err != ENOENT && err != ENOTDIR) {
       throw make_error(p, std::string("cannot read the store's marker: ") + std::strerror(err),
                        err == EACCES ? "run as a user who can read the store directory"

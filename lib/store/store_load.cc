@@ -318,7 +318,7 @@ uint64_t AttentionStore::verify_all(uint64_t* chunks_checked,
     std::string why;
     bool io_failed = false;
     const bool ok = m.slots.empty() || verify_entry(m, t, &why, &io_failed);
-    chunks += m.slots.size();
+    if (!io_failed) chunks += m.slots.size();  // an entry not read is not counted
     unpin(e);
     if (ok) continue;
     if (io_failed && unreadable != nullptr) {  // not known to be bad: kept

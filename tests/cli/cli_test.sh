@@ -263,6 +263,8 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
   else bad "tokenize y -x z reordered its words: $("$CB" tokenize --tokenizer "$LLAMA_TOK" y -x z 2>&1)"; fi
   expect_error tokenize_dash_first "tokenize" "put -- before it" \
     "$CB" tokenize --tokenizer "$LLAMA_TOK" -x y
+  expect_error tokenize_option_after_text "tokenize" "--pieces comes after TEXT" \
+    "$CB" tokenize --tokenizer "$LLAMA_TOK" "hello world" --pieces
   expect_error tokens_empty "--tokens" "no token ids given" "$CB" forward -m "$STORIES" --tokens ""
   expect_error tokens_trailing_comma "--tokens" "ends with a comma" "$CB" forward -m "$STORIES" --tokens 1,2,
   expect_error tokens_empty_item "--tokens" "empty item at character 3" "$CB" forward -m "$STORIES" --tokens 1,,2
