@@ -73,25 +73,20 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
                          const ReplayOptions& opts, const SimOptions& so,
                          const engine::ProgressFn& progress) {
   const sim::HardwareProfile& p = so.profile;
-  // Tensor parallelism splits the attention heads over the GPUs.
-  if (p.gpus > mc.n_heads || mc.n_heads % p.gpus != 0) {
+  // Tensor parallelism gives each GPU whole attention heads, and whole KV heads: the sim moves
+  // and keeps 1/gpus of them per GPU and does not model KV heads replicated over GPUs (more
+  // GPUs than KV heads, as for an MQA model on two).
+  const auto split = [&](int heads, const char* kind, const char* why) {
+    if (p.gpus <= heads && heads % p.gpus == 0) return;
     throw make_error("--gpus " + std::to_string(p.gpus),
-                     mc.name + "'s " + std::to_string(mc.n_heads) +
-                         " attention heads do not split evenly over " + std::to_string(p.gpus) +
-                         " GPUs (tensor parallelism gives each GPU whole heads)",
-                     "use a number of GPUs that divides " + std::to_string(mc.n_heads) +
+                     mc.name + "'s " + std::to_string(heads) + " " + kind +
+                         " do not split evenly over " + std::to_string(p.gpus) + " GPUs (" + why +
+                         ")",
+                     "use a number of GPUs that divides " + std::to_string(heads) +
                          " (the profile's \"gpus\" when --gpus is not given)");
-  }
-  // ... and its KV heads: the sim moves and keeps 1/gpus of them per GPU and does not model
-  // heads replicated over GPUs (more GPUs than KV heads, as for an MQA model on two).
-  if (mc.n_kv_heads % p.gpus != 0) {
-    throw make_error("--gpus " + std::to_string(p.gpus),
-                     mc.name + "'s " + std::to_string(mc.n_kv_heads) +
-                         " KV heads do not split evenly over " + std::to_string(p.gpus) +
-                         " GPUs (the sim does not model KV heads replicated over GPUs)",
-                     "use a number of GPUs that divides " + std::to_string(mc.n_kv_heads) +
-                         " (the profile's \"gpus\" when --gpus is not given)");
-  }
+  };
+  split(mc.n_heads, "attention heads", "tensor parallelism gives each GPU whole heads");
+  split(mc.n_kv_heads, "KV heads", "the sim does not model KV heads replicated over GPUs");
   // calibrate --ssd-dir "" writes stand-ins for the SSD's rates: an SSD tier's loads,
   // prefetches and evictions timed on them would be made up, not predicted.
   if (mode != engine::Mode::RE && opts.store.ssd_bytes > 0 &&
