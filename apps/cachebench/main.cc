@@ -30,9 +30,7 @@ std::string clearer_parse_error(const CLI::App& app, const CLI::ParseError& e) {
     std::string list;
     for (const std::string& arg : extra) list += (list.empty() ? "" : " ") + arg;
     std::string required = what;  // "--model is required", "A subcommand is required"
-    if (!required.empty() && required[0] == 'A' && required.compare(0, 2, "A ") == 0) {
-      required[0] = 'a';
-    }
+    if (required.compare(0, 2, "A ") == 0) required[0] = 'a';
     return "not expected: " + list + " (a misspelt option? see --help); and " + required;
   }
   return "";
