@@ -75,16 +75,20 @@ void register_tokenize(CLI::App& app) {
   set_action(sub, [args, sub] {
     std::vector<std::string> words = sub->remaining();
     if (!words.empty() && words.front().size() > 1 && words.front()[0] == '-') {
-      throw make_error("tokenize", "unknown option " + words.front(),
-                       "see cachebench tokenize --help; to tokenize text that starts with '-', "
-                       "put -- before it");
+      // Usage errors CLI11 would have caught without the prefix command: exit 2 as its do.
+      return report_error(make_error("tokenize", "unknown option " + words.front(),
+                                     "see cachebench tokenize --help; to tokenize text that "
+                                     "starts with '-', put -- before it"),
+                          2);
     }
     // Everything after TEXT's first word is text: an option there would be tokenized.
     for (size_t i = 1; i < words.size(); ++i) {
       const std::string& w = words[i];
       if ((w.size() > 2 && w.compare(0, 2, "--") == 0) || w == "-m") {
-        throw make_error("tokenize", w + " comes after TEXT, where it would be tokenized as text",
-                         "put the options before TEXT, or -- before a TEXT that holds it");
+        return report_error(
+            make_error("tokenize", w + " comes after TEXT, where it would be tokenized as text",
+                       "put the options before TEXT, or -- before a TEXT that holds it"),
+            2);
       }
     }
     words.insert(words.end(), text_after_dashes().begin(), text_after_dashes().end());

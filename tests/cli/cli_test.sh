@@ -265,6 +265,13 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     "$CB" tokenize --tokenizer "$LLAMA_TOK" -x y
   expect_error tokenize_option_after_text "tokenize" "--pieces comes after TEXT" \
     "$CB" tokenize --tokenizer "$LLAMA_TOK" "hello world" --pieces
+  # Both are usage errors, exit 2 as CLI11's own (TEXT being a prefix command, CLI11 lets them by).
+  for args in "--pices hi" "hi --pieces"; do
+    # shellcheck disable=SC2086
+    "$CB" tokenize --tokenizer "$LLAMA_TOK" $args >/dev/null 2>&1
+    rc=$?
+    if [ $rc -eq 2 ]; then ok; else bad "tokenize $args: exit $rc, wanted 2"; fi
+  done
   expect_error tokens_empty "--tokens" "no token ids given" "$CB" forward -m "$STORIES" --tokens ""
   expect_error tokens_trailing_comma "--tokens" "ends with a comma" "$CB" forward -m "$STORIES" --tokens 1,2,
   expect_error tokens_empty_item "--tokens" "empty item at character 3" "$CB" forward -m "$STORIES" --tokens 1,,2
