@@ -33,16 +33,22 @@ int run_stat(const StoreArgs& a) {
   store::check_store_dir(a.dir, /*writable=*/false);  // a snapshot or read-only media is fine
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
-  const store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
+  store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
   const bool lost = store::journal_lost(r, info.version);
   const bool cut = store::journal_cut(r, info.version);
+  // The entries as opening the store would find them (a marker that shrank, or slots two
+  // entries name, drop some), not the journal's records as they stand.
+  store::ChunkAllocator slots(info.n_slots());
+  uint64_t dropped = 0;
+  const std::map<store::SessionId, store::EntryMeta> entries =
+      store::recoverable_entries(&r, info.chunk_bytes, &slots, &dropped);
   uint64_t chunks = 0, data = 0, tokens = 0;
   struct PerModel {
     uint64_t entries = 0, tokens = 0;
     std::string encodings;
   };
   std::map<std::string, PerModel> models;
-  for (const auto& [id, m] : r.entries) {
+  for (const auto& [id, m] : entries) {
     chunks += m.slots.size();
     data += m.data_bytes();
     tokens += static_cast<uint64_t>(m.n_tokens());
@@ -61,7 +67,8 @@ int run_stat(const StoreArgs& a) {
     j["capacity_bytes"] = info.ssd_bytes;
     j["chunk_bytes"] = info.chunk_bytes;
     j["data_files"] = info.n_files;
-    j["entries"] = r.entries.size();
+    j["entries"] = entries.size();
+    j["entries_dropped_on_open"] = dropped;
     j["chunks"] = chunks;
     j["used_bytes"] = used;
     j["kv_bytes"] = data;
@@ -90,8 +97,13 @@ int run_stat(const StoreArgs& a) {
   std::snprintf(pct, sizeof pct, "%.1f%%",
                 info.ssd_bytes == 0 ? 0.0 : 100.0 * static_cast<double>(used) / info.ssd_bytes);
   row("used", human_bytes(used) + " (" + pct + "), " + std::to_string(chunks) + " chunks");
-  row("entries", std::to_string(r.entries.size()) + " (" + human_count(tokens) + " tokens, " +
-                     human_bytes(data) + " of K/V)");
+  row("entries", std::to_string(entries.size()) + " (" + human_count(tokens) + " tokens, " +
+                     human_bytes(data) + " of K/V)" +
+                     (dropped > 0 ? "; " + std::to_string(dropped) +
+                                        " more in the journal that opening the store drops (a "
+                                        "chunk beyond the marker's capacity or named by a newer "
+                                        "entry, or an invalid record)"
+                                  : ""));
   row("journal", std::to_string(r.records) + " records, " + std::to_string(r.discarded_records) +
                      " discarded (torn or corrupt)" +
                      (r.corrupt_bytes > 0 ? ", " + std::to_string(r.corrupt_bytes) +

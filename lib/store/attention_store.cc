@@ -211,34 +211,10 @@ void AttentionStore::recover(int marker_version) {
                        "check free space and permissions of the store directory");
     }
   }
-  Tier* ssd = tier(TierKind::Ssd);
-  std::map<SessionId, EntryMeta> live;
-  // Newest generations claim their slots first; an older entry overlapping them is stale.
-  std::vector<EntryMeta*> order;
-  for (auto& [id, m] : r.entries) order.push_back(&m);
-  std::sort(order.begin(), order.end(),
-            [](const EntryMeta* a, const EntryMeta* b) { return a->generation > b->generation; });
-  for (EntryMeta* m : order) {
-    bool ok = m->valid(nullptr) &&
-              static_cast<uint64_t>(m->tokens_per_chunk) * m->shape.token_bytes <= cfg_.chunk_bytes;
-    for (uint64_t s : m->slots) ok = ok && s < ssd->allocator().capacity();
-    std::vector<uint64_t> claimed;
-    if (ok) {
-      for (uint64_t s : m->slots) {
-        if (!ssd->allocator().claim(s)) {
-          ok = false;
-          break;
-        }
-        claimed.push_back(s);
-      }
-    }
-    if (!ok) {
-      ssd->allocator().release(claimed);
-      stats_.add(Counter::DiscardedEntries);
-      continue;
-    }
-    live[m->session] = *m;
-  }
+  uint64_t dropped = 0;
+  std::map<SessionId, EntryMeta> live =
+      recoverable_entries(&r, cfg_.chunk_bytes, &tier(TierKind::Ssd)->allocator(), &dropped);
+  stats_.add(Counter::DiscardedEntries, dropped);
   // The journal's times are the clock of the process that wrote them (steady time since its
   // store opened, by default): shift them onto this one's, the newest access now, so that
   // TTLs and the LRU/FIFO order go on from where they were instead of from the old uptime.

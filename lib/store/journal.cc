@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -454,6 +455,33 @@ bool Journal::erase(SessionId session, uint64_t generation, bool durable) {
   std::memcpy(&p[0], &session, 8);
   std::memcpy(&p[8], &generation, 8);
   return append(kErase, p, durable);
+}
+
+std::map<SessionId, EntryMeta> recoverable_entries(ReplayResult* r, uint64_t chunk_bytes,
+                                                   ChunkAllocator* slots, uint64_t* dropped) {
+  std::map<SessionId, EntryMeta> live;
+  // Newest generations claim their slots first; an older entry overlapping them is stale.
+  std::vector<EntryMeta*> order;
+  for (auto& [id, m] : r->entries) order.push_back(&m);
+  std::sort(order.begin(), order.end(),
+            [](const EntryMeta* a, const EntryMeta* b) { return a->generation > b->generation; });
+  for (EntryMeta* m : order) {
+    bool ok = m->valid(nullptr) &&
+              static_cast<uint64_t>(m->tokens_per_chunk) * m->shape.token_bytes <= chunk_bytes;
+    std::vector<uint64_t> claimed;
+    for (uint64_t s : m->slots) {
+      if (!ok) break;
+      ok = slots->claim(s);  // false when out of range or already claimed
+      if (ok) claimed.push_back(s);
+    }
+    if (!ok) {
+      slots->release(claimed);
+      ++*dropped;
+      continue;
+    }
+    live[m->session] = std::move(*m);
+  }
+  return live;
 }
 
 }  // namespace cb::store

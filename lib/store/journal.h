@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 
+#include "lib/store/chunk_allocator.h"
 #include "lib/store/entry.h"
 
 namespace cb::store {
@@ -56,6 +57,15 @@ inline bool journal_lost(const ReplayResult& r, int marker_version) {
 inline bool journal_cut(const ReplayResult& r, int marker_version) {
   return marker_version >= 3 && r.started && !r.sealed && r.corrupt_bytes == 0;
 }
+
+/// The entries of `r` that opening the store keeps (recovery, and what `store stat` reports):
+/// newest generation first, an entry is kept when it is valid, its chunks hold at most
+/// `chunk_bytes`, and `slots` (the SSD tier's allocator, or a fresh one of the marker's
+/// capacity) lets it claim every slot it names; one with a slot out of range (a marker that
+/// shrank) or claimed by a newer entry is dropped and counted in `*dropped`. Moves the kept
+/// entries out of `r`.
+std::map<SessionId, EntryMeta> recoverable_entries(ReplayResult* r, uint64_t chunk_bytes,
+                                                   ChunkAllocator* slots, uint64_t* dropped);
 
 /// An open journal file (thread-safe appends).
 class Journal {

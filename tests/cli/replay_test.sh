@@ -242,10 +242,31 @@ m["chunk_bytes"] //= 2
 m["slots_per_file"] = m["ssd_bytes"] // m["chunk_bytes"]
 json.dump(m, open(sys.argv[1], "w"))
 PY
+  # stat, which only reads, counts what opening the store will drop, not the journal's entries.
+  "$CB" store stat --store-dir "$TMP/geo" --json >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -q '"entries": 0,' "$TMP/out" \
+    && grep -qE '"entries_dropped_on_open": [1-9]' "$TMP/out"; then ok
+  else bad "stat after a geometry change: rc=$rc $(cat "$TMP/out")"; fi
   "$CB" store verify --store-dir "$TMP/geo" >"$TMP/out" 2>&1
   rc=$?
   if [ $rc -eq 1 ] && grep -q "did not fit this store's geometry" "$TMP/out"; then ok
   else bad "verify after a geometry change: rc=$rc $(cat "$TMP/out")"; fi
+  # A marker that shrank to one chunk keeps at most the entry holding chunk 0.
+  rm -rf "$TMP/geo" && cp -a "$KEPT" "$TMP/geo"
+  python3 - "$TMP/geo/cachebench_store.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["ssd_bytes"] = m["chunk_bytes"]
+m["slots_per_file"] = 1
+m["n_files"] = 1
+json.dump(m, open(sys.argv[1], "w"))
+PY
+  "$CB" store stat --store-dir "$TMP/geo" >"$TMP/out" 2>&1
+  rc=$?
+  if [ $rc -eq 0 ] && grep -qE "^entries +[01] .*more in the journal that opening the store drops" "$TMP/out" \
+    && grep -qE "^used .*\((0|100)\.0%\)" "$TMP/out"; then ok
+  else bad "stat after the marker shrank: rc=$rc $(cat "$TMP/out")"; fi
   rm -rf "$TMP/geo" && cp -a "$KEPT" "$TMP/geo" && rm "$TMP/geo/data-0000.bin"
   "$CB" store stat --store-dir "$TMP/geo" >"$TMP/out" 2>&1
   rc=$?
