@@ -223,6 +223,13 @@ uint64_t check_free_space(const std::string& dir, uint64_t extra_bytes) {
   if (::statvfs(dir.c_str(), &vfs) != 0) {
     throw make_error(dir, std::string("statvfs failed: ") + std::strerror(errno));
   }
+  if (vfs.f_blocks == 0) {  // ramfs, and pseudo file systems: no size, so none free either
+    throw make_error(dir,
+                     "its file system reports no size (0 blocks: ramfs or a pseudo file "
+                     "system), so the SSD budget cannot be checked against it",
+                     "put the store on a disk, or on a tmpfs (which has a size); ramfs grows "
+                     "without bound and cannot be swapped");
+  }
   const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   if (extra_bytes > avail) {
     throw make_error(dir,

@@ -15,6 +15,7 @@
 #include "lib/store/attention_store.h"
 #include "lib/store/io_backend.h"
 #include "lib/store/preallocate.h"
+#include "lib/store/store_dir.h"
 #include "tests/unit/store/store_test_util.h"
 
 namespace cb::store {
@@ -288,6 +289,20 @@ TEST(Io, PreallocationWithoutFallocateFillsTheHolesAndKeepsTheData) {
   EXPECT_EQ(preallocate_file(path, fd, 8 << 20), 0);
   EXPECT_TRUE(looks_preallocated(fd, 8 << 20));
   ::close(fd);
+  std::filesystem::remove_all(dir);
+}
+
+// A file system that reports no size (ramfs, /proc) has no free space to check a new store's
+// budget against: named as such, not as "0 B available", which reads like a full disk.
+TEST(Io, AFileSystemWithoutASizeIsNamedSo) {
+  try {
+    check_free_space("/proc", 1);
+    FAIL() << "a new store's budget checked against /proc";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("reports no size"), std::string::npos) << e.what();
+  }
+  const std::string dir = testing::fresh_dir("free_space");
+  EXPECT_GT(check_free_space(dir, 1), 0u);
   std::filesystem::remove_all(dir);
 }
 
