@@ -22,7 +22,8 @@ struct SimEngine::Job {
   int64_t outputs = 0, blocks = 0;
   bool hit = false, restore_pending = false;
   store::TierKind tier = store::TierKind::Dram;
-  double entry_ready = 0, load_start = 0;
+  SimStore::Hit entry;  // the lookup's hit: when each layer of the entry is in place
+  double load_start = 0;
   int started = 0, buffer_layers = 0;
   std::vector<double> ready;  // per layer: when its KV is in the pool
 };
@@ -150,8 +151,8 @@ int SimEngine::read_buffer_for(const Job& j) const {
 
 void SimEngine::start_layers(Job& j, int n) {
   for (; j.started < n; ++j.started) {
-    j.ready[static_cast<size_t>(j.started)] =
-        store_->load_layer(j.tier, j.reused, std::max(now_, j.entry_ready));
+    j.ready[static_cast<size_t>(j.started)] = store_->load_layer(
+        j.tier, j.reused, std::max(now_, j.entry.layer_ready(j.started, layers_)));
   }
 }
 
@@ -197,7 +198,7 @@ std::unique_ptr<SimEngine::Job> SimEngine::prepare(const sched::Request& r, int6
       j.hit = true;
       j.reused = h.tokens;
       j.tier = h.tier;
-      j.entry_ready = h.ready_at;
+      j.entry = h;
       j.rec.tier = store::tier_name(h.tier);
       j.load_start = now_;
       j.buffer_layers = read_buffer_for(j);  // started after the step's admissions

@@ -125,7 +125,8 @@ double SimStore::stamp(double now) {
   return last_stamp_;
 }
 
-SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at, TierKind tier) {
+SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at, TierKind tier,
+                                double ready_from) {
   ++e.pins;
   ++e.accesses;
   e.last_access = stamp(now);
@@ -136,6 +137,7 @@ SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at, TierKind 
   h.tier = tier;
   h.tokens = e.tokens;
   h.ready_at = std::max(now, ready_at);
+  h.ready_from = ready_from < 0 ? h.ready_at : std::min(h.ready_at, std::max(now, ready_from));
   return h;
 }
 
@@ -148,7 +150,7 @@ SimStore::Hit SimStore::lookup(store::SessionId session, int64_t history, double
       return Hit{};
     }
     if (e.tokens > history) return Hit{};
-    return pin_hit(p->second, now, e.commit_at, e.tier);
+    return pin_hit(p->second, now, e.commit_at, e.tier, e.write_from);
   }
   auto it = index_.find(session);
   if (it == index_.end()) return Hit{};
@@ -295,15 +297,17 @@ void SimStore::truncate(store::SessionId session, int64_t drop, double now) {
   if (c >= 0) commit(session);
 }
 
-double SimStore::write(TierKind tk, double bytes, double now) {
+double SimStore::write(TierKind tk, double bytes, double now, double* started) {
   const int t = static_cast<int>(tk);
   Link& l = tk == TierKind::Hbm ? cfg_.d2d : cfg_.d2h;
   double before = l.busy_s();
   double done = l.transfer(now, bytes);
+  *started = l.last_start();
   write_s_[t] += l.busy_s() - before;
   if (tk == TierKind::Ssd) {
     before = cfg_.ssd_write.busy_s();
     done = cfg_.ssd_write.transfer(done, bytes);
+    *started = cfg_.ssd_write.last_start();
     write_s_[t] += cfg_.ssd_write.busy_s() - before;
   }
   bytes_written_[t] += bytes;
@@ -410,7 +414,7 @@ double SimStore::start_pending(store::SessionId session, TierKind tk, int64_t to
   e.shared_tokens = shared_tokens;
   e.created = created;
   e.last_access = t_access;
-  e.commit_at = write(tk, payload_bytes(tokens - shared_tokens), blocked_until_);
+  e.commit_at = write(tk, payload_bytes(tokens - shared_tokens), blocked_until_, &e.write_from);
   pending_[session] = e;
   return e.commit_at;
 }

@@ -105,9 +105,17 @@ class SimStore {
     store::TierKind tier = store::TierKind::Dram;
     int64_t tokens = 0;
     double ready_at = 0;  ///< the entry's bytes are in place (a prefetch may be in flight)
+    /// A save in flight writes its layers in order, from `ready_from` to `ready_at` (lib/store
+    /// loads each layer once that layer is written); otherwise ready_from == ready_at.
+    double ready_from = 0;
+    /// When layer `layer` of `layers` is in place: the save's span shared evenly by its layers.
+    double layer_ready(int layer, int layers) const {
+      return ready_from + (ready_at - ready_from) * (layer + 1) / layers;
+    }
   };
   /// Looks `session` up for a history of `history` tokens; a hit pins the entry until unpin().
-  /// A save in flight counts (lib/store's SaveHandle::commit): `ready_at` is its commit time.
+  /// A save in flight counts (lib/store's SaveHandle::commit): `ready_at` is its commit time,
+  /// `ready_from` when its last stage (the DRAM or the SSD write) starts moving bytes.
   Hit lookup(store::SessionId session, int64_t history, double now);
   void unpin(store::SessionId session);
   /// Layer transfer of `tokens` tokens from `tier` issued at `at`: completion time.
@@ -206,6 +214,7 @@ class SimStore {
     double moving_until = -1;  ///< a move (prefetch) in flight until then
     bool demoting = false;     ///< the move is a demotion ahead of need (from HBM), not a fetch
     double commit_at = 0;      ///< a save in flight: when its commit lands
+    double write_from = 0;     ///< and when its last stage starts moving bytes
     /// A save in flight: leading tokens it shares with the entry it extends (it takes over
     /// that entry's chunks_for(shared_tokens) chunks) and does not write.
     int64_t shared_tokens = 0;
@@ -241,8 +250,9 @@ class SimStore {
   /// starts when the caller is back (blocked_until_); returns its commit time.
   double start_pending(store::SessionId session, store::TierKind tk, int64_t tokens,
                        int64_t shared_tokens, double created, double t_access);
-  /// Reserves the write of `bytes` to tier `t` issued at `now`; returns its completion time.
-  double write(store::TierKind t, double bytes, double now);
+  /// Reserves the write of `bytes` to tier `t` issued at `now`; returns its completion time,
+  /// and in `*started` when its last stage (the SSD write of an SSD save) starts moving.
+  double write(store::TierKind t, double bytes, double now, double* started);
   uint64_t chunks_for(int64_t tokens) const;
   double payload_bytes(int64_t tokens) const;  ///< K and V of every layer, unpadded
   /// payload_bytes of the tokens past the first `chunks` token chunks (what a copy lacks).
@@ -263,7 +273,7 @@ class SimStore {
                                                 ///< visible entry only
   /// `tier`: where the load reads from (the entry's tier, or the SSD for an entry whose
   /// prefetch is still in flight).
-  Hit pin_hit(Entry& e, double now, double ready_at, store::TierKind tier);
+  Hit pin_hit(Entry& e, double now, double ready_at, store::TierKind tier, double ready_from = -1);
   /// An access time for now, at least a microsecond (the policies' tick) after every earlier
   /// one: on the virtual clock several operations share a time, while lib/store's clock
   /// orders them as they happen (LRU and FIFO ties).

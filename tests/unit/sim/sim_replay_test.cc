@@ -151,6 +151,39 @@ TEST(SimReplay, AFetchThatFoundNoRoomIsRetriedOnceASaveLands) {
   }
 }
 
+// As lib/store: a turn that returns while its last save is being written loads each layer once
+// that layer is written, not once the whole save has landed. A LLaMA-13B conversation returns
+// at once (no think time) after a first turn of 1,000 tokens. Saved asynchronously, its second
+// turn waits for the save's first layer and its loads follow the save layer by layer: it gets
+// its first token less than half the save's time later than when it returns after the save
+// landed (10 s of think time); it used to wait for the whole save, as a synchronous save makes
+// it wait.
+TEST(SimReplay, AReturningTurnLoadsEachLayerOnceItsSaveWroteIt) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  const auto sessions = conversations(1, 0, {{1000, 1}, {100, 1}});
+  const eval::SimOptions so = two_a100s();
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 100'000'000'000;
+  o.engine.sched.rate = 0;
+  const auto ttft = [&](bool async, const char* think) {
+    o.engine.async_save = async;
+    o.engine.sched.think = sched::ThinkTime::parse(think);
+    const eval::ReplayRun r = eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, so);
+    EXPECT_EQ(r.result.records.size(), 2u);
+    const metrics::TurnRecord& t = r.result.records.back();
+    EXPECT_EQ(t.tier, "dram") << think;
+    return t.first_token_s - t.arrival_s;
+  };
+  const double landed = ttft(true, "const:10"), in_flight = ttft(true, "const:0"),
+               sync = ttft(false, "const:0");
+  // The save: 1,001 tokens (the first turn's message and answer) of K and V, over the GPUs.
+  const double save_s = 1001.0 * static_cast<double>(mc.kv_bytes_per_token()) /
+                        (so.profile.gpus * so.profile.d2h_gbps * 1e9);
+  EXPECT_GT(in_flight, landed);
+  EXPECT_LT(in_flight - landed, save_s / 2);
+  EXPECT_GT(sync - landed, save_s / 2);
+}
+
 // As lib/engine: the batch fills in one step whatever the preload window (one request
 // prepared ahead, sixteen admitted at t = 0 together), in CA and RE alike.
 TEST(SimReplay, TheBatchFillsInOneStepWhateverThePreloadWindow) {
