@@ -109,8 +109,16 @@ DType dtype_of(const Fields& f) {
 /// other than "default") compute other positions and are refused.
 float rope_theta_of(const json& j, const Fields& f, const std::string& path) {
   if (f.has("rope_scaling")) {
-    throw make_error(path, "field 'rope_scaling' is set",
-                     "RoPE scaling variants are not supported; use a checkpoint without it");
+    // transformers 4's field: {"rope_type": ...} (or "type"); "default" is plain RoPE.
+    static const json kNone = json::object();
+    const json& rs = j.at("rope_scaling");
+    const Fields r(rs.is_object() ? rs : kNone, path);
+    const std::string type = r.get_string("rope_type", r.get_string("type", ""));
+    if (type != "default") {
+      throw make_error(
+          path, "field 'rope_scaling' is " + (type.empty() ? brief(rs) : "of type '" + type + "'"),
+          "RoPE scaling variants are not supported; use a checkpoint without it");
+    }
   }
   float theta = f.get_float("rope_theta", 10000.0f);
   if (!f.has("rope_parameters")) return theta;
@@ -223,9 +231,19 @@ ModelConfig config_from_hf(const std::string& path) {
       throw make_error(path, "field 'bias' is true",
                        "Falcon variants with linear biases are not supported");
     }
-    if (!c.parallel_attention) {
+    if (!c.parallel_attention || (new_arch && !f.get_bool("parallel_attn", true))) {
       throw make_error(path, "field 'parallel_attn' is false",
                        "only Falcon's parallel attention/MLP blocks are supported");
+    }
+    if (!new_arch && f.has("num_ln_in_parallel_attn") &&
+        f.get_int("num_ln_in_parallel_attn") != 1) {
+      // transformers' FalconDecoderLayer builds ln_attn and ln_mlp only for the new
+      // architecture, so it cannot run this config; which norm was meant is unknown.
+      throw make_error(path,
+                       "field 'num_ln_in_parallel_attn' is " +
+                           std::to_string(f.get_int("num_ln_in_parallel_attn")) +
+                           " without new_decoder_architecture",
+                       "the 7B-style block has one input norm: drop the field or set it to 1");
     }
   } else {
     throw make_error(path, "unsupported architecture '" + archs + "'",

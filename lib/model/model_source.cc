@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <string>
 
@@ -134,6 +135,29 @@ Error ModelSource::unused_tensor(const formats::TensorRef& t) const {
                     "use a checkpoint of a supported variant (no biases, no RoPE scaling)");
 }
 
+namespace {
+
+/// A tied model's lm_head.weight must be a copy of its embeddings (same type, shape and bytes).
+void check_tied_head(const formats::TensorRef& head,
+                     std::map<std::string, formats::TensorRef>::const_iterator embd,
+                     std::map<std::string, formats::TensorRef>::const_iterator end) {
+  if (embd == end) return;  // reported as a missing tensor
+  const formats::TensorRef& e = embd->second;
+  if (head.dtype == e.dtype && head.shape == e.shape && head.nbytes == e.nbytes &&
+      std::memcmp(head.data, e.data, e.nbytes) == 0) {
+    return;
+  }
+  throw make_error(head.file,
+                   "tensor '" + head.name + "' differs from the embeddings '" + e.name +
+                       "', while config.json says tie_word_embeddings: true (transformers 4 "
+                       "ties the head to the embeddings whatever the file holds, transformers 5 "
+                       "keeps the file's)",
+                   "set tie_word_embeddings to false in config.json to use the file's head, or "
+                   "drop the tensor to tie it");
+}
+
+}  // namespace
+
 void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,
                                     const std::string& where) {
   // Layers past the config's count are a checkpoint that does not match it (llama.cpp
@@ -154,11 +178,17 @@ void ModelSource::bind_and_validate(const std::map<std::string, formats::TensorR
   std::set<std::string> names;
   for (const auto& spec : expected) names.insert(spec.name);
   for (const auto& [name, t] : by_canonical) {
-    // transformers ties lm_head to the embeddings when the config says so, whatever the file
-    // holds; any other tensor the model does not use would leave another model computed.
+    // A tied model's checkpoint may still hold lm_head.weight, a copy of the embeddings; a head
+    // that differs is ambiguous (transformers 4 ties it to the embeddings whatever the file
+    // holds, transformers 5 then keeps the file's), so it is refused. Any other tensor the
+    // model does not use would leave another model computed.
     const bool tied_head =
         name == "output.weight" && config_.tied_embeddings && kind_ == SourceKind::HuggingFace;
-    if (names.count(name) == 0 && !tied_head) throw unused_tensor(t);
+    if (tied_head) {
+      check_tied_head(t, by_canonical.find("token_embd.weight"), by_canonical.end());
+      continue;
+    }
+    if (names.count(name) == 0) throw unused_tensor(t);
   }
   for (const auto& spec : expected) {
     auto it = by_canonical.find(spec.name);

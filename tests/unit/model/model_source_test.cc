@@ -202,6 +202,22 @@ TEST(ModelSourceTest, HfFalconVariantsReadAsTransformersReadsThem) {
   EXPECT_EQ(s->config().n_kv_heads, 2);
   EXPECT_EQ(s->config().qkv_layout, cb::model::QkvLayout::Grouped);
   EXPECT_TRUE(s->config().separate_mlp_norm);
+  // Configs transformers' FalconDecoderLayer cannot run (it crashes on both): refused, not run
+  // as a guess.
+  json serial = f2;
+  serial["parallel_attn"] = false;
+  std::string e = error_of(cb::test::write_checkpoint(
+      "hf_falcon_new_serial", serial,
+      filled(cb::test::falcon_hf_tensors(false, 2, 32, 4, 2, 128, 40), "F32")));
+  EXPECT_NE(e.find("field 'parallel_attn' is false"), std::string::npos) << e;
+  json two_norms = mha;
+  two_norms["num_ln_in_parallel_attn"] = 2;
+  e = error_of(cb::test::write_checkpoint(
+      "hf_falcon_7b_two_norms", two_norms,
+      filled(cb::test::falcon_hf_tensors(false, 2, 32, 4, 4, 128, 40), "F32")));
+  EXPECT_NE(e.find("field 'num_ln_in_parallel_attn' is 2 without new_decoder_architecture"),
+            std::string::npos)
+      << e;
 }
 
 // RoPE fields and defaults as transformers reads them: a Mistral config without a
@@ -246,12 +262,25 @@ TEST(ModelSourceTest, HfRopeFieldsAndDefaultsReadAsTransformersReadsThem) {
   json scaled = falcon;
   scaled["rope_scaling"] = {{"type", "linear"}, {"factor", 4.0}};
   e = error_of(cb::test::write_checkpoint("hf_falcon_scaled", scaled, mha));
-  EXPECT_NE(e.find("field 'rope_scaling' is set"), std::string::npos) << e;
+  EXPECT_NE(e.find("field 'rope_scaling' is of type 'linear'"), std::string::npos) << e;
+  // transformers 4's rope_scaling of type "default" is plain RoPE, as in rope_parameters.
+  for (const char* key : {"rope_type", "type"}) {
+    c = llama_config("LlamaForCausalLM");
+    c["rope_scaling"] = {{key, "default"}};
+    EXPECT_EQ(ModelSource::open(cb::test::write_checkpoint("hf_rope_default", c, llama))
+                  ->config()
+                  .rope_theta,
+              500000.0f)
+        << key;
+  }
+  c["rope_scaling"] = {{"factor", 2.0}};
+  e = error_of(cb::test::write_checkpoint("hf_rope_untyped", c, llama));
+  EXPECT_NE(e.find("field 'rope_scaling' is {\"factor\":2.0}"), std::string::npos) << e;
 }
 
 // A tensor the model would not use (a bias of LLaMA's attention_bias, say) is refused: ignoring
 // it computes another model. An exported rotary inv_freq buffer, or lm_head beside tied
-// embeddings (transformers ties it whatever the file holds), is not a weight of another model.
+// embeddings (a copy of them), is not a weight of another model.
 TEST(ModelSourceTest, HfTensorsTheModelDoesNotUseAreRefused) {
   const json cfg = llama_config("LlamaForCausalLM");
   auto with = [](std::vector<std::pair<std::string, std::vector<int64_t>>> extra) {
@@ -272,6 +301,14 @@ TEST(ModelSourceTest, HfTensorsTheModelDoesNotUseAreRefused) {
   json tied = cfg;
   tied["tie_word_embeddings"] = true;
   EXPECT_NO_THROW(ModelSource::open(cb::test::write_checkpoint("hf_tied_head", tied, with({}))));
+  // A head that is not the embeddings' copy: which one transformers uses depends on its
+  // version (4 ties, 5 keeps the file's), so it is refused.
+  auto other_head = with({});
+  for (auto& t : other_head) {
+    if (t.name == "lm_head.weight") t.values[3] += 1.0f;
+  }
+  e = error_of(cb::test::write_checkpoint("hf_tied_other_head", tied, other_head));
+  EXPECT_NE(e.find("tensor 'lm_head.weight' differs from the embeddings"), std::string::npos) << e;
 }
 
 TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
