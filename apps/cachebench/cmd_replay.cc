@@ -478,11 +478,13 @@ void add(CLI::App& app, const char* name, const char* help) {
                   "round the tokens dropped on overflow up to a multiple of this, when some "
                   "history is left, in every mode (1: exact; auto: the store's tokens per chunk, "
                   "so a stored entry is cut in place and keeps its SSD copy)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(count_or("auto", 1, 1000000000));
   CLI::Option* read_buffer =
       sub->add_option("--read-buffer-layers", a->read_buffer,
                       "layers preloaded before a job starts (a number, or auto)")
-          ->capture_default_str();
+          ->capture_default_str()
+          ->check(count_or("auto", 0, 1000000));
   sub->add_flag("--no-preload", a->no_preload, "load the whole entry before computing")
       ->excludes(read_buffer);
   sub->add_option(

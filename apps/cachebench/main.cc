@@ -24,6 +24,21 @@ std::string clearer_parse_error(const CLI::App& app, const CLI::ParseError& e) {
     return what.substr(0, at) + ": given " + what.substr(at + said.size()) +
            " times; it takes one value, so give it once";
   }
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) {
+    // "Could not convert: --kv-blocks = 99999999999": a whole number its type cannot hold
+    // (check_integer_options words the 64-bit ones; CLI11 refuses narrower ones first).
+    const std::string said = "Could not convert: ";
+    const size_t eq = what.find(" = ");
+    if (what.compare(0, said.size(), said) != 0 || eq == std::string::npos) return "";
+    const std::string opt = what.substr(said.size(), eq - said.size());
+    const std::string value = what.substr(eq + 3);
+    const bool digits =
+        !value.empty() && value.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) return "";
+    // Options of 64-bit types convert (check_integer_options words their overflow); a whole
+    // number CLI11 cannot convert is past a 32-bit option's range.
+    return opt + ": " + value + " is out of range; give at most 2147483647";
+  }
   if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
     const std::vector<std::string> extra = app.remaining(true);
     if (extra.empty()) return "";

@@ -81,6 +81,27 @@ inline CLI::Validator size_value(const std::string& keyword = "") {
       keyword.empty() ? "SIZE" : "SIZE|" + keyword);
 }
 
+/// `keyword` (e.g. "auto") or a whole number in [lo, hi], for an option read as text.
+inline CLI::Validator count_or(const std::string& keyword, long long lo, long long hi) {
+  const std::string range =
+      detail::bound(static_cast<double>(lo)) + ".." + detail::bound(static_cast<double>(hi));
+  return CLI::Validator(
+      [keyword, lo, hi, range](std::string& s) -> std::string {
+        if (s == keyword) return "";
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(s.c_str(), &end, 10);
+        if (s.empty() || end == s.c_str() || *end != '\0') {
+          return "'" + s + "' is neither a whole number nor " + keyword;
+        }
+        if (errno == ERANGE || v < lo || v > hi) {
+          return "must be " + keyword + " or in " + range + ", got " + s;
+        }
+        return "";
+      },
+      keyword + "|INT in " + range);
+}
+
 /// A finite number >= lo.
 inline CLI::Validator at_least(double lo) {
   const std::string desc = ">= " + detail::bound(lo);

@@ -586,6 +586,16 @@ if ! "$CB" --version | grep -qE "CUDA: +off"; then  # bench gpu's options exist 
 fi
 expect_usage_error replay_block_size_0 --block-size "must be in 1..1024" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --block-size 0
+# Counts given as text (they also take "auto") are refused past their range, not wrapped: 2^32
+# layers used to read as 0, and 2^63 - 1 as auto.
+expect_usage_error replay_read_buffer_huge --read-buffer-layers \
+  "must be auto or in 0..1000000, got 4294967296" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --read-buffer-layers 4294967296
+expect_usage_error replay_kv_blocks_huge --kv-blocks "99999999999 is out of range; give at most 2147483647" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --kv-blocks 99999999999
+expect_usage_error replay_truncate_align_overflow --truncate-align \
+  "must be auto or in 1..1000000000, got 99999999999999999999" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --truncate-align 99999999999999999999
 expect_error replay_re_store_option "--policy" "no effect with --mode re" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --mode re --policy lru --limit 20
 expect_ok replay_re_compare_store_option "$CB" replay "$TMP/synth.json" -m preset:tiny-llama \
