@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <utility>
@@ -295,6 +296,9 @@ int run_selected(CLI::App& app) {
       try {
         return it->run();
       } catch (const Error& e) {
+        // An error whose subject is an option ("--ctx: exceeds the model's window") is the
+        // command line's, found once it was read: exit 2, as CLI11's own refusals do.
+        if (std::strncmp(e.what(), "--", 2) == 0) return report_error(e, 2);
         return report_error(e, it->error_exit);
       } catch (const std::bad_alloc&) {
         return report_error(make_error(it->sub->get_name(), "ran out of memory",

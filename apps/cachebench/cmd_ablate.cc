@@ -1,6 +1,7 @@
 // cachebench ablate STUDY|all [--mode sim|real] [--model M] [--profile P] [--out DIR] ...:
 // the CachedAttention paper's ablation studies as tables, JSON and gnuplot plots.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -125,12 +126,37 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
       }
     }
     check_derived_outputs(sub, "--out", outputs);
-    // The directory is made, and shown writable, before any study runs.
+    // The directory is made, and shown writable, before any study runs; only its last
+    // component is made (a typo would otherwise make a tree anywhere), as replay's --out
+    // wants its directory to exist.
     std::error_code ec;
-    std::filesystem::create_directories(a.out, ec);
+    const std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
+    struct stat st {};
+    if (!std::filesystem::exists(a.out)) {
+      const std::string above = parent.empty() ? "." : parent.string();
+      if (::stat(above.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        throw make_error("--out", "the directory above " + a.out + " does not exist",
+                         "create it first");
+      }
+      if ((st.st_mode & 0222) == 0) {
+        throw make_error("--out",
+                         "the directory above " + a.out +
+                             " is read-only (no write "
+                             "permission, which root would override)",
+                         "write elsewhere");
+      }
+    }
+    std::filesystem::create_directory(a.out, ec);
     if (!std::filesystem::is_directory(a.out)) {
       throw make_error("--out", a.out + " is not a directory and cannot be made one",
                        "name a directory for the JSON and plots");
+    }
+    if (::stat(a.out.c_str(), &st) == 0 && (st.st_mode & 0222) == 0) {
+      throw make_error("--out",
+                       a.out +
+                           " is read-only (no write permission, which root would "
+                           "override)",
+                       "name a writable directory for the JSON and plots");
     }
     const std::string probe = a.out + "/.cachebench-probe." + std::to_string(::getpid());
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -135,11 +135,22 @@ inline std::string output_file_problem(std::string& s) {
       return "'" + s + "' is a block device or a socket; name a file";
     }
     if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
+    // Root may write anything: a file without write permission (a dataset, a model) is
+    // refused all the same.
+    if (S_ISREG(st.st_mode) && (st.st_mode & 0222) == 0) {
+      return "'" + s + "' is read-only (no write permission, which root would override); " +
+             "name another file, or chmod u+w it first";
+    }
   }
+  const bool stream = ::stat(s.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
   const size_t slash = s.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : s.substr(0, slash);
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return "the directory of '" + s + "' does not exist; create it first";
+  }
+  if (!stream && (st.st_mode & 0222) == 0) {
+    return "the directory of '" + s + "' is read-only (no write permission, which root " +
+           "would override); write elsewhere";
   }
   // Results are written to a temporary file beside the output, then renamed: the directory
   // must take a new file. Tried, not asked of access(), which says yes to root everywhere

@@ -337,6 +337,7 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
     mkdir -p "$TMP/mm/test" "$TMP/mm/dev"
     cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mm/test/"
     cp "$DATA/data/mmlu/dev/anatomy_dev.csv" "$TMP/mm/dev/"
+    chmod -R u+w "$TMP/mm"  # copies of read-only data: an output over them is refused as such
     expect_error mmlu_out_over_data "$TMP/mm/test/anatomy_test.csv" "directory given to --data" \
       "$CB" mmlu -m "$STORIES" --data "$TMP/mm" --subjects anatomy --limit 1 --backend cpu \
       --out "$TMP/mm/test/anatomy_test.csv"
@@ -697,6 +698,10 @@ mkdir -p "$TMP/ablate_in"
 cp "$TMP/synth3.json" "$TMP/ablate_in/eviction.json"
 expect_error ablate_over_its_trace "$TMP/ablate_in/eviction.json" "overwrite its input" \
   "$CB" ablate eviction --sessions 3 --trace "$TMP/ablate_in/eviction.json" --out "$TMP/ablate_in" --quiet
+"$CB" ablate eviction --sessions 3 --trace "$TMP/ablate_in/eviction.json" --out "$TMP/ablate_in" \
+  --quiet >/dev/null 2>&1
+rc=$?
+if [ $rc -eq 2 ]; then ok; else bad "ablate over its trace: exit $rc, wanted 2 (a refused output)"; fi
 if cmp -s "$TMP/synth3.json" "$TMP/ablate_in/eviction.json"; then ok; else bad "ablate changed its input trace"; fi
 expect_error forward_preset_too_big "preset:llama-65b" "more than this machine's" \
   "$CB" forward -m preset:llama-65b --tokens 1,2,3
@@ -728,7 +733,7 @@ expect_error out_is_trace "--out $O/trace.json" "would overwrite its input" \
 if cmp -s "$TMP/synth3.json" "$O/trace.json"; then ok; else bad "out_is_trace changed the trace"; fi
 expect_error out_twice "--csv $O/./r.json" "is also given to --out" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/r.json" --csv "$O/./r.json"
-expect_usage_error out_proc --out "cannot create a file in the directory of '/proc/cb.json'" \
+expect_usage_error out_proc --out "the directory of '/proc/cb.json' is read-only" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out /proc/cb.json
 expect_usage_error out_empty --out "an empty path" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out ""
@@ -736,6 +741,29 @@ expect_usage_error out_empty --out "an empty path" \
 python3 -c "import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])" "$O/sock"
 expect_usage_error out_socket --out "'$O/sock' is a block device or a socket" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/sock"
+# A read-only file or directory is not written over, though root could (a run as root once
+# overwrote a shared model with a trace).
+printf 'keep' >"$O/ro.gguf" && chmod 444 "$O/ro.gguf" && mkdir -p "$O/ro_dir" && chmod 555 "$O/ro_dir"
+expect_usage_error out_read_only --out "'$O/ro.gguf' is read-only" \
+  "$CB" trace synth --sessions 3 --out "$O/ro.gguf"
+if [ "$(cat "$O/ro.gguf")" = keep ]; then ok; else bad "trace synth overwrote a read-only file"; fi
+expect_usage_error out_read_only_dir --out "the directory of '$O/ro_dir/t.json' is read-only" \
+  "$CB" trace synth --sessions 3 --out "$O/ro_dir/t.json"
+expect_usage_error ablate_out_read_only --out "the directory above $O/ro_dir/a is read-only" \
+  "$CB" ablate preload --out "$O/ro_dir/a"
+expect_usage_error ablate_out_no_parent --out "the directory above $O/no/such does not exist" \
+  "$CB" ablate preload --out "$O/no/such"
+if [ -z "$(ls -A "$O/ro_dir")" ] && [ ! -e "$O/no" ]; then ok; else bad "ablate --out made directories"; fi
+chmod 755 "$O/ro_dir"
+# Refusals of an option found after the command line was read exit 2 as CLI11's own do: an
+# output that is an input (ablate's derived files), an option without the one it needs.
+for args in "replay $O/trace.json -m preset:tiny-llama --ssd 1GiB" \
+            "replay $O/trace.json -m preset:tiny-llama --sim --keep-store"; do
+  # shellcheck disable=SC2086
+  "$CB" $args >/dev/null 2>&1
+  rc=$?
+  if [ $rc -eq 2 ]; then ok; else bad "$args: exit $rc, wanted 2"; fi
+done
 expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
 expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10000000" \
