@@ -1,5 +1,6 @@
 // cachebench replay TRACE --model M [--mode ca|re|of] [--compare MODE] [--out F.json] ...
 // (also `cachebench serve-replay`): multi-turn conversations through the serving engine.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "datasets/trace.h"
 #include "eval/replay.h"
 #include "eval/sim_replay.h"
+#include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/metrics/records_csv.h"
 #include "lib/metrics/summary.h"
@@ -113,9 +115,26 @@ void print_table(const std::vector<eval::ReplayRun>& runs) {
 
 int run_replay_cmd(ReplayArgs& a) {
   eval::ReplayOptions& o = a.o;
+  struct stat csv_st {};
+  if (!a.compare.empty() && !a.csv.empty() &&
+      (names_stdout(a.csv) || a.csv.rfind("/dev/", 0) == 0 ||
+       (::stat(a.csv.c_str(), &csv_st) == 0 &&
+        (S_ISCHR(csv_st.st_mode) || S_ISFIFO(csv_st.st_mode))))) {
+    throw make_error("--csv",
+                     "with --compare it writes one file per mode, " + a.csv + ".MODE.csv, and " +
+                         a.csv + " is a stream",
+                     "name a file (F gives F." + a.mode + ".csv and F." + a.compare +
+                         ".csv), or drop --compare");
+  }
   o.store.hbm_bytes = store::parse_size(a.hbm, "--hbm");
   sim::HardwareProfile prof;
   if (a.sim) prof = sim::load_profile(a.profile);
+  if (a.sim && a.dram == "auto" && !(prof.dram_bytes > 0)) {
+    std::fprintf(stderr,
+                 "replay: note: the profile %s gives no DRAM size (a calibrated profile), so "
+                 "--dram auto is 1 GiB; give --dram SIZE for another\n",
+                 a.profile.c_str());
+  }
   if (a.sim && o.gpus > 1) prof.gpus = o.gpus;  // tensor parallel over the GPUs charged
   o.store.dram_bytes = a.dram != "auto"               ? store::parse_size(a.dram, "--dram")
                        : a.sim && prof.dram_bytes > 0 ? static_cast<uint64_t>(prof.dram_bytes)

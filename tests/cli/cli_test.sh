@@ -654,6 +654,11 @@ expect_usage_error replay_price_huge --price-gpu "must be in 0..1000000" \
 cp "$TMP/synth3.json" "$TMP/turns.re.csv"
 expect_error replay_csv_over_input "$TMP/turns.re.csv" "overwrite its input" \
   "$CB" replay "$TMP/turns.re.csv" -m preset:tiny-llama --sim --quiet --compare re --csv "$TMP/turns"
+# With --compare, --csv names files F.MODE.csv: a stream has no such files (as root, replay
+# used to create /dev/stdout.ca.csv).
+expect_usage_error replay_csv_stream_compare --csv "is a stream" \
+  "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --compare re --csv /dev/stdout
+if ls /dev/stdout.*.csv >/dev/null 2>&1; then bad "replay made /dev/stdout.MODE.csv"; else ok; fi
 # ... and so is one that another output names; --out F with --csv F is no clash then.
 expect_error replay_csv_over_out "$TMP/col.ca.csv" "would be lost" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --compare re \
