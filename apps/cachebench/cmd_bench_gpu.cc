@@ -15,6 +15,7 @@
 #include "apps/cachebench/validators.h"
 #include "eval/bench_gpu_targets.h"
 #include "lib/core/error.h"
+#include "lib/metrics/gate.h"
 
 #ifdef CB_HAVE_CUDA
 #include "eval/bench_gpu.h"
@@ -199,7 +200,8 @@ std::string render(const nlohmann::json& j, const nlohmann::json& targets,
   try {
     render_tables(j, &out);
   } catch (const nlohmann::json::exception& e) {
-    throw make_error(origin, std::string("is not a complete `bench gpu` result (") + e.what() + ")",
+    throw make_error(origin,
+                     "is not a complete `bench gpu` result (" + metrics::json_reason(e) + ")",
                      "pass the JSON that `bench gpu --out` wrote");
   }
   appendf(

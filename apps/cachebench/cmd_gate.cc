@@ -67,6 +67,38 @@ std::string result_methods(const nlohmann::json& doc) {
   return out;
 }
 
+/// What a result file holds, by the fields each command writes: "replay", an evaluation's
+/// task, "bench cpu"; "" when none of them.
+std::string result_kind(const nlohmann::json& doc) {
+  if (!doc.is_object()) return "";
+  if (doc.contains("trace") && doc.contains("summary")) return "replay";
+  if (doc.contains("task")) return setting(doc, "task");
+  if (doc.contains("bench")) return "bench " + setting(doc, "bench");
+  if (doc.contains("study")) return "ablate " + setting(doc, "study");
+  if (doc.contains("convention") && doc.contains("dataset")) return "perplexity";
+  if (doc.contains("prompt") && doc.contains("sampling")) return "generate";
+  return "";
+}
+
+/// A replay's settings (`config`, nested objects flattened to dotted keys) that differ between
+/// two results, as "key x vs y"; the store's directory and I/O threads (where and how fast, not
+/// what) are not settings of the run's outcome.
+void config_diffs(const nlohmann::json& b, const nlohmann::json& c, const std::string& prefix,
+                  std::vector<std::string>* out) {
+  if (!b.is_object() || !c.is_object()) return;
+  for (const auto& kv : b.items()) {
+    const std::string key = prefix + kv.key();
+    if (!c.contains(kv.key()) || key == "store.store_dir" || key == "store.io_threads") continue;
+    const nlohmann::json& x = kv.value();
+    const nlohmann::json& y = c[kv.key()];
+    if (x.is_object() && y.is_object()) {
+      config_diffs(x, y, key + ".", out);
+    } else if (x != y) {
+      out->push_back(key + " " + x.dump() + " vs " + y.dump());
+    }
+  }
+}
+
 /// Refuses to gate runs of different traces, models, modes or executions: their metrics
 /// differ for reasons no bound is about.
 void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const GateArgs& a) {
@@ -76,8 +108,20 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
       diff += (diff.empty() ? "" : ", ") + std::string(name) + " " + x + " vs " + y;
     }
   };
+  cmp("result", result_kind(b), result_kind(c));
   cmp("trace", field(b, "trace", "sha256").substr(0, 12),
       field(c, "trace", "sha256").substr(0, 12));
+  // The part of the trace replayed (--limit) and the replay's settings.
+  cmp("trace sessions", field(b, "trace", "sessions"), field(c, "trace", "sessions"));
+  cmp("trace turns", field(b, "trace", "turns"), field(c, "trace", "turns"));
+  if (b.is_object() && c.is_object() && b.contains("config") && c.contains("config")) {
+    std::vector<std::string> cfg;
+    config_diffs(b["config"], c["config"], "", &cfg);
+    for (size_t i = 0; i < cfg.size() && i < 3; ++i) {
+      diff += (diff.empty() ? "" : ", ") + std::string("config ") + cfg[i];
+    }
+    if (cfg.size() > 3) diff += " and " + std::to_string(cfg.size() - 3) + " more settings";
+  }
   cmp("model", field(b, "model", "name"), field(c, "model", "name"));
   cmp("model shape", field(b, "model", "shape"), field(c, "model", "shape"));
   cmp("mode", field(b, "mode"), field(c, "mode"));
@@ -97,9 +141,9 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   // What ran: the overflow study's and MMLU's methods (a metric like results.0.ppl is the first
   // one's) and truncation, generate's prompt and sampling.
   cmp("methods", result_methods(b), result_methods(c));
-  for (const char* k :
-       {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots", "limit", "method",
-        "truncate_ratio", "sink", "max_tokens", "n_tokens", "sampling", "ignore_eos", "add_bos"}) {
+  for (const char* k : {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots",
+                        "limit", "method", "truncate_ratio", "sink", "max_tokens", "n_tokens",
+                        "sampling", "ignore_eos", "add_bos", "chunks"}) {
     cmp(k, setting(b, k), setting(c, k));
   }
   const std::string bp = setting(b, "prompt"), cp = setting(c, "prompt");

@@ -129,12 +129,6 @@ int run_replay_cmd(ReplayArgs& a) {
   o.store.hbm_bytes = store::parse_size(a.hbm, "--hbm");
   sim::HardwareProfile prof;
   if (a.sim) prof = sim::load_profile(a.profile);
-  if (a.sim && a.dram == "auto" && !(prof.dram_bytes > 0)) {
-    std::fprintf(stderr,
-                 "replay: note: the profile %s gives no DRAM size (a calibrated profile), so "
-                 "--dram auto is 1 GiB; give --dram SIZE for another\n",
-                 a.profile.c_str());
-  }
   if (a.sim && o.gpus > 1) prof.gpus = o.gpus;  // tensor parallel over the GPUs charged
   o.store.dram_bytes = a.dram != "auto"               ? store::parse_size(a.dram, "--dram")
                        : a.sim && prof.dram_bytes > 0 ? static_cast<uint64_t>(prof.dram_bytes)
@@ -284,6 +278,12 @@ int run_replay_cmd(ReplayArgs& a) {
     };
     runs.push_back(a.sim ? eval::run_sim_replay(mc, sessions, m, o, so, fn)
                          : eval::run_replay(lm.runner(), sessions, m, o, fn));
+  }
+  if (a.sim && a.dram == "auto" && !(prof.dram_bytes > 0)) {
+    std::fprintf(stderr,
+                 "replay: note: the profile %s gives no DRAM size (a calibrated profile), so "
+                 "--dram auto was 1 GiB; give --dram SIZE for another\n",
+                 a.profile.c_str());
   }
   std::printf("## replay %s: %s, %zu sessions, %lld turns (%s)\n\n", a.trace.c_str(),
               mc.name.c_str(), sessions.size(), static_cast<long long>(trace.turns()),

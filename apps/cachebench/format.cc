@@ -58,6 +58,11 @@ nlohmann::json load_json_document(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (in.bad()) throw make_error(path, "cannot be read", "check the file's permissions");
+  // A model or other binary file is named as such, not parsed as broken JSON.
+  if (text.str().find('\0') != std::string::npos) {
+    throw make_error(path, "holds a NUL byte, so it is not a JSON result (a binary file?)",
+                     "pass a result written with --out");
+  }
   // Results nest a few levels; rendering or copying a value recurses once per level.
   if (json_nesting_depth(text.str()) > 64) {
     throw make_error(path, "nests JSON deeper than 64 levels", "pass a result written with --out");

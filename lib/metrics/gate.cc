@@ -233,13 +233,19 @@ const json& select_summary(const json& doc, const std::string& name) {
                    "\"summary\" object)");
 }
 
+std::string json_reason(const std::exception& e) {
+  const std::string w = e.what();
+  const size_t end = w.find("] ");
+  return w.rfind("[json.exception.", 0) == 0 && end != std::string::npos ? w.substr(end + 2) : w;
+}
+
 json parse_document(const std::string& text, const std::string& name) {
   // A result nests a few levels; rendering a deeper value in a message would recurse per level.
   check_json_depth(text, 64, name, "pass a result written with --out");
   try {
     return json::parse(text);
   } catch (const json::exception& e) {  // parse errors, and numbers beyond a double
-    throw make_error(name, std::string("is not valid JSON (") + e.what() + ")",
+    throw make_error(name, "is not valid JSON (" + json_reason(e) + ")",
                      "pass a result written with --out");
   }
 }

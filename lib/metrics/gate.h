@@ -99,6 +99,8 @@ const nlohmann::json& select_summary(const nlohmann::json& doc, const std::strin
 /// Parses `text` (the contents of the file `name`); a cb::Error naming `name` when it is not
 /// valid JSON.
 nlohmann::json parse_document(const std::string& text, const std::string& name);
+/// A JSON library error's reason without its "[json.exception.parse_error.101] " tag.
+std::string json_reason(const std::exception& e);
 /// parse_document, then its summary (select_summary).
 nlohmann::json parse_summary(const std::string& text, const std::string& name);
 

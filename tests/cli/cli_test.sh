@@ -656,7 +656,7 @@ expect_error replay_csv_over_input "$TMP/turns.re.csv" "overwrite its input" \
   "$CB" replay "$TMP/turns.re.csv" -m preset:tiny-llama --sim --quiet --compare re --csv "$TMP/turns"
 # With --compare, --csv names files F.MODE.csv: a stream has no such files (as root, replay
 # used to create /dev/stdout.ca.csv).
-expect_usage_error replay_csv_stream_compare --csv "is a stream" \
+expect_usage_error replay_csv_stream_compare --csv "with --compare it writes one file per mode" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --compare re --csv /dev/stdout
 if ls /dev/stdout.*.csv >/dev/null 2>&1; then bad "replay made /dev/stdout.MODE.csv"; else ok; fi
 # ... and so is one that another output names; --out F with --csv F is no clash then.
@@ -721,6 +721,37 @@ json.dump(j, open(sys.argv[2], "w"))
 PY
 expect_error gate_other_trace "$TMP/other_trace.json" "not a run of the baseline's setup" \
   "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json"
+# ... or of another part of it (--limit) or other settings; the store's directory is no setting.
+python3 - "$GBASE" "$TMP" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["trace"]["sessions"] -= 1
+json.dump(j, open(sys.argv[2] + "/fewer_sessions.json", "w"))
+j = json.load(open(sys.argv[1]))
+j["config"]["max_batch"] += 4
+j["config"]["store"]["policy"] = "fifo"
+json.dump(j, open(sys.argv[2] + "/other_config.json", "w"))
+j = json.load(open(sys.argv[1]))
+j["config"]["store"]["store_dir"] = "/elsewhere"
+json.dump(j, open(sys.argv[2] + "/other_dir.json", "w"))
+PY
+expect_error gate_fewer_sessions "$TMP/fewer_sessions.json" "trace sessions" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/fewer_sessions.json"
+expect_error gate_other_config "$TMP/other_config.json" \
+  'config max_batch 4 vs 8, config store.policy "lru" vs "fifo"' \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/other_config.json"
+expect_ok gate_other_store_dir "$CB" gate --baseline "$GBASE" --current "$TMP/other_dir.json"
+# Results of different commands, and perplexities of other --chunks, are other setups; a
+# binary file is named as one.
+printf '{"convention": "llama.cpp", "dataset": "text", "chunks": 3, "ppl": 4.0}' >"$TMP/ppl3.json"
+printf '{"convention": "llama.cpp", "dataset": "text", "chunks": 4, "ppl": 4.0}' >"$TMP/ppl4.json"
+expect_error gate_other_chunks "$TMP/ppl4.json" "chunks 3 vs 4" \
+  "$CB" gate --baseline "$TMP/ppl3.json" --current "$TMP/ppl4.json" --max-regression ppl=5
+expect_error gate_other_result "$TMP/ppl3.json" "result replay vs perplexity" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/ppl3.json"
+printf 'GGUF\0\0\0' >"$TMP/binary.json"
+expect_error gate_binary "$TMP/binary.json" "a binary file?" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/binary.json"
 expect_out gate_allow_mismatch "compared anyway" \
   "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json" --allow-mismatch
 # Exit 1 is a regression only: a gate that cannot compare exits 2.
