@@ -278,7 +278,7 @@ void register_ablate(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--batch", a->o.batch, "micro studies: requests per batch")
       ->capture_default_str()
-      ->check(above(0));
+      ->check(in_range(1, 4096));  // a batch's requests are 1K-1.6K tokens each
   sub->add_option("--reps", a->o.reps, "real mode: repetitions per point (median)")
       ->capture_default_str()
       ->check(above(0));

@@ -28,10 +28,6 @@ struct CalibrateArgs {
 
 int run_calibrate(CalibrateArgs& a) {
   if (!a.print.empty()) {
-    if (!a.m.model.empty() || !a.out.empty()) {
-      throw make_error("--print-profile", "prints a profile and measures nothing",
-                       "drop --model and --out, or drop --print-profile to calibrate");
-    }
     std::printf("%s\n", sim::load_profile(a.print, "--print-profile").to_json().dump(2).c_str());
     return 0;
   }
@@ -124,7 +120,19 @@ void register_calibrate(CLI::App& app) {
       ->check(above(0));
   sub->add_option("--print-profile", a->print,
                   "print a built-in profile (a100-80gb, h100-80gb, h200) or a profile file");
-  set_action(sub, [a] {
+  set_action(sub, [a, sub] {
+    if (sub->get_option("--print-profile")->count() > 0) {
+      if (a->print.empty()) {
+        throw make_error("--print-profile", "an empty name",
+                         "name a built-in profile (a100-80gb, h100-80gb, h200) or a file");
+      }
+      // Every other option is about measuring: given beside it, it would be ignored.
+      for (const CLI::Option* opt : sub->get_options()) {
+        if (opt->count() == 0 || opt->get_name() == "--print-profile") continue;
+        throw make_error(opt->get_name(), "--print-profile prints a profile and measures nothing",
+                         "drop " + opt->get_name() + ", or drop --print-profile to calibrate");
+      }
+    }
     resolve_backend(&a->m);
     return run_calibrate(*a);
   });

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -289,6 +290,11 @@ HardwareProfile builtin_profile(const std::string& name, const std::string& opti
 HardwareProfile load_profile(const std::string& name_or_path, const std::string& option) {
   for (const auto& n : builtin_profile_names()) {
     if (name_or_path == n || n.rfind(name_or_path + "-", 0) == 0) return builtin_profile(n);
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(name_or_path, ec)) {
+    throw make_error(option + " " + name_or_path, "is a directory",
+                     "name a hardware profile file (`cachebench calibrate --out` writes one)");
   }
   std::ifstream in(name_or_path);
   if (!in) {

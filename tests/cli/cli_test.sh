@@ -832,6 +832,14 @@ expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
   "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
 expect_error calibrate_print_and_measure "--print-profile" "measures nothing" \
   "$CB" calibrate --print-profile a100-80gb -m preset:tiny-llama --out "$O/p.json"
+expect_usage_error calibrate_print_reps --reps "--print-profile prints a profile and measures nothing" \
+  "$CB" calibrate --print-profile a100-80gb --reps 3
+expect_usage_error calibrate_print_empty --print-profile "an empty name" \
+  "$CB" calibrate --print-profile ""
+expect_error calibrate_print_dir "--print-profile $O" "is a directory" \
+  "$CB" calibrate --print-profile "$O"
+expect_usage_error ablate_batch_huge --batch "must be in 1..4096, got 100000" \
+  "$CB" ablate recompute-vs-ca --batch 100000
 # Options the run would ignore are refused.
 "$CB" replay "$O/trace.json" -m preset:tiny-llama --profile h100-80gb --quiet >/dev/null 2>"$TMP/err"
 rc=$?
