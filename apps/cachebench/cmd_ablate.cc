@@ -210,7 +210,9 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     }
     o.trace = &trace;
   }
-  install_interrupt_handlers();
+  install_interrupt_handlers(
+      "the study under way wrote nothing (those before it wrote theirs); its scratch store "
+      "directories were removed");
   o.log = [quiet = a.quiet](const std::string& s) {
     check_interrupted();
     if (!quiet) std::fprintf(stderr, "ablate: %s\n", s.c_str());

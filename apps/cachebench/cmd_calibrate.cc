@@ -35,7 +35,11 @@ int run_calibrate(CalibrateArgs& a) {
     throw make_error("--model", "calibrate needs --model (or --print-profile)");
   if (a.out.empty()) throw make_error("--out", "name the profile file to write");
   a.o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
-  install_interrupt_handlers();  // SIGINT/SIGTERM/SIGHUP: stop at the next pass, scratch removed
+  install_interrupt_handlers(
+      "no result was written; its scratch store directories were removed");  // SIGINT/SIGTERM/SIGHUP:
+                                                                             // stop at the next
+                                                                             // pass, scratch
+                                                                             // removed
   a.o.poll = check_interrupted;
   LoadedModel lm = load_model(a.m, false);
   a.o.backend = backend_label(a.m);

@@ -224,6 +224,7 @@ void register_mmlu(CLI::App& app) {
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(sub, [a, sub, history_opt, overflow] {
+    install_interrupt_handlers("no result was written");
     for (const std::string& s : a->subjects) {
       if (!s.empty() && s[0] == '-') {  // CLI11 2.1: "--subjects ,," takes the next argument
         throw make_error("--subjects", "got no subject name before '" + s + "'",

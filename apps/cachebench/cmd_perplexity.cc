@@ -9,6 +9,7 @@
 
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/model_args.h"
+#include "apps/cachebench/progress.h"
 #include "apps/cachebench/revision.h"
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
@@ -100,6 +101,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   opt.batched = a.batch > 1;
   const auto progress = [](const std::string& name) {
     return [name](int64_t done, int64_t total) {
+      check_interrupted();
       if (done == total || done % 4096 < 256) {
         std::fprintf(stderr, "\r  %-4s %5.1f%% of %lld tokens", name.c_str(), 100.0 * done / total,
                      static_cast<long long>(total));
@@ -286,6 +288,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                opt.n_ctx, a.convention.c_str(),
                documents ? (", " + std::to_string(docs.size()) + " documents").c_str() : "");
   const auto progress = [](int c, int n, double ppl) {
+    check_interrupted();
     std::fprintf(stderr, "\r  window %d/%d  running PPL %.4f", c, n, ppl);
     if (c == n) std::fputc('\n', stderr);
   };
@@ -430,6 +433,7 @@ void register_perplexity(CLI::App& app) {
       ->check(CLI::IsMember({"llama.cpp", "lm-eval", "gptq"}))
       ->capture_default_str();
   set_action(sub, [a, sub, ctx_opt, chunks_opt, overflow, max_tokens_opt] {
+    install_interrupt_handlers("no result was written");
     a->ctx_given = ctx_opt->count() > 0;
     if (a->method != "full" && a->convention != "llama.cpp") {
       throw make_error("--convention", "applies to --method full only",
@@ -487,6 +491,7 @@ void register_perplexity(CLI::App& app) {
                  tokens.size(), a->ctx);
     const eval::PerplexityResult r =
         eval::perplexity_llamacpp(lm.runner(), tokens, opt, [](int c, int n, double ppl) {
+          check_interrupted();
           std::fprintf(stderr, "\r  chunk %d/%d  running PPL %.4f", c, n, ppl);
           if (c == n) std::fputc('\n', stderr);
         });

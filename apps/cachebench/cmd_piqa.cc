@@ -109,6 +109,7 @@ void register_piqa(CLI::App& app) {
   sub->add_option("--out", a->out, "also write the result as JSON to this file")
       ->check(output_file());
   set_action(sub, [a] {
+    install_interrupt_handlers("no result was written");
     resolve_backend(&a->m);
     return run_piqa_cmd(*a);
   });

@@ -624,7 +624,10 @@ void add(CLI::App& app, const char* name, const char* help) {
                    "has no effect with --full-saves (save-time admission decides append saves)",
                    "drop one of them");
     }
-    install_interrupt_handlers();
+    install_interrupt_handlers(
+        "no result was written; its scratch store directories were removed, but for a store "
+        "kept with --keep-store "
+        "(its path is printed above)");
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;
     resolve_backend(&a->m, !a->sim);

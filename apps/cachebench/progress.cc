@@ -13,6 +13,7 @@ namespace cb::app {
 
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
+const char* g_note = "";
 
 extern "C" void on_interrupt(int sig) {
   if (g_signal != 0) {  // the second one: stop now
@@ -24,7 +25,8 @@ extern "C" void on_interrupt(int sig) {
 }
 }  // namespace
 
-void install_interrupt_handlers() {
+void install_interrupt_handlers(const char* note) {
+  g_note = note;
   struct sigaction sa;
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_interrupt;
@@ -44,12 +46,12 @@ int interrupt_signal() {
 
 void check_interrupted() {
   if (g_signal == 0) return;
-  throw make_error(g_signal == SIGINT    ? "SIGINT"
-                   : g_signal == SIGTERM ? "SIGTERM"
-                                         : "SIGHUP",
-                   "interrupted",
-                   "the run stopped before its end; its scratch store directories were removed, "
-                   "but for a store kept with --keep-store (its path is printed above)");
+  throw make_error(
+      g_signal == SIGINT    ? "SIGINT"
+      : g_signal == SIGTERM ? "SIGTERM"
+                            : "SIGHUP",
+      "interrupted",
+      std::string("the run stopped before its end") + (*g_note != '\0' ? "; " : "") + g_note);
 }
 
 Progress::Progress(std::string label, std::string unit)

@@ -13,8 +13,10 @@ namespace cb::app {
 /// progress report (or check_interrupted) throws cb::Error, so the run's scratch store
 /// directories are removed as the stack unwinds (a replay's --keep-store store is kept, and
 /// its path printed); a second signal ends the process at once.
-/// Subcommands that make scratch files install this; others keep the default handlers.
-void install_interrupt_handlers();
+/// Long subcommands install this (those making scratch files, and the evaluations, whose
+/// progress line then ends before the message); others keep the default handlers. `note`
+/// completes the message: what happened to the run's scratch files, if it has any.
+void install_interrupt_handlers(const char* note = "");
 /// Throws cb::Error naming the signal if one arrived since install_interrupt_handlers.
 void check_interrupted();
 /// The signal that interrupted the process (0: none).

@@ -367,6 +367,18 @@ sys.exit(0 if sorted(f)==[sys.argv[2]+'/dev/anatomy.csv', sys.argv[2]+'/test/ana
   # counts every article's (as on every other path), `tokens_used` the kept ones'.
   WT="$DATA/data/wikitext-2-raw/wiki.test.raw"
   if [ -f "$WT" ]; then
+    # SIGTERM (or Ctrl-C) stops an evaluation with one message and exit 128 + 15, its progress
+    # line ended and no result written (it used to die by the signal, silently).
+    "$CB" perplexity -m "$STORIES" --dataset wikitext2-raw --file "$WT" --ctx 128 --backend cpu \
+      --out "$TMP/ppl_int.json" >/dev/null 2>"$TMP/ppl_int.err" &
+    pid=$!
+    sleep 2
+    kill -TERM "$pid"
+    wait "$pid"
+    rc=$?
+    if [ $rc -eq 143 ] && grep -q "^cachebench: error: SIGTERM: interrupted" "$TMP/ppl_int.err" \
+      && [ ! -e "$TMP/ppl_int.json" ]; then ok
+    else bad "perplexity on SIGTERM: rc=$rc $(tail -c 300 "$TMP/ppl_int.err")"; fi
     "$CB" perplexity -m "$STORIES" --convention lm-eval --dataset wikitext2-raw --file "$WT" \
       --ctx 256 --max-tokens 12000 --backend cpu --out "$TMP/wk.json" >/dev/null 2>&1
     if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); \
