@@ -30,7 +30,8 @@ void row(const char* k, const std::string& v) {
 
 // Reads the marker and replays the journal without modifying anything.
 int run_stat(const StoreArgs& a) {
-  store::check_store_dir(a.dir, /*writable=*/false);  // a snapshot or read-only media is fine
+  store::check_store_dir(a.dir, /*writable=*/false,
+                         /*existing=*/true);  // a snapshot or read-only media is fine
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));
@@ -123,7 +124,7 @@ int run_stat(const StoreArgs& a) {
 }
 
 int run_verify(const StoreArgs& a) {
-  store::check_store_dir(a.dir);
+  store::check_store_dir(a.dir, /*writable=*/true, /*existing=*/true);
   store::read_store_marker(a.dir);  // a directory that is not a store: said as stat says it
   // Opening a store writes its journal, so one without a journal lost it (and with it the
   // index of whatever its data files hold); opening it now writes an empty one.
@@ -222,7 +223,7 @@ int run_verify(const StoreArgs& a) {
 }
 
 int run_clear(const StoreArgs& a) {
-  store::check_store_dir(a.dir);
+  store::check_store_dir(a.dir, /*writable=*/true, /*existing=*/true);
   const store::StoreDirLock lock(a.dir);
   const auto removed = store::clear_store_dir(a.dir);
   if (a.json) {

@@ -76,9 +76,22 @@ StoreDirInfo read_store_marker(const std::string& dir) {
                        err == EACCES ? "run as a user who can read the store directory"
                                      : "check the store directory");
     }
+    // The --store-dir given to a replay holds its kept stores, one directory each: name them.
+    std::string kept;
+    size_t n_kept = 0;
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.rfind("cachebench-store-", 0) != 0 || !is_store_dir(it->path().string())) continue;
+      if (++n_kept <= 3) kept += (kept.empty() ? "" : ", ") + it->path().string();
+    }
+    if (n_kept > 3) kept += " and " + std::to_string(n_kept - 3) + " more";
     throw make_error(dir, "not a cachebench store (no " + p + ")",
-                     "pass the directory a store was created in (replay --ssd SIZE --store-dir D "
-                     "makes one per run under D, removed when the run ends)");
+                     !kept.empty() ? "it holds stores a replay kept: " + kept + "; pass one of them"
+                                   : "pass the directory a store was created in (replay --ssd SIZE "
+                                     "--store-dir D makes one per run under D, removed when the "
+                                     "run ends unless --keep-store keeps it as "
+                                     "D/cachebench-store-MODE-PID)");
   }
   std::stringstream ss;
   ss << f.rdbuf();
@@ -190,13 +203,14 @@ StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
   return info;
 }
 
-void check_store_dir(const std::string& dir, bool writable) {
+void check_store_dir(const std::string& dir, bool writable, bool existing) {
   if (dir.empty()) throw make_error("--store-dir", "is empty", "name the store's directory");
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     throw make_error(dir,
                      std::string("store directory does not exist (") + std::strerror(errno) + ")",
-                     "create it (mkdir -p " + dir + ") or pass another --store-dir");
+                     existing ? "pass the directory of a store (replay --keep-store keeps one)"
+                              : "create it (mkdir -p " + dir + ") or pass another --store-dir");
   }
   if (!S_ISDIR(st.st_mode)) throw make_error(dir, "--store-dir is not a directory");
   if (writable && ::access(dir.c_str(), W_OK | X_OK) != 0) {

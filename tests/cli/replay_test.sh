@@ -132,7 +132,7 @@ assert all(s["hit_rate"]["overall"] == 1.0 for s in (j[a]["summary"] for a in j)
 PY
 then ok; else bad "--truncate-align: whole chunks by default, exact with 1"; fi
 "$CB" replay "$SHAREGPT" --model "$MODEL" --truncate-align 0 --quiet >/dev/null 2>"$TMP/err"
-if [ $? -eq 1 ] && grep -qF -- "--truncate-align" "$TMP/err"; then ok; else bad "bad --truncate-align: $(cat "$TMP/err")"; fi
+if [ $? -eq 2 ] && grep -qF -- "--truncate-align" "$TMP/err"; then ok; else bad "bad --truncate-align: $(cat "$TMP/err")"; fi
 
 # Save-time admission (sim, so the decisions do not depend on I/O timing): with DRAM short,
 # some saves of entries the policy would evict first go to the SSD by default, none with
@@ -231,6 +231,11 @@ KEPT=$(ls -d "$TMP/keep"/cachebench-store-ca-* 2>/dev/null | head -1)
 if [ -n "$KEPT" ] && "$CB" store verify --store-dir "$KEPT" | grep -q "result  *ok" \
   && "$CB" store stat --store-dir "$KEPT" | grep -qE "entries +[1-9]"; then ok
 else bad "--keep-store: no verified store with entries in $TMP/keep: $(ls "$TMP/keep")"; fi
+# Given the replay's --store-dir itself, the store tools name the stores kept under it.
+if [ -n "$KEPT" ]; then
+  store_check "stat of the directory holding kept stores" 1 stat "$TMP/keep" \
+    "it holds stores a replay kept: $KEPT; pass one of them"
+fi
 # A store whose marker changed geometry loses the entries that no longer fit: verify says so;
 # stat refuses a store whose data file is gone.
 if [ -n "$KEPT" ]; then
@@ -351,7 +356,7 @@ expect_error "negative length" "" "$TMP/neg.json"
 rc=$?  # CLI11 refuses it before any work (exit 105), naming the option and the choices
 if [ $rc -ne 0 ] && [ $rc -lt 128 ] && grep -qF -- "--mode: xx not in {ca,re,of}" "$TMP/err"; then ok; else bad "bad --mode: $(cat "$TMP/err")"; fi
 "$CB" replay "$SHAREGPT" --model "$MODEL" --ssd 1GiB --quiet >/dev/null 2>"$TMP/err"
-if [ $? -eq 1 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ssd without --store-dir: $(cat "$TMP/err")"; fi
+if [ $? -eq 2 ] && grep -qF -- "--store-dir" "$TMP/err"; then ok; else bad "--ssd without --store-dir: $(cat "$TMP/err")"; fi
 
 # Write-back ahead of eviction: on by default with an SSD tier (a sixteenth of --dram), off
 # with --clean-ahead 0; a bad size names the option.
@@ -368,14 +373,14 @@ check_json "--clean-ahead 0" "j['config']['store']['clean_ahead_bytes'] == 0 \
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 12XB --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 2 ] && grep -qF -- "--clean-ahead: invalid size '12XB'" "$TMP/err"; then ok; else bad "bad --clean-ahead: $(cat "$TMP/err")"; fi
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --clean-ahead 1MiB --quiet >/dev/null 2>"$TMP/err"
-if [ $? -eq 1 ] && grep -qF -- "no SSD tier" "$TMP/err"; then ok; else bad "--clean-ahead without an SSD: $(cat "$TMP/err")"; fi
+if [ $? -eq 2 ] && grep -qF -- "no SSD tier" "$TMP/err"; then ok; else bad "--clean-ahead without an SSD: $(cat "$TMP/err")"; fi
 # --kv-entries: f32 or native (the CPU backend's native type is fp32); anything else is refused,
 # and so is native in sim mode, whose entries are the profile's kv_bytes_per_element.
 "$CB" replay "$TMP/synth.json" --model "$MODEL" --kv-entries fp16 --quiet >/dev/null 2>"$TMP/err"
 if [ $? -eq 2 ] && grep -qF -- "--kv-entries: fp16 not in {f32,native}" "$TMP/err"; then ok
 else bad "bad --kv-entries: $(cat "$TMP/err")"; fi
 "$CB" replay "$TMP/synth.json" --model preset:llama-13b --sim --kv-entries native --quiet >/dev/null 2>"$TMP/err"
-if [ $? -eq 1 ] && grep -qF -- "kv_bytes_per_element" "$TMP/err"; then ok
+if [ $? -eq 2 ] && grep -qF -- "kv_bytes_per_element" "$TMP/err"; then ok
 else bad "--sim --kv-entries native: $(cat "$TMP/err")"; fi
 
 # 5. chat: the second turn reuses the first turn's KV from DRAM; /stats, /reset, /quit.
@@ -396,7 +401,7 @@ fi
 check_json "bf16 replay: every later turn a CA hit" "j['backend'] == 'cpu bf16' and \
   j['summary']['hit_rate']['overall'] == 1.0 and j['summary']['recomputed_tokens'] == 0" "$TMP/bf16.json"
 "$CB" replay "$SHAREGPT" --model preset:llama-13b --sim --cpu-weights bf16 --quiet >/dev/null 2>"$TMP/err"
-if [ $? -eq 1 ] && grep -qF -- "--cpu-weights" "$TMP/err"; then ok; else bad "replay --sim --cpu-weights: $(cat "$TMP/err")"; fi
+if [ $? -eq 2 ] && grep -qF -- "--cpu-weights" "$TMP/err"; then ok; else bad "replay --sim --cpu-weights: $(cat "$TMP/err")"; fi
 
 # 6. --backend cuda: where a GPU is usable, CA on the GPU (fp32) hits every later turn and the
 # result names the backend; elsewhere one line naming --backend. Sim mode runs no model, so
@@ -416,10 +421,10 @@ if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
     j['summary']['recomputed_tokens'] == 0" "$TMP/gpu16.json"
 else
   "$CB" replay "$SHAREGPT" --model "$MODEL" --backend cuda --quiet >/dev/null 2>"$TMP/err"
-  if [ $? -eq 1 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--backend cuda without a GPU: $(cat "$TMP/err")"; fi
+  if [ $? -eq 2 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--backend cuda without a GPU: $(cat "$TMP/err")"; fi
 fi
 "$CB" replay "$SHAREGPT" --model "$MODEL" --sim --backend cuda --quiet >/dev/null 2>"$TMP/err"
-if [ $? -eq 1 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--sim --backend cuda: $(cat "$TMP/err")"; fi
+if [ $? -eq 2 ] && grep -qF -- "--backend" "$TMP/err"; then ok; else bad "--sim --backend cuda: $(cat "$TMP/err")"; fi
 
 # 7. A closed terminal (SIGHUP) or a kill (SIGTERM) stops a replay whose store is on SSD: it
 # exits 128 + the signal and removes its scratch store directory.
