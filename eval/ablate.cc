@@ -63,6 +63,12 @@ int64_t window(const AblateOptions& a) {
   return a.ctx > 0 ? a.ctx : a.config.max_context;
 }
 
+/// "llama-13b has a 2048-token window", or "--ctx 512 gives a 512-token window".
+std::string window_said(const AblateOptions& a) {
+  return (a.ctx > 0 ? "--ctx " + std::to_string(a.ctx) + " gives" : a.config.name + " has") +
+         " a " + std::to_string(window(a)) + "-token window";
+}
+
 class Runner {
  public:
   explicit Runner(const AblateOptions& a) : a_(a) {}
@@ -215,8 +221,7 @@ void recompute_vs_ca(Runner& run, AblateResult* r) {
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false},
                 {"preload_stall_ms", "preload stall (ms)", 1, false}};
   if (window(a) < 1001) {
-    throw make_error("ablate", a.config.name + " has a " + std::to_string(window(a)) +
-                                   "-token window; recompute-vs-ca needs 1K-token prompts");
+    throw make_error("ablate", window_said(a) + "; recompute-vs-ca needs 1K-token prompts");
   }
   for (int64_t hist = 500; hist <= 900; hist += 100) {
     // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
@@ -253,8 +258,7 @@ void preload(Runner& run, AblateResult* r) {
                 {"preload_stall_ms", "preload stall (ms)", 1, true},
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
   if (window(a) < 1101) {
-    throw make_error("ablate", a.config.name + " has a " + std::to_string(window(a)) +
-                                   "-token window; preload needs 1100 tokens");
+    throw make_error("ablate", window_said(a) + "; preload needs 1100 tokens");
   }
   // Twice the batch: the measured turns all arrive at once (long after the warm-up turns and
   // their saves; an idle gap costs nothing), so the second half waits while the first
@@ -321,7 +325,7 @@ void async_save(Runner& run, AblateResult* r) {
     }
   }
   if (r->rows.empty()) {
-    throw make_error("ablate", a.config.name + "'s window is too short for 1K-token prompts");
+    throw make_error("ablate", window_said(a) + ", too short for 1K-token prompts");
   }
   r->config["output_tokens"] = 20;
   r->config["batch"] = a.batch;

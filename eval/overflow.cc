@@ -55,8 +55,10 @@ OverflowGroup::OverflowGroup(const model::ForwardModel& m,
       drop_(overflow_dropped_tokens(opt)),
       cache_(group_kv_config(m, opt, methods.size())) {
   if (!(opt.truncate_ratio > 0.0 && opt.truncate_ratio < 1.0) || drop_ < 1) {
-    throw make_error("--truncate-ratio",
-                     "must be in (0, 1) and drop at least one token of the window");
+    throw make_error("--truncate-ratio", "must be in (0, 1) and drop at least one token of the " +
+                                             std::to_string(opt.n_ctx) +
+                                             "-token window (at least 1/" +
+                                             std::to_string(opt.n_ctx) + ")");
   }
   if (opt.sink < 0 || opt.sink + drop_ > opt.n_ctx) {
     throw make_error("--sink",
@@ -241,17 +243,18 @@ std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
                                                const OverflowProgress& progress) {
   OverflowGroup group(m, methods, opt);  // validates the options
   std::vector<int32_t> tokens = all_tokens;
-  if (opt.max_tokens > 0 && static_cast<int64_t>(tokens.size()) > opt.max_tokens) {
-    tokens.resize(static_cast<size_t>(opt.max_tokens));
-  }
+  const bool cut = opt.max_tokens > 0 && static_cast<int64_t>(tokens.size()) > opt.max_tokens;
+  if (cut) tokens.resize(static_cast<size_t>(opt.max_tokens));
   const int64_t T = static_cast<int64_t>(tokens.size()), N = opt.n_ctx, V = m.config().vocab_size;
   const int64_t drop = overflow_dropped_tokens(opt);
   if (T <= N + 1) {
-    throw make_error("overflow study",
-                     "the text has " + std::to_string(T) + " tokens; it needs at least " +
-                         std::to_string(N + 2) + " (--ctx " + std::to_string(N) +
-                         " + 2) to overflow the window",
-                     "use a longer text or a smaller --ctx");
+    throw make_error(
+        "overflow study",
+        std::string(cut ? "--max-tokens keeps " : "the text has ") + std::to_string(T) + " tokens" +
+            (cut ? " of the text's " + std::to_string(all_tokens.size()) : "") +
+            "; it needs at least " + std::to_string(N + 2) + " (--ctx " + std::to_string(N) +
+            " + 2) to overflow the window",
+        cut ? "raise --max-tokens or lower --ctx" : "use a longer text or a smaller --ctx");
   }
   std::vector<OverflowResult> rs(methods.size());
   std::vector<double> nll(methods.size(), 0.0);

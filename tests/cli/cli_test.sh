@@ -852,6 +852,9 @@ expect_error calibrate_print_dir "--print-profile $O" "is a directory" \
   "$CB" calibrate --print-profile "$O"
 expect_usage_error ablate_batch_huge --batch "must be in 1..4096, got 100000" \
   "$CB" ablate recompute-vs-ca --batch 100000
+# A window too short for a study names --ctx when --ctx made it so (not the model's 2K).
+expect_error ablate_ctx_window "--ctx 512" "gives a 512-token window; preload needs 1100 tokens" \
+  "$CB" ablate preload --ctx 512
 # Options the run would ignore are refused.
 "$CB" replay "$O/trace.json" -m preset:tiny-llama --profile h100-80gb --quiet >/dev/null 2>"$TMP/err"
 rc=$?
