@@ -402,7 +402,8 @@ sys.exit(0 if j['tokens_used']==300==j['max_tokens'] and j['tokens']>300 and j['
     "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" --method ca --ctx 64 \
       --max-tokens 65 --backend cpu >/dev/null 2>"$TMP/err"
     rc=$?
-    if [ $rc -eq 1 ] && grep -qF "has 65 tokens; it needs at least 66 (--ctx 64 + 2)" "$TMP/err"; then ok
+    if [ $rc -eq 1 ] && grep -qF "max-tokens keeps 65 tokens of the text's" "$TMP/err" \
+      && grep -qF "; it needs at least 66 (--ctx 64 + 2)" "$TMP/err"; then ok
     else bad "overflow study on a too short text: rc=$rc, $(head -c 300 "$TMP/err")"; fi
     expect_out overflow_dropped "first 300 of its" "$CB" perplexity -m "$STORIES" --dataset text \
       --file "$TS" --method ca --ctx 64 --truncate-ratio 0.33 --max-tokens 300 --backend cpu
