@@ -39,7 +39,15 @@ struct PerplexityArgs {
   /// lockstep. Default 4: on stories260K 4 and 8 tie, within 2% of 1, and 16 is slower
   /// (docs/perf.md); 4 keeps the logits buffer (batch * n_ctx * vocab floats) moderate.
   int batch = 4;
+  /// lm-eval convention: "auto", BOS before each document when the tokenizer adds one (lm-eval's
+  /// tok_encode default since its PR #3347), or "no" (its earlier add_bos_token=False).
+  std::string bos = "auto";
 };
+
+/// Whether the lm-eval convention's documents begin with BOS (scored, after the prefix token).
+bool lmeval_bos(const PerplexityArgs& a, const LoadedModel& lm) {
+  return a.bos == "auto" && lm.tok->add_bos_default();
+}
 
 /// lm-eval scores WikiText per article with its detokenizer (its `wikitext` task); the other
 /// corpora stay one stream (lm-eval has no task on the Mikolov PTB, GPTQ-style C4 or plain
@@ -64,7 +72,7 @@ void use_gptq_text(datasets::Corpus* c) {
 }
 
 std::string batch_note(int batch, int64_t calls) {
-  return "; " + std::to_string(batch) + " window" + (batch == 1 ? "" : "s") +
+  return "; up to " + std::to_string(batch) + " window" + (batch == 1 ? "" : "s") +
          " per forward call (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
 }
 
@@ -200,9 +208,9 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   return 0;
 }
 
-/// lm-eval's wikitext task: one document per article, its detokenized text tokenized without
-/// BOS. --max-tokens keeps the first whole articles whose tokens fit in it; `all_tokens` counts
-/// every article's.
+/// lm-eval's wikitext task: one document per article, its detokenized text tokenized (with BOS
+/// first as lmeval_bos says). --max-tokens keeps the first whole articles whose tokens fit in it;
+/// `all_tokens` counts every article's.
 std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, const LoadedModel& lm,
                                                      const datasets::Corpus& corpus,
                                                      size_t* articles, size_t* all_tokens) {
@@ -213,7 +221,8 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
   int64_t kept = 0;
   bool full = false;  // --max-tokens reached: the rest are only counted
   for (const std::string& page : pages) {
-    std::vector<int32_t> ids = lm.tok->encode(datasets::wikitext_detokenize(page), false);
+    std::vector<int32_t> ids =
+        lm.tok->encode(datasets::wikitext_detokenize(page), lmeval_bos(a, lm));
     const auto n = static_cast<int64_t>(ids.size());
     *all_tokens += ids.size();
     if (full) continue;
@@ -302,6 +311,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                   " (the file's articles, as EleutherAI/wikitext_document_level), "
                   "wikitext_detokenizer applied, loglikelihood_rolling per document, max_length " +
                   std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +
+                  (lmeval_bos(a, lm) ? ", BOS first in each document" : ", no BOS (--bos no)") +
                   "; words " + std::to_string(r.words) + " and bytes " + std::to_string(r.bytes) +
                   " of the articles before detokenization";
     if (truncated)
@@ -310,6 +320,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
   } else if (lmeval) {
     description = "lm-eval: loglikelihood_rolling over the text as one document, max_length " +
                   std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +
+                  (lmeval_bos(a, lm) ? ", BOS first" : ", no BOS (--bos no)") +
                   ", every token scored once; words " + std::to_string(r.words) +
                   (truncated ? " (of the kept tokens' decoded text)" : "") + ", bytes " +
                   std::to_string(r.bytes);
@@ -342,6 +353,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"batch", r.batch},
                         {"forward_calls", r.forward_calls},
                         {"seconds", r.seconds},
+                        {"add_bos", lmeval && lmeval_bos(a, lm)},
                         {"backend", backend_label(a.m)},
                         {"mode", "real"},
                         {"git", git_revision()}};
@@ -432,6 +444,12 @@ void register_perplexity(CLI::App& app) {
                   "| gptq (non-overlapping seqlen windows)")
       ->check(CLI::IsMember({"llama.cpp", "lm-eval", "gptq"}))
       ->capture_default_str();
+  sub->add_option("--bos", a->bos,
+                  "--convention lm-eval: BOS before each document (auto: when the tokenizer adds "
+                  "one, as lm-eval does since its PR #3347 (October 2025); no: its earlier "
+                  "add_bos_token=False)")
+      ->check(CLI::IsMember({"auto", "no"}))
+      ->capture_default_str();
   set_action(sub, [a, sub, ctx_opt, chunks_opt, overflow, max_tokens_opt] {
     install_interrupt_handlers("no result was written");
     a->ctx_given = ctx_opt->count() > 0;
@@ -441,6 +459,12 @@ void register_perplexity(CLI::App& app) {
     }
     if (a->method == "full")
       refuse_outside_overflow_study({overflow.truncate_ratio, overflow.sink});
+    if (a->method != "full" || a->convention != "lm-eval") {
+      refuse_given(*sub, {"--bos"},
+                   "applies to --convention lm-eval only (llama.cpp's and the overflow study put "
+                   "BOS first, gptq's none)",
+                   "drop --bos, or use --convention lm-eval");
+    }
     if (a->method != "full") {
       refuse_given(*sub, {"--chunks"},
                    "does not apply to the overflow study (it scores one stream, not chunks)",
@@ -469,8 +493,10 @@ void register_perplexity(CLI::App& app) {
       corpus.text.pop_back();
       corpus.convention += ", its last newline dropped (llama.cpp's -f)";
     }
-    // lm-eval encodes documents without special tokens; its prefix token stands before them.
-    const bool add_bos = a->convention != "lm-eval" && lm.tok->add_bos_default();
+    // lm-eval's prefix token stands before each document, which begins with BOS as its
+    // tokenizer's default has it since PR #3347 (--bos no: without, as before).
+    const bool add_bos =
+        a->convention != "lm-eval" ? lm.tok->add_bos_default() : lmeval_bos(*a, lm);
     // lm-eval's wikitext documents are tokenized one by one (run_convention).
     const std::vector<int32_t> tokens =
         lmeval_documents(*a) ? std::vector<int32_t>() : lm.tok->encode(corpus.text, add_bos);

@@ -6,7 +6,8 @@ llama.cpp's test vectors); the reference scores them with the convention written
 independently of the C++ code:
   llama.cpp: chunks of n_ctx tokens, the first token of each replaced by BOS, and the tokens at
              positions n_ctx/2 + 1 .. n_ctx - 1 scored from the logits before them.
-  lm-eval:   lm-evaluation-harness loglikelihood_rolling: the text's tokens without BOS,
+  lm-eval:   lm-evaluation-harness loglikelihood_rolling: the text's tokens, BOS first unless
+             --lmeval-bos no (lm-eval's add_bos_token=False),
              get_rolling_token_windows(tokens, prefix=BOS, max_seq_len=ctx, context_len=1),
              make_disjoint_window, model input (context + continuation)[-(ctx+1):][:-1], the last
              len(continuation) logits scored; word/byte perplexity from the total NLL.
@@ -160,13 +161,13 @@ def check_wikitext_documents(a, model, path, label):
         pages = wikitext_articles(f.read().decode("utf-8"))
     docs, kept = [], 0
     for page in pages:
-        toks = tokenize(a.cachebench, a.model, wikitext_detokenize(page), False)
+        toks = tokenize(a.cachebench, a.model, wikitext_detokenize(page), a.lmeval_bos == "auto")
         if a.max_tokens > 0 and kept + len(toks) > a.max_tokens:
             break
         kept += len(toks)
         docs.append((page, toks))
     cmd = [a.cachebench, "perplexity", "--model", a.model, "--file", path, "--ctx", str(a.ctx),
-           "--convention", "lm-eval", "--dataset", "wikitext2-raw"]
+           "--convention", "lm-eval", "--dataset", "wikitext2-raw", "--bos", a.lmeval_bos]
     if a.max_tokens > 0:
         cmd += ["--max-tokens", str(a.max_tokens)]
     with tempfile.TemporaryDirectory() as d:
@@ -214,6 +215,10 @@ def main():
     ap.add_argument("--chunks", type=int, default=8, help="llama.cpp and gptq: chunks/windows")
     ap.add_argument("--max-tokens", type=int, default=0, help="lm-eval and gptq: keep the first N")
     ap.add_argument("--bos", type=int, default=1)
+    ap.add_argument("--lmeval-bos", choices=["auto", "no"], default="auto",
+                    help="lm-eval: BOS first in each document (auto: the tokenizer's default, lm-eval "
+                         "since its PR #3347) or not (its earlier add_bos_token=False); passed on "
+                         "to cachebench as --bos")
     ap.add_argument("--tol", type=float, default=0.01)
     ap.add_argument("--dataset", choices=["text", "wikitext2", "wikitext2-raw"], default="text",
                     help="lm-eval: wikitext2/wikitext2-raw check the per-article convention on --file; "
@@ -233,7 +238,7 @@ def main():
         with open(a.file, encoding="utf-8") as f:  # the HF wikitext script's rows
             raw = "\n\n".join(line if line.strip() else "" for line in f).encode("utf-8")
     tok_cmd = [a.cachebench, "tokenize", "--model", a.model]
-    if a.convention == "lm-eval":
+    if a.convention == "lm-eval" and a.lmeval_bos == "no":
         tok_cmd.append("--no-bos")
     tok_out = subprocess.run(tok_cmd + ["-"], input=raw, capture_output=True, check=True)
     tokens = [int(t) for t in tok_out.stdout.split()]
@@ -244,6 +249,8 @@ def main():
            "--convention", a.convention]
     if a.convention != "lm-eval":
         cmd += ["--chunks", str(a.chunks)]
+    else:
+        cmd += ["--bos", a.lmeval_bos]
     if a.dataset != "text":
         cmd += ["--dataset", a.dataset]
     if a.convention != "llama.cpp" and a.max_tokens > 0:
