@@ -239,7 +239,10 @@ OverflowScorer::OverflowScorer(const model::ForwardModel& m, const tokenizer::To
                                OverflowMethod method, const std::vector<int32_t>& history,
                                const OverflowScorerOptions& opt)
     : m_(&m), tok_(&tok), method_(method), history_(m, method, opt.stream) {
-  if (history.empty()) throw make_error("--history-file", "the history has no tokens");
+  if (history.empty()) {
+    throw make_error("mmlu", "the history file gave no tokens (--history-file)",
+                     "pass a file with text");
+  }
   const size_t chunk = static_cast<size_t>(opt.feed_chunk > 0 ? opt.feed_chunk : opt.stream.n_ctx);
   for (size_t pos = 0; pos < history.size(); pos += chunk) {
     const size_t end = std::min(history.size(), pos + chunk);

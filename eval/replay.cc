@@ -278,8 +278,11 @@ struct ScratchDir {
       if (std::filesystem::create_directory(p, ec)) {
         path = p;
       } else if (ec || n >= kMaxNames) {
-        throw make_error("--store-dir", "cannot create " + p + ": " +
-                                            (ec ? ec.message() : std::string("it exists")));
+        // A failure of the run (a full or read-only file system), not of the command line.
+        throw make_error(p,
+                         "cannot create the run's store directory: " +
+                             (ec ? ec.message() : std::string("it exists")),
+                         "check the file system under --store-dir");
       }
     }
     lock();  // until the store takes it: a sweep in another PID namespace keeps off

@@ -279,7 +279,7 @@ void results_alone_on_stdout(CLI::App& cmd) {
 
 int report_error(const Error& e, int exit_code) {
   // An interrupt comes in the middle of a progress line ("\r ... running PPL"): end it.
-  if (interrupt_signal() != 0) std::fputc('\n', stderr);
+  if (progress_line_open()) std::fputc('\n', stderr);
   std::fprintf(stderr, "cachebench: error: %s\n", e.what());
   return interrupt_signal() != 0 ? 128 + interrupt_signal() : exit_code;
 }

@@ -130,33 +130,28 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     // component is made (a typo would otherwise make a tree anywhere), as replay's --out
     // wants its directory to exist.
     std::error_code ec;
-    const std::filesystem::path parent = std::filesystem::path(a.out).parent_path();
+    std::filesystem::path dir(a.out);
+    if (!dir.has_filename()) dir = dir.parent_path();  // "out/" is "out"
+    const std::filesystem::path parent = dir.parent_path();
     struct stat st {};
-    if (!std::filesystem::exists(a.out)) {
+    const char* ro = " is read-only (no write permission, which root would override)";
+    if (::stat(a.out.c_str(), &st) != 0) {
       const std::string above = parent.empty() ? "." : parent.string();
       if (::stat(above.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
         throw make_error("--out", "the directory above " + a.out + " does not exist",
                          "create it first");
       }
       if ((st.st_mode & 0222) == 0) {
-        throw make_error("--out",
-                         "the directory above " + a.out +
-                             " is read-only (no write "
-                             "permission, which root would override)",
-                         "write elsewhere");
+        throw make_error("--out", "the directory above " + a.out + ro, "write elsewhere");
       }
+      std::filesystem::create_directory(dir, ec);
     }
-    std::filesystem::create_directory(a.out, ec);
-    if (!std::filesystem::is_directory(a.out)) {
+    if (::stat(a.out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
       throw make_error("--out", a.out + " is not a directory and cannot be made one",
                        "name a directory for the JSON and plots");
     }
-    if (::stat(a.out.c_str(), &st) == 0 && (st.st_mode & 0222) == 0) {
-      throw make_error("--out",
-                       a.out +
-                           " is read-only (no write permission, which root would "
-                           "override)",
-                       "name a writable directory for the JSON and plots");
+    if ((st.st_mode & 0222) == 0) {
+      throw make_error("--out", a.out + ro, "name a writable directory for the JSON and plots");
     }
     const std::string probe = a.out + "/.cachebench-probe." + std::to_string(::getpid());
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -210,9 +205,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     }
     o.trace = &trace;
   }
-  install_interrupt_handlers(
-      "the study under way wrote nothing (those before it wrote theirs); its scratch store "
-      "directories were removed");
+  install_interrupt_handlers("the study under way wrote nothing (those before it wrote theirs)");
   o.log = [quiet = a.quiet](const std::string& s) {
     check_interrupted();
     if (!quiet) std::fprintf(stderr, "ablate: %s\n", s.c_str());

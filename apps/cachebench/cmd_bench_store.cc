@@ -221,11 +221,8 @@ void register_bench_store(CLI::App* bench) {
     opt.traffic_bytes = store::parse_size(a->traffic, "--traffic");
     opt.chunk_bytes = store::parse_size(a->chunk, "--chunk-size");
     store::parse_io_mode(opt.io);  // reject a bad --io before any work
-    install_interrupt_handlers(
-        "no result was written; its scratch store directories were removed");  // SIGINT/SIGTERM/SIGHUP:
-                                                                               // stop at the next
-                                                                               // round, scratch
-                                                                               // removed
+    // SIGINT/SIGTERM/SIGHUP: stop at the next round, the scratch store removed.
+    install_interrupt_handlers("no result was written; its scratch store directories were removed");
     opt.poll = check_interrupted;
     const eval::BenchStoreResult r = eval::bench_store(opt);
     print_table(r);  // before the journal's run, which may fail

@@ -35,11 +35,10 @@ int run_calibrate(CalibrateArgs& a) {
     throw make_error("--model", "calibrate needs --model (or --print-profile)");
   if (a.out.empty()) throw make_error("--out", "name the profile file to write");
   a.o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
-  install_interrupt_handlers(
-      "no result was written; its scratch store directories were removed");  // SIGINT/SIGTERM/SIGHUP:
-                                                                             // stop at the next
-                                                                             // pass, scratch
-                                                                             // removed
+  // SIGINT/SIGTERM/SIGHUP: stop at the next pass, the scratch store (--ssd-dir) removed.
+  install_interrupt_handlers(a.o.ssd_dir.empty()
+                                 ? "no result was written"
+                                 : "no result was written; its scratch store was removed");
   a.o.poll = check_interrupted;
   LoadedModel lm = load_model(a.m, false);
   a.o.backend = backend_label(a.m);

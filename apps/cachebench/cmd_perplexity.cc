@@ -114,6 +114,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
         std::fprintf(stderr, "\r  %-4s %5.1f%% of %lld tokens", name.c_str(), 100.0 * done / total,
                      static_cast<long long>(total));
         if (done == total) std::fputc('\n', stderr);
+        set_progress_line_open(done != total);
       }
     };
   };
@@ -300,6 +301,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
     check_interrupted();
     std::fprintf(stderr, "\r  window %d/%d  running PPL %.4f", c, n, ppl);
     if (c == n) std::fputc('\n', stderr);
+    set_progress_line_open(c != n);
   };
   const eval::PerplexityResult r =
       lmeval ? eval::perplexity_lmeval_documents(lm.runner(), docs, opt, progress)
@@ -353,7 +355,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"batch", r.batch},
                         {"forward_calls", r.forward_calls},
                         {"seconds", r.seconds},
-                        {"add_bos", lmeval && lmeval_bos(a, lm)},
+                        {"add_bos", lmeval ? lmeval_bos(a, lm) : lm.tok->add_bos_default()},
                         {"backend", backend_label(a.m)},
                         {"mode", "real"},
                         {"git", git_revision()}};
@@ -461,8 +463,9 @@ void register_perplexity(CLI::App& app) {
       refuse_outside_overflow_study({overflow.truncate_ratio, overflow.sink});
     if (a->method != "full" || a->convention != "lm-eval") {
       refuse_given(*sub, {"--bos"},
-                   "applies to --convention lm-eval only (llama.cpp's and the overflow study put "
-                   "BOS first, gptq's none)",
+                   "applies to --convention lm-eval only (the others put BOS where their "
+                   "reference implementations do: llama.cpp's in each chunk, gptq's at the "
+                   "stream's start, the overflow study's before the history)",
                    "drop --bos, or use --convention lm-eval");
     }
     if (a->method != "full") {
@@ -520,6 +523,7 @@ void register_perplexity(CLI::App& app) {
           check_interrupted();
           std::fprintf(stderr, "\r  chunk %d/%d  running PPL %.4f", c, n, ppl);
           if (c == n) std::fputc('\n', stderr);
+          set_progress_line_open(c != n);
         });
     print_ppl_table(*a, r, corpus.sha256, tokens.size(),
                     std::string("llama.cpp: n_ctx chunks, ") +

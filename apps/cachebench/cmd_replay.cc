@@ -117,9 +117,8 @@ int run_replay_cmd(ReplayArgs& a) {
   eval::ReplayOptions& o = a.o;
   struct stat csv_st {};
   if (!a.compare.empty() && !a.csv.empty() &&
-      (names_stdout(a.csv) || a.csv.rfind("/dev/", 0) == 0 ||
-       (::stat(a.csv.c_str(), &csv_st) == 0 &&
-        (S_ISCHR(csv_st.st_mode) || S_ISFIFO(csv_st.st_mode))))) {
+      (names_stdout(a.csv) || (::stat(a.csv.c_str(), &csv_st) == 0 &&
+                               (S_ISCHR(csv_st.st_mode) || S_ISFIFO(csv_st.st_mode))))) {
     throw make_error("--csv",
                      "with --compare it writes one file per mode, " + a.csv + ".MODE.csv, and " +
                          a.csv + " is a stream",
@@ -624,10 +623,11 @@ void add(CLI::App& app, const char* name, const char* help) {
                    "has no effect with --full-saves (save-time admission decides append saves)",
                    "drop one of them");
     }
-    install_interrupt_handlers(
-        "no result was written; its scratch store directories were removed, but for a store "
-        "kept with --keep-store "
-        "(its path is printed above)");
+    install_interrupt_handlers(a->sim || a->ssd == "0"
+                                   ? "no result was written"
+                                   : "no result was written; its scratch store directories were "
+                                     "removed, but for a store kept with --keep-store (its path "
+                                     "is printed above)");
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;
     resolve_backend(&a->m, !a->sim);

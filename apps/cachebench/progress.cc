@@ -44,6 +44,18 @@ int interrupt_signal() {
   return g_signal;
 }
 
+namespace {
+bool g_line_open = false;
+}
+
+void set_progress_line_open(bool open) {
+  g_line_open = open;
+}
+
+bool progress_line_open() {
+  return g_line_open;
+}
+
 void check_interrupted() {
   if (g_signal == 0) return;
   throw make_error(
@@ -73,6 +85,7 @@ void Progress::operator()(int64_t done, int64_t total) {
   std::fprintf(stderr, "%s  %s: %lld/%lld %s, %.1f %s/s, ETA %.0f s%s", tty_ ? "\r" : "",
                label_.c_str(), static_cast<long long>(done), static_cast<long long>(total),
                unit_.c_str(), rate, unit_.c_str(), eta, tty_ && done < total ? "" : "\n");
+  set_progress_line_open(tty_ && done < total);
 }
 
 }  // namespace cb::app

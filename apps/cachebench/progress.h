@@ -21,6 +21,10 @@ void install_interrupt_handlers(const char* note = "");
 void check_interrupted();
 /// The signal that interrupted the process (0: none).
 int interrupt_signal();
+/// Whether stderr's last line is an unfinished progress line ("\r ... running PPL"), which an
+/// error message must not continue: set by Progress and by the commands' own progress lines.
+void set_progress_line_open(bool open);
+bool progress_line_open();
 
 class Progress {
  public:

@@ -126,25 +126,37 @@ inline constexpr const char* kOutputFile = "output-file";
 namespace detail {
 inline std::string output_file_problem(std::string& s) {
   if (s.empty()) return "an empty path; name the file to write";
+  // The file written: a symbolic link's target, which is replaced (lib/core atomic_file), so
+  // its directory is the one checked.
+  std::string path = s;
   struct stat st {};
-  if (::stat(s.c_str(), &st) == 0) {
+  if (::lstat(s.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    if (char* real = ::realpath(s.c_str(), nullptr)) {
+      path = real;
+      std::free(real);
+    }
+  }
+  bool stream = false;
+  if (::stat(path.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) return "'" + s + "' is a directory; name a file";
     // Written whole through a temporary file renamed over it, or straight to a character
     // device or pipe; a result is never meant to go onto a disk (lib/core atomic_file).
     if (S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode)) {
       return "'" + s + "' is a block device or a socket; name a file";
     }
-    if (::access(s.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
+    if (::access(path.c_str(), W_OK) != 0) return "'" + s + "' exists and is not writable";
     // Root may write anything: a file without write permission (a dataset, a model) is
     // refused all the same.
     if (S_ISREG(st.st_mode) && (st.st_mode & 0222) == 0) {
       return "'" + s + "' is read-only (no write permission, which root would override); " +
              "name another file, or chmod u+w it first";
     }
+    stream = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
   }
-  const bool stream = ::stat(s.c_str(), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
-  const size_t slash = s.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : s.substr(0, slash);
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     return "the directory of '" + s + "' does not exist; create it first";
   }

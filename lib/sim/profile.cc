@@ -293,7 +293,7 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   }
   std::error_code ec;
   if (std::filesystem::is_directory(name_or_path, ec)) {
-    throw make_error(option + " " + name_or_path, "is a directory",
+    throw make_error(name_or_path, "is a directory (" + option + ")",
                      "name a hardware profile file (`cachebench calibrate --out` writes one)");
   }
   std::ifstream in(name_or_path);
@@ -303,7 +303,7 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
         name_or_path.find('/') != std::string::npos ||
         (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
     if (path) {
-      throw make_error(option + " " + name_or_path,
+      throw make_error(name_or_path + " (" + option + ")",
                        std::string("cannot read the hardware profile: ") + std::strerror(errno),
                        "check the path (`cachebench calibrate --out` writes one)");
     }

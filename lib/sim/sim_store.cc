@@ -137,7 +137,9 @@ SimStore::Hit SimStore::pin_hit(Entry& e, double now, double ready_at, TierKind 
   h.tier = tier;
   h.tokens = e.tokens;
   h.ready_at = std::max(now, ready_at);
-  h.ready_from = ready_from < 0 ? h.ready_at : std::min(h.ready_at, std::max(now, ready_from));
+  // Not clamped to `now`: a turn arriving mid-save finds its first layers already written (the
+  // engine loads none before `now`).
+  h.ready_from = ready_from < 0 ? h.ready_at : std::min(h.ready_at, ready_from);
   return h;
 }
 

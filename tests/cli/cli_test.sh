@@ -372,7 +372,10 @@ sys.exit(0 if sorted(f)==[sys.argv[2]+'/dev/anatomy.csv', sys.argv[2]+'/test/ana
     "$CB" perplexity -m "$STORIES" --dataset wikitext2-raw --file "$WT" --ctx 128 --backend cpu \
       --out "$TMP/ppl_int.json" >/dev/null 2>"$TMP/ppl_int.err" &
     pid=$!
-    sleep 2
+    for _ in $(seq 300); do  # until it reports its first chunk (its handlers are in place)
+      grep -q "chunk" "$TMP/ppl_int.err" 2>/dev/null && break
+      sleep 0.1
+    done
     kill -TERM "$pid"
     wait "$pid"
     rc=$?
@@ -570,12 +573,12 @@ if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
     --tokenizer "$LLAMA_TOK" --no-join-split
 fi
 
-# Option values out of range: CLI11 stops before any work, naming the option (exit 105).
+# Option values out of range: CLI11 stops before any work, naming the option (exit 2).
 expect_usage_error() {  # name, option, needle, command...
   local name="$1" opt="$2" needle="$3"; shift 3
   "$@" >"$TMP/out" 2>"$TMP/err"
   local rc=$?
-  if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then bad "$name: exit $rc: $(head -c 300 "$TMP/err")"; return; fi
+  if [ $rc -ne 2 ]; then bad "$name: exit $rc, wanted 2: $(head -c 300 "$TMP/err")"; return; fi
   if ! grep -qF -- "$opt: $needle" "$TMP/err"; then bad "$name: wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; return; fi
   ok
 }
@@ -672,6 +675,12 @@ expect_error replay_csv_over_input "$TMP/turns.re.csv" "overwrite its input" \
 expect_usage_error replay_csv_stream_compare --csv "with --compare it writes one file per mode" \
   "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet --compare re --csv /dev/stdout
 if ls /dev/stdout.*.csv >/dev/null 2>&1; then bad "replay made /dev/stdout.MODE.csv"; else ok; fi
+# A file under /dev that is not a stream (tmpfs) takes the per-mode files.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  expect_ok replay_csv_dev_shm "$CB" replay "$TMP/synth.json" -m preset:tiny-llama --sim --quiet \
+    --compare re --csv "/dev/shm/cb_csv_$$"
+  rm -f "/dev/shm/cb_csv_$$".*.csv
+fi
 # ... and so is one that another output names; --out F with --csv F is no clash then.
 expect_error replay_csv_over_out "$TMP/col.ca.csv" "would be lost" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --compare re \
@@ -792,7 +801,8 @@ expect_usage_error out_socket --out "'$O/sock' is a block device or a socket" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/sock"
 # A read-only file or directory is not written over, though root could (a run as root once
 # overwrote a shared model with a trace).
-printf 'keep' >"$O/ro.gguf" && chmod 444 "$O/ro.gguf" && mkdir -p "$O/ro_dir" && chmod 555 "$O/ro_dir"
+printf 'keep' >"$O/ro.gguf" && chmod 444 "$O/ro.gguf" && mkdir -p "$O/ro_dir"
+printf 'keep' >"$O/ro_dir/t.json" && chmod 555 "$O/ro_dir"
 expect_usage_error out_read_only --out "'$O/ro.gguf' is read-only" \
   "$CB" trace synth --sessions 3 --out "$O/ro.gguf"
 if [ "$(cat "$O/ro.gguf")" = keep ]; then ok; else bad "trace synth overwrote a read-only file"; fi
@@ -802,7 +812,14 @@ expect_usage_error ablate_out_read_only --out "the directory above $O/ro_dir/a i
   "$CB" ablate preload --out "$O/ro_dir/a"
 expect_usage_error ablate_out_no_parent --out "the directory above $O/no/such does not exist" \
   "$CB" ablate preload --out "$O/no/such"
-if [ -z "$(ls -A "$O/ro_dir")" ] && [ ! -e "$O/no" ]; then ok; else bad "ablate --out made directories"; fi
+# A symbolic link is followed: its target's read-only directory is refused; a trailing slash
+# names the directory itself.
+ln -sf "$O/ro_dir/t.json" "$O/ro_link.json"
+expect_usage_error out_link_read_only_dir --out "the directory of '$O/ro_link.json' is read-only" \
+  "$CB" trace synth --sessions 3 --out "$O/ro_link.json"
+if [ "$(cat "$O/ro_dir/t.json")" = keep ]; then ok; else bad "a link led trace synth into a read-only directory"; fi
+expect_ok ablate_out_trailing_slash "$CB" ablate preload --out "$O/abl_slash/" --quiet --no-plot
+if [ ! -e "$O/ro_dir/a" ] && [ ! -e "$O/no" ]; then ok; else bad "ablate --out made directories"; fi
 chmod 755 "$O/ro_dir"
 # Refusals of an option found after the command line was read exit 2 as CLI11's own do: an
 # output that is an input (ablate's derived files), an option without the one it needs.
@@ -849,7 +866,7 @@ expect_usage_error calibrate_print_reps --reps "--print-profile prints a profile
   "$CB" calibrate --print-profile a100-80gb --reps 3
 expect_usage_error calibrate_print_empty --print-profile "an empty name" \
   "$CB" calibrate --print-profile ""
-expect_error calibrate_print_dir "--print-profile $O" "is a directory" \
+expect_error calibrate_print_dir "$O" "is a directory (--print-profile)" \
   "$CB" calibrate --print-profile "$O"
 expect_usage_error ablate_batch_huge --batch "must be in 1..4096, got 100000" \
   "$CB" ablate recompute-vs-ca --batch 100000
