@@ -8,41 +8,7 @@ CB="$1"
 TMP="$2"
 DATA="${CACHEBENCH_DATA:-$(dirname "$0")/../../../shared}"
 mkdir -p "$TMP"
-pass=0
-fail=0
-skip=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
-
-expect_ok() {  # name, command...
-  local name="$1"; shift
-  if out=$("$@" 2>"$TMP/err"); then ok; else bad "$name: exit $? ($(head -c 300 "$TMP/err"))"; fi
-}
-expect_out() {  # name, needle, command...
-  local name="$1" needle="$2"; shift 2
-  out=$("$@" 2>"$TMP/err")
-  local rc=$?
-  if [ $rc -eq 0 ] && grep -qF -- "$needle" <<<"$out"; then ok; else bad "$name: rc=$rc, wanted '$needle' in: $(head -c 400 <<<"$out") $(head -c 300 "$TMP/err")"; fi
-}
-# Every result file records the git revision of the binary that wrote it (as --version says).
-REV=$("$CB" --version | sed -n 's/^ *git revision: *//p')
-expect_git() {  # name, result file
-  if python3 -c "import json,sys; sys.exit(0 if json.load(open(sys.argv[1])).get('git') == sys.argv[2] else 1)" \
-    "$2" "$REV" 2>/dev/null; then ok; else bad "$1: $2 lacks \"git\": \"$REV\""; fi
-}
-expect_error() {  # name, path that must be named, needle, command...
-  local name="$1" path="$2" needle="$3"; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$TMP/err")
-  if [ $rc -eq 0 ]; then bad "$name: exit 0 on bad input"; return; fi
-  if [ $rc -gt 2 ]; then bad "$name: exit $rc (crash or sanitizer?): $(head -c 600 "$TMP/err")"; return; fi
-  if [ "$lines" -ne 1 ]; then bad "$name: want one error line, got $lines: $(head -c 600 "$TMP/err")"; return; fi
-  if ! grep -qF -- "$path" "$TMP/err"; then bad "$name: error does not name $path: $(cat "$TMP/err")"; return; fi
-  if [ -n "$needle" ] && ! grep -qiF -- "$needle" "$TMP/err"; then bad "$name: error lacks '$needle': $(cat "$TMP/err")"; return; fi
-  ok
-}
+source "$(dirname "$0")/common.sh"
 
 expect_out help "inspect" "$CB" --help
 expect_out version "git revision" "$CB" --version
@@ -107,110 +73,6 @@ if "$CB" forward -m preset:tiny-llama --tokens 1,2 --cpu-weights bf16 --gpu-stor
   && ! grep -qF -- "--gpu is ignored" "$TMP/err"; then ok; else bad "auto_gpu_note: $(head -c 400 "$TMP/err")"; fi
 if "$CB" inspect >/dev/null 2>&1; then bad "inspect without MODEL exits 0"; else ok; fi
 if "$CB" frobnicate >/dev/null 2>&1; then bad "unknown subcommand exits 0"; else ok; fi
-
-# cachebench gate: pass (exit 0), regression (exit 1 with a count line), bad files named.
-G="$TMP/gate"
-mkdir -p "$G"
-cat >"$G/base.json" <<'JSON'
-{"completed": 10, "hit_rate": {"overall": 0.5, "dram": 0.3, "ssd": 0.2}, "reused_tokens": 100,
- "recomputed_tokens": 50, "bytes_loaded": 4096, "bytes_saved": 8192, "ttft_ms": {"mean": 100.0}}
-JSON
-cat >"$G/better.json" <<'JSON'
-{"summary": {"completed": 10, "hit_rate": {"overall": 0.5, "dram": 0.3, "ssd": 0.2},
- "reused_tokens": 100, "recomputed_tokens": 50, "bytes_loaded": 4096, "bytes_saved": 8192,
- "ttft_ms": {"mean": 90.0}}}
-JSON
-sed 's/"overall": 0.5/"overall": 0.4/' "$G/base.json" >"$G/worse.json"
-printf '{"completed": 10,' >"$G/broken.json"
-expect_out gate_pass "no regression" "$CB" gate --baseline "$G/base.json" --current "$G/better.json"
-expect_out gate_bound "| improved |" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" \
-  --max-regression ttft_ms.mean=5 --out "$G/report.json"
-if grep -qF '"passed": true' "$G/report.json" 2>/dev/null; then ok; else bad "gate --out report lacks passed: true"; fi
-expect_git gate_out_git "$G/report.json"
-"$CB" gate --baseline "$G/base.json" --current "$G/worse.json" >"$TMP/out" 2>"$TMP/err"
-rc=$?
-if [ $rc -eq 1 ] && grep -qF "1 regression in 8 checks" "$TMP/out" && grep -qF "REGRESSION" "$TMP/out"; then ok
-else bad "gate regression: rc=$rc, $(head -c 600 "$TMP/out") $(head -c 300 "$TMP/err")"; fi
-# Exit 1 is a regression and nothing else: an output that is one of the inputs, and an
-# unknown option, are usage errors (2), as is a summary that cannot be compared.
-for args in "--out $G/base.json" "--no-such-flag"; do
-  # shellcheck disable=SC2086
-  "$CB" gate --baseline "$G/base.json" --current "$G/worse.json" $args >"$TMP/out" 2>"$TMP/err"
-  rc=$?
-  if [ $rc -eq 2 ]; then ok; else bad "gate $args: exit $rc, wanted 2: $(head -c 300 "$TMP/err")"; fi
-done
-if grep -qF '"completed": 10, "hit_rate"' "$G/base.json"; then ok; else bad "gate --out overwrote its baseline"; fi
-# Two checkpoints of one name ("llama") but another shape are different models.
-printf '{"model": {"name": "llama", "shape": "llama 6x288"}, "summary": {"completed": 1}}' >"$G/m1.json"
-printf '{"model": {"name": "llama", "shape": "llama 8x512"}, "summary": {"completed": 1}}' >"$G/m2.json"
-expect_error gate_model_shape "$G/m2.json" "model shape llama 6x288 vs llama 8x512" \
-  "$CB" gate --baseline "$G/m1.json" --current "$G/m2.json"
-# A given bound adds to the default ones: a hit-rate drop still fails beside a TTFT bound,
-# unless --no-default-bounds asks for the given ones alone.
-"$CB" gate --baseline "$G/base.json" --current "$G/worse.json" --max-regression ttft_ms.mean=5 >"$TMP/out" 2>&1
-rc=$?
-if [ $rc -eq 1 ] && grep -qF "1 regression in 9 checks" "$TMP/out"; then ok
-else bad "gate with a bound dropped the defaults: rc=$rc, $(head -c 600 "$TMP/out")"; fi
-# A summary without the default metrics (e.g. a perplexity result) gates on its own bound.
-printf '{"ppl": 4.0}' >"$G/ppl_base.json"
-printf '{"ppl": 4.1}' >"$G/ppl_cur.json"
-expect_out gate_ppl_only "no regression in 1 checks" "$CB" gate --baseline "$G/ppl_base.json" \
-  --current "$G/ppl_cur.json" --max-regression ppl=5
-# Evaluations and benchmarks gate in their metrics' own directions: a faster bench, a higher
-# accuracy and a lower perplexity are improvements, not regressions.
-printf '{"bench": "cpu", "prefill_tok_s": 100.0, "decode_ms_per_token": 10.0, "sgemm_gflops": 50.0}' >"$G/bench_base.json"
-printf '{"bench": "cpu", "prefill_tok_s": 150.0, "decode_ms_per_token": 5.0, "sgemm_gflops": 80.0}' >"$G/bench_cur.json"
-expect_out gate_bench_faster "no regression in 3 checks" "$CB" gate --baseline "$G/bench_base.json" \
-  --current "$G/bench_cur.json" --max-regression prefill_tok_s=5 \
-  --max-regression decode_ms_per_token=5 --max-regression sgemm_gflops=5
-printf '{"task": "mmlu", "file_sha256": "aa", "acc_micro": 0.5, "ppl": 4.0}' >"$G/acc_base.json"
-printf '{"task": "mmlu", "file_sha256": "aa", "acc_micro": 0.6, "ppl": 3.0}' >"$G/acc_cur.json"
-expect_out gate_acc_higher "| acc_micro | 0.5 | 0.6 | +20.00 | 1.00 | higher | improved |" \
-  "$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_cur.json" \
-  --max-regression acc_micro=1 --max-regression ppl=1
-"$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_cur.json" --max-regression acc_micro=1:exact >"$TMP/out" 2>&1
-rc=$?
-if [ $rc -eq 1 ] && grep -qF "| acc_micro | 0.5 | 0.6 | +20.00 | 1.00 | exact | REGRESSION |" "$TMP/out"; then ok
-else bad "gate with a direction given: rc=$rc, $(head -c 600 "$TMP/out")"; fi
-# Evaluations of other data are not comparable.
-printf '{"task": "mmlu", "file_sha256": "bb", "acc_micro": 0.6}' >"$G/acc_other.json"
-expect_error gate_other_data "$G/acc_other.json" "file aa vs bb" \
-  "$CB" gate --baseline "$G/acc_base.json" --current "$G/acc_other.json" --max-regression acc_micro=1
-# MMLU and PIQA name their files in a map: other files (whatever their paths), or another
-# --limit, are another setup; the same files under another root are not.
-printf '{"task": "piqa", "limit": 20, "files_sha256": {"/a/valid.jsonl": "aa", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.5}]}' >"$G/pq_base.json"
-printf '{"task": "piqa", "limit": 20, "files_sha256": {"/b/valid.jsonl": "aa", "/b/valid-labels.lst": "cc"}, "results": [{"acc": 0.5}]}' >"$G/pq_moved.json"
-printf '{"task": "piqa", "limit": 20, "files_sha256": {"/a/valid.jsonl": "bb", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.6}]}' >"$G/pq_other.json"
-printf '{"task": "piqa", "limit": 40, "files_sha256": {"/a/valid.jsonl": "aa", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.6}]}' >"$G/pq_limit.json"
-expect_out gate_moved_data "no regression in 1 checks" "$CB" gate --baseline "$G/pq_base.json" \
-  --current "$G/pq_moved.json" --max-regression results.0.acc=0
-expect_error gate_other_files "$G/pq_other.json" "data files (2 vs 2, checksums differ)" \
-  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_other.json" --max-regression results.0.acc=0
-expect_error gate_other_limit "$G/pq_limit.json" "limit 20 vs 40" \
-  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_limit.json" --max-regression results.0.acc=0
-# results.0.ppl is the first method's: runs of other methods (or truncation) are other setups.
-printf '{"task": "perplexity", "truncate_ratio": 0.5, "results": [{"method": "TT", "ppl": 4.0}, {"method": "CA", "ppl": 4.1}]}' >"$G/ov_all.json"
-printf '{"task": "perplexity", "truncate_ratio": 0.5, "results": [{"method": "CA", "ppl": 4.1}]}' >"$G/ov_ca.json"
-printf '{"task": "perplexity", "truncate_ratio": 0.25, "results": [{"method": "TT", "ppl": 4.0}, {"method": "CA", "ppl": 4.1}]}' >"$G/ov_quarter.json"
-expect_error gate_other_methods "$G/ov_ca.json" "methods TT,CA vs CA" \
-  "$CB" gate --baseline "$G/ov_all.json" --current "$G/ov_ca.json" --max-regression results.0.ppl=1
-expect_error gate_other_truncation "$G/ov_quarter.json" "truncate_ratio 0.5 vs 0.25" \
-  "$CB" gate --baseline "$G/ov_all.json" --current "$G/ov_quarter.json" --max-regression results.0.ppl=1
-# generate: another prompt or sampling is another setup.
-printf '{"task": "generate", "prompt": "Once", "n_tokens": 8, "sampling": {"temperature": 0}, "decode_tok_s": 100}' >"$G/gen_a.json"
-printf '{"task": "generate", "prompt": "The dog", "n_tokens": 8, "sampling": {"temperature": 0.8}, "decode_tok_s": 90}' >"$G/gen_b.json"
-expect_error gate_other_prompt "$G/gen_b.json" "prompt differs" \
-  "$CB" gate --baseline "$G/gen_a.json" --current "$G/gen_b.json" --max-regression decode_tok_s=5
-expect_error gate_nothing_to_check "--max-regression" "none given, and the baseline has none of" \
-  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_moved.json"
-expect_out gate_no_defaults "no regression in 1 checks" "$CB" gate --baseline "$G/base.json" \
-  --current "$G/worse.json" --max-regression ttft_ms.mean=5 --no-default-bounds
-expect_error gate_bound_twice "ttft_ms.mean" "twice" "$CB" gate --baseline "$G/base.json" \
-  --current "$G/better.json" --max-regression ttft_ms.mean=5 --max-regression ttft_ms.mean=9
-expect_error gate_malformed "$G/broken.json" "not valid JSON" "$CB" gate --baseline "$G/base.json" --current "$G/broken.json"
-expect_error gate_missing_file "$G/nope.json" "cannot be opened" "$CB" gate --baseline "$G/nope.json" --current "$G/base.json"
-expect_error gate_missing_metric "tpot_ms.p99" "$G/base.json" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" --max-regression tpot_ms.p99=5
-expect_error gate_bad_bound "ttft_ms.mean" "METRIC=PCT" "$CB" gate --baseline "$G/base.json" --current "$G/better.json" --max-regression ttft_ms.mean
 
 STORIES="$DATA/models/stories260K/stories260K.gguf"
 LLAMA_TOK="$DATA/models/tokenizers/llama2-tokenizer.model"
@@ -574,14 +436,6 @@ if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
 fi
 
 # Option values out of range: CLI11 stops before any work, naming the option (exit 2).
-expect_usage_error() {  # name, option, needle, command...
-  local name="$1" opt="$2" needle="$3"; shift 3
-  "$@" >"$TMP/out" 2>"$TMP/err"
-  local rc=$?
-  if [ $rc -ne 2 ]; then bad "$name: exit $rc, wanted 2: $(head -c 300 "$TMP/err")"; return; fi
-  if ! grep -qF -- "$opt: $needle" "$TMP/err"; then bad "$name: wanted '$opt: $needle' in: $(head -c 300 "$TMP/err")"; return; fi
-  ok
-}
 # An option given twice names itself and says what to do (CLI11 says "At Most 1 required").
 expect_usage_error option_twice --ctx "given 2 times; it takes one value, so give it once" \
   "$CB" perplexity -m preset:tiny-llama --ctx 16 --ctx 32
@@ -732,54 +586,6 @@ if [ $rc -eq 2 ]; then ok; else bad "ablate over its trace: exit $rc, wanted 2 (
 if cmp -s "$TMP/synth3.json" "$TMP/ablate_in/eviction.json"; then ok; else bad "ablate changed its input trace"; fi
 expect_error forward_preset_too_big "preset:llama-65b" "more than this machine's" \
   "$CB" forward -m preset:llama-65b --tokens 1,2,3
-
-# gate refuses runs of another trace, model, mode or execution unless told otherwise.
-GBASE="$(dirname "$0")/../../results/baselines/replay-stories260K-lru.json"
-python3 - "$GBASE" "$TMP/other_trace.json" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-j["trace"]["sha256"] = "0" * 64
-json.dump(j, open(sys.argv[2], "w"))
-PY
-expect_error gate_other_trace "$TMP/other_trace.json" "not a run of the baseline's setup" \
-  "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json"
-# ... or of another part of it (--limit) or other settings; the store's directory is no setting.
-python3 - "$GBASE" "$TMP" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1]))
-j["trace"]["sessions"] -= 1
-json.dump(j, open(sys.argv[2] + "/fewer_sessions.json", "w"))
-j = json.load(open(sys.argv[1]))
-j["config"]["max_batch"] += 4
-j["config"]["store"]["policy"] = "fifo"
-json.dump(j, open(sys.argv[2] + "/other_config.json", "w"))
-j = json.load(open(sys.argv[1]))
-j["config"]["store"]["store_dir"] = "/elsewhere"
-json.dump(j, open(sys.argv[2] + "/other_dir.json", "w"))
-PY
-expect_error gate_fewer_sessions "$TMP/fewer_sessions.json" "trace sessions" \
-  "$CB" gate --baseline "$GBASE" --current "$TMP/fewer_sessions.json"
-expect_error gate_other_config "$TMP/other_config.json" \
-  'config max_batch 4 vs 8, config store.policy "lru" vs "fifo"' \
-  "$CB" gate --baseline "$GBASE" --current "$TMP/other_config.json"
-expect_ok gate_other_store_dir "$CB" gate --baseline "$GBASE" --current "$TMP/other_dir.json"
-# Results of different commands, and perplexities of other --chunks, are other setups; a
-# binary file is named as one.
-printf '{"convention": "llama.cpp", "dataset": "text", "chunks": 3, "ppl": 4.0}' >"$TMP/ppl3.json"
-printf '{"convention": "llama.cpp", "dataset": "text", "chunks": 4, "ppl": 4.0}' >"$TMP/ppl4.json"
-expect_error gate_other_chunks "$TMP/ppl4.json" "chunks 3 vs 4" \
-  "$CB" gate --baseline "$TMP/ppl3.json" --current "$TMP/ppl4.json" --max-regression ppl=5
-expect_error gate_other_result "$TMP/ppl3.json" "result replay vs perplexity" \
-  "$CB" gate --baseline "$GBASE" --current "$TMP/ppl3.json"
-printf 'GGUF\0\0\0' >"$TMP/binary.json"
-expect_error gate_binary "$TMP/binary.json" "a binary file?" \
-  "$CB" gate --baseline "$GBASE" --current "$TMP/binary.json"
-expect_out gate_allow_mismatch "compared anyway" \
-  "$CB" gate --baseline "$GBASE" --current "$TMP/other_trace.json" --allow-mismatch
-# Exit 1 is a regression only: a gate that cannot compare exits 2.
-"$CB" gate --baseline "$G/base.json" --current "$G/broken.json" >/dev/null 2>&1
-rc=$?
-[ $rc -eq 2 ] && ok || bad "gate on a malformed summary: exit $rc, want 2"
 
 # Outputs: never an input, never twice the same file, never empty; written whole or not at
 # all; unsigned options refuse negative numbers.
