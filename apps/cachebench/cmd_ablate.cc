@@ -134,7 +134,6 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     if (!dir.has_filename()) dir = dir.parent_path();  // "out/" is "out"
     const std::filesystem::path parent = dir.parent_path();
     struct stat st {};
-    const char* ro = " is read-only (no write permission, which root would override)";
     if (::stat(a.out.c_str(), &st) != 0) {
       const std::string above = parent.empty() ? "." : parent.string();
       if (::stat(above.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -142,7 +141,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
                          "create it first");
       }
       if ((st.st_mode & 0222) == 0) {
-        throw make_error("--out", "the directory above " + a.out + ro, "write elsewhere");
+        throw make_error("--out", "the directory above " + a.out + kReadOnly, "write elsewhere");
       }
       std::filesystem::create_directory(dir, ec);
     }
@@ -151,7 +150,8 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
                        "name a directory for the JSON and plots");
     }
     if ((st.st_mode & 0222) == 0) {
-      throw make_error("--out", a.out + ro, "name a writable directory for the JSON and plots");
+      throw make_error("--out", a.out + kReadOnly,
+                       "name a writable directory for the JSON and plots");
     }
     const std::string probe = a.out + "/.cachebench-probe." + std::to_string(::getpid());
     const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);

@@ -44,9 +44,10 @@ struct PerplexityArgs {
   std::string bos = "auto";
 };
 
-/// Whether the lm-eval convention's documents begin with BOS (scored, after the prefix token).
-bool lmeval_bos(const PerplexityArgs& a, const LoadedModel& lm) {
-  return a.bos == "auto" && lm.tok->add_bos_default();
+/// Whether the text (each document, in the lm-eval convention) is tokenized with BOS first: the
+/// tokenizer's default, which lm-eval's --bos no turns off (BOS then scored after the prefix).
+bool adds_bos(const PerplexityArgs& a, const LoadedModel& lm) {
+  return lm.tok->add_bos_default() && (a.convention != "lm-eval" || a.bos == "auto");
 }
 
 /// lm-eval scores WikiText per article with its detokenizer (its `wikitext` task); the other
@@ -113,8 +114,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
       if (done == total || done % 4096 < 256) {
         std::fprintf(stderr, "\r  %-4s %5.1f%% of %lld tokens", name.c_str(), 100.0 * done / total,
                      static_cast<long long>(total));
-        if (done == total) std::fputc('\n', stderr);
-        set_progress_line_open(done != total);
+        progress_line_printed(done == total);
       }
     };
   };
@@ -210,7 +210,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
 }
 
 /// lm-eval's wikitext task: one document per article, its detokenized text tokenized (with BOS
-/// first as lmeval_bos says). --max-tokens keeps the first whole articles whose tokens fit in it;
+/// first as adds_bos says). --max-tokens keeps the first whole articles whose tokens fit in it;
 /// `all_tokens` counts every article's.
 std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, const LoadedModel& lm,
                                                      const datasets::Corpus& corpus,
@@ -222,8 +222,7 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
   int64_t kept = 0;
   bool full = false;  // --max-tokens reached: the rest are only counted
   for (const std::string& page : pages) {
-    std::vector<int32_t> ids =
-        lm.tok->encode(datasets::wikitext_detokenize(page), lmeval_bos(a, lm));
+    std::vector<int32_t> ids = lm.tok->encode(datasets::wikitext_detokenize(page), adds_bos(a, lm));
     const auto n = static_cast<int64_t>(ids.size());
     *all_tokens += ids.size();
     if (full) continue;
@@ -300,8 +299,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
   const auto progress = [](int c, int n, double ppl) {
     check_interrupted();
     std::fprintf(stderr, "\r  window %d/%d  running PPL %.4f", c, n, ppl);
-    if (c == n) std::fputc('\n', stderr);
-    set_progress_line_open(c != n);
+    progress_line_printed(c == n);
   };
   const eval::PerplexityResult r =
       lmeval ? eval::perplexity_lmeval_documents(lm.runner(), docs, opt, progress)
@@ -313,7 +311,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                   " (the file's articles, as EleutherAI/wikitext_document_level), "
                   "wikitext_detokenizer applied, loglikelihood_rolling per document, max_length " +
                   std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +
-                  (lmeval_bos(a, lm) ? ", BOS first in each document" : ", no BOS (--bos no)") +
+                  (adds_bos(a, lm) ? ", BOS first in each document" : ", no BOS (--bos no)") +
                   "; words " + std::to_string(r.words) + " and bytes " + std::to_string(r.bytes) +
                   " of the articles before detokenization";
     if (truncated)
@@ -322,7 +320,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
   } else if (lmeval) {
     description = "lm-eval: loglikelihood_rolling over the text as one document, max_length " +
                   std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +
-                  (lmeval_bos(a, lm) ? ", BOS first" : ", no BOS (--bos no)") +
+                  (adds_bos(a, lm) ? ", BOS first" : ", no BOS (--bos no)") +
                   ", every token scored once; words " + std::to_string(r.words) +
                   (truncated ? " (of the kept tokens' decoded text)" : "") + ", bytes " +
                   std::to_string(r.bytes);
@@ -355,7 +353,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                         {"batch", r.batch},
                         {"forward_calls", r.forward_calls},
                         {"seconds", r.seconds},
-                        {"add_bos", lmeval ? lmeval_bos(a, lm) : lm.tok->add_bos_default()},
+                        {"add_bos", adds_bos(a, lm)},
                         {"backend", backend_label(a.m)},
                         {"mode", "real"},
                         {"git", git_revision()}};
@@ -498,8 +496,7 @@ void register_perplexity(CLI::App& app) {
     }
     // lm-eval's prefix token stands before each document, which begins with BOS as its
     // tokenizer's default has it since PR #3347 (--bos no: without, as before).
-    const bool add_bos =
-        a->convention != "lm-eval" ? lm.tok->add_bos_default() : lmeval_bos(*a, lm);
+    const bool add_bos = adds_bos(*a, lm);
     // lm-eval's wikitext documents are tokenized one by one (run_convention).
     const std::vector<int32_t> tokens =
         lmeval_documents(*a) ? std::vector<int32_t>() : lm.tok->encode(corpus.text, add_bos);
@@ -522,8 +519,7 @@ void register_perplexity(CLI::App& app) {
         eval::perplexity_llamacpp(lm.runner(), tokens, opt, [](int c, int n, double ppl) {
           check_interrupted();
           std::fprintf(stderr, "\r  chunk %d/%d  running PPL %.4f", c, n, ppl);
-          if (c == n) std::fputc('\n', stderr);
-          set_progress_line_open(c != n);
+          progress_line_printed(c == n);
         });
     print_ppl_table(*a, r, corpus.sha256, tokens.size(),
                     std::string("llama.cpp: n_ctx chunks, ") +

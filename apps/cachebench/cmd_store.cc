@@ -30,8 +30,8 @@ void row(const char* k, const std::string& v) {
 
 // Reads the marker and replays the journal without modifying anything.
 int run_stat(const StoreArgs& a) {
-  store::check_store_dir(a.dir, /*writable=*/false,
-                         /*existing=*/true);  // a snapshot or read-only media is fine
+  // Not writable: a snapshot or read-only media is fine.
+  store::check_store_dir(a.dir, /*writable=*/false, /*existing=*/true);
   const store::StoreDirInfo info = store::read_store_marker(a.dir);
   store::check_store_files(a.dir, info);  // a missing or short data file is damage
   store::ReplayResult r = store::Journal::replay(store::journal_path(a.dir));

@@ -14,6 +14,7 @@ namespace cb::app {
 namespace {
 volatile std::sig_atomic_t g_signal = 0;
 const char* g_note = "";
+bool g_line_open = false;  // progress_line_open()
 
 extern "C" void on_interrupt(int sig) {
   if (g_signal != 0) {  // the second one: stop now
@@ -44,12 +45,9 @@ int interrupt_signal() {
   return g_signal;
 }
 
-namespace {
-bool g_line_open = false;
-}
-
-void set_progress_line_open(bool open) {
-  g_line_open = open;
+void progress_line_printed(bool last) {
+  if (last) std::fputc('\n', stderr);
+  g_line_open = !last;
 }
 
 bool progress_line_open() {
@@ -85,7 +83,7 @@ void Progress::operator()(int64_t done, int64_t total) {
   std::fprintf(stderr, "%s  %s: %lld/%lld %s, %.1f %s/s, ETA %.0f s%s", tty_ ? "\r" : "",
                label_.c_str(), static_cast<long long>(done), static_cast<long long>(total),
                unit_.c_str(), rate, unit_.c_str(), eta, tty_ && done < total ? "" : "\n");
-  set_progress_line_open(tty_ && done < total);
+  g_line_open = tty_ && done < total;
 }
 
 }  // namespace cb::app

@@ -21,9 +21,10 @@ void install_interrupt_handlers(const char* note = "");
 void check_interrupted();
 /// The signal that interrupted the process (0: none).
 int interrupt_signal();
-/// Whether stderr's last line is an unfinished progress line ("\r ... running PPL"), which an
-/// error message must not continue: set by Progress and by the commands' own progress lines.
-void set_progress_line_open(bool open);
+/// After a command printed its own "\r ..." progress line: ends it with a newline when `last`,
+/// and otherwise notes it open, so that an error message does not continue it.
+void progress_line_printed(bool last);
+/// Whether stderr's last line is an unfinished progress line (Progress's or a command's).
 bool progress_line_open();
 
 class Progress {

@@ -123,6 +123,10 @@ inline constexpr const char* kInputDir = "input-dir";
 /// The name of output_file()'s validator, by which check_output_paths finds the outputs.
 inline constexpr const char* kOutputFile = "output-file";
 
+/// Why a file or directory without write permission is refused although root could write it.
+inline constexpr const char* kReadOnly =
+    " is read-only (no write permission, which root would override)";
+
 namespace detail {
 inline std::string output_file_problem(std::string& s) {
   if (s.empty()) return "an empty path; name the file to write";
@@ -148,8 +152,7 @@ inline std::string output_file_problem(std::string& s) {
     // Root may write anything: a file without write permission (a dataset, a model) is
     // refused all the same.
     if (S_ISREG(st.st_mode) && (st.st_mode & 0222) == 0) {
-      return "'" + s + "' is read-only (no write permission, which root would override); " +
-             "name another file, or chmod u+w it first";
+      return "'" + s + "'" + kReadOnly + "; name another file, or chmod u+w it first";
     }
     stream = S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode);
   }
@@ -161,8 +164,7 @@ inline std::string output_file_problem(std::string& s) {
     return "the directory of '" + s + "' does not exist; create it first";
   }
   if (!stream && (st.st_mode & 0222) == 0) {
-    return "the directory of '" + s + "' is read-only (no write permission, which root " +
-           "would override); write elsewhere";
+    return "the directory of '" + s + "'" + kReadOnly + "; write elsewhere";
   }
   // Results are written to a temporary file beside the output, then renamed: the directory
   // must take a new file. Tried, not asked of access(), which says yes to root everywhere
