@@ -72,7 +72,7 @@ int64_t draw_length(Sampler& r, double median, double scale, double sigma, int64
 
 // Named as `trace synth`'s options, the only way users set these.
 void check(bool ok, const std::string& option, const std::string& what, const std::string& fix) {
-  if (!ok) throw make_error("trace synth " + option, what, fix);
+  if (!ok) throw make_usage_error("trace synth " + option, what, fix);
 }
 
 void validate(const SynthOptions& o) {

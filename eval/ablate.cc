@@ -221,7 +221,7 @@ void recompute_vs_ca(Runner& run, AblateResult* r) {
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false},
                 {"preload_stall_ms", "preload stall (ms)", 1, false}};
   if (window(a) < 1001) {
-    throw make_error("ablate", window_said(a) + "; recompute-vs-ca needs 1K-token prompts");
+    throw make_usage_error("ablate", window_said(a) + "; recompute-vs-ca needs 1K-token prompts");
   }
   for (int64_t hist = 500; hist <= 900; hist += 100) {
     // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
@@ -258,7 +258,7 @@ void preload(Runner& run, AblateResult* r) {
                 {"preload_stall_ms", "preload stall (ms)", 1, true},
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
   if (window(a) < 1101) {
-    throw make_error("ablate", window_said(a) + "; preload needs 1100 tokens");
+    throw make_usage_error("ablate", window_said(a) + "; preload needs 1100 tokens");
   }
   // Twice the batch: the measured turns all arrive at once (long after the warm-up turns and
   // their saves; an idle gap costs nothing), so the second half waits while the first
@@ -325,7 +325,7 @@ void async_save(Runner& run, AblateResult* r) {
     }
   }
   if (r->rows.empty()) {
-    throw make_error("ablate", window_said(a) + ", too short for 1K-token prompts");
+    throw make_usage_error("ablate", window_said(a) + ", too short for 1K-token prompts");
   }
   r->config["output_tokens"] = 20;
   r->config["batch"] = a.batch;
@@ -509,20 +509,20 @@ void check_ablation_study(const std::string& study, bool sim) {
   if (std::find(all.begin(), all.end(), study) == all.end()) {
     std::string names;
     for (const auto& s : all) names += (names.empty() ? "" : ", ") + s;
-    throw make_error("ablate", "unknown study '" + study + "'", "one of: " + names + ", all");
+    throw make_usage_error("ablate", "unknown study '" + study + "'", "one of: " + names + ", all");
   }
   if (!sim && !ablation_runs_real(study)) {
-    throw make_error("ablate",
-                     study +
-                         " replays thousands of conversations against 128 GB of DRAM and "
-                         "terabytes of SSD; it runs in sim mode only",
-                     "use --mode sim");
+    throw make_usage_error("ablate",
+                           study +
+                               " replays thousands of conversations against 128 GB of DRAM and "
+                               "terabytes of SSD; it runs in sim mode only",
+                           "use --mode sim");
   }
 }
 
 AblateResult run_ablation(const AblateOptions& a) {
   check_ablation_study(a.study, a.sim);
-  if (!a.sim && a.model == nullptr) throw make_error("ablate", "real mode needs a model");
+  if (!a.sim && a.model == nullptr) throw make_usage_error("ablate", "real mode needs a model");
   AblateResult r;
   r.study = a.study;
   Runner run(a);

@@ -144,12 +144,16 @@ std::string write_ablation_plot(const AblateResult& r, const std::string& dir) {
   write_file_atomically(dir + "/" + dat, d.str(), "the plot data");
   std::ostringstream g;
   const size_t k = std::max<size_t>(ms.size(), 1);
+  // Wide enough for the title on one line (up to 9 px a character at 11 pt, and margins).
+  const std::string heading = r.study + ": " + r.title;
+  const size_t width = std::max<size_t>(480 * k, 9 * heading.size() + 60);
   g << "# gnuplot script written by cachebench ablate; run: gnuplot " << r.study << ".gp\n"
-    << "set terminal svg size " << 480 * k << ",420 dynamic enhanced font 'Helvetica,11' "
+    << "set terminal svg size " << width << ",480 dynamic enhanced font 'Helvetica,11' "
     << "background rgb 'white'\n"
     << "set output " << gq(r.study + ".svg") << "\n"
-    << "set multiplot layout 1," << k << " title " << gq(r.study + ": " + r.title) << "\n"
-    << "set grid ytics\nset key top left font ',9'\nset xlabel " << gq(r.x_title) << "\n";
+    << "set multiplot layout 1," << k << " title " << gq(heading) << "\n"
+    // Below the axes, where it hides no line.
+    << "set grid ytics\nset key below font ',9'\nset xlabel " << gq(r.x_title) << "\n";
   if (r.categorical) {
     g << "set style data histogram\nset style histogram clustered gap 1\n"
       << "set style fill solid 0.8 border -1\nset xtics rotate by -25 font ',9'\n"

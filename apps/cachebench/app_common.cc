@@ -297,6 +297,8 @@ int run_selected(CLI::App& app) {
       results_alone_on_stdout(*it->sub);
       try {
         return it->run();
+      } catch (const UsageError& e) {
+        return report_error(e, 2);
       } catch (const Error& e) {
         // An error whose subject is an option ("--ctx: exceeds the model's window") is the
         // command line's, found once it was read: exit 2, as CLI11's own refusals do.

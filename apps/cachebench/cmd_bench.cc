@@ -101,7 +101,11 @@ void register_bench(CLI::App& app) {
     std::printf("linear layers, %d rows one layer: f32 %.1f ms, bf16 %.1f ms (f32/bf16 %.2f)\n",
                 r.prompt_tokens, 1e3 * r.lin_prefill_f32_s, 1e3 * r.lin_prefill_bf16_s,
                 r.lin_prefill_ratio);
-    std::printf("repetitions          %d (median; one warm-up run excluded)\n", r.reps);
+    std::printf(
+        "repetitions          %d (medians; each ratio is the median of the repetitions' own "
+        "ratios, measured side by side, so it need not equal the ratio of the medians above; "
+        "one warm-up run excluded)\n",
+        r.reps);
     if (!a->out.empty()) {
       nlohmann::json j = {{"bench", "cpu"},
                           {"model", a->m.model},

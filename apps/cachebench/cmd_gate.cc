@@ -74,27 +74,44 @@ std::string result_kind(const nlohmann::json& doc) {
   if (doc.contains("trace") && doc.contains("summary")) return "replay";
   if (doc.contains("task")) return setting(doc, "task");
   if (doc.contains("bench")) return "bench " + setting(doc, "bench");
-  if (doc.contains("study")) return "ablate " + setting(doc, "study");
   if (doc.contains("convention") && doc.contains("dataset")) return "perplexity";
+  // perplexity --method's overflow study names its study and dataset, ablate its study alone.
+  if (doc.contains("study")) {
+    return (doc.contains("dataset") ? "perplexity " : "ablate ") + setting(doc, "study");
+  }
   if (doc.contains("prompt") && doc.contains("sampling")) return "generate";
   return "";
 }
 
 /// A replay's settings (`config`, nested objects flattened to dotted keys) that differ between
-/// two results, as "key x vs y"; the store's directory and I/O threads (where and how fast, not
-/// what) are not settings of the run's outcome.
+/// two results, as "key x vs y", a setting one of them lacks (a result of an older build) as
+/// "key absent vs y"; the store's directory and I/O threads (where and how fast, not what) are
+/// not settings of the run's outcome.
 void config_diffs(const nlohmann::json& b, const nlohmann::json& c, const std::string& prefix,
                   std::vector<std::string>* out) {
   if (!b.is_object() || !c.is_object()) return;
+  const auto ignored = [&](const std::string& key) {
+    return key == "store.store_dir" || key == "store.io_threads";
+  };
   for (const auto& kv : b.items()) {
     const std::string key = prefix + kv.key();
-    if (!c.contains(kv.key()) || key == "store.store_dir" || key == "store.io_threads") continue;
+    if (ignored(key)) continue;
     const nlohmann::json& x = kv.value();
+    if (!c.contains(kv.key())) {
+      out->push_back(key + " " + x.dump() + " vs absent");
+      continue;
+    }
     const nlohmann::json& y = c[kv.key()];
     if (x.is_object() && y.is_object()) {
       config_diffs(x, y, key + ".", out);
     } else if (x != y) {
       out->push_back(key + " " + x.dump() + " vs " + y.dump());
+    }
+  }
+  for (const auto& kv : c.items()) {
+    const std::string key = prefix + kv.key();
+    if (!b.contains(kv.key()) && !ignored(key)) {
+      out->push_back(key + " absent vs " + kv.value().dump());
     }
   }
 }
@@ -114,6 +131,10 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   // The part of the trace replayed (--limit) and the replay's settings.
   cmp("trace sessions", field(b, "trace", "sessions"), field(c, "trace", "sessions"));
   cmp("trace turns", field(b, "trace", "turns"), field(c, "trace", "turns"));
+  // The tokens replayed: a ShareGPT file tokenized by another tokenizer.
+  cmp("trace input tokens", field(b, "trace", "input_tokens"), field(c, "trace", "input_tokens"));
+  cmp("trace output tokens", field(b, "trace", "output_tokens"),
+      field(c, "trace", "output_tokens"));
   if (b.is_object() && c.is_object() && b.contains("config") && c.contains("config")) {
     std::vector<std::string> cfg;
     config_diffs(b["config"], c["config"], "", &cfg);
@@ -126,6 +147,13 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   cmp("model shape", field(b, "model", "shape"), field(c, "model", "shape"));
   cmp("mode", field(b, "mode"), field(c, "mode"));
   cmp("execution", field(b, "execution"), field(c, "execution"));
+  // Sim mode's hardware profile (a calibrated one may keep a built-in name with other figures).
+  if (b.is_object() && c.is_object() && b.contains("profile") && c.contains("profile") &&
+      b["profile"] != c["profile"]) {
+    const std::string bn = field(b, "profile", "name"), cn = field(c, "profile", "name");
+    diff += (diff.empty() ? "" : ", ") + std::string("profile ") + bn +
+            (bn == cn ? " vs another " + cn : " vs " + cn);
+  }
   // Evaluations and benchmarks: the model as given, what ran, on which data, at which window.
   // The model file's name: the same checkpoint under another data root compares.
   const auto file_name = [](const std::string& m) {
@@ -141,9 +169,11 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   // What ran: the overflow study's and MMLU's methods (a metric like results.0.ppl is the first
   // one's) and truncation, generate's prompt and sampling.
   cmp("methods", result_methods(b), result_methods(c));
-  for (const char* k : {"bench", "task", "study", "convention", "dataset", "n_ctx", "shots",
-                        "limit", "method", "truncate_ratio", "sink", "max_tokens", "n_tokens",
-                        "sampling", "ignore_eos", "add_bos", "chunks"}) {
+  for (const char* k :
+       {"bench",         "task",          "study",          "backend", "weights",    "layers",
+        "prompt_tokens", "decode_tokens", "convention",     "dataset", "n_ctx",      "shots",
+        "limit",         "method",        "truncate_ratio", "sink",    "max_tokens", "n_tokens",
+        "sampling",      "ignore_eos",    "add_bos",        "chunks"}) {
     cmp(k, setting(b, k), setting(c, k));
   }
   const std::string bp = setting(b, "prompt"), cp = setting(c, "prompt");
@@ -167,8 +197,8 @@ int run_gate_cmd(const GateArgs& a) {
   for (const std::string& s : a.bounds) given.push_back(metrics::parse_bound(s));
   const nlohmann::json base_doc = load_json_document(a.baseline),
                        cur_doc = load_json_document(a.current);
-  const nlohmann::json& base = metrics::select_summary(base_doc, a.baseline);
-  const nlohmann::json& cur = metrics::select_summary(cur_doc, a.current);
+  const nlohmann::json base = metrics::select_summary(base_doc, a.baseline);
+  const nlohmann::json cur = metrics::select_summary(cur_doc, a.current);
   const std::vector<metrics::Bound> bounds = metrics::gate_bounds(given, a.no_defaults, base);
   check_comparable(base_doc, cur_doc, a);
   const metrics::GateReport r = metrics::run_gate(base, cur, bounds, a.baseline, a.current);

@@ -399,6 +399,17 @@ int run_replay_cmd(ReplayArgs& a) {
                   {"turns", trace.turns()},
                   {"skipped_conversations", trace.skipped_conversations},
                   {"joined_pieces", trace.joined_pieces}};
+    // The tokens replayed: what gate compares beside the file's checksum, since a ShareGPT
+    // file tokenized by another tokenizer is another trace.
+    int64_t in_tokens = 0, out_tokens = 0;
+    for (const datasets::TraceSession& s : trace.sessions) {
+      for (const datasets::TraceTurn& t : s.turns) {
+        in_tokens += t.input_tokens;
+        out_tokens += t.output_tokens;
+      }
+    }
+    j["trace"]["input_tokens"] = in_tokens;
+    j["trace"]["output_tokens"] = out_tokens;
     j["config"] = eval::replay_config_json(o);
     j["mode"] = engine::mode_name(runs.back().mode);
     j["summary"] = runs.back().summary;

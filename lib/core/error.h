@@ -14,12 +14,31 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+/// An Error in what the user asked for (an option's value, a study's name), found once the
+/// command line was read: the CLI exits 2 for it, as for its parser's own refusals.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// "<where>: <what>; <fix>" (the fix part is omitted when empty).
+inline std::string error_message(const std::string& where, const std::string& what,
+                                 const std::string& fix) {
+  std::string m = where.empty() ? what : where + ": " + what;
+  if (!fix.empty()) m += "; " + fix;
+  return m;
+}
+
 /// Builds "<where>: <what>; <fix>" (the fix part is omitted when empty).
 inline Error make_error(const std::string& where, const std::string& what,
                         const std::string& fix = "") {
-  std::string m = where.empty() ? what : where + ": " + what;
-  if (!fix.empty()) m += "; " + fix;
-  return Error(m);
+  return Error(error_message(where, what, fix));
+}
+
+/// make_error's message as a UsageError.
+inline UsageError make_usage_error(const std::string& where, const std::string& what,
+                                   const std::string& fix = "") {
+  return UsageError(error_message(where, what, fix));
 }
 
 }  // namespace cb

@@ -16,8 +16,10 @@ namespace {
 
 using nlohmann::json;
 
-/// Rounding slack, in percentage points, before a change counts.
-constexpr double kTolerancePct = 1e-9;
+/// Rounding slack before a change beyond a bound counts, relative to the bound: a 5% bound is
+/// not failed by a change computed as 5.000000000000004%, while an exact bound (0%) fails on
+/// any change (a change is 0 only when the values are equal).
+constexpr double kBoundSlack = 1e-9;
 
 /// The non-empty pieces of `s` between `sep`s.
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -91,17 +93,23 @@ Direction direction_of(const std::string& metric) {
   };
   // Rates, ratios and shares of success first, so "gpu_time_x", "prefill_tok_s" and
   // "ttft_reduction_pct" are not read as times.
-  if (any_part([](const std::vector<std::string>& w) {
+  // A rate is higher-is-better unless it counts failures ("miss_rate").
+  const auto failure = [](const std::vector<std::string>& w) {
+    return has_word(w, {"miss", "misses", "error", "errors", "failure", "failures"});
+  };
+  if (any_part([&](const std::vector<std::string>& w) {
         return has_word(w, {"throughput", "reduction", "saving", "speedup", "gbps", "gbs", "gflops",
-                            "tflops", "mfu", "acc", "completed"}) ||
-               has_run(w, {"hit", "rate"}) || has_word(w, {"reused"}) || has_run(w, {"tok", "s"}) ||
-               has_run(w, {"per", "s"}) || has_word(w, {"to"}) || (w.size() > 1 && w.back() == "x");
+                            "tflops", "mfu", "acc", "completed", "hit", "hits"}) ||
+               (!w.empty() && w.back() == "rate" && !failure(w)) || has_word(w, {"reused"}) ||
+               has_run(w, {"tok", "s"}) || has_run(w, {"per", "s"}) || has_word(w, {"to"}) ||
+               (w.size() > 1 && w.back() == "x");
       }))
     return Direction::HigherIsBetter;
-  if (any_part([](const std::vector<std::string>& w) {
-        return has_word(w, {"ttft",       "tpot",     "itl", "e2el", "latency", "stall",   "cost",
-                            "recomputed", "duration", "ms",  "us",   "ns",      "seconds", "ppl",
-                            "perplexity", "nll",      "bpb", "diff", "errors",  "failures"}) ||
+  if (any_part([&](const std::vector<std::string>& w) {
+        return failure(w) ||
+               has_word(w, {"ttft", "tpot", "itl", "e2el", "latency", "stall", "cost", "recomputed",
+                            "duration", "ms", "us", "ns", "seconds", "ppl", "perplexity", "nll",
+                            "bpb", "diff"}) ||
                has_run(w, {"gpu", "time"}) || has_run(w, {"bits", "per", "byte"}) ||
                (w.size() > 1 && w.back() == "s");
       }))
@@ -159,6 +167,8 @@ Bound parse_bound(const std::string& arg) {
     b.direction = direction_of(b.metric);
   }
   if (!pct.empty() && pct.back() == '%') pct.pop_back();
+  // A decimal number: strtod alone would also take hexadecimal ("0x10") and "infinity".
+  if (pct.find_first_not_of("0123456789.eE+-") != std::string::npos) pct.clear();
   char* end = nullptr;
   const double v = pct.empty() ? 0.0 : std::strtod(pct.c_str(), &end);
   if (pct.empty() || end != pct.c_str() + pct.size() || !std::isfinite(v) || v < 0.0)
@@ -222,11 +232,15 @@ std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults
   return v;
 }
 
-const json& select_summary(const json& doc, const std::string& name) {
+json select_summary(const json& doc, const std::string& name) {
   if (doc.is_object()) {
     const auto it = doc.find("summary");
-    if (it != doc.end() && it->is_object()) return *it;
-    return doc;
+    if (it == doc.end() || !it->is_object()) return doc;
+    json s = *it;
+    for (const char* k : {"comparison", "baseline"}) {
+      if (doc.contains(k) && doc[k].is_object() && !s.contains(k)) s[k] = doc[k];
+    }
+    return s;
   }
   throw make_error(name, std::string("holds a JSON ") + doc.type_name() + ", not an object",
                    "pass a summary written with --out (a JSON object, or one with a "
@@ -271,10 +285,10 @@ GateReport run_gate(const json& baseline, const json& current, const std::vector
       case Direction::LowerIsBetter: worse = c.change_pct; break;
       case Direction::Exact: worse = std::fabs(c.change_pct); break;
     }
-    if (worse > c.bound_pct + kTolerancePct) {
+    if (worse > c.bound_pct * (1.0 + kBoundSlack)) {
       c.verdict = Verdict::Regression;
       ++r.regressions;
-    } else if (c.direction != Direction::Exact && worse < -kTolerancePct) {
+    } else if (c.direction != Direction::Exact && worse < 0.0) {
       c.verdict = Verdict::Improved;
     }
     r.checks.push_back(c);

@@ -92,9 +92,11 @@ struct GateReport {
 };
 
 /// The summary inside a parsed result document: `doc`["summary"] when that is an object (a
-/// replay result), else `doc` itself (a bare summary). A cb::Error naming `name` when
-/// neither is an object.
-const nlohmann::json& select_summary(const nlohmann::json& doc, const std::string& name);
+/// replay result), with the result's `comparison` and `baseline` (a `replay --compare` run's
+/// ratios and its baseline mode's summary) beside its own metrics, so that
+/// comparison.gpu_time_x is a metric too; else `doc` itself (a bare summary). A cb::Error
+/// naming `name` when neither is an object.
+nlohmann::json select_summary(const nlohmann::json& doc, const std::string& name);
 
 /// Parses `text` (the contents of the file `name`); a cb::Error naming `name` when it is not
 /// valid JSON.
@@ -104,10 +106,10 @@ std::string json_reason(const std::exception& e);
 /// parse_document, then its summary (select_summary).
 nlohmann::json parse_summary(const std::string& text, const std::string& name);
 
-/// Evaluates each bound. A change counts as worse only beyond the bound plus 1e-9 percentage
-/// points (absorbing rounding in a JSON round trip). A metric missing from, or not a number
-/// in, either summary is a cb::Error naming that file (`baseline_name` / `current_name`)
-/// and the metric.
+/// Evaluates each bound. A change counts as worse only beyond the bound plus a billionth of
+/// it (rounding in the percentage), so an exact bound (0) fails on any change. A metric missing
+/// from, or not a number in, either summary is a cb::Error naming that file (`baseline_name` /
+/// `current_name`) and the metric.
 GateReport run_gate(const nlohmann::json& baseline, const nlohmann::json& current,
                     const std::vector<Bound>& bounds, const std::string& baseline_name,
                     const std::string& current_name);

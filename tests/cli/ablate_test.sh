@@ -54,11 +54,13 @@ run() {  # name, args...: the command must succeed
   fi
 }
 
-fails() {  # name, expected text, args...: the command must fail naming the problem
-  local name="$1" want="$2"
+fails() {  # name, expected text, args...: the command must fail naming the problem, exit 2
+  local name="$1" want="$2" rc
   shift 2
-  if "$CB" ablate "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"; then
-    bad "ablate $* succeeded"
+  "$CB" ablate "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+  rc=$?
+  if [ $rc -ne 2 ]; then
+    bad "ablate $*: exit $rc, wanted 2 (a usage error): $(head -c 400 "$TMP/$name.err")"
   elif ! grep -q -- "$want" "$TMP/$name.err"; then
     bad "ablate $*: no '$want' in: $(head -c 400 "$TMP/$name.err")"
   else
@@ -130,6 +132,8 @@ if [ "$WHAT" = sim ]; then
     "all(v('CA', l, 'hit') > 0 and v('RE', l, 'hit') == 0 and v('CA', l, 'prefill_throughput') > v('RE', l, 'prefill_throughput') for l in ['0.5', '2.0'])"
   svg arrival-rate "$O"
   fails unknown "unknown study 'nope'" nope
+  fails short_ctx "gives a 512-token window; recompute-vs-ca needs 1K-token prompts" \
+    recompute-vs-ca --ctx 512 --no-plot
   fails realonly "use --mode sim" eviction --mode real --model "$MODEL"
   fails realonly_first "use --mode sim" eviction --mode real --model /no/such.gguf
   fails nomodel "pass --model" preload --mode real

@@ -502,6 +502,7 @@ done <<EOF_RANGES
 --max-turns|must be in 2..100000, got 0|trace synth -n 3 --out $TMP/r.json --max-turns 0
 --single-turn-fraction|must be in [0, 1), got 2|trace synth -n 3 --out $TMP/r.json --single-turn-fraction 2
 --input-sigma|must be in 0..10, got -1|trace synth -n 3 --out $TMP/r.json --input-sigma -1
+--mean-turns|500 cannot be reached|trace synth -n 3 --out $TMP/r.json --mean-turns 500
 --mode|bogus not in {sim,real}|ablate eviction --mode bogus
 EOF_RANGES
 expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \

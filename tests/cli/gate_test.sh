@@ -143,6 +143,50 @@ expect_error gate_other_config "$TMP/other_config.json" \
   'config max_batch 4 vs 8, config store.policy "lru" vs "fifo"' \
   "$CB" gate --baseline "$GBASE" --current "$TMP/other_config.json"
 expect_ok gate_other_store_dir "$CB" gate --baseline "$GBASE" --current "$TMP/other_dir.json"
+# A setting only one of the two records (a result of another build) is compared too, either way
+# round; so are the tokens replayed (another tokenizer on the same ShareGPT file), sim's
+# hardware profile, and a benchmark's or evaluation's backend, weights and shape.
+python3 - "$GBASE" "$TMP" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+del j["config"]["truncate_align"]
+json.dump(j, open(sys.argv[2] + "/no_align.json", "w"))
+j = json.load(open(sys.argv[1]))
+j["trace"]["input_tokens"] += 1
+json.dump(j, open(sys.argv[2] + "/other_tokens.json", "w"))
+for name, peak in (("sim_a", 312.0), ("sim_b", 400.0)):
+    j = json.load(open(sys.argv[1]))
+    j["profile"] = {"name": "a100-80gb", "gemm_tflops": peak}
+    json.dump(j, open(sys.argv[2] + "/" + name + ".json", "w"))
+PY
+expect_error gate_setting_absent_current "$TMP/no_align.json" "config truncate_align" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/no_align.json"
+expect_error gate_setting_absent_baseline "$GBASE" "config truncate_align absent vs" \
+  "$CB" gate --baseline "$TMP/no_align.json" --current "$GBASE"
+expect_error gate_other_tokens "$TMP/other_tokens.json" "trace input tokens" \
+  "$CB" gate --baseline "$GBASE" --current "$TMP/other_tokens.json"
+expect_error gate_other_profile "$TMP/sim_b.json" "profile a100-80gb vs another a100-80gb" \
+  "$CB" gate --baseline "$TMP/sim_a.json" --current "$TMP/sim_b.json"
+printf '{"bench": "cpu", "layers": 1, "weights": "f32", "prefill_tok_s": 100.0}' >"$G/b1.json"
+printf '{"bench": "cpu", "layers": 5, "weights": "bf16", "prefill_tok_s": 100.0}' >"$G/b5.json"
+expect_error gate_bench_shape "$G/b5.json" "weights f32 vs bf16, layers 1 vs 5" \
+  "$CB" gate --baseline "$G/b1.json" --current "$G/b5.json" --max-regression prefill_tok_s=5
+printf '{"convention": "llama.cpp", "dataset": "text", "backend": "cpu", "ppl": 4.0}' >"$G/pc.json"
+printf '{"convention": "llama.cpp", "dataset": "text", "backend": "cpu bf16", "ppl": 4.0}' >"$G/pb.json"
+expect_error gate_ppl_backend "$G/pb.json" "backend cpu vs cpu bf16" \
+  "$CB" gate --baseline "$G/pc.json" --current "$G/pb.json" --max-regression ppl=5
+# perplexity --method's overflow study is a perplexity result, not an ablation's.
+printf '{"study": "overflow", "dataset": "text", "results": [{"method": "TT", "ppl": 4.0}]}' >"$G/ovf.json"
+expect_error gate_overflow_kind "$G/pc.json" "result perplexity overflow vs perplexity" \
+  "$CB" gate --baseline "$G/ovf.json" --current "$G/pc.json" --max-regression ppl=5
+# A replay --compare result's ratios are metrics: comparison.gpu_time_x judged higher.
+printf '{"trace": {}, "summary": {"completed": 1}, "comparison": {"gpu_time_x": 2.0}}' >"$G/cmp_a.json"
+printf '{"trace": {}, "summary": {"completed": 1}, "comparison": {"gpu_time_x": 1.5}}' >"$G/cmp_b.json"
+"$CB" gate --baseline "$G/cmp_a.json" --current "$G/cmp_b.json" --no-default-bounds \
+  --max-regression comparison.gpu_time_x=5 >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "| comparison.gpu_time_x | 2 | 1.5 | -25.00 | 5.00 | higher | REGRESSION |" "$TMP/out"; then ok
+else bad "gate comparison.gpu_time_x: rc=$rc, $(head -c 600 "$TMP/out")"; fi
 # Results of different commands, and perplexities of other --chunks, are other setups; a
 # binary file is named as one.
 printf '{"convention": "llama.cpp", "dataset": "text", "chunks": 3, "ppl": 4.0}' >"$TMP/ppl3.json"

@@ -426,7 +426,13 @@ TEST(GateTest, DirectionsByName) {
                         "acc_norm",
                         "acc_micro",
                         "acc_macro",
-                        "tokens_reused"})
+                        "tokens_reused",
+                        // ablate's rows: hit rates named hit, hit_dram, ...; any other rate
+                        "rows.1.values.hit",
+                        "rows.0.values.hit_dram",
+                        "rows.2.values.hit_ssd",
+                        "hits",
+                        "admission_rate"})
     EXPECT_EQ(direction_of(m), Direction::HigherIsBetter) << m;
   for (const char* m : {"ttft_ms.mean",
                         "tpot_ms.p99",
@@ -452,7 +458,11 @@ TEST(GateTest, DirectionsByName) {
                         "byte_perplexity",
                         "bits_per_byte",
                         "logits_max_diff_over_max",
-                        "store.tiers.ssd.read_ns"})
+                        "store.tiers.ssd.read_ns",
+                        "miss_rate",
+                        "error_rate",
+                        "misses",
+                        "save_failures"})
     EXPECT_EQ(direction_of(m), Direction::LowerIsBetter) << m;
   for (const char* m : {"bytes_loaded", "bytes_saved", "truncated_tokens", "total_input_tokens",
                         "tiers.dram.bytes_read", "gemm_share", "tokens_per_entry", "scored_tokens",
@@ -480,7 +490,8 @@ TEST(GateTest, ParseBound) {
   EXPECT_EQ(cb::metrics::parse_bound("bytes_saved=1:lower").direction, Direction::LowerIsBetter);
   for (const char* bad : {"ttft_ms.mean", "=5", "ttft=", "ttft=abc", "ttft=-1", "ttft=1=2",
                           "a..b=1", ".a=1", "a.=1", "ttft=inf", "ttft=5x", "ttft=%",
-                          "ttft=5:", "ttft=5:up", "ttft=:lower", "ttft=5:lower:higher"}) {
+                          "ttft=5:", "ttft=5:up", "ttft=:lower", "ttft=5:lower:higher",
+                          "ttft=0x10", "ttft=infinity", "ttft=nan", "ttft= 5"}) {
     const std::string m = error_of([&] { cb::metrics::parse_bound(bad); });
     EXPECT_NE(m.find(std::string("--max-regression ") + bad), std::string::npos)
         << bad << ": " << m;
@@ -611,6 +622,24 @@ TEST(GateTest, VerdictsFollowTheMetricsDirection) {
   EXPECT_TRUE(cb::metrics::gate_json({{c}, 0})["checks"][0]["change_pct"].is_null());
 }
 
+// The slack for rounding scales with the bound: an exact bound fails on a one-byte change of a
+// value near 5e11 (a change of 2e-10 %, which an absolute slack of 1e-9 points let pass), and
+// a 5% bound is not failed by a change that computes as 5% plus rounding.
+TEST(GateTest, ExactBoundsFailOnAnyChangeOfALargeValue) {
+  const json base = {{"bytes_saved", 476899737600.0}, {"ttft_ms", 100.0}};
+  json cur = base;
+  cur["bytes_saved"] = 476899737601.0;
+  auto r = cb::metrics::run_gate(base, cur, {cb::metrics::parse_bound("bytes_saved=0")}, "a", "b");
+  EXPECT_EQ(r.regressions, 1);
+  cur = base;
+  cur["ttft_ms"] = 105.00000000000001;  // (cur - base) / base * 100 rounds above 5
+  r = cb::metrics::run_gate(base, cur, {cb::metrics::parse_bound("ttft_ms=5")}, "a", "b");
+  EXPECT_EQ(r.regressions, 0) << r.checks[0].change_pct;
+  cur["ttft_ms"] = 105.001;
+  r = cb::metrics::run_gate(base, cur, {cb::metrics::parse_bound("ttft_ms=5")}, "a", "b");
+  EXPECT_EQ(r.regressions, 1);
+}
+
 TEST(GateTest, MissingOrNonNumericMetricNamesFileAndMetric) {
   json cur = kBase;
   cur.erase("bytes_saved");
@@ -643,6 +672,19 @@ TEST(GateTest, SummaryIsBareOrUnderSummaryAndBadFilesAreNamed) {
   EXPECT_EQ(wrapped, json({{"completed", 3}}));
   const json bare = cb::metrics::parse_summary(R"({"completed": 3})", "S.json");
   EXPECT_EQ(bare, json({{"completed", 3}}));
+  // A replay --compare result: its ratios and its baseline's summary are metrics too
+  // (comparison.gpu_time_x); a summary's own key of that name wins.
+  const json cmp = cb::metrics::parse_summary(
+      R"({"summary": {"completed": 3}, "comparison": {"gpu_time_x": 2.5},
+          "baseline": {"completed": 4}, "config": {"x": 1}})",
+      "C.json");
+  EXPECT_EQ(cmp, json({{"completed", 3},
+                       {"comparison", {{"gpu_time_x", 2.5}}},
+                       {"baseline", {{"completed", 4}}}}));
+  EXPECT_EQ(cb::metrics::direction_of("comparison.gpu_time_x"), Direction::HigherIsBetter);
+  EXPECT_EQ(cb::metrics::parse_summary(R"({"summary": {"baseline": 1}, "baseline": {"a": 2}})",
+                                       "D.json"),
+            json({{"baseline", 1}}));
   std::string m = error_of([] { cb::metrics::parse_summary("{\"completed\": ", "bad.json"); });
   EXPECT_NE(m.find("bad.json"), std::string::npos) << m;
   EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
