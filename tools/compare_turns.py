@@ -17,8 +17,12 @@ def load(path):
 
 
 def p90(xs):
+    # Linear between the closest ranks, as the summaries' percentiles (and numpy's default).
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(0.9 * (len(xs) - 1) + 0.5))]
+    pos = 0.9 * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def main():

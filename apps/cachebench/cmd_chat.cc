@@ -29,22 +29,82 @@ struct ChatArgs {
 
 constexpr uint64_t kSession = 1;
 constexpr size_t kMaxLineBytes = 1 << 20;
+/// Bytes without a line end after which stdin is taken for something other than text.
+constexpr size_t kMaxSkipBytes = 64u << 20;
 
 /// One line of stdin into `line` (without its newline); false at the end of input. A line
-/// longer than kMaxLineBytes is an error: chat reads one message per line, and input that has
-/// no line ends (a binary file, /dev/zero) would otherwise be read into memory without bound.
+/// longer than kMaxLineBytes is skipped with a note (chat reads one message per line, and
+/// holds at most that much of one), the conversation going on; input that has no line end in
+/// kMaxSkipBytes (a binary file, /dev/zero) is an error.
 bool read_message(std::string& line) {
   line.clear();
   int c;
+  size_t skipped = 0;
   while ((c = std::cin.get()) != EOF) {
-    if (c == '\n') return true;
-    if (line.size() == kMaxLineBytes) {
-      throw make_error("stdin", "a line longer than 1 MiB",
-                       "chat reads one message per line of text; type or pipe shorter lines");
+    if (c == '\n') {
+      if (skipped == 0) return true;
+      std::fflush(stdout);
+      std::fprintf(stderr,
+                   "\n(a line of %zu bytes was skipped: chat takes messages of at most 1 MiB, one "
+                   "per line)\n",
+                   skipped);
+      line.clear();
+      skipped = 0;
+      continue;
+    }
+    if (skipped > 0 || line.size() == kMaxLineBytes) {
+      if (skipped == 0) skipped = line.size();
+      if (++skipped > kMaxSkipBytes) {
+        throw make_error("stdin", "no line end in 64 MiB",
+                         "chat reads one message per line of text; type or pipe text");
+      }
+      continue;
     }
     line.push_back(static_cast<char>(c));
   }
+  if (skipped > 0) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "\n(a last line of %zu bytes was skipped: messages are at most 1 MiB)\n",
+                 skipped);
+    return false;
+  }
   return !line.empty();
+}
+
+/// `s` without the spaces and tabs around it: "/quit " is the command /quit.
+std::string trimmed(const std::string& s) {
+  const size_t b = s.find_first_not_of(" \t");
+  if (b == std::string::npos) return "";
+  return s.substr(b, s.find_last_not_of(" \t") - b + 1);
+}
+
+/// What the engine changed to fit a turn of `sent` message tokens (and the previous answer's
+/// last token before them unless `first`) and -n `max_tokens` into a `ctx`-token window, told
+/// on stderr: a message or answer cut to fit, history dropped.
+void report_fit(const metrics::TurnRecord& rec, int64_t sent, bool first, int64_t max_tokens,
+                int64_t ctx) {
+  const int64_t fed = sent + (first ? 0 : 1);
+  const engine::TurnFit f = engine::fit_turn(fed, max_tokens, ctx);
+  if (f.output_target < max_tokens) {
+    std::fprintf(stderr,
+                 "(the message and -n %lld tokens of answer exceed the %lld-token context "
+                 "window: the answer is capped at %lld tokens)\n",
+                 static_cast<long long>(max_tokens), static_cast<long long>(ctx),
+                 static_cast<long long>(f.output_target));
+  }
+  if (rec.new_tokens < sent) {
+    std::fprintf(stderr,
+                 "(the message was longer than the context window allows and was cut from "
+                 "%lld to its last %lld tokens)\n",
+                 static_cast<long long>(sent), static_cast<long long>(rec.new_tokens));
+  }
+  if (rec.truncated_tokens > 0) {
+    std::fprintf(stderr,
+                 "(the conversation outgrew the %lld-token context window: its first %lld "
+                 "tokens were dropped, %lld kept)\n",
+                 static_cast<long long>(ctx), static_cast<long long>(rec.truncated_tokens),
+                 static_cast<long long>(rec.history_tokens));
+  }
 }
 
 void print_stats(const store::AttentionStore* st, const engine::Engine& e) {
@@ -88,6 +148,7 @@ int run_chat(const ChatArgs& a) {
   ec.sched.rate = 0;
   ec.sched.max_batch = 1;
   ec.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
+  const int64_t ctx = engine::checked_window(ec, lm.config().max_context);
   engine::Engine eng(lm.runner(), st.get(), ec);
   eng.set_stop_token(tok.eos_id());
   eng.set_vocab_limit(static_cast<int>(tok.vocab_size()));
@@ -104,22 +165,23 @@ int run_chat(const ChatArgs& a) {
     // A byte-order mark opening a file piped in (as the CSV and trace loaders drop it).
     if (first_line && line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
     first_line = false;
-    if (line == "/quit" || line == "/exit") break;
-    if (line == "/stats") {
+    const std::string cmd = trimmed(line);
+    if (cmd == "/quit" || cmd == "/exit") break;
+    if (cmd == "/stats") {
       print_stats(st.get(), eng);
       continue;
     }
-    if (line == "/reset") {
+    if (cmd == "/reset") {
       eng.reset_session(kSession);
       std::printf("(conversation reset)\n");
       continue;
     }
     if (line.empty()) continue;
-    if (line[0] == '/' && line.find(' ') == std::string::npos) {
+    if (cmd[0] == '/' && cmd.find_first_of(" \t") == std::string::npos) {
       std::printf(
           "unknown command %s: /stats, /reset or /quit (a message cannot be one word "
           "starting with /)\n",
-          line.c_str());
+          cmd.c_str());
       continue;
     }
     const bool first = eng.context_tokens(kSession) == 0;
@@ -138,26 +200,14 @@ int run_chat(const ChatArgs& a) {
     });
     stream_text(tok.decode(answer), &shown, /*last=*/true);
     const metrics::TurnRecord& rec = r.records.at(0);
-    if (r.clipped_turns > 0) {  // the message and -n did not fit the window together
-      const auto sent = static_cast<long long>(in.turns[0].ids.size());
-      if (rec.new_tokens < sent) {
-        std::fprintf(stderr,
-                     "(the message was longer than the context window allows and was cut from "
-                     "%lld to %lld tokens)\n",
-                     sent, static_cast<long long>(rec.new_tokens));
-      } else {
-        std::fprintf(stderr,
-                     "(the message and -n %lld tokens of answer exceed the context window: the "
-                     "answer was capped at half the window)\n",
-                     static_cast<long long>(a.max_tokens));
-      }
-    }
     std::printf(
         "\n[TTFT %.1f ms | reused %lld tokens (%s) | recomputed %lld | new %lld | "
         "%lld tokens out]\n",
         (rec.first_token_s - rec.arrival_s) * 1e3, static_cast<long long>(rec.reused_tokens),
         rec.tier.c_str(), static_cast<long long>(rec.recomputed_tokens),
         static_cast<long long>(rec.new_tokens), static_cast<long long>(rec.output_tokens));
+    std::fflush(stdout);  // the notes below on lines of their own
+    report_fit(rec, static_cast<int64_t>(in.turns[0].ids.size()), first, a.max_tokens, ctx);
   }
   return 0;
 }

@@ -61,7 +61,7 @@ void register_generate(CLI::App& app) {
       throw make_error("--prompt", "the prompt produced no tokens", "pass a non-empty prompt");
     const int64_t total = static_cast<int64_t>(prompt.size()) + a->n;
     if (total > cfg.max_context) {
-      throw make_error(
+      throw make_usage_error(
           "generate",
           "prompt (" + std::to_string(prompt.size()) + " tokens) + -n " + std::to_string(a->n) +
               " exceeds the context window of " + std::to_string(cfg.max_context),

@@ -125,7 +125,13 @@ int run_stat(const StoreArgs& a) {
 
 int run_verify(const StoreArgs& a) {
   store::check_store_dir(a.dir, /*writable=*/true, /*existing=*/true);
-  store::read_store_marker(a.dir);  // a directory that is not a store: said as stat says it
+  // A directory that is not a store: said as stat says it (exit 2). A data file missing or
+  // cut short is damage verify found (exit 1), as a bad chunk or a lost journal is.
+  try {
+    store::check_store_files(a.dir, store::read_store_marker(a.dir));
+  } catch (const store::StoreDamage& e) {
+    return report_error(e, 1);
+  }
   // Opening a store writes its journal, so one without a journal lost it (and with it the
   // index of whatever its data files hold); opening it now writes an empty one.
   const bool journal_missing = ::access(store::journal_path(a.dir).c_str(), F_OK) != 0;

@@ -33,8 +33,9 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
                       const TokenFn& on_token) {
   std::vector<model::SeqInput> batch;
   std::vector<Job*> jobs;
-  bool measured = false, prefill = false;
+  bool prefill = false;
   int64_t prefill_tokens = 0, fed = 0;  // fed: every token of the step (a decode feeds one)
+  int64_t measured_fed = 0;             // the tokens of measured (not warm-up) turns
   for (const sched::StepItem& it : items) {
     Job& j = *jobs_.at(it.request);
     jobs.push_back(&j);
@@ -48,7 +49,7 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
       in.tokens = {j.outputs.back()};
     }
     fed += static_cast<int64_t>(in.tokens.size());
-    measured = measured || !j.rec.warmup;
+    if (!j.rec.warmup) measured_fed += static_cast<int64_t>(in.tokens.size());
     batch.push_back(std::move(in));
   }
   model::LayerHooks hooks;
@@ -89,10 +90,11 @@ void Engine::run_step(const std::vector<sched::StepItem>& items, RunResult* res,
   const std::vector<float> logits = model_.forward(batch, *cache_, hooks);
   const double dt = steady_s() - t;
   ++res->steps;
-  if (measured) {
-    res->totals.gpu_time_s += dt;
-    if (prefill) res->totals.prefill_time_s += dt;
-  }
+  // A step shared by warm-up and measured turns counts in proportion to the measured turns'
+  // tokens, as their prefill throughput counts their tokens alone (metrics::step_share).
+  const double counted = dt * metrics::step_share(measured_fed, fed);
+  res->totals.gpu_time_s += counted;
+  if (prefill) res->totals.prefill_time_s += counted;
   // The rate estimates are of computing alone: a recompute, or a prefill beside a preload,
   // waits for no load.
   const double compute_s = std::max(0.0, dt - restore_s);

@@ -56,10 +56,19 @@ struct TierTotals {
 struct RunTotals {
   double duration_s = 0;      ///< first arrival to the last turn done (measured turns; done_s)
   double gpu_time_s = 0;      ///< time the accelerator was held by steps (compute + stalls)
-  double prefill_time_s = 0;  ///< time of steps that carried prefill tokens
+                              ///< of measured turns (step_share of a shared step)
+  double prefill_time_s = 0;  ///< the same, of steps that carried prefill tokens
   int gpus = 1;               ///< accelerators held (cost)
   std::vector<TierTotals> tiers;
 };
+
+/// The share of a forward step's time that counts in gpu_time_s and prefill_time_s: its
+/// measured (non-warmup) turns' tokens over all its tokens (a decode feeds one), so a step that
+/// warm-up turns share counts in proportion, and the prefill throughput (measured tokens over
+/// prefill_time_s) is the step's own rate. 0 for a step of warm-up turns alone.
+inline double step_share(int64_t measured_tokens, int64_t tokens) {
+  return tokens > 0 ? static_cast<double>(measured_tokens) / static_cast<double>(tokens) : 0.0;
+}
 
 /// First arrival to last finish over the measured (non-warmup) turns; 0 when there are none.
 inline double measured_duration(const std::vector<TurnRecord>& records) {

@@ -265,13 +265,15 @@ void SimEngine::start_read_buffers() {
 void SimEngine::run_step(const std::vector<sched::StepItem>& items, engine::RunResult* res) {
   std::vector<StepLoad> loads;
   std::vector<Job*> jobs;
-  bool measured = false, prefill = false, restoring = false;
+  bool prefill = false, restoring = false;
+  int64_t fed = 0, measured_fed = 0;  // the step's tokens, and those of measured turns
   for (const sched::StepItem& it : items) {
     Job& j = *jobs_.at(it.request);
     jobs.push_back(&j);
     loads.push_back({it.tokens, j.kv_len, true});  // the engine computes logits for every sequence
     prefill = prefill || it.prefill;
-    measured = measured || !j.rec.warmup;
+    fed += it.tokens;
+    if (!j.rec.warmup) measured_fed += it.tokens;
     restoring = restoring || j.restore_pending;
   }
   const double step = cost_.step_time(loads);
@@ -296,10 +298,9 @@ void SimEngine::run_step(const std::vector<sched::StepItem>& items, engine::RunR
   }
   now_ += dt;
   ++res->steps;
-  if (measured) {
-    res->totals.gpu_time_s += dt;
-    if (prefill) res->totals.prefill_time_s += dt;
-  }
+  const double counted = dt * metrics::step_share(measured_fed, fed);  // as lib/engine
+  res->totals.gpu_time_s += counted;
+  if (prefill) res->totals.prefill_time_s += counted;
   for (size_t i = 0; i < items.size(); ++i) {
     Job& j = *jobs[i];
     j.kv_len += items[i].tokens;

@@ -314,6 +314,10 @@ void AttentionStore::free_slots_locked(EntryPtr* lender, TierKind t, std::vector
         note_io_error(journal_->last_error());
         journal_stale_ = !compact_journal_locked(nullptr);
       }
+      if (journal_stale_) {  // the journal cannot be made to forget their entry yet
+        quarantined_ssd_.insert(quarantined_ssd_.end(), slots.begin(), slots.end());
+        return;
+      }
     }
     tier(t)->allocator().release(slots);
     ++changes_;  // room: a fetch that found none may find it now (prefetch_retry_due)
@@ -511,6 +515,13 @@ bool AttentionStore::compact_journal_locked(const EntryMeta* extra) {
   }
   stats_.add(Counter::JournalCompactions);
   stats_.add(Counter::JournalIndexCompactions);
+  // The journal now names the live entries alone: slots held back while it named erased ones
+  // may be reused.
+  if (!quarantined_ssd_.empty()) {
+    tier(TierKind::Ssd)->allocator().release(quarantined_ssd_);
+    quarantined_ssd_.clear();
+    ++changes_;
+  }
   return true;
 }
 

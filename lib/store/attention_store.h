@@ -510,8 +510,12 @@ class AttentionStore {
   uint64_t changes_ = 0;  ///< saves landed, entries unlinked, evicted or fetched, slots freed
   uint64_t changes_at_block_ = 0;  ///< changes_ when that fetch began
   bool journal_stale_ = false;     ///< an erase record is missing (journal_erase_locked)
-  bool compacting_ = false;        ///< a start_compaction_locked() compaction is under way
-  uint64_t compact_after_ = 0;     ///< after a failed one: journal bytes before the next try
+  /// SSD slots freed while journal_stale_: the journal may still name them as an erased
+  /// entry's, which the next open would bring back over whatever a save wrote there, so they
+  /// are not reused until a compaction from the index (compact_journal_locked) succeeds.
+  std::vector<uint64_t> quarantined_ssd_;
+  bool compacting_ = false;     ///< a start_compaction_locked() compaction is under way
+  uint64_t compact_after_ = 0;  ///< after a failed one: journal bytes before the next try
   StoreStats stats_;
   mutable std::mutex io_error_mu_;  ///< guards first_io_error_ (a leaf: taken under mu_ too)
   std::string first_io_error_;

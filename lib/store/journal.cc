@@ -1,6 +1,7 @@
 #include "lib/store/journal.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -94,9 +95,20 @@ bool torn_tail(std::string_view tail) {
   return len > tail.size() - kHeader;
 }
 
+/// Refuses a journal path that exists and is not a regular file: reading a FIFO would block,
+/// and a link to /dev/zero would be read into memory without end.
+void check_regular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw make_error(path, "the store's journal is not a regular file",
+                     "move it out of the way by hand; the store's index is then lost");
+  }
+}
+
 }  // namespace
 
 bool Journal::begins_journal(const std::string& path) {
+  check_regular(path);
   std::ifstream f(path, std::ios::binary);
   std::string head(kHeader + kStartPayload.size(), '\0');
   if (!f.read(head.data(), static_cast<std::streamsize>(head.size()))) return false;
@@ -107,6 +119,7 @@ bool Journal::begins_journal(const std::string& path) {
 }
 
 ReplayResult Journal::replay(const std::string& path) {
+  check_regular(path);
   std::ifstream f(path, std::ios::binary);
   if (!f) return ReplayResult{};
   std::stringstream ss;

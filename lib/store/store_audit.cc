@@ -57,6 +57,12 @@ std::string AttentionStore::audit_slots() const {
     }
   };
   for (const auto& [id, e] : index_) visit(e.get(), id);
+  if (!quarantined_ssd_.empty()) {
+    mark(TierKind::Ssd, quarantined_ssd_, 0, "held back");
+    out << quarantined_ssd_.size()
+        << " SSD slot(s) held back until the journal, which may still name them as an erased "
+           "entry's, can be rewritten\n";
+  }
   for (const auto& [id, st] : in_flight_) {
     mark(st->tier, st->own, id, "save");
     visit(st->entry.get(), id);

@@ -148,23 +148,27 @@ void check_store_files(const std::string& dir, const StoreDirInfo& info) {
     const std::string fix = "run `cachebench store clear --store-dir " + dir + "` to start over";
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) {
-      if (errno == ENOENT)
-        throw make_error(p, "data file of the store is missing: the store is damaged", fix);
+      if (errno == ENOENT) {
+        throw StoreDamage(
+            error_message(p, "data file of the store is missing: the store is damaged", fix));
+      }
       throw make_error(p, std::string("cannot stat data file: ") + std::strerror(errno),
                        "check the store directory");
     }
     if (!S_ISREG(st.st_mode)) {
-      throw make_error(p, "data file of the store is not a regular file",
-                       "move it out of the way by hand (`store clear` removes only regular "
-                       "files), then run `cachebench store clear --store-dir " +
-                           dir + "`");
+      throw StoreDamage(
+          error_message(p, "data file of the store is not a regular file",
+                        "move it out of the way by hand (`store clear` removes only regular "
+                        "files), then run `cachebench store clear --store-dir " +
+                            dir + "`"));
     }
     if (static_cast<uint64_t>(st.st_size) < bytes) {
-      throw make_error(p,
-                       "data file of the store holds " + std::to_string(st.st_size) +
-                           " bytes where its marker gives it " + std::to_string(bytes) +
-                           ": the store is damaged (truncated) or its marker does not belong to it",
-                       fix);
+      throw StoreDamage(error_message(
+          p,
+          "data file of the store holds " + std::to_string(st.st_size) +
+              " bytes where its marker gives it " + std::to_string(bytes) +
+              ": the store is damaged (truncated) or its marker does not belong to it",
+          fix));
     }
   }
 }

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/error.h"
+
 namespace cb::store {
 
 /// The marker's version. 2: the journal begins with a start record (Journal::rewrite), so
@@ -77,7 +79,14 @@ bool is_store_dir(const std::string& dir);
 /// integer >= 0, or a geometry plan_store would not write: partial slots, more than
 /// kMaxStoreSlots slots or 64 data files, a file count that does not fit the slots).
 StoreDirInfo read_store_marker(const std::string& dir);
-/// Throws cb::Error naming the file unless every data file the marker of an existing store
+/// The store's files are damaged: a data file missing, cut short or not a regular file.
+/// `store verify` reports it as a finding (exit 1), not as a store it could not check.
+class StoreDamage : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Throws StoreDamage naming the file unless every data file the marker of an existing store
 /// names exists and holds its slots (store creation preallocates them before writing the
 /// marker, so a missing or short file is damage). Checked before the SSD tier sizes its slot
 /// map from the marker, so a marker claiming more than its files hold allocates nothing.

@@ -399,12 +399,26 @@ assert d['prefill_tok_s'] > 0 and d['decode_tok_s'] > 0
   if printf 'Once upon a time\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 2>/dev/null |
     grep -qF "| 4 tokens out]"; then ok; else bad "chat -n 4: answers not capped at 4 tokens"; fi
 
-  # Input without line ends is refused after 1 MiB rather than read into memory without bound.
-  head -c 2000000 /dev/zero >"$TMP/zeros"
-  "$CB" chat -m "$STORIES" --backend cpu <"$TMP/zeros" >/dev/null 2>"$TMP/err"
+  # A line over 1 MiB is skipped with a note, the chat going on; input without line ends is
+  # refused after 64 MiB rather than read without bound. "/quit " is /quit.
+  { echo hi; head -c 1100000 /dev/zero | tr '\0' a; printf '\nagain\n /quit \nunsent\n'; } |
+    "$CB" chat -m "$STORIES" --backend cpu -n 4 >"$TMP/out" 2>"$TMP/err"
   rc=$?
-  if [ $rc -eq 1 ] && grep -qF "stdin: a line longer than 1 MiB" "$TMP/err"; then ok
+  if [ $rc -eq 0 ] && grep -qF "(a line of 1100000 bytes was skipped" "$TMP/err" &&
+    [ "$(grep -c "tokens out]" "$TMP/out")" -eq 2 ]; then ok
+  else bad "chat with a 1.1 MB line: rc=$rc, $(head -c 300 "$TMP/err")"; fi
+  head -c 70000000 /dev/zero | "$CB" chat -m "$STORIES" --backend cpu >/dev/null 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -qF "stdin: no line end in 64 MiB" "$TMP/err"; then ok
   else bad "chat on input without line ends: rc=$rc, $(head -c 300 "$TMP/err")"; fi
+  # What the window made the engine drop is told: history (with what was kept), a capped answer.
+  printf 'hello\nhow are you\nOnce upon a time\nThe little dog was sad.\n' |
+    "$CB" chat -m "$STORIES" --backend cpu -n 16 --ctx 64 >/dev/null 2>"$TMP/err"
+  if grep -qE "^\(the conversation outgrew the 64-token context window: its first [0-9]+ tokens were dropped, [0-9]+ kept\)" "$TMP/err"; then ok
+  else bad "chat: no note of the history dropped: $(head -c 300 "$TMP/err")"; fi
+  printf 'hi\n' | "$CB" chat -m "$STORIES" --backend cpu -n 40 --ctx 32 >/dev/null 2>"$TMP/err"
+  if grep -qF "the answer is capped at 16 tokens" "$TMP/err"; then ok
+  else bad "chat: no note of the capped answer: $(head -c 300 "$TMP/err")"; fi
 
   # Malformed files: one clear line each, exit 1.
   python3 "$(dirname "$0")/make_bad_inputs.py" "$TMP/bad" "$STORIES" >"$TMP/cases.tsv" || bad "fixture generation"

@@ -303,6 +303,31 @@ TEST(SimReplay, CaAndReWarmTheSameTurns) {
   for (const auto& [k, t] : think[0]) EXPECT_NEAR(t, think[1][k], 1e-9);
 }
 
+// A step that a warm-up turn shares with a measured one counts in proportion to the measured
+// turn's tokens: a 1000-token warm-up prefill beside a 10-token measured one in a step of all
+// sequences at once must not charge the measured turn the whole step (its prefill throughput
+// fell 100-fold, and the GPU time stayed that of both turns).
+TEST(SimReplay, AStepSharedWithWarmUpCountsByTheMeasuredTokens) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  std::vector<engine::SessionInput> sessions = conversations(1, 1, {{1000, 1}});
+  const auto second = conversations(1, 2, {{10, 1}});
+  sessions.push_back(second[0]);
+  eval::ReplayOptions o;
+  o.engine.sched.rate = 0;  // both in the first step
+  const eval::SimOptions so = two_a100s();
+  const eval::ReplayRun all = eval::run_sim_replay(mc, sessions, engine::Mode::RE, o, so);
+  o.engine.warmup_turns = 1;  // the 1000-token turn
+  const eval::ReplayRun warm = eval::run_sim_replay(mc, sessions, engine::Mode::RE, o, so);
+  ASSERT_EQ(all.result.steps, 1);
+  const double share = 10.0 / 1010.0;
+  EXPECT_NEAR(warm.result.totals.gpu_time_s, share * all.result.totals.gpu_time_s, 1e-12);
+  EXPECT_NEAR(warm.result.totals.prefill_time_s, share * all.result.totals.prefill_time_s, 1e-12);
+  // The measured tokens at the step's own rate.
+  EXPECT_NEAR(warm.summary["prefill_throughput"].get<double>(),
+              all.summary["prefill_throughput"].get<double>(),
+              1e-9 * all.summary["prefill_throughput"].get<double>());
+}
+
 // The store's HBM tier comes out of the KV pool of the runs that have a store; RE has none, so
 // `--hbm` must not shrink its pool (a handicap that would overstate CA's gains).
 TEST(SimReplay, OnlyARunWithAStoreGivesUpHbmToItsHbmTier) {

@@ -638,6 +638,61 @@ TEST(Recovery, AnEraseTheJournalCannotAppendIsStillDurable) {
   std::filesystem::remove_all(dir);
 }
 
+// A full disk: an erase record the journal cannot take, and no room to rewrite the journal
+// either. The journal still names the erased entry, so the next open brings it back: its slots
+// are held back from reuse until a rewrite succeeds, or a save would write another entry's
+// bytes under it (it would then fail its checksums, and verify would report corruption).
+TEST(Recovery, SlotsOfAnEraseTheJournalLacksAreNotReused) {
+  const std::string dir = testing::fresh_dir("erase_unjournaled");
+  StoreConfig c = ssd_cfg(dir);
+  c.chunk_bytes = 4096;
+  c.ssd_bytes = 16 * c.chunk_bytes;  // entries 1 and 2 fill it
+  auto fail_sync = std::make_shared<std::atomic<bool>>(false);
+  c.journal_sync = [fail_sync](int fd) {
+    if (fail_sync->load()) return -ENOSPC;
+    return ::fdatasync(fd) == 0 ? 0 : -errno;
+  };
+  const auto pos = iota_positions(16);  // one chunk per layer and K/V: 8 chunks
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 0;
+    {
+      AttentionStore st(c);
+      // A journal grown past the data file, so that a file-size limit at its size refuses the
+      // journal's appends while the data file is still written.
+      for (uint64_t seed = 1;
+           rc == 0 && std::filesystem::file_size(journal_path(dir)) <= 2 * c.ssd_bytes; ++seed) {
+        if (!save_entry(st, 1, 1, kShape, pos)) rc = 3;
+      }
+      if (rc == 0 && !save_entry(st, 2, 2, kShape, pos)) rc = 4;
+      if (rc == 0) {
+        ::signal(SIGXFSZ, SIG_IGN);
+        const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
+                         RLIM_INFINITY};
+        ::setrlimit(RLIMIT_FSIZE, &lim);
+        fail_sync->store(true);  // and no journal rewrite can be made durable
+        st.erase(1);
+        save_entry(st, 3, 3, kShape, pos);  // room only in the erased entry's slots
+        if (st.audit_slots().find("held back until the journal") == std::string::npos) rc = 5;
+      }
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  AttentionStore st(c);
+  // Whatever the journal brings back holds its own bytes.
+  const std::vector<SessionId> back = st.sessions();
+  EXPECT_FALSE(back.empty());
+  for (SessionId id : back) {
+    EXPECT_EQ(load_check(st, id, id == 1 ? 1 : id, kShape, pos), 16) << "session " << id;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 // A commit whose journal sync fails is a failed save whose slots are freed: its record must
 // not bring the entry back at the next open. The journal, broken until rewritten, is
 // rewritten from the index before those slots are freed (a record in doubt must not name
