@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 #include "lib/policy/eviction.h"
 #include "lib/policy/placement.h"
 #include "lib/policy/registry.h"
@@ -682,6 +683,19 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
   const uint64_t chunks_per_entry = 2ull * static_cast<uint64_t>(opt.n_layers) *
                                     ((static_cast<uint64_t>(tokens) + tpc - 1) / tpc);
   const uint64_t store_bytes = chunks_per_entry * opt.chunk_bytes * static_cast<uint64_t>(n);
+  // Each layer's K and V of an entry take whole chunks: a small entry in large chunks needs a
+  // store many times --traffic, and the DRAM tier's is memory-locked.
+  const uint64_t phys = physical_memory_bytes();
+  if (opt.run_dram && phys > 0 && store_bytes > phys / 2) {
+    throw make_usage_error("--traffic",
+                           "entries of " + store::format_size(r.entry_bytes) + " take " +
+                               std::to_string(chunks_per_entry) + " chunks of " +
+                               store::format_size(opt.chunk_bytes) +
+                               " each (every layer's K and V whole chunks): " + std::to_string(n) +
+                               " of them need a DRAM tier of " + store::format_size(store_bytes) +
+                               ", more than half of this machine's " + store::format_size(phys),
+                           "lower --traffic or --chunk-size, or raise --entry-size");
+  }
 
   // The directory and its free space are checked before anything is allocated.
   ScratchDir scratch;

@@ -655,6 +655,9 @@ expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
 expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10000000" \
   "$CB" bench store --store-dir "$O" --policy-entries 100000000000
+# Small entries in large chunks need a store many times --traffic: refused before allocating.
+expect_usage_error bench_store_chunks --traffic "entries of 1.5 MiB take 64 chunks of 1 MiB each" \
+  "$CB" bench store --store-dir "$O" --entry-size 1.5MiB --traffic 100GiB
 expect_ok calibrate_cpu "$CB" calibrate -m preset:tiny-llama --out "$O/cal.json"
 expect_git calibrate_cpu_git "$O/cal.json"
 # A profile field outside its range is refused naming the file, the field and the range (a
