@@ -393,11 +393,14 @@ assert d['prefill_tok_s'] > 0 and d['decode_tok_s'] > 0
   else bad "chat: one seed, two conversations"; fi
   if [ "$c1" != "$c0" ]; then ok; else bad "chat: the sampled conversation is the greedy one (options ignored?)"; fi
   # A byte-order mark opening piped input is not part of the first message (/stats here).
-  if printf '\xef\xbb\xbf/stats\r\n/quit\r\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 2>/dev/null |
-    grep -qF "context: 0 tokens"; then ok; else bad "chat: a BOM before /stats made it a message"; fi
+  printf '\xef\xbb\xbf/stats\r\n/quit\r\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 \
+    >"$TMP/chatbom" 2>/dev/null
+  if grep -qF "context: 0 tokens" "$TMP/chatbom"; then ok; else bad "chat: a BOM before /stats made it a message"; fi
   # -n caps the answers as generate's -n does: 4 tokens out per turn.
-  if printf 'Once upon a time\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 2>/dev/null |
-    grep -qF "| 4 tokens out]"; then ok; else bad "chat -n 4: answers not capped at 4 tokens"; fi
+  # (Output to a file first: grep -q leaving the pipe early would end chat by SIGPIPE.)
+  printf 'Once upon a time\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 \
+    >"$TMP/chat4" 2>/dev/null
+  if grep -qF "| 4 tokens out]" "$TMP/chat4"; then ok; else bad "chat -n 4: answers not capped at 4 tokens"; fi
 
   # A line over 1 MiB is skipped with a note, the chat going on; input without line ends is
   # refused after 64 MiB rather than read without bound. "/quit " is /quit.
