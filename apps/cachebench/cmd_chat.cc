@@ -38,36 +38,34 @@ constexpr size_t kMaxSkipBytes = 64u << 20;
 /// kMaxSkipBytes (a binary file, /dev/zero) is an error.
 bool read_message(std::string& line) {
   line.clear();
+  size_t skipped = 0;  // bytes of a line past kMaxLineBytes, dropped
+  const auto skip_done = [&] {
+    std::fflush(stdout);
+    std::fprintf(stderr,
+                 "\n(a line of %zu bytes was skipped: chat takes messages of at most 1 MiB, one "
+                 "per line)\n",
+                 skipped);
+    skipped = 0;
+  };
   int c;
-  size_t skipped = 0;
   while ((c = std::cin.get()) != EOF) {
     if (c == '\n') {
       if (skipped == 0) return true;
-      std::fflush(stdout);
-      std::fprintf(stderr,
-                   "\n(a line of %zu bytes was skipped: chat takes messages of at most 1 MiB, one "
-                   "per line)\n",
-                   skipped);
-      line.clear();
-      skipped = 0;
-      continue;
-    }
-    if (skipped > 0 || line.size() == kMaxLineBytes) {
-      if (skipped == 0) skipped = line.size();
+      skip_done();
+    } else if (skipped == 0 && line.size() < kMaxLineBytes) {
+      line.push_back(static_cast<char>(c));
+    } else {
+      if (skipped == 0) {  // the line is over the limit: drop what was read of it
+        skipped = line.size();
+        line.clear();
+      }
       if (++skipped > kMaxSkipBytes) {
         throw make_error("stdin", "no line end in 64 MiB",
                          "chat reads one message per line of text; type or pipe text");
       }
-      continue;
     }
-    line.push_back(static_cast<char>(c));
   }
-  if (skipped > 0) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "\n(a last line of %zu bytes was skipped: messages are at most 1 MiB)\n",
-                 skipped);
-    return false;
-  }
+  if (skipped > 0) skip_done();
   return !line.empty();
 }
 

@@ -46,6 +46,26 @@ StoreConfig ssd_cfg(const std::string& dir, uint64_t dram = 0) {
   return c;
 }
 
+/// Refuses every file of this process more bytes than the store's journal in `dir` has now
+/// (RLIMIT_FSIZE; SIGXFSZ ignored, so a write fails with EFBIG): the journal cannot grow, as on
+/// a full disk, while data files smaller than it are still written. For forked children.
+void cap_file_size_at_journal(const std::string& dir) {
+  ::signal(SIGXFSZ, SIG_IGN);
+  const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
+                   RLIM_INFINITY};
+  ::setrlimit(RLIMIT_FSIZE, &lim);
+}
+
+/// Saves session 1 (seed 1) again and again, an erase and a commit each, until the journal in
+/// `dir` is past `bytes`; false when a save fails.
+bool grow_journal_past(AttentionStore& st, const std::string& dir, uint64_t bytes,
+                       const std::vector<int64_t>& pos) {
+  while (std::filesystem::file_size(journal_path(dir)) <= bytes) {
+    if (!save_entry(st, 1, 1, kShape, pos)) return false;
+  }
+  return true;
+}
+
 TEST(Recovery, ReopenRecoversCompletedEntries) {
   const std::string dir = testing::fresh_dir("reopen");
   std::vector<int64_t> kept;
@@ -619,10 +639,7 @@ TEST(Recovery, AnEraseTheJournalCannotAppendIsStillDurable) {
           !save_entry(st, 2, 2, kShape, iota_positions(40))) {
         rc = 3;
       } else {
-        ::signal(SIGXFSZ, SIG_IGN);
-        const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
-                         RLIM_INFINITY};
-        ::setrlimit(RLIMIT_FSIZE, &lim);  // no file may grow past the journal's size now
+        cap_file_size_at_journal(dir);  // no file may grow past the journal's size now
         if (!st.erase(1)) rc = 4;
       }
     }
@@ -661,16 +678,10 @@ TEST(Recovery, SlotsOfAnEraseTheJournalLacksAreNotReused) {
       AttentionStore st(c);
       // A journal grown past the data file, so that a file-size limit at its size refuses the
       // journal's appends while the data file is still written.
-      for (uint64_t seed = 1;
-           rc == 0 && std::filesystem::file_size(journal_path(dir)) <= 2 * c.ssd_bytes; ++seed) {
-        if (!save_entry(st, 1, 1, kShape, pos)) rc = 3;
-      }
+      if (!grow_journal_past(st, dir, 2 * c.ssd_bytes, pos)) rc = 3;
       if (rc == 0 && !save_entry(st, 2, 2, kShape, pos)) rc = 4;
       if (rc == 0) {
-        ::signal(SIGXFSZ, SIG_IGN);
-        const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
-                         RLIM_INFINITY};
-        ::setrlimit(RLIMIT_FSIZE, &lim);
+        cap_file_size_at_journal(dir);
         fail_sync->store(true);  // and no journal rewrite can be made durable
         st.erase(1);
         save_entry(st, 3, 3, kShape, pos);  // room only in the erased entry's slots
@@ -688,7 +699,7 @@ TEST(Recovery, SlotsOfAnEraseTheJournalLacksAreNotReused) {
   const std::vector<SessionId> back = st.sessions();
   EXPECT_FALSE(back.empty());
   for (SessionId id : back) {
-    EXPECT_EQ(load_check(st, id, id == 1 ? 1 : id, kShape, pos), 16) << "session " << id;
+    EXPECT_EQ(load_check(st, id, id, kShape, pos), 16) << "session " << id;
   }
   std::filesystem::remove_all(dir);
 }
@@ -777,15 +788,9 @@ TEST(Recovery, AJournalThatCannotGrowIsNamedAsTheFirstIoError) {
     int rc = 0;
     {
       AttentionStore st(c);
-      for (uint64_t seed = 1;
-           rc == 0 && std::filesystem::file_size(journal_path(dir)) <= 2 * c.ssd_bytes; ++seed) {
-        if (!save_entry(st, 1, seed, kShape, pos)) rc = 3;  // an erase and a commit each
-      }
+      if (!grow_journal_past(st, dir, 2 * c.ssd_bytes, pos)) rc = 3;
       if (rc == 0) {
-        ::signal(SIGXFSZ, SIG_IGN);
-        const rlimit lim{static_cast<rlim_t>(std::filesystem::file_size(journal_path(dir))),
-                         RLIM_INFINITY};
-        ::setrlimit(RLIMIT_FSIZE, &lim);
+        cap_file_size_at_journal(dir);
         const std::string want =
             journal_path(dir) + ": cannot append a record: " + std::strerror(EFBIG);
         if (save_entry(st, 2, 2, kShape, pos)) {
