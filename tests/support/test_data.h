@@ -12,6 +12,16 @@
 
 #include "tests/support/test_paths.h"
 
+// CB_SANITIZED: built with ASan or TSan, whose slowdown (and its variance) distorts timings;
+// tests that assert timing ratios skip there and run in the optimized build.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CB_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CB_SANITIZED 1
+#endif
+#endif
+
 namespace cb::test {
 
 inline std::string data_dir() {

@@ -835,6 +835,10 @@ TEST(EngineOverlap, AReadBufferHidesLoadsShorterThanTheRunningJob) {
 // as each job was prepared: with one layer buffered, the admitted four's other layers queued
 // behind all sixteen first layers, 32 layer loads before their last instead of 20.)
 TEST(EngineOverlap, AReadBufferNeverDelaysTheBatchAdmittedBeforeIt) {
+#ifdef CB_SANITIZED
+  // Under ASan the first batch's stall ran 0.045-0.199 s from run to run (2026-12-07).
+  GTEST_SKIP() << "a timing ratio: checked in the optimized build (sanitizers distort it)";
+#endif
   CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
   auto m = stories(path);
   const auto first_batch_stall = [&](int read_buffer) {

@@ -17,14 +17,6 @@
 #include "lib/sim/profile.h"
 #include "tests/support/test_data.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define CB_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define CB_SANITIZED 1
-#endif
-#endif
-
 namespace cb::eval {
 namespace {
 
