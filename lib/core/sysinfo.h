@@ -1,6 +1,7 @@
 #pragma once
 /// Facts about the machine the process runs on.
 
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -28,6 +29,16 @@ inline uint64_t available_memory_bytes() {
   }
   std::fclose(f);
   return found ? static_cast<uint64_t>(kib) * 1024 : physical_memory_bytes();
+}
+
+/// CPU time the calling thread has used, in seconds. Time a hypervisor gave other guests
+/// ("steal") and time spent waiting for a CPU are not in it: over a stretch in which a thread
+/// computes without waiting, its CPU time over the wall clock says how much of the machine it
+/// had.
+inline double thread_cpu_seconds() {
+  timespec ts{};
+  if (::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 }  // namespace cb

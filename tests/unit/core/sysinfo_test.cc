@@ -1,10 +1,12 @@
-// Machine facts: physical and available memory.
+// Machine facts: physical and available memory, a thread's CPU time.
 #include "lib/core/sysinfo.h"
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace cb {
 namespace {
@@ -28,6 +30,26 @@ TEST(Sysinfo, AvailableMemoryIsWhatMeminfoSays) {
   // Read at another moment: within 1 GiB of each other on a machine that is not thrashing.
   const uint64_t got = available_memory_bytes();
   EXPECT_LT(got > want ? got - want : want - got, 1ull << 30);
+}
+
+TEST(Sysinfo, ThreadCpuTimeCountsComputingNotSleeping) {
+  const double t0 = thread_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const double t1 = thread_cpu_seconds();
+  EXPECT_LT(t1 - t0, 0.05) << "a sleeping thread uses no CPU";
+  // Spin for 50 ms of CPU time: the wall clock takes at least as long.
+  const auto w0 = std::chrono::steady_clock::now();
+  volatile double x = 0;
+  while (thread_cpu_seconds() - t1 < 0.05) x = x + 1;
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  EXPECT_GE(wall, 0.05 * 0.999);
+  // Another thread's computing is not this one's.
+  std::thread([] {
+    const double s = thread_cpu_seconds();
+    volatile double y = 0;
+    while (thread_cpu_seconds() - s < 0.05) y = y + 1;
+  }).join();
+  EXPECT_LT(thread_cpu_seconds() - t1, 0.05 + 0.02);
 }
 
 }  // namespace

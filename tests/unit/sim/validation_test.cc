@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -13,6 +14,7 @@
 #include "datasets/trace_synth.h"
 #include "eval/calibrate.h"
 #include "eval/sim_replay.h"
+#include "lib/core/sysinfo.h"
 #include "lib/model/model_source.h"
 #include "lib/sim/profile.h"
 #include "tests/support/test_data.h"
@@ -63,17 +65,35 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   const datasets::Trace trace = validation_trace();
   const ReplayOptions o = closed_loop_lru(256ull << 20);  // every entry fits: no eviction
   const auto real_sessions = trace_sessions(trace, m->config().vocab_size, 0, 48);
-  // This machine's speed drifts by tens of percent from one minute to the next (shared CPUs,
-  // frequency scaling), so one calibration compares two moments as much as two executors.
-  // Each round brackets the real replay between two calibrations and compares it with the
-  // mean of the two sims; over five rounds the median ratio must lie within 15%.
+  // This machine is a virtual one on shared hosts: its hypervisor at times gives other guests
+  // half of its CPU time or more ("steal": a replay took 14 s of wall clock for 7 s of CPU),
+  // and its speed drifts from one minute to the next. Each round brackets the real replay
+  // between two calibrations and compares it with the mean of the two sims. Each of the three
+  // computes on this thread without waiting for anything else, so a round counts for timing
+  // only when this thread had a CPU for at least 90% of each part's wall clock. The median
+  // ratio over up to five such rounds must lie within 15%. Every round's tiers are checked.
+  constexpr double kOnCpu = 0.90;
+  constexpr int kRounds = 5, kMinRounds = 3, kMaxTries = 8;
   std::vector<double> mean_ratio, p90_ratio;
   std::string rounds;
-  for (int round = 0; round < 5; ++round) {
+  int tries = 0;
+  const auto counted = [&] { return static_cast<int>(mean_ratio.size()); };
+  // Up to kMaxTries rounds for kRounds counted ones, stopping once kMinRounds are out of reach.
+  for (; counted() < kRounds && kMaxTries - tries >= kMinRounds - counted(); ++tries) {
+    double on_cpu[3];  // this thread's CPU time over the wall clock, per part
+    const auto timed = [&on_cpu](int part, const auto& fn) {
+      const double cpu0 = thread_cpu_seconds();
+      const auto wall0 = std::chrono::steady_clock::now();
+      auto r = fn();
+      const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - wall0;
+      on_cpu[part] = (thread_cpu_seconds() - cpu0) / std::max(wall.count(), 1e-9);
+      return r;
+    };
     SimOptions before, after;
-    before.profile = calibrate(*m, co).profile;
-    const ReplayRun real = run_replay(*m, real_sessions, engine::Mode::CA, o);
-    after.profile = calibrate(*m, co).profile;
+    before.profile = timed(0, [&] { return calibrate(*m, co).profile; });
+    const ReplayRun real =
+        timed(1, [&] { return run_replay(*m, real_sessions, engine::Mode::CA, o); });
+    after.profile = timed(2, [&] { return calibrate(*m, co).profile; });
     const ReplayRun sa =
         run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, before);
     const ReplayRun s =
@@ -95,19 +115,35 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
       return r.summary["ttft_ms"][k].get<double>();
     };
     const auto sim_ttft = [&](const char* k) { return 0.5 * (ttft(sa, k) + ttft(s, k)); };
-    mean_ratio.push_back(sim_ttft("mean") / ttft(real, "mean"));
-    p90_ratio.push_back(sim_ttft("p90") / ttft(real, "p90"));
-    rounds += " [real " + std::to_string(ttft(real, "mean")) + " / " +
-              std::to_string(ttft(real, "p90")) + " ms, sim before " +
-              std::to_string(ttft(sa, "mean")) + " / " + std::to_string(ttft(sa, "p90")) +
-              " ms, after " + std::to_string(ttft(s, "mean")) + " / " +
-              std::to_string(ttft(s, "p90")) + " ms]";
+    const bool quiet = std::min({on_cpu[0], on_cpu[1], on_cpu[2]}) >= kOnCpu;
+    if (quiet) {
+      mean_ratio.push_back(sim_ttft("mean") / ttft(real, "mean"));
+      p90_ratio.push_back(sim_ttft("p90") / ttft(real, "p90"));
+    }
+    char cpu_pct[64];
+    std::snprintf(cpu_pct, sizeof cpu_pct, "on a CPU %.0f%% / %.0f%% / %.0f%%", 100 * on_cpu[0],
+                  100 * on_cpu[1], 100 * on_cpu[2]);
+    rounds += std::string(" [") + (quiet ? "" : "not counted: ") + cpu_pct + ", real " +
+              std::to_string(ttft(real, "mean")) + " / " + std::to_string(ttft(real, "p90")) +
+              " ms, sim before " + std::to_string(ttft(sa, "mean")) + " / " +
+              std::to_string(ttft(sa, "p90")) + " ms, after " + std::to_string(ttft(s, "mean")) +
+              " / " + std::to_string(ttft(s, "p90")) + " ms]";
   }
-  std::sort(mean_ratio.begin(), mean_ratio.end());
-  std::sort(p90_ratio.begin(), p90_ratio.end());
-  EXPECT_NEAR(mean_ratio[2], 1.0, 0.15) << "TTFT mean (sim / real), rounds:" << rounds;
-  EXPECT_NEAR(p90_ratio[2], 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
   std::printf("sim/real TTFT rounds (mean / p90):%s\n", rounds.c_str());
+  if (counted() < kMinRounds) {
+    GTEST_SKIP() << "TTFT agreement not judged: this thread had a CPU for less than "
+                 << 100 * kOnCpu << "% of the wall clock in " << tries - counted() << " of "
+                 << tries << " rounds (the hypervisor gave it to other guests, or other"
+                 << " processes ran); the hit/miss sequences were checked in every round."
+                 << " Rounds (calibration / real / calibration):" << rounds;
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  };
+  EXPECT_NEAR(median(mean_ratio), 1.0, 0.15) << "TTFT mean (sim / real), rounds:" << rounds;
+  EXPECT_NEAR(median(p90_ratio), 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
 }
 
 // Under heavy eviction (LRU, 1 MiB of DRAM in 16 KiB chunks: about a third of the turns hit),
