@@ -171,6 +171,7 @@ int run_chat(const ChatArgs& a) {
     }
     if (cmd == "/reset") {
       eng.reset_session(kSession);
+      eng.set_sampling(a.sampling);  // sampling restarts from --seed, as in a new chat
       std::printf("(conversation reset)\n");
       continue;
     }

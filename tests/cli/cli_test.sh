@@ -392,6 +392,17 @@ assert d['prefill_tok_s'] > 0 and d['decode_tok_s'] > 0
   if [ -n "$c1" ] && [ "$(chat_out --temperature 1 --top-p 0.9 --repeat-penalty 1.2 --seed 4)" = "$c1" ]; then ok
   else bad "chat: one seed, two conversations"; fi
   if [ "$c1" != "$c0" ]; then ok; else bad "chat: the sampled conversation is the greedy one (options ignored?)"; fi
+  # /reset starts over as a new chat does, sampling from --seed again: the same answer twice.
+  printf 'Once upon a time\n/reset\nOnce upon a time\n/quit\n' | "$CB" chat -m "$STORIES" \
+    --backend cpu --max-tokens 16 --temperature 1 --top-p 0.9 --seed 4 2>/dev/null \
+    | sed 's/TTFT [0-9.]* ms//' >"$TMP/chatreset"
+  if python3 -c "
+import sys
+t = open(sys.argv[1]).read()
+a, b = t.split('(conversation reset)')
+assert a.strip('> \n') and a.strip('> \n') == b.strip('> \n'), (a, b)
+" "$TMP/chatreset" 2>/dev/null; then ok
+  else bad "chat: /reset did not start over (sampling not reseeded?): $(head -c 400 "$TMP/chatreset")"; fi
   # A byte-order mark opening piped input is not part of the first message (/stats here).
   printf '\xef\xbb\xbf/stats\r\n/quit\r\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 \
     >"$TMP/chatbom" 2>/dev/null
