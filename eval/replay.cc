@@ -14,6 +14,7 @@
 #include <random>
 
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 #include "lib/engine/policy_advisor.h"
 #include "lib/metrics/summary.h"
 #include "lib/store/attention_store.h"
@@ -393,9 +394,14 @@ ReplayRun run_replay(const model::ForwardModel& model,
   // The store's tokens per chunk, of the engine's entries (fp32 or the model's native type).
   ec.truncate_align = truncate_align(opts, engine::entry_row_bytes(model, ec));
   engine::Engine eng(model, st.get(), ec);
+  const CpuTicks ticks0 = cpu_ticks();
   run.result = eng.run(sessions, progress);
+  const double steal = steal_share(ticks0, cpu_ticks());
   run.result.totals.gpus = opts.gpus;
   run.summary = metrics::summarize(run.result.records, run.result.totals, opts.prices);
+  // The hypervisor's share of the machine's CPU time during the run: its wall clocks measured
+  // the other guests too (README: CPU steal).
+  if (steal >= 0) run.summary["cpu_steal"] = steal;
   run.summary["mode"] = engine::mode_name(mode);
   run.summary["clipped_turns"] = run.result.clipped_turns;
   run.summary["load_failures"] = run.result.load_failures;

@@ -13,6 +13,7 @@
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 #include "lib/metrics/gate.h"
 
 namespace cb::app {
@@ -221,6 +222,17 @@ int run_gate_cmd(const GateArgs& a) {
     j["current_git"] = field(cur_doc, "git");
     j["git"] = git_revision();
     write_json(a.out, j);
+  }
+  // A run on a virtual machine whose host ran other guests on its CPUs: its times are not the
+  // machine's own, and a timing "regression" may be only that (replay records cpu_steal).
+  for (const auto& [name, sum] : {std::pair{"baseline", &base}, std::pair{"current", &cur}}) {
+    const auto it = sum->is_object() ? sum->find("cpu_steal") : sum->end();
+    if (it != sum->end() && it->is_number() && it->get<double>() > kNotableSteal) {
+      std::printf(
+          "\ngate: note: the hypervisor gave other guests %.0f%% of the machine's CPU "
+          "time during the %s run (cpu_steal): its timings measured them too\n",
+          100 * it->get<double>(), name);
+    }
   }
   if (r.regressions > 0) {
     std::printf("\ngate: %d regression%s in %zu checks\n", r.regressions,

@@ -23,6 +23,7 @@
 #include "eval/sim_replay.h"
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/sysinfo.h"
 #include "lib/metrics/records_csv.h"
 #include "lib/metrics/summary.h"
 #include "lib/store/size_parse.h"
@@ -311,6 +312,15 @@ int run_replay_cmd(ReplayArgs& a) {
   }
   for (const auto& r : runs) {
     for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+    // A virtual machine whose host ran other guests on its CPUs: the times are not its own.
+    const double steal = r.summary.value("cpu_steal", 0.0);
+    if (steal > kNotableSteal) {
+      std::fprintf(stderr,
+                   "cachebench: %s: note: the hypervisor gave other guests %.0f%% of this "
+                   "machine's CPU time during the run (cpu_steal): TTFT, throughput and GPU time "
+                   "measured them too; rerun when the host is quieter to time this machine\n",
+                   engine::mode_name(r.mode), 100 * steal);
+    }
     if (r.summary.contains("store_accounting")) {  // a store bug: the run's numbers are suspect
       const auto& acc = r.summary["store_accounting"];
       std::fprintf(stderr,

@@ -41,4 +41,37 @@ inline double thread_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+/// The aggregate counters of /proc/stat's "cpu" line, in clock ticks.
+struct CpuTicks {
+  unsigned long long steal = 0, total = 0;
+  bool known = false;  ///< false where /proc/stat cannot be read
+};
+
+inline CpuTicks cpu_ticks() {
+  CpuTicks t;
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return t;
+  // user nice system idle iowait irq softirq steal (guest time is already counted in user)
+  unsigned long long v[8];
+  t.known = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                        &v[3], &v[4], &v[5], &v[6], &v[7]) == 8;
+  std::fclose(f);
+  if (!t.known) return t;
+  for (auto x : v) t.total += x;
+  t.steal = v[7];
+  return t;
+}
+
+/// The share of this machine's CPU time, all CPUs together, that its hypervisor gave to other
+/// guests between two readings ("steal"): wall-clock timings over such an interval measure
+/// them too (a single busy thread on an idle 2-CPU machine may lose twice this share). -1 when
+/// unknown (no /proc/stat) or when no tick passed.
+inline double steal_share(const CpuTicks& from, const CpuTicks& to) {
+  if (!from.known || !to.known || to.total <= from.total) return -1;
+  return static_cast<double>(to.steal - from.steal) / static_cast<double>(to.total - from.total);
+}
+
+/// Above this steal_share, commands say that a run's wall-clock timings measured other guests.
+inline constexpr double kNotableSteal = 0.05;
+
 }  // namespace cb

@@ -41,6 +41,16 @@ for args in "--out $G/base.json" "--no-such-flag"; do
   if [ $rc -eq 2 ]; then ok; else bad "gate $args: exit $rc, wanted 2: $(head -c 300 "$TMP/err")"; fi
 done
 if grep -qF '"completed": 10, "hit_rate"' "$G/base.json"; then ok; else bad "gate --out overwrote its baseline"; fi
+# A run whose machine's hypervisor took the CPU (replay's cpu_steal) is named in a note; the
+# verdict stands. A quiet one (5% or less) is not.
+sed 's/"completed": 10,/"completed": 10, "cpu_steal": 0.3,/' "$G/base.json" >"$G/stolen.json"
+sed 's/"completed": 10,/"completed": 10, "cpu_steal": 0.05,/' "$G/base.json" >"$G/quiet.json"
+expect_out gate_steal_note "other guests 30% of the machine's CPU time during the current run" \
+  "$CB" gate --baseline "$G/quiet.json" --current "$G/stolen.json"
+"$CB" gate --baseline "$G/quiet.json" --current "$G/quiet.json" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -qF "other guests" "$TMP/out"; then ok
+else bad "gate noted steal of 5%: rc=$rc, $(head -c 600 "$TMP/out")"; fi
 # Two checkpoints of one name ("llama") but another shape are different models.
 printf '{"model": {"name": "llama", "shape": "llama 6x288"}, "summary": {"completed": 1}}' >"$G/m1.json"
 printf '{"model": {"name": "llama", "shape": "llama 8x512"}, "summary": {"completed": 1}}' >"$G/m2.json"

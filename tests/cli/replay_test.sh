@@ -55,6 +55,8 @@ check_json "every later turn is a CA hit" "j['summary']['hit_rate']['overall'] =
 check_json "the store's books balance at the end" "j['summary']['store_accounting_ok'] is True and \
   'store_accounting' not in j['summary']" "$TMP/ca.json"
 check_json "RE reuses nothing" "j['baseline']['hit_rate']['overall'] == 0 and j['baseline']['reused_tokens'] == 0" "$TMP/ca.json"
+# A real run records the share of the machine's CPU time the hypervisor gave other guests.
+check_json "real runs record cpu_steal" "all(0 <= j[k]['cpu_steal'] <= 1 for k in ('summary', 'baseline'))" "$TMP/ca.json"
 if grep -qF "TTFT reduction" "$TMP/out"; then ok; else bad "no comparison line: $(cat "$TMP/out")"; fi
 for m in ca re; do
   rows=$(($(wc -l <"$TMP/ca.$m.csv") - 1))
@@ -146,6 +148,7 @@ for f in on off; do
     --rate 1 --quiet --mode ca $flag --out "$TMP/admit_$f.json" >/dev/null 2>"$TMP/err" \
     || bad "replay $flag: $(head -c 600 "$TMP/err")"
 done
+check_json "a sim run's clock is virtual: no cpu_steal" "'cpu_steal' not in j['summary']" "$TMP/admit_on.json"
 check_json "admission on by default" "j['config']['store']['save_admission'] is True and \
   j['summary']['store']['saves_admitted_below'] > 0 and j['summary']['hit_rate']['overall'] == 1.0" "$TMP/admit_on.json"
 check_json "--no-save-admission" "j['config']['store']['save_admission'] is False and \

@@ -1,4 +1,4 @@
-// Machine facts: physical and available memory, a thread's CPU time.
+// Machine facts: physical and available memory, a thread's CPU time, CPU steal.
 #include "lib/core/sysinfo.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,28 @@ TEST(Sysinfo, ThreadCpuTimeCountsComputingNotSleeping) {
     while (thread_cpu_seconds() - s < 0.05) y = y + 1;
   }).join();
   EXPECT_LT(thread_cpu_seconds() - t1, 0.05 + 0.02);
+}
+
+TEST(Sysinfo, CpuTicksAdvanceAndStealIsAShareOfThem) {
+  const CpuTicks a = cpu_ticks();
+  if (!a.known) GTEST_SKIP() << "no /proc/stat";
+  EXPECT_LE(a.steal, a.total);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // USER_HZ 100: 10 ticks a CPU
+  const CpuTicks b = cpu_ticks();
+  ASSERT_TRUE(b.known);
+  EXPECT_GT(b.total, a.total);
+  EXPECT_GE(b.steal, a.steal);
+  const double share = steal_share(a, b);
+  EXPECT_GE(share, 0.0);
+  EXPECT_LE(share, 1.0);
+}
+
+TEST(Sysinfo, StealShareIsStolenTicksOverAllTicks) {
+  const CpuTicks from{1000, 5000, true}, to{1030, 5200, true};
+  EXPECT_DOUBLE_EQ(steal_share(from, to), 0.15);
+  EXPECT_EQ(steal_share(to, to), -1.0);          // no tick passed
+  EXPECT_EQ(steal_share(CpuTicks{}, to), -1.0);  // unknown
+  EXPECT_EQ(steal_share(from, CpuTicks{1030, 5200}), -1.0);
 }
 
 }  // namespace
