@@ -400,7 +400,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
   run.result.totals.gpus = opts.gpus;
   run.summary = metrics::summarize(run.result.records, run.result.totals, opts.prices);
   // The hypervisor's share of the machine's CPU time during the run: its wall clocks measured
-  // the other guests too (README: CPU steal).
+  // the other guests too (README, replay's --out).
   if (steal >= 0) run.summary["cpu_steal"] = steal;
   run.summary["mode"] = engine::mode_name(mode);
   run.summary["clipped_turns"] = run.result.clipped_turns;
