@@ -226,7 +226,7 @@ int run_gate_cmd(const GateArgs& a) {
   // A run on a virtual machine whose host ran other guests on its CPUs: its times are not the
   // machine's own, and a timing "regression" may be only that (replay records cpu_steal).
   for (const auto& [name, sum] : {std::pair{"baseline", &base}, std::pair{"current", &cur}}) {
-    const auto it = sum->is_object() ? sum->find("cpu_steal") : sum->end();
+    const auto it = sum->find("cpu_steal");  // select_summary returns an object
     if (it != sum->end() && it->is_number() && it->get<double>() > kNotableSteal) {
       std::printf(
           "\ngate: note: the hypervisor gave other guests %.0f%% of the machine's CPU "

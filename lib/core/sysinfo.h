@@ -4,6 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 
@@ -65,10 +66,12 @@ inline CpuTicks cpu_ticks() {
 /// The share of this machine's CPU time, all CPUs together, that its hypervisor gave to other
 /// guests between two readings ("steal"): wall-clock timings over such an interval measure
 /// them too (a single busy thread on an idle 2-CPU machine may lose twice this share). -1 when
-/// unknown (no /proc/stat) or when no tick passed.
+/// unknown (no /proc/stat, no tick passed, or a counter that went back).
 inline double steal_share(const CpuTicks& from, const CpuTicks& to) {
-  if (!from.known || !to.known || to.total <= from.total) return -1;
-  return static_cast<double>(to.steal - from.steal) / static_cast<double>(to.total - from.total);
+  if (!from.known || !to.known || to.total <= from.total || to.steal < from.steal) return -1;
+  const double share =
+      static_cast<double>(to.steal - from.steal) / static_cast<double>(to.total - from.total);
+  return std::min(share, 1.0);
 }
 
 /// Above this steal_share, commands say that a run's wall-clock timings measured other guests.

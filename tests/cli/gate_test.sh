@@ -47,6 +47,12 @@ sed 's/"completed": 10,/"completed": 10, "cpu_steal": 0.3,/' "$G/base.json" >"$G
 sed 's/"completed": 10,/"completed": 10, "cpu_steal": 0.05,/' "$G/base.json" >"$G/quiet.json"
 expect_out gate_steal_note "other guests 30% of the machine's CPU time during the current run" \
   "$CB" gate --baseline "$G/quiet.json" --current "$G/stolen.json"
+sed 's/"overall": 0.5/"overall": 0.4/' "$G/stolen.json" >"$G/stolen_worse.json"
+"$CB" gate --baseline "$G/stolen.json" --current "$G/stolen_worse.json" >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "30% of the machine's CPU time during the baseline run" "$TMP/out" \
+  && grep -qF "during the current run" "$TMP/out" && grep -qF "1 regression in 8 checks" "$TMP/out"; then ok
+else bad "gate with steal on both sides: a regression still fails, both noted: rc=$rc, $(head -c 800 "$TMP/out")"; fi
 "$CB" gate --baseline "$G/quiet.json" --current "$G/quiet.json" >"$TMP/out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && ! grep -qF "other guests" "$TMP/out"; then ok

@@ -72,6 +72,7 @@ TEST(Sysinfo, StealShareIsStolenTicksOverAllTicks) {
   EXPECT_EQ(steal_share(to, to), -1.0);          // no tick passed
   EXPECT_EQ(steal_share(CpuTicks{}, to), -1.0);  // unknown
   EXPECT_EQ(steal_share(from, CpuTicks{1030, 5200}), -1.0);
+  EXPECT_EQ(steal_share(from, CpuTicks{999, 5200, true}), -1.0);  // steal went back
 }
 
 }  // namespace
