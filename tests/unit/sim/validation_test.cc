@@ -15,6 +15,7 @@
 #include "eval/calibrate.h"
 #include "eval/sim_replay.h"
 #include "lib/core/sysinfo.h"
+#include "lib/metrics/stats.h"
 #include "lib/model/model_source.h"
 #include "lib/sim/profile.h"
 #include "tests/support/test_data.h"
@@ -146,13 +147,9 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
                  << " processes ran); the hit/miss sequences were checked in every round."
                  << " Rounds (calibration / real / calibration):" << rounds;
   }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  };
-  EXPECT_NEAR(median(mean_ratio), 1.0, 0.15) << "TTFT mean (sim / real), rounds:" << rounds;
-  EXPECT_NEAR(median(p90_ratio), 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
+  EXPECT_NEAR(metrics::median(mean_ratio), 1.0, 0.15)
+      << "TTFT mean (sim / real), rounds:" << rounds;
+  EXPECT_NEAR(metrics::median(p90_ratio), 1.0, 0.15) << "TTFT p90 (sim / real), rounds:" << rounds;
 }
 
 // Under heavy eviction (LRU, 1 MiB of DRAM in 16 KiB chunks: about a third of the turns hit),
