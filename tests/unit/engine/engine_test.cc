@@ -817,11 +817,20 @@ TEST(EngineOverlap, AReadBufferHidesLoadsShorterThanTheRunningJob) {
   auto m = stories(path);
   // 288 KB per entry at 20 MB/s: ~15 ms per load, 4 loads in ~60 ms of pipe time, less than
   // what the jobs ahead of them compute.
-  const OverlapRun none = overlap(*m, 0, false, true, 0.02, 0);
-  const OverlapRun layerwise = overlap(*m, 0, true, true, 0.02, 0);
+  // Stalls are wall-clock time, which a taken CPU only lengthens (a waiting thread wakes late):
+  // the near-equal pair is compared by the least of three interleaved runs of each.
+  OverlapRun none, layerwise;
+  none.stall = layerwise.stall = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    const OverlapRun n = overlap(*m, 0, false, true, 0.02, 0);
+    const OverlapRun l = overlap(*m, 0, true, true, 0.02, 0);
+    if (n.stall < none.stall) none = n;
+    if (l.stall < layerwise.stall) layerwise = l;
+  }
   const OverlapRun buffered = overlap(*m, 5, true, true, 0.02, 0);
   ASSERT_EQ(buffered.hits, 4);
-  std::fprintf(stderr, "stall: none %.3f (load %.3f), layer-wise %.3f, buffered %.3f (load %.3f)\n",
+  std::fprintf(stderr,
+               "least stall: none %.3f (load %.3f), layer-wise %.3f; buffered %.3f (load %.3f)\n",
                none.stall, none.load, layerwise.stall, buffered.stall, buffered.load);
   // The running job (24 decode steps) takes longer than a load: a full read buffer leaves
   // almost no stall; layer-wise loading alone overlaps only the prefill.
@@ -865,11 +874,19 @@ TEST(EngineOverlap, AReadBufferNeverDelaysTheBatchAdmittedBeforeIt) {
     }
     return stall;
   };
-  const double none = first_batch_stall(0), one = first_batch_stall(1);
-  std::fprintf(stderr, "first batch's preload stall: buffer 0 %.3f s, buffer 1 %.3f s\n", none,
-               one);
+  // A stall is wall-clock time: with the CPU taken (other tests, the hypervisor), a waiting
+  // thread wakes late and a stall grows by 0.03-0.3 s on either side (2026-12-07). Such noise
+  // only adds, so the least of three interleaved runs of each is compared; the old order (32
+  // layer loads before the batch's last instead of 20) made it 1.6 times as long.
+  double none = 1e9, one = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    const double n = first_batch_stall(0), o = first_batch_stall(1);
+    std::fprintf(stderr, "first batch's preload stall: buffer 0 %.3f s, buffer 1 %.3f s\n", n, o);
+    none = std::min(none, n);
+    one = std::min(one, o);
+  }
   EXPECT_GT(none, 0.05) << "loads must be slow enough to stall";
-  EXPECT_LT(one, 1.2 * none);
+  EXPECT_LT(one, 1.25 * none);
 }
 
 TEST(EngineOverlap, AsynchronousSavingLeavesTheCriticalPath) {
