@@ -193,6 +193,17 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
                    "--allow-mismatch)");
 }
 
+/// Prints a note when `sum` records a notable share of the machine's CPU time stolen.
+void note_steal(const nlohmann::json& sum, const std::string& run, const char* field) {
+  const auto it = sum.find("cpu_steal");
+  if (it != sum.end() && it->is_number() && it->get<double>() > kNotableSteal) {
+    std::printf(
+        "\ngate: note: the hypervisor gave other guests %.0f%% of the machine's CPU time during "
+        "the %s (%s): its timings measured them too\n",
+        100 * it->get<double>(), run.c_str(), field);
+  }
+}
+
 int run_gate_cmd(const GateArgs& a) {
   std::vector<metrics::Bound> given;
   for (const std::string& s : a.bounds) given.push_back(metrics::parse_bound(s));
@@ -224,14 +235,15 @@ int run_gate_cmd(const GateArgs& a) {
     write_json(a.out, j);
   }
   // A run on a virtual machine whose host ran other guests on its CPUs: its times are not the
-  // machine's own, and a timing "regression" may be only that (replay records cpu_steal).
-  for (const auto& [name, sum] : {std::pair{"baseline", &base}, std::pair{"current", &cur}}) {
-    const auto it = sum->find("cpu_steal");  // select_summary returns an object
-    if (it != sum->end() && it->is_number() && it->get<double>() > kNotableSteal) {
-      std::printf(
-          "\ngate: note: the hypervisor gave other guests %.0f%% of the machine's CPU "
-          "time during the %s run (cpu_steal): its timings measured them too\n",
-          100 * it->get<double>(), name);
+  // machine's own, and a timing "regression" may be only that (replay records cpu_steal). A
+  // replay --compare result holds its comparison run too (under "baseline"), whose times its
+  // "comparison" ratios divide by.
+  for (const auto& [file, sum] : {std::pair{"baseline", &base}, std::pair{"current", &cur}}) {
+    const std::string name = file;
+    note_steal(*sum, name + " run", "cpu_steal");  // select_summary returns an object
+    const auto nested = sum->find("baseline");
+    if (nested != sum->end() && nested->is_object()) {
+      note_steal(*nested, name + " run's --compare baseline", "baseline.cpu_steal");
     }
   }
   if (r.regressions > 0) {

@@ -57,6 +57,12 @@ else bad "gate with steal on both sides: a regression still fails, both noted: r
 rc=$?
 if [ $rc -eq 0 ] && ! grep -qF "other guests" "$TMP/out"; then ok
 else bad "gate noted steal of 5%: rc=$rc, $(head -c 600 "$TMP/out")"; fi
+# A replay --compare result's comparison run (its "baseline") is named too: its "comparison"
+# ratios divide by that run's times.
+printf '{"summary": %s, "baseline": {"completed": 10, "cpu_steal": 0.4}}' "$(cat "$G/quiet.json")" \
+  >"$G/compare_stolen.json"
+expect_out gate_steal_compare_note "40% of the machine's CPU time during the current run's --compare baseline (baseline.cpu_steal)" \
+  "$CB" gate --baseline "$G/quiet.json" --current "$G/compare_stolen.json"
 # Two checkpoints of one name ("llama") but another shape are different models.
 printf '{"model": {"name": "llama", "shape": "llama 6x288"}, "summary": {"completed": 1}}' >"$G/m1.json"
 printf '{"model": {"name": "llama", "shape": "llama 8x512"}, "summary": {"completed": 1}}' >"$G/m2.json"
