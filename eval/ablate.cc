@@ -163,6 +163,7 @@ class Runner {
   nlohmann::json run(const datasets::Trace& trace, engine::Mode mode, const ReplayOptions& o,
                      const std::string& what, std::vector<metrics::TurnRecord>* records = nullptr) {
     std::vector<nlohmann::json> samples;
+    double steal = -1;  // the largest cpu_steal of the repetitions (real mode, /proc/stat read)
     if (a_.sim) {
       SimOptions so;
       so.profile = a_.profile;
@@ -176,6 +177,7 @@ class Runner {
       for (int rep = 0; rep < std::max(a_.reps, 1); ++rep) {
         const ReplayRun r = run_replay(*a_.model, sessions, mode, o, a_.progress);
         samples.push_back(values_of(r.summary));
+        steal = std::max(steal, r.summary.value("cpu_steal", -1.0));
         if (records && rep == 0) *records = r.result.records;
       }
     }
@@ -185,6 +187,8 @@ class Runner {
       for (const auto& s : samples) xs.push_back(s[k].get<double>());
       v[k] = metrics::median(xs);
     }
+    // The most of the machine's CPU the hypervisor took during any repetition (steal_note).
+    if (steal >= 0) v["cpu_steal_max"] = steal;
     if (a_.log) {
       char b[256];
       std::snprintf(b, sizeof b, "%s: %s, GPU time %.3f s, TTFT mean %.1f ms, hit %.3f",
@@ -540,6 +544,10 @@ AblateResult run_ablation(const AblateOptions& a) {
     const std::string note = saturation_note(r);
     if (!note.empty()) r.notes.push_back(note);
   }
+  if (!a.sim) {
+    const std::string note = steal_note(r);
+    if (!note.empty()) r.notes.push_back(note);
+  }
   r.config["execution"] = a.sim ? "sim" : "real";
   r.config["model"] = a.config.name;
   if (a.sim) r.config["profile"] = a.profile.name;
@@ -586,6 +594,30 @@ std::string saturation_note(const AblateResult& r) {
          "server: more GPUs (--gpus), larger batches (--max-batch), " +
          (r.study == "arrival-rate" ? std::string() : "a lower --rate ") +
          "or think times (--think-time)";
+}
+
+std::string steal_note(const AblateResult& r) {
+  int stolen = 0, measured = 0;
+  double worst = 0;
+  for (const AblateRow& row : r.rows) {
+    const auto it = row.values.find("cpu_steal_max");
+    if (it == row.values.end() || !it->is_number()) continue;
+    ++measured;
+    if (it->get<double>() > kNotableSteal) {
+      ++stolen;
+      worst = std::max(worst, it->get<double>());
+    }
+  }
+  if (stolen == 0) return "";
+  char head[200];
+  std::snprintf(head, sizeof head,
+                "%d of %d points had a repetition during which the hypervisor gave other guests "
+                "more than %.0f%% of the machine's CPU time (up to %.0f%%; cpu_steal_max in the "
+                "JSON rows)",
+                stolen, measured, 100 * kNotableSteal, 100 * worst);
+  return std::string(head) +
+         ": their times measured those guests too (a median over --reps drops a disturbed "
+         "repetition only while most were quiet); rerun when the machine is quiet";
 }
 
 uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, int64_t window,

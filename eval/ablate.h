@@ -92,6 +92,12 @@ AblateResult run_ablation(const AblateOptions& opts);
 /// to a sim study's notes.
 std::string saturation_note(const AblateResult& r);
 
+/// Real mode: a note when a point's replays ran while the machine's hypervisor gave other
+/// guests more than kNotableSteal of its CPU time (a row's `cpu_steal_max`: the largest
+/// `cpu_steal` of its repetitions), saying how many and the largest share; empty when none
+/// did. run_ablation adds it to a real study's notes.
+std::string steal_note(const AblateResult& r);
+
 /// The result as JSON (rows, metrics, config, notes).
 nlohmann::json ablation_json(const AblateResult& r);
 /// The result as a Markdown table (one row per point).

@@ -108,6 +108,8 @@ if [ "$WHAT" = sim ]; then
   check "eviction: 8 rows; Belady bounds every policy; 10TB never below 2TB" "$O/eviction.json" \
     "len(r) == 8 and all(v(s, 'belady', 'hit') + 1e-9 >= v(s, p, 'hit') for s in ['128GB + 2TB', '128GB + 10TB'] for p in ['scheduler-aware', 'lru', 'fifo']) and all(v('128GB + 10TB', p, 'hit') + 1e-9 >= v('128GB + 2TB', p, 'hit') for p in ['scheduler-aware', 'lru', 'fifo', 'belady'])"
   check "eviction: profile recorded" "$O/eviction.json" "j['profile']['name'] == 'a100-80gb' and j['config']['execution'] == 'sim'"
+  check "eviction: a sim run's clock is virtual: no cpu_steal_max" "$O/eviction.json" \
+    "all('cpu_steal_max' not in x['values'] for x in r) and not any('hypervisor' in n for n in j['notes'])"
   # Every run whose mean TTFT is over a minute is counted in a note, and only then.
   check "eviction: saturated runs noted" "$O/eviction.json" \
     "(sum(x['values']['ttft_mean_ms'] > 60000 for x in r) > 0) == any('saturated' in n for n in j['notes'])"
@@ -172,6 +174,10 @@ else
     "v('CA (preload)', '900/100', 'gpu_time_ms') < v('RE', '900/100', 'gpu_time_ms') and v('CA (no preload)', '900/100', 'gpu_time_ms') < v('RE', '900/100', 'gpu_time_ms') and j['config']['execution'] == 'real'"
   check "real recompute-vs-ca: every CA turn a hit" "$O/recompute-vs-ca.json" \
     "all(x['values']['hit'] == 1 for x in r if x['series'] != 'RE')"
+  # Each point records the most of the CPU the hypervisor took in any repetition; a note
+  # says so when that was over 5% (steal_note).
+  check "real recompute-vs-ca: cpu_steal_max per point, noted above 5%" "$O/recompute-vs-ca.json" \
+    "all(0 <= x['values']['cpu_steal_max'] <= 1 for x in r) and any(x['values']['cpu_steal_max'] > 0.05 for x in r) == any('hypervisor' in n for n in j['notes'])"
   svg recompute-vs-ca "$O"
   run realtrunc truncation --mode real --model "$MODEL" --sessions 6 --ctx 256 --reps 1 \
     --max-output-tokens 32 --out "$O" --quiet

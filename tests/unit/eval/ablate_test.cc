@@ -119,5 +119,24 @@ TEST(AblationSaturation, NotedOnlyWhenAMeanTtftExceedsAMinute) {
   EXPECT_NE(note.find("--think-time"), std::string::npos) << note;
 }
 
+TEST(AblationSteal, NotedOnlyWhenAPointsRepetitionLostOverFivePercent) {
+  AblateResult r;
+  AblateRow quiet, edge, sim;
+  quiet.values = {{"hit", 1.0}, {"cpu_steal_max", 0.01}};
+  edge.values = {{"hit", 1.0}, {"cpu_steal_max", 0.05}};  // 5% is not over 5%
+  sim.values = {{"hit", 1.0}};                            // no share recorded: not counted
+  r.rows = {quiet, edge, sim};
+  EXPECT_EQ(steal_note(r), "");
+  AblateRow stolen = quiet, worse = quiet;
+  stolen.values["cpu_steal_max"] = 0.2;
+  worse.values["cpu_steal_max"] = 0.46;
+  r.rows.push_back(stolen);
+  r.rows.push_back(worse);
+  const std::string note = steal_note(r);
+  EXPECT_NE(note.find("2 of 4 points"), std::string::npos) << note;
+  EXPECT_NE(note.find("up to 46%"), std::string::npos) << note;
+  EXPECT_NE(note.find("cpu_steal_max"), std::string::npos) << note;
+}
+
 }  // namespace
 }  // namespace cb::eval
