@@ -9,15 +9,19 @@
 
 namespace cb::store {
 
-/// A shared pipe of `gbps` (1e9 bytes/s); 0 = unlimited (pace() returns at once).
+/// A shared pipe of `gbps` (1e9 bytes/s); 0 = unlimited.
 class BandwidthLimiter {
  public:
   explicit BandwidthLimiter(double gbps = 0) : gbps_(gbps) {}
   /// Bandwidth in GB/s (0 = unlimited).
   double gbps() const { return gbps_; }
-  /// Call after a transfer of `bytes` that began at `started`: reserves the next free
-  /// interval of the pipe for it and sleeps until that interval ends.
-  void pace(uint64_t bytes, std::chrono::steady_clock::time_point started);
+  /// Call as a transfer of `bytes` begins at `started`: reserves the next free interval of
+  /// the pipe for it and returns when that interval ends (`started` when unlimited); the
+  /// caller sleeps until then once the transfer is done. The pipe serves transfers in the
+  /// order they reserve, so one issued later never overtakes it, however the threads that
+  /// move the bytes are scheduled.
+  std::chrono::steady_clock::time_point reserve(uint64_t bytes,
+                                                std::chrono::steady_clock::time_point started);
 
  private:
   double gbps_;

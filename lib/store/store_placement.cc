@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <unordered_set>
 
 #include "lib/store/attention_store.h"
@@ -24,15 +25,19 @@ constexpr uint64_t kCopyBatch = 16;
 
 bool AttentionStore::timed_io(TierKind t, bool write, ChunkIo* ops, size_t n) {
   const auto t0 = std::chrono::steady_clock::now();
+  uint64_t moved = 0;
+  for (size_t i = 0; i < n; ++i) moved += ops[i].len;
+  // The emulated link's interval is taken before the transfer: the link serves transfers in
+  // the order they were issued (a thread preempted mid-copy does not let a later one pass).
+  const auto paced_until = limit_[static_cast<int>(t)][write ? 1 : 0]->reserve(moved, t0);
   const bool meter = write && t == TierKind::Ssd;
   if (meter) ssd_writes_.io_begin(t0);
   const bool ok = write ? tier(t)->write(ops, n) : tier(t)->read(ops, n);
-  uint64_t moved = 0, bytes = 0;  // bytes: those that reached the device
+  uint64_t bytes = 0;  // those that reached the device
   for (size_t i = 0; i < n; ++i) {
-    moved += ops[i].len;
     if (ops[i].error == 0) bytes += ops[i].len;
   }
-  limit_[static_cast<int>(t)][write ? 1 : 0]->pace(moved, t0);
+  std::this_thread::sleep_until(paced_until);
   if (meter) ssd_writes_.io_end(bytes);
   const auto ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)

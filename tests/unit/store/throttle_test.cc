@@ -21,15 +21,28 @@ double seconds_since(Clock_::time_point t0) {
 TEST(BandwidthLimiter, ConcurrentTransfersShareThePipe) {
   BandwidthLimiter lim(0.01);  // 10 MB/s: 1 MB takes 100 ms
   const auto t0 = Clock_::now();
-  std::thread a([&] { lim.pace(1000000, Clock_::now()); });
-  std::thread b([&] { lim.pace(1000000, Clock_::now()); });
+  const auto transfer = [&] { std::this_thread::sleep_until(lim.reserve(1000000, Clock_::now())); };
+  std::thread a(transfer), b(transfer);
   a.join();
   b.join();
   EXPECT_GE(seconds_since(t0), 0.195);  // two transfers queue: >= 200 ms, not 100 ms
   BandwidthLimiter unlimited(0);
   const auto t1 = Clock_::now();
-  unlimited.pace(1ull << 40, t1);
-  EXPECT_LT(seconds_since(t1), 0.05);
+  EXPECT_EQ(unlimited.reserve(1ull << 40, t1), t1);
+}
+
+// The pipe is served in the order of reservation: a transfer that reserved first ends first,
+// however long it takes to move its bytes.
+TEST(BandwidthLimiter, IntervalsFollowTheOrderOfReservation) {
+  BandwidthLimiter lim(0.01);  // 1 MB: 100 ms
+  const auto t0 = Clock_::now();
+  const auto first = lim.reserve(1000000, t0);
+  const auto second = lim.reserve(500000, t0);
+  EXPECT_EQ(first - t0, std::chrono::milliseconds(100));
+  EXPECT_EQ(second - first, std::chrono::milliseconds(50));
+  // A transfer that starts after the pipe went idle begins its interval when it starts.
+  const auto later = second + std::chrono::seconds(1);
+  EXPECT_EQ(lim.reserve(1000000, later) - later, std::chrono::milliseconds(100));
 }
 
 StoreConfig cfg(double read_gbps) {
