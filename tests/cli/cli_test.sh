@@ -672,7 +672,18 @@ expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10
 # Small entries in large chunks need a store many times --traffic: refused before allocating.
 expect_usage_error bench_store_chunks --traffic "entries of 1.5 MiB take 64 chunks of 1 MiB each" \
   "$CB" bench store --store-dir "$O" --entry-size 1.5MiB --traffic 100GiB
-expect_ok calibrate_cpu "$CB" calibrate -m preset:tiny-llama --out "$O/cal.json"
+# calibrate refuses step times that do not grow with the work, as a machine busy with other
+# tests (or other guests) can give it; those checks, about other things, try it three times.
+calibrate_retried() {
+  local i
+  for i in 1 2 3; do
+    "$@" 2>"$TMP/cal_err" && return 0
+    grep -qF "do not grow with the work" "$TMP/cal_err" || break
+  done
+  cat "$TMP/cal_err" >&2
+  return 1
+}
+expect_ok calibrate_cpu calibrate_retried "$CB" calibrate -m preset:tiny-llama --out "$O/cal.json"
 expect_git calibrate_cpu_git "$O/cal.json"
 # A profile field outside its range is refused naming the file, the field and the range (a
 # step_overhead_s of 1e306 used to hang the replay, deaf to SIGTERM).
@@ -692,7 +703,7 @@ expect_error profile_hbm_short "--profile $TMP/prof_hbm.json" "fewer than the 12
 # calibrate without --ssd-dir says the SSD was not measured; sim refuses an SSD tier on its
 # placeholder rates.
 expect_out calibrate_no_ssd "SSD not measured" \
-  "$CB" calibrate -m preset:tiny-llama --reps 1 --ssd-dir "" --out "$O/cal_nossd.json"
+  calibrate_retried "$CB" calibrate -m preset:tiny-llama --reps 1 --ssd-dir "" --out "$O/cal_nossd.json"
 expect_error sim_ssd_unmeasured "--profile $O/cal_nossd.json" "SSD rates were not measured" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --profile "$O/cal_nossd.json" \
   --ssd 1GB

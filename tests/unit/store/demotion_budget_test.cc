@@ -161,8 +161,15 @@ TEST(DemotionBudget, AVictimBeingWrittenBackIsNeverDropped) {
     AttentionStore st(c);
     ASSERT_TRUE(fill(st, 4));
     st.wait_idle();
+    const uint64_t ssd_used = st.used_bytes(TierKind::Ssd);
     ASSERT_EQ(st.write_back(), 1u);  // 2, the LRU entry in DRAM
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Under way once it holds its SSD slots (it then writes for ~0.65 s).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (st.used_bytes(TierKind::Ssd) == ssd_used &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    ASSERT_GT(st.used_bytes(TierKind::Ssd), ssd_used) << "2's write-back never started";
     ASSERT_TRUE(save_entry(st, 5, 5, kShape, iota_positions(64)));
     EXPECT_EQ(where(st, 2), TierKind::Ssd);
     EXPECT_EQ(where(st, 3), TierKind::Dram);
