@@ -492,7 +492,10 @@ LOCKED="$TMP/k9/cachebench-replay-ca-4194305"  # above any PID: "no such process
 mkdir -p "$LOCKED"
 flock "$LOCKED" sleep 60 &
 lock_pid=$!
-sleep 0.3
+for _ in $(seq 200); do  # until the lock is held (a non-blocking try fails)
+  flock -n "$LOCKED" true || break
+  sleep 0.05
+done
 "$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB --chunk-size 64KiB --rate 0 \
   --store-dir "$TMP/k9" --limit 1 --quiet >/dev/null 2>"$TMP/k9_err"
 rc=$?
