@@ -311,7 +311,9 @@ int run_replay_cmd(ReplayArgs& a) {
         v("gpu_time_x", 2).c_str(), v("cost_saving_pct", 1).c_str());
   }
   for (const auto& r : runs) {
-    for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+    if (!a.quiet) {
+      for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+    }
     // A virtual machine whose host ran other guests on its CPUs: the times are not its own.
     const double steal = r.summary.value("cpu_steal", 0.0);
     if (steal > kNotableSteal) {
@@ -602,7 +604,9 @@ void add(CLI::App& app, const char* name, const char* help) {
     if (a->compare == a->mode) return {f + "." + a->mode + ".csv"};  // refused by the run
     return {f + "." + a->mode + ".csv", f + "." + a->compare + ".csv"};
   });
-  sub->add_flag("--quiet", a->quiet, "no progress (nor the opening line) on stderr");
+  sub->add_flag(
+      "--quiet", a->quiet,
+      "no progress, opening line or store description on stderr (notes and warnings stay)");
   set_action(sub, [a, think, sub] {
     if (a->sim) {
       refuse_given(*sub,

@@ -58,6 +58,13 @@ check_json "RE reuses nothing" "j['baseline']['hit_rate']['overall'] == 0 and j[
 # A real run records the share of the machine's CPU time the hypervisor gave other guests.
 check_json "real runs record cpu_steal" "all(0 <= j[k]['cpu_steal'] <= 1 for k in ('summary', 'baseline'))" "$TMP/ca.json"
 if grep -qF "TTFT reduction" "$TMP/out"; then ok; else bad "no comparison line: $(cat "$TMP/out")"; fi
+# --quiet leaves the store's configuration out of stderr; without it, it is there.
+if grep -qF "  store: " "$TMP/err"; then bad "--quiet printed the store: $(head -c 300 "$TMP/err")"; else ok; fi
+TWO_TURNS="$DATA/data/sharegpt/sharegpt_v3_sample_50conv_2turn.json"
+if [ -f "$TWO_TURNS" ]; then
+  "$CB" replay "$TWO_TURNS" --model "$MODEL" --limit 1 --max-output-tokens 4 >/dev/null 2>"$TMP/err"
+  if grep -qF "  store: " "$TMP/err"; then ok; else bad "replay did not describe its store: $(head -c 300 "$TMP/err")"; fi
+fi
 for m in ca re; do
   rows=$(($(wc -l <"$TMP/ca.$m.csv") - 1))
   if [ "$rows" -eq 28 ]; then ok; else bad "$m CSV has $rows rows, want 28"; fi
