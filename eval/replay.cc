@@ -78,6 +78,18 @@ int64_t truncate_align(const ReplayOptions& o, uint64_t token_bytes) {
   return token_bytes == 0 ? 1 : static_cast<int64_t>(o.store.chunk_bytes / token_bytes);
 }
 
+std::string under_renamed_dir(const std::string& line, const std::string& from,
+                              const std::string& to) {
+  if (from.empty()) return line;
+  const std::string a = from + "/", b = to + "/";
+  std::string out;
+  size_t i = 0;
+  for (size_t at; (at = line.find(a, i)) != std::string::npos; i = at + a.size()) {
+    out.append(line, i, at - i).append(b);
+  }
+  return out.append(line, i, std::string::npos);
+}
+
 nlohmann::json replay_config_json(const ReplayOptions& o) {
   const engine::EngineConfig& e = o.engine;
   nlohmann::json j;
@@ -427,6 +439,12 @@ ReplayRun run_replay(const model::ForwardModel& model,
       std::string err;
       if (!dir.keep(&err).empty()) {
         run.summary["store_dir_kept"] = dir.kept;
+        // The first I/O error names a data file or the journal: where it is now.
+        nlohmann::json& stats = run.summary["store"];
+        if (stats.contains("first_io_error")) {
+          stats["first_io_error"] =
+              under_renamed_dir(stats["first_io_error"].get<std::string>(), dir.path, dir.kept);
+        }
       } else {  // the run's results stand; the command fails once it has reported them
         // Gone: a replay's sweep in another PID namespace took it for an unfinished run's
         // (its store lock is released while the store closes) and kept it itself.

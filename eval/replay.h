@@ -95,6 +95,11 @@ uint64_t demote_ahead_bytes(const ReplayStoreOptions& o);
 /// must see the same contexts).
 int64_t truncate_align(const ReplayOptions& o, uint64_t token_bytes);
 
+/// `line` with the paths under directory `from` (it followed by '/') named under `to` instead:
+/// a message about a store's file once the store's directory was renamed (--keep-store).
+std::string under_renamed_dir(const std::string& line, const std::string& from,
+                              const std::string& to);
+
 /// The effective configuration as JSON (recorded in every result file).
 nlohmann::json replay_config_json(const ReplayOptions& opts);
 

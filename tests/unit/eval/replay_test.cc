@@ -78,6 +78,17 @@ TEST(Replay, TokenizedTracesMustFitTheVocabulary) {
   EXPECT_EQ(trace_sessions(t, 512, 0)[0].turns[0].ids, (std::vector<int32_t>{1, 2, 3}));
 }
 
+TEST(Replay, AMessageAboutAKeptStoresFileNamesItWhereItIsNow) {
+  const std::string from = "/s/cachebench-replay-ca-7", to = "/s/cachebench-store-ca-7";
+  EXPECT_EQ(under_renamed_dir("write of " + from + "/data-0.bin at byte 4096: No space", from, to),
+            "write of " + to + "/data-0.bin at byte 4096: No space");
+  // Only paths under it: the directory's name as a prefix of another's is not one.
+  EXPECT_EQ(under_renamed_dir(from + "-old/x and " + from + "/y", from, to),
+            from + "-old/x and " + to + "/y");
+  EXPECT_EQ(under_renamed_dir("no path", from, to), "no path");
+  EXPECT_EQ(under_renamed_dir(from + "/a", "", to), from + "/a");
+}
+
 TEST(Replay, PolicyNames) {
   EXPECT_EQ(policy_name("sched"), "scheduler-aware");
   EXPECT_EQ(policy_name("optimal"), "belady");
