@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/core/sysinfo.h"
 #include "lib/policy/eviction.h"
 #include "lib/policy/placement.h"
@@ -717,9 +718,10 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
 
   std::fprintf(stderr,
                "bench store: entry %s (%d layers x K,V x %lld tokens x %u B), %d per round, "
-               "%d rounds + warm-up\n",
+               "%s + warm-up\n",
                store::format_size(r.entry_bytes).c_str(), opt.n_layers,
-               static_cast<long long>(tokens), opt.token_bytes, n, opt.reps);
+               static_cast<long long>(tokens), opt.token_bytes, n,
+               count_of(opt.reps, "round").c_str());
   Entry e(opt.n_layers, opt.token_bytes, tokens, opt.seed);
 
   // Reference rates: memcpy and XXH3 of the same bytes.

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/kv/kv_cache.h"
 #include "lib/metrics/stats.h"
 #include "lib/sim/cost_model.h"
@@ -243,9 +244,9 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "non-negative least-squares fit of %zu timed forward calls of %s (window %lld, "
-                "median of %d passes), median |error| %.1f%%",
-                grid.size(), mc.name.c_str(), static_cast<long long>(win), opts.reps,
-                100 * cal.median_abs_error);
+                "median of %s), median |error| %.1f%%",
+                grid.size(), mc.name.c_str(), static_cast<long long>(win),
+                count_of(opts.reps, "pass").c_str(), 100 * cal.median_abs_error);
   for (const char* f :
        {"gemm_tflops", "attn_tflops", "decode_attn_tflops", "step_overhead_s", "seq_overhead_s"}) {
     p.sources[f] = buf;

@@ -23,6 +23,7 @@
 #include "eval/sim_replay.h"
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/core/sysinfo.h"
 #include "lib/metrics/records_csv.h"
 #include "lib/metrics/summary.h"
@@ -245,9 +246,9 @@ int run_replay_cmd(ReplayArgs& a) {
   lo.join_split = !a.no_join_split;
   const datasets::Trace trace = datasets::load_trace(a.trace, trace_tokenizer(lm, &lo), lo);
   if (trace.skipped_conversations > 0 || trace.skipped_messages > 0) {
-    std::fprintf(stderr, "cachebench: %s: skipped %lld conversations and %lld messages\n",
-                 a.trace.c_str(), static_cast<long long>(trace.skipped_conversations),
-                 static_cast<long long>(trace.skipped_messages));
+    std::fprintf(stderr, "cachebench: %s: skipped %s and %s\n", a.trace.c_str(),
+                 count_of(trace.skipped_conversations, "conversation").c_str(),
+                 count_of(trace.skipped_messages, "message").c_str());
     for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", n.c_str());
   }
   if (trace.joined_pieces > 0) {
@@ -259,9 +260,10 @@ int run_replay_cmd(ReplayArgs& a) {
             : eval::trace_sessions(trace, mc.vocab_size, o.seed, o.max_output_tokens);
   const std::string where = a.sim ? "sim, profile " + prof.name : backend_label(a.m);
   if (!a.quiet) {
-    std::fprintf(stderr, "cachebench: replaying %zu sessions, %lld turns of %s on %s (%s)\n",
-                 sessions.size(), static_cast<long long>(trace.turns()), a.trace.c_str(),
-                 mc.name.c_str(), where.c_str());
+    std::fprintf(stderr, "cachebench: replaying %s, %s of %s on %s (%s)\n",
+                 count_of(static_cast<long long>(sessions.size()), "session").c_str(),
+                 count_of(trace.turns(), "turn").c_str(), a.trace.c_str(), mc.name.c_str(),
+                 where.c_str());
   }
   eval::SimOptions so;
   so.profile = prof;
@@ -285,9 +287,9 @@ int run_replay_cmd(ReplayArgs& a) {
                  "--dram auto was 1 GiB; give --dram SIZE for another\n",
                  a.profile.c_str());
   }
-  std::printf("## replay %s: %s, %zu sessions, %lld turns (%s)\n\n", a.trace.c_str(),
-              mc.name.c_str(), sessions.size(), static_cast<long long>(trace.turns()),
-              where.c_str());
+  std::printf("## replay %s: %s, %s, %s (%s)\n\n", a.trace.c_str(), mc.name.c_str(),
+              count_of(static_cast<long long>(sessions.size()), "session").c_str(),
+              count_of(trace.turns(), "turn").c_str(), where.c_str());
   print_table(runs);
   for (const auto& r : runs) {
     if (r.summary.contains("store_dir_kept")) {

@@ -13,6 +13,7 @@
 #include "datasets/trace.h"
 #include "datasets/trace_synth.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/tokenizer/load.h"
 
 namespace cb::app {
@@ -49,12 +50,12 @@ std::string pct(double f) {
 /// The statistics next to the published targets, as a markdown table on stdout.
 void print_stats(const std::string& label, const datasets::Trace& t, const datasets::TraceStats& s,
                  int64_t threshold) {
-  std::printf("trace %s: %s, %lld sessions, %lld turns\n", label.c_str(), t.kind.c_str(),
-              static_cast<long long>(s.sessions), static_cast<long long>(s.turns));
+  std::printf("trace %s: %s, %s, %s\n", label.c_str(), t.kind.c_str(),
+              count_of(s.sessions, "session").c_str(), count_of(s.turns, "turn").c_str());
   if (t.skipped_conversations > 0 || t.skipped_messages > 0) {
-    std::printf("skipped %lld conversations and %lld messages while reading\n",
-                static_cast<long long>(t.skipped_conversations),
-                static_cast<long long>(t.skipped_messages));
+    std::printf("skipped %s and %s while reading\n",
+                count_of(t.skipped_conversations, "conversation").c_str(),
+                count_of(t.skipped_messages, "message").c_str());
   }
   if (t.joined_pieces > 0) {
     std::printf("joined %lld split pieces into their conversations\n",
@@ -97,9 +98,9 @@ nlohmann::json stats_json(const datasets::Trace& t, const datasets::TraceStats& 
 int run_synth(const SynthArgs& a) {
   const datasets::Trace t = datasets::synth_trace(a.o);
   datasets::write_length_trace(t, a.out, datasets::synth_options_json(a.o));
-  std::fprintf(stderr, "trace synth: wrote %s (%zu sessions, %lld turns, seed %llu)\n",
-               a.out.c_str(), t.sessions.size(), static_cast<long long>(t.turns()),
-               static_cast<unsigned long long>(a.o.seed));
+  std::fprintf(stderr, "trace synth: wrote %s (%s, %s, seed %llu)\n", a.out.c_str(),
+               count_of(static_cast<long long>(t.sessions.size()), "session").c_str(),
+               count_of(t.turns(), "turn").c_str(), static_cast<unsigned long long>(a.o.seed));
   print_stats(a.out, t, datasets::trace_stats(t, a.long_threshold), a.long_threshold);
   return 0;
 }

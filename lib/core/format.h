@@ -13,4 +13,17 @@ inline std::string format_g(double v, int digits = 6) {
   return b;
 }
 
+/// `n` followed by `noun`, plural unless `n` is 1: "1 session", "3 sessions", "2 passes"
+/// (-es after s, x, z, ch and sh).
+inline std::string count_of(long long n, const std::string& noun) {
+  std::string s = std::to_string(n) + " " + noun;
+  if (n == 1) return s;
+  const auto ends = [&](const char* e) {
+    const std::string t = e;
+    return noun.size() >= t.size() && noun.compare(noun.size() - t.size(), t.size(), t) == 0;
+  };
+  const bool es = ends("s") || ends("x") || ends("z") || ends("ch") || ends("sh");
+  return s + (es ? "es" : "s");
+}
+
 }  // namespace cb
