@@ -522,18 +522,30 @@ struct ScratchDir {
   }
 };
 
-void check_space(const std::string& dir, uint64_t need) {
+// Room the SSD benchmark leaves for the store's journal and its compaction beside the data.
+constexpr uint64_t kJournalRoom = 64ull << 20;
+
+// `dir` must have room for the store's data files (`store_bytes`), the two reference files of
+// `traffic` bytes each (one request, parallel requests) and kJournalRoom.
+void check_space(const std::string& dir, uint64_t store_bytes, uint64_t traffic) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0)
     throw make_error(dir, std::string("statvfs failed: ") + std::strerror(errno));
   const uint64_t avail = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  const uint64_t need = store_bytes + 2 * traffic + kJournalRoom;
   if (need > avail) {
-    throw make_error(dir,
-                     "the SSD benchmark needs " + store::format_size(need) +
-                         " free (store files plus the baseline file) but only " +
-                         store::format_size(avail) + " is available",
-                     "lower --traffic (the bytes moved per repetition, at least one entry: "
-                     "--entry-size) or free disk space");
+    throw make_error(
+        dir,
+        "the SSD benchmark needs " + store::format_size(need) + " free (the store's " +
+            store::format_size(store_bytes) + " of data files, two reference files of " +
+            store::format_size(traffic) + ", and " + store::format_size(kJournalRoom) +
+            " for the store's journal) but only " + store::format_size(avail) + " is available",
+        avail > kJournalRoom
+            ? "lower --traffic (the bytes moved per repetition, at least one entry: "
+              "--entry-size) or --chunk-size (each layer's K and V of an entry take whole "
+              "chunks), free disk space, or give a --store-dir on a larger file system"
+            : "free disk space, or give a --store-dir on a larger file system "
+              "(--traffic cannot make it fit)");
   }
 }
 
@@ -707,7 +719,7 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     scratch.parent_created = make_dirs(opt.store_dir);
     store::check_store_dir(opt.store_dir);
     // The store's files, the one-request reference's file and the parallel reference's.
-    check_space(opt.store_dir, store_bytes + 2 * r.traffic_bytes + (64ull << 20));
+    check_space(opt.store_dir, store_bytes, r.traffic_bytes);
     const std::string sub = opt.store_dir + "/cachebench-bench-store." + std::to_string(::getpid());
     if (::mkdir(sub.c_str(), 0755) != 0) {
       throw make_error(sub,

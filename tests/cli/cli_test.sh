@@ -672,6 +672,17 @@ expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10
 # Small entries in large chunks need a store many times --traffic: refused before allocating.
 expect_usage_error bench_store_chunks --traffic "entries of 1.5 MiB take 64 chunks of 1 MiB each" \
   "$CB" bench store --store-dir "$O" --entry-size 1.5MiB --traffic 100GiB
+# A file system too small for the SSD benchmark: the need named part by part, before anything
+# is written. (A 16 MiB tmpfs in a mount namespace of its own, where this user may make one.)
+mkdir -p "$TMP/small_fs"
+if unshare -m true 2>/dev/null; then
+  unshare -m sh -c 'mount -t tmpfs -o size=16m tmpfs "$1" && exec "$2" bench store --store-dir "$1/b" --entry-size 1MiB --traffic 1MiB' \
+    sh "$TMP/small_fs" "$CB" >"$TMP/out" 2>"$TMP/err"
+  rc=$?
+  if [ $rc -eq 1 ] && grep -qF "$TMP/small_fs/b: the SSD benchmark needs 130 MiB free (the store's 64 MiB of data files, two reference files of 1 MiB, and 64 MiB for the store's journal) but only 16 MiB is available" "$TMP/err" \
+    && grep -qF -- "--traffic cannot make it fit" "$TMP/err"; then ok
+  else bad "bench store on a 16 MiB file system: rc=$rc, $(head -c 500 "$TMP/err")"; fi
+fi
 # calibrate refuses step times that do not grow with the work, as a machine busy with other
 # tests (or other guests) can give it; those checks, about other things, try it three times.
 calibrate_retried() {
