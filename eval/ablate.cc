@@ -10,6 +10,7 @@
 #include "eval/replay.h"
 #include "eval/sim_replay.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/core/sysinfo.h"
 #include "lib/engine/engine.h"
 #include "lib/metrics/stats.h"
@@ -611,10 +612,10 @@ std::string steal_note(const AblateResult& r) {
   if (stolen == 0) return "";
   char head[200];
   std::snprintf(head, sizeof head,
-                "%d of %d points had a repetition during which the hypervisor gave other guests "
+                "%d of %s had a repetition during which the hypervisor gave other guests "
                 "more than %.0f%% of the machine's CPU time (up to %.0f%%; cpu_steal_max in the "
                 "JSON rows)",
-                stolen, measured, 100 * kNotableSteal, 100 * worst);
+                stolen, count_of(measured, "point").c_str(), 100 * kNotableSteal, 100 * worst);
   return std::string(head) +
          ": their times measured those guests too (a median over --reps drops a disturbed "
          "repetition only while most were quiet); rerun when the machine is quiet";

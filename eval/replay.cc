@@ -400,6 +400,7 @@ ReplayRun run_replay(const model::ForwardModel& model,
     st = std::make_unique<store::AttentionStore>(sc);
     dir.opened = true;
     run.store_lines = st->describe();
+    run.store_warnings = st->describe(true);
   }
   engine::EngineConfig ec = opts.engine;
   ec.mode = mode;

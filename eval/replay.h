@@ -60,8 +60,9 @@ struct ReplayOptions {
 struct ReplayRun {
   engine::Mode mode = engine::Mode::CA;
   engine::RunResult result;
-  nlohmann::json summary;                ///< metrics::summarize plus run facts
-  std::vector<std::string> store_lines;  ///< how each tier ran
+  nlohmann::json summary;                   ///< metrics::summarize plus run facts
+  std::vector<std::string> store_lines;     ///< how each tier ran
+  std::vector<std::string> store_warnings;  ///< those of tiers that ran other than asked
   /// With --keep-store: why the store could not be kept (its directory is left under its
   /// scratch name); "" when it was kept or not asked to be. A failure of the command.
   std::string keep_error;

@@ -252,8 +252,8 @@ int run_replay_cmd(ReplayArgs& a) {
     for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", n.c_str());
   }
   if (trace.joined_pieces > 0) {
-    std::fprintf(stderr, "cachebench: %s: joined %lld split pieces into their conversations\n",
-                 a.trace.c_str(), static_cast<long long>(trace.joined_pieces));
+    std::fprintf(stderr, "cachebench: %s: joined %s into their conversations\n", a.trace.c_str(),
+                 count_of(trace.joined_pieces, "split piece").c_str());
   }
   const auto sessions =
       a.sim ? eval::sim_sessions(trace, o.max_output_tokens)
@@ -313,8 +313,9 @@ int run_replay_cmd(ReplayArgs& a) {
         v("gpu_time_x", 2).c_str(), v("cost_saving_pct", 1).c_str());
   }
   for (const auto& r : runs) {
-    if (!a.quiet) {
-      for (const std::string& l : r.store_lines) std::fprintf(stderr, "  store: %s\n", l.c_str());
+    // Quiet, only the tiers that ran other than asked (memory not page-locked, no O_DIRECT).
+    for (const std::string& l : a.quiet ? r.store_warnings : r.store_lines) {
+      std::fprintf(stderr, "  store: %s\n", l.c_str());
     }
     // A virtual machine whose host ran other guests on its CPUs: the times are not its own.
     const double steal = r.summary.value("cpu_steal", 0.0);
@@ -606,9 +607,9 @@ void add(CLI::App& app, const char* name, const char* help) {
     if (a->compare == a->mode) return {f + "." + a->mode + ".csv"};  // refused by the run
     return {f + "." + a->mode + ".csv", f + "." + a->compare + ".csv"};
   });
-  sub->add_flag(
-      "--quiet", a->quiet,
-      "no progress, opening line or store description on stderr (notes and warnings stay)");
+  sub->add_flag("--quiet", a->quiet,
+                "no progress, opening line or store description on stderr (but a tier that runs "
+                "other than asked, and notes and warnings)");
   set_action(sub, [a, think, sub] {
     if (a->sim) {
       refuse_given(*sub,

@@ -58,8 +58,8 @@ void print_stats(const std::string& label, const datasets::Trace& t, const datas
                 count_of(t.skipped_messages, "message").c_str());
   }
   if (t.joined_pieces > 0) {
-    std::printf("joined %lld split pieces into their conversations\n",
-                static_cast<long long>(t.joined_pieces));
+    std::printf("joined %s into their conversations\n",
+                count_of(t.joined_pieces, "split piece").c_str());
   }
   const bool at_4k = threshold == 4096;
   std::printf("\n| statistic | this trace | ShareGPT (CachedAttention §2) |\n|---|---|---|\n");

@@ -650,10 +650,10 @@ double AttentionStore::inserted_at(SessionId session) const {
   return it == index_.end() ? std::numeric_limits<double>::quiet_NaN() : it->second->meta.created;
 }
 
-std::vector<std::string> AttentionStore::describe() const {
+std::vector<std::string> AttentionStore::describe(bool degraded_only) const {
   std::vector<std::string> out;
   for (const auto& t : tiers_) {
-    if (t) out.push_back(t->describe());
+    if (t && (!degraded_only || t->degraded())) out.push_back(t->describe());
   }
   return out;
 }

@@ -324,8 +324,9 @@ class AttentionStore {
   uint64_t verify_all(uint64_t* chunks_checked, std::vector<std::string>* unreadable = nullptr);
   /// The chunk size in use.
   uint64_t chunk_bytes() const { return cfg_.chunk_bytes; }
-  /// One line per tier describing how it runs.
-  std::vector<std::string> describe() const;
+  /// One line per tier describing how it runs; with `degraded_only`, only those of tiers that
+  /// run other than asked (Tier::degraded).
+  std::vector<std::string> describe(bool degraded_only = false) const;
   /// Slot accounting errors seen (double frees, unpins of unpinned entries); 0 unless there
   /// is a bug.
   uint64_t accounting_errors() const;

@@ -23,6 +23,7 @@ class MemoryTier final : public Tier {
   bool write(ChunkIo* ops, size_t n) override;
   bool read(ChunkIo* ops, size_t n) override;
   std::string describe() const override;
+  bool degraded() const override { return lock_failed(); }
 
   /// Address of `slot` in the arena.
   void* slot_ptr(uint64_t slot) const;

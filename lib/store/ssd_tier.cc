@@ -47,6 +47,7 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
       fd = ::open(p.c_str(), flags | O_DIRECT, 0644);
       if (fd < 0 && errno == EINVAL) {
         direct_ = false;
+        direct_refused_ = true;
         direct_note_ = "O_DIRECT refused by the filesystem (EINVAL); using buffered I/O";
       }
     }
@@ -89,6 +90,7 @@ void SsdTier::probe_direct() {
     fds_[i] = fd;
   }
   direct_ = false;
+  direct_refused_ = true;
   direct_note_ = "O_DIRECT I/O refused by the filesystem (EINVAL); using buffered I/O";
 }
 

@@ -29,6 +29,7 @@ class SsdTier final : public Tier {
   /// "DIR/data_N.cbd at byte OFFSET": the data file holding `slot`, and where in it.
   std::string locate(uint64_t slot) const override;
   std::string describe() const override;
+  bool degraded() const override { return direct_refused_; }
 
   /// Whether data files are open with O_DIRECT.
   bool direct_io() const { return direct_; }
@@ -46,6 +47,7 @@ class SsdTier final : public Tier {
   std::shared_ptr<IoBackend> io_;
   std::vector<int> fds_;
   bool direct_ = false;
+  bool direct_refused_ = false;  // asked for, refused by the file system
   std::string direct_note_;
 };
 

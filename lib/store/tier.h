@@ -78,6 +78,9 @@ class Tier {
   }
   /// Human-readable notes on how the tier runs (memory kind, I/O backend, O_DIRECT).
   virtual std::string describe() const = 0;
+  /// True when it runs other than it was asked to, as describe() says (memory that could not
+  /// be page-locked, O_DIRECT refused by the file system).
+  virtual bool degraded() const { return false; }
 
  private:
   TierKind kind_;

@@ -63,7 +63,9 @@ if grep -qF "  store: " "$TMP/err"; then bad "--quiet printed the store: $(head 
 TWO_TURNS="$DATA/data/sharegpt/sharegpt_v3_sample_50conv_2turn.json"
 if [ -f "$TWO_TURNS" ]; then
   "$CB" replay "$TWO_TURNS" --model "$MODEL" --limit 1 --max-output-tokens 4 >/dev/null 2>"$TMP/err"
-  if grep -qF "  store: " "$TMP/err"; then ok; else bad "replay did not describe its store: $(head -c 300 "$TMP/err")"; fi
+  rc=$?
+  if [ $rc -eq 0 ] && grep -qF "  store: " "$TMP/err"; then ok
+  else bad "replay did not describe its store: rc=$rc, $(head -c 300 "$TMP/err")"; fi
 fi
 for m in ca re; do
   rows=$(($(wc -l <"$TMP/ca.$m.csv") - 1))
@@ -366,7 +368,7 @@ conv = [{"id": "huge", "conversations": [{"from": "human", "value": "x" * 10_000
 json.dump(conv, open(sys.argv[1], "w"))
 PY
 "$CB" replay "$TMP/huge.json" --model "$MODEL" --mode ca --quiet --out "$TMP/huge_out.json" >/dev/null 2>"$TMP/err" \
-  && grep -qF "skipped 1 conversations" "$TMP/err" && ok || bad "10M-character message: $(head -c 600 "$TMP/err")"
+  && grep -qF "skipped 1 conversation and" "$TMP/err" && ok || bad "10M-character message: $(head -c 600 "$TMP/err")"
 # Single-turn conversations: nothing to hit, said so (n/a), not a hit rate of 0.
 printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[5, 2]]}, {"id": 1, "turns": [[7, 2]]}]}' >"$TMP/single.json"
 if "$CB" replay "$TMP/single.json" --model "$MODEL" --mode ca --quiet 2>/dev/null \
