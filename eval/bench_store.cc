@@ -526,8 +526,11 @@ struct ScratchDir {
 constexpr uint64_t kJournalRoom = 64ull << 20;
 
 // `dir` must have room for the store's data files (`store_bytes`), the two reference files of
-// `traffic` bytes each (one request, parallel requests) and kJournalRoom.
-void check_space(const std::string& dir, uint64_t store_bytes, uint64_t traffic) {
+// `traffic` bytes each (one request, parallel requests) and kJournalRoom. At the least --traffic,
+// one entry, the store takes `entry_store_bytes` (its whole chunks) and a reference file
+// `entry_bytes`: the advice says whether lowering --traffic can help.
+void check_space(const std::string& dir, uint64_t store_bytes, uint64_t traffic,
+                 uint64_t entry_store_bytes, uint64_t entry_bytes) {
   struct statvfs vfs {};
   if (::statvfs(dir.c_str(), &vfs) != 0)
     throw make_error(dir, std::string("statvfs failed: ") + std::strerror(errno));
@@ -540,12 +543,15 @@ void check_space(const std::string& dir, uint64_t store_bytes, uint64_t traffic)
             store::format_size(store_bytes) + " of data files, two reference files of " +
             store::format_size(traffic) + ", and " + store::format_size(kJournalRoom) +
             " for the store's journal) but only " + store::format_size(avail) + " is available",
-        avail > kJournalRoom
-            ? "lower --traffic (the bytes moved per repetition, at least one entry: "
-              "--entry-size) or --chunk-size (each layer's K and V of an entry take whole "
-              "chunks), free disk space, or give a --store-dir on a larger file system"
-            : "free disk space, or give a --store-dir on a larger file system "
-              "(--traffic cannot make it fit)");
+        std::string(entry_store_bytes + 2 * entry_bytes + kJournalRoom <= avail
+                        ? "lower --traffic (the bytes moved per repetition, at least one entry: "
+                          "--entry-size) or --chunk-size (each layer's K and V of an entry take "
+                          "whole chunks)"
+                    : avail > kJournalRoom + 2 * entry_bytes
+                        ? "--traffic cannot make it fit (one entry already needs more): lower "
+                          "--chunk-size (each layer's K and V of an entry take whole chunks)"
+                        : "--traffic cannot make it fit") +
+            ", free disk space, or give a --store-dir on a larger file system");
   }
 }
 
@@ -719,7 +725,8 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
     scratch.parent_created = make_dirs(opt.store_dir);
     store::check_store_dir(opt.store_dir);
     // The store's files, the one-request reference's file and the parallel reference's.
-    check_space(opt.store_dir, store_bytes, r.traffic_bytes);
+    check_space(opt.store_dir, store_bytes, r.traffic_bytes, chunks_per_entry * opt.chunk_bytes,
+                r.entry_bytes);
     const std::string sub = opt.store_dir + "/cachebench-bench-store." + std::to_string(::getpid());
     if (::mkdir(sub.c_str(), 0755) != 0) {
       throw make_error(sub,
