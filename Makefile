@@ -71,12 +71,14 @@ test-sanitize:
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCACHEBENCH_SANITIZE=thread \
 	  -DCACHEBENCH_CUDA=OFF $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_store test_engine
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_store test_engine test_engine_overlap
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/unit/store/test_store
 	@# OpenBLAS's worker threads synchronize in code TSan does not instrument: a GEMM's output read
 	@# after the call returns is reported as a race with the worker that wrote it. One BLAS thread.
 	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  $(TSAN_BUILD)/tests/unit/engine/test_engine
+	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(TSAN_BUILD)/tests/unit/engine/test_engine_overlap
 
 ## fuzz: the libFuzzer targets of fuzz/ (parsers of untrusted files) built with clang, ASan and
 ##       UBSan in $(FUZZ_BUILD)/, then each run for FUZZ_SECONDS (FUZZ_TARGETS picks some)

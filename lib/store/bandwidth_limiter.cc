@@ -2,7 +2,6 @@
 #include "lib/store/bandwidth_limiter.h"
 
 #include <algorithm>
-#include <thread>
 
 namespace cb::store {
 

@@ -33,12 +33,12 @@
 namespace cb::engine {
 namespace {
 
-using testing::config;
-using testing::dram_store;
-using testing::serve;
-using testing::sessions;
-using testing::stories;
-using testing::Tokens;
+using test_util::config;
+using test_util::dram_store;
+using test_util::serve;
+using test_util::sessions;
+using test_util::stories;
+using test_util::Tokens;
 
 RunResult serve_any(const model::ForwardModel& m, store::AttentionStore* st, const EngineConfig& c,
                     const std::vector<SessionInput>& in) {

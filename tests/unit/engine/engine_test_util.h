@@ -15,7 +15,7 @@
 #include "lib/model/model_source.h"
 #include "lib/store/attention_store.h"
 
-namespace cb::engine::testing {
+namespace cb::engine::test_util {
 
 /// The model keeps views into its source's mapped file: the source lives as long as the test.
 inline std::unique_ptr<model::Model> stories(const std::string& path) {
@@ -72,4 +72,4 @@ inline RunResult serve(const model::Model& m, store::AttentionStore* st, const E
   });
 }
 
-}  // namespace cb::engine::testing
+}  // namespace cb::engine::test_util
