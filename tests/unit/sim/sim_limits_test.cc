@@ -19,6 +19,7 @@
 #include "lib/sim/profile.h"
 #include "lib/sim/sim_engine.h"
 #include "tests/support/test_data.h"
+#include "tests/unit/sim/calibrate_retry.h"
 
 namespace cb::sim {
 namespace {
@@ -272,17 +273,7 @@ TEST(SimSsd, CalibrateWithoutSsdDirMarksItsSsdRatesUnmeasured) {
   eval::CalibrateOptions co;
   co.ssd_dir = "";
   co.reps = 1;
-  // The fit refuses step times that do not grow with the work, as a machine busy with other
-  // tests can give one pass (not what this test is about): tried three times.
-  HardwareProfile p;
-  for (int attempt = 1;; ++attempt) {
-    try {
-      p = eval::calibrate(*m, co).profile;
-      break;
-    } catch (const Error& e) {
-      if (attempt == 3 || std::string(e.what()).find("do not grow") == std::string::npos) throw;
-    }
-  }
+  const HardwareProfile p = eval::test_util::calibrate_retried(*m, co).profile;
   EXPECT_TRUE(p.unmeasured("ssd_read_gbps"));
   EXPECT_TRUE(p.unmeasured("ssd_write_gbps"));
   EXPECT_FALSE(p.unmeasured("h2d_gbps"));

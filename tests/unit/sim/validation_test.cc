@@ -19,6 +19,7 @@
 #include "lib/model/model_source.h"
 #include "lib/sim/profile.h"
 #include "tests/support/test_data.h"
+#include "tests/unit/sim/calibrate_retry.h"
 
 namespace cb::eval {
 namespace {
@@ -93,10 +94,10 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
       return r;
     };
     SimOptions before, after;
-    before.profile = timed(0, [&] { return calibrate(*m, co).profile; });
+    before.profile = timed(0, [&] { return test_util::calibrate_retried(*m, co).profile; });
     const ReplayRun real =
         timed(1, [&] { return run_replay(*m, real_sessions, engine::Mode::CA, o); });
-    after.profile = timed(2, [&] { return calibrate(*m, co).profile; });
+    after.profile = timed(2, [&] { return test_util::calibrate_retried(*m, co).profile; });
     const ReplayRun sa =
         run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, before);
     const ReplayRun s =
