@@ -238,12 +238,11 @@ int run_gate_cmd(const GateArgs& a) {
   // machine's own, and a timing "regression" may be only that (replay records cpu_steal). A
   // replay --compare result holds its comparison run too (under "baseline"), whose times its
   // "comparison" ratios divide by.
-  for (const auto& [file, sum] : {std::pair{"baseline", &base}, std::pair{"current", &cur}}) {
-    const std::string name = file;
-    note_steal(*sum, name + " run", "cpu_steal");  // select_summary returns an object
+  for (const auto& [name, sum] : {std::pair{"baseline", &base}, std::pair{"current", &cur}}) {
+    note_steal(*sum, name + std::string(" run"), "cpu_steal");  // select_summary: an object
     const auto nested = sum->find("baseline");
     if (nested != sum->end() && nested->is_object()) {
-      note_steal(*nested, name + " run's --compare baseline", "baseline.cpu_steal");
+      note_steal(*nested, name + std::string(" run's --compare baseline"), "baseline.cpu_steal");
     }
   }
   if (r.regressions > 0) {

@@ -33,12 +33,7 @@
 namespace cb::engine {
 namespace {
 
-using test_util::config;
-using test_util::dram_store;
-using test_util::serve;
-using test_util::sessions;
-using test_util::stories;
-using test_util::Tokens;
+using namespace test_util;  // NOLINT(google-build-using-namespace): the suite's helpers
 
 RunResult serve_any(const model::ForwardModel& m, store::AttentionStore* st, const EngineConfig& c,
                     const std::vector<SessionInput>& in) {

@@ -17,11 +17,7 @@
 namespace cb::engine {
 namespace {
 
-using test_util::config;
-using test_util::dram_store;
-using test_util::serve;
-using test_util::sessions;
-using test_util::stories;
+using namespace test_util;  // NOLINT(google-build-using-namespace): the suite's helpers
 
 // A think time with nothing else to run is an idle gap: the background saves get it, as on a
 // server idle that long, and the returning turn finds its history saved, waiting for nothing.
