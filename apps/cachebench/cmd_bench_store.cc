@@ -13,6 +13,7 @@
 #include "eval/bench_journal.h"
 #include "eval/bench_store.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/store/io_backend.h"
 #include "lib/store/size_parse.h"
 
@@ -90,9 +91,9 @@ void print_table(const eval::BenchStoreResult& r) {
                                                                                     : ", not met");
     std::printf(
         "ssd references       %s: one 4 MiB request at a time; %s: %s requests, %d in "
-        "flight from %d thread%s (%s), preallocated file\n",
-        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth, r.ref_threads,
-        r.ref_threads == 1 ? "" : "s", r.ref_engine.c_str());
+        "flight from %s (%s), preallocated file\n",
+        ref.c_str(), par.c_str(), format_size(r.chunk_bytes).c_str(), r.ref_depth,
+        count_of(r.ref_threads, "thread").c_str(), r.ref_engine.c_str());
     std::printf("ssd I/O              %s, %s\n", r.io_backend.c_str(),
                 r.ssd_direct ? "O_DIRECT" : "buffered (O_DIRECT unavailable)");
   }

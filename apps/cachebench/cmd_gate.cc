@@ -13,6 +13,7 @@
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/core/sysinfo.h"
 #include "lib/metrics/gate.h"
 
@@ -245,12 +246,13 @@ int run_gate_cmd(const GateArgs& a) {
       note_steal(*nested, name + std::string(" run's --compare baseline"), "baseline.cpu_steal");
     }
   }
+  const std::string checks = count_of(static_cast<long long>(r.checks.size()), "check");
   if (r.regressions > 0) {
-    std::printf("\ngate: %d regression%s in %zu checks\n", r.regressions,
-                r.regressions == 1 ? "" : "s", r.checks.size());
+    std::printf("\ngate: %s in %s\n", count_of(r.regressions, "regression").c_str(),
+                checks.c_str());
     return 1;
   }
-  std::printf("\ngate: no regression in %zu checks\n", r.checks.size());
+  std::printf("\ngate: no regression in %s\n", checks.c_str());
   return 0;
 }
 

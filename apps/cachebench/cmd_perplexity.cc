@@ -17,6 +17,7 @@
 #include "eval/overflow.h"
 #include "eval/perplexity.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/tokenizer/tokenizer.h"
 
 namespace cb::app {
@@ -73,8 +74,8 @@ void use_gptq_text(datasets::Corpus* c) {
 }
 
 std::string batch_note(int batch, int64_t calls) {
-  return "; up to " + std::to_string(batch) + " window" + (batch == 1 ? "" : "s") +
-         " per forward call (" + std::to_string(calls) + (calls == 1 ? " call)" : " calls)");
+  return "; up to " + count_of(batch, "window") + " per forward call (" + count_of(calls, "call") +
+         ")";
 }
 
 // One markdown table row per run (every convention), then a line saying what the convention is.
@@ -306,8 +307,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
              : eval::perplexity_gptq(lm.runner(), tokens, opt, progress);
   std::string description;
   if (documents) {
-    description = "lm-eval wikitext: " + std::to_string(r.documents) +
-                  (r.documents == 1 ? " document" : " documents") +
+    description = "lm-eval wikitext: " + count_of(r.documents, "document") +
                   " (the file's articles, as EleutherAI/wikitext_document_level), "
                   "wikitext_detokenizer applied, loglikelihood_rolling per document, max_length " +
                   std::to_string(r.n_ctx) + ", prefix token " + std::to_string(opt.bos_id) +

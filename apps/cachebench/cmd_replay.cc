@@ -337,11 +337,10 @@ int run_replay_cmd(ReplayArgs& a) {
     // A store too small for the entries, or failing, shows in the table only as hits missing.
     if (r.result.save_failures > 0) {
       std::fprintf(stderr,
-                   "cachebench: %s: %lld save%s refused or failed (save_failures): no room for "
+                   "cachebench: %s: %s refused or failed (save_failures): no room for "
                    "the entry in the store's tiers (is --dram/--ssd smaller than one "
                    "conversation's KV?) or an I/O error; those histories are recomputed\n",
-                   engine::mode_name(r.mode), static_cast<long long>(r.result.save_failures),
-                   r.result.save_failures == 1 ? "" : "s");
+                   engine::mode_name(r.mode), count_of(r.result.save_failures, "save").c_str());
     }
     // The store's first I/O error names the file and the reason (a full disk is otherwise
     // only hits missing and a count): said on its own line, with what to do.
@@ -357,24 +356,23 @@ int run_replay_cmd(ReplayArgs& a) {
                         : says(EFBIG) ? "raise the file-size limit (ulimit -f) or lower --ssd"
                                       : "check the disk under --store-dir";
       std::fprintf(stderr,
-                   "cachebench: %s: STORE I/O ERROR: %llu I/O error%s in the store "
+                   "cachebench: %s: STORE I/O ERROR: %s in the store "
                    "(io_errors), so its results lack the hits those saves and loads would "
                    "have given; the first: %s; %s\n",
-                   engine::mode_name(r.mode), n, n == 1 ? "" : "s", first.c_str(), fix);
+                   engine::mode_name(r.mode),
+                   count_of(static_cast<long long>(n), "I/O error").c_str(), first.c_str(), fix);
     }
     if (r.result.load_failures > 0) {
       std::fprintf(stderr,
-                   "cachebench: %s: %lld load%s failed (a chunk's read or checksum, or the "
+                   "cachebench: %s: %s failed (a chunk's read or checksum, or the "
                    "failed save it was reading), recomputed instead (load_failures)\n",
-                   engine::mode_name(r.mode), static_cast<long long>(r.result.load_failures),
-                   r.result.load_failures == 1 ? "" : "s");
+                   engine::mode_name(r.mode), count_of(r.result.load_failures, "load").c_str());
     }
     if (r.result.clipped_turns > 0) {  // else only the JSON's clipped_turns would say it
       std::fprintf(stderr,
-                   "cachebench: %s: %lld turn%s had a message longer than the %lld-token "
+                   "cachebench: %s: %s had a message longer than the %lld-token "
                    "window, cut to fit (clipped_turns)\n",
-                   engine::mode_name(r.mode), static_cast<long long>(r.result.clipped_turns),
-                   r.result.clipped_turns == 1 ? "" : "s",
+                   engine::mode_name(r.mode), count_of(r.result.clipped_turns, "turn").c_str(),
                    static_cast<long long>(engine::checked_window(o.engine, mc.max_context)));
     }
   }
