@@ -68,7 +68,13 @@ std::vector<fs::path> csv_files(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (it->path().extension() == ".csv" && it->is_regular_file(ec)) files.push_back(it->path());
+    if (it->path().extension() != ".csv") continue;
+    if (!it->is_regular_file(ec)) {
+      if (ec) break;
+      throw make_error(it->path().string(), "named like a subject's CSV but not a regular file",
+                       "replace it with the CSV file or rename it");
+    }
+    files.push_back(it->path());
   }
   if (ec) {
     throw make_error(dir.string(), "cannot list directory: " + ec.message(),
@@ -172,7 +178,7 @@ std::vector<std::string> list_mmlu_subjects(const std::string& root) {
   return names;
 }
 
-std::vector<MmluSubject> load_mmlu_dir(const std::string& root) {
+std::vector<MmluSubject> load_mmlu_dir(const std::string& root, bool with_dev) {
   const fs::path test_dir = fs::path(root) / "test";
   const fs::path dev_dir = fs::path(root) / "dev";
   if (!is_dir(test_dir)) {
@@ -184,7 +190,7 @@ std::vector<MmluSubject> load_mmlu_dir(const std::string& root) {
     throw make_error(test_dir.string(), "no .csv files", "put <subject>_test.csv files there");
   }
   std::map<std::string, fs::path> devs;
-  if (is_dir(dev_dir)) {
+  if (with_dev && is_dir(dev_dir)) {
     devs = subject_files(dev_dir);
     for (const auto& [name, p] : tests) {
       if (devs.count(name) == 0) {

@@ -52,8 +52,9 @@ MmluFile load_mmlu_csv(const std::string& path);
 /// Subject names with a file in `root`/test, sorted.
 std::vector<std::string> list_mmlu_subjects(const std::string& root);
 
-/// Loads every subject of `root`/test (required) and `root`/dev (optional; when present,
-/// every test subject needs its dev file and the reverse). Sorted by subject name.
-std::vector<MmluSubject> load_mmlu_dir(const std::string& root);
+/// Loads every subject of `root`/test (required) and, `with_dev`, `root`/dev (optional; when
+/// present, every test subject needs its dev file and the reverse; zero-shot runs pass false and
+/// never read it). Sorted by subject name.
+std::vector<MmluSubject> load_mmlu_dir(const std::string& root, bool with_dev = true);
 
 }  // namespace cb::datasets

@@ -19,6 +19,7 @@
 #include "cachebench_build_info.h"
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/device/gpu_info.h"
 
 namespace cb::app {
@@ -280,7 +281,8 @@ void results_alone_on_stdout(CLI::App& cmd) {
 int report_error(const Error& e, int exit_code) {
   // An interrupt comes in the middle of a progress line ("\r ... running PPL"): end it.
   if (progress_line_open()) std::fputc('\n', stderr);
-  std::fprintf(stderr, "cachebench: error: %s\n", e.what());
+  // A message may quote a file's bytes (a damaged name): one printable UTF-8 line.
+  std::fprintf(stderr, "cachebench: error: %s\n", printable(e.what()).c_str());
   return interrupt_signal() != 0 ? 128 + interrupt_signal() : exit_code;
 }
 

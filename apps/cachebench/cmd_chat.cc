@@ -237,6 +237,7 @@ void register_chat(CLI::App& app) {
       ->check(at_least(0));
   add_sampling_options(sub, &a->sampling);
   set_action(sub, [a, sub] {
+    refuse_idle_sampling_options(*sub, a->sampling);
     if (a->mode == "re") {  // as replay --mode re refuses its store options
       refuse_given(*sub, {"--dram", "--kv-entries"}, "has no effect with --mode re (no store)",
                    "drop it, or use --mode ca");

@@ -49,7 +49,7 @@ void register_forward(CLI::App& app) {
     // is an error of its own (parse_token_ids).
     const bool has_text = text->count() > 0;
     if (!has_text && toks->count() == 0)
-      throw make_error("forward", "no input", "pass --text or --tokens");
+      throw make_usage_error("forward", "no input", "pass --text or --tokens");
     resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, has_text);
     const auto& cfg = lm.config();
@@ -79,12 +79,13 @@ void register_forward(CLI::App& app) {
         std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); });
     if (bad != logits.end()) {
       const auto i = static_cast<int64_t>(bad - logits.begin());
-      throw make_error("forward",
-                       "the logit of token " + std::to_string(i % V) + " at position " +
-                           std::to_string(i / V) + " is not finite (" + std::to_string(*bad) +
-                           "), so no result is written",
-                       "the weights hold NaN or infinite values, or the activations overflowed; "
-                       "check the model file (inspect), or run it on the other --backend");
+      throw make_error(
+          "forward",
+          "the logit of token " + std::to_string(i % V) + " at position " + std::to_string(i / V) +
+              " is not finite (" + std::to_string(*bad) + "), so no result is written",
+          "the weights hold NaN or infinite values, or the activations overflowed; "
+          "check that the model file is intact (its checksum against its source's), or run "
+          "it on the other --backend");
     }
     if (!a->dump.empty()) {
       nlohmann::json j;

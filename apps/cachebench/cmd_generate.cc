@@ -51,7 +51,8 @@ void register_generate(CLI::App& app) {
                   "write the text (the prompt's included), the generated ids and timings as JSON "
                   "(prefill_tok_s, decode_tok_s) for gate")
       ->check(output_file());
-  set_action(sub, [a] {
+  set_action(sub, [a, sub] {
+    refuse_idle_sampling_options(*sub, a->sampling);
     resolve_backend(&a->m);
     LoadedModel lm = load_model(a->m, true);
     const auto& cfg = lm.config();

@@ -41,7 +41,7 @@ struct MmluArgs {
 
 int run_mmlu_cmd(const MmluArgs& a) {
   LoadedModel lm = load_model(a.m, true);
-  const std::vector<datasets::MmluSubject> all = datasets::load_mmlu_dir(a.data);
+  const std::vector<datasets::MmluSubject> all = datasets::load_mmlu_dir(a.data, a.shots > 0);
   const std::vector<datasets::MmluSubject> subjects = eval::mmlu_select(all, a.subjects);
   eval::MmluOptions opt;
   opt.shots = a.shots;

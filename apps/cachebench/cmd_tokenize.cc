@@ -93,12 +93,13 @@ void register_tokenize(CLI::App& app) {
     }
     words.insert(words.end(), text_after_dashes().begin(), text_after_dashes().end());
     if (words.empty()) {
-      throw make_error("tokenize", "no TEXT given",
-                       "give the text after the options, or '-' to read standard input");
+      throw make_usage_error("tokenize", "no TEXT given",
+                             "give the text after the options, or '-' to read standard input");
     }
     const std::string src = !args->tokenizer.empty() ? args->tokenizer : args->model;
     if (src.empty()) {
-      throw make_error("tokenize", "no tokenizer given", "pass --model MODEL or --tokenizer FILE");
+      throw make_usage_error("tokenize", "no tokenizer given",
+                             "pass --model MODEL or --tokenizer FILE");
     }
     auto tok = tokenizer::load_tokenizer(src);
     const std::string input = joined_input(words);

@@ -50,6 +50,18 @@ void add_sampling_options(CLI::App* sub, model::SamplerConfig* c) {
   sub->add_option("--seed", c->seed, "sampling seed")->capture_default_str();
 }
 
+void refuse_idle_sampling_options(CLI::App& sub, const model::SamplerConfig& c) {
+  if (c.greedy()) {
+    refuse_given(sub, {"--seed", "--top-k", "--top-p", "--min-p"},
+                 "has no effect when decoding is greedy (--temperature 0, the default)",
+                 "pass --temperature T above 0 to sample, or drop it");
+  }
+  if (c.repeat_penalty == 1.0) {
+    refuse_given(sub, {"--repeat-last-n"}, "has no effect while --repeat-penalty is 1 (off)",
+                 "pass --repeat-penalty P other than 1, or drop it");
+  }
+}
+
 void add_backend_options(CLI::App* sub, ModelArgs* a) {
   sub->add_option("--backend", a->backend,
                   "compute backend: cpu; cuda (an NVIDIA GPU; parity-tested, not yet at the "
@@ -135,11 +147,17 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
   }
   add_cpu_weights_option(sub, a);
   sub->add_option("--weights-seed", a->seed, "seed of preset weights")->capture_default_str();
+  a->model_sub = sub;
 }
 
 LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights) {
   LoadedModel m;
   m.source = model::ModelSource::open(a.model);
+  if (m.source->kind() != model::SourceKind::Preset && a.model_sub != nullptr) {
+    refuse_given(*a.model_sub, {"--weights-seed"},
+                 "seeds a preset's random weights, and " + a.model + " has its own",
+                 "drop it, or pass --model preset:NAME");
+  }
   if (!a.tokenizer.empty()) {
     m.tok = tokenizer::load_tokenizer(a.tokenizer);
   } else if (m.source->gguf() != nullptr && m.source->gguf()->has("tokenizer.ggml.model")) {

@@ -26,6 +26,9 @@ struct ModelArgs {
   /// The subcommand when it has --gpu-storage and --gpu (add_backend_options), so that
   /// resolve_backend can refuse them with --backend cpu, which would ignore them.
   CLI::App* backend_sub = nullptr;
+  /// The subcommand when add_model_options added --weights-seed, so that load_model can refuse
+  /// it for a model file, whose weights it would not touch.
+  CLI::App* model_sub = nullptr;
 };
 
 /// "cpu", "cpu bf16" (bf16 weights), or "cuda f16" (the backend and the GPU storage) for
@@ -52,6 +55,10 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda = false);
 /// Adds --temperature, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n and --seed
 /// (the sampler's; greedy by default) to `sub`.
 void add_sampling_options(CLI::App* sub, model::SamplerConfig* c);
+/// Refuses the sampling options of `sub` that `c` makes idle, naming the first given: --seed,
+/// --top-k, --top-p and --min-p when greedy (--temperature 0), --repeat-last-n without a
+/// --repeat-penalty other than 1.
+void refuse_idle_sampling_options(CLI::App& sub, const model::SamplerConfig& c);
 
 struct LoadedModel {
   std::unique_ptr<model::ModelSource> source;

@@ -47,8 +47,9 @@ int32_t Sampler::sample(const float* logits, int64_t vocab, const int32_t* recen
     if (std::isnan(logits[i])) {
       throw make_error("sampler", "logit of token " + std::to_string(i) + " is NaN",
                        "the model's forward pass produced NaN: the weights hold NaN or "
-                       "infinite values, or the activations overflowed; check the model file "
-                       "(inspect), or run it on the other --backend");
+                       "infinite values, or the activations overflowed; check that the "
+                       "model file is intact (its checksum against its source's), or run it on "
+                       "the other --backend");
     }
   }
   const bool penalize = c_.penalizes() && n_recent > 0;

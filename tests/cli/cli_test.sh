@@ -84,6 +84,8 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     if grep -qF -- "$kv" <<<"$js"; then ok; else bad "stories260K json lacks $kv"; fi
   done
   expect_out stories_tokens "1 403 407 261 378" "$CB" tokenize --model "$STORIES" "Once upon a time"
+  expect_usage_error weights_seed_file --weights-seed "seeds a preset's random weights" \
+    "$CB" generate -m "$STORIES" -p hi -n 2 --weights-seed 4
   # A result written to /dev/stdout is alone there (the table goes to stderr): it parses, and
   # records the revision and backend as every result does.
   if "$CB" forward --model "$STORIES" --tokens 1,403 --dump-logits /dev/stdout 2>/dev/null \
@@ -210,6 +212,13 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
       "$CB" mmlu -m "$STORIES" --data "$TMP/mm" --subjects anatomy --limit 1 --backend cpu \
       --out "$TMP/mm/r.json"
     if [ -e "$TMP/mm/r.json" ]; then bad "mmlu --out in its data dir wrote $TMP/mm/r.json"; else ok; fi
+    # Zero-shot reads no dev file: a folder without one runs.
+    mkdir -p "$TMP/mm0/test" "$TMP/mm0/dev"
+    cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mm0/test/"
+    expect_out mmlu_zero_shot_no_dev "/1 correct" "$CB" mmlu -m "$STORIES" --data "$TMP/mm0" \
+      --limit 1 --shots 0 --backend cpu
+    expect_error mmlu_shots_no_dev "$TMP/mm0/dev/anatomy_dev.csv" "missing dev file" \
+      "$CB" mmlu -m "$STORIES" --data "$TMP/mm0" --limit 1 --shots 1 --backend cpu
     # The JSON's provenance names the files read, whatever their names.
     mkdir -p "$TMP/mmn/test" "$TMP/mmn/dev"
     cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mmn/test/anatomy.csv"
@@ -479,6 +488,16 @@ expect_usage_error generate_seed_garbage --seed "'12abc' is not a whole number" 
   "$CB" generate -m preset:tiny-llama -p hi --seed 12abc
 expect_usage_error cpu_weights_unknown --cpu-weights "f16 not in {f32,bf16}" \
   "$CB" forward -m preset:tiny-llama --tokens 1,2 --cpu-weights f16
+# Nothing to run on, and options the run would not use: usage errors (exit 2), not ignored.
+expect_usage_error forward_no_input forward "no input; pass --text or --tokens" \
+  "$CB" forward -m preset:tiny-llama
+expect_usage_error tokenize_no_text tokenize "no TEXT given" "$CB" tokenize -m preset:tiny-llama
+expect_usage_error generate_seed_greedy --seed "has no effect when decoding is greedy" \
+  "$CB" generate -m preset:tiny-llama -p hi --seed 5
+expect_usage_error chat_top_k_greedy --top-k "has no effect when decoding is greedy" \
+  "$CB" chat -m preset:tiny-llama --top-k 4
+expect_usage_error generate_repeat_last_n_alone --repeat-last-n "has no effect while --repeat-penalty is 1" \
+  "$CB" generate -m preset:tiny-llama -p hi --repeat-last-n 10
 if ! "$CB" --version | grep -qE "CUDA: +off"; then  # bench gpu's options exist in CUDA builds
   expect_usage_error bench_gpu_profile_phase --profile-phase "x not in {decode,prefill}" \
     "$CB" bench gpu --profile-phase x

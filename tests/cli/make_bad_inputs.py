@@ -42,6 +42,10 @@ case("unknown_tensor_type.gguf", gguf_header(3, 1, 0) + t + b"\0" * 64, "77")
 t = gstr("t") + struct.pack("<I", 1) + struct.pack("<Q", 32) + struct.pack("<I", 0) + struct.pack("<Q", 1 << 20)
 case("offset_past_end.gguf", gguf_header(3, 1, 0) + t + b"\0" * 64, "")
 
+# a tensor name whose bytes are not text: the error shows them escaped (\xFF), one UTF-8 line
+i = good.index(b"blk.1.attn_q.weight")
+case("binary_tensor_name.gguf", good[:i + 6] + b"\xff" * 6 + good[i + 12:], "blk.1.\\xFF\\xFF")
+
 def st(header_obj, data=b"", raw_header=None):
     h = raw_header if raw_header is not None else json.dumps(header_obj).encode()
     return struct.pack("<Q", len(h)) + h + data

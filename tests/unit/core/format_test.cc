@@ -1,4 +1,4 @@
-// Numbers in messages: format_g and count_of.
+// Numbers and text in messages: format_g, count_of and printable.
 #include "lib/core/format.h"
 
 #include <gtest/gtest.h>
@@ -21,6 +21,20 @@ TEST(Format, CountOfIsSingularOnlyForOne) {
 TEST(Format, GeneralFormatKeepsTheDigitsAsked) {
   EXPECT_EQ(format_g(0.5), "0.5");
   EXPECT_EQ(format_g(2.6034e10, 4), "2.603e+10");
+}
+
+TEST(Format, PrintableKeepsUtf8AndEscapesTheRest) {
+  EXPECT_EQ(printable("blk.1.attn_q.weight"), "blk.1.attn_q.weight");
+  EXPECT_EQ(printable("caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"),
+            "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");  // 2-, 3- and 4-byte forms
+  EXPECT_EQ(printable("blk.\xFF\xFE.weight"), "blk.\\xFF\\xFE.weight");
+  EXPECT_EQ(printable("a\nb\tc\x7F"), "a\\x0Ab\\x09c\\x7F");
+  EXPECT_EQ(printable(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(printable("\xC3"), "\\xC3");                             // cut short
+  EXPECT_EQ(printable("\xC0\xAF"), "\\xC0\\xAF");                    // overlong '/'
+  EXPECT_EQ(printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");           // a UTF-16 surrogate
+  EXPECT_EQ(printable("\xF4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");  // past U+10FFFF
+  EXPECT_EQ(printable("\xC3\xA9\x80"), "\xC3\xA9\\x80");             // a stray continuation byte
 }
 
 }  // namespace

@@ -160,10 +160,23 @@ TEST(Mmlu, DirectoryErrors) {
   } catch (const cb::Error& e) {
     EXPECT_TRUE(contains(e.what(), "chem_dev.csv")) << e.what();
   }
+  // Zero-shot reads no dev file, so a missing one is no error.
+  const auto zero_shot = load_mmlu_dir(root, false);
+  ASSERT_EQ(zero_shot.size(), 1u);
+  EXPECT_TRUE(zero_shot[0].dev.empty());
   test::write_tmp("mmlu_dir/dev/chem_dev.csv", "q,a,b,c,d,C\n");
   const auto s = load_mmlu_dir(root);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].dev[0].answer, 2);
+  // A directory named like a subject's file is named, not skipped.
+  ::mkdir((root + "/test/bio_test.csv").c_str(), 0755);
+  try {
+    load_mmlu_dir(root);
+    FAIL();
+  } catch (const cb::Error& e) {
+    EXPECT_TRUE(contains(e.what(), "bio_test.csv")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "not a regular file")) << e.what();
+  }
 }
 
 }  // namespace
