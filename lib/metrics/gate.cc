@@ -178,6 +178,36 @@ Bound parse_bound(const std::string& arg) {
   return b;
 }
 
+/// Up to `limit` dotted paths of numbers in `j` ("decode_tok_s", "results.0.ppl"; keys in
+/// sorted order; arrays only of objects, so that a list of token ids is not a page of paths),
+/// how many there are in all counted in `*total`: what a bound could name.
+void numeric_paths(const json& j, const std::string& at, size_t limit,
+                   std::vector<std::string>* out, size_t* total) {
+  const auto child = [&](const std::string& k) { return at.empty() ? k : at + "." + k; };
+  if (j.is_number()) {
+    ++*total;
+    if (out->size() < limit) out->push_back(at);
+  } else if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      numeric_paths(*it, child(it.key()), limit, out, total);
+  } else if (j.is_array() && !j.empty() && j.front().is_object()) {
+    for (size_t i = 0; i < j.size(); ++i)
+      numeric_paths(j[i], child(std::to_string(i)), limit, out, total);
+  }
+}
+
+/// What to bound in `baseline`, said after "give --max-regression METRIC=PCT".
+std::string metrics_hint(const json& baseline) {
+  std::vector<std::string> paths;
+  size_t total = 0;
+  numeric_paths(baseline, "", 6, &paths, &total);
+  if (paths.empty()) return " for a number the files hold (the baseline holds none)";
+  std::string s = " for the metrics it has (its numbers: ";
+  for (size_t i = 0; i < paths.size(); ++i) s += (i ? ", " : "") + paths[i];
+  if (total > paths.size()) s += ", and " + std::to_string(total - paths.size()) + " more";
+  return s + "), e.g. --max-regression " + paths.front() + "=5";
+}
+
 std::vector<Bound> default_bounds() {
   std::vector<Bound> v;
   for (const char* m : {"hit_rate.overall", "hit_rate.dram", "hit_rate.ssd", "reused_tokens",
@@ -226,8 +256,7 @@ std::vector<Bound> gate_bounds(const std::vector<Bound>& given, bool no_defaults
     throw make_error("--max-regression",
                      "none given, and the baseline has none of the default bounds' metrics "
                      "(a replay's hit rates and token counts)",
-                     "give --max-regression METRIC=PCT for the metrics it has (e.g. ppl=1, or "
-                     "results.0.ppl=1 for a list's first element)");
+                     "give --max-regression METRIC=PCT" + metrics_hint(baseline));
   }
   return v;
 }

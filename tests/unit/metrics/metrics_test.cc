@@ -400,39 +400,17 @@ TEST(GateTest, DirectionsByName) {
   using cb::metrics::direction_of;
   // Names as the result writers spell them: replay summaries, bench cpu/store/gpu, perplexity,
   // mmlu and piqa.
-  for (const char* m : {"hit_rate.overall",
-                        "hit_rate.dram",
-                        "prefill_throughput",
-                        "output_throughput",
-                        "gpu_time_x",
-                        "ttft_reduction_pct",
-                        "cost_saving_pct",
-                        "tiers.ssd.read_gbps",
-                        "completed",
-                        "reused_tokens",
-                        "prefill_tok_s",
-                        "decode_tok_s",
-                        "sgemm_gflops",
-                        "prefill_to_sgemm",
-                        "decode_weight_gbs",
-                        "linear_f32_vs_bf16.decode_speedup",
-                        "dram_load_to_memcpy",
-                        "ssd_read_to_ceiling",
-                        "policy.decisions_per_s",
-                        "ceilings.gemm_ceiling_tflops",
-                        "decode.restore_ratio_to_h2d",
-                        "prefill.llama_2_7b_tok_s",
-                        "acc",
-                        "acc_norm",
-                        "acc_micro",
-                        "acc_macro",
-                        "tokens_reused",
-                        // ablate's rows: hit rates named hit, hit_dram, ...; any other rate
-                        "rows.1.values.hit",
-                        "rows.0.values.hit_dram",
-                        "rows.2.values.hit_ssd",
-                        "hits",
-                        "admission_rate"})
+  for (const char* m :
+       {"hit_rate.overall", "hit_rate.dram", "prefill_throughput", "output_throughput",
+        "gpu_time_x", "ttft_reduction_pct", "cost_saving_pct", "tiers.ssd.read_gbps", "completed",
+        "reused_tokens", "prefill_tok_s", "decode_tok_s", "sgemm_gflops", "prefill_to_sgemm",
+        "decode_weight_gbs", "linear_f32_vs_bf16.decode_speedup", "dram_load_to_memcpy",
+        "ssd_read_to_ceiling", "policy.decisions_per_s", "ceilings.gemm_ceiling_tflops",
+        "decode.restore_ratio_to_h2d", "prefill.llama_2_7b_tok_s", "acc", "acc_norm", "acc_micro",
+        "acc_macro", "tokens_reused",
+        // ablate's rows: hit rates named hit, hit_dram, ...; any other rate
+        "rows.1.values.hit", "rows.0.values.hit_dram", "rows.2.values.hit_ssd", "hits",
+        "admission_rate"})
     EXPECT_EQ(direction_of(m), Direction::HigherIsBetter) << m;
   for (const char* m : {"ttft_ms.mean",
                         "tpot_ms.p99",
@@ -488,10 +466,16 @@ TEST(GateTest, ParseBound) {
   EXPECT_TRUE(b.direction_given);
   EXPECT_EQ(cb::metrics::parse_bound("ttft_ms.mean=1:exact").direction, Direction::Exact);
   EXPECT_EQ(cb::metrics::parse_bound("bytes_saved=1:lower").direction, Direction::LowerIsBetter);
-  for (const char* bad : {"ttft_ms.mean", "=5", "ttft=", "ttft=abc", "ttft=-1", "ttft=1=2",
-                          "a..b=1", ".a=1", "a.=1", "ttft=inf", "ttft=5x", "ttft=%",
-                          "ttft=5:", "ttft=5:up", "ttft=:lower", "ttft=5:lower:higher",
-                          "ttft=0x10", "ttft=infinity", "ttft=nan", "ttft= 5"}) {
+  for (const char* bad : {"ttft_ms.mean", "=5",
+                          "ttft=",        "ttft=abc",
+                          "ttft=-1",      "ttft=1=2",
+                          "a..b=1",       ".a=1",
+                          "a.=1",         "ttft=inf",
+                          "ttft=5x",      "ttft=%",
+                          "ttft=5:",      "ttft=5:up",
+                          "ttft=:lower",  "ttft=5:lower:higher",
+                          "ttft=0x10",    "ttft=infinity",
+                          "ttft=nan",     "ttft= 5"}) {
     const std::string m = error_of([&] { cb::metrics::parse_bound(bad); });
     EXPECT_NE(m.find(std::string("--max-regression ") + bad), std::string::npos)
         << bad << ": " << m;
@@ -549,6 +533,21 @@ TEST(GateTest, GivenBoundsAddToTheDefaultsAndReplaceTheirOwnMetric) {
   const std::string none = error_of([&] { gate_bounds({}, false, json{{"ppl", 4.2}}); });
   EXPECT_NE(none.find("none of the default bounds' metrics"), std::string::npos) << none;
   EXPECT_NE(none.find("--max-regression METRIC=PCT"), std::string::npos) << none;
+  // ... naming the numbers the baseline holds, which a bound could name (a generate result's).
+  const json gen = {{"task", "generate"},
+                    {"prefill_tok_s", 900.5},
+                    {"sampling", {{"temperature", 0}, {"greedy", true}}},
+                    {"results", json::array({json{{"ppl", 3.9}}})},
+                    {"ids", json::array({1, 2, 3})}};
+  const std::string named = error_of([&] { gate_bounds({}, false, gen); });
+  EXPECT_NE(named.find("its numbers: prefill_tok_s, results.0.ppl, sampling.temperature)"),
+            std::string::npos)
+      << named;
+  EXPECT_NE(named.find("e.g. --max-regression prefill_tok_s=5"), std::string::npos) << named;
+  const std::string no_numbers = error_of([&] {
+    gate_bounds({}, false, json{{"task", "generate"}});
+  });
+  EXPECT_NE(no_numbers.find("the baseline holds none"), std::string::npos) << no_numbers;
 }
 
 TEST(GateTest, DefaultBoundsAreTheDeterministicFieldsAtZero) {
@@ -682,9 +681,9 @@ TEST(GateTest, SummaryIsBareOrUnderSummaryAndBadFilesAreNamed) {
                        {"comparison", {{"gpu_time_x", 2.5}}},
                        {"baseline", {{"completed", 4}}}}));
   EXPECT_EQ(cb::metrics::direction_of("comparison.gpu_time_x"), Direction::HigherIsBetter);
-  EXPECT_EQ(cb::metrics::parse_summary(R"({"summary": {"baseline": 1}, "baseline": {"a": 2}})",
-                                       "D.json"),
-            json({{"baseline", 1}}));
+  EXPECT_EQ(
+      cb::metrics::parse_summary(R"({"summary": {"baseline": 1}, "baseline": {"a": 2}})", "D.json"),
+      json({{"baseline", 1}}));
   std::string m = error_of([] { cb::metrics::parse_summary("{\"completed\": ", "bad.json"); });
   EXPECT_NE(m.find("bad.json"), std::string::npos) << m;
   EXPECT_NE(m.find("not valid JSON"), std::string::npos) << m;
