@@ -56,10 +56,23 @@ long long integer(const nlohmann::json& row, const char* key) {
   return v.get<long long>();
 }
 
+// A number field that only a positive value can have been measured as (a rate, a count of
+// repetitions): anything else is not a result bench gpu wrote.
+double positive(const nlohmann::json& row, const char* key) {
+  const nlohmann::json& v = row.at(key);
+  const double x = v.get<double>();
+  if (!(x > 0)) {
+    throw nlohmann::json::out_of_range::create(
+        406, std::string("field '") + key + "' must be above 0", &v);
+  }
+  return x;
+}
+
 // A `bench gpu` result's tables (nlohmann's exceptions where it lacks a field).
 void render_tables(const nlohmann::json& j, std::string* out_ptr) {
   const auto& d = j.at("device");
   const auto& c = j.at("ceilings");
+  positive(j, "reps");  // a count of repetitions, read as the integer it is below
   appendf(out_ptr, "device          %s (cc %s, %.1f GiB), storage %s, median of %lld\n",
           d.at("name").get<std::string>().c_str(),
           d.at("compute_capability").get<std::string>().c_str(),
@@ -68,8 +81,8 @@ void render_tables(const nlohmann::json& j, std::string* out_ptr) {
   appendf(out_ptr,
           "copy ceilings   D2D %.0f GB/s (read + write), H2D %.1f GB/s, D2H %.1f GB/s "
           "(pinned)\n",
-          c.at("d2d_gbs_read_plus_write").get<double>(), c.at("h2d_pinned_gbs").get<double>(),
-          c.at("d2h_pinned_gbs").get<double>());
+          positive(c, "d2d_gbs_read_plus_write"), positive(c, "h2d_pinned_gbs"),
+          positive(c, "d2h_pinned_gbs"));
   // The alternatives present in any row of `phase`, in bench_gpu_alternatives' order.
   const auto present = [&](const char* phase) {
     std::vector<eval::BenchGpuAlternative> alts;

@@ -356,6 +356,13 @@ sys.exit(0 if all(abs(x['ppl'] - y['ppl']) <= 1e-3 * x['ppl'] for x, y in zip(a,
   python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['reps']=1e300; json.dump(j, open(sys.argv[2], 'w'))" \
     "$SAVED" "$TMP/bad_bench.json"
   expect_error bench_gpu_report_float_reps "$TMP/bad_bench.json" "must be an integer" "$CB" bench gpu --report "$TMP/bad_bench.json"
+  # Values no measurement gives: repetitions below 1, a copy ceiling of 0.
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['reps']=-3; json.dump(j, open(sys.argv[2], 'w'))" \
+    "$SAVED" "$TMP/bad_bench.json"
+  expect_error bench_gpu_report_negative_reps "$TMP/bad_bench.json" "'reps' must be above 0" "$CB" bench gpu --report "$TMP/bad_bench.json"
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); j['ceilings']['d2d_gbs_read_plus_write']=0; json.dump(j, open(sys.argv[2], 'w'))" \
+    "$SAVED" "$TMP/bad_bench.json"
+  expect_error bench_gpu_report_zero_ceiling "$TMP/bad_bench.json" "'d2d_gbs_read_plus_write' must be above 0" "$CB" bench gpu --report "$TMP/bad_bench.json"
   "$CB" bench gpu --report "$SAVED" --reps 3 >/dev/null 2>&1
   if [ $? -ne 0 ]; then ok; else bad "bench gpu --report with --reps: accepted a measuring option"; fi
 
