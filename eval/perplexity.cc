@@ -138,8 +138,8 @@ PerplexityResult perplexity_llamacpp(const model::ForwardModel& m,
                          std::to_string(tokens.size()),
                      tokens.size() >= 8 ? "use --ctx " + std::to_string(tokens.size() / 2) +
                                               " or less, or a longer file"
-                                        : std::string("use a file of at least 8 tokens (--ctx is "
-                                                      "at least 4)"));
+                                        : std::string("use a longer file: even the smallest "
+                                                      "--ctx, 4, needs 8 tokens"));
   }
   const int chunks = full_windows(tokens.size(), n_ctx, opt.max_chunks, "chunk");
 

@@ -20,6 +20,7 @@
 #include "eval/loglik.h"
 #include "eval/mmlu.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::app {
 namespace {
@@ -62,12 +63,16 @@ int run_mmlu_cmd(const MmluArgs& a) {
     }
     const std::string history_text = datasets::read_file_bytes(a.history_file);
     datasets::require_utf8_text(history_text, a.history_file);
+    if (history_text.empty()) {
+      throw make_error(a.history_file, "is empty",
+                       "pass a text longer than --ctx " + std::to_string(a.ctx) + " tokens");
+    }
     const std::vector<int32_t> history = lm.tok->encode(history_text, true);
     history_tokens = static_cast<int64_t>(history.size());
     if (history_tokens <= a.ctx) {
       throw make_error(a.history_file,
-                       "the history has " + std::to_string(history_tokens) +
-                           " tokens; it must be longer than --ctx " + std::to_string(a.ctx) +
+                       "the history has " + count_of(history_tokens, "token") +
+                           "; it must be longer than --ctx " + std::to_string(a.ctx) +
                            " to overflow the window",
                        "use a longer history or a smaller --ctx");
     }

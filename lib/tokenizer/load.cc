@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <cstring>
 #include <limits>
 
 #include "lib/core/error.h"
@@ -26,6 +28,17 @@ bool is_file(const std::string& p) {
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// Whether the file begins with GGUF's magic (an unreadable file is left to the GGUF reader,
+/// which says why).
+bool starts_like_gguf(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return true;
+  char magic[4] = {};
+  const size_t n = std::fread(magic, 1, sizeof magic, f);
+  std::fclose(f);
+  return n == sizeof magic && std::memcmp(magic, "GGUF", sizeof magic) == 0;
 }
 
 }  // namespace
@@ -60,6 +73,12 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   }
   if (ends_with(path, ".json")) return BpeTokenizer::from_tokenizer_json(path);
   if (ends_with(path, ".model")) return SentencePieceTokenizer::open(path);
+  if (!ends_with(path, ".gguf") && !starts_like_gguf(path)) {
+    throw make_error(path,
+                     "is not a tokenizer file: its name ends in neither .model nor .json, and it "
+                     "is not a GGUF file",
+                     "pass a tokenizer.model (SentencePiece), a tokenizer.json or a .gguf file");
+  }
   auto f = formats::GgufFile::open(path);
   return tokenizer_from_gguf(*f);
 }

@@ -84,6 +84,9 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     if grep -qF -- "$kv" <<<"$js"; then ok; else bad "stories260K json lacks $kv"; fi
   done
   expect_out stories_tokens "1 403 407 261 378" "$CB" tokenize --model "$STORIES" "Once upon a time"
+: >"$TMP/empty_tok.txt"
+  expect_error tokenizer_not_one "$TMP/empty_tok.txt" "is not a tokenizer file" \
+    "$CB" tokenize --tokenizer "$TMP/empty_tok.txt" hi
   expect_usage_error weights_seed_file --weights-seed "seeds a preset's random weights" \
     "$CB" generate -m "$STORIES" -p hi -n 2 --weights-seed 4
   # A result written to /dev/stdout is alone there (the table goes to stderr): it parses, and
@@ -229,6 +232,9 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
 sys.exit(0 if sorted(f)==[sys.argv[2]+'/dev/anatomy.csv', sys.argv[2]+'/test/anatomy.csv'] else 1)" \
       "$TMP/mmn.json" "$TMP/mmn" 2>/dev/null; then ok
     else bad "mmlu --out: files_sha256 does not name the files read"; fi
+    : >"$TMP/emptyhist.txt"
+    expect_error mmlu_empty_history "$TMP/emptyhist.txt" "is empty" "$CB" mmlu -m "$STORIES" \
+      --data "$DATA/data/mmlu" --method ca --history-file "$TMP/emptyhist.txt" --ctx 64
     # A history that is not text is refused, as perplexity refuses such a file.
     head -c 3000 "$STORIES" >"$TMP/binhist.bin"
     expect_error mmlu_binary_history "$TMP/binhist.bin" "not UTF-8 text" "$CB" mmlu -m "$STORIES" \
