@@ -6,6 +6,7 @@
 
 #include "datasets/corpus.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::eval {
 namespace {
@@ -93,10 +94,11 @@ void check_batch(const PerplexityOptions& opt) {
 int full_windows(size_t n_tokens, int n_ctx, int max_chunks, const char* unit) {
   int n = static_cast<int>(n_tokens / static_cast<size_t>(n_ctx));
   if (n == 0) {
-    throw make_error("perplexity",
-                     "the text has " + std::to_string(n_tokens) + " tokens, fewer than one " +
-                         unit + " of --ctx " + std::to_string(n_ctx),
-                     "use a longer file or a smaller --ctx");
+    // Named by --ctx, as the llama.cpp convention's two-window refusal is: a usage error.
+    throw make_error("--ctx",
+                     std::to_string(n_ctx) + " tokens make one " + unit + ", and the text has " +
+                         count_of(static_cast<long long>(n_tokens), "token"),
+                     "use a smaller --ctx or a longer file");
   }
   return max_chunks > 0 && max_chunks < n ? max_chunks : n;
 }
