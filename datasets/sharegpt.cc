@@ -10,6 +10,7 @@
 #include "datasets/length_trace.h"
 #include "datasets/text_io.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::datasets {
 namespace {
@@ -85,8 +86,29 @@ struct Pending {
   int64_t pieces = 1;
   std::vector<Message> kept;
   int64_t skipped = 0;
+  int64_t other_roles = 0;  ///< messages skipped for a "from" that is neither side's
+  std::string other_role;   ///< the first such "from" ("system", "" when absent)
+  int64_t no_text = 0;      ///< messages skipped for an empty or absent "value"
   bool too_long = false;
 };
+
+// Why a conversation has no complete turn, from what its messages held: "1 question, 0
+// answers; 2 messages skipped: 1 from \"system\", 1 without text".
+std::string no_turn_reason(const Pending& cur) {
+  int64_t questions = 0, answers = 0;
+  for (const Message& m : cur.kept) ++(m.role == Role::kUser ? questions : answers);
+  std::string r = count_of(questions, "question") + " (\"human\"), " + count_of(answers, "answer") +
+                  " (\"gpt\")";
+  if (cur.other_roles > 0) {
+    r += "; " + count_of(cur.other_roles, "message") + " from " +
+         (cur.other_role.empty()
+              ? std::string("no one (no \"from\")")
+              : "\"" + cur.other_role + "\"" + (cur.other_roles > 1 ? " and others" : "")) +
+         " skipped";
+  }
+  if (cur.no_text > 0) r += "; " + count_of(cur.no_text, "message") + " without text skipped";
+  return r;
+}
 
 // Pass 1 over one piece's messages: checks every message's types and length and keeps the
 // user and assistant messages with text; nothing is tokenized yet.
@@ -100,6 +122,13 @@ void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
     }
     const auto from = m.find("from");
     const auto value = m.find("value");
+    if (from == m.end() && value == m.end() && (m.contains("role") || m.contains("content"))) {
+      throw make_error(mw,
+                       "has \"role\"/\"content\" (the OpenAI chat format), not ShareGPT's "
+                       "\"from\"/\"value\"",
+                       "convert the file: \"role\": \"user\" -> \"from\": \"human\", "
+                       "\"assistant\" -> \"gpt\", \"content\" -> \"value\"");
+    }
     if (from != m.end() && !from->is_string() && !from->is_null()) {
       throw make_error(
           mw, std::string("\"from\" is a JSON ") + from->type_name() + ", not a string", kShape);
@@ -110,8 +139,15 @@ void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
     }
     const Role role =
         (from == m.end() || from->is_null()) ? Role::kOther : role_of(from->get<std::string>());
-    if (role == Role::kOther || value == m.end() || value->is_null() ||
-        value->get_ref<const std::string&>().empty()) {
+    if (role == Role::kOther) {
+      if (cur.other_roles++ == 0 && from != m.end() && from->is_string()) {
+        cur.other_role = from->get<std::string>().substr(0, 40);
+      }
+      ++cur.skipped;
+      continue;
+    }
+    if (value == m.end() || value->is_null() || value->get_ref<const std::string&>().empty()) {
+      ++cur.no_text;
       ++cur.skipped;
       continue;
     }
@@ -168,7 +204,8 @@ void finish(Trace& t, Pending& cur, const TokenizeFn& tokenize, int32_t bos) {
   }
   if (s.turns.empty()) {
     ++t.skipped_conversations;
-    add_note(t, cur.where + ": no complete user/assistant turn; conversation skipped");
+    add_note(t, cur.where + ": no complete user/assistant turn (" + no_turn_reason(cur) +
+                    "); conversation skipped");
     return;
   }
   if (bos >= 0) {

@@ -132,6 +132,12 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
                          std::to_string(mc.max_context) + " tokens",
                      "use at most " + std::to_string(mc.max_context) + " (0: the model's)");
   }
+  // The grid's shapes (prefill chunks of up to 64 tokens after a context) need 64 tokens.
+  if (opts.ctx > 0 && opts.ctx < 64) {
+    throw make_error("--ctx",
+                     std::to_string(opts.ctx) + " is below the grid's least window, 64 tokens",
+                     "use 64 or more (0: the model's window)");
+  }
   int64_t win = std::max<int64_t>(opts.ctx > 0 ? opts.ctx : mc.max_context, 64);
   const uint64_t kv_token_bytes = 2ull * static_cast<uint64_t>(mc.n_layers) * mc.kv_dim() *
                                   (model.kv_precision() == "f32" ? 4 : 2);

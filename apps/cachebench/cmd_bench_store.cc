@@ -220,12 +220,25 @@ void register_bench_store(CLI::App* bench) {
     eval::BenchStoreOptions opt = a->opt;
     opt.entry_bytes = store::parse_size(a->entry_size, "--entry-size");
     opt.traffic_bytes = store::parse_size(a->traffic, "--traffic");
+    if (opt.traffic_bytes == 0) {
+      throw make_error("--traffic", "0 moves nothing",
+                       "give the bytes to save and load per round, at least one entry "
+                       "(--entry-size)");
+    }
     opt.chunk_bytes = store::parse_size(a->chunk, "--chunk-size");
     store::parse_io_mode(opt.io);  // reject a bad --io before any work
     // SIGINT/SIGTERM/SIGHUP: stop at the next round, the scratch store removed.
     install_interrupt_handlers("no result was written; its scratch store directories were removed");
     opt.poll = check_interrupted;
     const eval::BenchStoreResult r = eval::bench_store(opt);
+    if (r.traffic_bytes != opt.traffic_bytes) {  // whole entries, at least one
+      std::fprintf(stderr,
+                   "bench store: note: --traffic %s moved as %s, whole entries of %s (%d a "
+                   "round)\n",
+                   store::format_size(opt.traffic_bytes).c_str(),
+                   store::format_size(r.traffic_bytes).c_str(),
+                   store::format_size(r.entry_bytes).c_str(), r.entries_per_rep);
+    }
     print_table(r);  // before the journal's run, which may fail
     eval::JournalBenchResult j;
     if (a->journal_entries > 0) {

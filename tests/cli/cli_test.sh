@@ -701,6 +701,14 @@ expect_error negative_seed "--seed" "must be a non-negative integer, got -1" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --seed -1
 expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10000000" \
   "$CB" bench store --store-dir "$O" --policy-entries 100000000000
+expect_usage_error bench_store_no_traffic --traffic "0 moves nothing" \
+  "$CB" bench store --store-dir "$O" --traffic 0
+# --traffic is moved as whole entries, and a rounded one is said so.
+mkdir -p "$O/bs"
+if "$CB" bench store --store-dir "$O/bs" --entry-size 4MiB --traffic 6MiB --reps 1 \
+  --policy-entries 0 --journal-entries 0 >/dev/null 2>"$TMP/err" \
+  && grep -qF "note: --traffic 6 MiB moved as 4 MiB, whole entries of 4 MiB (1 a round)" "$TMP/err"; then ok
+else bad "bench store --traffic 6MiB: rounding not noted: $(tail -c 300 "$TMP/err")"; fi
 # Small entries in large chunks need a store many times --traffic: refused before allocating.
 expect_usage_error bench_store_chunks --traffic "entries of 1.5 MiB take 64 chunks of 1 MiB each" \
   "$CB" bench store --store-dir "$O" --entry-size 1.5MiB --traffic 100GiB
@@ -755,6 +763,8 @@ expect_error sim_ssd_unmeasured "--profile $O/cal_nossd.json" "SSD rates were no
   --ssd 1GB
 expect_usage_error calibrate_ssd_dir --ssd-dir "'$O/nope' does not exist" \
   "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "$O/nope"
+expect_usage_error calibrate_ctx_below_grid --ctx "10 is below the grid's least window" \
+  "$CB" calibrate -m preset:tiny-llama --out "$O/p.json" --ssd-dir "" --ctx 10
 expect_error calibrate_print_and_measure "--print-profile" "measures nothing" \
   "$CB" calibrate --print-profile a100-80gb -m preset:tiny-llama --out "$O/p.json"
 expect_usage_error calibrate_print_reps --reps "--print-profile prints a profile and measures nothing" \

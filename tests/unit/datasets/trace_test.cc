@@ -223,6 +223,23 @@ TEST(ShareGpt, MalformedFiles) {
   EXPECT_TRUE(has(e, "no complete user/assistant turn in")) << e;
   e = sharegpt_error("sg_emptyarray.json", " [ ] ");
   EXPECT_TRUE(has(e, "no complete user/assistant turn in")) << e;
+  // Why no turn: questions without answers (a file of first turns only), other roles, no text.
+  e = sharegpt_error("sg_questions.json",
+                     "[{\"id\": \"q1\", \"conversations\": [{\"from\": \"human\", "
+                     "\"value\": \"q\"}, {\"from\": \"martian\", \"value\": \"a\"}, "
+                     "{\"from\": \"gpt\", \"value\": null}]}]");
+  EXPECT_TRUE(has(e,
+                  "conversation 0 (id q1): no complete user/assistant turn (1 question "
+                  "(\"human\"), 0 answers (\"gpt\"); 1 message from \"martian\" skipped; 1 "
+                  "message without text skipped)"))
+      << e;
+  // The OpenAI chat format is named as such, not skipped message by message.
+  e = sharegpt_error("sg_openai.json",
+                     "[{\"conversations\": [{\"role\": \"user\", \"content\": \"q\"}]}]");
+  EXPECT_TRUE(has(e,
+                  "conversation 0, message 0: has \"role\"/\"content\" (the OpenAI chat "
+                  "format)"))
+      << e;
 
   const std::string missing = test::tmp_dir() + "/sg_no_such_file.json";
   error_of([&] { load_sharegpt(missing, SpaceTokenizer{}, {}); }, missing);
