@@ -218,7 +218,8 @@ int run_replay_cmd(ReplayArgs& a) {
       throw make_error("--compare",
                        std::string("is the run's own mode (") + engine::mode_name(c) +
                            "); the baseline must be another",
-                       "use --compare re (or of), or --mode re --compare ca");
+                       c == engine::Mode::RE ? "use --compare ca (or of)"
+                                             : "use --compare re (the usual baseline)");
     }
     modes.insert(modes.begin(), c);  // the baseline first
   }
@@ -301,16 +302,16 @@ int run_replay_cmd(ReplayArgs& a) {
   nlohmann::json cmp;
   if (runs.size() == 2) {
     cmp = metrics::compare_summaries(runs[0].summary, runs[1].summary);
-    const auto v = [&](const char* k, int prec) {
-      return cmp[k].is_null() ? std::string("n/a") : fmt(cmp[k].get<double>(), prec);
+    const auto v = [&](const char* k, int prec, const char* unit) {  // "n/a" without the unit
+      return cmp[k].is_null() ? std::string("n/a") : fmt(cmp[k].get<double>(), prec) + unit;
     };
     std::printf(
-        "\n%s vs %s: TTFT reduction %s%%, prefill throughput %sx, GPU time %s/%s %sx, "
-        "cost saving %s%%\n",
+        "\n%s vs %s: TTFT reduction %s, prefill throughput %s, GPU time %s/%s %s, "
+        "cost saving %s\n",
         engine::mode_name(runs[1].mode), engine::mode_name(runs[0].mode),
-        v("ttft_reduction_pct", 1).c_str(), v("prefill_throughput_x", 2).c_str(),
+        v("ttft_reduction_pct", 1, "%").c_str(), v("prefill_throughput_x", 2, "x").c_str(),
         engine::mode_name(runs[0].mode), engine::mode_name(runs[1].mode),
-        v("gpu_time_x", 2).c_str(), v("cost_saving_pct", 1).c_str());
+        v("gpu_time_x", 2, "x").c_str(), v("cost_saving_pct", 1, "%").c_str());
   }
   for (const auto& r : runs) {
     // Quiet, only the tiers that ran other than asked (memory not page-locked, no O_DIRECT).

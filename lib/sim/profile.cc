@@ -238,7 +238,7 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::s
     }
     p.*(f.member) = j[f.name].get<double>();
   }
-  const auto integer = [&](const char* k, int* out) {
+  const auto integer = [&](const char* k, int* out, int64_t lo) {
     if (!j.contains(k)) return;
     if (!j[k].is_number_integer()) {
       throw make_error(origin, std::string("field '") + k + "' must be an integer");
@@ -247,14 +247,14 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::s
     const int64_t v = j[k].is_number_unsigned()
                           ? static_cast<int64_t>(std::min<uint64_t>(j[k].get<uint64_t>(), 1u << 31))
                           : j[k].get<int64_t>();
-    if (v < 0 || v > 65536) {
+    if (v < lo || v > 65536) {
       throw make_error(origin, std::string("field '") + k + "' is " + std::to_string(v),
-                       "it must be an integer from 0 to 65536");
+                       "it must be an integer from " + std::to_string(lo) + " to 65536");
     }
     *out = static_cast<int>(v);
   };
-  integer("gpus", &p.gpus);
-  integer("kv_bytes_per_element", &p.kv_bytes_per_element);
+  integer("gpus", &p.gpus, 1);
+  integer("kv_bytes_per_element", &p.kv_bytes_per_element, 0);  // then checked: 1, 2 or 4
   if (j.contains("sources")) {
     if (!j["sources"].is_object()) throw make_error(origin, "field 'sources' must be an object");
     for (const auto& [k, v] : j["sources"].items()) {

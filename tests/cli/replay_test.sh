@@ -149,6 +149,15 @@ if [ $? -eq 2 ] && grep -qF -- "--truncate-align" "$TMP/err"; then ok; else bad 
 # some saves of entries the policy would evict first go to the SSD by default, none with
 # --no-save-admission; the config records which.
 "$CB" trace synth --sessions 200 --seed 7 --out "$TMP/synth200.json" >/dev/null 2>&1 || bad "trace synth 200"
+# A ratio with nothing to divide by (no prices: no cost) is "n/a", without a unit.
+"$CB" trace synth --sessions 12 --seed 7 --out "$TMP/synth12.json" >/dev/null 2>&1 || bad "trace synth 12"
+out=$("$CB" replay "$TMP/synth12.json" --model preset:llama-7b --sim --compare re --quiet \
+  --price-gpu 0 --price-dram 0 --price-ssd 0 2>/dev/null)
+if grep -qE "cost saving n/a$" <<<"$out"; then ok; else bad "cost saving without prices: $(tail -c 200 <<<"$out")"; fi
+# A --compare of the run's own mode points to another.
+"$CB" replay "$TMP/synth12.json" --model preset:llama-7b --sim --mode re --compare re >/dev/null 2>"$TMP/err"
+if [ $? -eq 2 ] && grep -qF "use --compare ca (or of)" "$TMP/err"; then ok
+else bad "--mode re --compare re: $(head -c 300 "$TMP/err")"; fi
 # (The demotion budget, off here, drops a few victims at this scale: checked below.)
 for f in on off; do
   flag="--no-drop-slow-demotions"

@@ -57,7 +57,11 @@ TEST(Profile, MalformedProfilesNameTheField) {
   EXPECT_NE(msg(c).find("ssd_read_gbps"), std::string::npos);
   nlohmann::json d = j;
   d["gpus"] = 0;
-  EXPECT_NE(msg(d).find("gpus"), std::string::npos);
+  EXPECT_NE(msg(d).find("field 'gpus' is 0; it must be an integer from 1 to 65536"),
+            std::string::npos)
+      << msg(d);
+  d["gpus"] = -2;  // the same range said for every value out of it
+  EXPECT_NE(msg(d).find("it must be an integer from 1 to 65536"), std::string::npos) << msg(d);
   EXPECT_NE(msg(nlohmann::json::array()).find("object"), std::string::npos);
   // Values that would not convert: a capacity past uint64_t, an integer past int.
   nlohmann::json e = j;
