@@ -70,6 +70,13 @@ std::string window_said(const AblateOptions& a) {
          " a " + std::to_string(window(a)) + "-token window";
 }
 
+// What to do when a study needs a window of `need` tokens and window(a) is shorter.
+std::string window_fix(const AblateOptions& a, int64_t need) {
+  const std::string n = std::to_string(need);
+  return a.ctx > 0 ? "use --ctx " + n + " or more (0: the model's window)"
+                   : "use a model whose window is " + n + " tokens or more";
+}
+
 class Runner {
  public:
   explicit Runner(const AblateOptions& a) : a_(a) {}
@@ -226,7 +233,8 @@ void recompute_vs_ca(Runner& run, AblateResult* r) {
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false},
                 {"preload_stall_ms", "preload stall (ms)", 1, false}};
   if (window(a) < 1001) {
-    throw make_usage_error("ablate", window_said(a) + "; recompute-vs-ca needs 1K-token prompts");
+    throw make_usage_error("ablate", window_said(a) + "; recompute-vs-ca needs 1K-token prompts",
+                           window_fix(a, 1001));
   }
   for (int64_t hist = 500; hist <= 900; hist += 100) {
     // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
@@ -263,7 +271,8 @@ void preload(Runner& run, AblateResult* r) {
                 {"preload_stall_ms", "preload stall (ms)", 1, true},
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
   if (window(a) < 1101) {
-    throw make_usage_error("ablate", window_said(a) + "; preload needs 1100 tokens");
+    throw make_usage_error("ablate", window_said(a) + "; preload needs 1100 tokens",
+                           window_fix(a, 1101));
   }
   // Twice the batch: the measured turns all arrive at once (long after the warm-up turns and
   // their saves; an idle gap costs nothing), so the second half waits while the first
@@ -312,8 +321,7 @@ void async_save(Runner& run, AblateResult* r) {
                 {"gpu_time_s", "GPU time (s)", 3, false}};
   for (int64_t p = 1000; p <= 1600; p += 200) {
     if (p + 20 > window(a)) {
-      r->notes.push_back("prompt " + std::to_string(p) + " skipped: " + a.config.name +
-                         "'s window is " + std::to_string(window(a)) + " tokens");
+      r->notes.push_back("prompt " + std::to_string(p) + " skipped: " + window_said(a));
       continue;
     }
     // Four batches: a synchronous save holds up the batch after it.
@@ -330,7 +338,8 @@ void async_save(Runner& run, AblateResult* r) {
     }
   }
   if (r->rows.empty()) {
-    throw make_usage_error("ablate", window_said(a) + ", too short for 1K-token prompts");
+    throw make_usage_error("ablate", window_said(a) + ", too short for 1K-token prompts",
+                           window_fix(a, 1020));
   }
   r->config["output_tokens"] = 20;
   r->config["batch"] = a.batch;

@@ -610,6 +610,10 @@ void add(CLI::App& app, const char* name, const char* help) {
                 "no progress, opening line or store description on stderr (but a tier that runs "
                 "other than asked, and notes and warnings)");
   set_action(sub, [a, think, sub] {
+    if (a->store_dir.empty() && was_given(*sub, "--store-dir")) {
+      throw make_error("--store-dir", "an empty path",
+                       "pass the directory under which the SSD tier's files go");
+    }
     if (a->sim) {
       refuse_given(*sub,
                    {"--io-threads", "--gpu-storage", "--gpu", "--cpu-weights", "--weights-seed"},

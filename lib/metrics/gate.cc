@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 
@@ -205,7 +206,21 @@ std::string metrics_hint(const json& baseline) {
   std::string s = " for the metrics it has (its numbers: ";
   for (size_t i = 0; i < paths.size(); ++i) s += (i ? ", " : "") + paths[i];
   if (total > paths.size()) s += ", and " + std::to_string(total - paths.size()) + " more";
-  return s + "), e.g. --max-regression " + paths.front() + "=5";
+  // The example: the first that reads as a measurement (a rate, a time, a ratio), not a
+  // setting such as chunk_bytes.
+  std::string example = paths.front();
+  for (const std::string& p : paths) {
+    bool measured = false;
+    for (const char* end : {"gbs", "gbps", "tok_s", "_ms", "_s", "ppl", "accuracy", "_x", "_pct"}) {
+      const size_t n = std::strlen(end);
+      measured |= p.size() >= n && p.compare(p.size() - n, n, end) == 0;
+    }
+    if (measured) {
+      example = p;
+      break;
+    }
+  }
+  return s + "), e.g. --max-regression " + example + "=5";
 }
 
 std::vector<Bound> default_bounds() {

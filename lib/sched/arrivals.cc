@@ -20,6 +20,16 @@ double exponential(std::mt19937_64& rng, double mean) {
 
 namespace {
 
+/// The shortest of %.15g..%.17g that reads back as `v` ("4", not "4.0000000000000000").
+std::string exact(double v) {
+  char buf[40];
+  for (int p = 15; p <= 17; ++p) {
+    std::snprintf(buf, sizeof buf, "%.*g", p, v);
+    if (std::strtod(buf, nullptr) == v) break;
+  }
+  return buf;
+}
+
 // Seconds in 0..kMaxThinkTimeS into *out. False for text that is not a number; a number out of
 // that range throws, naming it.
 bool parse_seconds(const std::string& s, double* out) {
@@ -68,8 +78,12 @@ ThinkTime ThinkTime::parse(const std::string& text) {
   if (kind == "uniform") {
     const size_t c2 = rest.find(':');
     if (c2 == std::string::npos || !parse_seconds(rest.substr(0, c2), &t.a) ||
-        !parse_seconds(rest.substr(c2 + 1), &t.b) || t.b < t.a) {
+        !parse_seconds(rest.substr(c2 + 1), &t.b)) {
       throw bad();
+    }
+    if (t.b < t.a) {
+      throw make_error("--think-time", "'" + text + "' has LO above HI",
+                       "use uniform:" + exact(t.b) + ":" + exact(t.a));
     }
     t.kind = Kind::Uniform;
     return t;
@@ -91,18 +105,6 @@ double ThinkTime::sample(std::mt19937_64& rng) const {
 double ThinkTime::next_arrival(double finish, std::mt19937_64& rng) const {
   return kind == Kind::Until ? std::max(finish, a) : finish + sample(rng);
 }
-
-namespace {
-/// The shortest of %.15g..%.17g that reads back as `v` ("4", not "4.0000000000000000").
-std::string exact(double v) {
-  char buf[40];
-  for (int p = 15; p <= 17; ++p) {
-    std::snprintf(buf, sizeof buf, "%.*g", p, v);
-    if (std::strtod(buf, nullptr) == v) break;
-  }
-  return buf;
-}
-}  // namespace
 
 std::string ThinkTime::describe() const {
   switch (kind) {

@@ -134,7 +134,7 @@ if [ "$WHAT" = sim ]; then
     "all(v('CA', l, 'hit') > 0 and v('RE', l, 'hit') == 0 and v('CA', l, 'prefill_throughput') > v('RE', l, 'prefill_throughput') for l in ['0.5', '2.0'])"
   svg arrival-rate "$O"
   fails unknown "unknown study 'nope'" nope
-  fails short_ctx "gives a 512-token window; recompute-vs-ca needs 1K-token prompts" \
+  fails short_ctx "gives a 512-token window; recompute-vs-ca needs 1K-token prompts; use --ctx 1001 or more" \
     recompute-vs-ca --ctx 512 --no-plot
   fails realonly "use --mode sim" eviction --mode real --model "$MODEL"
   fails realonly_first "use --mode sim" eviction --mode real --model /no/such.gguf

@@ -158,6 +158,13 @@ if grep -qE "cost saving n/a$" <<<"$out"; then ok; else bad "cost saving without
 "$CB" replay "$TMP/synth12.json" --model preset:llama-7b --sim --mode re --compare re >/dev/null 2>"$TMP/err"
 if [ $? -eq 2 ] && grep -qF "use --compare ca (or of)" "$TMP/err"; then ok
 else bad "--mode re --compare re: $(head -c 300 "$TMP/err")"; fi
+# An empty --store-dir is named as such; uniform think times with LO above HI say so.
+"$CB" replay "$TMP/synth12.json" --model preset:tiny-llama --ssd 64MiB --store-dir "" >/dev/null 2>"$TMP/err"
+if [ $? -eq 2 ] && grep -qF -- "--store-dir: an empty path" "$TMP/err"; then ok
+else bad "--store-dir '': $(head -c 300 "$TMP/err")"; fi
+"$CB" replay "$TMP/synth12.json" --model preset:tiny-llama --sim --think-time uniform:3:1 >/dev/null 2>"$TMP/err"
+if [ $? -eq 2 ] && grep -qF -- "'uniform:3:1' has LO above HI; use uniform:1:3" "$TMP/err"; then ok
+else bad "--think-time uniform:3:1: $(head -c 300 "$TMP/err")"; fi
 # (The demotion budget, off here, drops a few victims at this scale: checked below.)
 for f in on off; do
   flag="--no-drop-slow-demotions"

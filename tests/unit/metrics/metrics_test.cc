@@ -535,13 +535,15 @@ TEST(GateTest, GivenBoundsAddToTheDefaultsAndReplaceTheirOwnMetric) {
   EXPECT_NE(none.find("--max-regression METRIC=PCT"), std::string::npos) << none;
   // ... naming the numbers the baseline holds, which a bound could name (a generate result's).
   const json gen = {{"task", "generate"},
+                    {"chunk_bytes", 4096},  // a setting: not the example
                     {"prefill_tok_s", 900.5},
                     {"sampling", {{"temperature", 0}, {"greedy", true}}},
                     {"results", json::array({json{{"ppl", 3.9}}})},
                     {"ids", json::array({1, 2, 3})}};
   const std::string named = error_of([&] { gate_bounds({}, false, gen); });
-  EXPECT_NE(named.find("its numbers: prefill_tok_s, results.0.ppl, sampling.temperature)"),
-            std::string::npos)
+  EXPECT_NE(
+      named.find("its numbers: chunk_bytes, prefill_tok_s, results.0.ppl, sampling.temperature)"),
+      std::string::npos)
       << named;
   EXPECT_NE(named.find("e.g. --max-regression prefill_tok_s=5"), std::string::npos) << named;
   const std::string no_numbers = error_of([&] {
