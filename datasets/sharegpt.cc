@@ -229,9 +229,10 @@ Trace parse_sharegpt(std::string_view bytes, const std::string& path, const Toke
                      const TraceLoadOptions& opts) {
   const json j = parse_trace_json(bytes, path);  // a malformed file is said to be one first
   if (!tokenize) {
-    throw make_error("", path +
-                             " is a ShareGPT trace: it needs a tokenizer (--tokenizer FILE, or "
-                             "--model M with a vocabulary)");
+    // An option missing beside the trace: a usage error (exit 2).
+    throw make_usage_error("", path +
+                                   " is a ShareGPT trace: it needs a tokenizer (--tokenizer FILE, "
+                                   "or --model M with a vocabulary)");
   }
   if (!j.is_array()) {
     throw make_error(

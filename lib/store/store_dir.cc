@@ -207,20 +207,21 @@ StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes) {
   return info;
 }
 
+// A directory the command line named that cannot serve: the command line is wrong (exit 2).
 void check_store_dir(const std::string& dir, bool writable, bool existing) {
-  if (dir.empty()) throw make_error("--store-dir", "is empty", "name the store's directory");
+  if (dir.empty()) throw make_usage_error("--store-dir", "is empty", "name the store's directory");
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
-    throw make_error(dir,
-                     std::string("store directory does not exist (") + std::strerror(errno) + ")",
-                     existing ? "pass the directory of a store (replay --keep-store keeps one)"
-                              : "create it (mkdir -p " + dir + ") or pass another --store-dir");
+    throw make_usage_error(
+        dir, std::string("store directory does not exist (") + std::strerror(errno) + ")",
+        existing ? "pass the directory of a store (replay --keep-store keeps one)"
+                 : "create it (mkdir -p " + dir + ") or pass another --store-dir");
   }
-  if (!S_ISDIR(st.st_mode)) throw make_error(dir, "--store-dir is not a directory");
+  if (!S_ISDIR(st.st_mode)) throw make_usage_error(dir, "--store-dir is not a directory");
   if (writable && ::access(dir.c_str(), W_OK | X_OK) != 0) {
-    throw make_error(dir,
-                     std::string("store directory is not writable (") + std::strerror(errno) + ")",
-                     "fix its permissions or pass a writable --store-dir");
+    throw make_usage_error(
+        dir, std::string("store directory is not writable (") + std::strerror(errno) + ")",
+        "fix its permissions or pass a writable --store-dir");
   }
 }
 

@@ -98,7 +98,8 @@ void write_store_marker(const std::string& dir, const StoreDirInfo& info);
 void check_chunk_bytes(uint64_t chunk_bytes);
 /// Geometry for a new store of `ssd_bytes` with `chunk_bytes` slots (check_chunk_bytes first).
 StoreDirInfo plan_store(uint64_t ssd_bytes, uint64_t chunk_bytes);
-/// Throws cb::Error unless `dir` exists, is a directory and (when `writable`) is writable;
+/// Throws cb::UsageError (the command line named it) unless `dir` exists, is a directory and
+/// (when `writable`) is writable;
 /// `existing`: the directory of a store to open (not one to make a store in).
 void check_store_dir(const std::string& dir, bool writable = true, bool existing = false);
 /// The journal compaction threshold of a new store in `dir` whose file system has `room`

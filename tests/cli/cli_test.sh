@@ -614,6 +614,9 @@ expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 1000000
 expect_error store_dir_empty "--store-dir" "is empty" "$CB" store stat --store-dir ""
+: >"$TMP/afile"
+expect_usage_error store_dir_a_file "$TMP/afile" "--store-dir is not a directory" \
+  "$CB" store stat --store-dir "$TMP/afile"
 # Files only named like a store's are not a store: clear refuses them and deletes nothing;
 # verify says it cannot verify such a directory with 2 (1 means corruption found).
 mkdir -p "$TMP/notstore"
