@@ -242,6 +242,25 @@ int run_replay_cmd(ReplayArgs& a) {
   }
   LoadedModel lm = load_model(a.m, false, !a.sim);
   const model::ModelConfig& mc = lm.source->config();
+  if (stores) {
+    // An entry, of one token even, takes a chunk for each layer's K and V: when no tier has
+    // that much, every save is refused, and the run would only say so at its end. (A tier too
+    // small beside one that is not only passes its saves to it.)
+    const uint64_t least = 2ull * static_cast<uint64_t>(mc.n_layers) * o.store.chunk_bytes;
+    std::pair<const char*, uint64_t> largest{"--dram", o.store.dram_bytes};
+    if (o.store.hbm_bytes > largest.second) largest = {"--hbm", o.store.hbm_bytes};
+    if (o.store.ssd_bytes > largest.second) largest = {"--ssd", o.store.ssd_bytes};
+    if (largest.second < least) {
+      throw make_error(
+          largest.first,
+          store::format_size(largest.second) + ", the largest tier, holds no entry of " + mc.name +
+              ": even one token's takes " + store::format_size(least) + " (" +
+              std::to_string(mc.n_layers) + " layers x K,V in chunks of " +
+              store::format_size(o.store.chunk_bytes) + ")",
+          "give at least " + store::format_size(least) + ", or a smaller --chunk-size");
+    }
+  }
+
   datasets::TraceLoadOptions lo;
   lo.limit = a.limit;
   lo.join_split = !a.no_join_split;

@@ -570,8 +570,16 @@ expect_usage_error perplexity_ratio_1 --truncate-ratio "must be in (0, 1)" \
 "$CB" trace synth --sessions 3 --seed 1 --out "$TMP/synth3.json" >/dev/null 2>&1 || bad "trace synth 3"
 # Virtual time is a double in seconds: a rate or think time that would stretch a run past the
 # span it resolves to a microsecond is refused (the millisecond metrics would be noise).
-# A store too small for any entry refuses every save: said on stderr, not only as a hit rate of 0.
-"$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --dram 1MiB >"$TMP/out" 2>"$TMP/err"
+# A store too small for any entry would refuse every save: refused before the run (real and
+# sim alike), not only said at its end.
+expect_usage_error replay_no_room_for_an_entry --dram "3 MiB, the largest tier, holds no entry of tiny-llama: even one token's takes 4 MiB" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --dram 3MiB
+expect_usage_error replay_no_room_sim --dram "3 MiB, the largest tier, holds no entry" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --dram 3MiB
+# Room for a short entry but not for these conversations' own: every save refused, said on
+# stderr, not only as a hit rate of 0.
+"$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --dram 16KiB --chunk-size 4KiB \
+  >"$TMP/out" 2>"$TMP/err"
 rc=$?
 if [ $rc -eq 0 ] && grep -qF "saves refused or failed (save_failures)" "$TMP/err"; then ok
 else bad "replay with no room for an entry: rc=$rc, $(head -c 600 "$TMP/err")"; fi
