@@ -55,6 +55,7 @@ struct ReplayArgs {
 void parse_slow(const std::vector<std::string>& specs, double* gbps, const char* opt,
                 const bool present[3]) {
   constexpr double kMin = 1e-5;  // 10 KB/s: slower only makes a run that never ends
+  bool seen[3] = {false, false, false};
   for (const std::string& s : specs) {
     const size_t eq = s.find('=');
     const std::string tier = s.substr(0, eq);
@@ -72,6 +73,11 @@ void parse_slow(const std::vector<std::string>& specs, double* gbps, const char*
       throw make_error(opt, "'" + s + "': this run has no " + tier + " tier",
                        "give it a budget (--" + tier + " SIZE) or drop this option");
     }
+    if (seen[t]) {
+      throw make_error(opt, "gives the " + tier + " tier twice; which rate is meant is unclear",
+                       "give each tier once");
+    }
+    seen[t] = true;
     gbps[t] = v;
   }
 }

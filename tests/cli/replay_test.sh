@@ -165,6 +165,10 @@ else bad "--store-dir '': $(head -c 300 "$TMP/err")"; fi
 "$CB" replay "$TMP/synth12.json" --model preset:tiny-llama --sim --think-time uniform:3:1 >/dev/null 2>"$TMP/err"
 if [ $? -eq 2 ] && grep -qF -- "'uniform:3:1' has LO above HI; use uniform:1:3" "$TMP/err"; then ok
 else bad "--think-time uniform:3:1: $(head -c 300 "$TMP/err")"; fi
+"$CB" replay "$TMP/synth12.json" --model preset:tiny-llama --sim --slow-read dram=1 \
+  --slow-read dram=2 >/dev/null 2>"$TMP/err"
+if [ $? -eq 2 ] && grep -qF -- "--slow-read: gives the dram tier twice" "$TMP/err"; then ok
+else bad "--slow-read twice: $(head -c 300 "$TMP/err")"; fi
 # (The demotion budget, off here, drops a few victims at this scale: checked below.)
 for f in on off; do
   flag="--no-drop-slow-demotions"
