@@ -69,9 +69,11 @@ std::vector<fs::path> csv_files(const fs::path& dir) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->path().extension() != ".csv") continue;
-    if (!it->is_regular_file(ec)) {
-      if (ec) break;
-      throw make_error(it->path().string(), "named like a subject's CSV but not a regular file",
+    std::error_code fe;  // a dangling link's own error, not the listing's
+    if (!it->is_regular_file(fe)) {
+      throw make_error(it->path().string(),
+                       "named like a subject's CSV but not a regular file" +
+                           (fe ? " (" + fe.message() + ")" : std::string()),
                        "replace it with the CSV file or rename it");
     }
     files.push_back(it->path());

@@ -86,9 +86,10 @@ struct Pending {
   int64_t pieces = 1;
   std::vector<Message> kept;
   int64_t skipped = 0;
-  int64_t other_roles = 0;  ///< messages skipped for a "from" that is neither side's
-  std::string other_role;   ///< the first such "from" ("system", "" when absent)
-  int64_t no_text = 0;      ///< messages skipped for an empty or absent "value"
+  int64_t other_roles = 0;          ///< messages skipped for a "from" that is neither side's
+  std::string other_role;           ///< the first such "from" ("system", "" when absent)
+  bool other_roles_differ = false;  ///< another such message had another "from"
+  int64_t no_text = 0;              ///< messages skipped for an empty or absent "value"
   bool too_long = false;
 };
 
@@ -99,12 +100,15 @@ std::string no_turn_reason(const Pending& cur) {
   for (const Message& m : cur.kept) ++(m.role == Role::kUser ? questions : answers);
   std::string r = count_of(questions, "question") + " (\"human\"), " + count_of(answers, "answer") +
                   " (\"gpt\")";
+  // Both kinds, and still no turn: no answer follows a question (or its question tokenized to
+  // nothing).
+  if (questions > 0 && answers > 0) r += ", but no question with an answer after it";
   if (cur.other_roles > 0) {
+    const std::string who =
+        cur.other_role.size() > 40 ? cur.other_role.substr(0, 40) + "..." : cur.other_role;
     r += "; " + count_of(cur.other_roles, "message") + " from " +
-         (cur.other_role.empty()
-              ? std::string("no one (no \"from\")")
-              : "\"" + cur.other_role + "\"" + (cur.other_roles > 1 ? " and others" : "")) +
-         " skipped";
+         (who.empty() ? std::string("no one (no \"from\")") : "\"" + who + "\"") +
+         (cur.other_roles_differ ? " and other roles" : "") + " skipped";
   }
   if (cur.no_text > 0) r += "; " + count_of(cur.no_text, "message") + " without text skipped";
   return r;
@@ -126,8 +130,8 @@ void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
       throw make_error(mw,
                        "has \"role\"/\"content\" (the OpenAI chat format), not ShareGPT's "
                        "\"from\"/\"value\"",
-                       "convert the file: \"role\": \"user\" -> \"from\": \"human\", "
-                       "\"assistant\" -> \"gpt\", \"content\" -> \"value\"");
+                       "rename the keys \"role\" -> \"from\" and \"content\" -> \"value\" "
+                       "(\"user\" and \"assistant\" are read as they are)");
     }
     if (from != m.end() && !from->is_string() && !from->is_null()) {
       throw make_error(
@@ -140,8 +144,11 @@ void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
     const Role role =
         (from == m.end() || from->is_null()) ? Role::kOther : role_of(from->get<std::string>());
     if (role == Role::kOther) {
-      if (cur.other_roles++ == 0 && from != m.end() && from->is_string()) {
-        cur.other_role = from->get<std::string>().substr(0, 40);
+      const std::string who = from != m.end() && from->is_string() ? from->get<std::string>() : "";
+      if (cur.other_roles++ == 0) {
+        cur.other_role = who;
+      } else if (who != cur.other_role) {
+        cur.other_roles_differ = true;
       }
       ++cur.skipped;
       continue;

@@ -70,11 +70,17 @@ std::string window_said(const AblateOptions& a) {
          " a " + std::to_string(window(a)) + "-token window";
 }
 
-// What to do when a study needs a window of `need` tokens and window(a) is shorter.
-std::string window_fix(const AblateOptions& a, int64_t need) {
+// The refusal of a study that needs a window of `need` tokens when window(a) is shorter: a
+// larger --ctx where the model's window allows it, else another model.
+UsageError window_refusal(const AblateOptions& a, const std::string& study, int64_t need) {
   const std::string n = std::to_string(need);
-  return a.ctx > 0 ? "use --ctx " + n + " or more (0: the model's window)"
-                   : "use a model whose window is " + n + " tokens or more";
+  return make_usage_error(
+      "ablate", window_said(a) + "; " + study + " needs a window of " + n + " tokens",
+      need > a.config.max_context
+          ? "use a model whose window is " + n + " tokens or more (" + a.config.name + "'s is " +
+                std::to_string(a.config.max_context) + ")"
+          : "use --ctx " + n + " or more (at most " + std::to_string(a.config.max_context) +
+                "; 0: the model's window)");
 }
 
 class Runner {
@@ -233,8 +239,7 @@ void recompute_vs_ca(Runner& run, AblateResult* r) {
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false},
                 {"preload_stall_ms", "preload stall (ms)", 1, false}};
   if (window(a) < 1001) {
-    throw make_usage_error("ablate", window_said(a) + "; recompute-vs-ca needs 1K-token prompts",
-                           window_fix(a, 1001));
+    throw window_refusal(a, "recompute-vs-ca (1K-token prompts)", 1001);
   }
   for (int64_t hist = 500; hist <= 900; hist += 100) {
     // Turn 1 leaves `hist` tokens of context (its answer's last token is fed with turn 2).
@@ -271,8 +276,7 @@ void preload(Runner& run, AblateResult* r) {
                 {"preload_stall_ms", "preload stall (ms)", 1, true},
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
   if (window(a) < 1101) {
-    throw make_usage_error("ablate", window_said(a) + "; preload needs 1100 tokens",
-                           window_fix(a, 1101));
+    throw window_refusal(a, "preload (1K-token histories and 100 new tokens)", 1101);
   }
   // Twice the batch: the measured turns all arrive at once (long after the warm-up turns and
   // their saves; an idle gap costs nothing), so the second half waits while the first
@@ -338,8 +342,7 @@ void async_save(Runner& run, AblateResult* r) {
     }
   }
   if (r->rows.empty()) {
-    throw make_usage_error("ablate", window_said(a) + ", too short for 1K-token prompts",
-                           window_fix(a, 1020));
+    throw window_refusal(a, "async-save (1K-token prompts and 20 decode steps)", 1020);
   }
   r->config["output_tokens"] = 20;
   r->config["batch"] = a.batch;

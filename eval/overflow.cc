@@ -6,6 +6,7 @@
 
 #include "eval/perplexity.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::eval {
 
@@ -250,7 +251,7 @@ std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
   if (T <= N + 1) {
     throw make_error(
         "overflow study",
-        std::string(cut ? "--max-tokens keeps " : "the text has ") + std::to_string(T) + " tokens" +
+        std::string(cut ? "--max-tokens keeps " : "the text has ") + count_of(T, "token") +
             (cut ? " of the text's " + std::to_string(all_tokens.size()) : "") +
             "; it needs at least " + std::to_string(N + 2) + " (--ctx " + std::to_string(N) +
             " + 2) to overflow the window",

@@ -98,7 +98,10 @@ int full_windows(size_t n_tokens, int n_ctx, int max_chunks, const char* unit) {
     throw make_error("--ctx",
                      std::to_string(n_ctx) + " tokens make one " + unit + ", and the text has " +
                          count_of(static_cast<long long>(n_tokens), "token"),
-                     "use a smaller --ctx or a longer file");
+                     n_tokens >= 4
+                         ? "use --ctx " + std::to_string(n_tokens) + " or less, or a longer file"
+                         : std::string("use a longer file: even the smallest --ctx, 4, "
+                                       "needs 4 tokens"));
   }
   return max_chunks > 0 && max_chunks < n ? max_chunks : n;
 }

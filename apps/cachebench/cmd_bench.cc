@@ -54,6 +54,7 @@ void register_bench(CLI::App& app) {
       ->check(output_file());
   set_action(cpu, [a] {
     auto src = model::ModelSource::open(a->m.model);
+    refuse_weights_seed_for_file(a->m, *src);
     model::ModelConfig cfg = src->config();
     if (a->layers > 0) {
       if (a->layers > cfg.n_layers)

@@ -100,6 +100,7 @@ void register_calibrate(CLI::App& app) {
       "calibrate", "Measure a hardware profile for sim mode (the real kernels and store)");
   sub->add_option("--model,-m", a->m.model, "a .gguf file, a checkpoint directory, or preset:NAME");
   sub->add_option("--weights-seed", a->m.seed, "seed of preset weights")->capture_default_str();
+  a->m.model_sub = sub;  // load_model refuses --weights-seed for a model file
   add_backend_options(sub, &a->m);
   add_cpu_weights_option(sub, &a->m);
   sub->add_option("--out,-o", a->out, "profile JSON to write")->check(output_file());
@@ -110,8 +111,8 @@ void register_calibrate(CLI::App& app) {
       ->capture_default_str()
       ->check(writable_dir());
   sub->add_option("--ctx", a->o.ctx,
-                  "the grid's window in tokens (0: the model's; on a GPU, halved until the KV "
-                  "pool fits)")
+                  "the grid's window in tokens, at least 64 (0: the model's; on a GPU, halved "
+                  "until the KV pool fits)")
       ->check(at_least(0));
   sub->add_option("--kv-entries", a->kv_entries,
                   "the entries of the replays to predict: f32, or native (replay --kv-entries "

@@ -231,7 +231,7 @@ std::vector<eval::LmEvalDocument> wikitext_documents(const PerplexityArgs& a, co
       if (docs.empty()) {
         throw make_error("--max-tokens",
                          std::to_string(a.max_tokens) + " keeps no whole article: the first has " +
-                             std::to_string(n) + " tokens",
+                             count_of(n, "token"),
                          "pass --max-tokens " + std::to_string(n) + " or more, or 0 for all");
       }
       full = true;

@@ -275,7 +275,7 @@ int run_replay_cmd(ReplayArgs& a) {
     std::fprintf(stderr, "cachebench: %s: skipped %s and %s\n", a.trace.c_str(),
                  count_of(trace.skipped_conversations, "conversation").c_str(),
                  count_of(trace.skipped_messages, "message").c_str());
-    for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", n.c_str());
+    for (const std::string& n : trace.notes) std::fprintf(stderr, "  %s\n", printable(n).c_str());
   }
   if (trace.joined_pieces > 0) {
     std::fprintf(stderr, "cachebench: %s: joined %s into their conversations\n", a.trace.c_str(),
@@ -636,8 +636,8 @@ void add(CLI::App& app, const char* name, const char* help) {
                 "other than asked, and notes and warnings)");
   set_action(sub, [a, think, sub] {
     if (a->store_dir.empty() && was_given(*sub, "--store-dir")) {
-      throw make_error("--store-dir", "an empty path",
-                       "pass the directory under which the SSD tier's files go");
+      throw make_error("--store-dir", "is empty",
+                       "name the directory under which the SSD tier's files go");
     }
     if (a->sim) {
       refuse_given(*sub,

@@ -10,6 +10,7 @@
 #include "apps/cachebench/format.h"
 #include "apps/cachebench/subcommands.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/store/attention_store.h"
 #include "lib/store/journal.h"
 #include "lib/store/size_parse.h"
@@ -191,10 +192,12 @@ int run_verify(const StoreArgs& a) {
       row("unreadable entries",
           std::to_string(unreadable.size()) + " (I/O errors: kept, not verified)");
     }
-    row("recovery",
-        std::to_string(s.get(store::Counter::RecoveredEntries)) + " entries, " +
-            std::to_string(s.get(store::Counter::DiscardedRecords)) + " journal records and " +
-            std::to_string(s.get(store::Counter::DiscardedEntries)) + " entries discarded");
+    const auto count = [&](store::Counter which, const char* noun) {
+      return count_of(static_cast<long long>(s.get(which)), noun);
+    };
+    row("recovery", count(store::Counter::RecoveredEntries, "entry") + ", " +
+                        count(store::Counter::DiscardedRecords, "journal record") + " and " +
+                        count(store::Counter::DiscardedEntries, "entry") + " discarded");
     if (corrupt > 0) {
       row("journal", std::to_string(corrupt) +
                          " corrupt bytes skipped: the records in them are lost; the journal as "
@@ -236,7 +239,8 @@ int run_clear(const StoreArgs& a) {
     std::printf("%s\n", nlohmann::json{{"store_dir", a.dir}, {"removed", removed}}.dump(2).c_str());
   } else {
     row("store", a.dir);
-    row("removed", std::to_string(removed.size()) + " files (marker, journal, data files)");
+    row("removed", count_of(static_cast<long long>(removed.size()), "file") +
+                       " (marker, journal, data files)");
   }
   return 0;
 }

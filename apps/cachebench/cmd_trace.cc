@@ -117,7 +117,8 @@ int run_stats(const StatsArgs& a) {
   lo.max_message_chars = a.max_message_chars;
   lo.join_split = !a.no_join_split;
   const datasets::Trace t = datasets::load_trace(a.trace, tokenize, lo);
-  for (const std::string& note : t.notes) std::fprintf(stderr, "trace stats: %s\n", note.c_str());
+  for (const std::string& note : t.notes)
+    std::fprintf(stderr, "trace stats: %s\n", printable(note).c_str());
   const datasets::TraceStats s = datasets::trace_stats(t, a.long_threshold);
   print_stats(a.trace, t, s, a.long_threshold);
   if (!a.out.empty()) write_json(a.out, stats_json(t, s, a.long_threshold));

@@ -150,14 +150,18 @@ void add_model_options(CLI::App* sub, ModelArgs* a, bool cuda) {
   a->model_sub = sub;
 }
 
-LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights) {
-  LoadedModel m;
-  m.source = model::ModelSource::open(a.model);
-  if (m.source->kind() != model::SourceKind::Preset && a.model_sub != nullptr) {
+void refuse_weights_seed_for_file(const ModelArgs& a, const model::ModelSource& src) {
+  if (src.kind() != model::SourceKind::Preset && a.model_sub != nullptr) {
     refuse_given(*a.model_sub, {"--weights-seed"},
                  "seeds a preset's random weights, and " + a.model + " has its own",
                  "drop it, or pass --model preset:NAME");
   }
+}
+
+LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weights) {
+  LoadedModel m;
+  m.source = model::ModelSource::open(a.model);
+  refuse_weights_seed_for_file(a, *m.source);
   if (!a.tokenizer.empty()) {
     m.tok = tokenizer::load_tokenizer(a.tokenizer);
   } else if (m.source->gguf() != nullptr && m.source->gguf()->has("tokenizer.ggml.model")) {

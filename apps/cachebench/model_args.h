@@ -26,8 +26,9 @@ struct ModelArgs {
   /// The subcommand when it has --gpu-storage and --gpu (add_backend_options), so that
   /// resolve_backend can refuse them with --backend cpu, which would ignore them.
   CLI::App* backend_sub = nullptr;
-  /// The subcommand when add_model_options added --weights-seed, so that load_model can refuse
-  /// it for a model file, whose weights it would not touch.
+  /// The subcommand that has --weights-seed (add_model_options sets it), so that
+  /// refuse_weights_seed_for_file can refuse it for a model file, whose weights it would not
+  /// touch.
   CLI::App* model_sub = nullptr;
 };
 
@@ -59,6 +60,10 @@ void add_sampling_options(CLI::App* sub, model::SamplerConfig* c);
 /// --top-k, --top-p and --min-p when greedy (--temperature 0), --repeat-last-n without a
 /// --repeat-penalty other than 1.
 void refuse_idle_sampling_options(CLI::App& sub, const model::SamplerConfig& c);
+
+/// Refuses --weights-seed, given on a.model_sub, when `src` is a model file (not a preset):
+/// load_model does; a command that opens its source itself calls it.
+void refuse_weights_seed_for_file(const ModelArgs& a, const model::ModelSource& src);
 
 struct LoadedModel {
   std::unique_ptr<model::ModelSource> source;

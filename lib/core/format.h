@@ -15,7 +15,7 @@ inline std::string format_g(double v, int digits = 6) {
 }
 
 /// `n` followed by `noun`, plural unless `n` is 1: "1 session", "3 sessions", "2 passes"
-/// (-es after s, x, z, ch and sh).
+/// (-es after s, x, z, ch and sh), "2 entries" (-ies for a y after a consonant).
 inline std::string count_of(long long n, const std::string& noun) {
   std::string s = std::to_string(n) + " " + noun;
   if (n == 1) return s;
@@ -23,14 +23,19 @@ inline std::string count_of(long long n, const std::string& noun) {
     const std::string t = e;
     return noun.size() >= t.size() && noun.compare(noun.size() - t.size(), t.size(), t) == 0;
   };
+  if (noun.size() >= 2 && noun.back() == 'y' &&
+      std::string("aeiou").find(noun[noun.size() - 2]) == std::string::npos) {
+    s.pop_back();
+    return s + "ies";
+  }
   const bool es = ends("s") || ends("x") || ends("z") || ends("ch") || ends("sh");
   return s + (es ? "es" : "s");
 }
 
-/// `s` fit for one line of a terminal: valid UTF-8 kept, every control character (newlines
-/// and tabs too) and every byte that is not part of valid UTF-8 written as \xNN. Messages may
-/// quote a file's bytes (a damaged tensor name), which must neither garble the terminal nor
-/// break a reader that decodes stderr as UTF-8.
+/// `s` fit for one line of a terminal: valid UTF-8 kept, every control character (C0, DEL and
+/// C1; newlines and tabs too) and every byte that is not part of valid UTF-8 written as \xNN.
+/// Messages may quote a file's bytes (a damaged tensor name), which must neither garble the
+/// terminal nor break a reader that decodes stderr as UTF-8.
 inline std::string printable(const std::string& s) {
   std::string out;
   out.reserve(s.size());
@@ -68,6 +73,8 @@ inline std::string printable(const std::string& s) {
     }
     bool ok = n > 0 && i + n <= s.size() && byte(i + 1) >= lo && byte(i + 1) <= hi;
     for (size_t k = 2; ok && k < n; ++k) ok = byte(i + k) >= 0x80 && byte(i + k) <= 0xBF;
+    // U+0080..U+009F, the C1 controls (a terminal may read U+009B as an escape sequence).
+    if (ok && c == 0xC2 && byte(i + 1) < 0xA0) ok = false;
     if (ok) {
       out.append(s, i, n);
       i += n;

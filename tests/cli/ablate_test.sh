@@ -134,8 +134,10 @@ if [ "$WHAT" = sim ]; then
     "all(v('CA', l, 'hit') > 0 and v('RE', l, 'hit') == 0 and v('CA', l, 'prefill_throughput') > v('RE', l, 'prefill_throughput') for l in ['0.5', '2.0'])"
   svg arrival-rate "$O"
   fails unknown "unknown study 'nope'" nope
-  fails short_ctx "gives a 512-token window; recompute-vs-ca needs 1K-token prompts; use --ctx 1001 or more" \
+  fails short_ctx "gives a 512-token window; recompute-vs-ca (1K-token prompts) needs a window of 1001 tokens; use --ctx 1001 or more (at most" \
     recompute-vs-ca --ctx 512 --no-plot
+  fails short_model "preload (1K-token histories and 100 new tokens) needs a window of 1101 tokens; use a model whose window is 1101 tokens or more (tiny-llama's is 256)" \
+    preload --model preset:tiny-llama --no-plot
   fails realonly "use --mode sim" eviction --mode real --model "$MODEL"
   fails realonly_first "use --mode sim" eviction --mode real --model /no/such.gguf
   fails nomodel "pass --model" preload --mode real

@@ -89,6 +89,12 @@ if [ -f "$STORIES" ] && [ -f "$LLAMA_TOK" ] && [ -f "$FALCON_VOCAB" ]; then
     "$CB" tokenize --tokenizer "$TMP/empty_tok.txt" hi
   expect_usage_error weights_seed_file --weights-seed "seeds a preset's random weights" \
     "$CB" generate -m "$STORIES" -p hi -n 2 --weights-seed 4
+  expect_usage_error weights_seed_file_bench --weights-seed "seeds a preset's random weights" \
+    "$CB" bench cpu -m "$STORIES" --weights-seed 4
+  # A text shorter than one window: a --ctx error in every convention, with the --ctx to use.
+  printf 'Once upon a time there was a dog' >"$TMP/short.txt"
+  expect_usage_error ppl_gptq_short --ctx "64 tokens make one window, and the text has" \
+    "$CB" perplexity -m "$STORIES" --file "$TMP/short.txt" --ctx 64 --convention gptq
   # A result written to /dev/stdout is alone there (the table goes to stderr): it parses, and
   # records the revision and backend as every result does.
   if "$CB" forward --model "$STORIES" --tokens 1,403 --dump-logits /dev/stdout 2>/dev/null \
@@ -480,6 +486,8 @@ expect_error trace_missing "/no/such/trace.json" "" "$CB" trace stats /no/such/t
 SHAREGPT="$DATA/data/sharegpt/sharegpt_v3_multiturn_8conv.json"
 if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
   expect_error trace_needs_tokenizer "$SHAREGPT" "needs a tokenizer" "$CB" trace stats "$SHAREGPT"
+  "$CB" trace stats "$SHAREGPT" >/dev/null 2>&1
+  if [ $? -eq 2 ]; then ok; else bad "trace stats without a tokenizer: not exit 2 (an option it needs)"; fi
   expect_out trace_sharegpt "3 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" --tokenizer "$LLAMA_TOK"
   expect_out trace_sharegpt_pieces "8 sessions, 28 turns" "$CB" trace stats "$SHAREGPT" \
     --tokenizer "$LLAMA_TOK" --no-join-split
@@ -625,6 +633,8 @@ expect_error store_dir_empty "--store-dir" "is empty" "$CB" store stat --store-d
 : >"$TMP/afile"
 expect_usage_error store_dir_a_file "$TMP/afile" "--store-dir is not a directory" \
   "$CB" store stat --store-dir "$TMP/afile"
+expect_usage_error store_dir_missing "$TMP/no_such_store" "store directory does not exist" \
+  "$CB" store clear --store-dir "$TMP/no_such_store"
 # Files only named like a store's are not a store: clear refuses them and deletes nothing;
 # verify says it cannot verify such a directory with 2 (1 means corruption found).
 mkdir -p "$TMP/notstore"
@@ -787,7 +797,7 @@ expect_error calibrate_print_dir "$O" "is a directory (--print-profile)" \
 expect_usage_error ablate_batch_huge --batch "must be in 1..4096, got 100000" \
   "$CB" ablate recompute-vs-ca --batch 100000
 # A window too short for a study names --ctx when --ctx made it so (not the model's 2K).
-expect_error ablate_ctx_window "--ctx 512" "gives a 512-token window; preload needs 1100 tokens" \
+expect_error ablate_ctx_window "--ctx 512" "gives a 512-token window; preload (1K-token histories and 100 new tokens) needs a window of 1101 tokens; use --ctx 1101 or more" \
   "$CB" ablate preload --ctx 512
 # Options the run would ignore are refused.
 "$CB" replay "$O/trace.json" -m preset:tiny-llama --profile h100-80gb --quiet >/dev/null 2>"$TMP/err"

@@ -16,6 +16,12 @@ expect_out() {  # name, needle, command...
   local rc=$?
   if [ $rc -eq 0 ] && grep -qF -- "$needle" <<<"$out"; then ok; else bad "$name: rc=$rc, wanted '$needle' in: $(head -c 400 <<<"$out") $(head -c 300 "$TMP/err")"; fi
 }
+expect_line() {  # name, a whole line of stdout, command...: exit 0 and that exact line
+  local name="$1" line="$2"; shift 2
+  out=$("$@" 2>"$TMP/err")
+  local rc=$?
+  if [ $rc -eq 0 ] && grep -qxF -- "$line" <<<"$out"; then ok; else bad "$name: rc=$rc, wanted the line '$line' in: $(head -c 400 <<<"$out") $(head -c 300 "$TMP/err")"; fi
+}
 # Every result file records the git revision of the binary that wrote it (as --version says).
 REV=$("$CB" --version | sed -n 's/^ *git revision: *//p')
 expect_git() {  # name, result file

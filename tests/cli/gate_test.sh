@@ -77,7 +77,7 @@ else bad "gate with a bound dropped the defaults: rc=$rc, $(head -c 600 "$TMP/ou
 # A summary without the default metrics (e.g. a perplexity result) gates on its own bound.
 printf '{"ppl": 4.0}' >"$G/ppl_base.json"
 printf '{"ppl": 4.1}' >"$G/ppl_cur.json"
-expect_out gate_ppl_only "no regression in 1 check" "$CB" gate --baseline "$G/ppl_base.json" \
+expect_line gate_ppl_only "gate: no regression in 1 check" "$CB" gate --baseline "$G/ppl_base.json" \
   --current "$G/ppl_cur.json" --max-regression ppl=5
 # Evaluations and benchmarks gate in their metrics' own directions: a faster bench, a higher
 # accuracy and a lower perplexity are improvements, not regressions.
@@ -105,7 +105,7 @@ printf '{"task": "piqa", "limit": 20, "files_sha256": {"/a/valid.jsonl": "aa", "
 printf '{"task": "piqa", "limit": 20, "files_sha256": {"/b/valid.jsonl": "aa", "/b/valid-labels.lst": "cc"}, "results": [{"acc": 0.5}]}' >"$G/pq_moved.json"
 printf '{"task": "piqa", "limit": 20, "files_sha256": {"/a/valid.jsonl": "bb", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.6}]}' >"$G/pq_other.json"
 printf '{"task": "piqa", "limit": 40, "files_sha256": {"/a/valid.jsonl": "aa", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.6}]}' >"$G/pq_limit.json"
-expect_out gate_moved_data "no regression in 1 check" "$CB" gate --baseline "$G/pq_base.json" \
+expect_line gate_moved_data "gate: no regression in 1 check" "$CB" gate --baseline "$G/pq_base.json" \
   --current "$G/pq_moved.json" --max-regression results.0.acc=0
 expect_error gate_other_files "$G/pq_other.json" "data files (2 vs 2, checksums differ)" \
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_other.json" --max-regression results.0.acc=0
@@ -126,7 +126,7 @@ expect_error gate_other_prompt "$G/gen_b.json" "prompt differs" \
   "$CB" gate --baseline "$G/gen_a.json" --current "$G/gen_b.json" --max-regression decode_tok_s=5
 expect_error gate_nothing_to_check "--max-regression" "none given, and the baseline has none of" \
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_moved.json"
-expect_out gate_no_defaults "no regression in 1 check" "$CB" gate --baseline "$G/base.json" \
+expect_line gate_no_defaults "gate: no regression in 1 check" "$CB" gate --baseline "$G/base.json" \
   --current "$G/worse.json" --max-regression ttft_ms.mean=5 --no-default-bounds
 expect_error gate_bound_twice "ttft_ms.mean" "twice" "$CB" gate --baseline "$G/base.json" \
   --current "$G/better.json" --max-regression ttft_ms.mean=5 --max-regression ttft_ms.mean=9

@@ -160,7 +160,7 @@ if [ $? -eq 2 ] && grep -qF "use --compare ca (or of)" "$TMP/err"; then ok
 else bad "--mode re --compare re: $(head -c 300 "$TMP/err")"; fi
 # An empty --store-dir is named as such; uniform think times with LO above HI say so.
 "$CB" replay "$TMP/synth12.json" --model preset:tiny-llama --ssd 64MiB --store-dir "" >/dev/null 2>"$TMP/err"
-if [ $? -eq 2 ] && grep -qF -- "--store-dir: an empty path" "$TMP/err"; then ok
+if [ $? -eq 2 ] && grep -qF -- "--store-dir: is empty" "$TMP/err"; then ok
 else bad "--store-dir '': $(head -c 300 "$TMP/err")"; fi
 "$CB" replay "$TMP/synth12.json" --model preset:tiny-llama --sim --think-time uniform:3:1 >/dev/null 2>"$TMP/err"
 if [ $? -eq 2 ] && grep -qF -- "'uniform:3:1' has LO above HI; use uniform:1:3" "$TMP/err"; then ok

@@ -16,6 +16,9 @@ TEST(Format, CountOfIsSingularOnlyForOne) {
   EXPECT_EQ(count_of(4, "batch"), "4 batches");
   EXPECT_EQ(count_of(5, "box"), "5 boxes");
   EXPECT_EQ(count_of(2, "flash"), "2 flashes");
+  EXPECT_EQ(count_of(2, "entry"), "2 entries");
+  EXPECT_EQ(count_of(1, "entry"), "1 entry");
+  EXPECT_EQ(count_of(3, "key"), "3 keys");  // a vowel before the y
 }
 
 TEST(Format, GeneralFormatKeepsTheDigitsAsked) {
@@ -35,6 +38,10 @@ TEST(Format, PrintableKeepsUtf8AndEscapesTheRest) {
   EXPECT_EQ(printable("\xED\xA0\x80"), "\\xED\\xA0\\x80");           // a UTF-16 surrogate
   EXPECT_EQ(printable("\xF4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");  // past U+10FFFF
   EXPECT_EQ(printable("\xC3\xA9\x80"), "\xC3\xA9\\x80");             // a stray continuation byte
+  EXPECT_EQ(printable("a\xC2\x9B"
+                      "b"),
+            "a\\xC2\\x9Bb");                     // the C1 control CSI, byte by byte
+  EXPECT_EQ(printable("\xC2\xA0"), "\xC2\xA0");  // U+00A0, the first after the C1 controls, kept
 }
 
 }  // namespace

@@ -233,6 +233,15 @@ TEST(ShareGpt, MalformedFiles) {
                   "(\"human\"), 0 answers (\"gpt\"); 1 message from \"martian\" skipped; 1 "
                   "message without text skipped)"))
       << e;
+  // An answer before its question, and two other roles: said so.
+  e = sharegpt_error("sg_order.json",
+                     "[{\"id\": \"q2\", \"conversations\": [{\"from\": \"gpt\", \"value\": "
+                     "\"a\"}, {\"from\": \"human\", \"value\": \"q\"}, {\"from\": \"system\", "
+                     "\"value\": \"s\"}, {\"from\": \"tool\", \"value\": \"t\"}]}]");
+  EXPECT_TRUE(has(e,
+                  "(1 question (\"human\"), 1 answer (\"gpt\"), but no question with an answer "
+                  "after it; 2 messages from \"system\" and other roles skipped)"))
+      << e;
   // The OpenAI chat format is named as such, not skipped message by message.
   e = sharegpt_error("sg_openai.json",
                      "[{\"conversations\": [{\"role\": \"user\", \"content\": \"q\"}]}]");
