@@ -93,8 +93,9 @@ struct Pending {
   bool too_long = false;
 };
 
-// Why a conversation has no complete turn, from what its messages held: "1 question, 0
-// answers; 2 messages skipped: 1 from \"system\", 1 without text".
+// Why a conversation has no complete turn, from what its messages held: '1 question
+// ("human"), 0 answers ("gpt"); 1 message from "system" skipped; 1 message without text
+// skipped'.
 std::string no_turn_reason(const Pending& cur) {
   int64_t questions = 0, answers = 0;
   for (const Message& m : cur.kept) ++(m.role == Role::kUser ? questions : answers);

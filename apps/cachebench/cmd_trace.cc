@@ -109,14 +109,23 @@ int run_stats(const StatsArgs& a) {
   datasets::TokenizeFn tokenize;
   const std::string src = !a.tokenizer.empty() ? a.tokenizer : a.model;
   if (!src.empty()) {
-    std::shared_ptr<tokenizer::Tokenizer> tok = tokenizer::load_tokenizer(src);
-    tokenize = [tok](const std::string& text) { return tok->encode(text, false); };
+    // Loaded at the first text to tokenize: a length trace has none.
+    auto tok = std::make_shared<std::unique_ptr<tokenizer::Tokenizer>>();
+    tokenize = [tok, src](const std::string& text) {
+      if (!*tok) *tok = tokenizer::load_tokenizer(src);
+      return (*tok)->encode(text, false);
+    };
   }
   datasets::TraceLoadOptions lo;
   lo.limit = a.limit;
   lo.max_message_chars = a.max_message_chars;
   lo.join_split = !a.no_join_split;
   const datasets::Trace t = datasets::load_trace(a.trace, tokenize, lo);
+  if (t.kind == "lengths" && !src.empty()) {
+    throw make_error(a.tokenizer.empty() ? "--model" : "--tokenizer",
+                     "has no effect on a length trace, whose token counts are given",
+                     "drop it (it tokenizes a ShareGPT file's text)");
+  }
   for (const std::string& note : t.notes)
     std::fprintf(stderr, "trace stats: %s\n", printable(note).c_str());
   const datasets::TraceStats s = datasets::trace_stats(t, a.long_threshold);

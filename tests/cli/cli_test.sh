@@ -483,6 +483,9 @@ expect_git trace_stats_git "$TMP/synth_stats.json"
 printf '{"format": "cachebench-trace", "version": 1, "kind": "lengths", "sessions": [{"id": 0, "turns": [[0, 5]]}]}\n' >"$TMP/bad_trace.json"
 expect_error trace_bad_lengths "$TMP/bad_trace.json" "outside 1..1000000" "$CB" trace stats "$TMP/bad_trace.json"
 expect_error trace_missing "/no/such/trace.json" "" "$CB" trace stats /no/such/trace.json
+# A length trace's token counts are given: a tokenizer beside it would go unused.
+expect_usage_error trace_lengths_model --model "has no effect on a length trace" \
+  "$CB" trace stats "$TMP/synth.json" --model preset:tiny-llama
 SHAREGPT="$DATA/data/sharegpt/sharegpt_v3_multiturn_8conv.json"
 if [ -f "$SHAREGPT" ] && [ -f "$LLAMA_TOK" ]; then
   expect_error trace_needs_tokenizer "$SHAREGPT" "needs a tokenizer" "$CB" trace stats "$SHAREGPT"
