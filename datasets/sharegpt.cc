@@ -85,7 +85,6 @@ struct Pending {
   SplitId split;      ///< the last piece's split id
   int64_t pieces = 1;
   std::vector<Message> kept;
-  int64_t skipped = 0;
   int64_t other_roles = 0;          ///< messages skipped for a "from" that is neither side's
   std::string other_role;           ///< the first such "from" ("system", "" when absent)
   bool other_roles_differ = false;  ///< another such message had another "from"
@@ -151,12 +150,10 @@ void collect(Trace& t, Pending& cur, const json& msgs, const std::string& where,
       } else if (who != cur.other_role) {
         cur.other_roles_differ = true;
       }
-      ++cur.skipped;
       continue;
     }
     if (value == m.end() || value->is_null() || value->get_ref<const std::string&>().empty()) {
       ++cur.no_text;
-      ++cur.skipped;
       continue;
     }
     const std::string& text = value->get_ref<const std::string&>();
@@ -180,7 +177,7 @@ void finish(Trace& t, Pending& cur, const TokenizeFn& tokenize, int32_t bos) {
     ++t.skipped_conversations;
     return;
   }
-  int64_t skipped = cur.skipped;
+  int64_t skipped = cur.other_roles + cur.no_text;  // skipped while collecting
   std::vector<std::pair<const std::string*, const std::string*>> pairs;
   const std::string* question = nullptr;
   for (const Message& m : cur.kept) {
