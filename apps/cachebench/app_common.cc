@@ -17,6 +17,7 @@
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "cachebench_build_info.h"
+#include "kernels/cpu/blas_core.h"
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/core/format.h"
@@ -231,7 +232,7 @@ std::string version_string() {
   std::string s = std::string("cachebench ") + CB_VERSION + "\n  git revision: " + git_revision() +
                   "\n  build type:   " + CB_BUILD_TYPE + "\n  compiler:     " + CB_CXX_COMPILER;
   if (std::string(CB_SANITIZE).size() > 0) s += "\n  sanitizers:   " + std::string(CB_SANITIZE);
-  s += "\n  BLAS:         " + std::string(CB_BLAS_NAME);
+  s += "\n  BLAS:         " + kernels::cpu::blas_summary(kernels::cpu::blas_info());
   if (device::cuda_compiled()) {
     std::string why;
     const auto gpus = device::list_gpus(&why);

@@ -10,6 +10,7 @@
 #include "apps/cachebench/subcommands.h"
 #include "apps/cachebench/validators.h"
 #include "eval/bench_cpu.h"
+#include "kernels/cpu/blas_core.h"
 #include "lib/core/error.h"
 
 namespace cb::app {
@@ -77,6 +78,8 @@ void register_bench(CLI::App& app) {
     const eval::BenchCpuResult r = eval::bench_cpu(m, a->opt);
     std::printf("model                %s, %d layers, backend cpu, %s weights\n", a->m.model.c_str(),
                 cfg.n_layers, r.weights.c_str());
+    const std::string blas = kernels::cpu::blas_summary(kernels::cpu::blas_info());
+    std::printf("BLAS                 %s\n", blas.c_str());
     std::printf("prefill              %d tokens: median %.3f s = %.1f tokens/s, %.1f GFLOP/s\n",
                 r.prompt_tokens, r.prefill_s, r.prefill_tok_s, r.prefill_gflops);
     std::printf("sgemm, same shapes   %.1f GFLOP/s (the prefill's GEMMs alone: %.3f s)\n",
@@ -115,6 +118,7 @@ void register_bench(CLI::App& app) {
                           {"mode", "real"},
                           {"backend", "cpu"},
                           {"weights", r.weights},
+                          {"blas", blas},
                           {"prompt_tokens", r.prompt_tokens},
                           {"decode_tokens", r.decode_tokens},
                           {"reps", r.reps},

@@ -1,16 +1,37 @@
 // cachebench: KV-cache reuse (CachedAttention) measured against the baselines it replaces.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
 #include "apps/cachebench/progress.h"
 #include "apps/cachebench/subcommands.h"
+#include "kernels/cpu/blas_core.h"
 #include "lib/core/error.h"
 
 namespace {
+
+// OpenBLAS chose its kernels when it loaded. Where it mistook this CPU (kernels/cpu/blas_core.h),
+// start this program again with OPENBLAS_CORETYPE set, which the library reads only when it
+// loads; the process keeps its id, arguments and open files. Should the restart fail, go on with
+// the library's own choice.
+void restart_for_blas_core(char** argv) {
+  namespace kc = cb::kernels::cpu;
+  const std::string core = kc::blas_core_to_request();
+  if (core.empty()) return;
+  if (setenv(kc::kBlasCoreFromEnv, kc::blas_info().core.c_str(), 1) != 0 ||
+      setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0) {
+    return;
+  }
+  execv("/proc/self/exe", argv);
+  unsetenv("OPENBLAS_CORETYPE");
+  unsetenv(kc::kBlasCoreFromEnv);
+}
 
 // Where CLI11's message misleads, a clearer one (empty: CLI11's own). An option given twice
 // reads "--ctx: At Most 1 required but received 2"; a misspelt option (--modle) reads as a
@@ -54,6 +75,7 @@ std::string clearer_parse_error(const CLI::App& app, const CLI::ParseError& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  restart_for_blas_core(argv);
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported with the file's name
   // and its temporary removed, instead of killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);

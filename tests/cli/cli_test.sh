@@ -12,6 +12,20 @@ source "$(dirname "$0")/common.sh"
 
 expect_out help "inspect" "$CB" --help
 expect_out version "git revision" "$CB" --version
+# OpenBLAS's kernels: a user's OPENBLAS_CORETYPE is kept; otherwise, on a CPU with AVX2 and
+# FMA (/proc/cpuinfo), never one of the library's pre-AVX2 fallbacks (kernels/cpu/blas_core.h).
+expect_out blas_core_user "core Haswell (OPENBLAS_CORETYPE=Haswell)" \
+  env OPENBLAS_CORETYPE=Haswell "$CB" --version
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  blas_core=$(env -u OPENBLAS_CORETYPE "$CB" --version | sed -n 's/.*, core \([A-Za-z0-9_]*\).*/\1/p')
+  case "$blas_core" in
+    Haswell | Zen | SkylakeX | Cooperlake | SapphireRapids | Excavator) ok ;;
+    *) bad "blas_core_cpu: the CPU has AVX2 and FMA, and the BLAS runs core '$blas_core'" ;;
+  esac
+else
+  skip=$((skip + 1))
+  echo "SKIP blas_core_cpu: the CPU lacks AVX2 or FMA"
+fi
 expect_out inspect_help "--tensors" "$CB" inspect --help
 expect_out preset_7b "6738415616" "$CB" inspect preset:llama-2-7b
 expect_out preset_7b_kv "512 KiB per token" "$CB" inspect preset:llama-2-7b
