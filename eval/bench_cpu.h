@@ -47,9 +47,10 @@ struct BenchCpuResult {
   /// from its linear layers and LM head.
   std::string weights = "f32";
   double decode_weight_bytes = 0;
-  /// One layer's linear layers (random weights of the model's shapes) by both storages, the
-  /// same inputs: at one row (decode) against a read of the bf16 bytes by as many threads as
-  /// the GEMV uses; at the prompt's rows (prefill). Medians of per-repetition times and ratios.
+  /// One layer's linear layers (random weights of the model's shapes) by both storages as the
+  /// backend runs them (matmul_wt_f32, matmul_wt_bf16), the same inputs: at one row (decode)
+  /// against a read of the bf16 bytes by as many threads as the GEMV uses; at the prompt's rows
+  /// (prefill). Medians of per-repetition times and ratios.
   double lin_decode_f32_s = 0, lin_decode_bf16_s = 0;
   double lin_decode_speedup = 0;  ///< f32 time / bf16 time
   double lin_bf16_gbs = 0;        ///< bf16 bytes / lin_decode_bf16_s

@@ -98,7 +98,7 @@ void register_bench(CLI::App& app) {
         static_cast<long long>(r.attn_ctx), 1e3 * r.attn_sgemm_s, 1e3 * r.attn_direct_s,
         r.attn_speedup, r.attn_direct_gbs, r.attn_to_read, r.read_gbs);
     std::printf(
-        "linear layers, 1 row one layer: f32 (sgemm) %.2f ms, bf16 (GEMV) %.2f ms (%.2fx), "
+        "linear layers, 1 row one layer: f32 (GEMV) %.2f ms, bf16 (GEMV) %.2f ms (%.2fx), "
         "%.2f GB/s of bf16 = %.2f of a plain read's %.2f GB/s\n",
         1e3 * r.lin_decode_f32_s, 1e3 * r.lin_decode_bf16_s, r.lin_decode_speedup, r.lin_bf16_gbs,
         r.lin_bf16_to_read, r.lin_read_gbs);

@@ -1,11 +1,13 @@
 // Linear layers with bfloat16 weights (the CPU backend's --cpu-weights bf16): half the bytes
 // of fp32 weights, fp32 math. A bfloat16 is the top half of an fp32, so widening is a shift.
+// And the same GEMV over fp32 weights, for decode's few rows.
 //
-// - Few rows (decode): a GEMV that streams the bf16 rows once per group of up to four input
-//   rows, widening in registers (AVX2+FMA when the CPU has them, else SSE2; plain C++ off x86),
-//   output rows split
-//   over threads when the matrix is large. Each output element is one thread's fixed-order sum,
-//   so the result does not depend on the thread count.
+// - Few rows (decode): a GEMV that streams the weight rows once per group of up to four input
+//   rows, bf16 widened in registers (AVX2+FMA when the CPU has them, else SSE2; plain C++ off
+//   x86), output rows split over threads when the matrix is large. Each output element is one
+//   thread's fixed-order sum, so the result does not depend on the thread count. OpenBLAS's
+//   sgemm at one row computes on one thread, which cannot draw a 2-core machine's memory
+//   bandwidth (docs/perf.md): fp32 weights take the GEMV too, up to kF32GemvMaxRows rows.
 // - Many rows (prefill): blocks of weight rows widened into an fp32 scratch, then sgemm.
 // No BLAS has a bf16 GEMM here (OpenBLAS's sbgemm is a build option Debian's lacks).
 
@@ -36,39 +38,53 @@ inline float widen(uint16_t b) {
   std::memcpy(&f, &u, sizeof f);
   return f;
 }
+inline float widen(float f) {
+  return f;
+}
 
 // s plus the products of weights [from, in) of the row wr with the row xr: the scalar sum, and
-// the vector loops' tail.
-inline float add_products(float s, const uint16_t* wr, const float* xr, int64_t from, int64_t in) {
+// the vector loops' tail. W: uint16_t (bf16) or float.
+template <typename W>
+inline float add_products(float s, const W* wr, const float* xr, int64_t from, int64_t in) {
   for (int64_t j = from; j < in; ++j) s += widen(wr[j]) * xr[j];
   return s;
 }
 
 // y[r * ldy + o] for o in [o0, o1), r < R (R <= 4), in plain C++ (machines without SSE2).
-template <int R>
-void gemv_scalar(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float* y, int64_t ldy,
+template <typename W, int R>
+void gemv_scalar(const float* x, int64_t ldx, const W* w, int64_t in, float* y, int64_t ldy,
                  int64_t o0, int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
-    const uint16_t* wr = w + o * in;
+    const W* wr = w + o * in;
     for (int r = 0; r < R; ++r) y[r * ldy + o] = add_products(0.0f, wr, x + r * ldx, 0, in);
   }
 }
 
 #if CB_BF16_X86
-// The same in the SSE2 instruction set, eight weights an iteration.
-template <int R>
-void gemv_sse2(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float* y, int64_t ldy,
-               int64_t o0, int64_t o1) {
+// Eight weights from w as two vectors of four fp32.
+inline void load8(const uint16_t* w, __m128* lo, __m128* hi) {
   const __m128i zero = _mm_setzero_si128();
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w));
+  *lo = _mm_castsi128_ps(_mm_unpacklo_epi16(zero, v));
+  *hi = _mm_castsi128_ps(_mm_unpackhi_epi16(zero, v));
+}
+inline void load8(const float* w, __m128* lo, __m128* hi) {
+  *lo = _mm_loadu_ps(w);
+  *hi = _mm_loadu_ps(w + 4);
+}
+
+// The same in the SSE2 instruction set, eight weights an iteration.
+template <typename W, int R>
+void gemv_sse2(const float* x, int64_t ldx, const W* w, int64_t in, float* y, int64_t ldy,
+               int64_t o0, int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
-    const uint16_t* wr = w + o * in;
+    const W* wr = w + o * in;
     __m128 a0[R], a1[R];
     for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= in; i += 8) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i));
-      const __m128 lo = _mm_castsi128_ps(_mm_unpacklo_epi16(zero, v));
-      const __m128 hi = _mm_castsi128_ps(_mm_unpackhi_epi16(zero, v));
+      __m128 lo, hi;
+      load8(wr + i, &lo, &hi);
       for (int r = 0; r < R; ++r) {
         a0[r] = _mm_add_ps(a0[r], _mm_mul_ps(lo, _mm_loadu_ps(x + r * ldx + i)));
         a1[r] = _mm_add_ps(a1[r], _mm_mul_ps(hi, _mm_loadu_ps(x + r * ldx + i + 4)));
@@ -83,23 +99,32 @@ void gemv_sse2(const float* x, int64_t ldx, const uint16_t* w, int64_t in, float
   }
 }
 
+// Sixteen weights from w as two vectors of eight fp32.
+__attribute__((target("avx2,fma"))) inline void load16(const uint16_t* w, __m256* w0, __m256* w1) {
+  const __m256i v0 = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+  const __m256i v1 =
+      _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 8)));
+  *w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
+  *w1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+}
+__attribute__((target("avx2,fma"))) inline void load16(const float* w, __m256* w0, __m256* w1) {
+  *w0 = _mm256_loadu_ps(w);
+  *w1 = _mm256_loadu_ps(w + 8);
+}
+
 // The same with 256-bit vectors and fused multiply-adds, 16 weights an iteration.
-template <int R>
-__attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, const uint16_t* w,
+template <typename W, int R>
+__attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, const W* w,
                                                    int64_t in, float* y, int64_t ldy, int64_t o0,
                                                    int64_t o1) {
   for (int64_t o = o0; o < o1; ++o) {
-    const uint16_t* wr = w + o * in;
+    const W* wr = w + o * in;
     __m256 a0[R], a1[R];
     for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 16 <= in; i += 16) {
-      const __m256i v0 =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i)));
-      const __m256i v1 =
-          _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wr + i + 8)));
-      const __m256 w0 = _mm256_castsi256_ps(_mm256_slli_epi32(v0, 16));
-      const __m256 w1 = _mm256_castsi256_ps(_mm256_slli_epi32(v1, 16));
+      __m256 w0, w1;
+      load16(wr + i, &w0, &w1);
       for (int r = 0; r < R; ++r) {
         a0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + i), a0[r]);
         a1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * ldx + i + 8), a1[r]);
@@ -117,27 +142,33 @@ __attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, 
 
 #endif  // CB_BF16_X86
 
-using GemvFn = void (*)(const float*, int64_t, const uint16_t*, int64_t, float*, int64_t, int64_t,
+template <typename W>
+using GemvFn = void (*)(const float*, int64_t, const W*, int64_t, float*, int64_t, int64_t,
                         int64_t);
 
-GemvFn pick(Bf16Isa isa, int rows) {
+template <typename W>
+GemvFn<W> pick(Bf16Isa isa, int rows) {
 #if CB_BF16_X86
-  static const GemvFn base[4] = {gemv_sse2<1>, gemv_sse2<2>, gemv_sse2<3>, gemv_sse2<4>};
-  static const GemvFn avx[4] = {gemv_avx2<1>, gemv_avx2<2>, gemv_avx2<3>, gemv_avx2<4>};
+  static const GemvFn<W> base[4] = {gemv_sse2<W, 1>, gemv_sse2<W, 2>, gemv_sse2<W, 3>,
+                                    gemv_sse2<W, 4>};
+  static const GemvFn<W> avx[4] = {gemv_avx2<W, 1>, gemv_avx2<W, 2>, gemv_avx2<W, 3>,
+                                   gemv_avx2<W, 4>};
   return (isa == Bf16Isa::Avx2Fma ? avx : base)[rows - 1];
 #else
   (void)isa;
-  static const GemvFn base[4] = {gemv_scalar<1>, gemv_scalar<2>, gemv_scalar<3>, gemv_scalar<4>};
+  static const GemvFn<W> base[4] = {gemv_scalar<W, 1>, gemv_scalar<W, 2>, gemv_scalar<W, 3>,
+                                    gemv_scalar<W, 4>};
   return base[rows - 1];
 #endif
 }
 
 // Output rows [o0, o1) for every input row, in groups of four input rows.
-void gemv_part(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
+template <typename W>
+void gemv_part(Bf16Isa isa, const float* x, const W* w, float* y, int64_t n, int64_t in,
                int64_t out, int64_t o0, int64_t o1) {
   for (int64_t r = 0; r < n; r += 4) {
     const int rows = static_cast<int>(std::min<int64_t>(4, n - r));
-    pick(isa, rows)(x + r * in, in, w, in, y + r * out, out, o0, o1);
+    pick<W>(isa, rows)(x + r * in, in, w, in, y + r * out, out, o0, o1);
   }
 }
 
@@ -150,8 +181,9 @@ int64_t gemv_parts(int64_t in, int64_t out, int threads) {
   return std::min(parts, out);
 }
 
-void gemv(Bf16Isa isa, const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
-          int64_t out, int threads) {
+template <typename W>
+void gemv(Bf16Isa isa, const float* x, const W* w, float* y, int64_t n, int64_t in, int64_t out,
+          int threads) {
   const int64_t parts = gemv_parts(in, out, threads);
   if (parts <= 1) {
     gemv_part(isa, x, w, y, n, in, out, 0, out);
@@ -240,6 +272,21 @@ void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n,
   if (n <= 0 || out <= 0) return;
   if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
   gemv(isa, x, w, y, n, in, out, std::max(1, threads));
+}
+
+void matmul_wt_f32_gemv(const float* x, const float* w, float* y, int64_t n, int64_t in,
+                        int64_t out, Bf16Isa isa, int threads) {
+  if (n <= 0 || out <= 0) return;
+  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
+  gemv(isa, x, w, y, n, in, out, std::max(1, threads));
+}
+
+void matmul_wt_f32(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out) {
+  if (n <= kF32GemvMaxRows) {
+    matmul_wt_f32_gemv(x, w, y, n, in, out, bf16_best_isa(), default_threads());
+  } else {
+    matmul_wt(x, w, y, n, in, out);
+  }
 }
 
 void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,

@@ -31,6 +31,18 @@ int64_t bf16_gemv_parts(int64_t in, int64_t out);
 /// An `isa` this CPU lacks falls back to Baseline.
 void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                          int64_t out, Bf16Isa isa, int threads);
+/// The most rows of x that matmul_wt_f32 hands to the GEMV rather than sgemm: at LLaMA-2-7B's
+/// shapes on the 2-core machine the GEMV read 1.5x faster than sgemm at one row and slower
+/// from two on (docs/perf.md).
+constexpr int64_t kF32GemvMaxRows = 1;
+/// matmul_wt for the CPU backend's fp32 linear layers: matmul_wt_f32_gemv for at most
+/// kF32GemvMaxRows rows of x (decode), with the best instruction set and this machine's cores;
+/// matmul_wt (sgemm) otherwise.
+void matmul_wt_f32(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out);
+/// matmul_wt_bf16_gemv's GEMV over fp32 weights: w streamed once per group of four rows of x,
+/// output rows split over up to `threads` threads (the same bits for any thread count).
+void matmul_wt_f32_gemv(const float* x, const float* w, float* y, int64_t n, int64_t in,
+                        int64_t out, Bf16Isa isa, int threads);
 /// Blocks of rows of w widened to fp32 (about 16 MiB, at least 512 rows, at a time), each
 /// multiplied by sgemm.
 void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,

@@ -61,7 +61,7 @@ void linear(const Weights& w, const std::string& name, const float* x, float* y,
   if (m.bf16 != nullptr) {
     k::matmul_wt_bf16(x, m.bf16, y, n, in, out);
   } else {
-    k::matmul_wt(x, m.f32, y, n, in, out);
+    k::matmul_wt_f32(x, m.f32, y, n, in, out);
   }
 }
 

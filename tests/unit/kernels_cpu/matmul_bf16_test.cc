@@ -169,6 +169,64 @@ TEST(MatmulBf16, EmptyShapesWriteNothingOrZeros) {
   }
 }
 
+// The GEMV over fp32 weights (matmul_wt_f32_gemv, decode's path for fp32 weights): the bf16
+// problems' weights are exact fp32 values, so the same exact product checks it.
+std::vector<float> widened(const Problem& p) {
+  std::vector<float> w(p.w.size());
+  for (size_t i = 0; i < w.size(); ++i) w[i] = from_bits(p.w[i]);
+  return w;
+}
+
+TEST(MatmulF32Gemv, BothInstructionSetsMatchTheExactProduct) {
+  uint64_t seed = 500;
+  for (int64_t n : {1, 2, 3, 4, 5, 9}) {
+    for (int64_t in : {1, 3, 7, 8, 9, 15, 16, 17, 31, 100, 257}) {
+      for (int64_t out : {1, 2, 33}) {
+        const Problem p(n, in, out, seed++);
+        const std::vector<float> w = widened(p);
+        for (Bf16Isa isa : {Bf16Isa::Baseline, Bf16Isa::Avx2Fma}) {
+          std::vector<float> y = poisoned(p);
+          matmul_wt_f32_gemv(p.x.data(), w.data(), y.data(), n, in, out, isa, 1);
+          p.check(y, "f32 gemv isa " + std::to_string(static_cast<int>(isa)) + " " + shape(p));
+        }
+        std::vector<float> d = poisoned(p);
+        matmul_wt_f32(p.x.data(), w.data(), d.data(), n, in, out);
+        p.check(d, "f32 dispatch " + shape(p));
+      }
+    }
+  }
+}
+
+TEST(MatmulF32Gemv, TheDispatcherGivesThePathItPicksBitForBit) {
+  for (int64_t n : {int64_t{1}, kF32GemvMaxRows, kF32GemvMaxRows + 1, int64_t{40}}) {
+    const Problem p(n, 96, 70, 700 + static_cast<uint64_t>(n));
+    const std::vector<float> w = widened(p);
+    std::vector<float> d = poisoned(p), e = poisoned(p);
+    matmul_wt_f32(p.x.data(), w.data(), d.data(), n, p.in, p.out);
+    if (n <= kF32GemvMaxRows) {
+      matmul_wt_f32_gemv(p.x.data(), w.data(), e.data(), n, p.in, p.out, bf16_best_isa(), 1);
+    } else {
+      matmul_wt(p.x.data(), w.data(), e.data(), n, p.in, p.out);
+    }
+    EXPECT_EQ(0, std::memcmp(d.data(), e.data(), d.size() * sizeof(float))) << shape(p);
+  }
+}
+
+TEST(MatmulF32Gemv, ThreadsSplitOutputRowsWithoutChangingOneBit) {
+  const Problem p(2, 2048, 4500, 9);
+  const std::vector<float> w = widened(p);
+  std::vector<float> one = poisoned(p);
+  matmul_wt_f32_gemv(p.x.data(), w.data(), one.data(), p.n, p.in, p.out, bf16_best_isa(), 1);
+  p.check(one, "f32 1 thread " + shape(p));
+  for (int threads : {2, 3, 16}) {
+    std::vector<float> many = poisoned(p);
+    matmul_wt_f32_gemv(p.x.data(), w.data(), many.data(), p.n, p.in, p.out, bf16_best_isa(),
+                       threads);
+    EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float)))
+        << threads << " threads, " << shape(p);
+  }
+}
+
 TEST(MatmulBf16, EmbeddingWidensTheRowsExactly) {
   // Rows of 3: 1.0, -2.0, the smallest normal; 0.5, +inf, the largest finite bf16.
   const std::vector<uint16_t> table = {0x3f80, 0xc000, 0x0080, 0x3f00, 0x7f80, 0x7f7f};
