@@ -2,8 +2,10 @@
 """cachebench's CPU backend against llama.cpp, its peer, on the same files and this machine.
 
 Builds llama.cpp's llama-tokenize, llama-perplexity and llama-bench (CPU, Release) from the
-source that the PyPI sdist of llama-cpp-python 0.3.36 vendors (downloaded with pip, checked by
-SHA-256, none of its Python run), then, each tool beside cachebench's own subcommand:
+source that the PyPI sdist of llama-cpp-python 0.3.36 vendors (downloaded with `pip download`,
+which reads the sdist's metadata through its build backend in an isolated environment; checked
+by SHA-256; the package itself is neither built nor installed), then, each tool beside
+cachebench's own subcommand:
 
   tokens      stories260K's vocabulary on a text file: the two id lists must be equal;
   perplexity  stories260K on the text file, llama.cpp's convention (--ctx 256): PPL and its
@@ -16,8 +18,8 @@ SHA-256, none of its Python run), then, each tool beside cachebench's own subcom
 
 Timed runs alternate between the two engines (--reps rounds); each round's ratio (cachebench's
 rate over llama.cpp's) is taken, and the median of those ratios is reported with the medians
-of the rates. llama.cpp runs --threads threads, OpenBLAS as many (OPENBLAS_NUM_THREADS), and
-cachebench's own GEMV one a core.
+of the rates. llama.cpp runs --threads threads, cachebench as many (OPENBLAS_NUM_THREADS, which
+its own GEMVs follow too).
 
 Usage: tools/llamacpp_peer.py --cachebench BIN [--work DIR] [--data DIR] [--threads N]
            [--reps 3] [--chunks 400] [--out RESULT.json]
@@ -30,6 +32,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -59,16 +62,26 @@ def build_llamacpp(work: pathlib.Path, jobs: int) -> pathlib.Path:
         return bin_dir
     sdist = work / SDIST
     if not sdist.exists():
-        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "--no-build-isolation", "llama-cpp-python==0.3.36", "-d", work])
+        run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary",
+             "llama-cpp-python", "llama-cpp-python==0.3.36", "-d", work])
     digest = hashlib.sha256(sdist.read_bytes()).hexdigest()
     if digest != SHA256:
         sys.exit(f"llamacpp_peer: {sdist} has SHA-256 {digest}, expected {SHA256}; delete it "
                  "and run again")
-    src = work / "llama_cpp_python-0.3.36" / "vendor" / "llama.cpp"
-    if not src.exists():
+    top = work / "llama_cpp_python-0.3.36"
+    src = top / "vendor" / "llama.cpp"
+    if not top.exists():  # extracted aside, then renamed: an interrupted run leaves no half tree
+        tmp = work / "extract.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
         with tarfile.open(sdist) as tf:
-            tf.extractall(work, filter="data")
+            # The "data" filter (where this Python has it) refuses links and paths that leave
+            # the directory; the checksum above already pins what the archive holds.
+            if hasattr(tarfile, "data_filter"):
+                tf.extractall(tmp, filter="data")
+            else:
+                tf.extractall(tmp)
+        (tmp / top.name).rename(top)
+        shutil.rmtree(tmp)
     print("llamacpp_peer: building llama.cpp (CPU, Release)...", file=sys.stderr)
     run(["cmake", "-S", src, "-B", work / "build", "-DCMAKE_BUILD_TYPE=Release",
          "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_EXAMPLES=OFF",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a LLaMA GGUF of a given shape with random weights, for timing one engine against
-another on the same file (tools/llamacpp_peer.sh): both read the same tensors, so their speeds
+another on the same file (tools/llamacpp_peer.py): both read the same tensors, so their speeds
 compare, whatever the weights say.
 
 Usage: python3 shape_gguf.py OUT.gguf --vocab-from VOCAB.gguf [--hidden 4096] [--heads 32]

@@ -246,6 +246,16 @@ int run_gate_cmd(const GateArgs& a) {
       note_steal(*nested, name + std::string(" run's --compare baseline"), "baseline.cpu_steal");
     }
   }
+  // bench cpu records the BLAS and the kernel set it ran (kernels/cpu/blas_core.h): times
+  // measured with other kernels differ for that reason alone.
+  const std::string base_blas = field(base_doc, "blas"), cur_blas = field(cur_doc, "blas");
+  if (base_blas != cur_blas) {
+    std::printf(
+        "\ngate: note: the runs' BLAS differ (baseline: %s; current: %s): their timings "
+        "measured other kernels\n",
+        base_blas.empty() ? "not recorded" : base_blas.c_str(),
+        cur_blas.empty() ? "not recorded" : cur_blas.c_str());
+  }
   const std::string checks = count_of(static_cast<long long>(r.checks.size()), "check");
   if (r.regressions > 0) {
     std::printf("\ngate: %s in %s\n", count_of(r.regressions, "regression").c_str(),

@@ -1,4 +1,5 @@
 // cachebench: KV-cache reuse (CachedAttention) measured against the baselines it replaces.
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -18,12 +19,13 @@ namespace {
 
 // OpenBLAS chose its kernels when it loaded. Where it mistook this CPU (kernels/cpu/blas_core.h),
 // start this program again with OPENBLAS_CORETYPE set, which the library reads only when it
-// loads; the process keeps its id, arguments and open files. Should the restart fail, go on with
-// the library's own choice.
+// loads; the process keeps its id, arguments and open files. Not when the program was started
+// through the dynamic loader (`ld.so ./cachebench`: /proc/self/exe is then the loader, and
+// AT_BASE 0). Should the restart fail, go on with the library's own choice.
 void restart_for_blas_core(char** argv) {
   namespace kc = cb::kernels::cpu;
   const std::string core = kc::blas_core_to_request();
-  if (core.empty()) return;
+  if (core.empty() || getauxval(AT_BASE) == 0) return;
   if (setenv(kc::kBlasCoreFromEnv, kc::blas_info().core.c_str(), 1) != 0 ||
       setenv("OPENBLAS_CORETYPE", core.c_str(), 1) != 0) {
     return;
@@ -76,6 +78,7 @@ std::string clearer_parse_error(const CLI::App& app, const CLI::ParseError& e) {
 
 int main(int argc, char** argv) {
   restart_for_blas_core(argv);
+  cb::kernels::cpu::adopt_blas_restart_marker();
   // A file-size limit (ulimit -f) makes a write fail with EFBIG, reported with the file's name
   // and its temporary removed, instead of killing the process mid-write.
   std::signal(SIGXFSZ, SIG_IGN);

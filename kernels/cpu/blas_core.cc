@@ -32,14 +32,25 @@ bool core_has_avx2(const std::string& core) {
                      [&](const char* name) { return c == name; });
 }
 
+// kBlasCoreFromEnv's value as this process found it (adopt_blas_restart_marker).
+std::string& restart_marker() {
+  static std::string marker;
+  return marker;
+}
+
 }  // namespace
+
+void adopt_blas_restart_marker() {
+  restart_marker() = env_or_empty(kBlasCoreFromEnv);
+  unsetenv(kBlasCoreFromEnv);
+}
 
 BlasInfo blas_info() {
   BlasInfo info;
   info.config = openblas_get_config();
   info.core = openblas_get_corename();
   info.requested = env_or_empty("OPENBLAS_CORETYPE");
-  if (!info.requested.empty()) info.detected_core = env_or_empty(kBlasCoreFromEnv);
+  if (!info.requested.empty()) info.detected_core = restart_marker();
   return info;
 }
 
@@ -47,7 +58,8 @@ std::string blas_summary(const BlasInfo& info) {
   std::string s = info.config + ", core " + info.core;
   if (!info.detected_core.empty()) {
     s += " (cachebench set OPENBLAS_CORETYPE=" + info.requested +
-         ": the library took this CPU for " + info.detected_core + ")";
+         ": the library took this CPU for " + info.detected_core +
+         (lower(info.core) == lower(info.detected_core) ? ", and kept it" : "") + ")";
   } else if (!info.requested.empty()) {
     s += " (OPENBLAS_CORETYPE=" + info.requested + ")";
   }
@@ -62,6 +74,7 @@ std::string better_blas_core(const std::string& core, bool avx2_fma, bool avx512
 std::string blas_core_to_request() {
 #if defined(__x86_64__)
   if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return "";
+  if (std::string(openblas_get_config()).find("DYNAMIC_ARCH") == std::string::npos) return "";
   __builtin_cpu_init();
   // GCC's and Clang's checks count an instruction set only where the OS saves its registers.
   const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");

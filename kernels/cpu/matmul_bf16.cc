@@ -240,8 +240,10 @@ void widen_then_sgemm(const float* x, const uint16_t* w, float* y, int64_t n, in
   }
 }
 
+// As many threads as OpenBLAS uses (OPENBLAS_NUM_THREADS, else one a core), at most 16: one
+// setting for every linear layer, whichever path computes it.
 int default_threads() {
-  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 16u));
+  return std::clamp(openblas_get_num_threads(), 1, 16);
 }
 
 }  // namespace

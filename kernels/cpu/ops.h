@@ -11,8 +11,9 @@ namespace cb::kernels::cpu {
 void matmul_wt(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out);
 
 /// matmul_wt with bfloat16 weights w[out, in] (fp32 math): matmul_wt_bf16_gemv for at most
-/// kBf16GemvMaxRows rows of x (decode), with the best instruction set and this machine's
-/// cores; matmul_wt_bf16_blocked otherwise (prefill).
+/// kBf16GemvMaxRows rows of x (decode), with the best instruction set and as many threads as
+/// OpenBLAS uses (OPENBLAS_NUM_THREADS, else one a core; at most 16); matmul_wt_bf16_blocked
+/// otherwise (prefill).
 void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                     int64_t out);
 /// The most rows of x that matmul_wt_bf16 hands to the GEMV (about where the blocked path
@@ -24,7 +25,7 @@ enum class Bf16Isa : uint8_t { Baseline, Avx2Fma };
 /// Avx2Fma when this CPU has AVX2 and FMA, else Baseline.
 Bf16Isa bf16_best_isa();
 /// How many parts (threads) matmul_wt_bf16 splits a [out, in] matrix's GEMV into on this
-/// machine: one per 2^21 weights, at most one per core (up to 16).
+/// machine: one per 2^21 weights, at most as many as OpenBLAS's threads (up to 16).
 int64_t bf16_gemv_parts(int64_t in, int64_t out);
 /// Streams w once per group of four rows of x, widening in registers; output rows split over
 /// up to `threads` threads when w is large (the result is the same for any thread count).
@@ -36,8 +37,8 @@ void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n,
 /// from two on (docs/perf.md).
 constexpr int64_t kF32GemvMaxRows = 1;
 /// matmul_wt for the CPU backend's fp32 linear layers: matmul_wt_f32_gemv for at most
-/// kF32GemvMaxRows rows of x (decode), with the best instruction set and this machine's cores;
-/// matmul_wt (sgemm) otherwise.
+/// kF32GemvMaxRows rows of x (decode), with the best instruction set and matmul_wt_bf16's
+/// threads; matmul_wt (sgemm) otherwise.
 void matmul_wt_f32(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out);
 /// matmul_wt_bf16_gemv's GEMV over fp32 weights: w streamed once per group of four rows of x,
 /// output rows split over up to `threads` threads (the same bits for any thread count).

@@ -63,6 +63,15 @@ printf '{"summary": %s, "baseline": {"completed": 10, "cpu_steal": 0.4}}' "$(cat
   >"$G/compare_stolen.json"
 expect_out gate_steal_compare_note "40% of the machine's CPU time during the current run's --compare baseline (baseline.cpu_steal)" \
   "$CB" gate --baseline "$G/quiet.json" --current "$G/compare_stolen.json"
+# bench cpu results that ran other BLAS kernels are named in a note; the verdict stands.
+printf '{"bench": "cpu", "blas": "OpenBLAS 0.3.21, core Prescott", "prefill_tok_s": 68.0}' >"$G/blas1.json"
+printf '{"bench": "cpu", "blas": "OpenBLAS 0.3.21, core SkylakeX", "prefill_tok_s": 240.0}' >"$G/blas2.json"
+expect_out gate_blas_note "the runs' BLAS differ (baseline: OpenBLAS 0.3.21, core Prescott; current: OpenBLAS 0.3.21, core SkylakeX)" \
+  "$CB" gate --baseline "$G/blas1.json" --current "$G/blas2.json" --max-regression prefill_tok_s=5
+"$CB" gate --baseline "$G/blas1.json" --current "$G/blas1.json" --max-regression prefill_tok_s=5 >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && ! grep -qF "BLAS differ" "$TMP/out"; then ok
+else bad "gate noted a BLAS difference between equal runs: rc=$rc, $(head -c 600 "$TMP/out")"; fi
 # Two checkpoints of one name ("llama") but another shape are different models.
 printf '{"model": {"name": "llama", "shape": "llama 6x288"}, "summary": {"completed": 1}}' >"$G/m1.json"
 printf '{"model": {"name": "llama", "shape": "llama 8x512"}, "summary": {"completed": 1}}' >"$G/m2.json"

@@ -56,6 +56,10 @@ TEST(BlasCore, TheSummaryNamesTheCoreAndWhoChoseIt) {
   EXPECT_EQ(kc::blas_summary(info),
             "OpenBLAS 0.3.21 DYNAMIC_ARCH, core SkylakeX (cachebench set "
             "OPENBLAS_CORETYPE=SkylakeX: the library took this CPU for Prescott)");
+  info.core = "Prescott";  // a library that does not read OPENBLAS_CORETYPE
+  EXPECT_EQ(kc::blas_summary(info),
+            "OpenBLAS 0.3.21 DYNAMIC_ARCH, core Prescott (cachebench set "
+            "OPENBLAS_CORETYPE=SkylakeX: the library took this CPU for Prescott, and kept it)");
   // The library in this process reports a core.
   EXPECT_FALSE(kc::blas_info().core.empty());
 }
