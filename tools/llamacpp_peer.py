@@ -11,10 +11,10 @@ cachebench's own subcommand:
   perplexity  stories260K on the text file, llama.cpp's convention (--ctx 256): PPL and its
               error, and windows per second over the first --chunks windows (wall clock of
               the whole command, loading included);
-  speed       a LLaMA-2-7B-shaped GGUF of random f32 weights, 2 of 32 layers
-              (tools/shape_gguf.py): llama-bench's pp512, and its tg16 at a depth of 512,
-              against `cachebench bench cpu --prompt 512 --decode 16`: prefill and decode
-              tokens/s.
+  speed       LLaMA-2-7B-shaped GGUFs of random weights, 2 of 32 layers (tools/shape_gguf.py),
+              one f32 and one bf16: llama-bench's pp512, and its tg16 at a depth of 512,
+              against `cachebench bench cpu --cpu-weights f32|bf16 --prompt 512 --decode 16`:
+              prefill and decode tokens/s.
 
 Timed runs alternate between the two engines (--reps rounds); each round's ratio (cachebench's
 rate over llama.cpp's) is taken, and the median of those ratios is reported with the medians
@@ -108,10 +108,16 @@ def ppl_llamacpp(lc, model, text_file, ctx, threads, chunks=0):
     cmd = [lc / "llama-perplexity", "-m", model, "-f", text_file, "-c", ctx, "-t", threads]
     if chunks:
         cmd += ["--chunks", chunks]
-    wall, out, err = run(cmd)
-    m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out + err)
+    # Its log goes through a thread of its own, whose last line ("Final estimate") the exiting
+    # process can lose (seen once in five runs here): such a run is run again, up to twice.
+    for _ in range(3):
+        wall, out, err = run(cmd)
+        m = re.search(r"Final estimate: PPL = ([0-9.]+) \+/- ([0-9.]+)", out + err)
+        if m:
+            break
     if not m:
-        sys.exit(f"llamacpp_peer: no 'Final estimate' in llama-perplexity's output:\n{err[-2000:]}")
+        sys.exit(f"llamacpp_peer: no 'Final estimate' in llama-perplexity's output, 3 runs:\n"
+                 f"{err[-2000:]}")
     n = re.search(r"calculating perplexity over (\d+) chunks", out + err)
     return wall, {"ppl": float(m.group(1)), "ppl_err": float(m.group(2)),
                   "chunks": int(n.group(1)) if n else None}
@@ -135,16 +141,19 @@ def llama_bench(lc, model, threads, *args):
     return tests[0]["avg_ts"]
 
 
-def bench_pair(cb, lc, model, threads, work, prompt, decode):
+def bench_pair(cb, lc, model, weights, threads, work, prompt, decode):
+    """Prefill and decode tokens/s of both engines on `model`, whose matrices are `weights`
+    (f32 or bf16: cachebench's --cpu-weights, llama.cpp's file type)."""
     # Decode after the prompt, as bench cpu decodes: llama-bench's tg at a depth of `prompt`.
     lc_pp = llama_bench(lc, model, threads, "-p", prompt, "-n", 0)
     lc_tg = llama_bench(lc, model, threads, "-p", 0, "-n", decode, "-d", prompt)
     res = work / "cb-bench.json"
-    run([cb, "bench", "cpu", "--model", model, "--prompt", prompt, "--decode", decode,
-         "--reps", 3, "--out", res], env=dict(os.environ, OPENBLAS_NUM_THREADS=str(threads)))
+    run([cb, "bench", "cpu", "--model", model, "--cpu-weights", weights, "--prompt", prompt,
+         "--decode", decode, "--reps", 3, "--out", res],
+        env=dict(os.environ, OPENBLAS_NUM_THREADS=str(threads)))
     r = json.loads(res.read_text())
-    return {"prefill_tok_s": (r["prefill_tok_s"], lc_pp),
-            "decode_tok_s": (r["decode_tok_s"], lc_tg)}
+    return {f"prefill_{weights}_tok_s": (r["prefill_tok_s"], lc_pp),
+            f"decode_{weights}_tok_s": (r["decode_tok_s"], lc_tg)}
 
 
 def main() -> int:
@@ -181,14 +190,19 @@ def main() -> int:
     result["perplexity"] = {"llamacpp": lc_full, "cachebench": cb_full}
     print(f"perplexity: llama.cpp {lc_full}, cachebench {cb_full.get('ppl')}", file=sys.stderr)
 
-    shape = work / "shape-7b-2l-f32.gguf"
-    if not shape.exists():
-        run([sys.executable, HERE / "shape_gguf.py", shape, "--vocab-from", vocab])
+    shapes = {}
+    for weights in ("f32", "bf16"):
+        shapes[weights] = work / f"shape-7b-2l-{weights}.gguf"
+        if not shapes[weights].exists():
+            run([sys.executable, HERE / "shape_gguf.py", shapes[weights], "--type", weights,
+                 "--vocab-from", vocab])
     rounds = []
     for i in range(a.reps):
         t_lc, _ = ppl_llamacpp(lc, model, text, 256, a.threads, a.chunks)
         t_cb, _ = ppl_cachebench(cb, model, text, 256, a.threads, work, a.chunks)
-        b = bench_pair(cb, lc, shape, a.threads, work, 512, 16)
+        b = {}
+        for weights, shape in shapes.items():
+            b.update(bench_pair(cb, lc, shape, weights, a.threads, work, 512, 16))
         rounds.append({"ppl_windows_s": (a.chunks / t_cb, a.chunks / t_lc), **b})
         print(f"round {i + 1}: {rounds[-1]}", file=sys.stderr)
     result["rounds"] = rounds

@@ -4,7 +4,7 @@ another on the same file (tools/llamacpp_peer.py): both read the same tensors, s
 compare, whatever the weights say.
 
 Usage: python3 shape_gguf.py OUT.gguf --vocab-from VOCAB.gguf [--hidden 4096] [--heads 32]
-           [--kv-heads 32] [--ffn 11008] [--layers 2] [--ctx 4096] [--type f32|f16] [--seed 0]
+           [--kv-heads 32] [--ffn 11008] [--layers 2] [--ctx 4096] [--type f32|f16|bf16] [--seed 0]
 
 The tokenizer (every tokenizer.ggml.* key) is copied from VOCAB.gguf, e.g. llama.cpp's
 ggml-vocab-llama-spm.gguf for LLaMA-2's 32,000 tokens; the vocabulary size is its token count.
@@ -22,7 +22,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
                                 "reference"))
 import gguf_read  # noqa: E402
 
-TYPES = {"f32": (gguf_read.GGML_F32, 0), "f16": (gguf_read.GGML_F16, 1)}
+TYPES = {"f32": (gguf_read.GGML_F32, 0), "f16": (gguf_read.GGML_F16, 1),
+         "bf16": (gguf_read.GGML_BF16, 32)}
 
 
 def main(argv=None) -> int:
