@@ -7,7 +7,8 @@ which reads the sdist's metadata through its build backend in an isolated enviro
 by SHA-256; the package itself is neither built nor installed), then, each tool beside
 cachebench's own subcommand:
 
-  tokens      stories260K's vocabulary on a text file: the two id lists must be equal;
+  tokens      stories260K's vocabulary on a text file: the two id lists must be equal (the
+              script exits 1 when the ids, the windows or the PPL, within 1e-4, disagree);
   perplexity  stories260K on the text file, llama.cpp's convention (--ctx 256): PPL and its
               error, and windows per second over the first --chunks windows (wall clock of
               the whole command, loading included);
@@ -95,7 +96,8 @@ def ids_of(text: str) -> list[int]:
 
 
 def compare_tokens(cb, lc, model, text_file):
-    _, ours, _ = run([cb, "tokenize", "--model", model, "-"], stdin=open(text_file))
+    with open(text_file) as f:
+        _, ours, _ = run([cb, "tokenize", "--model", model, "-"], stdin=f)
     _, theirs, _ = run([lc / "llama-tokenize", "-m", model, "-f", text_file, "--ids",
                         "--log-disable"])
     a, b = ids_of(ours), ids_of(theirs)
@@ -156,20 +158,29 @@ def bench_pair(cb, lc, model, weights, threads, work, prompt, decode):
             f"decode_{weights}_tok_s": (r["decode_tok_s"], lc_tg)}
 
 
+def positive(v: str) -> int:
+    if not v.isdigit() or int(v) < 1:
+        raise argparse.ArgumentTypeError(f"{v!r} is not a whole number of 1 or more")
+    return int(v)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cachebench", required=True, help="the cachebench binary")
     ap.add_argument("--work", default="/tmp/llamacpp-peer", help="download and build directory")
     ap.add_argument("--data", default=os.environ.get("CACHEBENCH_DATA", str(HERE.parent.parent /
                                                                             "shared")))
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--chunks", type=int, default=400)
+    ap.add_argument("--threads", type=positive, default=os.cpu_count())
+    ap.add_argument("--reps", type=positive, default=3)
+    ap.add_argument("--chunks", type=positive, default=400)
     ap.add_argument("--out")
     a = ap.parse_args()
     work = pathlib.Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     cb = pathlib.Path(a.cachebench).resolve()
+    if not (cb.is_file() and os.access(cb, os.X_OK)):
+        sys.exit(f"llamacpp_peer: --cachebench {a.cachebench}: not an executable file; give the "
+                 "built binary, e.g. build/apps/cachebench/cachebench")
     data = pathlib.Path(a.data)
     model = data / "models" / "stories260K" / "stories260K.gguf"
     text = data / "data" / "wikitext-2-raw" / "wiki.test.raw"
@@ -189,6 +200,12 @@ def main() -> int:
     _, cb_full = ppl_cachebench(cb, model, text, 256, a.threads, work)
     result["perplexity"] = {"llamacpp": lc_full, "cachebench": cb_full}
     print(f"perplexity: llama.cpp {lc_full}, cachebench {cb_full.get('ppl')}", file=sys.stderr)
+    # The two must agree: the same ids, the same windows, PPL within 1e-4 (llama.cpp's printed
+    # digits and its fp16 KV cache); a disagreement is reported and the script exits 1.
+    ppl_gap = abs(cb_full["ppl"] - lc_full["ppl"]) / lc_full["ppl"]
+    result["agree"] = {"tokens": result["tokens"]["equal"],
+                       "windows": cb_full.get("chunks") == lc_full["chunks"],
+                       "ppl": ppl_gap <= 1e-4, "ppl_relative_gap": ppl_gap}
 
     shapes = {}
     for weights in ("f32", "bf16"):
@@ -217,6 +234,10 @@ def main() -> int:
     if a.out:
         pathlib.Path(a.out).write_text(text_out + "\n")
     print(text_out)
+    disagree = [k for k, v in result["agree"].items() if v is False]
+    if disagree:
+        print(f"llamacpp_peer: the engines disagree on {', '.join(disagree)}", file=sys.stderr)
+        return 1
     return 0
 
 
