@@ -181,9 +181,14 @@ int64_t gemv_parts(int64_t in, int64_t out, int threads) {
   return std::min(parts, out);
 }
 
+// The GEMV behind matmul_wt_bf16_gemv and matmul_wt_f32_gemv: nothing for no rows or outputs;
+// an `isa` this CPU lacks falls back to Baseline.
 template <typename W>
 void gemv(Bf16Isa isa, const float* x, const W* w, float* y, int64_t n, int64_t in, int64_t out,
           int threads) {
+  if (n <= 0 || out <= 0) return;
+  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
+  threads = std::max(1, threads);
   const int64_t parts = gemv_parts(in, out, threads);
   if (parts <= 1) {
     gemv_part(isa, x, w, y, n, in, out, 0, out);
@@ -271,16 +276,12 @@ bool matmul_bf16_prefers_gemv(int64_t n) {
 
 void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                          int64_t out, Bf16Isa isa, int threads) {
-  if (n <= 0 || out <= 0) return;
-  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
-  gemv(isa, x, w, y, n, in, out, std::max(1, threads));
+  gemv(isa, x, w, y, n, in, out, threads);
 }
 
 void matmul_wt_f32_gemv(const float* x, const float* w, float* y, int64_t n, int64_t in,
                         int64_t out, Bf16Isa isa, int threads) {
-  if (n <= 0 || out <= 0) return;
-  if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
-  gemv(isa, x, w, y, n, in, out, std::max(1, threads));
+  gemv(isa, x, w, y, n, in, out, threads);
 }
 
 void matmul_wt_f32(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out) {
