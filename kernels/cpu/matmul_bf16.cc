@@ -4,10 +4,12 @@
 //
 // - Few rows (decode): a GEMV that streams the weight rows once per group of up to four input
 //   rows, bf16 widened in registers (AVX2+FMA when the CPU has them, else SSE2; plain C++ off
-//   x86), output rows split over threads when the matrix is large. Each output element is one
-//   thread's fixed-order sum, so the result does not depend on the thread count. OpenBLAS's
-//   sgemm at one row computes on one thread, which cannot draw a 2-core machine's memory
-//   bandwidth (docs/perf.md): fp32 weights take the GEMV too, up to kF32GemvMaxRows rows.
+//   x86), output rows split over threads when the matrix is large; with AVX2 four output rows
+//   at a time for one input row, two for two (a core reads several streams faster than one).
+//   Each output element is one thread's fixed-order sum, the same for any thread count and
+//   any number of input rows. OpenBLAS's sgemm at one to four rows read the weights at about
+//   half the GEMV's rate on the same two threads (docs/perf.md): fp32 weights take the GEMV
+//   too, up to kF32GemvMaxRows rows.
 // - Many rows (prefill): blocks of weight rows widened into an fp32 scratch, then sgemm.
 // No BLAS has a bf16 GEMM here (OpenBLAS's sbgemm is a build option Debian's lacks).
 
@@ -112,32 +114,59 @@ __attribute__((target("avx2,fma"))) inline void load16(const float* w, __m256* w
   *w1 = _mm256_loadu_ps(w + 8);
 }
 
-// The same with 256-bit vectors and fused multiply-adds, 16 weights an iteration.
+// Output rows [o, o + B) for R input rows with 256-bit vectors and fused multiply-adds, 16
+// weights an iteration. Each output's sum is the same whatever B: B rows at once only make B
+// streams of weights (a core reads several streams faster than one) and share the loads of x.
+template <typename W, int R, int B>
+__attribute__((target("avx2,fma"))) inline void gemv_avx2_rows(const float* x, int64_t ldx,
+                                                               const W* w, int64_t in, float* y,
+                                                               int64_t ldy, int64_t o) {
+  __m256 a0[B][R], a1[B][R];
+#pragma GCC unroll 4
+  for (int b = 0; b < B; ++b)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) a0[b][r] = a1[b][r] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= in; i += 16) {
+    __m256 w0[B], w1[B];
+#pragma GCC unroll 4
+    for (int b = 0; b < B; ++b) load16(w + (o + b) * in + i, &w0[b], &w1[b]);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const __m256 x0 = _mm256_loadu_ps(x + r * ldx + i);
+      const __m256 x1 = _mm256_loadu_ps(x + r * ldx + i + 8);
+#pragma GCC unroll 4
+      for (int b = 0; b < B; ++b) {
+        a0[b][r] = _mm256_fmadd_ps(w0[b], x0, a0[b][r]);
+        a1[b][r] = _mm256_fmadd_ps(w1[b], x1, a1[b][r]);
+      }
+    }
+  }
+  for (int b = 0; b < B; ++b) {
+    const W* wr = w + (o + b) * in;
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float lane[8];
+      _mm256_store_ps(lane, _mm256_add_ps(a0[b][r], a1[b][r]));
+      float s =
+          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+      y[r * ldy + o + b] = add_products(s, wr, x + r * ldx, i, in);
+    }
+  }
+}
+
+// Output rows [o0, o1) for R input rows: kAvx2Block(R) output rows at a time (at most eight
+// accumulators), the rest one at a time.
+constexpr int kAvx2Block(int rows) {
+  return rows == 1 ? 4 : rows == 2 ? 2 : 1;
+}
 template <typename W, int R>
 __attribute__((target("avx2,fma"))) void gemv_avx2(const float* x, int64_t ldx, const W* w,
                                                    int64_t in, float* y, int64_t ldy, int64_t o0,
                                                    int64_t o1) {
-  for (int64_t o = o0; o < o1; ++o) {
-    const W* wr = w + o * in;
-    __m256 a0[R], a1[R];
-    for (int r = 0; r < R; ++r) a0[r] = a1[r] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 16 <= in; i += 16) {
-      __m256 w0, w1;
-      load16(wr + i, &w0, &w1);
-      for (int r = 0; r < R; ++r) {
-        a0[r] = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + r * ldx + i), a0[r]);
-        a1[r] = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + r * ldx + i + 8), a1[r]);
-      }
-    }
-    for (int r = 0; r < R; ++r) {
-      alignas(32) float lane[8];
-      _mm256_store_ps(lane, _mm256_add_ps(a0[r], a1[r]));
-      float s =
-          ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
-      y[r * ldy + o] = add_products(s, wr, x + r * ldx, i, in);
-    }
-  }
+  constexpr int B = kAvx2Block(R);
+  int64_t o = o0;
+  for (; o + B <= o1; o += B) gemv_avx2_rows<W, R, B>(x, ldx, w, in, y, ldy, o);
+  for (; o < o1; ++o) gemv_avx2_rows<W, R, 1>(x, ldx, w, in, y, ldy, o);
 }
 
 #endif  // CB_BF16_X86

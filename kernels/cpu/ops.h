@@ -33,9 +33,9 @@ int64_t bf16_gemv_parts(int64_t in, int64_t out);
 void matmul_wt_bf16_gemv(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                          int64_t out, Bf16Isa isa, int threads);
 /// The most rows of x that matmul_wt_f32 hands to the GEMV rather than sgemm: at LLaMA-2-7B's
-/// shapes on the 2-core machine the GEMV read 1.5x faster than sgemm at one row and slower
-/// from two on (docs/perf.md).
-constexpr int64_t kF32GemvMaxRows = 1;
+/// shapes on the 2-core machine the GEMV read 1.7-2.1x faster than sgemm at one to four rows
+/// and about as fast at six and eight, where it streams w twice (docs/perf.md).
+constexpr int64_t kF32GemvMaxRows = 4;
 /// matmul_wt for the CPU backend's fp32 linear layers: matmul_wt_f32_gemv for at most
 /// kF32GemvMaxRows rows of x (decode), with the best instruction set and matmul_wt_bf16's
 /// threads; matmul_wt (sgemm) otherwise.

@@ -12,6 +12,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -93,7 +94,7 @@ TEST(MatmulBf16, BothInstructionSetsAndTheBlockedPathMatchTheExactProduct) {
   uint64_t seed = 1;
   for (int64_t n : {1, 2, 3, 4, 5, 7, 8, 9, 13}) {
     for (int64_t in : {1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 64, 100, 257}) {
-      for (int64_t out : {1, 2, 5, 33}) {
+      for (int64_t out : {1, 2, 5, 7, 33}) {
         const Problem p(n, in, out, seed++);
         for (Bf16Isa isa : {Bf16Isa::Baseline, Bf16Isa::Avx2Fma}) {
           std::vector<float> y = poisoned(p);
@@ -137,9 +138,11 @@ TEST(MatmulBf16, TheDispatcherGivesThePathItPicksBitForBit) {
 }
 
 TEST(MatmulBf16, ThreadsSplitOutputRowsWithoutChangingOneBit) {
-  // 2^21 weights a thread at least: 2,200 x 2,048 gives up to two parts, 4,500 x 2,048 four.
-  for (int64_t out : {2200, 4500}) {
-    const Problem p(3, 2048, out, 5);
+  // 2^21 weights a thread at least: 2,200 x 2,048 gives up to two parts, 4,500 x 2,048 four
+  // (1,125 rows each: parts that start inside a group of four output rows). One input row
+  // takes the GEMV that reads four output rows at once, three rows the one that reads one.
+  for (auto [n, out] : {std::pair<int64_t, int64_t>{3, 2200}, {3, 4500}, {1, 4500}}) {
+    const Problem p(n, 2048, out, 5);
     std::vector<float> one = poisoned(p);
     matmul_wt_bf16_gemv(p.x.data(), p.w.data(), one.data(), p.n, p.in, p.out, bf16_best_isa(), 1);
     p.check(one, "1 thread " + shape(p));
@@ -181,7 +184,7 @@ TEST(MatmulF32Gemv, BothInstructionSetsMatchTheExactProduct) {
   uint64_t seed = 500;
   for (int64_t n : {1, 2, 3, 4, 5, 9}) {
     for (int64_t in : {1, 3, 7, 8, 9, 15, 16, 17, 31, 100, 257}) {
-      for (int64_t out : {1, 2, 33}) {
+      for (int64_t out : {1, 2, 7, 33}) {
         const Problem p(n, in, out, seed++);
         const std::vector<float> w = widened(p);
         for (Bf16Isa isa : {Bf16Isa::Baseline, Bf16Isa::Avx2Fma}) {
@@ -213,17 +216,45 @@ TEST(MatmulF32Gemv, TheDispatcherGivesThePathItPicksBitForBit) {
 }
 
 TEST(MatmulF32Gemv, ThreadsSplitOutputRowsWithoutChangingOneBit) {
-  const Problem p(2, 2048, 4500, 9);
-  const std::vector<float> w = widened(p);
-  std::vector<float> one = poisoned(p);
-  matmul_wt_f32_gemv(p.x.data(), w.data(), one.data(), p.n, p.in, p.out, bf16_best_isa(), 1);
-  p.check(one, "f32 1 thread " + shape(p));
-  for (int threads : {2, 3, 16}) {
-    std::vector<float> many = poisoned(p);
-    matmul_wt_f32_gemv(p.x.data(), w.data(), many.data(), p.n, p.in, p.out, bf16_best_isa(),
-                       threads);
-    EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float)))
-        << threads << " threads, " << shape(p);
+  for (int64_t n : {1, 2}) {  // four output rows at once, two
+    const Problem p(n, 2048, 4500, 9);
+    const std::vector<float> w = widened(p);
+    std::vector<float> one = poisoned(p);
+    matmul_wt_f32_gemv(p.x.data(), w.data(), one.data(), p.n, p.in, p.out, bf16_best_isa(), 1);
+    p.check(one, "f32 1 thread " + shape(p));
+    for (int threads : {2, 3, 16}) {
+      std::vector<float> many = poisoned(p);
+      matmul_wt_f32_gemv(p.x.data(), w.data(), many.data(), p.n, p.in, p.out, bf16_best_isa(),
+                         threads);
+      EXPECT_EQ(0, std::memcmp(one.data(), many.data(), one.size() * sizeof(float)))
+          << threads << " threads, " << shape(p);
+    }
+  }
+}
+
+// Each output is one fixed-order sum whatever the group of rows of x it is computed in (one to
+// four rows at a time, four or two weight rows at a time with AVX2): a row of x gets the bits
+// it gets alone.
+TEST(MatmulGemv, EachRowOfXGetsTheBitsItGetsAlone) {
+  for (int64_t n : {2, 3, 4, 5, 9}) {
+    const Problem p(n, 100, 37, 900 + static_cast<uint64_t>(n));
+    const std::vector<float> w = widened(p);
+    for (Bf16Isa isa : {Bf16Isa::Baseline, Bf16Isa::Avx2Fma}) {
+      std::vector<float> all_b = poisoned(p), all_f = poisoned(p);
+      matmul_wt_bf16_gemv(p.x.data(), p.w.data(), all_b.data(), n, p.in, p.out, isa, 1);
+      matmul_wt_f32_gemv(p.x.data(), w.data(), all_f.data(), n, p.in, p.out, isa, 1);
+      for (int64_t r = 0; r < n; ++r) {
+        std::vector<float> one_b(static_cast<size_t>(p.out)), one_f(one_b.size());
+        const float* xr = p.x.data() + r * p.in;
+        matmul_wt_bf16_gemv(xr, p.w.data(), one_b.data(), 1, p.in, p.out, isa, 1);
+        matmul_wt_f32_gemv(xr, w.data(), one_f.data(), 1, p.in, p.out, isa, 1);
+        const size_t bytes = one_b.size() * sizeof(float);
+        EXPECT_EQ(0, std::memcmp(one_b.data(), all_b.data() + r * p.out, bytes))
+            << "bf16 row " << r << " isa " << static_cast<int>(isa) << " " << shape(p);
+        EXPECT_EQ(0, std::memcmp(one_f.data(), all_f.data() + r * p.out, bytes))
+            << "f32 row " << r << " isa " << static_cast<int>(isa) << " " << shape(p);
+      }
+    }
   }
 }
 
