@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/attention_args.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/parts.h"
 #include "lib/core/dtype.h"
 #include "lib/core/parallel.h"
 #include "lib/kv/kv_cache.h"
@@ -116,12 +117,13 @@ float read_sum(const float* x, int64_t n) {
 
 /// One decode step's attention (every layer, one query at the last position) by each CPU
 /// kernel over `cache`'s sequence 0, and a plain read of the K and V slots those calls read
-/// (the same bytes, block by block); appends to the per-repetition vectors. The two kernels
+/// (the same bytes, block by block, on as many threads as the direct kernel takes: set in
+/// `read_threads`); appends to the per-repetition vectors. The two kernels
 /// run in the order `direct_first` says (alternated by the caller).
 void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache, int64_t ctx,
                            bool direct_first, std::vector<double>* sgemm_t,
                            std::vector<double>* direct_t, std::vector<double>* read_t,
-                           double* kv_bytes) {
+                           double* kv_bytes, int64_t* read_threads) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<float> d(-1.f, 1.f);
   std::vector<float> q(static_cast<size_t>(c.q_dim())), out(q.size());
@@ -178,14 +180,25 @@ void time_decode_attention(const model::ModelConfig& c, const kv::KvCache& cache
     sgemm();
     direct();
   }
+  // The read on as many threads as the direct kernel takes for a layer, each its share of
+  // every run.
+  const int64_t parts =
+      kernels::cpu::direct_attention_parts(calls[0], kernels::cpu::kernel_threads());
+  *read_threads = parts;
+  std::vector<float> part_sum(static_cast<size_t>(parts));
   volatile float sink = 0;
   read_t->push_back(time_repeated([&] {
-    float total = 0;
     for (const auto& p : calls) {
-      for (const auto& [off, n] : runs)
-        total += read_sum(p.k_pool + off, n) + read_sum(p.v_pool + off, n);
+      kernels::cpu::run_parts(parts, [&](int64_t i) {
+        float total = 0;
+        for (const auto& [off, n] : runs) {
+          const int64_t b = n * i / parts, e = n * (i + 1) / parts;
+          total += read_sum(p.k_pool + off + b, e - b) + read_sum(p.v_pool + off + b, e - b);
+        }
+        part_sum[static_cast<size_t>(i)] = total;
+      });
+      for (float v : part_sum) sink = sink + v;
     }
-    sink = sink + total;
   }));
 }
 
@@ -337,7 +350,7 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     ratio_t.push_back(tg / tp);
     if (!steps.empty()) decode_t.push_back(median(steps));
     time_decode_attention(c, cache, total, rep % 2 == 1, &attn_sgemm_t, &attn_direct_t, &read_t,
-                          &kv_bytes);
+                          &kv_bytes, &r.attn_threads);
     std::fprintf(stderr,
                  "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token, "
                  "decode attention %.3f ms (sgemm) / %.3f ms (direct)\n",

@@ -42,6 +42,7 @@ struct BenchCpuResult {
   double attn_kv_bytes = 0;    ///< K and V bytes those calls must read
   double attn_direct_gbs = 0;  ///< attn_kv_bytes / attn_direct_s
   double read_gbs = 0;         ///< a plain read of the same K/V slots (the ceiling)
+  int64_t attn_threads = 1;    ///< threads of the direct kernel (a layer's call) and the read
   double attn_to_read = 0;     ///< attn_direct_gbs / read_gbs, per repetition, median
   /// The model's weight storage ("f32" or "bf16") and the bytes its decode reads per token
   /// from its linear layers and LM head.

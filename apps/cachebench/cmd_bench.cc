@@ -94,9 +94,11 @@ void register_bench(CLI::App& app) {
     }
     std::printf(
         "decode attention     %lld tokens of context, all layers: sgemm kernel %.3f ms, direct "
-        "kernel %.3f ms (%.2fx), %.2f GB/s of K/V = %.2f of a plain read's %.2f GB/s\n",
+        "kernel %.3f ms (%.2fx), %.2f GB/s of K/V = %.2f of a plain read's %.2f GB/s, %lld "
+        "thread(s) each\n",
         static_cast<long long>(r.attn_ctx), 1e3 * r.attn_sgemm_s, 1e3 * r.attn_direct_s,
-        r.attn_speedup, r.attn_direct_gbs, r.attn_to_read, r.read_gbs);
+        r.attn_speedup, r.attn_direct_gbs, r.attn_to_read, r.read_gbs,
+        static_cast<long long>(r.attn_threads));
     std::printf(
         "linear layers, 1 row one layer: f32 (GEMV) %.2f ms, bf16 (GEMV) %.2f ms (%.2fx), "
         "%.2f GB/s of bf16 = %.2f of a plain read's %.2f GB/s\n",
@@ -153,6 +155,7 @@ void register_bench(CLI::App& app) {
                             {"direct_speedup", r.attn_speedup},
                             {"direct_kv_gbs", r.attn_direct_gbs},
                             {"read_gbs", r.read_gbs},
+                            {"threads", r.attn_threads},
                             {"direct_to_read", r.attn_to_read}}}};
       write_json(a->out, j);
     }

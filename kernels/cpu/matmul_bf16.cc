@@ -25,11 +25,10 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <system_error>
-#include <thread>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/parts.h"
 
 namespace cb::kernels::cpu {
 namespace {
@@ -219,24 +218,9 @@ void gemv(Bf16Isa isa, const float* x, const W* w, float* y, int64_t n, int64_t 
   if (isa == Bf16Isa::Avx2Fma && bf16_best_isa() != Bf16Isa::Avx2Fma) isa = Bf16Isa::Baseline;
   threads = std::max(1, threads);
   const int64_t parts = gemv_parts(in, out, threads);
-  if (parts <= 1) {
-    gemv_part(isa, x, w, y, n, in, out, 0, out);
-    return;
-  }
-  const auto part = [&](int64_t p) {
+  run_parts(parts, [&](int64_t p) {
     gemv_part(isa, x, w, y, n, in, out, out * p / parts, out * (p + 1) / parts);
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(parts - 1));  // no reallocation while threads run
-  for (int64_t p = 1; p < parts; ++p) {
-    try {
-      pool.emplace_back(part, p);
-    } catch (const std::system_error&) {  // no thread to be had: this one computes that part
-      part(p);
-    }
-  }
-  part(0);
-  for (std::thread& t : pool) t.join();
+  });
 }
 
 // dst[i] = widen(src[i]) for i < n, eight at a time with SSE2 where there is SSE2.
@@ -274,12 +258,6 @@ void widen_then_sgemm(const float* x, const uint16_t* w, float* y, int64_t n, in
   }
 }
 
-// As many threads as OpenBLAS uses (OPENBLAS_NUM_THREADS, else one a core), at most 16: one
-// setting for every linear layer, whichever path computes it.
-int default_threads() {
-  return std::clamp(openblas_get_num_threads(), 1, 16);
-}
-
 }  // namespace
 
 Bf16Isa bf16_best_isa() {
@@ -296,7 +274,7 @@ Bf16Isa bf16_best_isa() {
 }
 
 int64_t bf16_gemv_parts(int64_t in, int64_t out) {
-  return gemv_parts(in, out, default_threads());
+  return gemv_parts(in, out, kernel_threads());
 }
 
 bool matmul_bf16_prefers_gemv(int64_t n) {
@@ -315,7 +293,7 @@ void matmul_wt_f32_gemv(const float* x, const float* w, float* y, int64_t n, int
 
 void matmul_wt_f32(const float* x, const float* w, float* y, int64_t n, int64_t in, int64_t out) {
   if (n <= kF32GemvMaxRows) {
-    matmul_wt_f32_gemv(x, w, y, n, in, out, bf16_best_isa(), default_threads());
+    matmul_wt_f32_gemv(x, w, y, n, in, out, bf16_best_isa(), kernel_threads());
   } else {
     matmul_wt(x, w, y, n, in, out);
   }
@@ -334,7 +312,7 @@ void matmul_wt_bf16_blocked(const float* x, const uint16_t* w, float* y, int64_t
 void matmul_wt_bf16(const float* x, const uint16_t* w, float* y, int64_t n, int64_t in,
                     int64_t out) {
   if (matmul_bf16_prefers_gemv(n)) {
-    matmul_wt_bf16_gemv(x, w, y, n, in, out, bf16_best_isa(), default_threads());
+    matmul_wt_bf16_gemv(x, w, y, n, in, out, bf16_best_isa(), kernel_threads());
   } else {
     matmul_wt_bf16_blocked(x, w, y, n, in, out);
   }

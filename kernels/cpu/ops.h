@@ -112,7 +112,18 @@ void paged_attention_fast(const PagedAttention& p);
 /// double; agrees with it to ~1e-5 relative (as the sgemm kernel, scores that overflow fp32
 /// give NaN). For decode: a few queries, where the sgemm kernel's gathering and packing cost
 /// more than the arithmetic (docs/perf.md).
+/// Calls that compute at least 2 * kDirectAttentionWorkPerThread multiply-adds of scores split
+/// their query heads over kernel_threads() threads (parts.h), whole groups of a KV head where
+/// there are enough KV heads; every head's output has the same bits for any split.
 void paged_attention_direct(const PagedAttention& p);
+/// paged_attention_direct in exactly `parts` parts (clamped to [1, n_heads]), one thread each.
+void paged_attention_direct_split(const PagedAttention& p, int64_t parts);
+/// The multiply-adds of scores (keys seen, over the queries, x heads x head_dim) a thread of
+/// paged_attention_direct takes at least.
+constexpr int64_t kDirectAttentionWorkPerThread = int64_t{1} << 18;
+/// How many parts paged_attention_direct splits `p` into with `threads` threads: 1 for an
+/// invalid shape.
+int64_t direct_attention_parts(const PagedAttention& p, int threads);
 /// The most queries per call that paged_attention_fast hands to paged_attention_direct.
 constexpr int64_t kDirectAttentionMaxQueries = 4;
 /// True when paged_attention_fast runs `p` through paged_attention_direct.

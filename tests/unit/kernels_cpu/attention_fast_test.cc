@@ -154,6 +154,15 @@ std::vector<float> check_fast(const FastCase& c, std::mt19937& rng) {
     if (std::string(name) == "sgemm") by_sgemm = out;
     if (std::string(name) == "direct") by_direct = out;
   }
+  // The direct kernel split over threads: whole KV heads' groups (2 parts), uneven groups or
+  // query heads apart from their group (3), every query head alone: the same bits.
+  for (int64_t parts : {int64_t{2}, int64_t{3}, nh}) {
+    std::vector<float> split(q.size(), kNaN);
+    p.out = split.data();
+    paged_attention_direct_split(p, parts);
+    EXPECT_EQ(0, std::memcmp(split.data(), by_direct.data(), split.size() * sizeof(float)))
+        << "paged_attention_direct in " << parts << " parts";
+  }
   const std::vector<float>& picked = attention_prefers_direct(p) ? by_direct : by_sgemm;
   if (!out.empty()) {
     EXPECT_EQ(0, std::memcmp(out.data(), picked.data(), out.size() * sizeof(float)))
@@ -298,6 +307,41 @@ TEST(PagedAttentionFastTest, DecodeGoesDirectPrefillThroughSgemm) {
   }
   p.n_q = kDirectAttentionMaxQueries + 1;
   EXPECT_FALSE(attention_prefers_direct(p));
+}
+
+TEST(PagedAttentionFastTest, DirectSplitsLargeCallsOverThreads) {
+  std::vector<int32_t> table(64);
+  std::vector<int32_t> pos = {1023, 1022, 1021, 1020};
+  PagedAttention p;
+  p.n_heads = 32;
+  p.n_kv_heads = 8;
+  p.head_dim = 128;
+  p.block_table = table.data();
+  p.block_size = 16;
+  p.n_ctx = 1024;
+  p.q_pos = pos.data();
+  p.n_q = 1;  // 1,024 keys x 32 heads x 128: 16 threads' worth of work
+  EXPECT_EQ(1, direct_attention_parts(p, 1));
+  EXPECT_EQ(2, direct_attention_parts(p, 2));
+  EXPECT_EQ(16, direct_attention_parts(p, 16));
+  p.n_heads = p.n_kv_heads = 4;  // at most a part per query head
+  p.head_dim = 2048;
+  EXPECT_EQ(4, direct_attention_parts(p, 16));
+  p.n_heads = 32;
+  p.n_kv_heads = 8;
+  p.head_dim = 128;
+  p.window = 64;  // the keys a query sees count, not the context: 64 x 32 x 128 is one part
+  EXPECT_EQ(1, direct_attention_parts(p, 16));
+  p.window = 128;
+  EXPECT_EQ(2, direct_attention_parts(p, 16));
+  p.n_q = 4;  // every query's keys count
+  EXPECT_EQ(8, direct_attention_parts(p, 16));
+  p.window = 0;
+  p.n_kv_heads = 5;  // 32 heads over 5 KV heads: an invalid shape is one part
+  EXPECT_EQ(1, direct_attention_parts(p, 16));
+  p.n_kv_heads = 8;
+  p.n_q = 0;
+  EXPECT_EQ(1, direct_attention_parts(p, 16));
 }
 
 TEST(PagedAttentionFastTest, DecodeBatchesOverLongContexts) {
