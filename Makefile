@@ -67,11 +67,13 @@ test-sanitize:
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(SAN_BUILD) -L unit --output-on-failure -j $(JOBS)
 
-## test-tsan: the AttentionStore suites (concurrent save/load/evict) under ThreadSanitizer
+## test-tsan: the AttentionStore suites (concurrent save/load/evict) and the CPU kernels that
+##            split work over threads (GEMV, decode attention) under ThreadSanitizer
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DCACHEBENCH_SANITIZE=thread \
 	  -DCACHEBENCH_CUDA=OFF $(CMAKE_FLAGS)
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_store test_engine test_engine_overlap
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target test_store test_engine test_engine_overlap \
+	  test_kernels_cpu
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BUILD)/tests/unit/store/test_store
 	@# OpenBLAS's worker threads synchronize in code TSan does not instrument: a GEMM's output read
 	@# after the call returns is reported as a race with the worker that wrote it. One BLAS thread.
@@ -79,6 +81,10 @@ test-tsan:
 	  $(TSAN_BUILD)/tests/unit/engine/test_engine
 	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  $(TSAN_BUILD)/tests/unit/engine/test_engine_overlap
+	@# The kernels' tests name their thread counts and parts themselves.
+	OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(TSAN_BUILD)/tests/unit/kernels_cpu/test_kernels_cpu \
+	  --gtest_filter='MatmulBf16.*:MatmulF32Gemv.*:MatmulGemv.*:PagedAttentionFastTest.*:RunParts.*'
 
 ## fuzz: the libFuzzer targets of fuzz/ (parsers of untrusted files) built with clang, ASan and
 ##       UBSan in $(FUZZ_BUILD)/, then each run for FUZZ_SECONDS (FUZZ_TARGETS picks some)

@@ -243,7 +243,7 @@ struct LayerLinears {
   /// Times the layer's linear layers in bf16 and in f32 at `n` rows, and with `read`, first a
   /// read of the bf16 bytes split as the GEMV splits them; appends the seconds of one pass.
   /// With `repeat` each is time_repeated's mean (small matrices take microseconds), else one
-  /// pass. The f32 products (matmul_wt_f32: sgemm from two rows on) run last, after a pause:
+  /// pass. The f32 products (matmul_wt_f32: sgemm from five rows on) run last, after a pause:
   /// OpenBLAS's worker threads spin for a while after an sgemm, and on a machine with few cores
   /// they would take them from what ran next.
   void time(int64_t n, bool repeat, std::vector<double>* f32_t, std::vector<double>* bf16_t,

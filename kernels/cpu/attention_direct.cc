@@ -5,13 +5,14 @@
 // them by a handful of rows.
 //
 // Per query t (allowed keys [lo, hi]), every query head at once:
-// 1. scores: one pass over the key slots in order, block run by block run; each slot's row
-//    (contiguous over the KV heads) dotted with the query heads of each KV head
-//    (scale * q.k, fp32, eight partial sums), stored key-major;
+// 1. scores: one pass over the key slots in order, block run by block run, 16 keys at a time:
+//    each query head's dot products with its KV head's part of those keys' rows, four keys
+//    at a time (scale * q.k, fp32, eight partial sums each), stored key-major;
 // 2. per head, exp(s - max) in fp32 (exp_lanes.h) and its sum in double, as the sgemm kernel
 //    does;
-// 3. P.V: one pass over the value slots in order, each slot's row accumulated into the heads'
-//    fp32 outputs, which are then divided by their sums.
+// 3. P.V: one pass over the value slots in order, 16 at a time, each query head accumulating
+//    its KV head's part of the slots' rows (four slots per pass over its fp32 output), which
+//    is then divided by its sum.
 // Only slots in [lo, hi] are read, so a free or NaN slot outside a query's range is never
 // touched. Large calls split the query heads over threads (kernel_threads, parts.h), each
 // head's output the same whatever the split.
@@ -101,12 +102,25 @@ inline void axpy4(float* __restrict a, const float* w, const float* __restrict v
     a[d] = (((a[d] + w0 * v[d]) + w1 * v1[d]) + w2 * v2[d]) + w3 * v3[d];
 }
 
+/// The most keys of a run each query head takes in turn before the next keys: the chunk's rows
+/// stay in cache from one head to the next (a KV head's query heads read the same parts).
+constexpr int64_t kKeyChunk = 16;
+
+/// fn(j, n, row) as for_each_run calls it, for each chunk of at most `chunk` keys of a run.
+template <typename Fn>
+auto chunks_of(int64_t chunk, int64_t row_stride, Fn fn) {
+  return [=](int64_t j, int64_t n, int64_t row) {
+    for (int64_t c = 0; c < n; c += chunk) fn(j + c, std::min(chunk, n - c), row + c * row_stride);
+  };
+}
+
 /// The kernel for head_dim HD (0: p.head_dim at run time), query heads [r0, r1).
 /// A constant HD gives the compiler loops of known length over a row, which it unrolls and
 /// vectorizes at -O2 (a run-time length is taken eight elements at a time). Each pass walks the
-/// slots in order and, per slot, the heads' parts of its row, so the pools are read front to back
-/// (a slot's row is contiguous). Every head's output is computed alone, in the same order
-/// whatever [r0, r1) holds.
+/// slots in order, kKeyChunk at a time, each query head taking the chunk's keys four at a time
+/// (its part of each slot's row). Every head's output is computed alone, each key's products
+/// the same way whether with three others or alone, so the bits do not depend on [r0, r1), the
+/// block size or where the runs and chunks end.
 template <int64_t HD>
 void run(const PagedAttention& p, int64_t r0, int64_t r1) {
   const int64_t hd = HD > 0 ? HD : p.head_dim;
@@ -129,7 +143,7 @@ void run(const PagedAttention& p, int64_t r0, int64_t r1) {
     s.resize(static_cast<size_t>(nk * rows));  // s[key * rows + row]: one key's scores together
     const float* q = p.q + t * q_row;
     for_each_run(p.block_table, p.block_size, row_stride, lo, hi,
-                 [&](int64_t j, int64_t n, int64_t row) {
+                 chunks_of(kKeyChunk, row_stride, [&](int64_t j, int64_t n, int64_t row) {
                    float* sj = s.data() + (j - lo) * rows;
                    for (int64_t r = r0; r < r1; ++r) {  // four keys at a time, then the rest
                      const float* qr = q + r * hd;
@@ -144,7 +158,7 @@ void run(const PagedAttention& p, int64_t r0, int64_t r1) {
                      for (; i < n; ++i)
                        sr[i * rows] = p.scale * dot<HD>(qr, k + i * row_stride, hd);
                    }
-                 });
+                 }));
     // Softmax of every row at once, keys outer: exp(s - max) in fp32, sums in double.
     mx.assign(static_cast<size_t>(rows), -std::numeric_limits<float>::infinity());
     sum.assign(static_cast<size_t>(rows), 0.0);
@@ -164,7 +178,7 @@ void run(const PagedAttention& p, int64_t r0, int64_t r1) {
     }
     std::fill(acc.begin(), acc.end(), 0.0f);
     for_each_run(p.block_table, p.block_size, row_stride, lo, hi,
-                 [&](int64_t j, int64_t n, int64_t row) {
+                 chunks_of(kKeyChunk, row_stride, [&](int64_t j, int64_t n, int64_t row) {
                    const float* pj = s.data() + (j - lo) * rows;
                    for (int64_t r = r0; r < r1; ++r) {  // four keys at a time, then the rest
                      float* a = acc.data() + (r - r0) * hd;
@@ -178,7 +192,7 @@ void run(const PagedAttention& p, int64_t r0, int64_t r1) {
                      }
                      for (; i < n; ++i) axpy<HD>(a, pr[i * rows], v + i * row_stride, hd);
                    }
-                 });
+                 }));
     for (int64_t r = 0; r < rows; ++r) {
       const double f = 1.0 / sum[static_cast<size_t>(r)];
       const float* a = acc.data() + r * hd;

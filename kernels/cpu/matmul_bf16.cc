@@ -44,9 +44,12 @@ inline float widen(float f) {
 }
 
 // s plus the products of weights [from, in) of the row wr with the row xr: the scalar sum, and
-// the vector loops' tail. W: uint16_t (bf16) or float.
+// the vector loops' tail. W: uint16_t (bf16) or float. Always inlined, so each GEMV form's tail
+// is compiled for that form's instruction set (GCC contracts a * b + c into an FMA under
+// target("avx2,fma")): every form with the same ISA computes a tail the same way.
 template <typename W>
-inline float add_products(float s, const W* wr, const float* xr, int64_t from, int64_t in) {
+__attribute__((always_inline)) inline float add_products(float s, const W* wr, const float* xr,
+                                                         int64_t from, int64_t in) {
   for (int64_t j = from; j < in; ++j) s += widen(wr[j]) * xr[j];
   return s;
 }

@@ -119,8 +119,9 @@ void paged_attention_direct(const PagedAttention& p);
 /// paged_attention_direct in exactly `parts` parts (clamped to [1, n_heads]), one thread each.
 void paged_attention_direct_split(const PagedAttention& p, int64_t parts);
 /// The multiply-adds of scores (keys seen, over the queries, x heads x head_dim) a thread of
-/// paged_attention_direct takes at least.
-constexpr int64_t kDirectAttentionWorkPerThread = int64_t{1} << 18;
+/// paged_attention_direct takes at least: LLaMA-2-7B's layer (32 x 128) splits from 256 keys,
+/// where two threads ran as fast as one on the 2-core machine, faster beyond (docs/perf.md).
+constexpr int64_t kDirectAttentionWorkPerThread = int64_t{1} << 19;
 /// How many parts paged_attention_direct splits `p` into with `threads` threads: 1 for an
 /// invalid shape.
 int64_t direct_attention_parts(const PagedAttention& p, int threads);

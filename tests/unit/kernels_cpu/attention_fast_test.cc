@@ -154,9 +154,14 @@ std::vector<float> check_fast(const FastCase& c, std::mt19937& rng) {
     if (std::string(name) == "sgemm") by_sgemm = out;
     if (std::string(name) == "direct") by_direct = out;
   }
-  // The direct kernel split over threads: whole KV heads' groups (2 parts), uneven groups or
-  // query heads apart from their group (3), every query head alone: the same bits.
-  for (int64_t parts : {int64_t{2}, int64_t{3}, nh}) {
+  // The direct kernel split over threads: one part, whole KV heads' groups (2 parts), uneven
+  // groups or query heads apart from their group (3), every query head alone: the same bits as
+  // paged_attention_direct (which may itself split, by OPENBLAS_NUM_THREADS). Decode-sized
+  // calls only: the engine sends no others to this kernel.
+  const std::vector<int64_t> splits = n_q <= kDirectAttentionMaxQueries
+                                          ? std::vector<int64_t>{1, 2, 3, nh}
+                                          : std::vector<int64_t>{};
+  for (int64_t parts : splits) {
     std::vector<float> split(q.size(), kNaN);
     p.out = split.data();
     paged_attention_direct_split(p, parts);
@@ -309,7 +314,61 @@ TEST(PagedAttentionFastTest, DecodeGoesDirectPrefillThroughSgemm) {
   EXPECT_FALSE(attention_prefers_direct(p));
 }
 
+// The direct kernel takes a run's keys four at a time and one at a time at its end (a block's
+// run of 16 keys: four groups; of 5: one group and one key; of 1: one key): each key's products
+// must be the same either way, so the same K/V in blocks of 1, 5 and 16 give the same bits.
+TEST(PagedAttentionFastTest, DirectGivesTheSameBitsForAnyBlockSize) {
+  std::mt19937 rng(41);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int64_t hd : {8, 12, 64, 128}) {
+    const int64_t nh = 8, nkv = 2, ctx = 203, kvd = nkv * hd;
+    std::vector<float> keys(static_cast<size_t>(ctx * kvd)), values(keys.size());
+    std::vector<float> q(static_cast<size_t>(2 * nh * hd));
+    for (auto* v : {&keys, &values, &q})
+      for (float& x : *v) x = d(rng);
+    const std::vector<int32_t> pos = {static_cast<int32_t>(ctx - 1), 150};
+    std::vector<float> first;
+    for (int64_t bs : {1, 5, 16}) {
+      // Blocks in reverse order in the pool, so runs end at every block's end.
+      const int64_t nb = (ctx + bs - 1) / bs;
+      std::vector<int32_t> table(static_cast<size_t>(nb));
+      std::vector<float> k_pool(static_cast<size_t>(nb * bs * kvd)), v_pool(k_pool.size());
+      for (int64_t b = 0; b < nb; ++b)
+        table[static_cast<size_t>(b)] = static_cast<int32_t>(nb - 1 - b);
+      for (int64_t t = 0; t < ctx; ++t) {
+        const int64_t slot = table[static_cast<size_t>(t / bs)] * bs + t % bs;
+        std::copy_n(keys.begin() + t * kvd, kvd, k_pool.begin() + slot * kvd);
+        std::copy_n(values.begin() + t * kvd, kvd, v_pool.begin() + slot * kvd);
+      }
+      PagedAttention p;
+      std::vector<float> out(q.size(), kNaN);
+      p.q = q.data();
+      p.out = out.data();
+      p.q_pos = pos.data();
+      p.n_q = 2;
+      p.n_heads = nh;
+      p.n_kv_heads = nkv;
+      p.head_dim = hd;
+      p.k_pool = k_pool.data();
+      p.v_pool = v_pool.data();
+      p.block_table = table.data();
+      p.block_size = bs;
+      p.n_ctx = ctx;
+      p.scale = 0.125f;
+      paged_attention_direct_split(p, 1);
+      if (first.empty()) {
+        first = out;
+      } else {
+        EXPECT_EQ(0, std::memcmp(first.data(), out.data(), out.size() * sizeof(float)))
+            << "head dim " << hd << ", blocks of " << bs << " against blocks of 1";
+      }
+    }
+  }
+}
+
 TEST(PagedAttentionFastTest, DirectSplitsLargeCallsOverThreads) {
+  // The expected part counts below are worked out from a thread's share of 2^19.
+  static_assert(kDirectAttentionWorkPerThread == int64_t{1} << 19, "recount the parts below");
   std::vector<int32_t> table(64);
   std::vector<int32_t> pos = {1023, 1022, 1021, 1020};
   PagedAttention p;
@@ -320,19 +379,19 @@ TEST(PagedAttentionFastTest, DirectSplitsLargeCallsOverThreads) {
   p.block_size = 16;
   p.n_ctx = 1024;
   p.q_pos = pos.data();
-  p.n_q = 1;  // 1,024 keys x 32 heads x 128: 16 threads' worth of work
+  p.n_q = 1;  // 1,024 keys x 32 heads x 128: 8 threads' worth of work
   EXPECT_EQ(1, direct_attention_parts(p, 1));
   EXPECT_EQ(2, direct_attention_parts(p, 2));
-  EXPECT_EQ(16, direct_attention_parts(p, 16));
+  EXPECT_EQ(8, direct_attention_parts(p, 16));
   p.n_heads = p.n_kv_heads = 4;  // at most a part per query head
   p.head_dim = 2048;
   EXPECT_EQ(4, direct_attention_parts(p, 16));
   p.n_heads = 32;
   p.n_kv_heads = 8;
   p.head_dim = 128;
-  p.window = 64;  // the keys a query sees count, not the context: 64 x 32 x 128 is one part
+  p.window = 128;  // the keys a query sees count, not the context: 128 x 32 x 128 is one part
   EXPECT_EQ(1, direct_attention_parts(p, 16));
-  p.window = 128;
+  p.window = 256;
   EXPECT_EQ(2, direct_attention_parts(p, 16));
   p.n_q = 4;  // every query's keys count
   EXPECT_EQ(8, direct_attention_parts(p, 16));
