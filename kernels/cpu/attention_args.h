@@ -10,11 +10,17 @@
 
 namespace cb::kernels::cpu {
 
+/// True when the head split and the block size admit keys: KV heads that divide the heads,
+/// blocks of at least one slot.
+inline bool attention_admits_keys(const PagedAttention& p) {
+  return p.n_kv_heads > 0 && p.n_heads % p.n_kv_heads == 0 && p.block_size > 0;
+}
+
 /// True when the kernel has nothing more to do: no queries or heads (output untouched), or a
 /// head split / block size that admits no key (output filled with zeros).
 inline bool attention_trivial(const PagedAttention& p) {
   if (p.n_q <= 0 || p.n_heads <= 0 || p.head_dim <= 0) return true;
-  if (p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.block_size <= 0) {
+  if (!attention_admits_keys(p)) {
     std::fill(p.out, p.out + p.n_q * p.n_heads * p.head_dim, 0.0f);
     return true;
   }

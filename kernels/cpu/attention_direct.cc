@@ -221,8 +221,7 @@ bool attention_prefers_direct(const PagedAttention& p) {
 }
 
 int64_t direct_attention_parts(const PagedAttention& p, int threads) {
-  if (threads <= 1 || p.n_q <= 0 || p.n_heads <= 0 || p.head_dim <= 0 || p.n_kv_heads <= 0 ||
-      p.n_heads % p.n_kv_heads != 0 || p.block_size <= 0)
+  if (threads <= 1 || p.n_q <= 0 || p.n_heads <= 0 || p.head_dim <= 0 || !attention_admits_keys(p))
     return 1;
   int64_t keys = 0;  // keys the queries see, over all of them
   for (int64_t t = 0; t < p.n_q; ++t) {

@@ -19,6 +19,10 @@ int kernel_threads();
 template <typename Fn>
 void run_parts(int64_t parts, Fn&& fn) {
   if (parts <= 0) return;
+  if (parts == 1) {  // the common small call: no thread, no bookkeeping
+    fn(int64_t{0});
+    return;
+  }
   std::vector<std::exception_ptr> errors(static_cast<size_t>(parts));
   const auto part = [&](int64_t p) {
     try {
