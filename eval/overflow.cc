@@ -249,7 +249,9 @@ std::vector<OverflowResult> run_overflow_group(const model::ForwardModel& m,
   const int64_t T = static_cast<int64_t>(tokens.size()), N = opt.n_ctx, V = m.config().vocab_size;
   const int64_t drop = overflow_dropped_tokens(opt);
   if (T <= N + 1) {
-    throw make_error(
+    // The option's value does not fit the text: a usage error (exit 2), as the conventions'
+    // "--ctx: needs at least 2 x N tokens".
+    throw make_usage_error(
         "overflow study",
         std::string(cut ? "--max-tokens keeps " : "the text has ") + count_of(T, "token") +
             (cut ? " of the text's " + std::to_string(all_tokens.size()) : "") +

@@ -202,6 +202,7 @@ void check_output_paths(CLI::App& cmd) {
   const std::vector<Named> outputs = given_values(cmd, true), inputs = given_values(cmd, false);
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Named& out = outputs[i];
+    if (!out.ref.empty()) check_derived_output(out.label, out.path);  // "--csv F writes F.ca.csv"
     check_not_an_input(out, inputs);
     for (size_t k = 0; k < i; ++k) {
       if (normalized(outputs[k].path) == normalized(out.path)) {
@@ -258,6 +259,12 @@ void set_action(CLI::App* sub, std::function<int()> run, int error_exit) {
 
 void set_output_names(CLI::App* cmd, const std::string& option, OutputNames names) {
   output_namings().push_back({cmd, option, std::move(names)});
+}
+
+void check_derived_output(const std::string& label, const std::string& path) {
+  std::string p = path;
+  const std::string why = detail::output_file_problem(p);
+  if (!why.empty()) throw make_error(label + " " + path, why);
 }
 
 void check_derived_outputs(CLI::App& cmd, const std::string& label,

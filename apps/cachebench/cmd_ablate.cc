@@ -67,7 +67,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   o.sim = a.mode == "sim";
   o.think = sched::ThinkTime::parse(a.think);
   o.native_kv_entries = engine::parse_kv_entries(a.kv_entries);
-  if (o.sim && o.native_kv_entries) {
+  if (o.sim && was_given(sub, "--kv-entries")) {
     throw make_error("--kv-entries", "sim mode sizes entries by its profile's kv_bytes_per_element",
                      "drop --kv-entries, or use --mode real");
   }
@@ -161,6 +161,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     }
     ::close(fd);
     ::unlink(probe.c_str());
+    for (const std::string& f : outputs) check_derived_output("--out", f);  // a read-only one
   } else if (sub.get_option("--out")->count() > 0) {
     throw make_error("--out", "an empty path", "name a directory, or leave --out out");
   }
@@ -170,12 +171,8 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     }
     a.m.model = "preset:llama-13b";
   }
-  if (o.sim && a.m.backend != "cpu" && a.m.backend != "auto") {
-    throw make_error("--backend", "sim mode runs no model (its cost model stands in for one)",
-                     "drop --backend, or use --mode real");
-  }
   if (o.sim) {
-    refuse_given(sub, {"--cpu-weights", "--gpu-storage", "--gpu"},
+    refuse_given(sub, {"--backend", "--cpu-weights", "--gpu-storage", "--gpu"},
                  "sim mode runs no model (its cost model stands in for one)",
                  "drop it, or use --mode real");
   }
@@ -195,6 +192,7 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
       lo.limit = a.sessions;
       lo.join_split = !a.no_join_split;
       trace = datasets::load_trace(a.trace, trace_tokenizer(lm, &lo), lo);
+      refuse_text_options_on_lengths(sub, trace.kind);
     } else {
       datasets::SynthOptions so;
       so.sessions = a.sessions > 0 ? a.sessions : o.sim ? 9000 : 24;

@@ -131,11 +131,16 @@ int run_chat(const ChatArgs& a) {
   if (mode != engine::Mode::RE) {
     store::StoreConfig sc;
     sc.dram_bytes = store::parse_size(a.dram, "--dram");
-    if (sc.dram_bytes == 0) {
-      throw make_error("--dram", "ca mode keeps the conversation's KV in DRAM: give it room",
-                       "use e.g. --dram 256MiB, or --mode re");
-    }
     sc.chunk_bytes = 64 << 10;
+    if (sc.dram_bytes < sc.chunk_bytes) {  // chat has no --chunk-size to lower instead
+      throw make_error(
+          "--dram",
+          sc.dram_bytes == 0
+              ? std::string("ca mode keeps the conversation's KV in DRAM: give it room")
+              : store::format_size(sc.dram_bytes) + " is smaller than one chunk (" +
+                    store::format_size(sc.chunk_bytes) + "), so it could hold nothing",
+          "use e.g. --dram 256MiB, or --mode re");
+    }
     sc.advisor = std::make_shared<engine::PolicyAdvisor>("scheduler-aware",
                                                          policy::Capacity{sc.dram_bytes, 0});
     st = std::make_unique<store::AttentionStore>(sc);

@@ -121,7 +121,7 @@ void print_table(const std::vector<eval::ReplayRun>& runs) {
   row("cost (USD)", [](auto& s) { return fmt(s["cost_usd"]["total"].template get<double>(), 6); });
 }
 
-int run_replay_cmd(ReplayArgs& a) {
+int run_replay_cmd(ReplayArgs& a, CLI::App& sub) {
   eval::ReplayOptions& o = a.o;
   struct stat csv_st {};
   if (!a.compare.empty() && !a.csv.empty() &&
@@ -271,6 +271,7 @@ int run_replay_cmd(ReplayArgs& a) {
   lo.limit = a.limit;
   lo.join_split = !a.no_join_split;
   const datasets::Trace trace = datasets::load_trace(a.trace, trace_tokenizer(lm, &lo), lo);
+  refuse_text_options_on_lengths(sub, trace.kind);
   if (trace.skipped_conversations > 0 || trace.skipped_messages > 0) {
     std::fprintf(stderr, "cachebench: %s: skipped %s and %s\n", a.trace.c_str(),
                  count_of(trace.skipped_conversations, "conversation").c_str(),
@@ -503,7 +504,8 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->check(size_value());
   sub->add_option("--store-dir", a->store_dir,
                   "directory under which each run makes its SSD tier's directory (removed after "
-                  "the run unless --keep-store)");
+                  "the run unless --keep-store)")
+      ->check(writable_dir());
   sub->add_flag("--keep-store", a->o.store.keep,
                 "keep each run's SSD store as STORE_DIR/cachebench-store-MODE-PID (its SSD "
                 "entries; `cachebench store stat|verify` read it)");
@@ -687,7 +689,7 @@ void add(CLI::App& app, const char* name, const char* help) {
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;
     resolve_backend(&a->m, !a->sim);
-    return run_replay_cmd(*a);
+    return run_replay_cmd(*a, *sub);
   });
 }
 

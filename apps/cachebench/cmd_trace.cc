@@ -105,7 +105,7 @@ int run_synth(const SynthArgs& a) {
   return 0;
 }
 
-int run_stats(const StatsArgs& a) {
+int run_stats(const StatsArgs& a, CLI::App& sub) {
   datasets::TokenizeFn tokenize;
   const std::string src = !a.tokenizer.empty() ? a.tokenizer : a.model;
   if (!src.empty()) {
@@ -121,7 +121,8 @@ int run_stats(const StatsArgs& a) {
   lo.max_message_chars = a.max_message_chars;
   lo.join_split = !a.no_join_split;
   const datasets::Trace t = datasets::load_trace(a.trace, tokenize, lo);
-  if (t.kind == "lengths" && !src.empty()) {
+  refuse_text_options_on_lengths(sub, t.kind);
+  if (t.kind == "lengths" && !src.empty()) {  // --model
     throw make_error(a.tokenizer.empty() ? "--model" : "--tokenizer",
                      "has no effect on a length trace, whose token counts are given",
                      "drop it (it tokenizes a ShareGPT file's text)");
@@ -225,7 +226,7 @@ void register_trace(CLI::App& app) {
       ->check(above(0));
   stats->add_option("--out", a->out, "also write the statistics as JSON to this file")
       ->check(output_file());
-  set_action(stats, [a] { return run_stats(*a); });
+  set_action(stats, [a, stats] { return run_stats(*a, *stats); });
 }
 
 }  // namespace cb::app

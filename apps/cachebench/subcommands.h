@@ -41,6 +41,11 @@ void set_output_names(CLI::App* cmd, const std::string& option, OutputNames name
 void check_derived_outputs(CLI::App& cmd, const std::string& label,
                            const std::vector<std::string>& outputs);
 
+/// Throws cb::Error (exit 2 when `label` is an option) when `path`, a file a command writes under
+/// a name it derives from an option's value (`label`: "--csv F writes", "--out"), could not be
+/// written: what output_file() checks of an option's own value, before any work.
+void check_derived_output(const std::string& label, const std::string& path);
+
 void register_inspect(CLI::App& app);
 void register_tokenize(CLI::App& app);
 /// For `cachebench tokenize ... -- TEXT...`: keeps the words after the first "--" as TEXT and

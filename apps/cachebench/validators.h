@@ -199,6 +199,9 @@ inline CLI::Validator writable_dir() {
         if (::stat(s.c_str(), &st) != 0) return "'" + s + "' does not exist; create it first";
         if (!S_ISDIR(st.st_mode)) return "'" + s + "' is not a directory";
         if (::access(s.c_str(), W_OK | X_OK) != 0) return "'" + s + "' is not writable";
+        // Root may write anything: a directory without write permission is refused all the
+        // same, as output_file() refuses one to write a result in.
+        if ((st.st_mode & 0222) == 0) return "'" + s + "'" + kReadOnly + "; write elsewhere";
         return "";
       },
       "DIR");
@@ -262,6 +265,16 @@ inline void refuse_given(CLI::App& sub, const std::vector<const char*>& names,
   for (const char* n : names) {
     if (was_given(sub, n)) throw cb::make_error(n, why, fix);
   }
+}
+
+/// Throws cb::Error naming the first option of a ShareGPT file's text (`--tokenizer`,
+/// `--no-join-split`, `--max-message-chars`) that `sub` was given, when the trace it read is a
+/// length trace (`trace_kind` "lengths"), whose token counts are given: it had no effect.
+inline void refuse_text_options_on_lengths(CLI::App& sub, const std::string& trace_kind) {
+  if (trace_kind != "lengths") return;
+  refuse_given(sub, {"--tokenizer", "--no-join-split", "--max-message-chars"},
+               "has no effect on a length trace, whose token counts are given",
+               "drop it (it applies to a ShareGPT file's text)");
 }
 
 }  // namespace cb::app

@@ -8,10 +8,25 @@
 
 namespace cb {
 
+/// `message` with each NUL byte written as \x00: what() is a C string, which would end at the
+/// first one, cutting off the rest of a message that quotes a damaged name from a file.
+inline std::string without_nul(const std::string& message) {
+  if (message.find('\0') == std::string::npos) return message;
+  std::string out;
+  for (const char c : message) {
+    if (c == '\0') {
+      out += "\\x00";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 /// The one exception type of cachebench; the message is complete and user-facing.
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  explicit Error(const std::string& message) : std::runtime_error(without_nul(message)) {}
 };
 
 /// An Error in what the user asked for (an option's value, a study's name), found once the

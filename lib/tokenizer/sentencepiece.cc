@@ -3,6 +3,8 @@
 #include <sentencepiece_processor.h>
 
 #include <exception>
+#include <filesystem>
+#include <string>
 
 #include "lib/core/error.h"
 
@@ -21,8 +23,20 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::open(
                      "pass the tokenizer.model file shipped with the checkpoint");
   }
   if (!st.ok()) {
-    throw make_error(model_path, std::string("cannot load SentencePiece model: ") + st.ToString(),
-                     "pass the tokenizer.model file shipped with the checkpoint");
+    // The library's own words for the two common cases name its source lines, not the file's
+    // fault ("Internal: unk is not defined." for an empty file, "...(1101) [model_proto->
+    // ParseFromArray(...)]" for a cut-short one).
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(model_path, ec);
+    const std::string msg = st.ToString();
+    std::string what = "cannot load SentencePiece model: " + msg;
+    if (!ec && bytes == 0) {
+      what = "is empty (0 bytes), not a SentencePiece model";
+    } else if (msg.find("ParseFromArray") != std::string::npos) {
+      what = "is not a SentencePiece model: its " + std::to_string(bytes) +
+             " bytes do not parse as one (a truncated or damaged file, or another format)";
+    }
+    throw make_error(model_path, what, "pass the tokenizer.model file shipped with the checkpoint");
   }
   return std::unique_ptr<SentencePieceTokenizer>(
       new SentencePieceTokenizer(model_path, std::move(sp)));

@@ -165,6 +165,23 @@ if [ "$WHAT" = sim ]; then
   fails ro_out "is read-only" preload --batch 2 --out "$RO" --quiet
   if [ -s "$TMP/ro_out.out" ]; then bad "ablate ran before refusing its read-only --out"; else ok; fi
   chmod 755 "$RO"
+  # The files the study writes in --out are checked too, before it runs: a read-only
+  # DIR/STUDY.json, a directory where DIR/STUDY.svg goes.
+  mkdir -p "$TMP/files_out/preload.svg"
+  fails out_svg_dir "preload.svg' is a directory" preload --batch 2 --out "$TMP/files_out" --quiet
+  if [ -s "$TMP/out_svg_dir.out" ]; then bad "ablate ran before refusing DIR/STUDY.svg"; else ok; fi
+  rmdir "$TMP/files_out/preload.svg"
+  : >"$TMP/files_out/preload.json"
+  chmod 444 "$TMP/files_out/preload.json"
+  fails out_json_ro "preload.json' is read-only" preload --batch 2 --out "$TMP/files_out" --no-plot --quiet
+  chmod 644 "$TMP/files_out/preload.json"
+  # Real mode's options are refused in sim mode, even with the values real mode defaults to.
+  fails sim_backend_cpu "--backend: sim mode runs no model" preload --backend cpu --no-plot
+  fails sim_kv_f32 "--kv-entries: sim mode sizes entries" preload --kv-entries f32 --no-plot
+  # A ShareGPT text option on a length trace has no effect: refused.
+  "$CB" trace synth --sessions 6 --seed 2 --out "$TMP/len6.json" >/dev/null 2>&1
+  fails join_on_lengths "--no-join-split: has no effect on a length trace" eviction \
+    --trace "$TMP/len6.json" --no-join-split --no-plot
 else
   if [ ! -f "$MODEL" ]; then
     echo "SKIP: $MODEL not found (set CACHEBENCH_DATA)"

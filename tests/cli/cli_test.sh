@@ -71,6 +71,9 @@ l = b["linear_f32_vs_bf16"]
 assert all(l[k] > 0 for k in ("decode_f32_ms", "decode_bf16_ms", "read_gbs", "prefill_bf16_ms")), l
 assert l["prefill_rows"] == 48, l
 ' "$TMP/bench_cpu_bf16.json" "$TMP/bench_cpu.json" 2>"$TMP/err"; then ok; else bad "bench_cpu bf16 json: $(tail -c 400 "$TMP/err")"; fi
+# bench cpu runs token ids: a tokenizer would be loaded for nothing (and never checked).
+expect_usage_error bench_cpu_tokenizer --tokenizer "has no effect on bench cpu" \
+  "$CB" bench cpu --model preset:tiny-llama --prompt 8 --decode 1 --reps 1 --tokenizer x.model
 expect_error cpu_weights_with_cuda "--cpu-weights" "--backend cpu" "$CB" forward -m preset:tiny-llama \
   --tokens 1,2 --cpu-weights bf16 --backend cuda
 expect_error cpu_weights_ablate_sim "--cpu-weights" "sim mode" "$CB" ablate preload --cpu-weights bf16
@@ -303,7 +306,7 @@ sys.exit(0 if j['tokens_used']==300==j['max_tokens'] and j['tokens']>300 and j['
     "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" --method ca --ctx 64 \
       --max-tokens 65 --backend cpu >/dev/null 2>"$TMP/err"
     rc=$?
-    if [ $rc -eq 1 ] && grep -qF "max-tokens keeps 65 tokens of the text's" "$TMP/err" \
+    if [ $rc -eq 2 ] && grep -qF "max-tokens keeps 65 tokens of the text's" "$TMP/err" \
       && grep -qF "; it needs at least 66 (--ctx 64 + 2)" "$TMP/err"; then ok
     else bad "overflow study on a too short text: rc=$rc, $(head -c 300 "$TMP/err")"; fi
     expect_out overflow_dropped "first 300 of its" "$CB" perplexity -m "$STORIES" --dataset text \
@@ -455,6 +458,12 @@ assert a.strip('> \n') and a.strip('> \n') == b.strip('> \n'), (a, b)
   printf 'Once upon a time\n/quit\n' | "$CB" chat -m "$STORIES" --backend cpu -n 4 \
     >"$TMP/chat4" 2>/dev/null
   if grep -qF "| 4 tokens out]" "$TMP/chat4"; then ok; else bad "chat -n 4: answers not capped at 4 tokens"; fi
+  # chat's chunks are 64 KiB and it has no --chunk-size: a smaller --dram is refused with
+  # advice it takes.
+  expect_usage_error chat_dram_chunk --dram "100 B is smaller than one chunk (64 KiB)" \
+    "$CB" chat -m "$STORIES" --backend cpu --dram 100 </dev/null
+  if ! grep -qF -- "--chunk-size" "$TMP/err"; then ok
+  else bad "chat --dram 100 suggests --chunk-size, which chat does not take"; fi
 
   # A line over 1 MiB is skipped with a note, the chat going on; input without line ends is
   # refused after 64 MiB rather than read without bound. "/quit " is /quit.
@@ -630,6 +639,20 @@ if [ -d /dev/shm ] && [ -w /dev/shm ]; then
     --compare re --csv "/dev/shm/cb_csv_$$"
   rm -f "/dev/shm/cb_csv_$$".*.csv
 fi
+# ... and one that cannot be written, before the run, as the option's own value would be.
+: >"$TMP/rocsv.ca.csv"
+chmod 444 "$TMP/rocsv.ca.csv"
+expect_usage_error replay_csv_mode_read_only "--csv $TMP/rocsv writes $TMP/rocsv.ca.csv" \
+  "'$TMP/rocsv.ca.csv' is read-only" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --compare re --csv "$TMP/rocsv"
+if [ ! -s "$TMP/out" ] && [ ! -e "$TMP/rocsv.re.csv" ]; then ok
+else bad "replay ran before refusing its read-only --csv F.ca.csv"; fi
+chmod 644 "$TMP/rocsv.ca.csv"
+# A ShareGPT text option on a length trace has no effect: refused (as trace stats does).
+expect_usage_error replay_join_lengths --no-join-split "has no effect on a length trace" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --no-join-split
+expect_usage_error stats_join_lengths --no-join-split "has no effect on a length trace" \
+  "$CB" trace stats "$TMP/synth3.json" --no-join-split
 # ... and so is one that another output names; --out F with --csv F is no clash then.
 expect_error replay_csv_over_out "$TMP/col.ca.csv" "would be lost" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --compare re \
@@ -647,6 +670,11 @@ expect_error replay_warmup_all "--warmup-turns" "nothing would be measured" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --sim --quiet --warmup-turns 1000
 expect_error replay_ctx_over_window "--ctx" "exceeds the model's context window" \
   "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ctx 1000000
+# A scratch directory without write permission is refused, as root too (who could write in it).
+mkdir -p "$TMP/ro_scratch" && chmod 555 "$TMP/ro_scratch"
+expect_usage_error replay_store_dir_ro --store-dir "'$TMP/ro_scratch' is read-only" \
+  "$CB" replay "$TMP/synth3.json" -m preset:tiny-llama --quiet --ssd 64MiB --store-dir "$TMP/ro_scratch"
+chmod 755 "$TMP/ro_scratch"
 expect_error store_dir_empty "--store-dir" "is empty" "$CB" store stat --store-dir ""
 : >"$TMP/afile"
 expect_usage_error store_dir_a_file "$TMP/afile" "--store-dir is not a directory" \

@@ -46,6 +46,31 @@ TEST(SentencePieceTokenizer, OpenFailureNamesTheFile) {
   }
 }
 
+// An empty or cut-short file is named as such, not in the library's words (its source lines).
+TEST(SentencePieceTokenizer, EmptyOrTruncatedFileSaysSo) {
+  const std::string empty = cb::test::write_tmp("empty.model", "");
+  try {
+    SentencePieceTokenizer::open(empty);
+    ADD_FAILURE() << "no cb::Error";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(std::string(e.what()).find(empty + ": is empty (0 bytes)"), std::string::npos)
+        << e.what();
+  }
+  CB_REQUIRE_DATA(full, kModel);
+  const std::string cut =
+      cb::test::write_tmp("cut.model", cb::test::read_file(full).substr(0, 1000));
+  try {
+    SentencePieceTokenizer::open(cut);
+    ADD_FAILURE() << "no cb::Error";
+  } catch (const cb::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(cut + ": is not a SentencePiece model: its 1000 bytes do not parse"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find(".cc("), std::string::npos) << m;  // no source line of the library
+  }
+}
+
 // A SentencePiece ModelProto in protobuf's wire format: pieces (field 1) of {piece = 1,
 // type = 3}; no trainer_spec, so the model type is the default, unigram.
 std::string pb_varint(uint64_t v) {
