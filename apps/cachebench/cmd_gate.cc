@@ -118,6 +118,43 @@ void config_diffs(const nlohmann::json& b, const nlohmann::json& c, const std::s
   }
 }
 
+/// The sections of a result that record its setup, which the comparisons below read field by
+/// field, skipping a field either result lacks (a bare summary has none of them).
+constexpr const char* kSetupSections[] = {"tool", "trace",     "config",  "model",
+                                          "mode", "execution", "backend", "profile"};
+
+/// The setup sections one of two results has and the other lacks, as "trace absent vs present":
+/// a section one of them lacks (a result of an older build, or an edited one) hides every
+/// setting in it from the comparisons, as a setting one of them lacks is a difference
+/// (config_diffs).
+std::vector<std::string> section_diffs(const nlohmann::json& b, const nlohmann::json& c) {
+  std::vector<std::string> out;
+  for (const char* s : kSetupSections) {
+    const bool in_b = b.is_object() && b.contains(s), in_c = c.is_object() && c.contains(s);
+    if (in_b != in_c)
+      out.push_back(s + std::string(in_b ? " present vs absent" : " absent vs present"));
+  }
+  return out;
+}
+
+/// `bench store`'s setup: what it stored and moved (the entry's size and shape, the traffic),
+/// how (chunk size, I/O mode and threads), and what its SSD reference, policy and journal
+/// benchmarks ran, the journal's entries as journal_entries (no journal: absent); not its
+/// measurements, nor --reps (more repetitions measure the same), nor the directory.
+nlohmann::json bench_store_setup(const nlohmann::json& doc) {
+  nlohmann::json s = nlohmann::json::object();
+  for (const char* k : {"entry_bytes", "n_layers", "token_bytes", "traffic_bytes", "chunk_bytes",
+                        "io", "io_threads", "parallel_ref_depth", "parallel_ref_threads",
+                        "policy_entries", "policy_queue"}) {
+    if (doc.contains(k)) s[k] = doc[k];
+  }
+  const auto j = doc.find("journal");
+  if (j != doc.end() && j->is_object() && j->contains("entries")) {
+    s["journal_entries"] = (*j)["entries"];
+  }
+  return s;
+}
+
 /// Refuses to gate runs of different traces, models, modes or executions: their metrics
 /// differ for reasons no bound is about.
 void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const GateArgs& a) {
@@ -127,7 +164,20 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
       diff += (diff.empty() ? "" : ", ") + std::string(name) + " " + x + " vs " + y;
     }
   };
-  cmp("result", result_kind(b), result_kind(c));
+  // Up to three of a list of differences, each after `name`, then how many more `what`.
+  const auto add = [&](const char* name, const std::vector<std::string>& diffs,
+                       const char* what = "settings") {
+    for (size_t i = 0; i < diffs.size() && i < 3; ++i) {
+      diff += (diff.empty() ? "" : ", ") + std::string(name) + diffs[i];
+    }
+    if (diffs.size() > 3) {
+      diff += " and " + std::to_string(diffs.size() - 3) + " more " + what;
+    }
+  };
+  const std::string kind = result_kind(b);
+  cmp("result", kind, result_kind(c));
+  add("section ", section_diffs(b, c), "sections");
+  cmp("tool", field(b, "tool"), field(c, "tool"));
   cmp("trace", field(b, "trace", "sha256").substr(0, 12),
       field(c, "trace", "sha256").substr(0, 12));
   // The part of the trace replayed (--limit) and the replay's settings.
@@ -140,10 +190,13 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   if (b.is_object() && c.is_object() && b.contains("config") && c.contains("config")) {
     std::vector<std::string> cfg;
     config_diffs(b["config"], c["config"], "", &cfg);
-    for (size_t i = 0; i < cfg.size() && i < 3; ++i) {
-      diff += (diff.empty() ? "" : ", ") + std::string("config ") + cfg[i];
-    }
-    if (cfg.size() > 3) diff += " and " + std::to_string(cfg.size() - 3) + " more settings";
+    add("config ", cfg);
+  }
+  // bench store's settings, a setting one of the two lacks counted as for `config`.
+  if (kind == "bench store" && result_kind(c) == kind) {
+    std::vector<std::string> settings;
+    config_diffs(bench_store_setup(b), bench_store_setup(c), "", &settings);
+    add("", settings);
   }
   cmp("model", field(b, "model", "name"), field(c, "model", "name"));
   cmp("model shape", field(b, "model", "shape"), field(c, "model", "shape"));
@@ -190,8 +243,9 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   }
   throw make_error(a.current, "is not a run of the baseline's setup (" + diff + ")",
                    "gate runs of the same setup: trace, model, mode, execution, and for an "
-                   "evaluation or benchmark its task, data and window (or pass "
-                   "--allow-mismatch)");
+                   "evaluation or benchmark its task, data and window; a section or setting "
+                   "only one of them records: write the baseline again with this build (or "
+                   "pass --allow-mismatch)");
 }
 
 /// Prints a note when `sum` records a notable share of the machine's CPU time stolen.

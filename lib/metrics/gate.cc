@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
+#include <utility>
 
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
@@ -55,7 +57,7 @@ bool has_run(const std::vector<std::string>& w, std::initializer_list<const char
   return false;
 }
 
-double metric_value(const json& summary, const std::string& metric, const std::string& name) {
+const json& metric_node(const json& summary, const std::string& metric, const std::string& name) {
   const json* node = json_at(summary, metric);
   if (node == nullptr)
     throw make_error(name, "has no metric '" + metric + "'",
@@ -64,15 +66,37 @@ double metric_value(const json& summary, const std::string& metric, const std::s
   if (!node->is_number())
     throw make_error(name, "metric '" + metric + "' is not a number (" + node->dump() + ")",
                      "gate a numeric leaf, e.g. ttft_ms.mean rather than ttft_ms");
-  return node->get<double>();
+  return *node;
 }
 
-double change_pct(double base, double cur) {
-  if (base == cur) return 0.0;
+/// `cur - base` for two integers of the JSON (int64 or uint64), computed on the integers: as
+/// doubles, integers beyond 2^53 round, and 2^53 + 1 - 2^53 comes out 0. Exact in its sign, and
+/// 0 only when they are equal.
+double integer_difference(const json& base, const json& cur) {
+  // Each as its sign and magnitude, which an int64's most negative value fits as a uint64.
+  const auto magnitude = [](const json& v) -> std::pair<bool, uint64_t> {
+    if (v.is_number_unsigned()) return {false, v.get<uint64_t>()};
+    const int64_t i = v.get<int64_t>();
+    return {i < 0, i < 0 ? uint64_t{0} - static_cast<uint64_t>(i) : static_cast<uint64_t>(i)};
+  };
+  const auto [base_neg, base_mag] = magnitude(base);
+  const auto [cur_neg, cur_mag] = magnitude(cur);
+  if (base_neg != cur_neg) {  // on both sides of 0: the sum may pass 2^64, but cannot be 0
+    const double d = static_cast<double>(base_mag) + static_cast<double>(cur_mag);
+    return cur_neg ? -d : d;
+  }
+  const double d = cur_mag >= base_mag ? static_cast<double>(cur_mag - base_mag)
+                                       : -static_cast<double>(base_mag - cur_mag);
+  return cur_neg ? -d : d;
+}
+
+/// `diff` (current - baseline) in percent of |base|; +-infinity from a zero baseline.
+double change_pct(double base, double diff) {
+  if (diff == 0.0) return 0.0;
   if (base == 0.0)
-    return cur > 0 ? std::numeric_limits<double>::infinity()
-                   : -std::numeric_limits<double>::infinity();
-  return (cur - base) / std::fabs(base) * 100.0;
+    return diff > 0 ? std::numeric_limits<double>::infinity()
+                    : -std::numeric_limits<double>::infinity();
+  return diff / std::fabs(base) * 100.0;
 }
 
 std::string fmt(const char* f, double v) {
@@ -318,9 +342,17 @@ GateReport run_gate(const json& baseline, const json& current, const std::vector
   for (const Bound& b : bounds) {
     GateCheck c;
     c.metric = b.metric;
-    c.baseline = metric_value(baseline, b.metric, baseline_name);
-    c.current = metric_value(current, b.metric, current_name);
-    c.change_pct = change_pct(c.baseline, c.current);
+    const json& base_v = metric_node(baseline, b.metric, baseline_name);
+    const json& cur_v = metric_node(current, b.metric, current_name);
+    c.baseline = base_v.get<double>();
+    c.current = cur_v.get<double>();
+    if (base_v.is_number_integer() && cur_v.is_number_integer()) {
+      c.baseline_integer = base_v;
+      c.current_integer = cur_v;
+      c.change_pct = change_pct(c.baseline, integer_difference(base_v, cur_v));
+    } else {
+      c.change_pct = change_pct(c.baseline, c.current - c.baseline);
+    }
     c.bound_pct = b.max_regression_pct;
     c.direction = b.direction;
     double worse = 0;  // how much worse, in percent (negative: better)
@@ -342,8 +374,10 @@ GateReport run_gate(const json& baseline, const json& current, const std::vector
 
 std::string gate_markdown(const GateReport& report) {
   // Whole numbers (counts, bytes) exactly, and a change too small for two decimals in
-  // significant digits: an exact bound's failure by one byte must show.
-  const auto value = [](double v) {
+  // significant digits: an exact bound's failure by one byte must show. Integers of the JSON
+  // with all their digits, as the summaries hold them (a double's beyond 2^53 are rounded).
+  const auto value = [](double v, const json& integer) {
+    if (integer.is_number_integer()) return integer.dump();
     return std::nearbyint(v) == v && std::fabs(v) < 1e15 ? fmt("%.0f", v) : fmt("%.6g", v);
   };
   std::string s = "| metric | baseline | current | change % | bound % | better | verdict |\n";
@@ -353,19 +387,22 @@ std::string gate_markdown(const GateReport& report) {
                                : c.change_pct != 0 && std::fabs(c.change_pct) < 0.005
                                    ? fmt("%+.3g", c.change_pct)
                                    : fmt("%+.2f", c.change_pct);
-    s += "| " + c.metric + " | " + value(c.baseline) + " | " + value(c.current) + " | " + change +
-         " | " + fmt("%.2f", c.bound_pct) + " | " + direction_name(c.direction) + " | " +
-         verdict_name(c.verdict) + " |\n";
+    s += "| " + c.metric + " | " + value(c.baseline, c.baseline_integer) + " | " +
+         value(c.current, c.current_integer) + " | " + change + " | " + fmt("%.2f", c.bound_pct) +
+         " | " + direction_name(c.direction) + " | " + verdict_name(c.verdict) + " |\n";
   }
   return s;
 }
 
 json gate_json(const GateReport& report) {
+  const auto exact = [](double v, const json& integer) {
+    return integer.is_number_integer() ? integer : json(v);
+  };
   json checks = json::array();
   for (const GateCheck& c : report.checks) {
     checks.push_back({{"metric", c.metric},
-                      {"baseline", c.baseline},
-                      {"current", c.current},
+                      {"baseline", exact(c.baseline, c.baseline_integer)},
+                      {"current", exact(c.current, c.current_integer)},
                       {"change_pct", std::isinf(c.change_pct) ? json(nullptr) : json(c.change_pct)},
                       {"bound_pct", c.bound_pct},
                       {"direction", direction_name(c.direction)},

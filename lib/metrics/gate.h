@@ -77,8 +77,14 @@ struct GateCheck {
   std::string metric;
   double baseline = 0;
   double current = 0;
+  /// The values as the summaries hold them when both are integers (int64 or uint64, exact),
+  /// else null: a double rounds integers beyond 2^53, so 2^53 and 2^53 + 1 bytes would read as
+  /// equal. The report shows and writes these where they are set.
+  nlohmann::json baseline_integer;
+  nlohmann::json current_integer;
   /// (current - baseline) / |baseline| * 100; 0 when both are 0, +-infinity when only the
-  /// baseline is 0.
+  /// baseline is 0; of two integers from their exact difference, so it is 0 only when they
+  /// are equal.
   double change_pct = 0;
   double bound_pct = 0;
   Direction direction = Direction::Exact;
@@ -107,7 +113,8 @@ std::string json_reason(const std::exception& e);
 nlohmann::json parse_summary(const std::string& text, const std::string& name);
 
 /// Evaluates each bound. A change counts as worse only beyond the bound plus a billionth of
-/// it (rounding in the percentage), so an exact bound (0) fails on any change. A metric missing
+/// it (rounding in the percentage), so an exact bound (0) fails on any change, of integers too
+/// beyond 2^53 (compared as the integers the JSON holds, not as doubles). A metric missing
 /// from, or not a number in, either summary is a cb::Error naming that file (`baseline_name` /
 /// `current_name`) and the metric.
 GateReport run_gate(const nlohmann::json& baseline, const nlohmann::json& current,
@@ -115,11 +122,11 @@ GateReport run_gate(const nlohmann::json& baseline, const nlohmann::json& curren
                     const std::string& current_name);
 
 /// The report as a markdown table: | metric | baseline | current | change % | bound % |
-/// better | verdict | (better: higher, lower or exact).
+/// better | verdict | (better: higher, lower or exact); integers with all their digits.
 std::string gate_markdown(const GateReport& report);
 
-/// The report as JSON: {"checks": [{metric, baseline, current, change_pct (null when
-/// infinite), bound_pct, direction, verdict}], "regressions": N, "passed": bool}.
+/// The report as JSON: {"checks": [{metric, baseline, current (integers exactly), change_pct
+/// (null when infinite), bound_pct, direction, verdict}], "regressions": N, "passed": bool}.
 nlohmann::json gate_json(const GateReport& report);
 
 }  // namespace cb::metrics

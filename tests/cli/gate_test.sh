@@ -206,6 +206,84 @@ printf '{"convention": "llama.cpp", "dataset": "text", "backend": "cpu", "ppl": 
 printf '{"convention": "llama.cpp", "dataset": "text", "backend": "cpu bf16", "ppl": 4.0}' >"$G/pb.json"
 expect_error gate_ppl_backend "$G/pb.json" "backend cpu vs cpu bf16" \
   "$CB" gate --baseline "$G/pc.json" --current "$G/pb.json" --max-regression ppl=5
+# expect_refused NAME NEEDLE BASELINE CURRENT [ARG...]: gate refuses the pair as runs of other
+# setups (exit 2, the needle in its error line).
+expect_refused() {
+  local name="$1" needle="$2" base="$3" cur="$4"
+  shift 4
+  "$CB" gate --baseline "$base" --current "$cur" "$@" >"$TMP/out" 2>"$TMP/err"
+  local rc=$?
+  if [ $rc -eq 2 ] && grep -qF "not a run of the baseline's setup" "$TMP/err" \
+    && grep -qF -- "$needle" "$TMP/err"; then ok
+  else bad "$name: rc=$rc, wanted 2 and '$needle': $(head -c 600 "$TMP/out") $(head -c 600 "$TMP/err")"; fi
+}
+# A setup section one result has and the other lacks hides all its settings from the
+# comparison: a difference, either way round (sim_a holds every section, profile too).
+python3 - "$TMP/sim_a.json" "$TMP" <<'PY2'
+import json, sys
+for s in ("tool", "trace", "config", "model", "mode", "execution", "backend", "profile"):
+    j = json.load(open(sys.argv[1]))
+    del j[s]
+    json.dump(j, open(sys.argv[2] + "/no_" + s + ".json", "w"))
+PY2
+for s in tool trace config model mode execution backend profile; do
+  expect_refused "gate_no_${s}_current" "section $s present vs absent" "$TMP/sim_a.json" "$TMP/no_$s.json"
+  expect_refused "gate_no_${s}_baseline" "section $s absent vs present" "$TMP/no_$s.json" "$TMP/sim_a.json"
+done
+expect_ok gate_no_section_both "$CB" gate --baseline "$TMP/no_config.json" --current "$TMP/no_config.json"
+# bench store runs of another entry size, chunk size, traffic, I/O mode or threads, or whose
+# reference, policy or journal benchmarks ran other sizes, are other setups; their measurements
+# and --reps are not settings.
+python3 - "$TMP" <<'PY2'
+import json, sys
+base = {"bench": "store", "mode": "real", "reps": 5, "entry_bytes": 8388608,
+        "traffic_bytes": 33554432, "entries_per_rep": 4, "n_layers": 32, "token_bytes": 8192,
+        "tokens_per_entry": 32, "chunk_bytes": 1048576, "io_threads": 4, "io": "auto",
+        "io_backend": "io_uring", "parallel_ref_depth": 32, "parallel_ref_threads": 4,
+        "policy_entries": 100000, "policy_queue": 100000, "ssd_read_gbs": 2.0,
+        "store_notes": ["ssd: 256 MiB"], "journal": {"entries": 10, "commit_us": 150.0}}
+def write(name, **changes):
+    j = json.loads(json.dumps(base))
+    for k, v in changes.items():
+        if v is None:
+            del j[k]
+        else:
+            j[k] = v
+    json.dump(j, open(sys.argv[1] + "/bs_" + name + ".json", "w"))
+write("base")
+write("measured", reps=1, ssd_read_gbs=1.0, store_notes=["ssd: 128 MiB"],
+      journal={"entries": 10, "commit_us": 300.0})
+write("entry", entry_bytes=4194304, entries_per_rep=8, tokens_per_entry=16)
+write("chunk", chunk_bytes=65536)
+write("traffic", traffic_bytes=67108864, entries_per_rep=8)
+write("io", io="pread", io_backend="pread")
+write("threads", io_threads=8)
+write("ref", parallel_ref_depth=8, parallel_ref_threads=1)
+write("policy", policy_entries=1000)
+write("journal", journal={"entries": 100, "commit_us": 150.0})
+write("no_journal", journal=None)
+write("no_chunk", chunk_bytes=None)
+PY2
+expect_ok gate_bench_store_measured "$CB" gate --baseline "$TMP/bs_base.json" \
+  --current "$TMP/bs_measured.json" --max-regression ssd_read_gbs=60
+for c in "entry entry_bytes" "chunk chunk_bytes" "traffic traffic_bytes" "io io \"auto\" vs \"pread\"" \
+  "threads io_threads" "ref parallel_ref_depth" "policy policy_entries" "journal journal_entries" \
+  "no_journal journal_entries 10 vs absent" "no_chunk chunk_bytes 1048576 vs absent"; do
+  expect_refused "gate_bench_store_${c%% *}" "${c#* }" "$TMP/bs_base.json" "$TMP/bs_${c%% *}.json" \
+    --max-regression ssd_read_gbs=60
+done
+expect_refused gate_bench_store_chunk_absent_baseline "chunk_bytes absent vs 1048576" \
+  "$TMP/bs_no_chunk.json" "$TMP/bs_base.json" --max-regression ssd_read_gbs=60
+# Integers beyond 2^53 compare exactly (as doubles, 2^53 + 1 is 2^53): an exact bound fails on
+# one byte, and the table shows both values with all their digits.
+printf '{"bytes_loaded": 9007199254740992}' >"$G/big_a.json"
+printf '{"bytes_loaded": 9007199254740993}' >"$G/big_b.json"
+"$CB" gate --baseline "$G/big_a.json" --current "$G/big_b.json" --max-regression bytes_loaded=0 \
+  >"$TMP/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "| bytes_loaded | 9007199254740992 | 9007199254740993 |" "$TMP/out" \
+  && grep -qF "REGRESSION" "$TMP/out"; then ok
+else bad "gate of integers beyond 2^53: rc=$rc, $(head -c 600 "$TMP/out")"; fi
 # perplexity --method's overflow study is a perplexity result, not an ablation's.
 printf '{"study": "overflow", "dataset": "text", "results": [{"method": "TT", "ppl": 4.0}]}' >"$G/ovf.json"
 expect_error gate_overflow_kind "$G/pc.json" "result perplexity overflow vs perplexity" \

@@ -730,6 +730,47 @@ TEST(GateTest, TheTableShowsAOneByteRegression) {
   EXPECT_NE(md.find("| bytes_loaded | 7013120 | 7013121 | +1.43e-05 |"), std::string::npos) << md;
 }
 
+// Integers beyond 2^53 are compared as the integers the files hold: as doubles, 2^53 and
+// 2^53 + 1 are the same number, and an exact bound passed a one-byte change.
+TEST(GateTest, ExactBoundsCompareIntegersBeyondADoublesPrecision) {
+  const auto gate = [](const std::string& base, const std::string& cur, const std::string& bound) {
+    return cb::metrics::run_gate(cb::metrics::parse_summary(base, "a"),
+                                 cb::metrics::parse_summary(cur, "b"),
+                                 {cb::metrics::parse_bound(bound)}, "a", "b");
+  };
+  const std::string lo = R"({"bytes_loaded": 9007199254740992})",
+                    hi = R"({"bytes_loaded": 9007199254740993})";
+  auto r = gate(lo, hi, "bytes_loaded=0");
+  ASSERT_EQ(r.regressions, 1);
+  EXPECT_GT(r.checks[0].change_pct, 0.0);
+  EXPECT_EQ(gate(hi, lo, "bytes_loaded=0").regressions, 1);
+  EXPECT_LT(gate(hi, lo, "bytes_loaded=0").checks[0].change_pct, 0.0);
+  EXPECT_EQ(gate(lo, lo, "bytes_loaded=0").regressions, 0);
+  EXPECT_EQ(gate(lo, lo, "bytes_loaded=0").checks[0].change_pct, 0.0);
+  // Directions read the change's sign.
+  EXPECT_EQ(gate(lo, hi, "bytes_loaded=0:higher").checks[0].verdict, Verdict::Improved);
+  EXPECT_EQ(gate(hi, lo, "bytes_loaded=0:higher").checks[0].verdict, Verdict::Regression);
+  // The table and the JSON report tell the two apart: each value with all its digits.
+  const std::string md = cb::metrics::gate_markdown(r);
+  EXPECT_NE(md.find("| bytes_loaded | 9007199254740992 | 9007199254740993 |"), std::string::npos)
+      << md;
+  const json j = cb::metrics::gate_json(r);
+  EXPECT_EQ(j["checks"][0]["baseline"], json::parse("9007199254740992"));
+  EXPECT_EQ(j["checks"][0]["current"], json::parse("9007199254740993"));
+  EXPECT_NE(j["checks"][0]["baseline"], j["checks"][0]["current"]);
+
+  // Negative integers (int64), either side of zero, and the two types' extremes, whose
+  // difference passes 2^64.
+  const std::string neg_lo = R"({"x": -9007199254740993})", neg_hi = R"({"x": -9007199254740992})";
+  EXPECT_EQ(gate(neg_lo, neg_hi, "x=0:higher").checks[0].verdict, Verdict::Improved);
+  EXPECT_EQ(gate(neg_hi, neg_lo, "x=0:higher").checks[0].verdict, Verdict::Regression);
+  const std::string min = R"({"x": -9223372036854775808})", max = R"({"x": 18446744073709551615})";
+  EXPECT_EQ(gate(min, max, "x=0:higher").checks[0].verdict, Verdict::Improved);
+  EXPECT_EQ(gate(max, min, "x=0:higher").checks[0].verdict, Verdict::Regression);
+  EXPECT_EQ(gate(min, min, "x=0").regressions, 0);
+  EXPECT_EQ(gate(max, max, "x=0").regressions, 0);
+}
+
 TEST(JsonPathTest, DottedLookup) {
   const json j = {{"a", {{"b", 1}}}, {"c", 2}};
   ASSERT_NE(cb::metrics::json_at(j, "a.b"), nullptr);
