@@ -266,7 +266,8 @@ void register_store(CLI::App& app) {
        run_verify},
       {"clear",
        "Delete the store's own files (marker, journal, data files); refuses a directory that is "
-       "not a cachebench store and never touches other files",
+       "not a cachebench store, and a store with a file that is not a regular file (deleting "
+       "nothing), and never touches other files",
        run_clear},
   };
   for (const Sub& s : subs) {

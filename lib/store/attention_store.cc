@@ -1,5 +1,6 @@
 #include "lib/store/attention_store.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,7 +113,11 @@ void AttentionStore::open_ssd() {
   dir_lock_ = StoreDirLock(dir);
   StoreDirInfo info;
   bool created = false;
-  if (is_store_dir(dir)) {
+  // Any marker there is read, one that is not a regular file (a FIFO) too, which reading
+  // refuses: taken for no marker, it would have a new store's marker written into it (and
+  // block).
+  struct stat marker {};
+  if (::stat(marker_path(dir).c_str(), &marker) == 0) {
     info = read_store_marker(dir);
     if (cfg_.ssd_bytes != 0) {
       const StoreDirInfo want = plan_store(cfg_.ssd_bytes, cfg_.chunk_bytes);

@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 #include <utility>
 
 #include "lib/core/error.h"
 #include "lib/store/checksum.h"
+#include "lib/store/store_dir.h"
 
 namespace cb::store {
 
@@ -95,23 +94,25 @@ bool torn_tail(std::string_view tail) {
   return len > tail.size() - kHeader;
 }
 
-/// Refuses a journal path that exists and is not a regular file: reading a FIFO would block,
-/// and a link to /dev/zero would be read into memory without end.
-void check_regular(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    throw make_error(path, "the store's journal is not a regular file",
-                     "move it out of the way by hand; the store's index is then lost");
-  }
+/// Refuses a journal that is not a regular file: reading a FIFO would block, and a link to
+/// /dev/zero would be read into memory without end.
+[[noreturn]] void not_regular(const std::string& path) {
+  throw make_error(path, "the store's journal is not a regular file (" + file_kind(path) + ")",
+                   "move it out of the way by hand; the store's index is then lost");
+}
+
+/// An errno of the functions below, or kNotRegularFile, in words.
+std::string error_text(int err) {
+  return err == kNotRegularFile ? "it is not a regular file" : std::strerror(err);
 }
 
 }  // namespace
 
 bool Journal::begins_journal(const std::string& path) {
-  check_regular(path);
-  std::ifstream f(path, std::ios::binary);
-  std::string head(kHeader + kStartPayload.size(), '\0');
-  if (!f.read(head.data(), static_cast<std::streamsize>(head.size()))) return false;
+  std::string head;
+  const size_t want = kHeader + kStartPayload.size();
+  if (read_regular(path, &head, want) == kNotRegularFile) not_regular(path);
+  if (head.size() < want) return false;  // missing, unreadable or shorter than a start record
   uint32_t type = 0, len = 0;
   uint64_t budget = head.size();
   return record_at(head, 0, &type, &len, &budget) && type == kStart &&
@@ -119,12 +120,11 @@ bool Journal::begins_journal(const std::string& path) {
 }
 
 ReplayResult Journal::replay(const std::string& path) {
-  check_regular(path);
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return ReplayResult{};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return replay_bytes(ss.str());
+  std::string data;
+  const int err = read_regular(path, &data);
+  if (err == kNotRegularFile) not_regular(path);
+  if (err != 0) return ReplayResult{};  // missing (or unreadable): an empty journal, as before
+  return replay_bytes(data);
 }
 
 ReplayResult Journal::replay_bytes(const std::string& data) {
@@ -215,14 +215,15 @@ void Journal::rewrite(const std::string& path, const std::map<SessionId, EntryMe
   int err = write_new(tmp, entries, sync);
   if (err == 0) err = replace_with(tmp, path);
   if (err != 0) {
-    throw make_error(path, std::string("cannot rewrite journal: ") + std::strerror(err),
+    throw make_error(path, "cannot rewrite journal: " + error_text(err),
                      "check free space and permissions of the store directory");
   }
 }
 
 int Journal::write_new(const std::string& tmp, const std::map<SessionId, EntryMeta>& entries,
                        const SyncFn& sync) {
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open_regular(tmp, O_WRONLY | O_CREAT | O_TRUNC);
+  if (fd == kNotRegularFile) return kNotRegularFile;  // not removed: it is not the store's
   if (fd < 0) return errno;
   // Written back every 8 MiB as it goes: on a file system that orders data before its journal
   // commits (ext4's default), another file's fdatasync (the journal's appends, meanwhile)
@@ -277,7 +278,8 @@ int Journal::replace_with(const std::string& tmp, const std::string& path) {
 }
 
 Journal::Journal(const std::string& path, SyncFn sync) : path_(path), sync_(std::move(sync)) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = open_regular(path, O_WRONLY | O_CREAT | O_APPEND);
+  if (fd_ == kNotRegularFile) not_regular(path);
   if (fd_ < 0) {
     throw make_error(path, std::string("cannot open journal: ") + std::strerror(errno),
                      "make the store directory writable");
@@ -362,9 +364,10 @@ bool Journal::compact(const std::map<SessionId, EntryMeta>& live) {
 
 int Journal::adopt_replaced_locked(uint64_t appended) {
   ++epoch_;  // the file was replaced: a compact_from() under way is superseded
-  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = open_regular(path_, O_WRONLY | O_CREAT | O_APPEND);
   if (fd < 0) {
-    last_error_ = path_ + ": cannot reopen the compacted journal: " + std::strerror(errno);
+    last_error_ = path_ + ": cannot reopen the compacted journal: " +
+                  error_text(fd == kNotRegularFile ? kNotRegularFile : errno);
     broken_ = true;  // the old fd points at the unlinked file
     return -1;
   }
@@ -384,7 +387,8 @@ Journal::Mark Journal::mark() const {
 namespace {
 // Bytes [from, to) of `path` into `out`; an errno, or 0.
 int read_range(const std::string& path, uint64_t from, uint64_t to, std::string* out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = open_regular(path, O_RDONLY);
+  if (fd == kNotRegularFile) return kNotRegularFile;
   if (fd < 0) return errno;
   out->assign(to - from, '\0');
   uint64_t done = 0;
@@ -422,7 +426,7 @@ Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust, std::st
   }
   const auto failed = [&](const std::string& what, int err) {  // caller holds mu_
     ::unlink(tmp.c_str());
-    *why = last_error_ = path_ + ": " + what + ": " + std::strerror(err);
+    *why = last_error_ = path_ + ": " + what + ": " + error_text(err);
     return Compaction::Failed;
   };
   const int written = write_new(tmp, r.entries, sync_);
@@ -442,8 +446,8 @@ Journal::Compaction Journal::compact_from(Mark at, const Adjust& adjust, std::st
   if (const int err = read_range(path_, at.offset, static_cast<uint64_t>(end), &tail)) {
     return failed("cannot read the records appended while compacting", err);
   }
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) return failed("cannot reopen " + tmp, errno);
+  const int fd = open_regular(tmp, O_WRONLY | O_APPEND);
+  if (fd < 0) return failed("cannot reopen " + tmp, fd == kNotRegularFile ? fd : errno);
   int err = write_all(fd, tail) ? 0 : (errno != 0 ? errno : EIO);
   if (err == 0) err = -(sync_ ? sync_(fd) : (::fdatasync(fd) == 0 ? 0 : -errno));
   ::close(fd);

@@ -41,23 +41,36 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
     const uint64_t bytes = slots * info.chunk_bytes;
     // An existing store's files were checked by check_store_files; a file gone since is not
     // made anew full of zeros.
-    const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0);
+    // Through open_regular: something put in a file's place since (a FIFO) is refused, not
+    // opened.
+    const int flags = O_RDWR | (create ? O_CREAT : 0);
     int fd = -1;
     if (direct_) {
-      fd = ::open(p.c_str(), flags | O_DIRECT, 0644);
-      if (fd < 0 && errno == EINVAL) {
+      fd = open_regular(p, flags | O_DIRECT);
+      if (fd == -1 && errno == EINVAL) {
         direct_ = false;
         direct_refused_ = true;
         direct_note_ = "O_DIRECT refused by the filesystem (EINVAL); using buffered I/O";
       }
     }
-    if (fd < 0) fd = ::open(p.c_str(), flags, 0644);
+    if (fd == -1) fd = open_regular(p, flags);
     if (fd < 0) {
       const int err = errno;
       for (int f : fds_) ::close(f);
-      throw make_error(p, std::string("cannot open data file: ") + std::strerror(err),
-                       err == EACCES || err == EROFS ? "make the store directory writable"
-                                                     : "check the store directory");
+      if (fd == kNotRegularFile) {
+        throw StoreDamage(error_message(
+            p, "data file of the store is not a regular file (" + file_kind(p) + ")",
+            "move it out of the way by hand (`store clear` removes only regular files), then "
+            "run `cachebench store clear --store-dir " +
+                dir + "`"));
+      }
+      // The file itself may be what is read-only (the directory was checked writable).
+      throw make_error(
+          p, std::string("cannot open data file: ") + std::strerror(err),
+          err == EACCES ? "make " + p + " readable and writable by this user (chmod u+rw " + p +
+                              ", as its owner)"
+          : err == EROFS ? "the store's file system is mounted read-only: mount it read-write"
+                         : "check the store directory");
     }
     fds_.push_back(fd);
     // A file as long as its slots may still be sparse (made by a build that fell back to
@@ -84,7 +97,7 @@ void SsdTier::probe_direct() {
   std::free(p);
   if (r >= 0 || err != EINVAL) return;
   for (uint64_t i = 0; i < fds_.size(); ++i) {
-    const int fd = ::open(data_file_path(dir_, i).c_str(), O_RDWR | O_CLOEXEC);
+    const int fd = open_regular(data_file_path(dir_, i), O_RDWR);
     if (fd < 0) continue;
     ::close(fds_[i]);
     fds_[i] = fd;

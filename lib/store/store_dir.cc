@@ -11,9 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
@@ -37,7 +35,75 @@ uint64_t marker_count(const nlohmann::json& j, const char* key) {
   }
   return v.get<uint64_t>();
 }
+/// What to do about a store file that is not a regular file: `store clear` refuses it too.
+std::string not_regular_fix(const std::string& dir) {
+  return "move it out of the way by hand (`store clear` removes only regular files), then run "
+         "`cachebench store clear --store-dir " +
+         dir + "`";
+}
 }  // namespace
+
+int open_regular(const std::string& path, int flags, unsigned mode) {
+  const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, static_cast<mode_t>(mode));
+  struct stat st {};
+  if (fd < 0) {
+    // A FIFO without a reader refuses a non-blocking open for writing (ENXIO), a directory
+    // any open for writing (EISDIR): neither is a regular file.
+    const int err = errno;
+    if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return kNotRegularFile;
+    errno = err;
+    return -1;
+  }
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return kNotRegularFile;
+  }
+  const int fl = ::fcntl(fd, F_GETFL);
+  if (fl >= 0) ::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);  // blocking I/O from here on, as asked
+  return fd;
+}
+
+int read_regular(const std::string& path, std::string* out, uint64_t max_bytes) {
+  out->clear();
+  const int fd = open_regular(path, O_RDONLY);
+  if (fd == kNotRegularFile) return kNotRegularFile;
+  if (fd < 0) return errno;
+  struct stat st {};
+  if (::fstat(fd, &st) == 0) {
+    out->reserve(
+        static_cast<size_t>(std::min<uint64_t>(static_cast<uint64_t>(st.st_size), max_bytes)));
+  }
+  int err = 0;
+  char buf[1 << 16];
+  while (out->size() < max_bytes) {
+    const size_t want =
+        static_cast<size_t>(std::min<uint64_t>(sizeof buf, max_bytes - out->size()));
+    const ssize_t r = ::read(fd, buf, want);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) err = errno;
+    if (r <= 0) break;
+    out->append(buf, static_cast<size_t>(r));
+  }
+  ::close(fd);
+  return err;
+}
+
+std::string file_kind(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "gone";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  return S_ISREG(st.st_mode) ? "a regular file" : "not a regular file";
+}
 
 std::string marker_path(const std::string& dir) {
   return dir + "/cachebench_store.json";
@@ -65,16 +131,18 @@ bool is_store_dir(const std::string& dir) {
 
 StoreDirInfo read_store_marker(const std::string& dir) {
   const std::string p = marker_path(dir);
-  std::ifstream f(p);
-  if (!f) {
+  std::string body;
+  const int rc = read_regular(p, &body);
+  if (rc == kNotRegularFile) {  // a FIFO would block the read, a link to /dev/zero never end
+    throw make_error(p, "the store's marker is not a regular file (" + file_kind(p) + ")",
+                     not_regular_fix(dir));
+  }
+  if (rc != 0) {
     // A marker (or directory) there but unreadable is not "no store": say why.
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    const int err = fd < 0 ? errno : 0;
-    if (fd >= 0) ::close(fd);
-    if (err != 0 && err != ENOENT && err != ENOTDIR) {
-      throw make_error(p, std::string("cannot read the store's marker: ") + std::strerror(err),
-                       err == EACCES ? "run as a user who can read the store directory"
-                                     : "check the store directory");
+    if (rc != ENOENT && rc != ENOTDIR) {
+      throw make_error(p, std::string("cannot read the store's marker: ") + std::strerror(rc),
+                       rc == EACCES ? "run as a user who can read the store directory"
+                                    : "check the store directory");
     }
     // The --store-dir given to a replay holds its kept stores, one directory each: name them.
     std::string kept;
@@ -93,13 +161,11 @@ StoreDirInfo read_store_marker(const std::string& dir) {
                                      "run ends unless --keep-store keeps it as "
                                      "D/cachebench-store-MODE-PID)");
   }
-  std::stringstream ss;
-  ss << f.rdbuf();
   try {
-    if (json_nesting_depth(ss.str()) > 8) {  // a marker is one flat object
+    if (json_nesting_depth(body) > 8) {  // a marker is one flat object
       throw std::runtime_error("it nests JSON more than 8 levels deep");
     }
-    const auto j = nlohmann::json::parse(ss.str());
+    const auto j = nlohmann::json::parse(body);
     const auto format = j.is_object() ? j.find("format") : j.end();
     if (!j.is_object() || format == j.end() || !format->is_string()) {
       throw std::runtime_error("no \"format\" field naming it a cachebench store marker");
@@ -157,10 +223,8 @@ void check_store_files(const std::string& dir, const StoreDirInfo& info) {
     }
     if (!S_ISREG(st.st_mode)) {
       throw StoreDamage(
-          error_message(p, "data file of the store is not a regular file",
-                        "move it out of the way by hand (`store clear` removes only regular "
-                        "files), then run `cachebench store clear --store-dir " +
-                            dir + "`"));
+          error_message(p, "data file of the store is not a regular file (" + file_kind(p) + ")",
+                        not_regular_fix(dir)));
     }
     if (static_cast<uint64_t>(st.st_size) < bytes) {
       throw StoreDamage(error_message(
@@ -181,7 +245,15 @@ void write_store_marker(const std::string& dir, const StoreDirInfo& info) {
   j["ssd_bytes"] = info.ssd_bytes;
   j["slots_per_file"] = info.slots_per_file;
   j["n_files"] = info.n_files;
-  write_file_atomically(marker_path(dir), j.dump(2) + "\n", "the store marker");
+  // write_file_atomically writes into a FIFO or a device rather than replace it (a result
+  // sent to /dev/stdout): a marker written so would block on a FIFO, or be lost.
+  const std::string p = marker_path(dir);
+  struct stat st {};
+  if (::stat(p.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw make_error(p, "the store's marker is not a regular file (" + file_kind(p) + ")",
+                     not_regular_fix(dir));
+  }
+  write_file_atomically(p, j.dump(2) + "\n", "the store marker");
 }
 
 void check_chunk_bytes(uint64_t chunk_bytes) {
@@ -310,45 +382,73 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
     // A malformed marker, or none beside a journal the store wrote (it begins with the
     // store's start record): a damaged store, cleared by its files' names. Files that are
     // only named like a store's are not deleted.
-    if (::access(marker_path(dir).c_str(), F_OK) != 0 &&
+    struct stat marker {};
+    if (::lstat(marker_path(dir).c_str(), &marker) != 0 &&
         !Journal::begins_journal(journal_path(dir))) {
       throw;
     }
     for (;; ++n_files) {
-      if (::access(data_file_path(dir, n_files).c_str(), F_OK) != 0) break;
+      struct stat st {};
+      if (::lstat(data_file_path(dir, n_files).c_str(), &st) != 0) break;
     }
   }
-  std::vector<std::string> removed;
-  auto rm = [&](const std::string& p) {
-    if (::unlink(p.c_str()) == 0) {
-      removed.push_back(p);
-    } else if (errno != ENOENT) {
-      throw make_error(p, std::string("cannot delete: ") + std::strerror(errno));
-    }
-  };
-  for (uint64_t i = 0; i < n_files; ++i) rm(data_file_path(dir, i));
-  rm(journal_path(dir));
-  rm(journal_path(dir) + ".tmp");
-  rm(journal_path(dir) + ".compact");  // an online compaction's, left by a crash
-  for (int i = 1;; ++i) {              // the corrupt journals recovery kept
+  std::vector<std::string> names;
+  for (uint64_t i = 0; i < n_files; ++i) names.push_back(data_file_path(dir, i));
+  names.push_back(journal_path(dir));
+  names.push_back(journal_path(dir) + ".tmp");
+  names.push_back(journal_path(dir) + ".compact");  // an online compaction's, left by a crash
+  for (int i = 1;; ++i) {                           // the corrupt journals recovery kept
     const std::string p = journal_path(dir) + ".corrupt-" + std::to_string(i);
-    if (::access(p.c_str(), F_OK) != 0) break;
-    rm(p);
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) break;
+    names.push_back(p);
   }
   // The marker's temporary files (write_file_atomically names them .tmp.PID; .tmp: older).
   const std::string tmp_prefix =
       std::filesystem::path(marker_path(dir)).filename().string() + ".tmp";
-  std::vector<std::string> tmps;
   std::error_code ec;
   for (const auto& f : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = f.path().filename().string();
     if (name.rfind(tmp_prefix, 0) == 0 &&
         (name.size() == tmp_prefix.size() || name[tmp_prefix.size()] == '.')) {
-      tmps.push_back(f.path().string());
+      names.push_back(f.path().string());
     }
   }
-  for (const std::string& t : tmps) rm(t);
-  rm(marker_path(dir));  // last: a failed clear leaves a store that can be cleared again
+  names.push_back(
+      marker_path(dir));  // last: a failed clear leaves a store that can be cleared again
+  // Every file checked before any goes: one that is not a regular file (a FIFO, a directory)
+  // is the user's to look at, and refusing it halfway would leave half a store (its data
+  // files gone, its marker and journal still naming them).
+  std::vector<std::string> present;
+  for (const std::string& p : names) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) {
+      if (errno == ENOENT) continue;
+      throw make_error(p, std::string("cannot stat: ") + std::strerror(errno),
+                       "check the store directory; nothing was deleted");
+    }
+    // A symbolic link counts as what it names (as stat and verify see it); one that names
+    // nothing is only a link, and deleting it touches nothing else.
+    struct stat target {};
+    if (!S_ISREG(st.st_mode) &&
+        !(S_ISLNK(st.st_mode) && (::stat(p.c_str(), &target) != 0 || S_ISREG(target.st_mode)))) {
+      throw make_error(p,
+                       "a file of the store that is not a regular file (" + file_kind(p) +
+                           "), so nothing was deleted",
+                       "move it out of the way by hand (`store clear` removes only regular "
+                       "files), then run `cachebench store clear --store-dir " +
+                           dir + "` again");
+    }
+    present.push_back(p);
+  }
+  std::vector<std::string> removed;
+  for (const std::string& p : present) {
+    if (::unlink(p.c_str()) == 0) {
+      removed.push_back(p);
+    } else if (errno != ENOENT) {
+      throw make_error(p, std::string("cannot delete: ") + std::strerror(errno));
+    }
+  }
   return removed;
 }
 

@@ -63,6 +63,20 @@ class StoreDirLock {
 /// Largest chunk: the I/O path's lengths are 32-bit (ChunkIo, EntryMeta::chunk_len).
 inline constexpr uint64_t kMaxChunkBytes = uint64_t{1} << 30;
 
+/// open_regular's result when the path names something other than a regular file.
+inline constexpr int kNotRegularFile = -2;
+/// Opens one of the store's files by name (open(2)'s `flags` and `mode`, O_CLOEXEC added) only
+/// when it is a regular file (or a link to one), or O_CREAT makes one: with O_NONBLOCK, so that
+/// a FIFO put in its place never blocks the open (one for reading waits for a writer, one for
+/// writing for a reader), then fstat. Returns the descriptor (O_NONBLOCK cleared again), -1
+/// with errno set when the open failed, or kNotRegularFile (nothing left open).
+int open_regular(const std::string& path, int flags, unsigned mode = 0644);
+/// Reads `path` through open_regular into `*out`, at most `max_bytes` of it: 0, an errno, or
+/// kNotRegularFile.
+int read_regular(const std::string& path, std::string* out, uint64_t max_bytes = UINT64_MAX);
+/// What `path` is when it is not a regular file, for messages: "a FIFO", "a directory", ...
+std::string file_kind(const std::string& path);
+
 /// Path of the marker file ("cachebench_store.json").
 std::string marker_path(const std::string& dir);
 /// Path of the journal ("journal.cbj").
@@ -112,9 +126,12 @@ uint64_t fit_journal_compaction(const std::string& dir, uint64_t room, uint64_t 
 /// returns the bytes available there (before `extra_bytes` are taken).
 uint64_t check_free_space(const std::string& dir, uint64_t extra_bytes);
 /// Deletes the store's own files (marker, data files, journal and the corrupt journals
-/// recovery kept) and returns their names; throws cb::Error when `dir` has no store marker
-/// and no journal or first data file (a malformed or missing marker beside the store's
-/// other files is cleared too, its data files found by name).
+/// recovery kept, the temporary files of the marker and journal) and returns their names;
+/// throws cb::Error when `dir` has no store marker and no journal the store wrote (a malformed
+/// or missing marker beside the store's journal is cleared too, its data files found by name).
+/// Every file is checked before any is deleted: one that is not a regular file (a FIFO, a
+/// directory; a symbolic link counts as what it names) is an error naming it, and nothing is
+/// deleted, so a clear that fails leaves the store as whole as it found it.
 std::vector<std::string> clear_store_dir(const std::string& dir);
 
 }  // namespace cb::store

@@ -249,7 +249,7 @@ if [ -n "${CACHEBENCH_WRITE_BASELINE:-}" ]; then cp "$TMP/gate1.json" "$BASE"; f
 store_check() {
   local name="$1" want="$2" cmd="$3" dir="$4" p rc
   shift 4
-  "$CB" store "$cmd" --store-dir "$dir" >"$TMP/out" 2>&1
+  timeout 300 "$CB" store "$cmd" --store-dir "$dir" >"$TMP/out" 2>&1  # a hang fails (124)
   rc=$?
   if [ $rc -ne "$want" ]; then bad "$name: rc=$rc $(cat "$TMP/out")"; return; fi
   for p in "$@"; do
@@ -320,6 +320,32 @@ PY
     mkfifo "$TMP/fifo/journal.cbj"
   store_check "stat of a FIFO journal" 1 stat "$TMP/fifo" \
     "journal.cbj: the store's journal is not a regular file"
+  # So is a marker that is no regular file, by every store tool: stat 1, verify 2 (it cannot
+  # verify), clear 1, which removes nothing.
+  rm -rf "$TMP/fifo" && cp -a "$KEPT" "$TMP/fifo" && rm "$TMP/fifo/cachebench_store.json" &&
+    mkfifo "$TMP/fifo/cachebench_store.json"
+  store_check "stat of a FIFO marker" 1 stat "$TMP/fifo" \
+    "cachebench_store.json: the store's marker is not a regular file (a FIFO)"
+  store_check "verify of a FIFO marker" 2 verify "$TMP/fifo" \
+    "cachebench_store.json: the store's marker is not a regular file (a FIFO)"
+  store_check "clear of a FIFO marker" 1 clear "$TMP/fifo" \
+    "cachebench_store.json: a file of the store that is not a regular file (a FIFO)"
+  if [ -p "$TMP/fifo/cachebench_store.json" ] && [ -f "$TMP/fifo/journal.cbj" ] \
+    && [ -f "$TMP/fifo/data-0000.bin" ]; then ok
+  else bad "clear of a FIFO marker removed files: $(ls -l "$TMP/fifo")"; fi
+  # clear removes only regular files, as stat and verify say, and checks every file it would
+  # remove before removing any: a data file that is a FIFO, a journal or marker that is a
+  # directory, leave the whole store as it was (not its data files gone, the rest refused).
+  for what in data-0000.bin:fifo journal.cbj:dir cachebench_store.json:dir; do
+    f=${what%%:*}
+    rm -rf "$TMP/fifo" && cp -a "$KEPT" "$TMP/fifo" && rm "$TMP/fifo/$f"
+    if [ "${what##*:}" = fifo ]; then mkfifo "$TMP/fifo/$f"; else mkdir "$TMP/fifo/$f"; fi
+    store_check "clear with a $f that is no regular file" 1 clear "$TMP/fifo" \
+      "$f: a file of the store that is not a regular file"
+    left=0
+    for g in data-0000.bin journal.cbj cachebench_store.json; do [ -e "$TMP/fifo/$g" ] && left=$((left + 1)); done
+    if [ "$left" -eq 3 ]; then ok; else bad "clear with a $f that is no regular file removed files: $(ls -l "$TMP/fifo")"; fi
+  done
   rm -rf "$TMP/fifo"
   rm "$TMP/geo/cachebench_store.json"  # and without its marker: clear still starts over
   "$CB" store clear --store-dir "$TMP/geo" >/dev/null 2>"$TMP/err" && [ -z "$(ls "$TMP/geo")" ] && ok \
