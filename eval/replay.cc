@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +19,7 @@
 #include "lib/engine/policy_advisor.h"
 #include "lib/metrics/summary.h"
 #include "lib/store/attention_store.h"
+#include "lib/store/store_dir.h"
 
 namespace cb::eval {
 
@@ -195,11 +197,71 @@ std::string rename_to_fresh(const std::string& from, const std::string& base, st
   return "";
 }
 
+// Removes what a run that did not finish left in its scratch directory `path`: the store's
+// files, as `store clear` recognises and removes them (a store that lost its marker, or whose
+// making stopped before it, by its journal; never files only named like a store's), its keep
+// marker, then the directory once empty. A name proves nothing (a user may have made or used
+// a directory so named), so whatever else it holds stays, with the directory, and is said.
+void remove_leftover(const std::string& path) {
+  std::vector<std::string> removed;
+  try {
+    if (store::holds_store(path)) removed = store::clear_store_dir(path);
+  } catch (const Error& e) {
+    std::fprintf(stderr,
+                 "cachebench: %s, left by an earlier run that did not finish, is left as it is: "
+                 "its store could not be removed (%s)\n",
+                 path.c_str(), e.what());
+    return;
+  }
+  const std::string keep_marker = path + "/" + kKeepMarker;
+  struct stat st {};
+  if (::lstat(keep_marker.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    ::unlink(keep_marker.c_str());
+  }
+  if (::rmdir(path.c_str()) == 0) {
+    std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
+                 path.c_str());
+    return;
+  }
+  const int err = errno;
+  std::string others;
+  size_t n_others = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (++n_others > 3) continue;
+    others += (others.empty() ? "" : ", ") + it->path().filename().string();
+    std::error_code kind_ec;  // not `ec`, which ends the loop
+    if (it->is_directory(kind_ec)) others += "/";
+  }
+  if (n_others > 3) others += " and " + std::to_string(n_others - 3) + " more";
+  if (err != ENOTEMPTY && err != EEXIST) {
+    std::fprintf(stderr,
+                 "cachebench: %s, left by an earlier run that did not finish, could not be "
+                 "removed (%s)%s\n",
+                 path.c_str(), std::strerror(err),
+                 removed.empty() ? "" : "; its store's files were removed");
+  } else if (!removed.empty()) {
+    std::fprintf(stderr,
+                 "cachebench: removed the store's %zu files from %s, left by an earlier run that "
+                 "did not finish; the directory is left, as it holds what is not the store's "
+                 "(%s): remove it yourself if that is not needed\n",
+                 removed.size(), path.c_str(), others.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "cachebench: left %s as it is: named like the scratch directory of an earlier "
+                 "run that did not finish, it holds no store (no marker, no journal a store "
+                 "wrote), but other files (%s): remove it "
+                 "yourself if they are not needed\n",
+                 path.c_str(), others.c_str());
+  }
+}
+
 // Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
 // cachebench-replay-MODE-PID[-N] whose process is gone (no such PID here) and whose store
 // lock no process holds (a PID of another PID namespace's live run is not seen here, its
-// lock is). Removed, with a note; one of a --keep-store run (its keep marker) whose store was
-// made (its store marker) is kept as cachebench-store-MODE-PID[-N] instead, also with a note.
+// lock is). Their stores are removed (remove_leftover), with a note; one of a --keep-store
+// run (its keep marker) whose store was made (its store marker) is kept as
+// cachebench-store-MODE-PID[-N] instead, also with a note.
 void sweep_stale(const std::string& parent) {
   std::error_code ec;
   for (const auto& d : std::filesystem::directory_iterator(parent, ec)) {
@@ -234,7 +296,8 @@ void sweep_stale(const std::string& parent) {
     int lock = -1;
     if (try_lock_dir(path, &lock) == 0) continue;  // a live store
     // Kept only once its store was made (the marker is written last): a run killed while it
-    // made its data files leaves nothing a store tool could open, verify or clear.
+    // made its data files leaves nothing a store tool could open or verify (`store clear`
+    // recognises it by its journal, written first, and so does remove_leftover).
     if (std::filesystem::exists(path + "/" + kKeepMarker, ec) &&
         std::filesystem::exists(store::marker_path(path), ec)) {
       std::string err;
@@ -254,9 +317,7 @@ void sweep_stale(const std::string& parent) {
                      path.c_str(), err.c_str());
       }
     } else {
-      std::filesystem::remove_all(d.path(), ec);
-      std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
-                   path.c_str());
+      remove_leftover(path);
     }
     if (lock >= 0) ::close(lock);
   }

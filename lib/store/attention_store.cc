@@ -177,13 +177,13 @@ void AttentionStore::open_ssd() {
     if (!io) io = make_pread_backend();
   }
   try {
+    // The journal (its start record) first: a store with a marker always has one, so a later
+    // one missing or emptied is loss, not a store that never saved; and before the data files,
+    // so that a process killed while it preallocates them leaves a store `store clear` (and a
+    // later replay's sweep of its scratch directory) recognises by its journal.
+    if (created) Journal::rewrite(journal_path(dir), {});
     tiers_[2] = std::make_unique<SsdTier>(dir, info, io, cfg_.direct_io, created);
-    if (created) {
-      // The journal (its start record) before the marker: a store with a marker always has
-      // one, so a later one missing or emptied is loss, not a store that never saved.
-      Journal::rewrite(journal_path(dir), {});
-      write_store_marker(dir, info);
-    }
+    if (created) write_store_marker(dir, info);
   } catch (...) {
     if (created) {
       tiers_[2].reset();

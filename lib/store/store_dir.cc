@@ -372,6 +372,11 @@ StoreDirLock& StoreDirLock::operator=(StoreDirLock&& o) noexcept {
   return *this;
 }
 
+bool holds_store(const std::string& dir) {
+  struct stat st {};
+  return ::lstat(marker_path(dir).c_str(), &st) == 0 || Journal::begins_journal(journal_path(dir));
+}
+
 std::vector<std::string> clear_store_dir(const std::string& dir) {
   // A store is a directory with a marker; a malformed marker is still one (clear is how
   // it is started over), but then the data files are found by name.
@@ -382,11 +387,7 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
     // A malformed marker, or none beside a journal the store wrote (it begins with the
     // store's start record): a damaged store, cleared by its files' names. Files that are
     // only named like a store's are not deleted.
-    struct stat marker {};
-    if (::lstat(marker_path(dir).c_str(), &marker) != 0 &&
-        !Journal::begins_journal(journal_path(dir))) {
-      throw;
-    }
+    if (!holds_store(dir)) throw;
     for (;; ++n_files) {
       struct stat st {};
       if (::lstat(data_file_path(dir, n_files).c_str(), &st) != 0) break;

@@ -125,13 +125,19 @@ uint64_t fit_journal_compaction(const std::string& dir, uint64_t room, uint64_t 
 /// Throws cb::Error when `extra_bytes` more would not fit on the filesystem of `dir`;
 /// returns the bytes available there (before `extra_bytes` are taken).
 uint64_t check_free_space(const std::string& dir, uint64_t extra_bytes);
+/// Whether `dir` holds what clear_store_dir takes for a store: a marker (readable or not, well
+/// formed or not), or a journal that begins with the store's start record (a store that lost
+/// its marker, or one whose making stopped before its marker was written: a new store writes
+/// its journal first). Files only named like a store's are not one. Throws cb::Error when the
+/// journal cannot be judged (not a regular file).
+bool holds_store(const std::string& dir);
 /// Deletes the store's own files (marker, data files, journal and the corrupt journals
 /// recovery kept, the temporary files of the marker and journal) and returns their names;
-/// throws cb::Error when `dir` has no store marker and no journal the store wrote (a malformed
-/// or missing marker beside the store's journal is cleared too, its data files found by name).
-/// Every file is checked before any is deleted: one that is not a regular file (a FIFO, a
-/// directory; a symbolic link counts as what it names) is an error naming it, and nothing is
-/// deleted, so a clear that fails leaves the store as whole as it found it.
+/// throws cb::Error when holds_store(dir) is false (a malformed or missing marker beside the
+/// store's journal is cleared too, its data files found by name). Every file is checked
+/// before any is deleted: one that is not a regular file (a FIFO, a directory; a symbolic link
+/// counts as what it names) is an error naming it, and nothing is deleted, so a clear that
+/// fails leaves the store as whole as it found it.
 std::vector<std::string> clear_store_dir(const std::string& dir);
 
 }  // namespace cb::store

@@ -562,15 +562,28 @@ if [ "$rc" -eq 0 ] && [ -f "$K9/cachebench_store.json" ] && [ ! -e "$K9/cacheben
   && "$CB" store verify --store-dir "$K9" >/dev/null 2>&1; then ok
 else bad "--keep-store after SIGKILL: rc=$rc, left: $(ls "$TMP/k9"), $(head -c 600 "$TMP/k9_err")"; fi
 if [ -d "$LOCKED" ]; then ok; else bad "the sweep removed $LOCKED, whose store lock was held"; fi
-# One killed while it made its store (a keep marker and a data file, no store marker) is not
-# a store any tool can open: removed, not kept.
+# One killed while it made its store (a keep marker, the journal a new store writes first and
+# a data file, no store marker) is not a store any tool can open: removed, not kept.
 HALF="$TMP/k9/cachebench-replay-ca-4194306"
-mkdir -p "$HALF" && touch "$HALF/cachebench-keep-store" "$HALF/data-0000.bin"
+mkdir -p "$HALF" && touch "$HALF/cachebench-keep-store" "$HALF/data-0000.bin" \
+  && cp "$K9/journal.cbj" "$HALF/"
+# A name proves nothing: a directory so named that holds what no store holds keeps it, and
+# itself; one that also holds a dead run's store loses only the store's files. Both are said.
+OTHER="$TMP/k9/cachebench-replay-ca-4194307"
+mkdir -p "$OTHER/sub" && echo precious >"$OTHER/notes.txt"
+MIXED="$TMP/k9/cachebench-replay-ca-4194308"
+cp -a "$K9" "$MIXED" && echo mine >"$MIXED/notes.txt"
 "$CB" replay "$SHAREGPT" --model "$MODEL" --dram 1MiB --ssd 8MiB --chunk-size 64KiB --rate 0 \
   --store-dir "$TMP/k9" --limit 1 --quiet >/dev/null 2>"$TMP/k9_err"
 if [ ! -e "$HALF" ] && [ ! -e "$TMP/k9/cachebench-store-ca-4194306" ] \
   && grep -qF "removed $HALF" "$TMP/k9_err"; then ok
 else bad "a half-made kept store: left: $(ls "$TMP/k9"), $(head -c 400 "$TMP/k9_err")"; fi
+if [ -f "$OTHER/notes.txt" ] && [ -d "$OTHER/sub" ] && grep -qF "left $OTHER as it is" "$TMP/k9_err" \
+  && grep -F "$OTHER" "$TMP/k9_err" | grep -qF "notes.txt"; then ok
+else bad "the sweep removed or did not name files of $OTHER: $(ls -R "$OTHER" 2>&1), $(head -c 600 "$TMP/k9_err")"; fi
+if [ -f "$MIXED/notes.txt" ] && [ ! -e "$MIXED/cachebench_store.json" ] && [ ! -e "$MIXED/journal.cbj" ] \
+  && [ ! -e "$MIXED/data-0000.bin" ] && grep -F "$MIXED" "$TMP/k9_err" | grep -qF "notes.txt"; then ok
+else bad "the sweep of a store beside other files in $MIXED: $(ls "$MIXED" 2>&1), $(head -c 600 "$TMP/k9_err")"; fi
 # A kept store (or a scratch directory) of a process of the same PID (another container) is
 # never replaced: the run keeps its own under a -N name. `bash -c '... exec'` keeps its PID.
 rm -rf "$TMP/pidc" && mkdir -p "$TMP/pidc"

@@ -994,6 +994,25 @@ TEST(Recovery, ClearChecksEveryFileBeforeDeletingAny) {
   std::filesystem::remove_all(dir);
 }
 
+// What clear takes for a store: a marker (even a malformed one), or a journal the store wrote,
+// not files only named like a store's. A new store writes its journal before its data files,
+// so one whose making stopped while it preallocated them is recognised too.
+TEST(Recovery, HoldsStoreGoesByTheMarkerOrTheStoresJournal) {
+  const std::string dir = testing::fresh_dir("holds_store");
+  EXPECT_FALSE(holds_store(dir));
+  std::ofstream(data_file_path(dir, 0)) << "someone's data\n";
+  std::ofstream(journal_path(dir)) << "someone's notes\n";
+  EXPECT_FALSE(holds_store(dir));
+  std::filesystem::remove(journal_path(dir));
+  Journal::rewrite(journal_path(dir), {});  // a store's, its marker not yet written
+  EXPECT_TRUE(holds_store(dir));
+  EXPECT_EQ(clear_store_dir(dir).size(), 2u);  // the journal and the data file
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  std::ofstream(marker_path(dir)) << "{";
+  EXPECT_TRUE(holds_store(dir));
+  std::filesystem::remove_all(dir);
+}
+
 // A data file this user may not write (the directory may be writable: only the file is
 // read-only) is named in the fix, not the directory.
 TEST(Recovery, AReadOnlyDataFileIsNamedInTheFix) {
