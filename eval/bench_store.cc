@@ -482,18 +482,27 @@ class ParallelReference {
 
 // --- directory handling ---------------------------------------------------------------
 
-/// Creates `dir` (and parents) when missing; true when it created the last component.
+/// Creates `dir` (and parents) when missing; true when it created the last component. A path
+/// that cannot be a directory (a file in its place, or in a parent's) or that this user may
+/// not create is the command line's error (exit 2, "--store-dir: ...", as replay's is).
 bool make_dirs(const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) == 0) {
-    if (!S_ISDIR(st.st_mode))
-      throw make_error(dir, "exists and is not a directory", "give --store-dir a directory");
+    if (!S_ISDIR(st.st_mode)) {
+      throw make_usage_error("--store-dir", dir + " is not a directory",
+                             "give --store-dir a directory (one that is missing is created)");
+    }
     return false;
   }
   const size_t slash = dir.find_last_of('/');
   if (slash != std::string::npos && slash > 0) make_dirs(dir.substr(0, slash));
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    throw make_error(dir, std::string("cannot create the store directory: ") + std::strerror(errno),
+    const int err = errno;
+    if (err == EACCES || err == EROFS || err == ENOTDIR) {
+      throw make_usage_error("--store-dir", "cannot create " + dir + ": " + std::strerror(err),
+                             "choose a writable --store-dir");
+    }
+    throw make_error(dir, std::string("cannot create the store directory: ") + std::strerror(err),
                      "choose a writable --store-dir");
   }
   return true;
@@ -723,7 +732,11 @@ BenchStoreResult bench_store(const BenchStoreOptions& opt) {
       throw make_error("--store-dir", "the SSD benchmark needs a store directory");
     scratch.parent = opt.store_dir;
     scratch.parent_created = make_dirs(opt.store_dir);
-    store::check_store_dir(opt.store_dir);
+    if (::access(opt.store_dir.c_str(), W_OK | X_OK) != 0) {
+      throw make_usage_error("--store-dir",
+                             opt.store_dir + " is not writable (" + std::strerror(errno) + ")",
+                             "fix its permissions or pass a writable --store-dir");
+    }
     // The store's files, the one-request reference's file and the parallel reference's.
     check_space(opt.store_dir, store_bytes, r.traffic_bytes, chunks_per_entry * opt.chunk_bytes,
                 r.entry_bytes);

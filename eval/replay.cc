@@ -343,6 +343,12 @@ struct ScratchDir {
       throw make_error("--store-dir", parent + " is not a directory",
                        "create it (on the SSD to measure) or pass another");
     }
+    // The command line's error (exit 2), as a --store-dir that is no directory is, not a
+    // failure of the run's store directory below.
+    if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+      throw make_error("--store-dir", parent + " is not writable (" + std::strerror(errno) + ")",
+                       "fix its permissions or pass a writable --store-dir");
+    }
     sweep_stale(parent);
     const std::string stem =
         engine::mode_name(mode) + std::string("-") + std::to_string(::getpid());

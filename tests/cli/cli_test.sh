@@ -770,6 +770,23 @@ expect_usage_error bench_store_policy_entries --policy-entries "must be in 0..10
   "$CB" bench store --store-dir "$O" --policy-entries 100000000000
 expect_usage_error bench_store_no_traffic --traffic "0 moves nothing" \
   "$CB" bench store --store-dir "$O" --traffic 0
+# A --store-dir that cannot be a directory is the command line's error, as replay's is (exit 2,
+# naming the option); so is one this user cannot write (not checkable as root).
+: >"$O/afile"
+expect_usage_error bench_store_dir_a_file --store-dir "$O/afile is not a directory" \
+  "$CB" bench store --store-dir "$O/afile" --policy-entries 0 --journal-entries 0
+expect_usage_error bench_store_dir_under_a_file --store-dir "$O/afile is not a directory" \
+  "$CB" bench store --store-dir "$O/afile/sub" --policy-entries 0 --journal-entries 0
+expect_usage_error replay_store_dir_a_file --store-dir "$O/afile is not a directory" \
+  "$CB" replay "$O/trace.json" -m preset:tiny-llama --ssd 64MiB --store-dir "$O/afile" --quiet
+if [ "$(id -u)" -ne 0 ]; then
+  mkdir -p "$O/ro_store" && chmod 555 "$O/ro_store"
+  expect_usage_error bench_store_dir_read_only --store-dir "$O/ro_store is not writable" \
+    "$CB" bench store --store-dir "$O/ro_store" --policy-entries 0 --journal-entries 0
+  expect_usage_error replay_store_dir_read_only --store-dir "$O/ro_store is not writable" \
+    "$CB" replay "$O/trace.json" -m preset:tiny-llama --ssd 64MiB --store-dir "$O/ro_store" --quiet
+  chmod 755 "$O/ro_store"
+fi
 # --traffic is moved as whole entries, and a rounded one is said so.
 mkdir -p "$O/bs"
 if "$CB" bench store --store-dir "$O/bs" --entry-size 4MiB --traffic 6MiB --reps 1 \
