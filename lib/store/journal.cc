@@ -123,7 +123,14 @@ ReplayResult Journal::replay(const std::string& path) {
   std::string data;
   const int err = read_regular(path, &data);
   if (err == kNotRegularFile) not_regular(path);
-  if (err != 0) return ReplayResult{};  // missing (or unreadable): an empty journal, as before
+  if (err == ENOENT) return ReplayResult{};  // none: an empty journal
+  if (err != 0) {
+    // Not taken for an empty journal: the store that opened it would rewrite it empty, and its
+    // index (every entry on the SSD) would be lost.
+    throw make_error(path, std::string("cannot read the store's journal: ") + std::strerror(err),
+                     err == EACCES ? "run as a user who can read and write the store directory"
+                                   : "check the store directory; nothing was changed");
+  }
   return replay_bytes(data);
 }
 

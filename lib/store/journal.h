@@ -70,7 +70,8 @@ std::map<SessionId, EntryMeta> recoverable_entries(ReplayResult* r, uint64_t chu
 /// An open journal file (thread-safe appends).
 class Journal {
  public:
-  /// Reads every valid record of `path` (a missing file is an empty journal).
+  /// Reads every valid record of `path` (a missing file is an empty journal; one that cannot be
+  /// read is a cb::Error, never taken for an empty one).
   static ReplayResult replay(const std::string& path);
   /// Reads every valid record of a journal's bytes.
   static ReplayResult replay_bytes(const std::string& data);
