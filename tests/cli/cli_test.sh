@@ -777,13 +777,13 @@ expect_usage_error bench_store_dir_a_file --store-dir "$O/afile is not a directo
   "$CB" bench store --store-dir "$O/afile" --policy-entries 0 --journal-entries 0
 expect_usage_error bench_store_dir_under_a_file --store-dir "$O/afile is not a directory" \
   "$CB" bench store --store-dir "$O/afile/sub" --policy-entries 0 --journal-entries 0
-expect_usage_error replay_store_dir_a_file --store-dir "$O/afile is not a directory" \
+expect_usage_error replay_store_dir_a_file --store-dir "'$O/afile' is not a directory" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --ssd 64MiB --store-dir "$O/afile" --quiet
 if [ "$(id -u)" -ne 0 ]; then
   mkdir -p "$O/ro_store" && chmod 555 "$O/ro_store"
   expect_usage_error bench_store_dir_read_only --store-dir "$O/ro_store is not writable" \
     "$CB" bench store --store-dir "$O/ro_store" --policy-entries 0 --journal-entries 0
-  expect_usage_error replay_store_dir_read_only --store-dir "$O/ro_store is not writable" \
+  expect_usage_error replay_store_dir_read_only --store-dir "'$O/ro_store' is not writable" \
     "$CB" replay "$O/trace.json" -m preset:tiny-llama --ssd 64MiB --store-dir "$O/ro_store" --quiet
   chmod 755 "$O/ro_store"
 fi
