@@ -618,7 +618,10 @@ void SimStore::evict(store::SessionId s, bool drop, double now, bool blocking) {
       ++slow_dropped_;
     }
   }
-  if (!drop && lower != src && reserve(lower, e.chunks - reuse * lanes, false, now)) {
+  // A save's victim demoted to DRAM: its room there is made as the save's is, once the saves in
+  // flight that DRAM depends on have landed (lib/store's evict; not on the SSD).
+  if (!drop && lower != src &&
+      reserve(lower, e.chunks - reuse * lanes, false, now, blocking && lower != TierKind::Ssd)) {
     Entry& m = index_.at(s);  // reserve may have rehashed nothing, but look it up again
     free_[2] += copy_chunks - reuse * lanes;  // the copy's stale chunks
     if (reuse > 0) copy_reused_chunks_ += reuse * lanes;

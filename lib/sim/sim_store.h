@@ -265,7 +265,8 @@ class SimStore {
   /// Commits the saves in flight that tier `t`'s candidates or room depend on: those writing to
   /// `t`, and those replacing an entry in `t` (lib/store's settle in reserve()).
   void settle(store::TierKind t);
-  /// `blocking`: a save's victim (reserve()'s `settle`), where the demotion budget holds.
+  /// `blocking`: a save's victim (reserve()'s `settle`), where the demotion budget holds and
+  /// whose room in DRAM is reserved settling DRAM first (lib/store's evict).
   void evict(store::SessionId s, bool drop, double now, bool blocking);
   Link& read_link(store::TierKind t);
   void erase_committed(store::SessionId session);

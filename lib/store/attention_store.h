@@ -362,13 +362,16 @@ class AttentionStore {
   bool settled_locked(TierKind t) const;
   bool lower_tier(TierKind t, TierKind* lower) const;
   enum class MoveResult { Ok, Gone, NoRoom, SourceBad, DestFailed };
-  /// `blocking`: on a save's thread (reserve()'s `settle`), where the demotion budget holds.
+  /// `blocking`: on a save's thread (reserve()'s `settle`), where the demotion budget holds and
+  /// a demotion to DRAM makes its room there settled (move_entry's `settle`).
   void evict(const EntryPtr& e, bool drop, bool blocking);
   /// drop_slow_demotions: would demoting `e` to the SSD take longer than recomputing it?
   bool slow_demotion_locked(const StoreEntry& e) const;
-  /// `why`: on SourceBad, what was wrong with the source (chunk_problem()).
+  /// `why`: on SourceBad, what was wrong with the source (chunk_problem()). `settle`: the room
+  /// in `dst` is reserved as reserve()'s `settle` says (a save's victim demoted to a memory
+  /// tier, see evict()).
   MoveResult move_entry(const EntryPtr& e, TierKind dst, bool use_reserve,
-                        std::string* why = nullptr);
+                        std::string* why = nullptr, bool settle = false);
   /// Copies `m`'s chunks to `dst_slots` (indexed as m.slots), except token chunks
   /// [0, skip_chunks) of every layer and K/V, which the destination already holds.
   MoveResult copy_chunks(TierKind src, TierKind dst, const EntryMeta& m,

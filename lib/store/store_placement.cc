@@ -173,7 +173,13 @@ void AttentionStore::evict(const EntryPtr& e, bool drop, bool blocking) {
       stats_.add(Counter::SlowDemotionsDropped);
     }
   }
-  if (!drop && has_lower) r = move_entry(e, lower, false);
+  // A save's victim demoted to DRAM makes its room there as the save does, after the saves in
+  // flight that DRAM depends on have landed: which DRAM entries go (and whether the victim
+  // finds room or is dropped) then does not depend on how far their writes have got. Not on
+  // the SSD, whose saves in flight the caller does not wait for (settled_locked).
+  if (!drop && has_lower) {
+    r = move_entry(e, lower, false, nullptr, blocking && lower != TierKind::Ssd);
+  }
   if (r == MoveResult::Ok) {
     stats_.add(src, TierCounter::Evictions);
     std::lock_guard<std::mutex> g(mu_);
@@ -250,7 +256,8 @@ AttentionStore::MoveResult AttentionStore::copy_chunks(TierKind src, TierKind ds
 }
 
 AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKind dst,
-                                                      bool use_reserve, std::string* why) {
+                                                      bool use_reserve, std::string* why,
+                                                      bool settle) {
   EntryMeta m;
   TierKind src;
   // A demotion to the SSD takes the entry's SSD copy: its valid chunks stay where they are.
@@ -285,7 +292,7 @@ AttentionStore::MoveResult AttentionStore::move_entry(const EntryPtr& e, TierKin
     }
   };
   std::vector<uint64_t> fresh;
-  if (!reserve(dst, m.n_chunks() - reuse * lanes, use_reserve, &fresh)) {
+  if (!reserve(dst, m.n_chunks() - reuse * lanes, use_reserve, &fresh, settle)) {
     std::lock_guard<std::mutex> g(mu_);
     give_copy_back();
     return MoveResult::NoRoom;

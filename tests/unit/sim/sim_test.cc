@@ -305,6 +305,31 @@ TEST(SimStore, ASaveInFlightAnswersAndLandsBeforeAnEviction) {
   EXPECT_EQ(s.entries(), 3);
 }
 
+// As lib/store: the room a save's HBM victim needs in DRAM is made once the saves in flight
+// that DRAM depends on have landed (the caller waits for them), so a save still in flight there
+// is a candidate victim too. Session 3's save to DRAM is in flight when 4's save demotes 1.
+TEST(SimStore, AVictimsDemotionLetsTheSavesInFlightToItsTierLandFirst) {
+  SimStoreConfig c = small(6, 0, "lru");  // DRAM: two entries of 96 tokens (12 chunks each)
+  c.hbm_bytes = 4 * 4096;                 // HBM: one of 32 tokens
+  SimStore s(c, 2, 128);
+  ASSERT_GE(s.save(2, 96, 1), 0);  // too big for the HBM tier: DRAM
+  s.commit(2);
+  ASSERT_GE(s.save(1, 32, 2), 0);  // HBM
+  s.commit(1);
+  const double c3 = s.save(3, 96, 3);  // DRAM, full once it lands
+  ASSERT_GT(c3, 3);
+  ASSERT_EQ(s.lookup(2, 96, 4).tier, store::TierKind::Dram);  // 2 is used after 3 was saved
+  s.unpin(2);
+  ASSERT_GE(s.save(4, 32, 5), 0);           // HBM: 1 goes to DRAM, which must evict
+  EXPECT_GE(s.caller_blocked_until(), c3);  // the save waited for 3 to land
+  s.commit(4);
+  // LRU's victim in DRAM is 3, which only a demotion that lets it land first can choose.
+  EXPECT_FALSE(s.lookup(3, 96, 6).hit);
+  EXPECT_EQ(s.lookup(2, 96, 6).tier, store::TierKind::Dram);
+  EXPECT_EQ(s.lookup(1, 32, 6).tier, store::TierKind::Dram);
+  EXPECT_EQ(s.lookup(4, 32, 6).tier, store::TierKind::Hbm);
+}
+
 // As lib/store's append saves: a save that extends the session's entry reserves and writes only
 // the chunks from the entry's last partial one on, so here it fits without an eviction.
 TEST(SimStore, AnAppendSharesTheWholeChunksOfTheEntryItExtends) {

@@ -730,5 +730,39 @@ TEST(Store, ASaveThatMustEvictLetsTheSavesInFlightLandFirst) {
   EXPECT_EQ(g.st->audit_slots(), "");
 }
 
+// The room a save's HBM victim needs in DRAM is made as the save's own room is: once the saves
+// in flight that DRAM depends on have landed, so which DRAM entry goes does not depend on how far
+// their writes have got (SimStore does the same). DRAM writes are slowed here so that session
+// 3's save is still being written when session 4's save demotes session 1; until 2026-12-07 the
+// demotion chose among the entries that happened to have landed, and dropped session 2.
+TEST(Store, AVictimsDemotionLetsTheSavesInFlightToItsTierLandFirst) {
+  FakeClock clock;
+  StoreConfig c = dram_cfg(48 * kChunk, &clock);  // two entries of 192 tokens (24 chunks each)
+  c.hbm_bytes = 8 * kChunk;                       // one of 64 tokens
+  c.write_gbps[static_cast<int>(TierKind::Dram)] = 0.004;  // 384 KiB in about 0.1 s
+  AttentionStore st(c);
+  const auto big = iota_positions(192), small = iota_positions(64);
+  ASSERT_TRUE(save_entry(st, 2, 2, kShape, big));  // too big for the HBM tier: DRAM
+  *clock.t += 1;
+  ASSERT_TRUE(save_entry(st, 1, 1, kShape, small));  // HBM
+  *clock.t += 1;
+  auto f = save_in_flight(st, 3, 3, big);  // DRAM, full once it lands
+  ASSERT_TRUE(f);
+  *clock.t += 1;
+  ASSERT_EQ(load_check(st, 2, 2, kShape, big), 192);  // 2 is used after 3 was saved
+  *clock.t += 1;
+  EXPECT_TRUE(pending(f->commit));
+  ASSERT_TRUE(save_entry(st, 4, 4, kShape, small));  // HBM: 1 goes to DRAM, which must evict
+  EXPECT_TRUE(f->commit.get());
+  // LRU's victim in DRAM is 3, which only a demotion that lets it land first can choose.
+  EXPECT_FALSE(st.where(3, nullptr));
+  EXPECT_EQ(testing::where(st, 2), TierKind::Dram);
+  EXPECT_EQ(testing::where(st, 1), TierKind::Dram);
+  EXPECT_EQ(testing::where(st, 4), TierKind::Hbm);
+  EXPECT_EQ(load_check(st, 1, 1, kShape, small), 64);  // demoted whole
+  EXPECT_EQ(st.accounting_errors(), 0u);
+  EXPECT_EQ(st.audit_slots(), "");
+}
+
 }  // namespace
 }  // namespace cb::store
