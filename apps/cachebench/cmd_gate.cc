@@ -174,8 +174,8 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
       diff += " and " + std::to_string(diffs.size() - 3) + " more " + what;
     }
   };
-  const std::string kind = result_kind(b);
-  cmp("result", kind, result_kind(c));
+  const std::string kind = result_kind(b), current_kind = result_kind(c);
+  cmp("result", kind, current_kind);
   add("section ", section_diffs(b, c), "sections");
   cmp("tool", field(b, "tool"), field(c, "tool"));
   cmp("trace", field(b, "trace", "sha256").substr(0, 12),
@@ -193,7 +193,7 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
     add("config ", cfg);
   }
   // bench store's settings, a setting one of the two lacks counted as for `config`.
-  if (kind == "bench store" && result_kind(c) == kind) {
+  if (kind == "bench store" && current_kind == kind) {
     std::vector<std::string> settings;
     config_diffs(bench_store_setup(b), bench_store_setup(c), "", &settings);
     add("", settings);

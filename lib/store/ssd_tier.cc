@@ -58,11 +58,9 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
       const int err = errno;
       for (int f : fds_) ::close(f);
       if (fd == kNotRegularFile) {
-        throw StoreDamage(error_message(
-            p, "data file of the store is not a regular file (" + file_kind(p) + ")",
-            "move it out of the way by hand (`store clear` removes only regular files), then "
-            "run `cachebench store clear --store-dir " +
-                dir + "`"));
+        throw StoreDamage(
+            error_message(p, "data file of the store is not a regular file (" + file_kind(p) + ")",
+                          not_regular_fix(dir)));
       }
       // The file itself may be what is read-only (the directory was checked writable).
       throw make_error(

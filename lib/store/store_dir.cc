@@ -35,13 +35,13 @@ uint64_t marker_count(const nlohmann::json& j, const char* key) {
   }
   return v.get<uint64_t>();
 }
-/// What to do about a store file that is not a regular file: `store clear` refuses it too.
+}  // namespace
+
 std::string not_regular_fix(const std::string& dir) {
   return "move it out of the way by hand (`store clear` removes only regular files), then run "
          "`cachebench store clear --store-dir " +
          dir + "`";
 }
-}  // namespace
 
 int open_regular(const std::string& path, int flags, unsigned mode) {
   const int fd = ::open(path.c_str(), flags | O_NONBLOCK | O_CLOEXEC, static_cast<mode_t>(mode));
@@ -436,9 +436,7 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
       throw make_error(p,
                        "a file of the store that is not a regular file (" + file_kind(p) +
                            "), so nothing was deleted",
-                       "move it out of the way by hand (`store clear` removes only regular "
-                       "files), then run `cachebench store clear --store-dir " +
-                           dir + "` again");
+                       not_regular_fix(dir) + " again");
     }
     present.push_back(p);
   }

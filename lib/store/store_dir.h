@@ -76,6 +76,9 @@ int open_regular(const std::string& path, int flags, unsigned mode = 0644);
 int read_regular(const std::string& path, std::string* out, uint64_t max_bytes = UINT64_MAX);
 /// What `path` is when it is not a regular file, for messages: "a FIFO", "a directory", ...
 std::string file_kind(const std::string& path);
+/// What to do about a store file in `dir` that is not a regular file (`store clear` refuses it
+/// too): move it away by hand, then clear the store.
+std::string not_regular_fix(const std::string& dir);
 
 /// Path of the marker file ("cachebench_store.json").
 std::string marker_path(const std::string& dir);
