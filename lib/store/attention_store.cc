@@ -176,20 +176,23 @@ void AttentionStore::open_ssd() {
     }
     if (!io) io = make_pread_backend();
   }
+  bool journal_made = false;
   try {
     // The journal (its start record) first: a store with a marker always has one, so a later
     // one missing or emptied is loss, not a store that never saved; and before the data files,
     // so that a process killed while it preallocates them leaves a store `store clear` (and a
     // later replay's sweep of its scratch directory) recognises by its journal.
     if (created) Journal::rewrite(journal_path(dir), {});
+    journal_made = created;
     tiers_[2] = std::make_unique<SsdTier>(dir, info, io, cfg_.direct_io, created);
     if (created) write_store_marker(dir, info);
   } catch (...) {
-    if (created) {
+    // Only what this store made goes (a failed SsdTier removed the files it made).
+    if (created && tiers_[2]) {
       tiers_[2].reset();
       for (uint64_t i = 0; i < info.n_files; ++i) ::unlink(data_file_path(dir, i).c_str());
-      ::unlink(journal_path(dir).c_str());
     }
+    if (journal_made) ::unlink(journal_path(dir).c_str());
     throw;
   }
   recover(info.version);

@@ -34,57 +34,81 @@ SsdTier::SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_p
       info_(info),
       io_(std::move(io)) {
   direct_ = try_direct;
-  for (uint64_t i = 0; i < info.n_files; ++i) {
-    const std::string p = data_file_path(dir, i);
-    const uint64_t first = i * info.slots_per_file;
-    const uint64_t slots = std::min(info.slots_per_file, info.n_slots() - first);
-    const uint64_t bytes = slots * info.chunk_bytes;
-    // An existing store's files were checked by check_store_files; a file gone since is not
-    // made anew full of zeros.
-    // Through open_regular: something put in a file's place since (a FIFO) is refused, not
-    // opened.
-    const int flags = O_RDWR | (create ? O_CREAT : 0);
-    int fd = -1;
-    if (direct_) {
-      fd = open_regular(p, flags | O_DIRECT);
-      if (fd == -1 && errno == EINVAL) {
-        direct_ = false;
-        direct_refused_ = true;
-        direct_note_ = "O_DIRECT refused by the filesystem (EINVAL); using buffered I/O";
-      }
+  if (!try_direct) direct_note_ = "O_DIRECT disabled by configuration";
+  // A new store's files are made here, exclusively (O_EXCL): a file already named like one
+  // is not this store's to write over, nor, when the store fails to start, to remove.
+  std::vector<std::string> made;
+  try {
+    for (uint64_t i = 0; i < info.n_files; ++i) open_data_file(i, create, &made);
+    if (direct_ && !fds_.empty()) probe_direct();
+  } catch (...) {
+    for (int f : fds_) ::close(f);
+    fds_.clear();
+    for (const std::string& m : made) ::unlink(m.c_str());
+    throw;
+  }
+}
+
+void SsdTier::open_data_file(uint64_t i, bool create, std::vector<std::string>* made) {
+  const std::string p = data_file_path(dir_, i);
+  const uint64_t first = i * info_.slots_per_file;
+  const uint64_t slots = std::min(info_.slots_per_file, info_.n_slots() - first);
+  const uint64_t bytes = slots * info_.chunk_bytes;
+  // A new file is made first and closed (not with O_DIRECT, which a file system may refuse
+  // after making the file), then opened as an existing store's file is: through
+  // open_regular, so that something put in its place since (a FIFO) is refused, not opened.
+  // An existing store's files were checked by check_store_files; a file gone since is not
+  // made anew full of zeros.
+  int fd = -1;
+  bool to_open = !create;
+  if (create) {
+    fd = open_regular(p, O_RDWR | O_CREAT | O_EXCL);
+    if (fd < 0 && errno == EEXIST) {
+      throw make_error(p, "exists already, and a new store does not write over it",
+                       "move it away, or give a --store-dir that holds no such file");
     }
-    if (fd == -1) fd = open_regular(p, flags);
-    if (fd < 0) {
-      const int err = errno;
-      for (int f : fds_) ::close(f);
-      if (fd == kNotRegularFile) {
-        throw StoreDamage(
-            error_message(p, "data file of the store is not a regular file (" + file_kind(p) + ")",
-                          not_regular_fix(dir)));
-      }
-      // The file itself may be what is read-only (the directory was checked writable).
-      throw make_error(
-          p, std::string("cannot open data file: ") + std::strerror(err),
-          err == EACCES ? "make " + p + " readable and writable by this user (chmod u+rw " + p +
-                              ", as its owner)"
-          : err == EROFS ? "the store's file system is mounted read-only: mount it read-write"
-                         : "check the store directory");
-    }
-    fds_.push_back(fd);
-    // A file as long as its slots may still be sparse (made by a build that fell back to
-    // ftruncate where the file system has no fallocate): its blocks are made now.
-    if (looks_preallocated(fd, bytes)) continue;
-    const int rc = preallocate_file(p, fd, bytes);
-    if (rc != 0) {
-      for (int f : fds_) ::close(f);
-      throw make_error(p, "cannot preallocate " + format_size(bytes) + ": " + std::strerror(rc),
-                       rc == ENOSPC  ? "lower --ssd or free disk space"
-                       : rc == EFBIG ? "raise the file-size limit (ulimit -f) or lower --ssd"
-                                     : "check the store directory");
+    if (fd >= 0) {
+      made->push_back(p);
+      ::close(fd);
+      fd = -1;
+      to_open = true;
     }
   }
-  if (!try_direct) direct_note_ = "O_DIRECT disabled by configuration";
-  if (direct_ && !fds_.empty()) probe_direct();
+  if (to_open && direct_) {
+    fd = open_regular(p, O_RDWR | O_DIRECT);
+    if (fd == -1 && errno == EINVAL) {
+      direct_ = false;
+      direct_refused_ = true;
+      direct_note_ = "O_DIRECT refused by the filesystem (EINVAL); using buffered I/O";
+    }
+  }
+  if (to_open && fd == -1) fd = open_regular(p, O_RDWR);
+  if (fd < 0) {
+    const int err = errno;
+    if (fd == kNotRegularFile) {
+      throw StoreDamage(
+          error_message(p, "data file of the store is not a regular file (" + file_kind(p) + ")",
+                        not_regular_fix(dir_)));
+    }
+    // The file itself may be what is read-only (the directory was checked writable).
+    throw make_error(
+        p, std::string("cannot open data file: ") + std::strerror(err),
+        err == EACCES ? "make " + p + " readable and writable by this user (chmod u+rw " + p +
+                            ", as its owner)"
+        : err == EROFS ? "the store's file system is mounted read-only: mount it read-write"
+                       : "check the store directory");
+  }
+  fds_.push_back(fd);
+  // A file as long as its slots may still be sparse (made by a build that fell back to
+  // ftruncate where the file system has no fallocate): its blocks are made now.
+  if (looks_preallocated(fd, bytes)) return;
+  const int rc = preallocate_file(p, fd, bytes);
+  if (rc != 0) {
+    throw make_error(p, "cannot preallocate " + format_size(bytes) + ": " + std::strerror(rc),
+                     rc == ENOSPC  ? "lower --ssd or free disk space"
+                     : rc == EFBIG ? "raise the file-size limit (ulimit -f) or lower --ssd"
+                                   : "check the store directory");
+  }
 }
 
 void SsdTier::probe_direct() {

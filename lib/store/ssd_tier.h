@@ -17,8 +17,9 @@ namespace cb::store {
 class SsdTier final : public Tier {
  public:
   /// Opens the data files of `info` in `dir`, preallocating them to their size; `create`:
-  /// a new store, whose files are made (else a missing one is an error: the store is
-  /// damaged). Throws cb::Error on ENOSPC, permissions or other start-up failures.
+  /// a new store, whose files are made, never over an existing file (else a missing one is an
+  /// error: the store is damaged). Throws cb::Error on ENOSPC, permissions or other start-up
+  /// failures, with the files it made removed.
   SsdTier(const std::string& dir, const StoreDirInfo& info, std::shared_ptr<IoBackend> io,
           bool try_direct, bool create);
   ~SsdTier() override;
@@ -39,6 +40,9 @@ class SsdTier final : public Tier {
   std::string backend_name() const { return io_->name(); }
 
  private:
+  /// Opens data file `i` into fds_ (made first, exclusively, when `create`; its path then
+  /// appended to `made`) and preallocates it; throws cb::Error naming the file.
+  void open_data_file(uint64_t i, bool create, std::vector<std::string>* made);
   bool transfer(ChunkIo* ops, size_t n, bool write);
   void probe_direct();
 

@@ -1,7 +1,8 @@
 // Store files that are not what the store wrote: a marker, journal or data file that is not a
 // regular file (a FIFO) is refused and never opened to block; `store clear` checks every file
 // before it removes any; files the user cannot read or write are named in the error, and a
-// journal that cannot be read is never taken for an empty one.
+// journal that cannot be read is never taken for an empty one; a new store never writes over
+// a file named like its data files.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -12,12 +13,15 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "lib/core/error.h"
 #include "lib/store/attention_store.h"
 #include "lib/store/entry.h"
+#include "lib/store/io_backend.h"
 #include "lib/store/journal.h"
+#include "lib/store/ssd_tier.h"
 #include "lib/store/store_dir.h"
 #include "tests/unit/store/store_test_util.h"
 
@@ -195,6 +199,36 @@ TEST(StoreFiles, AJournalThatCannotBeReadIsAnErrorNotAnEmptyJournal) {
   EXPECT_EQ(std::filesystem::file_size(journal), bytes);
   AttentionStore st(ssd_cfg(dir));
   EXPECT_EQ(st.sessions(), (std::vector<SessionId>{1}));
+  std::filesystem::remove_all(dir);
+}
+
+// A new store makes its data files exclusively: a file already named like one (here the
+// second of three) is refused by name, left as it was, and the files the store had made before
+// it are removed, not left half a store.
+TEST(StoreFiles, ANewStoreNeverWritesOverNorRemovesAFileNamedLikeItsDataFile) {
+  const std::string dir = testing::fresh_dir("existing_data");
+  StoreDirInfo info;
+  info.chunk_bytes = kChunk;
+  info.slots_per_file = 4;
+  info.ssd_bytes = 12 * kChunk;
+  info.n_files = 3;
+  const std::string theirs = data_file_path(dir, 1);
+  std::ofstream(theirs) << "not the store's";
+  const std::string e = error_of([&] { SsdTier t(dir, info, make_pread_backend(), true, true); });
+  EXPECT_NE(e.find(theirs + ": exists already, and a new store does not write over it"),
+            std::string::npos)
+      << e;
+  std::ifstream in(theirs);
+  std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "not the store's");
+  EXPECT_FALSE(std::filesystem::exists(data_file_path(dir, 0)));
+  EXPECT_FALSE(std::filesystem::exists(data_file_path(dir, 2)));
+  // Without it, the same store is made whole.
+  ASSERT_EQ(::unlink(theirs.c_str()), 0);
+  { SsdTier t(dir, info, make_pread_backend(), true, true); }
+  for (uint64_t i = 0; i < info.n_files; ++i) {
+    EXPECT_EQ(std::filesystem::file_size(data_file_path(dir, i)), 4 * kChunk) << i;
+  }
   std::filesystem::remove_all(dir);
 }
 
