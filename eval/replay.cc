@@ -197,20 +197,21 @@ std::string rename_to_fresh(const std::string& from, const std::string& base, st
   return "";
 }
 
-// Removes what a run that did not finish left in its scratch directory `path`: the store's
-// files, as `store clear` recognises and removes them (a store that lost its marker, or whose
-// making stopped before it, by its journal; never files only named like a store's), its keep
-// marker, then the directory once empty. A name proves nothing (a user may have made or used
-// a directory so named), so whatever else it holds stays, with the directory, and is said.
-void remove_leftover(const std::string& path) {
+// Removes a scratch directory `path`: the store's files, as `store clear` recognises and
+// removes them (a store that lost its marker, or whose making stopped before it, by its
+// journal; never files only named like a store's), its keep marker, then the directory once
+// empty. Whatever else it holds stays, with the directory, and is said: for a directory an
+// earlier run left (`earlier`), a name proves nothing (a user may have made or used a
+// directory so named); this run's own may have been given files meanwhile.
+void remove_scratch(const std::string& path, bool earlier) {
+  const std::string who = earlier ? path + ", left by an earlier run that did not finish,"
+                                  : "this run's store directory " + path + ",";
   std::vector<std::string> removed;
   try {
     if (store::holds_store(path)) removed = store::clear_store_dir(path);
   } catch (const Error& e) {
-    std::fprintf(stderr,
-                 "cachebench: %s, left by an earlier run that did not finish, is left as it is: "
-                 "its store could not be removed (%s)\n",
-                 path.c_str(), e.what());
+    std::fprintf(stderr, "cachebench: %s is left as it is: its store could not be removed (%s)\n",
+                 who.c_str(), e.what());
     return;
   }
   const std::string keep_marker = path + "/" + kKeepMarker;
@@ -219,8 +220,10 @@ void remove_leftover(const std::string& path) {
     ::unlink(keep_marker.c_str());
   }
   if (::rmdir(path.c_str()) == 0) {
-    std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
-                 path.c_str());
+    if (earlier) {
+      std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
+                   path.c_str());
+    }
     return;
   }
   const int err = errno;
@@ -235,31 +238,31 @@ void remove_leftover(const std::string& path) {
   }
   if (n_others > 3) others += " and " + std::to_string(n_others - 3) + " more";
   if (err != ENOTEMPTY && err != EEXIST) {
-    std::fprintf(stderr,
-                 "cachebench: %s, left by an earlier run that did not finish, could not be "
-                 "removed (%s)%s\n",
-                 path.c_str(), std::strerror(err),
-                 removed.empty() ? "" : "; its store's files were removed");
+    std::fprintf(stderr, "cachebench: %s could not be removed (%s)%s\n", who.c_str(),
+                 std::strerror(err), removed.empty() ? "" : "; its store's files were removed");
   } else if (!removed.empty()) {
     std::fprintf(stderr,
-                 "cachebench: removed the store's %zu files from %s, left by an earlier run that "
-                 "did not finish; the directory is left, as it holds what is not the store's "
-                 "(%s): remove it yourself if that is not needed\n",
-                 removed.size(), path.c_str(), others.c_str());
+                 "cachebench: removed the store's %zu files from %s but not the directory, "
+                 "which holds what is not the store's (%s): remove it yourself if that is not "
+                 "needed\n",
+                 removed.size(), who.c_str(), others.c_str());
   } else {
     std::fprintf(stderr,
-                 "cachebench: left %s as it is: named like the scratch directory of an earlier "
-                 "run that did not finish, it holds no store (no marker, no journal a store "
-                 "wrote), but other files (%s): remove it "
-                 "yourself if they are not needed\n",
-                 path.c_str(), others.c_str());
+                 "cachebench: left %s as it is: %s it holds no store (no marker, no journal a "
+                 "store wrote), but other files (%s): remove it yourself if they are not "
+                 "needed\n",
+                 path.c_str(),
+                 earlier ? "named like the scratch directory of an earlier run that did not "
+                           "finish,"
+                         : "this run's store directory,",
+                 others.c_str());
   }
 }
 
 // Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
 // cachebench-replay-MODE-PID[-N] whose process is gone (no such PID here) and whose store
 // lock no process holds (a PID of another PID namespace's live run is not seen here, its
-// lock is). Their stores are removed (remove_leftover), with a note; one of a --keep-store
+// lock is). Their stores are removed (remove_scratch), with a note; one of a --keep-store
 // run (its keep marker) whose store was made (its store marker) is kept as
 // cachebench-store-MODE-PID[-N] instead, also with a note.
 void sweep_stale(const std::string& parent) {
@@ -297,7 +300,7 @@ void sweep_stale(const std::string& parent) {
     if (try_lock_dir(path, &lock) == 0) continue;  // a live store
     // Kept only once its store was made (the marker is written last): a run killed while it
     // made its data files leaves nothing a store tool could open or verify (`store clear`
-    // recognises it by its journal, written first, and so does remove_leftover).
+    // recognises it by its journal, written first, and so does remove_scratch).
     if (std::filesystem::exists(path + "/" + kKeepMarker, ec) &&
         std::filesystem::exists(store::marker_path(path), ec)) {
       std::string err;
@@ -317,7 +320,7 @@ void sweep_stale(const std::string& parent) {
                      path.c_str(), err.c_str());
       }
     } else {
-      remove_leftover(path);
+      remove_scratch(path, true);
     }
     if (lock >= 0) ::close(lock);
   }
@@ -377,7 +380,8 @@ struct ScratchDir {
       if (f == nullptr || std::fclose(f) != 0 || !written) {
         const std::string why = std::strerror(errno);
         unlock();
-        std::filesystem::remove_all(path, ec);
+        ::unlink(marker.c_str());  // the directory was made just now: nothing else is there
+        ::rmdir(path.c_str());
         throw make_error(marker, "cannot write: " + why,
                          "check that --store-dir " + parent + " is writable");
       }
@@ -404,7 +408,6 @@ struct ScratchDir {
 
   ~ScratchDir() {
     if (path.empty()) return;
-    std::error_code ec;
     if (keep_tried) {  // kept at the end of the run, or left for the user (an error said so)
       unlock();
       return;
@@ -427,7 +430,7 @@ struct ScratchDir {
       unlock();
       return;
     }
-    std::filesystem::remove_all(path, ec);
+    remove_scratch(path, false);
     unlock();
   }
 };

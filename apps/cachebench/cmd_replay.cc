@@ -684,8 +684,8 @@ void add(CLI::App& app, const char* name, const char* help) {
     install_interrupt_handlers(a->sim || a->ssd == "0"
                                    ? "no result was written"
                                    : "no result was written; its scratch store directories were "
-                                     "removed, but for a store kept with --keep-store (its path "
-                                     "is printed above)");
+                                     "removed, but for a store kept with --keep-store or one "
+                                     "holding other files (its path is printed above)");
     a->o.engine.sched.think = sched::ThinkTime::parse(*think);
     a->o.engine.sched.seed = a->o.seed;
     resolve_backend(&a->m, !a->sim);

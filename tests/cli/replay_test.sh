@@ -516,6 +516,21 @@ for sig in HUP TERM; do
     bad "SIG$sig: rc=$rc (want $want), left: $(ls "$TMP/sig_store"), $(head -c 300 "$TMP/sig_err")"
   fi
 done
+# What was put in the run's scratch directory meanwhile is not the store's: the run removes its
+# store's files, keeps the directory with that file, and says so.
+rm -rf "$TMP/sig_store" && mkdir -p "$TMP/sig_store"
+"$CB" replay "$TMP/sig_trace.json" --model "$MODEL" --backend cpu --ssd 64MiB --dram 2MiB \
+  --store-dir "$TMP/sig_store" --quiet >/dev/null 2>"$TMP/sig_err" &
+pid=$!
+wait_for_glob "$TMP/sig_store/cachebench-replay-*/cachebench_store.json" 100
+RUN_DIR=$(ls -d "$TMP/sig_store"/cachebench-replay-* 2>/dev/null | head -1)
+[ -n "$RUN_DIR" ] && echo mine >"$RUN_DIR/notes.txt"
+kill -s TERM "$pid"
+wait "$pid"
+rc=$?
+if [ "$rc" -eq 143 ] && [ -f "$RUN_DIR/notes.txt" ] && [ -z "$(ls "$RUN_DIR" | grep -v '^notes.txt$')" ] \
+  && grep -F "this run's store directory $RUN_DIR" "$TMP/sig_err" | grep -qF "notes.txt"; then ok
+else bad "a file put in the run's store directory: rc=$rc, left: $(ls -A "$RUN_DIR" 2>&1), $(head -c 400 "$TMP/sig_err")"; fi
 # With --keep-store an interrupted run keeps its store, which verify reads back.
 rm -rf "$TMP/sig_store" && mkdir -p "$TMP/sig_store"
 "$CB" replay "$TMP/sig_trace.json" --model "$MODEL" --backend cpu --ssd 64MiB --dram 2MiB \
