@@ -18,6 +18,7 @@
 #include "lib/metrics/stats.h"
 #include "lib/store/entry.h"
 #include "lib/store/journal.h"
+#include "lib/store/store_dir.h"
 
 namespace cb::eval {
 
@@ -29,13 +30,17 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// The bench's own directory (and its parent, when the bench made it), removed at the end.
+// The bench's own directory (a fresh one: never one that exists) and its parent, when the
+// bench made it, removed at the end: the journal's files and the bare file, then each
+// directory once empty.
 struct Scratch {
   std::filesystem::path parent_made, path;
   ~Scratch() {
-    std::error_code ec;
-    if (!path.empty()) std::filesystem::remove_all(path, ec);
-    if (!parent_made.empty()) std::filesystem::remove(parent_made, ec);
+    if (!path.empty()) {
+      store::remove_scratch_dir(path.string(), "the journal bench's directory",
+                                {(path / "bare.bin").string()});
+    }
+    if (!parent_made.empty()) ::rmdir(parent_made.c_str());
   }
 };
 
@@ -120,11 +125,7 @@ JournalBenchResult bench_journal(const JournalBenchOptions& opt) {
     scratch.parent_made = opt.dir;
   }
   scratch.path =
-      std::filesystem::path(opt.dir) / ("cachebench-bench-journal." + std::to_string(::getpid()));
-  std::filesystem::create_directory(scratch.path, ec);
-  if (ec) {
-    throw make_error(scratch.path.string(), "cannot create the bench directory: " + ec.message());
-  }
+      store::make_scratch_dir(opt.dir, "cachebench-bench-journal.", "pass a writable --store-dir");
   const std::string path = (scratch.path / "journal.cbj").string();
 
   JournalBenchResult r;

@@ -1,12 +1,9 @@
 // Calibration: timed forward calls -> least-squares fit; timed store transfers -> links.
 #include "eval/calibrate.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <random>
 
 #include "lib/core/error.h"
@@ -15,6 +12,7 @@
 #include "lib/metrics/stats.h"
 #include "lib/sim/cost_model.h"
 #include "lib/store/attention_store.h"
+#include "lib/store/store_dir.h"
 
 namespace cb::eval {
 namespace {
@@ -270,22 +268,17 @@ Calibration calibrate(const model::ForwardModel& model, const CalibrateOptions& 
       64ull << 20, 4ull * static_cast<uint64_t>(ntok) * token_bytes * 2 * mc.n_layers);
   const auto probe = [&](bool ssd, double* read_gbps, double* write_gbps) {
     store::StoreConfig sc;
-    // The probe's own directory, removed however the probe ends (an interrupt included).
+    // The probe's own directory (a fresh one: never one that exists), removed however the
+    // probe ends (an interrupt included): its store's files, then itself once empty.
     struct Scratch {
       std::string dir;
       ~Scratch() {
-        std::error_code ec;
-        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+        if (!dir.empty()) store::remove_scratch_dir(dir, "calibrate's SSD probe directory");
       }
     } scratch;
     if (ssd) {
-      const std::string dir = opts.ssd_dir + "/cachebench-calibrate-" + std::to_string(::getpid());
-      std::error_code ec;
-      std::filesystem::create_directory(dir, ec);
-      if (ec) {
-        throw make_error(dir, "cannot create the SSD probe's directory: " + ec.message(),
-                         "pass a writable --ssd-dir");
-      }
+      const std::string dir = store::make_scratch_dir(opts.ssd_dir, "cachebench-calibrate-",
+                                                      "pass a writable --ssd-dir");
       scratch.dir = dir;
       sc.store_dir = dir;
       sc.ssd_bytes = tier_bytes;

@@ -197,73 +197,11 @@ std::string rename_to_fresh(const std::string& from, const std::string& base, st
   return "";
 }
 
-// Removes a scratch directory `path`: the store's files, as `store clear` recognises and
-// removes them (a store that lost its marker, or whose making stopped before it, by its
-// journal; never files only named like a store's), its keep marker, then the directory once
-// empty. Whatever else it holds stays, with the directory, and is said: for a directory an
-// earlier run left (`earlier`), a name proves nothing (a user may have made or used a
-// directory so named); this run's own may have been given files meanwhile.
-void remove_scratch(const std::string& path, bool earlier) {
-  const std::string who = earlier ? path + ", left by an earlier run that did not finish,"
-                                  : "this run's store directory " + path + ",";
-  std::vector<std::string> removed;
-  try {
-    if (store::holds_store(path)) removed = store::clear_store_dir(path);
-  } catch (const Error& e) {
-    std::fprintf(stderr, "cachebench: %s is left as it is: its store could not be removed (%s)\n",
-                 who.c_str(), e.what());
-    return;
-  }
-  const std::string keep_marker = path + "/" + kKeepMarker;
-  struct stat st {};
-  if (::lstat(keep_marker.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    ::unlink(keep_marker.c_str());
-  }
-  if (::rmdir(path.c_str()) == 0) {
-    if (earlier) {
-      std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
-                   path.c_str());
-    }
-    return;
-  }
-  const int err = errno;
-  std::string others;
-  size_t n_others = 0;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
-    if (++n_others > 3) continue;
-    others += (others.empty() ? "" : ", ") + it->path().filename().string();
-    std::error_code kind_ec;  // not `ec`, which ends the loop
-    if (it->is_directory(kind_ec)) others += "/";
-  }
-  if (n_others > 3) others += " and " + std::to_string(n_others - 3) + " more";
-  if (err != ENOTEMPTY && err != EEXIST) {
-    std::fprintf(stderr, "cachebench: %s could not be removed (%s)%s\n", who.c_str(),
-                 std::strerror(err), removed.empty() ? "" : "; its store's files were removed");
-  } else if (!removed.empty()) {
-    std::fprintf(stderr,
-                 "cachebench: removed the store's %zu files from %s but not the directory, "
-                 "which holds what is not the store's (%s): remove it yourself if that is not "
-                 "needed\n",
-                 removed.size(), who.c_str(), others.c_str());
-  } else {
-    std::fprintf(stderr,
-                 "cachebench: left %s as it is: %s it holds no store (no marker, no journal a "
-                 "store wrote), but other files (%s): remove it yourself if they are not "
-                 "needed\n",
-                 path.c_str(),
-                 earlier ? "named like the scratch directory of an earlier run that did not "
-                           "finish,"
-                         : "this run's store directory,",
-                 others.c_str());
-  }
-}
-
 // Scratch directories that runs killed outright (SIGKILL, a crash) left under `parent`:
 // cachebench-replay-MODE-PID[-N] whose process is gone (no such PID here) and whose store
 // lock no process holds (a PID of another PID namespace's live run is not seen here, its
-// lock is). Their stores are removed (remove_scratch), with a note; one of a --keep-store
-// run (its keep marker) whose store was made (its store marker) is kept as
+// lock is). Their stores are removed (store::remove_scratch_dir), with a note; one of a
+// --keep-store run (its keep marker) whose store was made (its store marker) is kept as
 // cachebench-store-MODE-PID[-N] instead, also with a note.
 void sweep_stale(const std::string& parent) {
   std::error_code ec;
@@ -300,7 +238,7 @@ void sweep_stale(const std::string& parent) {
     if (try_lock_dir(path, &lock) == 0) continue;  // a live store
     // Kept only once its store was made (the marker is written last): a run killed while it
     // made its data files leaves nothing a store tool could open or verify (`store clear`
-    // recognises it by its journal, written first, and so does remove_scratch).
+    // recognises it by its journal, written first, and so does remove_scratch_dir).
     if (std::filesystem::exists(path + "/" + kKeepMarker, ec) &&
         std::filesystem::exists(store::marker_path(path), ec)) {
       std::string err;
@@ -320,7 +258,14 @@ void sweep_stale(const std::string& parent) {
                      path.c_str(), err.c_str());
       }
     } else {
-      remove_scratch(path, true);
+      // A name proves nothing (a user may have made or used a directory so named): what is
+      // not the store's stays.
+      if (store::remove_scratch_dir(
+              path, "named like the scratch directory of an earlier run that did not finish",
+              {path + "/" + kKeepMarker})) {
+        std::fprintf(stderr, "cachebench: removed %s, left by an earlier run that did not finish\n",
+                     path.c_str());
+      }
     }
     if (lock >= 0) ::close(lock);
   }
@@ -430,7 +375,8 @@ struct ScratchDir {
       unlock();
       return;
     }
-    remove_scratch(path, false);
+    // By the same rules: a file put there meanwhile is not the store's.
+    store::remove_scratch_dir(path, "this run's store directory", {path + "/" + kKeepMarker});
     unlock();
   }
 };

@@ -451,4 +451,61 @@ std::vector<std::string> clear_store_dir(const std::string& dir) {
   return removed;
 }
 
+std::string make_scratch_dir(const std::string& parent, const std::string& prefix,
+                             const std::string& fix) {
+  std::string tmpl = parent + "/" + prefix + "XXXXXX";
+  if (::mkdtemp(tmpl.data()) == nullptr) {
+    throw make_error(
+        parent, std::string("cannot create a scratch directory in it: ") + std::strerror(errno),
+        fix);
+  }
+  return tmpl;
+}
+
+bool remove_scratch_dir(const std::string& path, const std::string& whose,
+                        const std::vector<std::string>& own) {
+  std::vector<std::string> removed;
+  try {
+    if (holds_store(path)) removed = clear_store_dir(path);
+  } catch (const Error& e) {
+    std::fprintf(stderr,
+                 "cachebench: %s, %s, is left as it is: its store could not be removed (%s)\n",
+                 path.c_str(), whose.c_str(), e.what());
+    return false;
+  }
+  for (const std::string& f : own) {
+    struct stat st {};
+    if (::lstat(f.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(f.c_str());
+  }
+  if (::rmdir(path.c_str()) == 0) return true;
+  const int err = errno;
+  std::string others;
+  size_t n_others = 0;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec)) {
+    if (++n_others > 3) continue;
+    others += (others.empty() ? "" : ", ") + it->path().filename().string();
+    std::error_code kind_ec;  // not `ec`, which ends the loop
+    if (it->is_directory(kind_ec)) others += "/";
+  }
+  if (n_others > 3) others += " and " + std::to_string(n_others - 3) + " more";
+  if (err != ENOTEMPTY && err != EEXIST) {
+    std::fprintf(stderr, "cachebench: %s, %s, could not be removed (%s)%s\n", path.c_str(),
+                 whose.c_str(), std::strerror(err),
+                 removed.empty() ? "" : "; its store's files were removed");
+  } else if (!removed.empty()) {
+    std::fprintf(stderr,
+                 "cachebench: removed the store's %zu files from %s, %s, but not the directory, "
+                 "which holds what is not the store's (%s): remove it yourself if that is not "
+                 "needed\n",
+                 removed.size(), path.c_str(), whose.c_str(), others.c_str());
+  } else {
+    std::fprintf(stderr,
+                 "cachebench: left %s, %s, as it is: it holds no store (no marker, no journal a "
+                 "store wrote) but other files (%s): remove it yourself if they are not needed\n",
+                 path.c_str(), whose.c_str(), others.c_str());
+  }
+  return false;
+}
+
 }  // namespace cb::store

@@ -143,4 +143,16 @@ bool holds_store(const std::string& dir);
 /// fails leaves the store as whole as it found it.
 std::vector<std::string> clear_store_dir(const std::string& dir);
 
+/// Makes a fresh scratch directory `parent`/`prefix`XXXXXX (mkdtemp: never one that exists)
+/// and returns its path; throws cb::Error naming `parent` with `fix` when it cannot.
+std::string make_scratch_dir(const std::string& parent, const std::string& prefix,
+                             const std::string& fix);
+/// Removes scratch directory `path` (`whose`: what it is, for the notes, e.g. "this run's
+/// store directory"): a store's files there, by clear_store_dir's rules, the regular files
+/// named in `own` (the caller's, e.g. a keep marker), then the directory once empty. Whatever
+/// else it holds stays, with the directory, and a note on stderr names it. True when the
+/// directory is gone.
+bool remove_scratch_dir(const std::string& path, const std::string& whose,
+                        const std::vector<std::string>& own = {});
+
 }  // namespace cb::store

@@ -823,6 +823,30 @@ calibrate_retried() {
 }
 expect_ok calibrate_cpu calibrate_retried "$CB" calibrate -m preset:tiny-llama --out "$O/cal.json"
 expect_git calibrate_cpu_git "$O/cal.json"
+# Scratch directories are made fresh, never taken over: a directory of the name calibrate and
+# the journal bench used to take (NAME-PID; `bash -c '... exec'` keeps the PID) keeps what it
+# holds, and nothing else is left behind.
+for run in "calibrate cachebench-calibrate-" "bench cachebench-bench-journal."; do
+  set -- $run
+  if [ "$1" = calibrate ]; then
+    cmd=("$CB" calibrate -m preset:tiny-llama --reps 1 --ssd-dir "$O/scratch" --out "$O/cal_scratch.json")
+  else
+    cmd=("$CB" bench store --store-dir "$O/scratch" --entry-size 1MiB --traffic 1MiB --reps 1
+      --policy-entries 0 --journal-entries 100)
+  fi
+  for _ in 1 2 3; do  # calibrate_retried's retries, for a busy machine
+    rm -rf "$O/scratch" && mkdir -p "$O/scratch"
+    bash -c 'mkdir "$1/$2$$" && echo mine >"$1/$2$$/notes" && exec "${@:3}"' _ "$O/scratch" "$2" \
+      "${cmd[@]}" >/dev/null 2>"$TMP/err"
+    rc=$?
+    [ $rc -eq 0 ] && break
+    grep -qF "do not grow with the work" "$TMP/err" || break
+  done
+  theirs=$(ls "$O/scratch")
+  if [ $rc -eq 0 ] && [ "$(cat "$O/scratch/$theirs/notes" 2>/dev/null)" = mine ] \
+    && [ "$(ls -A "$O/scratch/$theirs")" = notes ] && [ "$(ls -A "$O/scratch" | wc -l)" -eq 1 ]; then ok
+  else bad "$1 beside a directory named like its scratch: rc=$rc, left: $(ls -AR "$O/scratch"), $(tail -c 300 "$TMP/err")"; fi
+done
 # A profile field outside its range is refused naming the file, the field and the range (a
 # step_overhead_s of 1e306 used to hang the replay, deaf to SIGTERM).
 "$CB" calibrate --print-profile a100-80gb >"$TMP/prof.json"

@@ -529,7 +529,7 @@ kill -s TERM "$pid"
 wait "$pid"
 rc=$?
 if [ "$rc" -eq 143 ] && [ -f "$RUN_DIR/notes.txt" ] && [ -z "$(ls "$RUN_DIR" | grep -v '^notes.txt$')" ] \
-  && grep -F "this run's store directory $RUN_DIR" "$TMP/sig_err" | grep -qF "notes.txt"; then ok
+  && grep -F "$RUN_DIR, this run's store directory" "$TMP/sig_err" | grep -qF "notes.txt"; then ok
 else bad "a file put in the run's store directory: rc=$rc, left: $(ls -A "$RUN_DIR" 2>&1), $(head -c 400 "$TMP/sig_err")"; fi
 # With --keep-store an interrupted run keeps its store, which verify reads back.
 rm -rf "$TMP/sig_store" && mkdir -p "$TMP/sig_store"
@@ -593,7 +593,7 @@ cp -a "$K9" "$MIXED" && echo mine >"$MIXED/notes.txt"
 if [ ! -e "$HALF" ] && [ ! -e "$TMP/k9/cachebench-store-ca-4194306" ] \
   && grep -qF "removed $HALF" "$TMP/k9_err"; then ok
 else bad "a half-made kept store: left: $(ls "$TMP/k9"), $(head -c 400 "$TMP/k9_err")"; fi
-if [ -f "$OTHER/notes.txt" ] && [ -d "$OTHER/sub" ] && grep -qF "left $OTHER as it is" "$TMP/k9_err" \
+if [ -f "$OTHER/notes.txt" ] && [ -d "$OTHER/sub" ] && grep -qF "left $OTHER, named like the scratch directory" "$TMP/k9_err" \
   && grep -F "$OTHER" "$TMP/k9_err" | grep -qF "notes.txt"; then ok
 else bad "the sweep removed or did not name files of $OTHER: $(ls -R "$OTHER" 2>&1), $(head -c 600 "$TMP/k9_err")"; fi
 if [ -f "$MIXED/notes.txt" ] && [ ! -e "$MIXED/cachebench_store.json" ] && [ ! -e "$MIXED/journal.cbj" ] \

@@ -2,7 +2,7 @@
 // regular file (a FIFO) is refused and never opened to block; `store clear` checks every file
 // before it removes any; files the user cannot read or write are named in the error, and a
 // journal that cannot be read is never taken for an empty one; a new store never writes over
-// a file named like its data files.
+// a file named like its data files, and a scratch directory keeps what is not the store's.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -230,6 +230,29 @@ TEST(StoreFiles, ANewStoreNeverWritesOverNorRemovesAFileNamedLikeItsDataFile) {
     EXPECT_EQ(std::filesystem::file_size(data_file_path(dir, i)), 4 * kChunk) << i;
   }
   std::filesystem::remove_all(dir);
+}
+
+// A scratch directory is removed by store clear's rules: the store's files and the caller's
+// own, then the directory, which a file of anyone else's keeps, with that file.
+TEST(StoreFiles, AScratchDirectoryKeepsWhatIsNotTheStores) {
+  const std::string parent = testing::fresh_dir("scratch_parent");
+  for (const bool other : {false, true}) {
+    const std::string dir = make_scratch_dir(parent, "s-", "");
+    const std::string again = make_scratch_dir(parent, "s-", "");
+    EXPECT_NE(dir, again);  // fresh each time
+    ASSERT_EQ(::rmdir(again.c_str()), 0);
+    { AttentionStore st(ssd_cfg(dir)); }
+    std::ofstream(dir + "/own") << "the caller's";
+    if (other) std::ofstream(dir + "/notes") << "someone's";
+    EXPECT_EQ(remove_scratch_dir(dir, "a test's", {dir + "/own"}), !other);
+    if (other) {
+      EXPECT_EQ(std::filesystem::directory_iterator(dir)->path().filename(), "notes");
+      EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir), {}), 1);
+    } else {
+      EXPECT_FALSE(std::filesystem::exists(dir));
+    }
+  }
+  std::filesystem::remove_all(parent);
 }
 
 }  // namespace
