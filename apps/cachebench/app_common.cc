@@ -148,7 +148,10 @@ std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
     if (is_output(opt) != outputs) continue;
     for (const std::string& r : opt->results()) {
       if (!outputs) {
-        v.push_back({opt->get_name(), r, "", has_validator(opt, kInputDir)});
+        // --model's value may be a checkpoint directory, or a weights file of one: the
+        // files of that directory are the run's inputs too (config.json, shards, tokenizer).
+        v.push_back(
+            {opt->get_name(), r, "", has_validator(opt, kInputDir) || opt->check_name("--model")});
         continue;
       }
       for (const std::string& f : output_files(cmd, opt, r)) {
@@ -181,16 +184,25 @@ void check_not_an_input(const Named& out, const std::vector<Named>& inputs) {
                            "); the run would overwrite its input",
                        "write the result to another file");
     }
-    if (!in.input_dir || !S_ISDIR(si.st_mode) || out_abs.empty()) continue;
+    if (!in.input_dir || out_abs.empty()) continue;
+    // A checkpoint's weights file: the loader reads the files beside it (its config.json).
+    const bool weights_file =
+        S_ISREG(si.st_mode) && std::filesystem::path(in.path).extension() == ".safetensors";
+    if (!S_ISDIR(si.st_mode) && !weights_file) continue;
     std::error_code dec;
     const std::filesystem::path dir = std::filesystem::canonical(in.path, dec);
     if (dec) continue;
-    const auto rel = out_abs.lexically_relative(dir);
+    const std::filesystem::path read_dir = weights_file ? dir.parent_path() : dir;
+    const auto rel = out_abs.lexically_relative(read_dir);
     if (!rel.empty() && *rel.begin() != "..") {
-      throw make_error(out.label + " " + out.path,
-                       "is in the directory given to " + in.label + " (" + in.path +
-                           "), whose files the run reads",
-                       "write the result outside " + in.path);
+      const std::string where = weights_file ? read_dir.string() : in.path;
+      throw make_error(
+          out.label + " " + out.path,
+          "is in the directory " +
+              (weights_file ? "of the checkpoint file given to " + in.label + " (" + where + ")"
+                            : "given to " + in.label + " (" + where + ")") +
+              ", whose files the run reads",
+          "write the result outside " + where);
     }
   }
 }

@@ -723,6 +723,17 @@ cp "$TMP/synth3.json" "$O/trace.json"
 expect_error out_is_trace "--out $O/trace.json" "would overwrite its input" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/trace.json"
 if cmp -s "$TMP/synth3.json" "$O/trace.json"; then ok; else bad "out_is_trace changed the trace"; fi
+# A checkpoint directory's files are inputs, whether --model names the directory or its weights
+# file: no output lands among them (checked before the model is read, so these need not load).
+mkdir -p "$O/ckpt" && echo '{}' >"$O/ckpt/config.json" && echo weights >"$O/ckpt/model.safetensors"
+expect_error out_in_checkpoint "--dump-logits $O/ckpt/model.safetensors" \
+  "is in the directory given to --model ($O/ckpt), whose files the run reads" \
+  "$CB" forward -m "$O/ckpt" --tokens 1,2 --dump-logits "$O/ckpt/model.safetensors"
+expect_error out_beside_weights "--out $O/ckpt/config.json" \
+  "is in the directory of the checkpoint file given to --model" \
+  "$CB" generate -m "$O/ckpt/model.safetensors" --prompt Once -n 2 --out "$O/ckpt/config.json"
+if [ "$(cat "$O/ckpt/config.json")" = '{}' ] && [ "$(cat "$O/ckpt/model.safetensors")" = weights ]; then ok
+else bad "an output replaced a checkpoint's file"; fi
 expect_error out_twice "--csv $O/./r.json" "is also given to --out" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/r.json" --csv "$O/./r.json"
 expect_usage_error out_proc --out "the directory of '/proc/cb.json' is read-only" \
