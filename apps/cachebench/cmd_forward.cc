@@ -37,7 +37,7 @@ void register_forward(CLI::App& app) {
   auto* toks =
       sub->add_option("--tokens", a->tokens, "input token ids, separated by commas or spaces");
   text->excludes(toks);
-  sub->add_flag("--no-bos", a->no_bos, "with --text: do not prepend BOS");
+  sub->add_flag("--no-bos", a->no_bos, "with --text: do not prepend BOS")->needs(text);
   sub->add_option("--dump-logits", a->dump,
                   "write {\"tokens\": [...], \"logits\": [[...], ...]} to this JSON file")
       ->check(output_file());

@@ -52,17 +52,21 @@ void register_tokenize(CLI::App& app) {
   auto args = std::make_shared<TokenizeArgs>();
   CLI::App* sub = app.add_subcommand(
       "tokenize", "Print the token ids of TEXT (or, with --decode, the text of token ids)");
-  sub->add_option("--model,-m", args->model,
-                  "a .gguf file (embedded vocabulary) or a Hugging Face directory "
-                  "(tokenizer.model or tokenizer.json)");
+  CLI::Option* model =
+      sub->add_option("--model,-m", args->model,
+                      "a .gguf file (embedded vocabulary) or a Hugging Face directory "
+                      "(tokenizer.model or tokenizer.json)");
   sub->add_option("--tokenizer", args->tokenizer,
-                  "tokenizer file (tokenizer.model, tokenizer.json or .gguf); overrides --model");
-  sub->add_flag("--no-bos", args->no_bos,
-                "do not prepend the BOS token (default: the model's own rule)");
+                  "tokenizer file (tokenizer.model, tokenizer.json or .gguf), instead of --model")
+      ->excludes(model);
+  CLI::Option* no_bos = sub->add_flag(
+      "--no-bos", args->no_bos, "do not prepend the BOS token (default: the model's own rule)");
   CLI::Option* pieces =
       sub->add_flag("--pieces", args->pieces, "print id:piece pairs instead of bare ids");
+  // Decoding prints the text of the ids given: BOS and pieces have no part in it.
   sub->add_flag("--decode", args->decode, "TEXT is a list of token ids; print their text")
-      ->excludes(pieces);
+      ->excludes(pieces)
+      ->excludes(no_bos);
   // TEXT is every argument from the first that is not an option on, in order (CLI11's prefix
   // command), not a vector option: CLI11 reads a vector argument "[a,b]" as the list a, b
   // (dropping empty items), so "[hi]" would be tokenized as "hi" and --decode "[403,,407]"

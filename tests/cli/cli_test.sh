@@ -904,6 +904,15 @@ rc=$?
 "$CB" replay "$O/trace.json" -m preset:tiny-llama --no-preload --read-buffer-layers 3 >/dev/null 2>"$TMP/err"
 rc=$?
 [ $rc -ne 0 ] && grep -qF -- "excludes --no-preload" "$TMP/err" && ok || bad "--no-preload with --read-buffer-layers: rc=$rc $(cat "$TMP/err")"
+# forward's --no-bos acts on --text only; tokenize --decode prints the ids' text (no BOS to
+# drop); tokenize's --tokenizer takes the place of --model.
+for args in "forward -m $TMP/none.gguf --tokens 1,2 --no-bos|--no-bos requires --text" \
+  "tokenize -m $TMP/none.gguf --decode --no-bos 1 2|--no-bos excludes --decode" \
+  "tokenize -m $TMP/none.gguf --tokenizer $TMP/none.model hi|--model excludes --tokenizer"; do
+  "$CB" ${args%%|*} >/dev/null 2>"$TMP/err"
+  rc=$?
+  [ $rc -eq 2 ] && grep -qF -- "${args#*|}" "$TMP/err" && ok || bad "${args%%|*}: rc=$rc $(cat "$TMP/err")"
+done
 printf 'Once upon a time there was a cat.\n' >"$O/text.txt"
 expect_error perplexity_full_sink "--sink" "overflow study only" \
   "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --sink 4
