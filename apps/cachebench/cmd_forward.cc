@@ -89,7 +89,9 @@ void register_forward(CLI::App& app) {
     }
     if (!a->dump.empty()) {
       nlohmann::json j;
+      j["task"] = "forward";
       j["model"] = a->m.model;
+      if (seeded_weights(a->m)) j["weights_seed"] = a->m.seed;
       j["tokens"] = ids;
       j["backend"] = backend_label(a->m);
       j["mode"] = "real";

@@ -225,16 +225,22 @@ void check_comparable(const nlohmann::json& b, const nlohmann::json& c, const Ga
   // one's) and truncation, generate's prompt and sampling.
   cmp("methods", result_methods(b), result_methods(c));
   for (const char* k :
-       {"bench",         "task",          "study",          "backend", "weights",    "layers",
-        "prompt_tokens", "decode_tokens", "convention",     "dataset", "n_ctx",      "shots",
-        "limit",         "method",        "truncate_ratio", "sink",    "max_tokens", "n_tokens",
-        "sampling",      "ignore_eos",    "add_bos",        "chunks"}) {
+       {"bench",         "task",          "study",          "backend", "weights",     "layers",
+        "prompt_tokens", "decode_tokens", "convention",     "dataset", "n_ctx",       "shots",
+        "limit",         "method",        "truncate_ratio", "sink",    "max_tokens",  "n_tokens",
+        "sampling",      "ignore_eos",    "add_bos",        "chunks",  "weights_seed"}) {
     cmp(k, setting(b, k), setting(c, k));
   }
-  const std::string bp = setting(b, "prompt"), cp = setting(c, "prompt");
-  if (!bp.empty() && !cp.empty() && bp != cp) {
-    diff += (diff.empty() ? "" : ", ") + std::string("prompt differs");
-  }
+  // Long values, said to differ rather than printed: generate's prompt and its tokens (another
+  // tokenizer's), forward's input tokens, the history of MMLU's overflow methods.
+  const auto differs = [&](const char* key, const char* what) {
+    const std::string x = setting(b, key), y = setting(c, key);
+    if (!x.empty() && !y.empty() && x != y) diff += (diff.empty() ? "" : ", ") + std::string(what);
+  };
+  differs("prompt", "prompt differs");
+  differs("prompt_ids", "prompt's tokens differ");
+  if (kind == "forward") differs("tokens", "input tokens differ");
+  differs("history_sha256", "history file differs");
   if (diff.empty()) return;
   if (a.allow_mismatch) {
     std::printf("gate: note: the runs differ (%s); compared anyway (--allow-mismatch)\n\n",

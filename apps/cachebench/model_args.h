@@ -32,6 +32,12 @@ struct ModelArgs {
   CLI::App* model_sub = nullptr;
 };
 
+/// Whether the model is a preset, whose random weights --weights-seed picks: results record the
+/// seed then (`weights_seed`), which gate compares.
+inline bool seeded_weights(const ModelArgs& a) {
+  return a.model.rfind("preset:", 0) == 0;
+}
+
 /// "cpu", "cpu bf16" (bf16 weights), or "cuda f16" (the backend and the GPU storage) for
 /// results and reports.
 inline std::string backend_label(const ModelArgs& a) {

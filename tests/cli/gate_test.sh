@@ -133,6 +133,20 @@ printf '{"task": "generate", "prompt": "Once", "n_tokens": 8, "sampling": {"temp
 printf '{"task": "generate", "prompt": "The dog", "n_tokens": 8, "sampling": {"temperature": 0.8}, "decode_tok_s": 90}' >"$G/gen_b.json"
 expect_error gate_other_prompt "$G/gen_b.json" "prompt differs" \
   "$CB" gate --baseline "$G/gen_a.json" --current "$G/gen_b.json" --max-regression decode_tok_s=5
+# The same prompt tokenized otherwise, a preset's other weights, forward's other input, MMLU's
+# overflow methods after another history: other setups.
+printf '{"task": "generate", "prompt": "Once", "prompt_ids": [1, 9], "weights_seed": 1, "decode_tok_s": 90}' >"$G/gen_c.json"
+printf '{"task": "generate", "prompt": "Once", "prompt_ids": [1, 7], "weights_seed": 2, "decode_tok_s": 90}' >"$G/gen_d.json"
+expect_error gate_other_tokens_and_seed "$G/gen_d.json" "weights_seed 1 vs 2, prompt's tokens differ" \
+  "$CB" gate --baseline "$G/gen_c.json" --current "$G/gen_d.json" --max-regression decode_tok_s=5
+printf '{"task": "forward", "tokens": [1, 403], "logits": [[0.5]]}' >"$G/fw_a.json"
+printf '{"task": "forward", "tokens": [1, 407], "logits": [[0.5]]}' >"$G/fw_b.json"
+expect_error gate_other_forward_input "$G/fw_b.json" "input tokens differ" \
+  "$CB" gate --baseline "$G/fw_a.json" --current "$G/fw_b.json" --max-regression logits.0.0=0
+printf '{"task": "mmlu", "method": "tt", "history_sha256": "aa", "acc_micro": 0.5}' >"$G/hist_a.json"
+printf '{"task": "mmlu", "method": "tt", "history_sha256": "bb", "acc_micro": 0.5}' >"$G/hist_b.json"
+expect_error gate_other_history "$G/hist_b.json" "history file differs" \
+  "$CB" gate --baseline "$G/hist_a.json" --current "$G/hist_b.json" --max-regression acc_micro=1
 expect_error gate_nothing_to_check "--max-regression" "none given, and the baseline has none of" \
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_moved.json"
 expect_line gate_no_defaults "gate: no regression in 1 check" "$CB" gate --baseline "$G/base.json" \
