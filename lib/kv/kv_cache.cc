@@ -56,7 +56,8 @@ KvConfig validated(const KvConfig& cfg) {
                          std::to_string(bytes >> 20) + " MiB, more than this machine's " +
                          std::to_string(phys >> 20) + " MiB of memory",
                      "lower --ctx (the pool holds whole windows; the default is the model's "
-                     "context length), --max-batch or --kv-blocks");
+                     "context length), or, where the command takes them, --max-batch or "
+                     "--kv-blocks");
   }
   return cfg;
 }
