@@ -117,30 +117,35 @@ struct JsonVocab {
 
 JsonVocab read_json_vocab(const json& model, const json& doc, const std::string& where) {
   if (!model.contains("vocab") || !model["vocab"].is_object()) {
-    throw make_error(where, "model.vocab is missing or not an object {piece: id}");
+    throw make_error(where, "model.vocab is missing or not an object {piece: id}",
+                     kDamagedVocabFix);
   }
   const json& vocab = model["vocab"];
   std::vector<std::pair<int64_t, std::string>> entries;
   entries.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer()) {
-      throw make_error(where, "model.vocab[" + in_quotes(it.key()) + "] is " + brief(it.value()) +
-                                  ", not an integer id");
+      throw make_error(where,
+                       "model.vocab[" + in_quotes(it.key()) + "] is " + brief(it.value()) +
+                           ", not an integer id",
+                       kDamagedVocabFix);
     }
     entries.emplace_back(it.value().get<int64_t>(), it.key());
   }
   std::vector<std::tuple<int64_t, std::string, bool>> added;
   if (doc.contains("added_tokens") && !doc["added_tokens"].is_null()) {
     const json& at = doc["added_tokens"];
-    if (!at.is_array()) throw make_error(where, "added_tokens is not an array");
+    if (!at.is_array()) throw make_error(where, "added_tokens is not an array", kDamagedVocabFix);
     for (size_t i = 0; i < at.size(); ++i) {
       const json& t = at[i];
       const std::string f = "added_tokens[" + std::to_string(i) + "]";
       if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
           !t.contains("content") || !t["content"].is_string() ||
           t["content"].get_ref<const std::string&>().empty()) {
-        throw make_error(where, f + " " + brief(t) +
-                                    " needs an integer \"id\" and a non-empty string \"content\"");
+        throw make_error(
+            where,
+            f + " " + brief(t) + " needs an integer \"id\" and a non-empty string \"content\"",
+            kDamagedVocabFix);
       }
       // Matching that strips the spaces around a token, or only whole words, is not
       // implemented: such a file would tokenize differently, so it is refused.
@@ -182,8 +187,10 @@ JsonVocab read_json_vocab(const json& model, const json& doc, const std::string&
     check_id(id, "model.vocab[" + in_quotes(p) + "]");
     const size_t k = static_cast<size_t>(id);
     if (seen[k]) {
-      throw make_error(where, "model.vocab: id " + std::to_string(id) + " names both " +
-                                  in_quotes(v.pieces[k]) + " and " + in_quotes(p));
+      throw make_error(where,
+                       "model.vocab: id " + std::to_string(id) + " names both " +
+                           in_quotes(v.pieces[k]) + " and " + in_quotes(p),
+                       kDamagedVocabFix);
     }
     seen[k] = true;
     v.pieces[k] = p;
@@ -194,8 +201,10 @@ JsonVocab read_json_vocab(const json& model, const json& doc, const std::string&
     check_id(id, f);
     const size_t k = static_cast<size_t>(id);
     if (seen[k] && v.pieces[k] != content) {
-      throw make_error(where, f + " " + in_quotes(content) + " has id " + std::to_string(id) +
-                                  ", which model.vocab gives to " + in_quotes(v.pieces[k]));
+      throw make_error(where,
+                       f + " " + in_quotes(content) + " has id " + std::to_string(id) +
+                           ", which model.vocab gives to " + in_quotes(v.pieces[k]),
+                       kDamagedVocabFix);
     }
     seen[k] = true;
     v.pieces[k] = content;
@@ -214,7 +223,7 @@ std::string dir_of(const std::string& path) {
 
 void BpeTokenizer::set_vocab(std::vector<std::string> pieces, std::vector<TokenKind> kinds,
                              const std::string& where) {
-  if (pieces.empty()) throw make_error(where, "the vocabulary is empty");
+  if (pieces.empty()) throw make_error(where, "the vocabulary is empty", kDamagedVocabFix);
   pieces_ = std::move(pieces);
   kinds_ = std::move(kinds);
   piece_to_id_.reserve(pieces_.size());
@@ -245,9 +254,10 @@ void BpeTokenizer::add_merge(const std::string& a, const std::string& b, uint32_
   const std::string merged = a + b;
   if (missing == nullptr && im < 0) missing = &merged;
   if (missing != nullptr) {
-    throw make_error(where, "merge " + std::to_string(rank) + " " + in_quotes(a + " " + b) +
-                                " names piece " + in_quotes(*missing) +
-                                ", which is not in the vocabulary");
+    throw make_error(where,
+                     "merge " + std::to_string(rank) + " " + in_quotes(a + " " + b) +
+                         " names piece " + in_quotes(*missing) + ", which is not in the vocabulary",
+                     kDamagedVocabFix);
   }
   // Like Hugging Face (a hash map built in rank order), a repeated pair keeps its last rank.
   merges_[pair_key(ia, ib)] = Merge{rank, im};
@@ -261,21 +271,23 @@ int32_t BpeTokenizer::find_piece(const std::string& p) const {
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFile& f) {
   const std::string& where = f.path();
   const auto model = f.get_string("tokenizer.ggml.model");
-  if (!model) throw make_error(where, "tokenizer.ggml.model is missing");
+  if (!model) throw make_error(where, "tokenizer.ggml.model is missing", kDamagedVocabFix);
   if (*model != "gpt2") {
     throw make_error(
         where, "tokenizer.ggml.model is " + in_quotes(*model) + ", not \"gpt2\" (byte-level BPE)");
   }
   auto tokens = f.get_string_array("tokenizer.ggml.tokens");
-  if (!tokens) throw make_error(where, "tokenizer.ggml.tokens is missing");
+  if (!tokens) throw make_error(where, "tokenizer.ggml.tokens is missing", kDamagedVocabFix);
   const size_t n = tokens->size();
   const auto types = f.get_i32_array("tokenizer.ggml.token_type");
   if (types && types->size() != n) {
-    throw make_error(where, "tokenizer.ggml.token_type has " + std::to_string(types->size()) +
-                                " entries but tokenizer.ggml.tokens has " + std::to_string(n));
+    throw make_error(where,
+                     "tokenizer.ggml.token_type has " + std::to_string(types->size()) +
+                         " entries but tokenizer.ggml.tokens has " + std::to_string(n),
+                     kDamagedVocabFix);
   }
   const auto merges = f.get_string_array("tokenizer.ggml.merges");
-  if (!merges) throw make_error(where, "tokenizer.ggml.merges is missing");
+  if (!merges) throw make_error(where, "tokenizer.ggml.merges is missing", kDamagedVocabFix);
 
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
   // Falcon GGUFs converted before llama.cpp wrote tokenizer.ggml.pre (2023's) lack it; GPT-2's
@@ -295,17 +307,20 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
   std::string b;
   for (size_t r = 0; r < merges->size(); ++r) {
     if (!split_merge((*merges)[r], &a, &b)) {
-      throw make_error(where, "tokenizer.ggml.merges[" + std::to_string(r) + "] " +
-                                  in_quotes((*merges)[r]) +
-                                  " is not two pieces separated by one space");
+      throw make_error(where,
+                       "tokenizer.ggml.merges[" + std::to_string(r) + "] " +
+                           in_quotes((*merges)[r]) + " is not two pieces separated by one space",
+                       kDamagedVocabFix);
     }
     t->add_merge(a, b, static_cast<uint32_t>(r), where + ": tokenizer.ggml.merges");
   }
   const auto special_id = [&](const char* key) -> int32_t {
     const int64_t v = gguf_token_id(f, key);  // -1: absent, or the "none" sentinel
     if (v >= static_cast<int64_t>(n)) {
-      throw make_error(where, std::string(key) + " = " + std::to_string(v) +
-                                  " is out of range for " + std::to_string(n) + " tokens");
+      throw make_error(where,
+                       std::string(key) + " = " + std::to_string(v) + " is out of range for " +
+                           std::to_string(n) + " tokens",
+                       kDamagedVocabFix);
     }
     return static_cast<int32_t>(v);
   };
@@ -325,18 +340,21 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // Deep nesting is refused before parsing, in one pass (see lib/core/json_depth.h).
   if (json_nesting_depth(text) > static_cast<size_t>(kMaxJsonDepth)) {
-    throw make_error(path, "not valid JSON: it nests more than " + std::to_string(kMaxJsonDepth) +
-                               " levels deep");
+    throw make_error(
+        path,
+        "not valid JSON: it nests more than " + std::to_string(kMaxJsonDepth) + " levels deep",
+        kDamagedVocabFix);
   }
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::exception& e) {
-    throw make_error(path, std::string("not valid JSON: ") + e.what());
+    throw make_error(path, std::string("not valid JSON: ") + e.what(), kDamagedVocabFix);
   }
-  if (!doc.is_object()) throw make_error(path, "the top level is not a JSON object");
+  if (!doc.is_object())
+    throw make_error(path, "the top level is not a JSON object", kDamagedVocabFix);
   if (!doc.contains("model") || !doc["model"].is_object()) {
-    throw make_error(path, "model is missing or not an object");
+    throw make_error(path, "model is missing or not an object", kDamagedVocabFix);
   }
   const json& model = doc["model"];
   if (model.contains("type") && model["type"] != "BPE") {
@@ -344,17 +362,20 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
   }
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     if (model.contains(key) && !model[key].is_null() && model[key] != "") {
-      throw make_error(path, std::string("model.") + key + " " + brief(model[key]) +
-                                 " is not supported by byte-level BPE");
+      throw make_error(path,
+                       std::string("model.") + key + " " + brief(model[key]) +
+                           " is not supported by byte-level BPE",
+                       kDamagedVocabFix);
     }
   }
   if (doc.contains("normalizer") && !doc["normalizer"].is_null()) {
     throw make_error(path, "normalizer " + brief(doc["normalizer"]) + " is not supported",
                      "byte-level BPE models here use no normalizer");
   }
-  if (!doc.contains("pre_tokenizer")) throw make_error(path, "pre_tokenizer is missing");
+  if (!doc.contains("pre_tokenizer"))
+    throw make_error(path, "pre_tokenizer is missing", kDamagedVocabFix);
   if (!model.contains("merges") || !model["merges"].is_array()) {
-    throw make_error(path, "model.merges is missing or not an array");
+    throw make_error(path, "model.merges is missing or not an array", kDamagedVocabFix);
   }
 
   std::unique_ptr<BpeTokenizer> t(new BpeTokenizer());
@@ -383,8 +404,10 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
       ok = true;
     }
     if (!ok) {
-      throw make_error(path, "model.merges[" + std::to_string(r) + "] " + brief(m) +
-                                 " is neither \"a b\" nor [\"a\", \"b\"]");
+      throw make_error(path,
+                       "model.merges[" + std::to_string(r) + "] " + brief(m) +
+                           " is neither \"a b\" nor [\"a\", \"b\"]",
+                       kDamagedVocabFix);
     }
     t->add_merge(a, b, static_cast<uint32_t>(r), path + ": model.merges");
   }

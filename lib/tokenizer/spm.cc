@@ -107,22 +107,27 @@ SpmTokenizer::SpmTokenizer(std::vector<std::string> pieces, std::vector<float> s
       pieces_(std::move(pieces)),
       scores_(std::move(scores)),
       options_(options) {
-  if (pieces_.empty()) throw make_error(source_, std::string(kKeyTokens) + " is empty");
+  if (pieces_.empty())
+    throw make_error(source_, std::string(kKeyTokens) + " is empty", kDamagedVocabFix);
   if (scores_.size() != pieces_.size()) {
-    throw make_error(source_, std::string(kKeyScores) + " has " + std::to_string(scores_.size()) +
-                                  " entries but " + kKeyTokens + " has " +
-                                  std::to_string(pieces_.size()));
+    throw make_error(source_,
+                     std::string(kKeyScores) + " has " + std::to_string(scores_.size()) +
+                         " entries but " + kKeyTokens + " has " + std::to_string(pieces_.size()),
+                     kDamagedVocabFix);
   }
   if (types.size() != pieces_.size()) {
-    throw make_error(source_, std::string(kKeyTypes) + " has " + std::to_string(types.size()) +
-                                  " entries but " + kKeyTokens + " has " +
-                                  std::to_string(pieces_.size()));
+    throw make_error(source_,
+                     std::string(kKeyTypes) + " has " + std::to_string(types.size()) +
+                         " entries but " + kKeyTokens + " has " + std::to_string(pieces_.size()),
+                     kDamagedVocabFix);
   }
   types_.reserve(types.size());
   for (size_t i = 0; i < types.size(); ++i) {
     if (types[i] < 0 || types[i] > static_cast<int32_t>(SpmTokenType::kByte)) {
-      throw make_error(source_, std::string(kKeyTypes) + "[" + std::to_string(i) + "] is " +
-                                    std::to_string(types[i]) + ", expected 0..6");
+      throw make_error(source_,
+                       std::string(kKeyTypes) + "[" + std::to_string(i) + "] is " +
+                           std::to_string(types[i]) + ", expected 0..6",
+                       kDamagedVocabFix);
     }
     types_.push_back(static_cast<SpmTokenType>(types[i]));
   }
@@ -132,12 +137,14 @@ SpmTokenizer::SpmTokenizer(std::vector<std::string> pieces, std::vector<float> s
 void SpmTokenizer::validate_and_index() {
   const auto n = static_cast<int64_t>(pieces_.size());
   if (n > std::numeric_limits<int32_t>::max()) {
-    throw make_error(source_, std::string(kKeyTokens) + " has too many entries");
+    throw make_error(source_, std::string(kKeyTokens) + " has too many entries", kDamagedVocabFix);
   }
   const auto check_special = [&](int32_t id, const char* key) {
     if (id < -1 || id >= n) {
-      throw make_error(source_, std::string(key) + " is " + std::to_string(id) +
-                                    ", outside the vocabulary of " + std::to_string(n) + " pieces");
+      throw make_error(source_,
+                       std::string(key) + " is " + std::to_string(id) +
+                           ", outside the vocabulary of " + std::to_string(n) + " pieces",
+                       kDamagedVocabFix);
     }
   };
   check_special(options_.bos_id, kKeyBos);
@@ -153,9 +160,10 @@ void SpmTokenizer::validate_and_index() {
       case SpmTokenType::kByte: {
         const int b = parse_byte_piece(p);
         if (b < 0) {
-          throw make_error(source_, std::string(kKeyTokens) + "[" + std::to_string(id) + "] is '" +
-                                        p + "' but " + kKeyTypes +
-                                        " marks it a byte piece (expected <0xXX>)");
+          throw make_error(source_,
+                           std::string(kKeyTokens) + "[" + std::to_string(id) + "] is '" + p +
+                               "' but " + kKeyTypes + " marks it a byte piece (expected <0xXX>)",
+                           kDamagedVocabFix);
         }
         if (byte_ids_[b] < 0) byte_ids_[b] = id;
         byte_value_[id] = static_cast<int16_t>(b);
@@ -198,9 +206,10 @@ std::unique_ptr<SpmTokenizer> SpmTokenizer::from_gguf(const cb::formats::GgufFil
   const auto special = [&](const char* key) -> int32_t {
     const int64_t id = gguf_token_id(f, key);
     if (id >= n) {
-      throw make_error(f.path(), std::string(key) + " is " + std::to_string(id) +
-                                     ", outside the vocabulary of " + std::to_string(n) +
-                                     " pieces");
+      throw make_error(f.path(),
+                       std::string(key) + " is " + std::to_string(id) +
+                           ", outside the vocabulary of " + std::to_string(n) + " pieces",
+                       kDamagedVocabFix);
     }
     return static_cast<int32_t>(id);
   };

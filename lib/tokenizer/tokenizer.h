@@ -28,4 +28,10 @@ class Tokenizer {
   virtual std::string kind() const = 0;
 };
 
+/// What to do about a vocabulary file (a GGUF's tokenizer metadata, a tokenizer.json) that
+/// contradicts itself or the format.
+inline constexpr const char* kDamagedVocabFix =
+    "the vocabulary is damaged or was written by a broken converter: re-download or re-convert "
+    "it, or pass the model's own tokenizer with --tokenizer";
+
 }  // namespace cb::tokenizer

@@ -344,6 +344,7 @@ TEST(BpeJsonTest, MalformedJsonIsRejected) {
   j = tiny_json();
   j["model"]["vocab"]["ab"] = "x";
   EXPECT_NE(json_error(j).find("model.vocab[\"ab\"]"), std::string::npos);
+  EXPECT_NE(json_error(j).find(kDamagedVocabFix), std::string::npos);  // what to do
 
   j = tiny_json();
   j["model"]["vocab"]["ab"] = 900;
@@ -523,6 +524,7 @@ TEST(BpeGgufTest, MalformedVocabIsRejected) {
   GgufWriter w = tiny_gguf("gpt2", "falcon", {"a b"});
   w.u32("tokenizer.ggml.eos_token_id", 257);
   EXPECT_NE(gguf_error(w).find("tokenizer.ggml.eos_token_id"), std::string::npos);
+  EXPECT_NE(gguf_error(w).find(kDamagedVocabFix), std::string::npos);  // what to do
   GgufWriter no_merges;
   no_merges.str("tokenizer.ggml.model", "gpt2");
   no_merges.strings("tokenizer.ggml.tokens", byte_pieces());

@@ -354,13 +354,15 @@ TEST(SpmTokenizer, MalformedGgufVocabularyIsRejected) {
   };
   check("spm_noscores.gguf", tiny_gguf(false), {"tokenizer.ggml.scores"});
   check("spm_gpt2.gguf", tiny_gguf(true, false), {"tokenizer.ggml.model"});
-  check("spm_badbos.gguf", tiny_gguf(true, true, 6), {"tokenizer.ggml.bos_token_id"});
+  // A vocabulary that contradicts itself says what to do, too.
+  check("spm_badbos.gguf", tiny_gguf(true, true, 6),
+        {"tokenizer.ggml.bos_token_id", kDamagedVocabFix});
   GgufBuilder short_scores;
   short_scores.str("tokenizer.ggml.model", "llama");
   short_scores.strings("tokenizer.ggml.tokens", {"a", "b"});
   short_scores.f32s("tokenizer.ggml.scores", {0});
   short_scores.i32s("tokenizer.ggml.token_type", {kN, kN});
-  check("spm_short.gguf", short_scores, {"tokenizer.ggml.scores"});
+  check("spm_short.gguf", short_scores, {"tokenizer.ggml.scores", kDamagedVocabFix});
   GgufBuilder no_tokens;
   no_tokens.str("tokenizer.ggml.model", "llama");
   check("spm_notokens.gguf", no_tokens, {"tokenizer.ggml.tokens"});
