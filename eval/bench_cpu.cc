@@ -351,11 +351,15 @@ BenchCpuResult bench_cpu(const model::Model& m, const BenchCpuOptions& opt) {
     if (!steps.empty()) decode_t.push_back(median(steps));
     time_decode_attention(c, cache, total, rep % 2 == 1, &attn_sgemm_t, &attn_direct_t, &read_t,
                           &kv_bytes, &r.attn_threads);
+    char decode[64] = "";
+    if (!steps.empty()) {
+      std::snprintf(decode, sizeof decode, "decode %.2f ms/token, ", 1e3 * median(steps));
+    }
     std::fprintf(stderr,
-                 "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, decode %.2f ms/token, "
-                 "decode attention %.3f ms (sgemm) / %.3f ms (direct)\n",
-                 rep, opt.reps, tp, tg, steps.empty() ? 0.0 : 1e3 * median(steps),
-                 1e3 * attn_sgemm_t.back(), 1e3 * attn_direct_t.back());
+                 "  rep %d/%d: prefill %.3f s, its GEMMs alone %.3f s, %sdecode attention %.3f ms "
+                 "(sgemm) / %.3f ms (direct)\n",
+                 rep, opt.reps, tp, tg, decode, 1e3 * attn_sgemm_t.back(),
+                 1e3 * attn_direct_t.back());
   }
   r.prefill_s = median(prefill_t);
   r.prefill_tok_s = opt.prompt_tokens / r.prefill_s;

@@ -140,10 +140,6 @@ void register_bench(CLI::App& app) {
                           {"gemm_only_s", r.gemm_only_s},
                           {"gemm_share", r.gemm_share},
                           {"prefill_to_sgemm", r.ratio_to_sgemm},
-                          {"decode_ms_per_token", 1e3 * r.decode_s_per_token},
-                          {"decode_tok_s", r.decode_tok_s},
-                          {"decode_weight_gbs", r.decode_weight_gbs},
-                          {"decode_weight_bytes", r.decode_weight_bytes},
                           {"linear_f32_vs_bf16",
                            {{"decode_f32_ms", 1e3 * r.lin_decode_f32_s},
                             {"decode_bf16_ms", 1e3 * r.lin_decode_bf16_s},
@@ -155,7 +151,6 @@ void register_bench(CLI::App& app) {
                             {"prefill_f32_ms", 1e3 * r.lin_prefill_f32_s},
                             {"prefill_bf16_ms", 1e3 * r.lin_prefill_bf16_s},
                             {"prefill_f32_over_bf16", r.lin_prefill_ratio}}},
-                          {"decode_sgemm_gflops", r.decode_gemm_gflops},
                           {"decode_attention",
                            {{"ctx", r.attn_ctx},
                             {"kv_bytes", r.attn_kv_bytes},
@@ -166,6 +161,14 @@ void register_bench(CLI::App& app) {
                             {"read_gbs", r.read_gbs},
                             {"threads", r.attn_threads},
                             {"direct_to_read", r.attn_to_read}}}};
+      // Measured only with decode steps (--decode 0 has none): absent, not 0 tokens/s.
+      if (r.decode_tokens > 0) {
+        j["decode_ms_per_token"] = 1e3 * r.decode_s_per_token;
+        j["decode_tok_s"] = r.decode_tok_s;
+        j["decode_weight_gbs"] = r.decode_weight_gbs;
+        j["decode_weight_bytes"] = r.decode_weight_bytes;
+        j["decode_sgemm_gflops"] = r.decode_gemm_gflops;
+      }
       write_json(a->out, j);
     }
     return 0;

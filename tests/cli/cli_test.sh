@@ -71,6 +71,15 @@ l = b["linear_f32_vs_bf16"]
 assert all(l[k] > 0 for k in ("decode_f32_ms", "decode_bf16_ms", "read_gbs", "prefill_bf16_ms")), l
 assert l["prefill_rows"] == 48, l
 ' "$TMP/bench_cpu_bf16.json" "$TMP/bench_cpu.json" 2>"$TMP/err"; then ok; else bad "bench_cpu bf16 json: $(tail -c 400 "$TMP/err")"; fi
+# --decode 0 measures no decode: its rates are absent from the JSON, not 0 tokens/s.
+expect_ok bench_cpu_no_decode "$CB" bench cpu --model preset:tiny-llama --prompt 8 --decode 0 \
+  --reps 1 --out "$TMP/bench_cpu_nodecode.json"
+if python3 -c '
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["decode_tokens"] == 0 and j["prefill_tok_s"] > 0, j
+assert not any(k in j for k in ("decode_tok_s", "decode_ms_per_token", "decode_weight_gbs", "decode_sgemm_gflops")), j
+' "$TMP/bench_cpu_nodecode.json" 2>"$TMP/err"; then ok; else bad "bench_cpu --decode 0 json: $(tail -c 400 "$TMP/err")"; fi
 # bench cpu runs token ids: a tokenizer would be loaded for nothing (and never checked).
 expect_usage_error bench_cpu_tokenizer --tokenizer "has no effect on bench cpu" \
   "$CB" bench cpu --model preset:tiny-llama --prompt 8 --decode 1 --reps 1 --tokenizer x.model
