@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::model {
 namespace {
@@ -48,7 +49,9 @@ ModelConfig config_from_gguf(const formats::GgufFile& f) {
     throw make_error(f.path(), "unsupported architecture '" + a + "'",
                      "cachebench runs llama (LLaMA, Mistral) and falcon models");
   }
-  c.name = f.get_string("general.name").value_or(a);
+  // A name for display and results: a file's bytes that are not UTF-8 text, or control
+  // characters (an escape sequence, a NUL), written as \xNN, never sent to a terminal or JSON.
+  c.name = printable(f.get_string("general.name").value_or(a));
   c.n_layers = required_int(f, a + ".block_count");
   c.hidden = required_int(f, a + ".embedding_length");
   c.n_heads = required_int(f, a + ".attention.head_count");

@@ -5,8 +5,10 @@
 #include <cmath>
 
 #include "lib/core/error.h"
+#include "lib/model/model_source.h"
 #include "lib/model/presets.h"
 #include "lib/model/tensor_specs.h"
+#include "tests/support/test_data.h"
 
 namespace {
 
@@ -118,6 +120,22 @@ TEST(TensorSpecTest, FalconLayoutsAndTiedEmbeddings) {
   }
   EXPECT_TRUE(has_norm2);
   EXPECT_FALSE(has_output);  // Falcon ties the LM head to the embedding
+}
+
+// A model's name is shown and written to results: a file's bytes in it that are not text (not
+// UTF-8, an escape sequence, a NUL) come out as \xNN, never raw. stories260K's general.name,
+// "llama", is replaced by five such bytes of the same length.
+TEST(ConfigTest, AGgufNameThatIsNotTextIsEscaped) {
+  CB_REQUIRE_DATA(path, "models/stories260K/stories260K.gguf");
+  std::string bytes = cb::test::read_file(path);
+  const std::string key = "general.name";
+  const size_t at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  const size_t value = at + key.size() + 4 + 8;  // the value's type, then its length
+  ASSERT_EQ(bytes.substr(value, 5), "llama");
+  bytes.replace(value, 5, std::string("a\xFF\x1B\0z", 5));
+  const auto src = cb::model::ModelSource::open(cb::test::write_tmp("bad_name.gguf", bytes));
+  EXPECT_EQ(src->config().name, "a\\xFF\\x1B\\x00z");
 }
 
 }  // namespace
