@@ -61,7 +61,7 @@ void ModelConfig::validate(const std::string& source) const {
   if (hidden <= 0 || hidden > kMax) bad("hidden", hidden, "must be positive");
   if (n_heads <= 0 || n_heads > 4096) bad("n_heads", n_heads, "must be in 1..4096");
   if (n_kv_heads <= 0 || n_kv_heads > n_heads)
-    bad("n_kv_heads", n_kv_heads, "must be in 1..n_heads");
+    bad("n_kv_heads", n_kv_heads, "must be in 1..n_heads = " + std::to_string(n_heads));
   if (n_heads % n_kv_heads != 0)
     bad("n_kv_heads", n_kv_heads, "must divide n_heads = " + std::to_string(n_heads));
   if (head_dim <= 0 || head_dim > 1024 || head_dim % 2 != 0)
@@ -70,7 +70,11 @@ void ModelConfig::validate(const std::string& source) const {
   if (vocab_size <= 0 || vocab_size > kMax) bad("vocab_size", vocab_size, "must be positive");
   if (max_context <= 0) bad("max_context", max_context, "must be positive");
   if (rope_dims <= 0 || rope_dims > head_dim || rope_dims % 2 != 0)
-    bad("rope_dims", rope_dims, "must be even and in 2..head_dim");
+    bad("rope_dims", rope_dims,
+        "must be even and in 2..head_dim = " + std::to_string(head_dim) +
+            (head_dim * n_heads == hidden
+                 ? ", hidden " + std::to_string(hidden) + " / n_heads " + std::to_string(n_heads)
+                 : std::string()));
   if (sliding_window < 0) bad("sliding_window", sliding_window, "must be >= 0");
   if (!(rope_theta > 0.0f && std::isfinite(rope_theta)))
     bad_real("rope_theta", rope_theta, "must be finite and > 0");

@@ -100,9 +100,21 @@ TEST(ConfigTest, ValidateRejectsInconsistentConfigs) {
     EXPECT_NE(std::string(e.what()).find("n_kv_heads"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find("x.json"), std::string::npos);
   }
+  // A head count that makes the heads too small for the rotary dimensions: the message gives
+  // the head size it implies, and where that came from.
   cfg = preset_config("tiny-llama");
-  cfg.rope_dims = cfg.head_dim + 2;
-  EXPECT_THROW(cfg.validate("x"), cb::Error);
+  cfg.n_heads *= 4;
+  cfg.n_kv_heads = cfg.n_heads;
+  cfg.head_dim = cfg.hidden / cfg.n_heads;
+  try {
+    cfg.validate("x");
+    FAIL();
+  } catch (const cb::Error& e) {
+    const std::string want = "must be even and in 2..head_dim = " + std::to_string(cfg.head_dim) +
+                             ", hidden " + std::to_string(cfg.hidden) + " / n_heads " +
+                             std::to_string(cfg.n_heads);
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
   cfg = preset_config("tiny-llama");
   cfg.n_layers = 0;
   EXPECT_THROW(cfg.validate("x"), cb::Error);
