@@ -292,7 +292,8 @@ bool py_isspace(uint32_t c) {
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-void require_utf8_text(std::string_view text, const std::string& path, bool inflated) {
+void require_utf8_text(std::string_view text, const std::string& path, bool inflated,
+                       const std::string& fix) {
   const size_t bad = first_invalid_utf8(text);
   if (bad == std::string_view::npos) return;
   char byte[8];
@@ -300,7 +301,9 @@ void require_utf8_text(std::string_view text, const std::string& path, bool infl
   throw make_error(path,
                    std::string("not UTF-8 text: byte ") + byte + " at offset " +
                        std::to_string(bad) + (inflated ? " of the inflated text" : ""),
-                   "pass a text corpus (a model file or other binary data cannot be scored)");
+                   fix.empty() ? "pass a text corpus (a model file or other binary data cannot "
+                                 "be scored)"
+                               : fix);
 }
 
 size_t first_invalid_utf8(std::string_view text) {

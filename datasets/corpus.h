@@ -123,8 +123,10 @@ uint32_t next_code_point(std::string_view text, size_t& i);
 size_t first_invalid_utf8(std::string_view text);
 
 /// Throws cb::Error naming `path` and the first byte that is not UTF-8 text (`inflated`: the
-/// text is the file's gzip stream inflated), as every loader of text corpora does.
-void require_utf8_text(std::string_view text, const std::string& path, bool inflated = false);
+/// text is the file's gzip stream inflated), as every loader of text corpora does; `fix` (empty:
+/// a corpus's) says what to do.
+void require_utf8_text(std::string_view text, const std::string& path, bool inflated = false,
+                       const std::string& fix = "");
 
 /// `s` without leading and trailing whitespace as Python's str.strip() sees it (py_isspace).
 std::string_view py_strip(std::string_view s);

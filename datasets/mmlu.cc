@@ -5,6 +5,7 @@
 #include <map>
 #include <system_error>
 
+#include "datasets/corpus.h"
 #include "datasets/csv.h"
 #include "datasets/text_io.h"
 #include "lib/core/error.h"
@@ -120,6 +121,15 @@ std::string mmlu_subject_from_path(const std::string& path) {
 }
 
 MmluFile parse_mmlu_csv(const std::string& text, const std::string& path) {
+  // A file in another encoding (Latin-1) or a binary one would be scored as garbled prompts;
+  // the line of the first bad byte helps find it in a 100-row file.
+  const size_t bad = first_invalid_utf8(text);
+  if (bad != std::string::npos) {
+    const auto line =
+        1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n');
+    require_utf8_text(text, where(path, static_cast<int>(line)), false,
+                      "save the CSV as UTF-8 text");
+  }
   MmluFile file;
   file.subject = mmlu_subject_from_path(path);
   const std::vector<CsvRecord> records = parse_csv(text, path);
@@ -192,7 +202,13 @@ std::vector<MmluSubject> load_mmlu_dir(const std::string& root, bool with_dev) {
     throw make_error(test_dir.string(), "no .csv files", "put <subject>_test.csv files there");
   }
   std::map<std::string, fs::path> devs;
-  if (with_dev && is_dir(dev_dir)) {
+  if (with_dev) {
+    // Few-shot runs take their examples from dev/: without it every subject would fail alike,
+    // so say so once, naming the folder.
+    if (!is_dir(dev_dir)) {
+      throw make_error(dev_dir.string(), "no dev/ folder (the few-shot examples)",
+                       "add dev/<subject>_dev.csv files, or pass --shots 0");
+    }
     devs = subject_files(dev_dir);
     for (const auto& [name, p] : tests) {
       if (devs.count(name) == 0) {

@@ -32,7 +32,7 @@ struct MmluFile {
 /// One subject of a directory: its dev (few-shot) and test questions.
 struct MmluSubject {
   std::string name;
-  std::string test_path, dev_path;  ///< the files read (dev_path empty: no dev/ folder)
+  std::string test_path, dev_path;  ///< the files read (dev_path empty: dev/ not read)
   std::vector<MmluQuestion> dev;
   std::vector<MmluQuestion> test;
 };
@@ -43,7 +43,8 @@ std::string mmlu_subject_from_path(const std::string& path);
 
 /// Parses MMLU CSV text (`path` names it in errors). Throws cb::Error with file, line and
 /// field for a header that is not the converted one, a row without 6 fields, an answer
-/// out of range, an unterminated quote, or a file without questions.
+/// out of range, an unterminated quote, or a file without questions; with file, line and offset
+/// for text that is not UTF-8 or holds a NUL byte (as the corpora's loaders refuse it).
 MmluFile parse_mmlu_csv(const std::string& text, const std::string& path);
 
 /// Reads and parses one MMLU CSV file.
@@ -52,9 +53,9 @@ MmluFile load_mmlu_csv(const std::string& path);
 /// Subject names with a file in `root`/test, sorted.
 std::vector<std::string> list_mmlu_subjects(const std::string& root);
 
-/// Loads every subject of `root`/test (required) and, `with_dev`, `root`/dev (optional; when
-/// present, every test subject needs its dev file and the reverse; zero-shot runs pass false and
-/// never read it). Sorted by subject name.
+/// Loads every subject of `root`/test (required) and, `with_dev`, `root`/dev (then required, and
+/// every test subject needs its dev file and the reverse; zero-shot runs pass false and never
+/// read it). Sorted by subject name.
 std::vector<MmluSubject> load_mmlu_dir(const std::string& root, bool with_dev = true);
 
 }  // namespace cb::datasets

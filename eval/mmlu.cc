@@ -5,6 +5,7 @@
 
 #include "datasets/corpus.h"
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 
 namespace cb::eval {
 namespace {
@@ -73,6 +74,18 @@ std::vector<datasets::MmluSubject> mmlu_select(const std::vector<datasets::MmluS
   return out;
 }
 
+void mmlu_check_shots(const std::vector<datasets::MmluSubject>& subjects, int shots) {
+  for (const auto& s : subjects) {
+    if (shots >= 0 && static_cast<size_t>(shots) <= s.dev.size()) continue;
+    const std::string file = s.dev_path.empty() ? "" : " (" + s.dev_path + ")";
+    throw make_error("--shots",
+                     std::to_string(shots) + " few-shot examples requested but subject " + s.name +
+                         " has " + count_of(static_cast<long long>(s.dev.size()), "dev question") +
+                         file,
+                     "pass a smaller --shots, or add dev questions");
+  }
+}
+
 void mmlu_finish(MmluResult& rs) {
   rs.n = rs.correct = rs.truncated = 0;
   double sum = 0.0;
@@ -98,6 +111,7 @@ MmluResult run_mmlu(const std::vector<datasets::MmluSubject>& subjects, const Mm
     if (s.test.empty()) throw make_error("mmlu", "subject " + s.name + " has no test questions");
     total += count(s);
   }
+  mmlu_check_shots(subjects, opt.shots);
   const std::vector<std::string> conts = {" A", " B", " C", " D"};
   MmluResult rs;
   rs.scorer = scorer.name();

@@ -71,6 +71,11 @@ struct MmluResult {
 std::vector<datasets::MmluSubject> mmlu_select(const std::vector<datasets::MmluSubject>& subjects,
                                                const std::vector<std::string>& names);
 
+/// Throws cb::Error naming the first of `subjects` whose dev file holds fewer than `shots`
+/// questions (and the file), so that a run stops before scoring rather than after whole
+/// subjects.
+void mmlu_check_shots(const std::vector<datasets::MmluSubject>& subjects, int shots);
+
 /// Micro and macro averages and totals from rs.subjects.
 void mmlu_finish(MmluResult& rs);
 
@@ -78,7 +83,8 @@ void mmlu_finish(MmluResult& rs);
 using MmluProgress = std::function<void(int64_t, int64_t)>;
 
 /// Evaluates `subjects` (already selected) with `scorer`. Each subject needs `shots` dev
-/// questions; a subject with no test question is an error.
+/// questions (mmlu_check_shots, before any scoring); a subject with no test question is an
+/// error.
 MmluResult run_mmlu(const std::vector<datasets::MmluSubject>& subjects, const MmluOptions& opt,
                     ContextScorer& scorer, const MmluProgress& progress = {});
 

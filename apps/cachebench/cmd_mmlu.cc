@@ -44,6 +44,8 @@ int run_mmlu_cmd(const MmluArgs& a) {
   LoadedModel lm = load_model(a.m, true);
   const std::vector<datasets::MmluSubject> all = datasets::load_mmlu_dir(a.data, a.shots > 0);
   const std::vector<datasets::MmluSubject> subjects = eval::mmlu_select(all, a.subjects);
+  // Before the overflow study feeds its history and before any subject is scored.
+  eval::mmlu_check_shots(subjects, a.shots);
   eval::MmluOptions opt;
   opt.shots = a.shots;
   opt.limit = a.limit;

@@ -255,6 +255,24 @@ sys.exit(0 if a['acc'] == b['acc'] and a['acc_norm'] == b['acc_norm'] else 1)" "
       --limit 1 --shots 0 --backend cpu
     expect_error mmlu_shots_no_dev "$TMP/mm0/dev/anatomy_dev.csv" "missing dev file" \
       "$CB" mmlu -m "$STORIES" --data "$TMP/mm0" --limit 1 --shots 1 --backend cpu
+    # Few-shot without a dev/ folder names it.
+    mkdir -p "$TMP/mmnd/test"
+    cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mmnd/test/"
+    expect_error mmlu_shots_no_dev_folder "$TMP/mmnd/dev" "no dev/ folder" \
+      "$CB" mmlu -m "$STORIES" --data "$TMP/mmnd" --limit 1 --shots 1 --backend cpu
+    # A subject short of --shots dev questions stops the run before anatomy is scored (one
+    # line on stderr, no "mmlu ...: N questions" before it), naming its dev file.
+    mkdir -p "$TMP/mml/test" "$TMP/mml/dev"
+    cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mml/test/"
+    cp "$DATA/data/mmlu/dev/anatomy_dev.csv" "$TMP/mml/dev/"
+    printf 'question,choice0,choice1,choice2,choice3,answer\nQ,a,b,c,d,1\n' >"$TMP/mml/test/zz_test.csv"
+    cp "$TMP/mml/test/zz_test.csv" "$TMP/mml/dev/zz_dev.csv"
+    expect_error mmlu_shots_short_dev "$TMP/mml/dev/zz_dev.csv" "subject zz has 1 dev question" \
+      "$CB" mmlu -m "$STORIES" --data "$TMP/mml" --limit 1 --shots 2 --backend cpu
+    # A CSV that is not UTF-8 text is refused naming its file and line, as other text inputs.
+    printf 'Q,a,b,c,d,A\nCaf\xe9?,a,b,c,d,B\n' >"$TMP/mml/test/zz_test.csv"
+    expect_error mmlu_not_utf8 "$TMP/mml/test/zz_test.csv:2" "not UTF-8 text: byte 0xE9" \
+      "$CB" mmlu -m "$STORIES" --data "$TMP/mml" --limit 1 --shots 0 --backend cpu
     # The JSON's provenance names the files read, whatever their names.
     mkdir -p "$TMP/mmn/test" "$TMP/mmn/dev"
     cp "$DATA/data/mmlu/test/anatomy_test.csv" "$TMP/mmn/test/anatomy.csv"

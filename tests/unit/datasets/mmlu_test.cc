@@ -101,6 +101,18 @@ TEST(Mmlu, UnterminatedQuoteAndEmptyFile) {
   EXPECT_TRUE(contains(e, "no questions")) << e;
 }
 
+// Every other text input refuses bytes that are not UTF-8 text; MMLU's CSVs used to be scored
+// as garbled prompts (a Latin-1 file) or as a binary file's bytes.
+TEST(Mmlu, NotUtf8OrNulRefusedWithLine) {
+  std::string e = load_error("mmlu_latin1_test.csv", "q,a,b,c,d,A\nCaf\xE9?,a,b,c,d,B\n");
+  EXPECT_TRUE(contains(e, "mmlu_latin1_test.csv:2: not UTF-8 text: byte 0xE9 at offset 15")) << e;
+  EXPECT_TRUE(contains(e, "save the CSV as UTF-8")) << e;
+  e = load_error("mmlu_nul_test.csv", std::string("q,a,b,c,d,A\nq,a,b") + '\0' + ",c,d,B\n");
+  EXPECT_TRUE(contains(e, "mmlu_nul_test.csv:2: not UTF-8 text: byte 0x00 at offset 17")) << e;
+  // A BOM is valid UTF-8 (and skipped by the CSV reader).
+  EXPECT_EQ(parse_mmlu_csv("\xEF\xBB\xBFq\xC3\xA9,a,b,c,d,A\n", "x_test.csv").questions.size(), 1u);
+}
+
 TEST(Mmlu, RealDirectory) {
   CB_REQUIRE_DATA(root, "data/mmlu/test");
   const std::string dir = test::data_path("data/mmlu");
@@ -152,8 +164,17 @@ TEST(Mmlu, DirectoryErrors) {
     EXPECT_TRUE(contains(e.what(), "no test/ folder")) << e.what();
   }
   ::mkdir((root + "/test").c_str(), 0755);
-  ::mkdir((root + "/dev").c_str(), 0755);
   test::write_tmp("mmlu_dir/test/chem_test.csv", "q,a,b,c,d,A\n");
+  // Few-shot without a dev/ folder names it (it used to load no dev questions, and the run
+  // failed only at the first subject's --shots check, without saying dev/ was missing).
+  try {
+    load_mmlu_dir(root);
+    FAIL();
+  } catch (const cb::Error& e) {
+    EXPECT_TRUE(contains(e.what(), root + "/dev: no dev/ folder")) << e.what();
+  }
+  EXPECT_EQ(load_mmlu_dir(root, false).size(), 1u);
+  ::mkdir((root + "/dev").c_str(), 0755);
   try {
     load_mmlu_dir(root);
     FAIL();

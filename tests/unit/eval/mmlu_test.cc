@@ -250,6 +250,43 @@ TEST(MmluTest, CountsAndAverages) {
   EXPECT_THROW(cb::eval::mmlu_select(subjects, {"nope"}), cb::Error);
 }
 
+// A subject short of --shots dev questions stops the run before any question is scored (it used
+// to be found when the run reached it, after the subjects before it were scored).
+TEST(MmluTest, ShortDevRefusedBeforeScoring) {
+  class CountingScorer : public FakeScorer {
+   public:
+    std::vector<cb::eval::LoglikResult> score(const std::string& prefix, const std::string& rest,
+                                              const std::vector<std::string>& conts) override {
+      ++calls;
+      return FakeScorer::score(prefix, rest, conts);
+    }
+    int calls = 0;
+  };
+  const std::array<std::string, 4> c = {"w", "x", "y", "z"};
+  std::vector<MmluSubject> subjects(2);
+  subjects[0].name = "anatomy";
+  subjects[0].dev = {question("D", c, 0), question("D", c, 0)};
+  subjects[0].test = {question("A?", c, 0)};
+  subjects[1].name = "zz";
+  subjects[1].dev_path = "late/dev/zz_dev.csv";
+  subjects[1].dev = {question("D", c, 0)};
+  subjects[1].test = {question("A?", c, 0)};
+  CountingScorer scorer;
+  cb::eval::MmluOptions opt;
+  opt.shots = 2;
+  try {
+    cb::eval::run_mmlu(subjects, opt, scorer);
+    FAIL() << "no error";
+  } catch (const cb::Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--shots: 2 few-shot examples requested but subject zz has 1 dev question "
+              "(late/dev/zz_dev.csv); pass a smaller --shots, or add dev questions");
+  }
+  EXPECT_EQ(scorer.calls, 0);
+  EXPECT_NO_THROW(cb::eval::mmlu_check_shots(subjects, 1));
+  EXPECT_THROW(cb::eval::mmlu_check_shots(subjects, 2), cb::Error);
+}
+
 TEST(MmluTest, MalformedCsvNamesFileAndLine) {
   const std::string dir = cb::test::tmp_dir() + "/mmlu_bad";
   ::mkdir(dir.c_str(), 0755);
@@ -257,7 +294,7 @@ TEST(MmluTest, MalformedCsvNamesFileAndLine) {
   const std::string path = cb::test::write_tmp("mmlu_bad/test/algebra_test.csv",
                                                "What?,1,2,3,4,A\nWhy?,1,2,3,4,B\nBroken row,1,2\n");
   try {
-    cb::datasets::load_mmlu_dir(dir);
+    cb::datasets::load_mmlu_dir(dir, /*with_dev=*/false);
     FAIL() << "no error";
   } catch (const cb::Error& e) {
     EXPECT_NE(std::string(e.what()).find(path + ":3"), std::string::npos) << e.what();
