@@ -211,6 +211,11 @@ open(sys.argv[2], "wb").write(b)
     expect_out piqa_cpu "| 20 |" "$CB" piqa -m "$STORIES" --data "$PIQA" --limit 20 --backend cpu \
       --out "$TMP/piqa_cpu.json"
     expect_git piqa_cpu_git "$TMP/piqa_cpu.json"
+    # A UTF-8 BOM before the first label is skipped, as in the JSON lines.
+    mkdir -p "$TMP/piqa_bom"
+    head -n 2 "$PIQA/valid.jsonl" >"$TMP/piqa_bom/valid.jsonl"
+    { printf '\xef\xbb\xbf'; head -n 2 "$PIQA/valid-labels.lst"; } >"$TMP/piqa_bom/valid-labels.lst"
+    expect_out piqa_labels_bom "| 2 |" "$CB" piqa -m "$STORIES" --data "$TMP/piqa_bom" --backend cpu
     if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
       expect_out piqa_cuda "| 20 |" "$CB" piqa -m "$STORIES" --data "$PIQA" --limit 20 --backend cuda \
         --gpu-storage f32 --out "$TMP/piqa_gpu.json"

@@ -59,6 +59,33 @@ TEST(Piqa, BadRows) {
   EXPECT_NE(e.find("'2'"), std::string::npos) << e;
 }
 
+// An editor's byte order mark before the first label is skipped, as in the JSON lines (it was
+// read as part of the label: "label '\ufeff0' is not 0 or 1").
+TEST(Piqa, LabelsBomSkipped) {
+  const std::string j = test::write_tmp("piqa_bom.jsonl", std::string(kRow) + kRow);
+  const std::string l = test::write_tmp("piqa_bom-labels.lst",
+                                        "\xEF\xBB\xBF"
+                                        "1\n0\n");
+  const auto ex = load_piqa(j, l);
+  ASSERT_EQ(ex.size(), 2u);
+  EXPECT_EQ(ex[0].label, 1);
+  EXPECT_EQ(ex[1].label, 0);
+}
+
+// A label with bytes a terminal shows as nothing (a BOM past the start, a zero-width space) is
+// quoted with them escaped, not as "label '0'".
+TEST(Piqa, InvisibleLabelBytesEscaped) {
+  std::string e = error_of(std::string(kRow) + kRow,
+                           "0\n\xEF\xBB\xBF"
+                           "1\n",
+                           "bom2");
+  EXPECT_NE(e.find("piqa_bom2-labels.lst:2: label '\\xEF\\xBB\\xBF1' is not 0 or 1"),
+            std::string::npos)
+      << e;
+  e = error_of(kRow, "0\xE2\x80\x8B\x1B\n", "zwsp");
+  EXPECT_NE(e.find("label '0\\xE2\\x80\\x8B\\x1B'"), std::string::npos) << e;
+}
+
 // Found by fuzzing (fuzz/json_lines_fuzz.cc): a number too large for a double is nlohmann's
 // out_of_range error, not a parse_error, and escaped the JSON lines reader uncaught.
 TEST(Piqa, NumberOverflowIsInvalidJson) {
