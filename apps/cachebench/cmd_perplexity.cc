@@ -1,5 +1,6 @@
 // cachebench perplexity --model MODEL --file F [--convention llama.cpp|lm-eval|gptq] [--ctx N]
 //                       [--chunks K] [--max-tokens N] [--batch B] [--out FILE.json]
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -164,15 +165,24 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
   int64_t calls = 0;
   for (const auto& r : rs) calls += r.forward_calls;
   if (opt.batched && rs.size() > 1) calls = rs.front().forward_calls;  // shared calls
-  std::printf("\n%s; %lld Model::forward calls; %.2f s in all\n",
-              opt.batched
-                  ? (rs.size() > 1
-                         ? "methods in lockstep (--batch > 1): one forward call per step for all, "
-                           "TT's recompute in the same call; time per method = its truncations + "
-                           "its rows' share of each call"
-                         : "TT's recompute joins the next prefill's forward call (--batch > 1)")
-                  : "unbatched (--batch 1): one forward call per method and step, one per TT "
-                    "recompute",
+  // Only TT recomputes: CA and NKVT alone make one call per step, batched or not.
+  const bool tt =
+      std::find(methods.begin(), methods.end(), eval::OverflowMethod::TT) != methods.end();
+  std::string how;
+  if (opt.batched && rs.size() > 1) {
+    how = std::string("methods in lockstep (--batch > 1): one forward call per step for all") +
+          (tt ? ", TT's recompute in the same call" : "") +
+          "; time per method = its truncations + its rows' share of each call";
+  } else if (!opt.batched) {
+    how = std::string("unbatched (--batch 1): one forward call per ") +
+          (rs.size() > 1 ? "method and step" : "step") + (tt ? ", one per TT recompute" : "");
+  } else if (tt) {
+    how = "TT's recompute joins the next prefill's forward call (--batch > 1)";
+  } else {
+    how = std::string("one forward call per step (") + eval::overflow_method_name(methods[0]) +
+          " recomputes nothing)";
+  }
+  std::printf("\n%s; %lld Model::forward calls; %.2f s in all\n", how.c_str(),
               static_cast<long long>(calls), total_s);
   if (!a.out.empty()) {
     nlohmann::json j = {{"study", "overflow"},
@@ -267,10 +277,6 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
                      "window of " +
                          std::to_string(window),
                      "pass --ctx " + std::to_string(window) + " or less");
-  }
-  if (lmeval && a.chunks > 0) {
-    throw make_error("--chunks", "does not apply to the lm-eval convention (every token is scored)",
-                     "use --max-tokens to shorten the stream");
   }
   std::vector<eval::LmEvalDocument> docs;
   size_t articles = 0;
@@ -453,9 +459,16 @@ void register_perplexity(CLI::App& app) {
   set_action(sub, [a, sub, ctx_opt, chunks_opt, overflow, max_tokens_opt] {
     install_interrupt_handlers("no result was written");
     a->ctx_given = ctx_opt->count() > 0;
-    if (a->method != "full" && a->convention != "llama.cpp") {
-      throw make_error("--convention", "applies to --method full only",
-                       "drop --convention or use --method full");
+    // Given, not only off its default: --convention llama.cpp with an overflow --method was
+    // accepted and ignored.
+    if (a->method != "full") {
+      refuse_given(*sub, {"--convention"}, "applies to --method full only",
+                   "drop --convention or use --method full");
+    }
+    if (a->method == "full" && a->convention == "lm-eval") {
+      refuse_given(*sub, {"--chunks"},
+                   "does not apply to the lm-eval convention (every token is scored)",
+                   "use --max-tokens to shorten the stream");
     }
     if (a->method == "full")
       refuse_outside_overflow_study({overflow.truncate_ratio, overflow.sink});

@@ -348,6 +348,10 @@ sys.exit(0 if j['tokens_used']==300==j['max_tokens'] and j['tokens']>300 and j['
       --backend cpu
     expect_error overflow_chunks "--chunks" "does not apply to the overflow study" "$CB" \
       perplexity -m "$STORIES" --dataset text --file "$TS" --method all --ctx 64 --chunks 2
+    # CA alone recomputes nothing: its summary says no word of TT's recompute.
+    expect_out overflow_ca_alone "one forward call per step (CA recomputes nothing);" \
+      "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" --method ca --ctx 64 \
+      --max-tokens 100 --backend cpu
     expect_out ppl_out "| llama.cpp | 64 | 2 |" "$CB" perplexity -m "$STORIES" --dataset text --file "$TS" \
       --ctx 64 --chunks 2 --backend cpu --out "$TMP/ppl_cpu.json"
     expect_git ppl_out_git "$TMP/ppl_cpu.json"
@@ -950,6 +954,11 @@ expect_error perplexity_full_sink "--sink" "overflow study only" \
   "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --sink 4
 expect_error perplexity_llamacpp_max_tokens "--max-tokens" "llama.cpp convention" \
   "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --max-tokens 10
+# Options without effect are refused when given, also at their default value.
+expect_usage_error perplexity_overflow_convention --convention "applies to --method full only" \
+  "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --method nkvt --convention llama.cpp
+expect_usage_error perplexity_lmeval_chunks --chunks "does not apply to the lm-eval convention" \
+  "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --convention lm-eval --chunks 0
 if [ -f "$STORIES" ]; then
   expect_error perplexity_binary "$STORIES" "not UTF-8 text: byte 0x00" \
     "$CB" perplexity -m "$STORIES" --backend cpu --file "$STORIES"
