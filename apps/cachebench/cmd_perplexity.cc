@@ -472,6 +472,13 @@ void register_perplexity(CLI::App& app) {
     }
     if (a->method == "full")
       refuse_outside_overflow_study({overflow.truncate_ratio, overflow.sink});
+    // One method that recomputes nothing makes one forward call per step either way.
+    if (a->method == "ca" || a->method == "nkvt") {
+      refuse_given(*sub, {"--batch"},
+                   "has no effect with --method " + a->method +
+                       " alone (it runs methods in lockstep and TT's recompute in the next call)",
+                   "drop --batch, or use --method all or tt");
+    }
     if (a->method != "full" || a->convention != "lm-eval") {
       refuse_given(*sub, {"--bos"},
                    "applies to --convention lm-eval only (the others put BOS where their "

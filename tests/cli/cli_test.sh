@@ -959,6 +959,8 @@ expect_usage_error perplexity_overflow_convention --convention "applies to --met
   "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --method nkvt --convention llama.cpp
 expect_usage_error perplexity_lmeval_chunks --chunks "does not apply to the lm-eval convention" \
   "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --convention lm-eval --chunks 0
+expect_usage_error perplexity_batch_one_method --batch "has no effect with --method nkvt alone" \
+  "$CB" perplexity -m preset:tiny-llama --file "$O/text.txt" --method nkvt --batch 1
 if [ -f "$STORIES" ]; then
   expect_error perplexity_binary "$STORIES" "not UTF-8 text: byte 0x00" \
     "$CB" perplexity -m "$STORIES" --backend cpu --file "$STORIES"
