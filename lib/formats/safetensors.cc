@@ -94,6 +94,17 @@ struct TopLevelKeys : nlohmann::json_sax<json> {
 /// Parses JSON text; syntax errors, excessive nesting and (at the top level) duplicate keys
 /// become cb::Error naming `path`.
 json parse_json(const std::string& path, const char* first, const char* last, const char* what) {
+  // nlohmann's parser takes a NUL byte for the end of its input, so "{...}" padded with NULs,
+  // or followed by anything after one, would parse; JSON has no raw NUL (a string escapes it),
+  // and the safetensors reference (serde_json) refuses them: its padding is spaces.
+  const void* nul = std::memchr(first, '\0', static_cast<size_t>(last - first));
+  if (nul != nullptr) {
+    throw make_error(path,
+                     std::string(what) + " holds a NUL byte at offset " +
+                         std::to_string(static_cast<const char*>(nul) - first) +
+                         ", which JSON does not allow (a header is padded with spaces)",
+                     kFixCorrupt);
+  }
   if (json_nesting_depth(std::string_view(first, static_cast<size_t>(last - first))) >
       static_cast<size_t>(kMaxJsonDepth)) {
     throw make_error(path,

@@ -231,6 +231,25 @@ TEST(SafetensorsMalformedTest, BadJson) {
   expect_file_error(st_raw(R"({"a":{},"w":{"k":[{"w":1}]},"w":{}})", ""), "'w' twice");
 }
 
+// JSON has no raw NUL byte, and the reference reader (serde_json) refuses one where the format
+// pads with spaces; nlohmann's parser took the first NUL for the end of the text, so a header
+// padded with NULs, or anything after a NUL, was read.
+TEST(SafetensorsMalformedTest, ANulByteInTheHeaderIsRefused) {
+  const std::string data(8, '\0');
+  const std::string w = R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+  EXPECT_NO_THROW(SafetensorsFile::open(
+      test::write_tmp("st_space_pad.safetensors", st_raw(w + "      ", data))));
+  expect_file_error(st_raw(w + std::string(6, '\0'), data),
+                    "header holds a NUL byte at offset " + std::to_string(w.size()));
+  expect_file_error(st_raw(w + std::string("\0{\"x\":1}", 8), data), "NUL byte");
+  const std::string d = fresh_dir("st_nul_index");
+  write_file(d + "/s1.safetensors", st_raw(w, data));
+  write_file(d + "/model.safetensors.index.json",
+             std::string(R"({"weight_map": {"w": "s1.safetensors"}})") + std::string(4, '\0'));
+  expect_error([&] { SafetensorsCheckpoint::open_dir(d); }, d + "/model.safetensors.index.json",
+               "index holds a NUL byte");
+}
+
 // A header of 100,000 empty entries (1.3 MB; the format allows 100 MB) is read in one linear
 // pass: a parser callback made every object's end scan its parent, and 80,000 entries took
 // over five minutes.
