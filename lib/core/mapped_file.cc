@@ -1,8 +1,6 @@
 #include "lib/core/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,24 +8,14 @@
 #include <utility>
 
 #include "lib/core/error.h"
+#include "lib/core/regular_file.h"
 
 namespace cb {
 
 MappedFile::MappedFile(const std::string& path) : path_(path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    throw make_error(path, std::string("cannot open file: ") + std::strerror(errno),
-                     "check the path and its permissions");
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    const bool dir = S_ISDIR(st.st_mode);
-    ::close(fd);
-    throw make_error(
-        path, dir ? "a directory, not a file" : "not a regular file (a device, pipe or socket)",
-        "pass a model or data file");
-  }
-  size_ = static_cast<size_t>(st.st_size);
+  unsigned long long bytes = 0;
+  const int fd = open_regular_file(path, "pass a model or data file", &bytes);
+  size_ = static_cast<size_t>(bytes);
   if (size_ > 0) {
     void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {

@@ -9,8 +9,9 @@ namespace cb {
 
 class MappedFile {
  public:
-  /// Maps `path` read-only; throws cb::Error naming the file if it cannot be opened
-  /// or is not a regular file. An empty file maps to size() == 0, data() == nullptr.
+  /// Maps `path` read-only; throws cb::Error naming the file if it cannot be opened or is not
+  /// a regular file (a FIFO is refused, never waited on: open_regular_file). An empty file
+  /// maps to size() == 0, data() == nullptr.
   explicit MappedFile(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;

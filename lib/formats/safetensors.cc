@@ -17,6 +17,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/regular_file.h"
 
 namespace cb::formats {
 
@@ -442,13 +443,15 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std
 
   const std::string index_path = join(dir, "model.safetensors.index.json");
   const std::string single_path = join(dir, "model.safetensors");
-  if (path_exists(index_path)) {
+  // Checked, not stat'ed: a symbolic link loop or a link to nothing is named, not taken for
+  // a file that is not there (which would load other files).
+  if (path_exists_checked(index_path)) {
     const auto weight_map = read_weight_map(index_path);
     std::map<std::string, SafetensorsFile*> by_shard;
     for (const auto& [tensor, shard] : weight_map) by_shard.emplace(shard, nullptr);
     for (auto& [shard, file] : by_shard) {
       const std::string shard_path = join(dir, shard);
-      if (!path_exists(shard_path)) {
+      if (!path_exists_checked(shard_path)) {
         std::string example;
         for (const auto& [tensor, s] : weight_map) {
           if (s == shard) {
@@ -473,7 +476,7 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std
                          "checkpoint");
       }
     }
-  } else if (path_exists(single_path)) {
+  } else if (path_exists_checked(single_path)) {
     ck->files_.push_back(SafetensorsFile::open(single_path));
   } else {
     const auto names = list_safetensors(dir);

@@ -1,13 +1,12 @@
 #include "lib/model/hf_config.h"
 
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/regular_file.h"
 
 namespace cb::model {
 namespace {
@@ -139,12 +138,11 @@ float rope_theta_of(const json& j, const Fields& f, const std::string& path) {
 }  // namespace
 
 ModelConfig config_from_hf(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw make_error(path, "cannot open config.json",
-                     "a Hugging Face model directory needs config.json next to the weights");
-  }
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const char* fix = "a Hugging Face model directory needs config.json next to the weights";
+  if (!path_exists_checked(path)) throw make_error(path, "cannot open config.json", fix);
+  // Not std::ifstream: it opens a FIFO and waits for a writer, and fails on a directory only
+  // at its first read, with the library's words.
+  const std::string text = read_regular_file(path, fix);
   check_json_depth(text, kMaxJsonDepth, path, "fix or re-download config.json");
   json j;
   try {

@@ -1,7 +1,6 @@
 #include "lib/tokenizer/bpe.h"
 
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/regular_file.h"
 #include "lib/formats/gguf.h"
 #include "lib/tokenizer/load.h"
 #include "lib/tokenizer/unicode.h"
@@ -335,9 +335,8 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
 }
 
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw make_error(path, "cannot open tokenizer.json", "check the path");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Not std::ifstream, which opens a FIFO and waits for a writer.
+  const std::string text = read_regular_file(path, "pass a tokenizer.json file");
   // Deep nesting is refused before parsing, in one pass (see lib/core/json_depth.h).
   if (json_nesting_depth(text) > static_cast<size_t>(kMaxJsonDepth)) {
     throw make_error(
@@ -414,9 +413,9 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::strin
 
   t->eos_id_ = t->find_piece("<|endoftext|>");
   const std::string cfg_path = dir_of(path) + "/tokenizer_config.json";
-  std::ifstream cfg_in(cfg_path, std::ios::binary);
-  if (cfg_in) {
-    const json cfg = json::parse(cfg_in, nullptr, /*allow_exceptions=*/false);
+  if (path_exists_checked(cfg_path)) {
+    const json cfg = json::parse(read_regular_file(cfg_path, "remove it or make it a file"),
+                                 nullptr, /*allow_exceptions=*/false);
     if (cfg.is_object()) {
       const std::string bos = config_token(cfg, "bos_token");
       const std::string eos = config_token(cfg, "eos_token");

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lib/core/error.h"
+#include "lib/core/regular_file.h"
 #include "lib/formats/gguf.h"
 #include "lib/tokenizer/bpe.h"
 #include "lib/tokenizer/sentencepiece.h"
@@ -18,11 +19,6 @@ namespace {
 bool is_dir(const std::string& p) {
   struct stat st {};
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-bool is_file(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -61,15 +57,23 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
                      "pass --tokenizer with a tokenizer.model, tokenizer.json or .gguf file");
   }
   if (is_dir(path)) {
-    if (is_file(path + "/tokenizer.model"))
+    // Whatever is there under the name is opened, so that a FIFO or a directory is named as
+    // what it is rather than passed over for the other file (or reported as missing).
+    if (path_exists_checked(path + "/tokenizer.model"))
       return SentencePieceTokenizer::open(path + "/tokenizer.model");
-    if (is_file(path + "/tokenizer.json"))
+    if (path_exists_checked(path + "/tokenizer.json"))
       return BpeTokenizer::from_tokenizer_json(path + "/tokenizer.json");
     throw make_error(path, "no tokenizer.model or tokenizer.json in this directory",
                      "copy the checkpoint's tokenizer files or pass --tokenizer FILE");
   }
-  if (!is_file(path)) {
+  if (!path_exists_checked(path)) {
     throw make_error(path, "no such file or directory", "check the tokenizer or model path");
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // Refused before starts_like_gguf reads it: reading a FIFO waits for a writer.
+    throw make_error(path, "not a regular file (" + file_type_name(st.st_mode) + ")",
+                     "pass a tokenizer.model (SentencePiece), a tokenizer.json or a .gguf file");
   }
   if (ends_with(path, ".json")) return BpeTokenizer::from_tokenizer_json(path);
   if (ends_with(path, ".model")) return SentencePieceTokenizer::open(path);

@@ -3,19 +3,22 @@
 #include <sentencepiece_processor.h>
 
 #include <exception>
-#include <filesystem>
 #include <string>
 
 #include "lib/core/error.h"
+#include "lib/core/regular_file.h"
 
 namespace cb::tokenizer {
 
 std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::open(
     const std::string& model_path) {
+  // Read here, not by the library's Load, which opens a FIFO and waits for a writer.
+  const std::string bytes =
+      read_regular_file(model_path, "pass the tokenizer.model file shipped with the checkpoint");
   auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
   sentencepiece::util::Status st;
   try {
-    st = sp->Load(model_path);
+    st = sp->LoadFromSerializedProto(bytes);
   } catch (const std::exception& e) {
     // Not every malformed model fails Load with a status: the trie builder the library
     // bundles (darts-clone) throws, e.g. for a unigram piece that starts with a NUL byte.
@@ -26,14 +29,12 @@ std::unique_ptr<SentencePieceTokenizer> SentencePieceTokenizer::open(
     // The library's own words for the two common cases name its source lines, not the file's
     // fault ("Internal: unk is not defined." for an empty file, "...(1101) [model_proto->
     // ParseFromArray(...)]" for a cut-short one).
-    std::error_code ec;
-    const auto bytes = std::filesystem::file_size(model_path, ec);
     const std::string msg = st.ToString();
     std::string what = "cannot load SentencePiece model: " + msg;
-    if (!ec && bytes == 0) {
+    if (bytes.empty()) {
       what = "is empty (0 bytes), not a SentencePiece model";
     } else if (msg.find("ParseFromArray") != std::string::npos) {
-      what = "is not a SentencePiece model: its " + std::to_string(bytes) +
+      what = "is not a SentencePiece model: its " + std::to_string(bytes.size()) +
              " bytes do not parse as one (a truncated or damaged file, or another format)";
     }
     throw make_error(model_path, what, "pass the tokenizer.model file shipped with the checkpoint");

@@ -1,6 +1,11 @@
 #include "lib/model/model_source.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
 
 #include "lib/core/error.h"
 #include "lib/model/hf_config.h"
@@ -381,6 +386,59 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   const std::string empty = cb::test::make_dir(cb::test::tmp_dir() + "/hf_noconfig");
   e = error_of(empty);
   EXPECT_NE(e.find("config.json"), std::string::npos) << e;
+}
+
+// Every file of a checkpoint that is not a regular file is refused, named, without blocking
+// (a FIFO's open for reading waits for a writer: each of these hung), and a directory or a
+// symbolic link loop is named as one, not read as a library error or as a missing file.
+TEST(ModelSourceTest, HfFilesThatAreNotRegularFilesAreNamed) {
+  ::alarm(60);  // a blocked open ends as SIGALRM, which fails the test
+  const auto tensors = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  const json cfg = llama_config("LlamaForCausalLM");
+  auto replace = [](const std::string& path, const std::string& how) {
+    std::remove(path.c_str());
+    if (how == "fifo") {
+      EXPECT_EQ(::mkfifo(path.c_str(), 0644), 0) << path;
+    } else if (how == "dir") {
+      EXPECT_EQ(::mkdir(path.c_str(), 0755), 0) << path;
+    }
+    if (how == "loop") {
+      const std::string name = path.substr(path.find_last_of('/') + 1);
+      EXPECT_EQ(::symlink(name.c_str(), path.c_str()), 0) << path;
+    }
+  };
+  const std::string fifo = ": not a regular file (a FIFO)";
+  const std::string loop =
+      ": cannot open file: Too many levels of symbolic links (a symbolic "
+      "link loop)";
+  const struct {
+    const char* file;
+    int shards;
+    const char* how;
+    std::string want;
+  } cases[] = {
+      {"config.json", 1, "fifo", fifo},
+      {"config.json", 1, "dir", ": a directory, not a file"},
+      {"config.json", 1, "loop", loop},
+      {"model.safetensors", 1, "fifo", fifo},
+      {"model.safetensors", 1, "loop", loop},
+      {"model.safetensors.index.json", 2, "fifo", fifo},
+      {"model-00002-of-00002.safetensors", 2, "fifo", fifo},
+  };
+  for (const auto& c : cases) {
+    // What a killed run left (a FIFO that write_checkpoint would wait on) is removed first.
+    std::filesystem::remove_all(cb::test::tmp_dir() + "/hf_irregular");
+    const std::string dir = cb::test::write_checkpoint("hf_irregular", cfg, tensors, c.shards);
+    replace(dir + "/" + c.file, c.how);
+    const std::string e = error_of(dir);
+    EXPECT_NE(e.find(dir + "/" + c.file + c.want), std::string::npos) << c.how << ": " << e;
+    std::filesystem::remove_all(dir);
+  }
+  const std::string gguf = cb::test::tmp_dir() + "/fifo_model.gguf";
+  replace(gguf, "fifo");
+  EXPECT_NE(error_of(gguf).find(gguf + fifo), std::string::npos) << error_of(gguf);
+  std::remove(gguf.c_str());
+  ::alarm(0);
 }
 
 TEST(HfConfigTest, NameMappingCoversEveryExpectedTensor) {

@@ -1,8 +1,11 @@
 #include "lib/tokenizer/bpe.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -331,6 +334,27 @@ TEST(BpeJsonTest, TinyGpt2Model) {
   EXPECT_EQ(t->encode("abc ab", false), (std::vector<int32_t>{256, 'c', 32, 256}));
   EXPECT_EQ(t->decode(t->encode("abc ab", false)), "abc ab");
   EXPECT_EQ(t->eos_id(), -1);
+}
+
+// The tokenizer_config.json beside it was read with std::ifstream, which waits for a writer
+// on a FIFO.
+TEST(BpeJsonTest, ATokenizerConfigThatIsAFifoIsNamedNotWaitedOn) {
+  ::alarm(60);  // a blocked open ends as SIGALRM, which fails the test
+  const std::string dir = cb::test::tmp_dir() + "/bpe_cfg_fifo";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string p = cb::test::write_tmp("bpe_cfg_fifo/tokenizer.json", tiny_json().dump());
+  ASSERT_EQ(::mkfifo((dir + "/tokenizer_config.json").c_str(), 0644), 0);
+  try {
+    BpeTokenizer::from_tokenizer_json(p);
+    ADD_FAILURE() << "no cb::Error";
+  } catch (const cb::Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(dir + "/tokenizer_config.json: not a regular file (a FIFO)"),
+        std::string::npos)
+        << e.what();
+  }
+  ::alarm(0);
 }
 
 TEST(BpeJsonTest, MalformedJsonIsRejected) {
