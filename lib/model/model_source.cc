@@ -114,7 +114,8 @@ void ModelSource::open_hf(const std::string& dir) {
   for (const auto& t : st_->tensors()) {
     const std::string c = hf_to_canonical(t.name, config_);
     if (!c.empty()) {
-      by_canonical.emplace(c, t);
+      const auto [it, inserted] = by_canonical.emplace(c, t);
+      if (!inserted) throw twice_mapped(c, it->second, t);
     } else if (!ends_with(t.name, "rotary_emb.inv_freq")) {  // a buffer older exports saved
       throw unused_tensor(t);
     }
@@ -124,6 +125,18 @@ void ModelSource::open_hf(const std::string& dir) {
   const formats::TensorRef* probe = tensor("blk.0.ffn_up.weight");
   if (probe == nullptr) probe = tensor("token_embd.weight");
   if (probe != nullptr) config_.weight_dtype = probe->dtype;
+}
+
+Error ModelSource::twice_mapped(const std::string& canonical, const formats::TensorRef& a,
+                                const formats::TensorRef& b) const {
+  // Two names for one weight (Falcon's input_layernorm and ln_attn): keeping either would
+  // compute a model that depends on the order of the files.
+  const std::string where = a.file == b.file ? a.file : a.file + " and " + b.file;
+  return make_error(where,
+                    "tensors '" + a.name + "' and '" + b.name + "' are both the " +
+                        arch_name(config_.arch) + " model's '" + canonical +
+                        "': using one would ignore the other and compute another model",
+                    "keep only the tensor the checkpoint's config means (remove the other)");
 }
 
 Error ModelSource::unused_tensor(const formats::TensorRef& t) const {

@@ -51,6 +51,9 @@ class ModelSource {
   void open_preset(const std::string& name);
   void bind_and_validate(const std::map<std::string, formats::TensorRef>& by_canonical,
                          const std::string& where);
+  /// The error for two tensors of the checkpoint that map to one canonical name.
+  Error twice_mapped(const std::string& canonical, const formats::TensorRef& a,
+                     const formats::TensorRef& b) const;
   /// The error for a tensor of the file that the model does not use.
   Error unused_tensor(const formats::TensorRef& t) const;
 

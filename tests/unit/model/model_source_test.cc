@@ -388,6 +388,43 @@ TEST(ModelSourceTest, HfErrorsNameTheFileTensorAndShape) {
   EXPECT_NE(e.find("config.json"), std::string::npos) << e;
 }
 
+// Falcon's 7B and 40B names both map onto attn_norm: a checkpoint holding both ran whichever
+// came first in the file, so its logits depended on the byte order.
+TEST(ModelSourceTest, HfTwoTensorsForOneWeightAreRefused) {
+  const json c7 = {{"architectures", {"FalconForCausalLM"}},
+                   {"hidden_size", 32},
+                   {"num_hidden_layers", 2},
+                   {"num_attention_heads", 4},
+                   {"vocab_size", 40},
+                   {"multi_query", true},
+                   {"parallel_attn", true},
+                   {"new_decoder_architecture", false}};
+  auto specs = cb::test::falcon_hf_tensors(false, 2, 32, 4, 1, 128, 40);
+  for (const bool first : {true, false}) {
+    auto with = specs;
+    const std::pair<std::string, std::vector<int64_t>> extra = {"transformer.h.0.ln_attn.weight",
+                                                                {32}};
+    with.insert(first ? with.begin() : with.end(), extra);
+    const std::string dir = cb::test::write_checkpoint("hf_falcon_dup", c7, filled(with, "F32"));
+    const std::string e = error_of(dir);
+    SCOPED_TRACE(first);
+    EXPECT_NE(e.find(dir + "/model.safetensors: tensors '"), std::string::npos) << e;
+    EXPECT_NE(e.find("'transformer.h.0.input_layernorm.weight'"), std::string::npos) << e;
+    EXPECT_NE(e.find("'transformer.h.0.ln_attn.weight'"), std::string::npos) << e;
+    EXPECT_NE(e.find("are both the falcon model's 'blk.0.attn_norm.weight'"), std::string::npos)
+        << e;
+  }
+  // In two shards, both files are named (write_checkpoint deals the tensors out in turn, so
+  // neighbours land in different shards).
+  auto at = specs.begin();
+  while (at->first != "transformer.h.1.input_layernorm.weight") ++at;
+  specs.insert(at + 1, {"transformer.h.1.ln_attn.weight", {32}});
+  const std::string dir =
+      cb::test::write_checkpoint("hf_falcon_dup_shards", c7, filled(specs, "F32"), 2);
+  const std::string e = error_of(dir);
+  EXPECT_NE(e.find("-of-00002.safetensors and " + dir + "/model-0000"), std::string::npos) << e;
+}
+
 // Every file of a checkpoint that is not a regular file is refused, named, without blocking
 // (a FIFO's open for reading waits for a writer: each of these hung), and a directory or a
 // symbolic link loop is named as one, not read as a library error or as a missing file.
