@@ -431,29 +431,49 @@ const TensorRef* SafetensorsCheckpoint::find_tensor(const std::string& name) con
   return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
-std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std::string& dir) {
+namespace {
+
+/// What a checkpoint directory's weights are: the index's weight_map and shards (file names,
+/// sorted), or one model.safetensors, or every *.safetensors.
+struct DirWeights {
+  std::string index_path;  ///< empty without an index
+  std::vector<std::pair<std::string, std::string>> weight_map;
+  std::vector<std::string> files;  ///< paths
+};
+
+DirWeights dir_weights(const std::string& dir) {
   const char* fix_dir = "pass a Hugging Face checkpoint directory";
   if (!is_directory(dir)) {
     throw make_error(
         dir, path_exists(dir) ? "not a directory" : "is not a directory (it does not exist)",
         fix_dir);
   }
-  auto ck = std::make_unique<SafetensorsCheckpoint>();
-  ck->dir_ = dir;
-
+  DirWeights w;
   const std::string index_path = join(dir, "model.safetensors.index.json");
   const std::string single_path = join(dir, "model.safetensors");
   // Checked, not stat'ed: a symbolic link loop or a link to nothing is named, not taken for
   // a file that is not there (which would load other files).
-  if (path_exists_checked(index_path)) {
-    const auto weight_map = read_weight_map(index_path);
-    std::map<std::string, SafetensorsFile*> by_shard;
-    for (const auto& [tensor, shard] : weight_map) by_shard.emplace(shard, nullptr);
-    for (auto& [shard, file] : by_shard) {
+  const bool has_index = path_exists_checked(index_path);
+  const bool has_single = path_exists_checked(single_path);
+  if (has_index && has_single) {
+    // transformers' from_pretrained loads model.safetensors, vLLM the index's shards: which
+    // model runs would depend on the tool, so neither is guessed.
+    throw make_error(dir,
+                     "holds both model.safetensors and model.safetensors.index.json, which "
+                     "loaders read differently (transformers loads model.safetensors, vLLM the "
+                     "shards the index lists)",
+                     "remove the one that is not this checkpoint's weights");
+  }
+  if (has_index) {
+    w.index_path = index_path;
+    w.weight_map = read_weight_map(index_path);
+    std::set<std::string> shards;
+    for (const auto& [tensor, shard] : w.weight_map) shards.insert(shard);
+    for (const std::string& shard : shards) {
       const std::string shard_path = join(dir, shard);
       if (!path_exists_checked(shard_path)) {
         std::string example;
-        for (const auto& [tensor, s] : weight_map) {
+        for (const auto& [tensor, s] : w.weight_map) {
           if (s == shard) {
             example = tensor;
             break;
@@ -464,28 +484,44 @@ std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std
                              quote(example) + "), but " + shard_path + " does not exist",
                          "download every shard of the checkpoint");
       }
-      ck->files_.push_back(SafetensorsFile::open(shard_path));
-      file = ck->files_.back().get();
+      w.files.push_back(shard_path);
     }
-    for (const auto& [tensor, shard] : weight_map) {
-      if (by_shard.at(shard)->find_tensor(tensor) == nullptr) {
-        throw make_error(index_path,
-                         "weight_map puts tensor " + quote(tensor) + " in shard " + quote(shard) +
-                             ", but " + join(dir, shard) + " has no such tensor",
-                         "the index and the shards come from different exports; re-download the "
-                         "checkpoint");
-      }
-    }
-  } else if (path_exists_checked(single_path)) {
-    ck->files_.push_back(SafetensorsFile::open(single_path));
+  } else if (has_single) {
+    w.files.push_back(single_path);
   } else {
-    const auto names = list_safetensors(dir);
-    if (names.empty()) {
+    for (const auto& n : list_safetensors(dir)) w.files.push_back(join(dir, n));
+    if (w.files.empty()) {
       throw make_error(
           dir, "no model.safetensors, model.safetensors.index.json or *.safetensors in " + dir,
           fix_dir);
     }
-    for (const auto& n : names) ck->files_.push_back(SafetensorsFile::open(join(dir, n)));
+  }
+  return w;
+}
+
+}  // namespace
+
+std::vector<std::string> SafetensorsCheckpoint::weight_files(const std::string& dir) {
+  return dir_weights(dir).files;
+}
+
+std::unique_ptr<SafetensorsCheckpoint> SafetensorsCheckpoint::open_dir(const std::string& dir) {
+  const DirWeights w = dir_weights(dir);
+  auto ck = std::make_unique<SafetensorsCheckpoint>();
+  ck->dir_ = dir;
+  std::map<std::string, const SafetensorsFile*> by_path;
+  for (const std::string& path : w.files) {
+    ck->files_.push_back(SafetensorsFile::open(path));
+    by_path[path] = ck->files_.back().get();
+  }
+  for (const auto& [tensor, shard] : w.weight_map) {
+    if (by_path.at(join(dir, shard))->find_tensor(tensor) == nullptr) {
+      throw make_error(w.index_path,
+                       "weight_map puts tensor " + quote(tensor) + " in shard " + quote(shard) +
+                           ", but " + join(dir, shard) + " has no such tensor",
+                       "the index and the shards come from different exports; re-download the "
+                       "checkpoint");
+    }
   }
 
   for (const auto& f : ck->files_) {

@@ -37,11 +37,16 @@ class SafetensorsFile {
 
 /// All tensors of a Hugging Face checkpoint directory: `model.safetensors`, or the
 /// shards listed in `model.safetensors.index.json` (weight_map), or, failing both,
-/// every `*.safetensors` file in the directory. Tensor names must be unique across
-/// shards, and every name in the index must be found in the shard it names.
+/// every `*.safetensors` file in the directory. A directory holding both the index and
+/// model.safetensors is refused (transformers loads the one, vLLM the other). Tensor names
+/// must be unique across shards, and every name in the index must be found in the shard it
+/// names.
 class SafetensorsCheckpoint {
  public:
   static std::unique_ptr<SafetensorsCheckpoint> open_dir(const std::string& dir);
+  /// The paths of the files open_dir(dir) loads, in its order, found as it finds them (the
+  /// index read, the shards' existence checked) but not opened.
+  static std::vector<std::string> weight_files(const std::string& dir);
 
   const std::string& dir() const { return dir_; }
   const std::vector<TensorRef>& tensors() const { return tensors_; }

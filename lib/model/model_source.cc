@@ -6,8 +6,10 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lib/core/error.h"
+#include "lib/core/regular_file.h"
 #include "lib/model/gguf_config.h"
 #include "lib/model/hf_config.h"
 #include "lib/model/presets.h"
@@ -21,9 +23,34 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-bool exists(const std::string& p) {
-  struct stat st {};
-  return ::stat(p.c_str(), &st) == 0;
+/// Whether two paths name the same file (a link to it, or another spelling of its path).
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {};
+  struct stat sb {};
+  return ::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
+         sa.st_ino == sb.st_ino;
+}
+
+/// MODEL `file`, a .safetensors in checkpoint directory `dir`, is loaded as `dir`: refused
+/// unless it is all the weights `dir` loads, since any other file's weights would run under the
+/// directory's name (until 2026-12-07 it was checked and then `dir` loaded, whatever it held).
+void refuse_other_weights(const std::string& file, const std::string& dir) {
+  const std::vector<std::string> files = formats::SafetensorsCheckpoint::weight_files(dir);
+  if (files.size() == 1 && same_file(files[0], file)) return;
+  bool one_of = false;
+  for (const auto& f : files) one_of = one_of || same_file(f, file);
+  const std::string loads = files.size() == 1
+                                ? files[0]
+                                : std::to_string(files.size()) + " files (" + files[0] + ", ...)";
+  throw make_error(file,
+                   one_of ? "is one of the " + std::to_string(files.size()) +
+                                " files of the checkpoint in " + dir + ", which loads them all"
+                          : "is not the weights of the checkpoint in " + dir + ", which loads " +
+                                loads + ": its config.json and tokenizer are that checkpoint's",
+                   one_of ? "pass the directory " + dir
+                          : "pass the directory " + dir +
+                                ", or put this file in a directory of its own, with its "
+                                "config.json, as model.safetensors");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -59,19 +86,21 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& arg) {
     s->open_preset(arg.substr(7));
   } else if (is_dir(arg)) {
     s->open_hf(arg);
-  } else if (exists(arg) && ends_with(arg, ".safetensors")) {
-    // A weights file alone: validate it, then load the checkpoint directory it sits in.
+  } else if (ends_with(arg, ".safetensors") && path_exists_checked(arg)) {
+    // A weights file stands for the checkpoint directory it sits in (its config.json, its
+    // tokenizer), so it must be the weights that directory loads. Its own faults come first.
     formats::SafetensorsFile::open(arg);
     const size_t slash = arg.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : arg.substr(0, slash);
-    if (!exists(dir + "/config.json")) {
+    if (!path_exists_checked(dir + "/config.json")) {
       throw make_error(
           arg, "a safetensors file has no model configuration",
           "pass the Hugging Face checkpoint directory holding config.json and the weights");
     }
+    refuse_other_weights(arg, dir);
     s->location_ = dir;
     s->open_hf(dir);
-  } else if (exists(arg)) {
+  } else if (path_exists_checked(arg)) {
     s->open_gguf(arg);
   } else {
     throw make_error(arg, "no such file or directory",

@@ -383,6 +383,26 @@ TEST(SafetensorsCheckpointTest, PrefersModelSafetensors) {
   EXPECT_EQ(ck->tensors().size(), kSample.size());
 }
 
+// transformers loads model.safetensors before the index, vLLM the index's shards: a directory
+// holding both is refused (it loaded the index's), as is a name that cannot be told missing.
+TEST(SafetensorsCheckpointTest, ModelSafetensorsBesideAnIndexIsRefused) {
+  const std::string d = fresh_dir("st_both");
+  write_file(d + "/s1.safetensors", st_build({kSample[0]}));
+  write_file(d + "/model.safetensors.index.json", R"({"weight_map": {"a": "s1.safetensors"}})");
+  EXPECT_EQ(SafetensorsCheckpoint::weight_files(d),
+            std::vector<std::string>{d + "/s1.safetensors"});
+  write_file(d + "/model.safetensors", st_build(kSample));
+  const std::string both = "holds both model.safetensors and model.safetensors.index.json";
+  expect_error([&] { SafetensorsCheckpoint::open_dir(d); }, d, both);
+  expect_error([&] { SafetensorsCheckpoint::weight_files(d); }, d, both);
+
+  const std::string loop = fresh_dir("st_loop");
+  std::filesystem::create_symlink("model.safetensors", loop + "/model.safetensors");
+  write_file(loop + "/a.safetensors", st_build(kSample));  // was loaded in its place
+  expect_error([&] { SafetensorsCheckpoint::open_dir(loop); }, loop + "/model.safetensors",
+               "a symbolic link loop");
+}
+
 TEST(SafetensorsCheckpointTest, FallsBackToAllFilesSorted) {
   const std::string d = fresh_dir("st_fallback");
   write_file(d + "/b.safetensors", st_build({kSample[2], kSample[3]}));

@@ -425,6 +425,29 @@ TEST(ModelSourceTest, HfTwoTensorsForOneWeightAreRefused) {
   EXPECT_NE(e.find("-of-00002.safetensors and " + dir + "/model-0000"), std::string::npos) << e;
 }
 
+// A .safetensors MODEL stands for its directory (config.json, tokenizer, location): only the
+// file that directory loads is taken; another file's weights ran silently as the directory's.
+TEST(ModelSourceTest, HfWeightsFileMustBeWhatItsDirectoryLoads) {
+  const auto tensors = filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32");
+  const std::string dir =
+      cb::test::write_checkpoint("hf_named_file", llama_config("LlamaForCausalLM"), tensors);
+  auto src = ModelSource::open(dir + "/model.safetensors");
+  EXPECT_EQ(src->location(), dir);
+  EXPECT_EQ(src->kind(), cb::model::SourceKind::HuggingFace);
+  cb::test::write_bytes(dir + "/other.safetensors", cb::test::safetensors_bytes(tensors));
+  std::string e = error_of(dir + "/other.safetensors");
+  EXPECT_NE(e.find(dir + "/other.safetensors: is not the weights of the checkpoint in " + dir +
+                   ", which loads " + dir + "/model.safetensors"),
+            std::string::npos)
+      << e;
+  const std::string sharded =
+      cb::test::write_checkpoint("hf_named_shard", llama_config("LlamaForCausalLM"), tensors, 2);
+  e = error_of(sharded + "/model-00001-of-00002.safetensors");
+  EXPECT_NE(e.find("is one of the 2 files of the checkpoint in " + sharded), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("pass the directory " + sharded), std::string::npos) << e;
+}
+
 // Every file of a checkpoint that is not a regular file is refused, named, without blocking
 // (a FIFO's open for reading waits for a writer: each of these hung), and a directory or a
 // symbolic link loop is named as one, not read as a library error or as a missing file.
