@@ -9,7 +9,6 @@
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,6 +16,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/json_parse.h"
 #include "lib/core/regular_file.h"
 
 namespace cb::formats {
@@ -62,36 +62,6 @@ std::string dims_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-/// Finds a key the top-level object holds twice, in one linear SAX pass (nlohmann's parser
-/// keeps the last value of a duplicate silently, and a parser callback that could see the
-/// keys makes every object's end scan its parent: quadratic in the tensors).
-struct TopLevelKeys : nlohmann::json_sax<json> {
-  int depth = 0;
-  std::set<std::string> seen;
-  std::string twice;
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t) override { return true; }
-  bool number_unsigned(number_unsigned_t) override { return true; }
-  bool number_float(number_float_t, const string_t&) override { return true; }
-  bool string(string_t&) override { return true; }
-  bool binary(binary_t&) override { return true; }
-  bool start_object(std::size_t) override { return ++depth, true; }
-  bool end_object() override { return --depth, true; }
-  bool start_array(std::size_t) override { return ++depth, true; }
-  bool end_array() override { return --depth, true; }
-  bool key(string_t& k) override {
-    if (depth == 1 && !seen.insert(k).second) {
-      twice = k;
-      return false;
-    }
-    return true;
-  }
-  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
-    return false;
-  }
-};
-
 /// Parses JSON text; syntax errors, excessive nesting and (at the top level) duplicate keys
 /// become cb::Error naming `path`.
 json parse_json(const std::string& path, const char* first, const char* last, const char* what) {
@@ -120,10 +90,10 @@ json parse_json(const std::string& path, const char* first, const char* last, co
     throw make_error(path, std::string(what) + " is not valid JSON (" + e.what() + ")",
                      kFixCorrupt);
   }
-  TopLevelKeys keys;
-  json::sax_parse(first, last, &keys);
-  if (!keys.twice.empty()) {
-    throw make_error(path, std::string(what) + " has the key " + quote(keys.twice) + " twice",
+  DuplicateJsonKey twice;
+  if (find_duplicate_json_key(std::string_view(first, static_cast<size_t>(last - first)), 1,
+                              &twice)) {
+    throw make_error(path, std::string(what) + " has the key " + quote(twice.key) + " twice",
                      kFixCorrupt);
   }
   return j;
