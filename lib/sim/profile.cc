@@ -1,16 +1,16 @@
 #include "lib/sim/profile.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <limits>
+#include <string_view>
 
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/core/format.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/json_parse.h"
+#include "lib/core/mapped_file.h"
 
 namespace cb::sim {
 namespace {
@@ -34,6 +34,10 @@ constexpr double kMaxLink = 1e5;         // GB/s: ~100x NVLink 4 (450 GB/s each 
 constexpr double kMaxSsd = 1e4;          // GB/s: ~700x one PCIe Gen5 NVMe SSD (14 GB/s)
 constexpr double kMaxStepOverhead = 10;  // s per forward call (measured: microseconds to ms)
 constexpr double kMaxSmallOverhead = 1;  // s per layer or sequence of a call, per transfer
+
+// A profile is a few KB (calibrate's, with its sources, ~2.5 KB): a file of megabytes is some
+// other file, refused before it is parsed.
+constexpr size_t kMaxProfileBytes = 1 << 20;
 
 const std::vector<Field>& fields() {
   using P = HardwareProfile;
@@ -87,6 +91,14 @@ void host_side(HardwareProfile& p, double pcie_gbps, const std::string& pcie_src
   p.sources["ssd_bytes"] = "CachedAttention (ATC'24) section 5.1: 10 TB SSD for the store";
   p.gpu_usd_per_hour = 5.0;
   p.sources["gpu_usd_per_hour"] = "cachebench's default price (metrics::Prices), as in replay";
+  p.gpus = 1;
+  p.sources["gpus"] =
+      "1: one accelerator per model replica; --gpus N (replay --sim, ablate) for tensor "
+      "parallelism, as tools/paper_results.sh runs LLaMA-13B on two";
+  p.kv_bytes_per_element = 2;
+  p.sources["kv_bytes_per_element"] =
+      "2: an fp16 KV cache, as serving engines (vLLM) keep it by default and the CUDA backend's "
+      "own type (replay --kv-entries native)";
 }
 
 HardwareProfile a100() {
@@ -190,7 +202,10 @@ void HardwareProfile::validate(const std::string& origin) const {
     throw make_error(origin, std::string("field '") + f.name + "' is " + format_g(v),
                      "it must be " + range);
   }
-  if (gpus < 1) throw make_error(origin, "field 'gpus' must be >= 1");
+  if (gpus < 1 || gpus > kMaxGpus) {
+    throw make_error(origin, "field 'gpus' is " + std::to_string(gpus),
+                     "it must be an integer from 1 to " + std::to_string(kMaxGpus));
+  }
   if (kv_bytes_per_element != 1 && kv_bytes_per_element != 2 && kv_bytes_per_element != 4) {
     throw make_error(origin, "field 'kv_bytes_per_element' must be 1, 2 or 4");
   }
@@ -238,23 +253,27 @@ HardwareProfile HardwareProfile::from_json(const nlohmann::json& j, const std::s
     }
     p.*(f.member) = j[f.name].get<double>();
   }
-  const auto integer = [&](const char* k, int* out, int64_t lo) {
+  const auto integer = [&](const char* k, int* out, int64_t lo, int64_t hi) {
     if (!j.contains(k)) return;
     if (!j[k].is_number_integer()) {
       throw make_error(origin, std::string("field '") + k + "' must be an integer");
     }
-    // Read wide and range-check: get<int>() would wrap 4294967298 to 2.
-    const int64_t v = j[k].is_number_unsigned()
-                          ? static_cast<int64_t>(std::min<uint64_t>(j[k].get<uint64_t>(), 1u << 31))
-                          : j[k].get<int64_t>();
-    if (v < lo || v > 65536) {
-      throw make_error(origin, std::string("field '") + k + "' is " + std::to_string(v),
-                       "it must be an integer from " + std::to_string(lo) + " to 65536");
+    // Read wide and range-check: get<int>() would wrap 4294967298 to 2. A value beyond int64
+    // is printed as given, not clamped.
+    const bool huge =
+        j[k].is_number_unsigned() &&
+        j[k].get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    const int64_t v = huge ? std::numeric_limits<int64_t>::max() : j[k].get<int64_t>();
+    if (v < lo || v > hi) {
+      const std::string given = huge ? std::to_string(j[k].get<uint64_t>()) : std::to_string(v);
+      throw make_error(
+          origin, std::string("field '") + k + "' is " + given,
+          "it must be an integer from " + std::to_string(lo) + " to " + std::to_string(hi));
     }
     *out = static_cast<int>(v);
   };
-  integer("gpus", &p.gpus, 1);
-  integer("kv_bytes_per_element", &p.kv_bytes_per_element, 0);  // then checked: 1, 2 or 4
+  integer("gpus", &p.gpus, 1, kMaxGpus);
+  integer("kv_bytes_per_element", &p.kv_bytes_per_element, 0, 65536);  // then: 1, 2 or 4
   if (j.contains("sources")) {
     if (!j["sources"].is_object()) throw make_error(origin, "field 'sources' must be an object");
     for (const auto& [k, v] : j["sources"].items()) {
@@ -291,31 +310,50 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   for (const auto& n : builtin_profile_names()) {
     if (name_or_path == n || n.rfind(name_or_path + "-", 0) == 0) return builtin_profile(n);
   }
+  // stat, not open: opening a FIFO blocks until a writer comes (MappedFile refuses it too, once
+  // open), and a device (/dev/zero) reads without end.
   std::error_code ec;
-  if (std::filesystem::is_directory(name_or_path, ec)) {
+  const std::filesystem::file_status st = std::filesystem::status(name_or_path, ec);
+  if (std::filesystem::is_directory(st)) {
     throw make_error(name_or_path, "is a directory (" + option + ")",
                      "name a hardware profile file (`cachebench calibrate --out` writes one)");
   }
-  std::ifstream in(name_or_path);
-  if (!in) {
-    // A path (a slash or a .json name) is a file that could not be read, not a misspelt name.
-    const bool path =
-        name_or_path.find('/') != std::string::npos ||
-        (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
-    if (path) {
-      throw make_error(name_or_path + " (" + option + ")",
-                       std::string("cannot read the hardware profile: ") + std::strerror(errno),
-                       "check the path (`cachebench calibrate --out` writes one)");
-    }
-    builtin_profile(name_or_path, option);  // throws the list of names
+  if (std::filesystem::exists(st) && !std::filesystem::is_regular_file(st)) {
+    throw make_error(name_or_path,
+                     "is not a regular file (a FIFO, device or socket) (" + option + ")",
+                     "name a hardware profile file (`cachebench calibrate --out` writes one)");
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
+  // A path (a slash or a .json name) is a file that could not be read, not a misspelt name.
+  const bool path =
+      name_or_path.find('/') != std::string::npos ||
+      (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
+  if (!std::filesystem::exists(st) && !path) builtin_profile(name_or_path, option);  // the names
+  const MappedFile file(name_or_path);  // names the file and why it cannot be read
+  if (file.size() > kMaxProfileBytes) {
+    throw make_error(name_or_path,
+                     "is " + std::to_string(file.size()) + " bytes, too large for a hardware " +
+                         "profile (" + option + "; at most 1 MiB, and a profile is a few KB)",
+                     "name a hardware profile file (`cachebench calibrate --out` writes one)");
+  }
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
   // A profile is a flat object and its sources.
-  check_json_depth(ss.str(), 8, name_or_path, "a hardware profile is a flat JSON object");
-  nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (j.is_discarded()) {
-    throw make_error(name_or_path, "not valid JSON", "a hardware profile is a JSON object");
+  check_json_depth(text, 8, name_or_path, "a hardware profile is a flat JSON object");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    throw make_error(name_or_path, "not valid JSON (" + json_error_reason(e) + ")",
+                     "a hardware profile is one JSON object (`cachebench calibrate "
+                     "--print-profile a100-80gb` prints one)");
+  }
+  // nlohmann keeps the last of a key given twice: which value the file means is unclear.
+  DuplicateJsonKey twice;
+  if (find_duplicate_json_key(text, 8, &twice)) {
+    throw make_error(name_or_path,
+                     "gives the field '" + twice.key + "' twice" +
+                         (twice.in.empty() ? "" : " in '" + twice.in + "'") +
+                         " (which value is meant is unclear)",
+                     "keep one of them");
   }
   return HardwareProfile::from_json(j, name_or_path);
 }

@@ -18,6 +18,12 @@ inline constexpr const char* kNotMeasured = "not measured";
 /// The highest compute rate a profile may give, TFLOP/s per accelerator (~100x an H100's 989).
 inline constexpr double kMaxProfileTflops = 1e5;
 
+/// The most accelerators a profile's "gpus" (and replay's and ablate's --gpus) may give. A
+/// tensor-parallel group gives each GPU whole attention heads, and no model has more than a few
+/// hundred (LLaMA-3-405B: 128), so any larger group is refused by the run anyway; 4096 is what
+/// --gpus always allowed, and the profile's former 65536 only let it be refused later.
+inline constexpr int kMaxGpus = 4096;
+
 struct HardwareProfile {
   std::string name;
   std::string description;

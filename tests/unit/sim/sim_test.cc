@@ -1,8 +1,12 @@
 // Sim mode's parts: hardware profiles (JSON, malformed input), the cost model against
 // datasheet arithmetic, link queueing, and the sizes-only store's placement.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,11 +61,11 @@ TEST(Profile, MalformedProfilesNameTheField) {
   EXPECT_NE(msg(c).find("ssd_read_gbps"), std::string::npos);
   nlohmann::json d = j;
   d["gpus"] = 0;
-  EXPECT_NE(msg(d).find("field 'gpus' is 0; it must be an integer from 1 to 65536"),
+  EXPECT_NE(msg(d).find("field 'gpus' is 0; it must be an integer from 1 to 4096"),
             std::string::npos)
       << msg(d);
   d["gpus"] = -2;  // the same range said for every value out of it
-  EXPECT_NE(msg(d).find("it must be an integer from 1 to 65536"), std::string::npos) << msg(d);
+  EXPECT_NE(msg(d).find("it must be an integer from 1 to 4096"), std::string::npos) << msg(d);
   EXPECT_NE(msg(nlohmann::json::array()).find("object"), std::string::npos);
   // Values that would not convert: a capacity past uint64_t, an integer past int.
   nlohmann::json e = j;
@@ -72,7 +76,17 @@ TEST(Profile, MalformedProfilesNameTheField) {
   EXPECT_NE(msg(f).find("kv_bytes_per_element"), std::string::npos);
   nlohmann::json g = j;
   g["gpus"] = 18446744073709551615ull;
-  EXPECT_NE(msg(g).find("gpus"), std::string::npos);
+  EXPECT_NE(msg(g).find("field 'gpus' is 18446744073709551615;"), std::string::npos) << msg(g);
+  // The value given, not one clamped for the check (4294967298 used to print as 2147483648);
+  // the range is replay's and ablate's --gpus (kMaxGpus).
+  g["gpus"] = 4294967298ull;
+  EXPECT_NE(msg(g).find("field 'gpus' is 4294967298; it must be an integer from 1 to 4096"),
+            std::string::npos)
+      << msg(g);
+  g["gpus"] = 4097;
+  EXPECT_NE(msg(g).find("field 'gpus' is 4097;"), std::string::npos) << msg(g);
+  g["gpus"] = 4096;
+  EXPECT_EQ(msg(g), "no error");
   nlohmann::json h = j;
   h["ssd_bytes"] = 4e18;  // 4 EB still converts
   nlohmann::json k = j;
@@ -97,6 +111,80 @@ TEST(Profile, MalformedProfilesNameTheField) {
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find(deep + ": nests JSON"), std::string::npos) << err.what();
   }
+}
+
+// docs/sim.md: every field of a built-in profile has its source (gpus and
+// kv_bytes_per_element had none).
+TEST(Profile, EveryFieldOfABuiltinHasItsSource) {
+  for (const std::string& n : builtin_profile_names()) {
+    const HardwareProfile p = builtin_profile(n);
+    const nlohmann::json j = p.to_json();
+    for (const auto& [k, v] : j.items()) {
+      if (k == "name" || k == "description" || k == "sources") continue;
+      EXPECT_TRUE(p.sources.count(k) == 1 && !p.sources.at(k).empty()) << n << ": " << k;
+    }
+  }
+}
+
+std::string load_error(const std::string& path) {
+  try {
+    load_profile(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// A FIFO, opened, blocks until a writer comes, and /dev/zero reads until memory runs out: both
+// are refused by what they are, naming them. The alarm makes a hang fail (SIGALRM ends the
+// test binary) rather than block the suite.
+TEST(Profile, AFileThatIsNotRegularIsRefusedWithoutReadingIt) {
+  const std::string fifo = test::tmp_dir() + "/profile_fifo.json";
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  ::alarm(20);
+  const std::string e = load_error(fifo);
+  const std::string z = load_error("/dev/zero");
+  ::alarm(0);
+  ::unlink(fifo.c_str());
+  EXPECT_NE(e.find(fifo + ": is not a regular file"), std::string::npos) << e;
+  EXPECT_NE(z.find("/dev/zero: is not a regular file"), std::string::npos) << z;
+}
+
+// A profile is a few KB: a file of megabytes is another file, refused before it is parsed.
+TEST(Profile, AFileFarLargerThanAProfileIsRefused) {
+  const std::string big =
+      test::write_tmp("big_profile.json", "{" + std::string(2 << 20, ' ') + "}");
+  const std::string e = load_error(big);
+  EXPECT_NE(e.find(big + ": is 2097154 bytes, too large for a hardware profile"), std::string::npos)
+      << e;
+}
+
+// Malformed JSON is said with nlohmann's position and reason, as the trace loader says it.
+TEST(Profile, InvalidJsonSaysWhereAndWhy) {
+  const std::string bad = test::write_tmp("bad_profile.json", "{\"gemm_tflops\": 1,,}");
+  const std::string e = load_error(bad);
+  EXPECT_NE(e.find(bad + ": not valid JSON (parse error at line 1, column "), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("unexpected ','"), std::string::npos) << e;
+}
+
+// nlohmann keeps the last of a key given twice: a profile saying gemm_tflops 218.4 and then
+// 0.001 ran with 0.001. Refused naming the file and the key, in sources too.
+TEST(Profile, AFieldGivenTwiceIsRefusedNamingIt) {
+  const std::string text = builtin_profile("a100-80gb").to_json().dump();
+  const std::string twice =
+      test::write_tmp("twice_profile.json", "{\"gemm_tflops\": 0.001, " + text.substr(1));
+  EXPECT_NE(load_error(twice).find(twice + ": gives the field 'gemm_tflops' twice"),
+            std::string::npos)
+      << load_error(twice);
+  const size_t src = text.find("\"sources\":{") + 11;
+  const std::string in_sources = test::write_tmp(
+      "twice_source.json", text.substr(0, src) + "\"hbm_gbps\":\"x\"," + text.substr(src));
+  EXPECT_NE(load_error(in_sources).find("gives the field 'hbm_gbps' twice in 'sources'"),
+            std::string::npos)
+      << load_error(in_sources);
+  EXPECT_EQ(load_error(test::write_tmp("once_profile.json", text)), "no error");
 }
 
 TEST(CostModel, DecodeAtBatchOneIsBoundByReadingTheWeights) {
