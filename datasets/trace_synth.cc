@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 
@@ -70,6 +71,16 @@ int64_t draw_length(Sampler& r, double median, double scale, double sigma, int64
   return std::clamp<int64_t>(std::llround(std::min(v, static_cast<double>(max))), 1, max);
 }
 
+// The fewest digits that read back as `v`: 6 would print the bounds of a fraction of
+// 0.9999999999 as "[1, 1)", hiding that the range is not empty.
+std::string round_trip(double v) {
+  for (int digits = 6; digits < 17; ++digits) {
+    const std::string s = format_g(v, digits);
+    if (std::strtod(s.c_str(), nullptr) == v) return s;
+  }
+  return format_g(v, 17);
+}
+
 // Named as `trace synth`'s options, the only way users set these.
 void check(bool ok, const std::string& option, const std::string& what, const std::string& fix) {
   if (!ok) throw make_usage_error("trace synth " + option, what, fix);
@@ -80,17 +91,21 @@ void validate(const SynthOptions& o) {
   check(o.max_turns >= 2 && o.max_turns <= 100000, "--max-turns", "must be in 2..100000", "");
   check(o.single_turn_fraction >= 0 && o.single_turn_fraction < 1, "--single-turn-fraction",
         "must be in [0, 1)", "");
+  // Multi-turn conversations take 2 + a geometric number of turns, capped at --max-turns: their
+  // mean is exactly 2 at p = 1 (so the least overall mean, lo, is reached), and approaches the
+  // cap only as p -> 0 (so hi is not), but with --max-turns 2, where every one has 2 and lo == hi.
   const double lo = 2.0 - o.single_turn_fraction;
   const double hi =
       o.single_turn_fraction + (1.0 - o.single_turn_fraction) * static_cast<double>(o.max_turns);
   const std::string mean_fix =
-      hi > lo ? "choose a mean in [" + format_g(lo) + ", " + format_g(hi) + ")"
-              : "raise --max-turns: with 2, every multi-turn conversation has exactly 2 turns, "
-                "which leaves the mean no room";
-  const bool mean_ok = o.mean_turns >= lo && o.mean_turns < hi;
+      hi > lo ? "choose a mean in [" + round_trip(lo) + ", " + round_trip(hi) + ")"
+              : "with --max-turns 2 every multi-turn conversation has exactly 2 turns, so the "
+                "mean is " +
+                    round_trip(lo) + "; raise --max-turns for another";
+  const bool mean_ok = o.mean_turns == lo || (o.mean_turns > lo && o.mean_turns < hi);
   check(mean_ok, "--mean-turns",
-        format_g(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
-            format_g(o.single_turn_fraction) + " and at most " + std::to_string(o.max_turns) +
+        round_trip(o.mean_turns) + " cannot be reached with a single-turn fraction of " +
+            round_trip(o.single_turn_fraction) + " and at most " + std::to_string(o.max_turns) +
             " turns",
         mean_fix);
   check(o.input_median > 0 && std::isfinite(o.input_median), "--input-median",

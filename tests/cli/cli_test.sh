@@ -564,6 +564,13 @@ expect_usage_error option_twice --ctx "given 2 times; it takes one value, so giv
 expect_usage_error option_misspelt "not expected" "--modle preset:tiny-llama (a misspelt option? see --help)" \
   "$CB" perplexity --modle preset:tiny-llama -f "$TMP/none.txt"
 # Whole numbers are decimal: CLI11 alone would read 010 as octal 8 and 0x10 as hex.
+# The least mean turns, every multi-turn conversation two turns long, is reached with
+# --max-turns 2 (it was refused); a range is printed with the digits that tell its ends apart.
+expect_ok synth_max_turns_2 "$CB" trace synth -n 5 --out "$TMP/synth_mt2.json" --mean-turns 2 \
+  --single-turn-fraction 0 --max-turns 2
+expect_usage_error synth_mean_digits --mean-turns \
+  "5.75 cannot be reached with a single-turn fraction of 0.9999999999 and at most 100 turns; choose a mean in [1.0000000001, 1.00000000990" \
+  "$CB" trace synth -n 5 --out "$TMP/synth_digits.json" --single-turn-fraction 0.9999999999
 expect_usage_error synth_sessions_octal --sessions "'010' starts with 0, which would read as octal" \
   "$CB" trace synth --sessions 010 --out "$TMP/octal.json"
 expect_usage_error synth_sessions_hex --sessions "'0x10' is not a whole number" \

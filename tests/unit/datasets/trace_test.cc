@@ -480,6 +480,47 @@ TEST(Synth, RejectsBadOptions) {
   for (const TraceSession& s : synth_trace(o).sessions) EXPECT_LE(s.turns.size(), 2u);
 }
 
+std::string synth_error(const SynthOptions& o) {
+  try {
+    synth_trace(o);
+  } catch (const cb::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// The least mean, every multi-turn conversation two turns long, is reached exactly: with
+// --max-turns 2 it is the only one (it was refused, "raise --max-turns").
+TEST(Synth, TheLeastMeanIsReachedWithMaxTurnsTwo) {
+  SynthOptions o;
+  o.sessions = 50;
+  o.max_turns = 2;
+  o.single_turn_fraction = 0;
+  o.mean_turns = 2;
+  for (const TraceSession& s : synth_trace(o).sessions) EXPECT_EQ(s.turns.size(), 2u);
+  o.single_turn_fraction = 0.5;
+  o.mean_turns = 1.5;
+  EXPECT_EQ(synth_error(o), "no error");
+  o.mean_turns = 1.75;
+  const std::string e = synth_error(o);
+  EXPECT_NE(e.find("with --max-turns 2 every multi-turn conversation has exactly 2 turns, so the "
+                   "mean is 1.5"),
+            std::string::npos)
+      << e;
+}
+
+// The bounds of the mean are printed with the digits that tell them apart: a fraction of
+// 0.9999999999 printed them as "[1, 1)".
+TEST(Synth, TheMeansRangeIsPrintedWithEnoughDigits) {
+  SynthOptions o;
+  o.single_turn_fraction = 0.9999999999;
+  o.max_turns = 10;
+  o.mean_turns = 5;
+  const std::string e = synth_error(o);
+  EXPECT_NE(e.find("a single-turn fraction of 0.9999999999 "), std::string::npos) << e;
+  EXPECT_NE(e.find("choose a mean in [1.0000000001, 1.0000000009)"), std::string::npos) << e;
+}
+
 TEST(TraceStats, HandCounted) {
   Trace t;
   t.sessions.resize(3);
