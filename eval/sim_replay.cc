@@ -171,12 +171,14 @@ ReplayRun run_sim_replay(const model::ModelConfig& mc,
   }
   sim::SimEngine eng(cost, st.get(), ec, mc.max_context);
   run.result = eng.run(sessions, progress);
-  run.result.totals.gpus = opts.gpus > 1 ? opts.gpus : p.gpus;
+  // The GPUs the cost model split the work over are the ones charged (not opts.gpus: a
+  // --gpus of the CLI is the profile's by now, and charging others would price another run).
+  run.result.totals.gpus = p.gpus;
   metrics::Prices prices = opts.prices;
   run.summary = metrics::summarize(run.result.records, run.result.totals, prices);
   run.summary["mode"] = engine::mode_name(mode);
   run.summary["execution"] = "sim";
-  run.summary["profile"] = p.name;
+  run.summary["profile"] = p.label();  // the file, and its "name" where that differs
   run.summary["kv_blocks"] = eng.kv_blocks();
   run.summary["clipped_turns"] = run.result.clipped_turns;
   run.summary["save_failures"] = run.result.save_failures;

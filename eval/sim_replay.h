@@ -1,7 +1,8 @@
 #pragma once
 /// The replay driver in sim mode: the same trace sessions, store options and summary as
 /// run_replay, on a hardware profile's cost model and links (lib/sim) instead of a model
-/// and a real store. Every summary carries "execution": "sim" and the profile's name.
+/// and a real store. Every summary carries "execution": "sim" and the profile's label (its file,
+/// and its "name" where that differs: HardwareProfile::label).
 
 #include <string>
 #include <vector>
@@ -26,7 +27,8 @@ std::vector<engine::SessionInput> sim_sessions(const datasets::Trace& trace,
 int64_t sim_kv_blocks(const model::ModelConfig& mc, const sim::HardwareProfile& p, int block_size,
                       uint64_t store_hbm_bytes);
 
-/// Runs `sessions` in `mode` in sim mode.
+/// Runs `sessions` in `mode` in sim mode, on the profile's "gpus" (tensor parallel, and the
+/// GPUs charged: `opts.gpus` is not read; replay --gpus sets the profile's).
 ReplayRun run_sim_replay(const model::ModelConfig& mc,
                          const std::vector<engine::SessionInput>& sessions, engine::Mode mode,
                          const ReplayOptions& opts, const SimOptions& sim,

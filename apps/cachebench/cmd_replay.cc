@@ -136,7 +136,10 @@ int run_replay_cmd(ReplayArgs& a, CLI::App& sub) {
   o.store.hbm_bytes = store::parse_size(a.hbm, "--hbm");
   sim::HardwareProfile prof;
   if (a.sim) prof = sim::load_profile(a.profile);
-  if (a.sim && o.gpus > 1) prof.gpus = o.gpus;  // tensor parallel over the GPUs charged
+  // An explicit --gpus wins over the profile's "gpus" (1 included), and the config records
+  // what ran: tensor parallel over the GPUs charged.
+  if (a.sim && was_given(sub, "--gpus")) prof.gpus = o.gpus;
+  if (a.sim) o.gpus = prof.gpus;
   o.store.dram_bytes = a.dram != "auto"               ? store::parse_size(a.dram, "--dram")
                        : a.sim && prof.dram_bytes > 0 ? static_cast<uint64_t>(prof.dram_bytes)
                                                       : (1ull << 30);
@@ -256,13 +259,25 @@ int run_replay_cmd(ReplayArgs& a, CLI::App& sub) {
     std::pair<const char*, uint64_t> largest{"--dram", o.store.dram_bytes};
     if (o.store.hbm_bytes > largest.second) largest = {"--hbm", o.store.hbm_bytes};
     if (o.store.ssd_bytes > largest.second) largest = {"--ssd", o.store.ssd_bytes};
+    const std::string holds_none = ", the largest tier, holds no entry of " + mc.name +
+                                   ": even one token's takes " + store::format_size(least) + " (" +
+                                   std::to_string(mc.n_layers) + " layers x K,V in chunks of " +
+                                   store::format_size(o.store.chunk_bytes) + ")";
+    // --dram auto took the profile's dram_bytes: the file is at fault (exit 1), not an option
+    // the user never gave.
+    if (largest.second < least && largest.first == std::string("--dram") && a.dram == "auto" &&
+        a.sim && prof.dram_bytes > 0) {
+      throw make_error(prof.loaded_from + " (--profile)",
+                       "its dram_bytes " + format_g(prof.dram_bytes) + " (" +
+                           store::format_size(largest.second) + "), the DRAM tier of --dram auto" +
+                           holds_none,
+                       "give the profile a dram_bytes of at least " + std::to_string(least) +
+                           ", or pass --dram SIZE (at least " + store::format_size(least) +
+                           "), or a smaller --chunk-size");
+    }
     if (largest.second < least) {
       throw make_error(
-          largest.first,
-          store::format_size(largest.second) + ", the largest tier, holds no entry of " + mc.name +
-              ": even one token's takes " + store::format_size(least) + " (" +
-              std::to_string(mc.n_layers) + " layers x K,V in chunks of " +
-              store::format_size(o.store.chunk_bytes) + ")",
+          largest.first, store::format_size(largest.second) + holds_none,
           "give at least " + store::format_size(least) + ", or a smaller --chunk-size");
     }
   }
@@ -285,7 +300,9 @@ int run_replay_cmd(ReplayArgs& a, CLI::App& sub) {
   const auto sessions =
       a.sim ? eval::sim_sessions(trace, o.max_output_tokens)
             : eval::trace_sessions(trace, mc.vocab_size, o.seed, o.max_output_tokens);
-  const std::string where = a.sim ? "sim, profile " + prof.name : backend_label(a.m);
+  // The file first: a profile's "name" is what the file says of itself (a file of A100
+  // figures may be named "h100-80gb").
+  const std::string where = a.sim ? "sim, profile " + prof.label() : backend_label(a.m);
   if (!a.quiet) {
     std::fprintf(stderr, "cachebench: replaying %s, %s of %s on %s (%s)\n",
                  count_of(static_cast<long long>(sessions.size()), "session").c_str(),
@@ -423,7 +440,12 @@ int run_replay_cmd(ReplayArgs& a, CLI::App& sub) {
     j["git"] = git_revision();
     j["execution"] = a.sim ? "sim" : "real";
     j["backend"] = a.sim ? "sim" : backend_label(a.m);
-    if (a.sim) j["profile"] = prof.to_json();
+    if (a.sim) {
+      j["profile"] = prof.to_json();
+      // Beside the profile (whose "name" is the file's own): gate compares "profile" whole, and
+      // the same figures under another path are the same profile.
+      j["profile_file"] = prof.loaded_from;
+    }
     // "shape": what gate compares beside the name (two checkpoints both named "llama" differ).
     j["model"] = {
         {"name", mc.name},
@@ -621,7 +643,7 @@ void add(CLI::App& app, const char* name, const char* help) {
       ->check(in_range(0, 1e6));
   sub->add_option("--gpus", a->o.gpus, "accelerators charged (sim: also tensor parallel over them)")
       ->capture_default_str()
-      ->check(in_range(1, 4096));
+      ->check(in_range(1, sim::kMaxGpus));
   sub->add_option("--out", a->out, "write the summary JSON here")->check(output_file());
   sub->add_option("--csv", a->csv,
                   "write per-turn records here (CSV); with --compare, one file per mode: "

@@ -916,6 +916,68 @@ expect_error profile_overhead_huge "$TMP/prof_huge.json: field 'step_overhead_s'
 prof_with hbm_bytes 3e10 "$TMP/prof_hbm.json"
 expect_error profile_hbm_short "--profile $TMP/prof_hbm.json" "fewer than the 129 one full window" \
   "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --profile "$TMP/prof_hbm.json"
+# A profile that is a FIFO (which blocked the open) or a device (/dev/zero read until memory
+# ran out) is refused by what it is; the timeout makes a hang fail rather than block.
+rm -f "$TMP/prof_fifo"
+mkfifo "$TMP/prof_fifo"
+expect_error profile_fifo "$TMP/prof_fifo" "is not a regular file" \
+  timeout -k 5 20 "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet \
+  --profile "$TMP/prof_fifo"
+expect_error print_profile_fifo "$TMP/prof_fifo" "is not a regular file" \
+  timeout -k 5 20 "$CB" calibrate --print-profile "$TMP/prof_fifo"
+expect_error print_profile_zero /dev/zero "is not a regular file" \
+  timeout -k 5 20 "$CB" calibrate --print-profile /dev/zero
+rm -f "$TMP/prof_fifo"
+# Malformed JSON says where and why; a field given twice (nlohmann kept the last, silently) is
+# refused naming it.
+printf '{"gemm_tflops": 1,,}' >"$TMP/prof_bad.json"
+expect_error profile_bad_json "$TMP/prof_bad.json" "not valid JSON (parse error at line 1, column" \
+  "$CB" calibrate --print-profile "$TMP/prof_bad.json"
+sed 's/^{/{"gemm_tflops": 0.001, /' "$TMP/prof.json" >"$TMP/prof_twice.json"
+expect_error profile_twice "$TMP/prof_twice.json" "gives the field 'gemm_tflops' twice" \
+  "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --profile "$TMP/prof_twice.json"
+# The value given is printed, not one clamped for the check, and the range is --gpus's.
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['gpus']=4294967298; \
+json.dump(d, open(sys.argv[2], 'w'))" "$TMP/prof.json" "$TMP/prof_gpus_huge.json"
+expect_error profile_gpus_huge "$TMP/prof_gpus_huge.json" \
+  "field 'gpus' is 4294967298; it must be an integer from 1 to 4096" \
+  "$CB" calibrate --print-profile "$TMP/prof_gpus_huge.json"
+# An explicit --gpus wins over the profile's "gpus", 1 included, and the result records what
+# ran (a profile of 2 GPUs with --gpus 1 ran on 2 and recorded config.gpus 1).
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['gpus']=2; \
+json.dump(d, open(sys.argv[2], 'w'))" "$TMP/prof.json" "$TMP/prof_g2.json"
+for g in 1 2 4 given; do
+  if [ $g = given ]; then gpus=(); want=2; else gpus=(--gpus $g); want=$g; fi
+  "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --profile "$TMP/prof_g2.json" \
+    "${gpus[@]}" --out "$TMP/g2_$g.json" >/dev/null 2>"$TMP/err" || bad "profile gpus 2, --gpus $g: $(cat "$TMP/err")"
+  if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); w=int(sys.argv[2]); \
+sys.exit(0 if j['config']['gpus'] == w and j['profile']['gpus'] == w and j['summary']['gpus'] == w else 1)" \
+    "$TMP/g2_$g.json" $want; then ok; else bad "profile gpus 2, --gpus $g: not $want GPUs throughout"; fi
+done
+# --gpus 1 and the profile's 2 ran different replays: the two GPUs' run is faster.
+if python3 -c "import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); \
+sys.exit(0 if a['summary']['gpu_time_s'] > b['summary']['gpu_time_s'] else 1)" "$TMP/g2_1.json" \
+  "$TMP/g2_given.json"; then ok; else bad "--gpus 1 over a profile of 2 GPUs ran on 2"; fi
+# A profile's dram_bytes too small for one entry, with --dram auto, is the file's fault (exit 1),
+# not --dram's, which was not given.
+prof_with dram_bytes 1e6 "$TMP/prof_d1m.json"
+"$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --profile "$TMP/prof_d1m.json" \
+  >/dev/null 2>"$TMP/err"
+rc=$?
+if [ $rc -eq 1 ] && grep -qF "$TMP/prof_d1m.json (--profile): its dram_bytes 1e+06 (977 KiB)" "$TMP/err" \
+  && grep -qF "give the profile a dram_bytes of at least 83886080, or pass --dram SIZE" "$TMP/err" \
+  && ! grep -qF "error: --dram" "$TMP/err"; then ok
+else bad "profile dram_bytes too small: rc=$rc $(cat "$TMP/err")"; fi
+# A file is labelled by its path, beside the name it gives itself (a file of A100 figures named
+# "h100-80gb" was printed as the built-in); the result records both.
+python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['name']='h100-80gb'; \
+json.dump(d, open(sys.argv[2], 'w'))" "$TMP/prof.json" "$TMP/prof_named.json"
+expect_out profile_label "(sim, profile $TMP/prof_named.json (profile 'h100-80gb'))" \
+  "$CB" replay "$TMP/synth3.json" -m preset:llama-13b --sim --quiet --profile "$TMP/prof_named.json" \
+  --out "$TMP/named.json"
+if python3 -c "import json,sys; j=json.load(open(sys.argv[1])); \
+sys.exit(0 if j['profile_file'] == sys.argv[2] and j['profile']['name'] == 'h100-80gb' else 1)" \
+  "$TMP/named.json" "$TMP/prof_named.json"; then ok; else bad "replay JSON lacks the profile's file"; fi
 # calibrate without --ssd-dir says the SSD was not measured; sim refuses an SSD tier on its
 # placeholder rates.
 expect_out calibrate_no_ssd "SSD not measured" \

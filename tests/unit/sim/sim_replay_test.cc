@@ -265,6 +265,22 @@ TEST(SimReplay, KvPoolIsWhatFitsBesideTheWeights) {
             static_cast<int64_t>((0.9 * p.hbm_bytes * 2 - falcon_weights) / block));
 }
 
+// The GPUs the cost model splits the work over are the GPUs charged: a summary recorded (and
+// priced) opts.gpus when it was above 1, though the profile's ran (replay --gpus sets those).
+TEST(SimReplay, TheProfilesGpusAreTheOnesCharged) {
+  const model::ModelConfig mc = model::preset_config("llama-13b");
+  const auto sessions = conversations(2, 0, {{200, 4}});
+  eval::ReplayOptions o;
+  o.store.dram_bytes = 10'000'000'000;
+  for (const int charged : {1, 4}) {
+    o.gpus = charged;
+    const eval::ReplayRun r = eval::run_sim_replay(mc, sessions, engine::Mode::CA, o, two_a100s());
+    EXPECT_EQ(r.result.totals.gpus, 2) << charged;
+    EXPECT_EQ(r.summary["gpus"], 2) << charged;
+    EXPECT_EQ(r.summary["profile"], "a100-80gb") << charged;
+  }
+}
+
 // --warmup-turns leaves out the same turns in every mode (CA finishes turns sooner than RE, so
 // the first N requests released would be different turns), and each turn's think time is its
 // own: the measured turns arrive with the same think times in CA and RE.
