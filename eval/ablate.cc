@@ -107,9 +107,7 @@ class Runner {
     // rates of the eviction and capacity studies measure the SSD's write queue too.
     o.store.drop_slow_demotions = false;
     // Real mode: the study sizes the tier to its trace (fit_dram).
-    o.store.dram_bytes = !a_.sim                     ? (256ull << 20)
-                         : a_.profile.dram_bytes > 0 ? static_cast<uint64_t>(a_.profile.dram_bytes)
-                                                     : 128000000000ull;
+    o.store.dram_bytes = a_.sim ? ablation_sim_dram_bytes(a_.profile) : (256ull << 20);
     return o;
   }
 
@@ -393,7 +391,7 @@ void truncation(Runner& run, AblateResult* r) {
                 {"ttft_mean_ms", "TTFT mean (ms)", 1, false}};
   const datasets::Trace& t = need_trace(a);
   ReplayOptions o = run.base();
-  if (a.sim) o.store.ssd_bytes = 10000000000000ull;
+  if (a.sim) o.store.ssd_bytes = ablation_sim_ssd_bytes(a.profile);
   run.fit_dram(t, &o);
   if (!a.sim) r->config["dram_bytes"] = o.store.dram_bytes;
   double x = 0;
@@ -468,8 +466,9 @@ void medium(Runner& run, AblateResult* r) {
     uint64_t dram, ssd;
   };
   double x = 0;
+  const uint64_t ssd = ablation_sim_ssd_bytes(a.profile);
   for (const M& m : {M{"HBM 10GB", 0, 0}, M{"HBM + DRAM", b.store.dram_bytes, 0},
-                     M{"HBM + DRAM + SSD", b.store.dram_bytes, 10000000000000ull}}) {
+                     M{"HBM + DRAM + SSD", b.store.dram_bytes, ssd}}) {
     ReplayOptions o = b;
     o.store.hbm_bytes = 10000000000ull;
     o.store.dram_bytes = m.dram;
@@ -481,6 +480,7 @@ void medium(Runner& run, AblateResult* r) {
 
 // Figure 25: 0.5 to 2.0 new sessions per second, CA vs RE.
 void arrival_rate(Runner& run, AblateResult* r) {
+  const AblateOptions& a = run.opts();
   r->title = "Arrival rate: 0.5-2.0 sessions per second";
   r->figure = "Figure 25";
   r->x_title = "sessions per second";
@@ -488,11 +488,11 @@ void arrival_rate(Runner& run, AblateResult* r) {
                 {"ttft_mean_ms", "TTFT mean (ms)", 0, true},
                 {"prefill_throughput", "prefill throughput (tok/s)", 0, true},
                 {"gpu_time_s", "GPU time (s)", 0, true}};
-  const datasets::Trace& t = need_trace(run.opts());
+  const datasets::Trace& t = need_trace(a);
   for (double rate : kArrivalRates) {
     ReplayOptions o = run.base();
     o.engine.sched.rate = rate;
-    o.store.ssd_bytes = 10000000000000ull;
+    o.store.ssd_bytes = ablation_sim_ssd_bytes(a.profile);
     char label[16];
     std::snprintf(label, sizeof label, "%.1f", rate);
     for (engine::Mode m : {engine::Mode::CA, engine::Mode::RE}) {
@@ -504,6 +504,43 @@ void arrival_rate(Runner& run, AblateResult* r) {
 }
 
 }  // namespace
+
+// The paper's host (CachedAttention, ATC'24, section 5.1), for a profile that gives no size.
+constexpr uint64_t kPaperDramBytes = 128000000000ull;
+constexpr uint64_t kPaperSsdBytes = 10000000000000ull;
+
+uint64_t ablation_sim_dram_bytes(const sim::HardwareProfile& p) {
+  return p.dram_bytes > 0 ? static_cast<uint64_t>(p.dram_bytes) : kPaperDramBytes;
+}
+
+uint64_t ablation_sim_ssd_bytes(const sim::HardwareProfile& p) {
+  return p.ssd_bytes > 0 ? static_cast<uint64_t>(p.ssd_bytes) : kPaperSsdBytes;
+}
+
+bool ablation_uses_profile_ssd(const std::string& study) {
+  return study == "truncation" || study == "medium" || study == "arrival-rate";
+}
+
+std::vector<std::string> ablation_profile_notes(const sim::HardwareProfile& p,
+                                                const std::string& study) {
+  // The same words for every study, so that a CLI running several says each once.
+  std::vector<std::string> notes;
+  const auto none = [&](const char* what, const char* field) {
+    return "the profile " + p.label() + " gives no " + what + " size (" + field +
+           " 0, as calibrate writes), so ";
+  };
+  if (!(p.dram_bytes > 0)) {
+    notes.push_back(none("DRAM", "dram_bytes") + "the studies use the paper's " +
+                    fmt_bytes(static_cast<double>(kPaperDramBytes)) + " of DRAM");
+  }
+  if (!(p.ssd_bytes > 0) && ablation_uses_profile_ssd(study)) {
+    notes.push_back(none("SSD", "ssd_bytes") +
+                    "truncation, medium and arrival-rate use the paper's " +
+                    fmt_bytes(static_cast<double>(kPaperSsdBytes)) +
+                    " of SSD (eviction and capacity size their own)");
+  }
+  return notes;
+}
 
 const std::vector<std::string>& ablation_studies() {
   static const std::vector<std::string> s = {"recompute-vs-ca", "preload",     "async-save",
@@ -563,7 +600,18 @@ AblateResult run_ablation(const AblateOptions& a) {
   }
   r.config["execution"] = a.sim ? "sim" : "real";
   r.config["model"] = a.config.name;
-  if (a.sim) r.config["profile"] = a.profile.name;
+  if (a.sim) {
+    // The file, and its own "name" beside it: a file of A100 figures may be named "h100-80gb".
+    r.config["profile"] = a.profile.loaded_from;
+    r.config["profile_name"] = a.profile.name;
+    // The tiers the profile (or, where it gives none, the paper) sized; the micro studies
+    // set dram_bytes themselves (the same value in sim mode).
+    if (!r.config.contains("dram_bytes"))
+      r.config["dram_bytes"] = ablation_sim_dram_bytes(a.profile);
+    if (ablation_uses_profile_ssd(a.study))
+      r.config["ssd_bytes"] = ablation_sim_ssd_bytes(a.profile);
+    for (const std::string& n : ablation_profile_notes(a.profile, a.study)) r.notes.push_back(n);
+  }
   if (!a.sim) r.config["repetitions"] = a.reps;
   r.config["window_tokens"] = window(a);
   if (a.trace != nullptr && ablation_needs_trace(a.study)) {

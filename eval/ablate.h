@@ -116,6 +116,20 @@ std::string write_ablation_plot(const AblateResult& r, const std::string& dir);
 uint64_t ablation_dram_bytes(const std::vector<engine::SessionInput>& sessions, int64_t window,
                              int n_layers, uint64_t row_bytes, uint64_t chunk_bytes);
 
+/// Sim mode: the DRAM tier of every study, and the SSD tier of the studies that do not set
+/// their own (truncation, medium, arrival-rate: eviction's 2 TB / 10 TB grid and capacity's
+/// shares of CCpUT are the studies' own): the profile's dram_bytes and ssd_bytes, or the
+/// paper's 128 GB and 10 TB where the profile gives none (0, as calibrate writes).
+uint64_t ablation_sim_dram_bytes(const sim::HardwareProfile& p);
+uint64_t ablation_sim_ssd_bytes(const sim::HardwareProfile& p);
+/// Whether sim mode's `study` has the SSD tier of ablation_sim_ssd_bytes.
+bool ablation_uses_profile_ssd(const std::string& study);
+/// Sim mode: the notes saying that `study` took the paper's size for a tier the profile gives
+/// none of (empty when none did). run_ablation adds them to the study's notes; a CLI says them
+/// on stderr before the studies run.
+std::vector<std::string> ablation_profile_notes(const sim::HardwareProfile& p,
+                                                const std::string& study);
+
 /// Capacity a store needs to keep every conversation for `ttl` seconds after its last turn
 /// (the CCpUT of the paper's Figure 23): the peak over the run of the summed store bytes of
 /// the conversations whose last turn ended less than `ttl` ago, each at its size after that

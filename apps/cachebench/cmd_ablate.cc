@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -183,6 +184,16 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   if (o.sim) {
     o.profile = sim::load_profile(a.profile);
     if (a.gpus > 0) o.profile.gpus = a.gpus;
+    // A size the profile lacks (a calibrated one) taken from the paper, said once before the
+    // studies run, as replay says its --dram auto (also with --quiet: the results depend on it).
+    std::vector<std::string> said;
+    for (const auto& s : studies) {
+      for (const std::string& n : eval::ablation_profile_notes(o.profile, s)) {
+        if (std::find(said.begin(), said.end(), n) != said.end()) continue;
+        said.push_back(n);
+        std::fprintf(stderr, "ablate: note: %s\n", n.c_str());
+      }
+    }
   }
   // Trace studies: the given trace, or a synthetic one with ShareGPT's statistics.
   datasets::Trace trace;
@@ -255,7 +266,7 @@ void register_ablate(CLI::App& app) {
   sub->add_option("--profile", a->profile, "sim: a100-80gb, h100-80gb, h200 or a profile file")
       ->capture_default_str();
   sub->add_option("--gpus", a->gpus, "sim: tensor-parallel GPUs (0: the profile's)")
-      ->check(in_range(0, 4096));
+      ->check(in_range(0, sim::kMaxGpus));
   sub->add_option("--trace", a->trace,
                   "trace for the trace studies (default: a synthetic ShareGPT-like trace)");
   sub->add_option("--tokenizer", a->m.tokenizer,

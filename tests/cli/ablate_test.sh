@@ -118,6 +118,26 @@ if [ "$WHAT" = sim ]; then
   check "truncation: CA keeps more history than OF; RE none" "$O/truncation.json" \
     "r[0]['values']['hit'] >= r[1]['values']['hit'] and r[2]['values']['hit'] == 0 and r[0]['values']['gpu_time_s'] <= r[2]['values']['gpu_time_s']"
   svg truncation "$O"
+  # A profile that gives no DRAM or SSD size (calibrate writes 0) gets the paper's 128 GB and
+  # 10 TB, said on stderr (also with --quiet) and recorded; the file is recorded beside its
+  # name. A profile's own sizes are used (its ssd_bytes was ignored for a fixed 10 TB).
+  "$CB" calibrate --print-profile a100-80gb >"$TMP/a100.json"
+  for v in 0 1e9; do
+    python3 -c "import json,sys; d=json.load(open(sys.argv[1])); d['dram_bytes']=d['ssd_bytes']=float(sys.argv[2]); \
+json.dump(d, open(sys.argv[3], 'w'))" "$TMP/a100.json" $v "$TMP/prof_$v.json"
+    run "trunc_$v" truncation --sessions 300 --quiet --no-plot --profile "$TMP/prof_$v.json" \
+      --out "$TMP/trunc_$v"
+  done
+  for tier in "DRAM size (dram_bytes 0, as calibrate writes), so the studies use the paper's 128GB of DRAM" \
+    "SSD size (ssd_bytes 0, as calibrate writes), so truncation, medium and arrival-rate use the paper's 10TB of SSD"; do
+    if grep -qF "ablate: note: the profile $TMP/prof_0.json (profile 'a100-80gb') gives no $tier" "$TMP/trunc_0.err"
+    then ok; else bad "truncation on a profile of no sizes: no note of $tier: $(cat "$TMP/trunc_0.err")"; fi
+  done
+  if grep -qF "note:" "$TMP/trunc_1e9.err"; then bad "a profile with sizes noted: $(cat "$TMP/trunc_1e9.err")"; else ok; fi
+  check "truncation: the paper's sizes for a profile of none, recorded with the file" "$TMP/trunc_0/truncation.json" \
+    "j['config']['dram_bytes'] == 128e9 and j['config']['ssd_bytes'] == 10e12 and j['config']['profile'] == '$TMP/prof_0.json' and j['config']['profile_name'] == 'a100-80gb' and r == json.load(open('$O/truncation.json'))['rows']"
+  check "truncation: a profile's 1 GB of DRAM and SSD, recorded, hit less than 128 GB + 10 TB" "$TMP/trunc_1e9/truncation.json" \
+    "j['config']['dram_bytes'] == 1e9 and j['config']['ssd_bytes'] == 1e9 and r[0]['values']['hit'] < json.load(open('$O/truncation.json'))['rows'][0]['values']['hit']"
   run medium medium $T
   check "medium: each tier added never lowers the hit rate" "$O/medium.json" \
     "r[0]['values']['hit'] <= r[1]['values']['hit'] + 1e-9 <= r[2]['values']['hit'] + 2e-9 and r[3]['values']['hit'] == 0"

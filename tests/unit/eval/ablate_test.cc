@@ -1,11 +1,19 @@
-// Ablation studies: the real-mode DRAM tier sized to a study's sessions (ablation_dram_bytes).
+// Ablation studies: the real-mode DRAM tier sized to a study's sessions (ablation_dram_bytes);
+// sim mode's tiers from the profile.
 // The studies themselves run in tests/cli/ablate_test.sh (every CA turn of the real
 // recompute-vs-ca study a hit, which a tier too small for its entries would fail).
 #include "eval/ablate.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "datasets/trace_synth.h"
 #include "eval/replay.h"
+#include "lib/model/presets.h"
+#include "lib/sim/profile.h"
 
 namespace cb::eval {
 namespace {
@@ -136,6 +144,61 @@ TEST(AblationSteal, NotedOnlyWhenAPointsRepetitionLostOverFivePercent) {
   EXPECT_NE(note.find("2 of 4 points"), std::string::npos) << note;
   EXPECT_NE(note.find("up to 46%"), std::string::npos) << note;
   EXPECT_NE(note.find("cpu_steal_max"), std::string::npos) << note;
+}
+
+// A truncation study in sim mode on llama-13b: the profile's capacities, recorded.
+AblateResult truncation_on(const sim::HardwareProfile& p, const datasets::Trace& t) {
+  AblateOptions a;
+  a.study = "truncation";
+  a.config = model::preset_config("llama-13b");
+  a.profile = p;
+  a.trace = &t;
+  return run_ablation(a);
+}
+
+// The profile's ssd_bytes sizes the SSD of the studies that do not set their own (it was read,
+// validated and then ignored for a hard-coded 10 TB), and both tiers are in the config; a
+// profile that gives neither (calibrate writes 0) gets the paper's 128 GB and 10 TB, noted.
+TEST(AblationProfile, TheProfilesTiersSizeTheStudiesAndAreRecorded) {
+  datasets::SynthOptions so;
+  so.sessions = 40;
+  so.seed = 1;
+  const datasets::Trace t = datasets::synth_trace(so);
+  const sim::HardwareProfile a100 = sim::builtin_profile("a100-80gb");
+  const AblateResult paper = truncation_on(a100, t);
+  EXPECT_EQ(paper.config["dram_bytes"], 128000000000ull);
+  EXPECT_EQ(paper.config["ssd_bytes"], 10000000000000ull);
+  EXPECT_EQ(paper.config["profile"], "a100-80gb");
+  EXPECT_TRUE(ablation_profile_notes(a100, "truncation").empty());
+  sim::HardwareProfile small = a100;  // room for about one conversation's entry
+  small.loaded_from = "small.json";
+  small.dram_bytes = 1e9;
+  small.ssd_bytes = 1e9;
+  const AblateResult r = truncation_on(small, t);
+  EXPECT_EQ(r.config["ssd_bytes"], 1000000000ull);
+  EXPECT_EQ(r.config["dram_bytes"], 1000000000ull);
+  // The file and the name it gives itself.
+  EXPECT_EQ(r.config["profile"], "small.json");
+  EXPECT_EQ(r.config["profile_name"], "a100-80gb");
+  EXPECT_LT(r.rows[0].values["hit"].get<double>(), paper.rows[0].values["hit"].get<double>());
+  sim::HardwareProfile calibrated = a100;
+  calibrated.loaded_from = "cal.json";
+  calibrated.dram_bytes = 0;
+  calibrated.ssd_bytes = 0;
+  const AblateResult c = truncation_on(calibrated, t);
+  EXPECT_EQ(c.config["dram_bytes"], 128000000000ull);
+  EXPECT_EQ(c.config["ssd_bytes"], 10000000000000ull);
+  EXPECT_EQ(c.rows[0].values["hit"], paper.rows[0].values["hit"]);
+  const std::vector<std::string> notes = ablation_profile_notes(calibrated, "truncation");
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find("gives no DRAM size (dram_bytes 0"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("the paper's 128GB of DRAM"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find("the paper's 10TB of SSD"), std::string::npos) << notes[1];
+  for (const std::string& n : notes) {
+    EXPECT_NE(std::find(c.notes.begin(), c.notes.end(), n), c.notes.end()) << n;
+  }
+  // eviction's SSD grid is its own: only the DRAM note.
+  EXPECT_EQ(ablation_profile_notes(calibrated, "eviction").size(), 1u);
 }
 
 }  // namespace
