@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "lib/core/error.h"
+#include "lib/core/format.h"
 #include "lib/core/json_depth.h"
 #include "lib/core/regular_file.h"
 
@@ -155,7 +156,8 @@ ModelConfig config_from_hf(const std::string& path) {
   const Fields f(j, path);
   const std::string archs = architecture_of(j, path);
   ModelConfig c;
-  c.name = f.get_string("_name_or_path", archs);
+  // Shown and written to results: control characters (an escape sequence) as \xNN.
+  c.name = printable(f.get_string("_name_or_path", archs));
   c.weight_dtype = dtype_of(f);
   if (archs == "LlamaForCausalLM" || archs == "MistralForCausalLM") {
     c.arch = archs == "LlamaForCausalLM" ? Arch::Llama : Arch::Mistral;

@@ -121,6 +121,12 @@ TEST(ModelSourceTest, HfLlamaAndMistralDirectories) {
       cb::test::write_checkpoint("hf_llama_f32", llama_config("LlamaForCausalLM"),
                                  filled(cb::test::llama_hf_tensors(2, 32, 32, 16, 48, 40), "F32")));
   EXPECT_EQ(f32->config().weight_dtype, cb::DType::F32);
+
+  // The name is shown and written to results: an escape sequence in it comes out as \xNN.
+  json named = llama_config("LlamaForCausalLM");
+  named["_name_or_path"] = "org/\x1b[31mred";
+  auto n = ModelSource::open(cb::test::write_checkpoint("hf_llama_named", named, tensors));
+  EXPECT_EQ(n->config().name, "org/\\x1B[31mred");
 }
 
 TEST(ModelSourceTest, HfFalcon7bAnd40bStyles) {
