@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -171,8 +172,17 @@ std::vector<Named> given_values(CLI::App& cmd, bool outputs) {
 // `out`, existing or not, lies in a directory the command reads files from (mmlu's --data DIR
 // reads DIR/test/*.csv): results are written outside their data.
 void check_not_an_input(const Named& out, const std::vector<Named>& inputs) {
+  namespace fs = std::filesystem;
+  // The output as named (its directory resolved, its own name kept: a link in a checkpoint, as
+  // a Hugging Face cache's snapshot holds to its blobs, is in it) and as the file it resolves to.
+  std::vector<fs::path> out_forms;
   std::error_code ec;
-  const std::filesystem::path out_abs = std::filesystem::weakly_canonical(out.path, ec);
+  const fs::path named(out.path);
+  const fs::path out_dir =
+      fs::weakly_canonical(named.parent_path().empty() ? fs::path(".") : named.parent_path(), ec);
+  if (!ec && named.has_filename()) out_forms.push_back(out_dir / named.filename());
+  const fs::path resolved = fs::weakly_canonical(out.path, ec);
+  if (!ec) out_forms.push_back(resolved);
   struct stat so {};
   const bool exists = ::stat(out.path.c_str(), &so) == 0;
   for (const Named& in : inputs) {
@@ -184,17 +194,23 @@ void check_not_an_input(const Named& out, const std::vector<Named>& inputs) {
                            "); the run would overwrite its input",
                        "write the result to another file");
     }
-    if (!in.input_dir || out_abs.empty()) continue;
-    // A checkpoint's weights file: the loader reads the files beside it (its config.json).
-    const bool weights_file =
-        S_ISREG(si.st_mode) && std::filesystem::path(in.path).extension() == ".safetensors";
+    if (!in.input_dir) continue;
+    // A checkpoint's weights file: the loader reads the files beside it (its config.json), in
+    // the directory that holds the name given (a link's target may lie elsewhere).
+    const fs::path in_path(in.path);
+    const bool weights_file = S_ISREG(si.st_mode) && in_path.extension() == ".safetensors";
     if (!S_ISDIR(si.st_mode) && !weights_file) continue;
     std::error_code dec;
-    const std::filesystem::path dir = std::filesystem::canonical(in.path, dec);
+    const fs::path read_dir = fs::canonical(!weights_file                   ? in_path
+                                            : in_path.parent_path().empty() ? fs::path(".")
+                                                                            : in_path.parent_path(),
+                                            dec);
     if (dec) continue;
-    const std::filesystem::path read_dir = weights_file ? dir.parent_path() : dir;
-    const auto rel = out_abs.lexically_relative(read_dir);
-    if (!rel.empty() && *rel.begin() != "..") {
+    const auto inside = [&](const fs::path& p) {
+      const auto rel = p.lexically_relative(read_dir);
+      return !rel.empty() && *rel.begin() != "..";
+    };
+    if (std::any_of(out_forms.begin(), out_forms.end(), inside)) {
       const std::string where = weights_file ? read_dir.string() : in.path;
       throw make_error(
           out.label + " " + out.path,

@@ -775,7 +775,16 @@ expect_error out_in_checkpoint "--dump-logits $O/ckpt/model.safetensors" \
 expect_error out_beside_weights "--out $O/ckpt/config.json" \
   "is in the directory of the checkpoint file given to --model" \
   "$CB" generate -m "$O/ckpt/model.safetensors" --prompt Once -n 2 --out "$O/ckpt/config.json"
-if [ "$(cat "$O/ckpt/config.json")" = '{}' ] && [ "$(cat "$O/ckpt/model.safetensors")" = weights ]; then ok
+# A Hugging Face cache's snapshot links its files to blobs elsewhere: the link, inside the
+# checkpoint, is one of its files, and so is the config.json beside a linked weights file.
+mkdir -p "$O/hub/blobs" "$O/hub/snap" && echo '{}' >"$O/hub/blobs/c" && echo weights >"$O/hub/blobs/w"
+ln -sf ../blobs/c "$O/hub/snap/config.json" && ln -sf ../blobs/w "$O/hub/snap/model.safetensors"
+expect_error out_on_a_checkpoint_link "--out $O/hub/snap/config.json" "whose files the run reads" \
+  "$CB" generate -m "$O/hub/snap" --prompt Once -n 2 --out "$O/hub/snap/config.json"
+expect_error out_beside_linked_weights "--out $O/hub/snap/config.json" "whose files the run reads" \
+  "$CB" generate -m "$O/hub/snap/model.safetensors" --prompt Once -n 2 --out "$O/hub/snap/config.json"
+if [ "$(cat "$O/ckpt/config.json")" = '{}' ] && [ "$(cat "$O/ckpt/model.safetensors")" = weights ] \
+  && [ "$(cat "$O/hub/blobs/c")" = '{}' ]; then ok
 else bad "an output replaced a checkpoint's file"; fi
 expect_error out_twice "--csv $O/./r.json" "is also given to --out" \
   "$CB" replay "$O/trace.json" -m preset:tiny-llama --sim --quiet --out "$O/r.json" --csv "$O/./r.json"
