@@ -601,9 +601,9 @@ AblateResult run_ablation(const AblateOptions& a) {
   r.config["execution"] = a.sim ? "sim" : "real";
   r.config["model"] = a.config.name;
   if (a.sim) {
-    // The file, and its own "name" beside it: a file of A100 figures may be named "h100-80gb".
-    r.config["profile"] = a.profile.loaded_from;
-    r.config["profile_name"] = a.profile.name;
+    // The name the profile gives itself: gate compares `config` key by key, and the same
+    // figures under another path are the same profile (the file is the JSON's profile_file).
+    r.config["profile"] = a.profile.name;
     // The tiers the profile (or, where it gives none, the paper) sized; the micro studies
     // set dram_bytes themselves (the same value in sim mode).
     if (!r.config.contains("dram_bytes"))

@@ -183,7 +183,10 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
   o.config = lm.source->config();
   if (o.sim) {
     o.profile = sim::load_profile(a.profile);
-    if (a.gpus > 0) o.profile.gpus = a.gpus;
+    if (a.gpus > 0) {
+      o.profile.gpus = a.gpus;
+      o.profile.sources["gpus"] = "--gpus " + std::to_string(a.gpus);
+    }
     // A size the profile lacks (a calibrated one) taken from the paper, said once before the
     // studies run, as replay says its --dram auto (also with --quiet: the results depend on it).
     std::vector<std::string> said;
@@ -231,7 +234,10 @@ int run_ablate(AblateArgs& a, CLI::App& sub) {
     j["model_source"] = a.m.model;
     j["backend"] = o.sim ? "sim" : backend_label(a.m);
     if (!o.sim) j["native_kv_entries"] = o.native_kv_entries;
-    if (o.sim) j["profile"] = o.profile.to_json();
+    if (o.sim) {
+      j["profile"] = o.profile.to_json();
+      j["profile_file"] = o.profile.loaded_from;  // as replay's: outside what gate compares
+    }
     const std::string base = a.out + "/" + s;
     write_json(base + ".json", j);
     std::string wrote = base + ".json";

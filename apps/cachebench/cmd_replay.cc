@@ -138,7 +138,10 @@ int run_replay_cmd(ReplayArgs& a, CLI::App& sub) {
   if (a.sim) prof = sim::load_profile(a.profile);
   // An explicit --gpus wins over the profile's "gpus" (1 included), and the config records
   // what ran: tensor parallel over the GPUs charged.
-  if (a.sim && was_given(sub, "--gpus")) prof.gpus = o.gpus;
+  if (a.sim && was_given(sub, "--gpus")) {
+    prof.gpus = o.gpus;
+    prof.sources["gpus"] = "--gpus " + std::to_string(o.gpus);
+  }
   if (a.sim) o.gpus = prof.gpus;
   o.store.dram_bytes = a.dram != "auto"               ? store::parse_size(a.dram, "--dram")
                        : a.sim && prof.dram_bytes > 0 ? static_cast<uint64_t>(prof.dram_bytes)

@@ -135,7 +135,7 @@ json.dump(d, open(sys.argv[3], 'w'))" "$TMP/a100.json" $v "$TMP/prof_$v.json"
   done
   if grep -qF "note:" "$TMP/trunc_1e9.err"; then bad "a profile with sizes noted: $(cat "$TMP/trunc_1e9.err")"; else ok; fi
   check "truncation: the paper's sizes for a profile of none, recorded with the file" "$TMP/trunc_0/truncation.json" \
-    "j['config']['dram_bytes'] == 128e9 and j['config']['ssd_bytes'] == 10e12 and j['config']['profile'] == '$TMP/prof_0.json' and j['config']['profile_name'] == 'a100-80gb' and r == json.load(open('$O/truncation.json'))['rows']"
+    "j['config']['dram_bytes'] == 128e9 and j['config']['ssd_bytes'] == 10e12 and j['config']['profile'] == 'a100-80gb' and j['profile_file'] == '$TMP/prof_0.json' and r == json.load(open('$O/truncation.json'))['rows']"
   check "truncation: a profile's 1 GB of DRAM and SSD, recorded, hit less than 128 GB + 10 TB" "$TMP/trunc_1e9/truncation.json" \
     "j['config']['dram_bytes'] == 1e9 and j['config']['ssd_bytes'] == 1e9 and r[0]['values']['hit'] < json.load(open('$O/truncation.json'))['rows'][0]['values']['hit']"
   run medium medium $T

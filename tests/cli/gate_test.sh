@@ -199,9 +199,9 @@ json.dump(j, open(sys.argv[2] + "/no_align.json", "w"))
 j = json.load(open(sys.argv[1]))
 j["trace"]["input_tokens"] += 1
 json.dump(j, open(sys.argv[2] + "/other_tokens.json", "w"))
-for name, peak in (("sim_a", 312.0), ("sim_b", 400.0)):
+for name, peak, source in (("sim_a", 312.0, "a"), ("sim_b", 400.0, "a"), ("sim_c", 312.0, "c")):
     j = json.load(open(sys.argv[1]))
-    j["profile"] = {"name": "a100-80gb", "gemm_tflops": peak}
+    j["profile"] = {"name": "a100-80gb", "gemm_tflops": peak, "sources": {"gemm_tflops": source}}
     json.dump(j, open(sys.argv[2] + "/" + name + ".json", "w"))
 PY
 expect_error gate_setting_absent_current "$TMP/no_align.json" "config truncate_align" \
@@ -212,6 +212,8 @@ expect_error gate_other_tokens "$TMP/other_tokens.json" "trace input tokens" \
   "$CB" gate --baseline "$GBASE" --current "$TMP/other_tokens.json"
 expect_error gate_other_profile "$TMP/sim_b.json" "profile a100-80gb vs another a100-80gb" \
   "$CB" gate --baseline "$TMP/sim_a.json" --current "$TMP/sim_b.json"
+# The same figures with other words for their sources (a later build's) are the same profile.
+expect_ok gate_profile_sources_reworded "$CB" gate --baseline "$TMP/sim_a.json" --current "$TMP/sim_c.json"
 printf '{"bench": "cpu", "layers": 1, "weights": "f32", "prefill_tok_s": 100.0}' >"$G/b1.json"
 printf '{"bench": "cpu", "layers": 5, "weights": "bf16", "prefill_tok_s": 100.0}' >"$G/b5.json"
 expect_error gate_bench_shape "$G/b5.json" "weights f32 vs bf16, layers 1 vs 5" \
