@@ -171,7 +171,14 @@ LoadedModel load_model(const ModelArgs& a, bool need_tokenizer, bool load_weight
   } else if (m.source->kind() == model::SourceKind::HuggingFace &&
              (file_exists(m.source->location() + "/tokenizer.model") ||
               file_exists(m.source->location() + "/tokenizer.json"))) {
-    m.tok = tokenizer::load_tokenizer(m.source->location());
+    try {
+      m.tok = tokenizer::load_tokenizer(m.source->location());
+    } catch (const Error& e) {
+      // A command that runs token ids (forward --tokens, a length trace) runs without it.
+      if (need_tokenizer) throw;
+      std::fprintf(stderr, "cachebench: note: the checkpoint's tokenizer is not used: %s\n",
+                   e.what());
+    }
   }
   if (need_tokenizer && !m.tok) {
     throw make_error(a.model, "no tokenizer for this model", "pass --tokenizer FILE");
