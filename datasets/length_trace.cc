@@ -7,6 +7,7 @@
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/json_parse.h"
 
 namespace cb::datasets {
 namespace {
@@ -87,17 +88,7 @@ json parse_trace_json(std::string_view bytes, const std::string& path) {
   try {
     return json::parse(bytes.begin(), bytes.end());
   } catch (const json::exception& e) {
-    // nlohmann's text after its "[json.exception.parse_error.101] " tag: "parse error at
-    // line L, column C: ...". A number too large for a double is an out_of_range error
-    // ("number overflow parsing '1E400'"), not a parse_error.
-    std::string why = e.what();
-    const size_t tag = why.find("] ");
-    if (tag != std::string::npos) why = why.substr(tag + 2);
-    for (char& c : why) {
-      if (c == '\n' || c == '\r') c = ' ';
-    }
-    if (why.size() > 200) why = why.substr(0, 200) + "...";
-    throw make_error(path, "invalid JSON (" + why + ")",
+    throw make_error(path, "invalid JSON (" + json_error_reason(e) + ")",
                      "the file must be one complete JSON document (check it was not truncated)");
   }
 }

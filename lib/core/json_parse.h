@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "lib/core/error.h"
+
 namespace cb {
 
 /// A key some object holds twice: the key, and the key of the object holding it ("" for the
@@ -81,6 +83,17 @@ inline std::string json_error_reason(const nlohmann::json::exception& e) {
   }
   if (why.size() > 200) why = why.substr(0, 200) + "...";
   return why;
+}
+
+/// Throws cb::Error naming `path` (with `fix`) when `text` holds a NUL byte: nlohmann's parser
+/// takes one for the end of its input, so what follows it (another document, garbage) would go
+/// unread, and JSON has no raw NUL (a string escapes it).
+inline void refuse_json_nul(std::string_view text, const std::string& path,
+                            const std::string& fix) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string_view::npos) return;
+  throw make_error(path, "holds a NUL byte at offset " + std::to_string(nul) + ", not JSON text",
+                   fix);
 }
 
 /// Whether an object nested at most `max_depth` levels deep in `text` (1: the top-level object

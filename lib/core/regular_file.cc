@@ -59,22 +59,20 @@ int open_regular_file(const std::string& path, const std::string& fix, unsigned 
 
 std::string read_regular_file(const std::string& path, const std::string& fix) {
   unsigned long long size = 0;
-  const int fd = open_regular_file(path, fix, &size);
+  struct Fd {
+    int fd;
+    ~Fd() { ::close(fd); }  // also when a reservation or an append throws
+  } f{open_regular_file(path, fix, &size)};
   std::string out;
   out.reserve(static_cast<size_t>(size));
   char buf[1 << 16];
   for (;;) {
-    const ssize_t r = ::read(fd, buf, sizeof buf);
+    const ssize_t r = ::read(f.fd, buf, sizeof buf);
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw make_error(path, "cannot read file: " + reason(err), kFixOpen);
-    }
+    if (r < 0) throw make_error(path, "cannot read file: " + reason(errno), kFixOpen);
     if (r == 0) break;
     out.append(buf, static_cast<size_t>(r));
   }
-  ::close(fd);
   return out;
 }
 

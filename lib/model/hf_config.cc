@@ -7,6 +7,7 @@
 #include "lib/core/error.h"
 #include "lib/core/format.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/json_parse.h"
 #include "lib/core/regular_file.h"
 
 namespace cb::model {
@@ -144,6 +145,7 @@ ModelConfig config_from_hf(const std::string& path) {
   // Not std::ifstream: it opens a FIFO and waits for a writer, and fails on a directory only
   // at its first read, with the library's words.
   const std::string text = read_regular_file(path, fix);
+  refuse_json_nul(text, path, "fix or re-download config.json");
   check_json_depth(text, kMaxJsonDepth, path, "fix or re-download config.json");
   json j;
   try {

@@ -310,8 +310,8 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
   for (const auto& n : builtin_profile_names()) {
     if (name_or_path == n || n.rfind(name_or_path + "-", 0) == 0) return builtin_profile(n);
   }
-  // stat, not open: opening a FIFO blocks until a writer comes (MappedFile refuses it too, once
-  // open), and a device (/dev/zero) reads without end.
+  // What is at the path, for a profile's own words (MappedFile, below, refuses a FIFO or a
+  // device too, without waiting on it, but speaks of model and data files).
   std::error_code ec;
   const std::filesystem::file_status st = std::filesystem::status(name_or_path, ec);
   if (std::filesystem::is_directory(st)) {
@@ -328,6 +328,10 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
       name_or_path.find('/') != std::string::npos ||
       (name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0);
   if (!std::filesystem::exists(st) && !path) builtin_profile(name_or_path, option);  // the names
+  if (st.type() == std::filesystem::file_type::not_found) {  // else MappedFile says why
+    throw make_error(name_or_path + " (" + option + ")", "no such hardware profile file",
+                     "check the path (`cachebench calibrate --out` writes one)");
+  }
   const MappedFile file(name_or_path);  // names the file and why it cannot be read
   if (file.size() > kMaxProfileBytes) {
     throw make_error(name_or_path,
@@ -336,6 +340,7 @@ HardwareProfile load_profile(const std::string& name_or_path, const std::string&
                      "name a hardware profile file (`cachebench calibrate --out` writes one)");
   }
   const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  refuse_json_nul(text, name_or_path, "a hardware profile is a JSON text file");
   // A profile is a flat object and its sources.
   check_json_depth(text, 8, name_or_path, "a hardware profile is a flat JSON object");
   nlohmann::json j;

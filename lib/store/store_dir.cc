@@ -16,6 +16,7 @@
 #include "lib/core/atomic_file.h"
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/regular_file.h"
 #include "lib/store/journal.h"
 #include "lib/store/size_parse.h"
 
@@ -96,13 +97,7 @@ int read_regular(const std::string& path, std::string* out, uint64_t max_bytes) 
 
 std::string file_kind(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return "gone";
-  if (S_ISFIFO(st.st_mode)) return "a FIFO";
-  if (S_ISDIR(st.st_mode)) return "a directory";
-  if (S_ISSOCK(st.st_mode)) return "a socket";
-  if (S_ISCHR(st.st_mode)) return "a character device";
-  if (S_ISBLK(st.st_mode)) return "a block device";
-  return S_ISREG(st.st_mode) ? "a regular file" : "not a regular file";
+  return ::stat(path.c_str(), &st) != 0 ? "gone" : file_type_name(st.st_mode);
 }
 
 std::string marker_path(const std::string& dir) {

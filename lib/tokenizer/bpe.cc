@@ -10,6 +10,7 @@
 
 #include "lib/core/error.h"
 #include "lib/core/json_depth.h"
+#include "lib/core/json_parse.h"
 #include "lib/core/regular_file.h"
 #include "lib/formats/gguf.h"
 #include "lib/tokenizer/load.h"
@@ -337,6 +338,7 @@ std::unique_ptr<BpeTokenizer> BpeTokenizer::from_gguf(const cb::formats::GgufFil
 std::unique_ptr<BpeTokenizer> BpeTokenizer::from_tokenizer_json(const std::string& path) {
   // Not std::ifstream, which opens a FIFO and waits for a writer.
   const std::string text = read_regular_file(path, "pass a tokenizer.json file");
+  refuse_json_nul(text, path, kDamagedVocabFix);
   // Deep nesting is refused before parsing, in one pass (see lib/core/json_depth.h).
   if (json_nesting_depth(text) > static_cast<size_t>(kMaxJsonDepth)) {
     throw make_error(

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "lib/core/error.h"
+
 namespace {
 
 // nlohmann keeps the last of two equal keys without a word; the check finds the first key an
@@ -30,6 +32,19 @@ TEST(JsonKeys, ChecksOnlyDownToMaxDepth) {
   EXPECT_TRUE(cb::find_duplicate_json_key(nested, 2, nullptr));
   EXPECT_FALSE(cb::find_duplicate_json_key(R"({"a": {"k": 1}, "b": {"k": 1}})", 8, nullptr));
   EXPECT_FALSE(cb::find_duplicate_json_key("[1, 2]", 8, nullptr));
+}
+
+// nlohmann's parser ends its input at a NUL byte: text after one would go unread, so a text
+// that holds one is refused, naming the file and the offset.
+TEST(JsonNul, ANulByteIsRefusedWithItsOffset) {
+  EXPECT_NO_THROW(cb::refuse_json_nul(R"({"a": "\u0000"})", "f.json", "fix"));  // escaped: text
+  const std::string text("{\"a\": 1}\0{\"a\": 2}", 17);
+  try {
+    cb::refuse_json_nul(text, "f.json", "fix it");
+    FAIL() << "no error";
+  } catch (const cb::Error& e) {
+    EXPECT_STREQ(e.what(), "f.json: holds a NUL byte at offset 8, not JSON text; fix it");
+  }
 }
 
 }  // namespace
