@@ -40,9 +40,9 @@ std::string fresh(const std::string& name) {
 // open(2) of a FIFO for reading waits for a writer: MappedFile (GGUF, safetensors, an index)
 // and read_regular_file (config.json, tokenizers) hung on one.
 TEST(RegularFileTest, AFifoIsRefusedNotWaitedOn) {
-  ::alarm(30);  // a blocked open ends as SIGALRM, which fails the test
   const std::string fifo = fresh("fifo.gguf");
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  ::alarm(30);  // a blocked open ends as SIGALRM, which fails the test
   const std::string want = fifo + ": not a regular file (a FIFO)";
   std::string e = error_of([&] { cb::MappedFile f(fifo); });
   EXPECT_TRUE(has(e, want)) << e;

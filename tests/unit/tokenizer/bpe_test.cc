@@ -339,12 +339,12 @@ TEST(BpeJsonTest, TinyGpt2Model) {
 // The tokenizer_config.json beside it was read with std::ifstream, which waits for a writer
 // on a FIFO.
 TEST(BpeJsonTest, ATokenizerConfigThatIsAFifoIsNamedNotWaitedOn) {
-  ::alarm(60);  // a blocked open ends as SIGALRM, which fails the test
   const std::string dir = cb::test::tmp_dir() + "/bpe_cfg_fifo";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string p = cb::test::write_tmp("bpe_cfg_fifo/tokenizer.json", tiny_json().dump());
   ASSERT_EQ(::mkfifo((dir + "/tokenizer_config.json").c_str(), 0644), 0);
+  ::alarm(60);  // a blocked open ends as SIGALRM, which fails the test
   try {
     BpeTokenizer::from_tokenizer_json(p);
     ADD_FAILURE() << "no cb::Error";
