@@ -120,6 +120,10 @@ expect_error gate_other_files "$G/pq_other.json" "data files (2 vs 2, checksums 
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_other.json" --max-regression results.0.acc=0
 expect_error gate_other_limit "$G/pq_limit.json" "limit 20 vs 40" \
   "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_limit.json" --max-regression results.0.acc=0
+# A setting only one of the two records (an older build's result) is a difference too.
+printf '{"task": "piqa", "files_sha256": {"/a/valid.jsonl": "aa", "/a/valid-labels.lst": "cc"}, "results": [{"acc": 0.5}]}' >"$G/pq_nolimit.json"
+expect_error gate_setting_one_sided "$G/pq_nolimit.json" "limit 20 vs absent" \
+  "$CB" gate --baseline "$G/pq_base.json" --current "$G/pq_nolimit.json" --max-regression results.0.acc=0
 # results.0.ppl is the first method's: runs of other methods (or truncation) are other setups.
 printf '{"task": "perplexity", "truncate_ratio": 0.5, "results": [{"method": "TT", "ppl": 4.0}, {"method": "CA", "ppl": 4.1}]}' >"$G/ov_all.json"
 printf '{"task": "perplexity", "truncate_ratio": 0.5, "results": [{"method": "CA", "ppl": 4.1}]}' >"$G/ov_ca.json"
