@@ -169,6 +169,7 @@ void register_bench(CLI::App& app) {
         j["decode_weight_bytes"] = r.decode_weight_bytes;
         j["decode_sgemm_gflops"] = r.decode_gemm_gflops;
       }
+      if (seeded_weights(a->m)) j["weights_seed"] = a->m.seed;  // gate compares it
       write_json(a->out, j);
     }
     return 0;

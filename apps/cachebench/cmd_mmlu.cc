@@ -184,6 +184,7 @@ int run_mmlu_cmd(const MmluArgs& a) {
                               {"seconds", r.seconds},
                               {"subjects", per}});
     }
+    if (seeded_weights(a.m)) j["weights_seed"] = a.m.seed;  // gate compares it
     write_json(a.out, j);
   }
   return 0;

@@ -215,6 +215,7 @@ int run_overflow_study(const PerplexityArgs& a, const LoadedModel& lm,
                               {"forward_calls", r.forward_calls},
                               {"seconds", r.seconds}});
     }
+    if (seeded_weights(a.m)) j["weights_seed"] = a.m.seed;  // gate compares it
     write_json(a.out, j);
   }
   return 0;
@@ -381,6 +382,7 @@ int run_convention(const PerplexityArgs& a, const LoadedModel& lm, const dataset
       for (const auto& d : docs) counts.push_back({d.tokens.size(), d.words, d.bytes});
       j["document_tokens_words_bytes"] = counts;
     }
+    if (seeded_weights(a.m)) j["weights_seed"] = a.m.seed;  // gate compares it
     write_json(a.out, j);
   }
   return 0;
@@ -566,6 +568,7 @@ void register_perplexity(CLI::App& app) {
                           {"backend", backend_label(a->m)},
                           {"mode", "real"},
                           {"git", git_revision()}};
+      if (seeded_weights(a->m)) j["weights_seed"] = a->m.seed;  // gate compares it
       write_json(a->out, j);
     }
     return 0;

@@ -79,6 +79,7 @@ int run_piqa_cmd(const PiqaArgs& a) {
         {"backend", backend_label(a.m)},
         {"mode", "real"},
         {"git", git_revision()}};
+    if (seeded_weights(a.m)) j["weights_seed"] = a.m.seed;  // gate compares it
     write_json(a.out, j);
   }
   return 0;

@@ -78,6 +78,7 @@ if python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))
 assert j["decode_tokens"] == 0 and j["prefill_tok_s"] > 0, j
+assert j["weights_seed"] == 0, j  # a preset: its weights seed, which gate compares
 assert not any(k in j for k in ("decode_tok_s", "decode_ms_per_token", "decode_weight_gbs", "decode_sgemm_gflops")), j
 ' "$TMP/bench_cpu_nodecode.json" 2>"$TMP/err"; then ok; else bad "bench_cpu --decode 0 json: $(tail -c 400 "$TMP/err")"; fi
 # bench cpu runs token ids: a tokenizer would be loaded for nothing (and never checked).
