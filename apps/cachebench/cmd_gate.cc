@@ -143,9 +143,10 @@ std::vector<std::string> section_diffs(const nlohmann::json& b, const nlohmann::
 /// measurements, nor --reps (more repetitions measure the same), nor the directory.
 nlohmann::json bench_store_setup(const nlohmann::json& doc) {
   nlohmann::json s = nlohmann::json::object();
+  // io_backend: what `--io auto` chose on the machine (io_uring, or pread where it has none).
   for (const char* k : {"entry_bytes", "n_layers", "token_bytes", "traffic_bytes", "chunk_bytes",
-                        "io", "io_threads", "parallel_ref_depth", "parallel_ref_threads",
-                        "policy_entries", "policy_queue"}) {
+                        "io", "io_backend", "io_threads", "parallel_ref_depth",
+                        "parallel_ref_threads", "policy_entries", "policy_queue"}) {
     if (doc.contains(k)) s[k] = doc[k];
   }
   const auto j = doc.find("journal");

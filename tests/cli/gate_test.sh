@@ -277,6 +277,7 @@ write("entry", entry_bytes=4194304, entries_per_rep=8, tokens_per_entry=16)
 write("chunk", chunk_bytes=65536)
 write("traffic", traffic_bytes=67108864, entries_per_rep=8)
 write("io", io="pread", io_backend="pread")
+write("backend", io_backend="pread")  # --io auto on a machine without io_uring
 write("threads", io_threads=8)
 write("ref", parallel_ref_depth=8, parallel_ref_threads=1)
 write("policy", policy_entries=1000)
@@ -287,6 +288,7 @@ PY2
 expect_ok gate_bench_store_measured "$CB" gate --baseline "$TMP/bs_base.json" \
   --current "$TMP/bs_measured.json" --max-regression ssd_read_gbs=60
 for c in "entry entry_bytes" "chunk chunk_bytes" "traffic traffic_bytes" "io io \"auto\" vs \"pread\"" \
+  "backend io_backend \"io_uring\" vs \"pread\"" \
   "threads io_threads" "ref parallel_ref_depth" "policy policy_entries" "journal journal_entries" \
   "no_journal journal_entries 10 vs absent" "no_chunk chunk_bytes 1048576 vs absent"; do
   expect_refused "gate_bench_store_${c%% *}" "${c#* }" "$TMP/bs_base.json" "$TMP/bs_${c%% *}.json" \
