@@ -70,11 +70,14 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   // This machine is a virtual one on shared hosts: its hypervisor at times gives other guests
   // half of its CPU time or more ("steal": a replay took 14 s of wall clock for 7 s of CPU),
   // and its speed drifts from one minute to the next. Each round brackets the real replay
-  // between two calibrations and compares it with the mean of the two sims. Each of the three
-  // computes on this thread without waiting for anything else (with OPENBLAS_NUM_THREADS=1, as
-  // `make test` runs it: checked below), so a round counts for timing
-  // only when this thread had a CPU for at least 90% of each part's wall clock. The median
-  // ratio over up to five such rounds must lie within 15%. Every round's tiers are checked.
+  // between two calibrations and compares it with the mean of the two sims. Each part computes
+  // on this thread without waiting for anything else (with OPENBLAS_NUM_THREADS=1, as
+  // `make test` runs it: checked below), so a round counts for timing only when this thread had
+  // a CPU for at least 90% of each part's wall clock. A busy host also slows work in ways the
+  // thread's CPU time does not show (shared caches, memory bandwidth), and only ever slows it:
+  // as a calibration takes medians of interleaved passes, a round replays real twice and takes
+  // the faster of the two that had the CPU. The median ratio over up to five such rounds must
+  // lie within 15%. Every replay's tiers are checked.
   constexpr double kOnCpu = 0.90;
   constexpr int kRounds = 5, kMinRounds = 3, kMaxTries = 8;
   std::vector<double> mean_ratio, p90_ratio;
@@ -84,7 +87,7 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
   // Up to kMaxTries rounds for kRounds counted ones, stopping once kMinRounds are out of reach.
   for (; tries < kMaxTries && counted() < kRounds && counted() + (kMaxTries - tries) >= kMinRounds;
        ++tries) {
-    double on_cpu[3];  // this thread's CPU time over the wall clock, per part
+    double on_cpu[4];  // this thread's CPU time over the wall clock, per part
     const auto timed = [&on_cpu](int part, const auto& fn) {
       const double cpu0 = thread_cpu_seconds();
       const auto wall0 = std::chrono::steady_clock::now();
@@ -95,9 +98,20 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
     };
     SimOptions before, after;
     before.profile = timed(0, [&] { return test_util::calibrate_retried(*m, co).profile; });
-    const ReplayRun real =
+    const ReplayRun real_a =
         timed(1, [&] { return run_replay(*m, real_sessions, engine::Mode::CA, o); });
+    const ReplayRun real_b =
+        timed(3, [&] { return run_replay(*m, real_sessions, engine::Mode::CA, o); });
     after.profile = timed(2, [&] { return test_util::calibrate_retried(*m, co).profile; });
+    const auto mean_ttft = [](const ReplayRun& r) {
+      return r.summary["ttft_ms"]["mean"].get<double>();
+    };
+    // The faster of the two real replays that had the CPU (the first when neither had).
+    const bool b_counts = on_cpu[3] >= kOnCpu;
+    const bool take_b = b_counts && (on_cpu[1] < kOnCpu || mean_ttft(real_b) < mean_ttft(real_a));
+    const ReplayRun& real = take_b ? real_b : real_a;
+    if (take_b) on_cpu[1] = on_cpu[3];
+    EXPECT_EQ(tiers_by_turn(real_a), tiers_by_turn(real_b));  // the same turns hit, run to run
     const ReplayRun sa =
         run_sim_replay(m->config(), sim_sessions(trace, 48), engine::Mode::CA, o, before);
     const ReplayRun s =
@@ -129,7 +143,10 @@ TEST(SimValidation, CalibratedSimMatchesTheCpuBackend) {
                   100 * on_cpu[1], 100 * on_cpu[2]);
     rounds += std::string(" [") + (quiet ? "" : "not counted: ") + cpu_pct + ", real " +
               std::to_string(ttft(real, "mean")) + " / " + std::to_string(ttft(real, "p90")) +
-              " ms, sim before " + std::to_string(ttft(sa, "mean")) + " / " +
+              " ms (the " + (take_b ? "second" : "first") + " of two, means " +
+              std::to_string(mean_ttft(real_a)) + " and " + std::to_string(mean_ttft(real_b)) +
+              " ms; " + std::to_string(static_cast<int>(100 * on_cpu[3])) +
+              "% on a CPU in the second), sim before " + std::to_string(ttft(sa, "mean")) + " / " +
               std::to_string(ttft(sa, "p90")) + " ms, after " + std::to_string(ttft(s, "mean")) +
               " / " + std::to_string(ttft(s, "p90")) + " ms]";
   }
